@@ -1,0 +1,608 @@
+//! The kernel.toml front end: TOML → checked [`Kernel`].
+//!
+//! Parsing and validation happen in one pass over the document so every
+//! error carries the span of the text it is about. The format is documented
+//! in docs/kernel-format.md.
+
+use crate::diag::{Diagnostic, KernelError, Span};
+use crate::dtype::DType;
+use crate::index::{IOp, Index, SizeId, VarId};
+use crate::kernel::*;
+use crate::schedule::{self, Step};
+use crate::syntax::{self, Arg, Ast, AstKind, BinaryOp, UnaryOp as AUnary};
+use indexmap::IndexMap;
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    kernel: Spanned<KernelDecl>,
+    #[serde(default)]
+    inputs: IndexMap<Spanned<String>, Spanned<InputDecl>>,
+    #[serde(default)]
+    params: IndexMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    stage: Vec<Spanned<StageDecl>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelDecl {
+    name: Spanned<String>,
+    #[serde(default)]
+    sizes: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputDecl {
+    dtype: Spanned<String>,
+    shape: Spanned<Vec<Spanned<Extent>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Extent {
+    Int(i64),
+    Expr(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StageDecl {
+    compute: Spanned<String>,
+    shape: Option<Spanned<Vec<Spanned<Extent>>>>,
+    dtype: Option<Spanned<String>>,
+    #[serde(default)]
+    schedule: Vec<Spanned<String>>,
+}
+
+/// Parses and checks a kernel file. `file` names it in diagnostics.
+pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
+    let err = |diagnostics| KernelError { file: file.to_string(), source: source.to_string(), diagnostics };
+    let doc: Doc = toml::from_str(source).map_err(|e| {
+        let span = e.span().map_or(Span::default(), |r| Span::new(r.start, r.end));
+        err(vec![Diagnostic::new(span, e.message().trim_end().to_string())])
+    })?;
+    let mut cx = Cx { src: source, diags: Vec::new() };
+    let kernel = cx.kernel(doc);
+    match kernel {
+        Some(k) if cx.diags.is_empty() => Ok(k),
+        _ => Err(err(cx.diags)),
+    }
+}
+
+struct Cx<'s> {
+    src: &'s str,
+    diags: Vec<Diagnostic>,
+}
+
+fn span_of<T>(s: &Spanned<T>) -> Span {
+    let r = s.span();
+    Span::new(r.start, r.end)
+}
+
+/// Reserved words: GPU axes and function names may not name tensors, sizes, params or axes.
+fn is_reserved(name: &str) -> bool {
+    DType::parse(name).is_some()
+        || MathFn::ALL.iter().any(|f| f.name() == name)
+        || matches!(name, "select" | "min" | "max" | "blockIdx" | "threadIdx")
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl<'s> Cx<'s> {
+    fn error(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    /// Byte offset of a TOML string's content, so spans inside it point at
+    /// the right characters. Falls back to the string's start when escapes
+    /// make the text differ from the source.
+    fn content_base(&self, s: &Spanned<String>) -> usize {
+        let sp = span_of(s);
+        for q in [1usize, 3] {
+            let start = sp.start + q;
+            if self.src.get(start..start + s.get_ref().len()) == Some(s.get_ref().as_str()) {
+                return start;
+            }
+        }
+        sp.start
+    }
+
+    fn name(&mut self, s: &Spanned<String>, what: &str, taken: &[(String, Span)]) -> bool {
+        let name = s.get_ref();
+        let span = span_of(s);
+        if !is_ident(name) {
+            self.error(
+                Diagnostic::new(span, format!("`{name}` is not a valid {what} name"))
+                    .hint("names start with a letter or `_` and contain only letters, digits and `_`"),
+            );
+            return false;
+        }
+        if is_reserved(name) {
+            self.error(Diagnostic::new(span, format!("`{name}` is reserved and cannot name a {what}")));
+            return false;
+        }
+        if let Some((_, prev)) = taken.iter().find(|(n, _)| n == name) {
+            let (line, _) = crate::diag::line_col(self.src, prev.start);
+            self.error(Diagnostic::new(span, format!("`{name}` is already declared (line {line})")).label("declared again here"));
+            return false;
+        }
+        true
+    }
+
+    fn kernel(&mut self, doc: Doc) -> Option<Kernel> {
+        let kernel_span = span_of(&doc.kernel);
+        let kdecl = doc.kernel.into_inner();
+        let kname = kdecl.name.get_ref().clone();
+        if !is_ident(&kname) {
+            self.error(
+                Diagnostic::new(span_of(&kdecl.name), format!("`{kname}` is not a valid kernel name"))
+                    .hint("the kernel name becomes a symbol in the code object: use letters, digits and `_`"),
+            );
+        }
+        let mut names: Vec<(String, Span)> = Vec::new();
+        let mut sizes = Vec::new();
+        for s in &kdecl.sizes {
+            if self.name(s, "size", &names) {
+                names.push((s.get_ref().clone(), span_of(s)));
+                sizes.push(SizeVar { name: s.get_ref().clone(), span: span_of(s) });
+            }
+        }
+        let mut k = Kernel { name: kname, sizes, tensors: Vec::new(), params: Vec::new(), stages: Vec::new() };
+
+        for (name, decl) in &doc.inputs {
+            let ok = self.name(name, "tensor", &names);
+            let span = span_of(name);
+            names.push((name.get_ref().clone(), span));
+            let d = decl.get_ref();
+            let dtype = self.dtype(&d.dtype);
+            let shape = self.shape(&k, &d.shape);
+            if let (true, Some(dtype), Some(shape)) = (ok, dtype, shape) {
+                k.tensors.push(Tensor { name: name.get_ref().clone(), dtype, shape, kind: TensorKind::Input, span });
+            }
+        }
+        for (name, dt) in &doc.params {
+            let ok = self.name(name, "parameter", &names);
+            names.push((name.get_ref().clone(), span_of(name)));
+            if let (true, Some(dtype)) = (ok, self.dtype(dt)) {
+                k.params.push(Param { name: name.get_ref().clone(), dtype, span: span_of(name) });
+            }
+        }
+        if doc.stage.is_empty() {
+            self.error(
+                Diagnostic::new(kernel_span, "the kernel has no stage")
+                    .hint("add a `[[stage]]` with `compute = \"C[i] = A[i] + B[i]\"`"),
+            );
+        }
+        for st in &doc.stage {
+            self.stage(&mut k, &mut names, st);
+        }
+        Some(k)
+    }
+
+    fn dtype(&mut self, s: &Spanned<String>) -> Option<DType> {
+        let d = DType::parse(s.get_ref());
+        if d.is_none() {
+            self.error(
+                Diagnostic::new(span_of(s), format!("unknown dtype `{}`", s.get_ref()))
+                    .suggest(s.get_ref(), DType::ALL.iter().map(|d| d.name()))
+                    .hint(format!("dtypes: {}", DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "))),
+            );
+        }
+        d
+    }
+
+    fn shape(&mut self, k: &Kernel, shape: &Spanned<Vec<Spanned<Extent>>>) -> Option<Vec<Index>> {
+        if shape.get_ref().is_empty() || shape.get_ref().len() > 4 {
+            self.error(
+                Diagnostic::new(span_of(shape), format!("a tensor has 1 to 4 dimensions, not {}", shape.get_ref().len()))
+                    .hint("write the extents outermost first, e.g. shape = [\"m\", \"n\"]"),
+            );
+            return None;
+        }
+        let mut out = Vec::new();
+        for e in shape.get_ref() {
+            let span = span_of(e);
+            let ix = match e.get_ref() {
+                Extent::Int(v) => Some(Index::c(*v)),
+                Extent::Expr(text) => {
+                    let base = {
+                        let s = Spanned::new(e.span(), text.clone());
+                        self.content_base(&s)
+                    };
+                    match syntax::parse_expr(text, base) {
+                        Ok(ast) => self.size_expr(k, &ast),
+                        Err(d) => {
+                            self.error(d);
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(Index::Const(v)) = ix {
+                if v <= 0 {
+                    self.error(Diagnostic::new(span, format!("extent {v} is not positive")));
+                    return None;
+                }
+            }
+            out.push(ix?);
+        }
+        Some(out)
+    }
+
+    /// An expression over sizes and integer constants.
+    fn size_expr(&mut self, k: &Kernel, ast: &Ast) -> Option<Index> {
+        let vars: Vec<(String, VarId)> = Vec::new();
+        self.index(k, &vars, ast, "an extent is an integer expression of sizes and constants")
+    }
+
+    /// Converts an AST to an index expression over sizes and the given vars.
+    fn index(&mut self, k: &Kernel, vars: &[(String, VarId)], ast: &Ast, what: &str) -> Option<Index> {
+        match &ast.kind {
+            AstKind::Int(v) => Some(Index::c(*v)),
+            AstKind::Name(n) => {
+                if let Some((_, v)) = vars.iter().find(|(x, _)| x == n) {
+                    return Some(Index::Var(*v));
+                }
+                if let Some(i) = k.sizes.iter().position(|s| &s.name == n) {
+                    return Some(Index::Size(SizeId(i as u32)));
+                }
+                let cands: Vec<&str> = vars.iter().map(|(n, _)| n.as_str()).chain(k.sizes.iter().map(|s| s.name.as_str())).collect();
+                let mut d = Diagnostic::new(ast.span, format!("unknown name `{n}` in an index expression")).suggest(n, cands);
+                if !k.sizes.iter().any(|s| s.name == *n) && vars.is_empty() {
+                    d = d.hint(format!("declare it in `[kernel] sizes = [..., \"{n}\"]`"));
+                }
+                self.error(d.label(what.to_string()));
+                None
+            }
+            AstKind::Binary(op, a, b) => {
+                let op = match op {
+                    BinaryOp::Add => IOp::Add,
+                    BinaryOp::Sub => IOp::Sub,
+                    BinaryOp::Mul => IOp::Mul,
+                    BinaryOp::Div => IOp::Div,
+                    BinaryOp::Rem => IOp::Mod,
+                    other => {
+                        self.error(Diagnostic::new(ast.span, format!("`{}` is not allowed here", other.symbol())).label(what.to_string()));
+                        return None;
+                    }
+                };
+                let a = self.index(k, vars, a, what);
+                let b = self.index(k, vars, b, what);
+                if let (IOp::Div | IOp::Mod, Some(Index::Const(0))) = (op, &b) {
+                    self.error(Diagnostic::new(ast.span, "division by zero in an index expression"));
+                    return None;
+                }
+                Some(Index::bin(op, a?, b?))
+            }
+            AstKind::Call { name, args, .. } if (name == "min" || name == "max") && args.len() == 2 => {
+                let a = self.index(k, vars, &args[0].value, what);
+                let b = self.index(k, vars, &args[1].value, what);
+                Some(Index::bin(if name == "min" { IOp::Min } else { IOp::Max }, a?, b?))
+            }
+            _ => {
+                self.error(Diagnostic::new(ast.span, "not an integer index expression").label(what.to_string()));
+                None
+            }
+        }
+    }
+
+    fn stage(&mut self, k: &mut Kernel, names: &mut Vec<(String, Span)>, decl: &Spanned<StageDecl>) {
+        let d = decl.get_ref();
+        let base = self.content_base(&d.compute);
+        let stmt = match syntax::parse_compute(d.compute.get_ref(), base) {
+            Ok(s) => s,
+            Err(e) => return self.error(e),
+        };
+        let target = Spanned::new(stmt.target_span.range(), stmt.target.clone());
+        if !self.name(&target, "tensor", names) {
+            return;
+        }
+        // Axes: plain, distinct names that shadow nothing else.
+        let mut axes_names: Vec<(String, VarId)> = Vec::new();
+        for (i, (a, sp)) in stmt.axes.iter().enumerate() {
+            let taken: Vec<(String, Span)> =
+                names.iter().cloned().chain(stmt.axes[..i].iter().cloned()).collect();
+            if !self.name(&Spanned::new(sp.range(), a.clone()), "axis", &taken) {
+                return;
+            }
+            axes_names.push((a.clone(), VarId(i as u32)));
+        }
+        let Some(shape_decl) = &d.shape else {
+            return self.error(
+                Diagnostic::new(stmt.target_span, format!("stage `{}` has no `shape`", stmt.target))
+                    .hint(format!("give the extent of each axis, e.g. shape = [{}]", stmt.axes.iter().map(|_| "\"n\"").collect::<Vec<_>>().join(", "))),
+            );
+        };
+        let Some(shape) = self.shape(k, shape_decl) else { return };
+        if shape.len() != stmt.axes.len() {
+            return self.error(
+                Diagnostic::new(span_of(shape_decl), format!("shape has {} extents but `{}` has {} axes", shape.len(), stmt.target, stmt.axes.len()))
+                    .hint("give one extent per axis on the left of `=`"),
+            );
+        }
+        let declared = match &d.dtype {
+            Some(s) => match self.dtype(s) {
+                Some(t) => Some((t, span_of(s))),
+                None => return,
+            },
+            None => None,
+        };
+        let value = match self.expr(k, &axes_names, &stmt.value, declared.map(|d| d.0)) {
+            Some(v) => v,
+            None => return,
+        };
+        let dtype = match declared {
+            Some((t, sp)) if t != value.dtype => {
+                return self.error(
+                    Diagnostic::new(stmt.value.span, format!("the expression has dtype `{}` but the stage declares `{t}`", value.dtype))
+                        .label(format!("this is `{}`", value.dtype))
+                        .hint(format!("convert it with `{t}(...)`, or change the dtype at line {}", crate::diag::line_col(self.src, sp.start).0)),
+                );
+            }
+            Some((t, _)) => t,
+            None => value.dtype,
+        };
+        let stage_id = StageId(k.stages.len() as u32);
+        let output = TensorId(k.tensors.len() as u32);
+        let axes: Vec<Axis> = stmt
+            .axes
+            .iter()
+            .zip(&shape)
+            .map(|((n, sp), e)| Axis { name: n.clone(), extent: e.clone(), span: *sp })
+            .collect();
+        let mut steps: Vec<Step> = Vec::new();
+        for s in &d.schedule {
+            let base = self.content_base(s);
+            match syntax::parse_step(s.get_ref(), base).and_then(|st| schedule::Step::from_syntax(&st)) {
+                Ok(step) => steps.push(step),
+                Err(e) => self.error(e),
+            }
+        }
+        names.push((stmt.target.clone(), stmt.target_span));
+        k.tensors.push(Tensor { name: stmt.target.clone(), dtype, shape, kind: TensorKind::Stage(stage_id), span: stmt.target_span });
+        let stage = Stage { name: stmt.target.clone(), output, axes, value, schedule: steps, span: span_of(decl) };
+        // Applying the schedule here reports its errors with the kernel's other errors.
+        if let Err(e) = schedule::apply_with_source(k, &stage, self.src) {
+            self.error(e);
+        }
+        k.stages.push(stage);
+    }
+
+    /// Typed conversion of a value expression. `hint` gives untyped
+    /// literals a dtype from their context.
+    fn expr(&mut self, k: &Kernel, axes: &[(String, VarId)], ast: &Ast, hint: Option<DType>) -> Option<Expr> {
+        let e = |kind, dtype| Some(Expr { kind, dtype });
+        match &ast.kind {
+            AstKind::Int(v) => match hint {
+                Some(t) if t.is_float() => e(ExprKind::Float(*v as f64), t),
+                Some(DType::Bool) | None => e(ExprKind::Int(*v), DType::I32),
+                Some(t) => e(ExprKind::Int(*v), t),
+            },
+            AstKind::Float(v) => match hint {
+                Some(t) if t.is_float() => e(ExprKind::Float(round_to(*v, t)), t),
+                None => e(ExprKind::Float(round_to(*v, DType::F32)), DType::F32),
+                Some(t) => {
+                    self.error(
+                        Diagnostic::new(ast.span, format!("float constant where a `{t}` is expected"))
+                            .hint(format!("write an integer, or convert the other side to a float type")),
+                    );
+                    None
+                }
+            },
+            AstKind::Name(n) => {
+                if let Some((_, v)) = axes.iter().find(|(x, _)| x == n) {
+                    return e(ExprKind::Index(Index::Var(*v)), DType::I32);
+                }
+                if let Some(i) = k.sizes.iter().position(|s| &s.name == n) {
+                    return e(ExprKind::Index(Index::Size(SizeId(i as u32))), DType::I32);
+                }
+                if let Some(i) = k.params.iter().position(|p| &p.name == n) {
+                    return e(ExprKind::Param(ParamId(i as u32)), k.params[i].dtype);
+                }
+                if let Some(t) = k.tensors.iter().find(|t| &t.name == n) {
+                    let idx = vec!["_"; t.shape.len()].join(", ");
+                    self.error(Diagnostic::new(ast.span, format!("tensor `{n}` is used without indices")).hint(format!("index it: `{n}[{idx}]`")));
+                    return None;
+                }
+                let cands = axes
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .chain(k.sizes.iter().map(|s| s.name.as_str()))
+                    .chain(k.params.iter().map(|p| p.name.as_str()))
+                    .chain(k.tensors.iter().map(|t| t.name.as_str()));
+                self.error(Diagnostic::new(ast.span, format!("unknown name `{n}`")).suggest(n, cands));
+                None
+            }
+            AstKind::Access { name, name_span, indices } => {
+                let Some(ti) = k.tensors.iter().position(|t| &t.name == name) else {
+                    let cands: Vec<&str> = k.tensors.iter().map(|t| t.name.as_str()).collect();
+                    let mut d = Diagnostic::new(*name_span, format!("unknown tensor `{name}`")).suggest(name, cands);
+                    if k.params.iter().any(|p| &p.name == name) || k.sizes.iter().any(|s| &s.name == name) {
+                        d = d.hint(format!("`{name}` is a scalar: drop the `[...]`"));
+                    }
+                    self.error(d);
+                    return None;
+                };
+                let t = &k.tensors[ti];
+                if indices.len() != t.shape.len() {
+                    self.error(
+                        Diagnostic::new(ast.span, format!("`{name}` has {} dimension(s) but is indexed with {}", t.shape.len(), indices.len()))
+                            .hint(format!("`{name}` is declared with shape [{}]", t.shape.iter().map(|s| s.display(&k.size_names(), &[]).to_string()).collect::<Vec<_>>().join(", "))),
+                    );
+                    return None;
+                }
+                let mut ix = Vec::new();
+                for i in indices {
+                    ix.push(self.index(k, axes, i, "a subscript is an integer expression of axes, sizes and constants"));
+                }
+                let indices: Option<Vec<Index>> = ix.into_iter().collect();
+                e(ExprKind::Load { tensor: TensorId(ti as u32), indices: indices? }, t.dtype)
+            }
+            AstKind::Unary(op, a) => {
+                let a = self.expr(k, axes, a, hint)?;
+                match op {
+                    AUnary::Neg if a.dtype != DType::Bool => e(ExprKind::Unary(UnaryOp::Neg, Box::new(a.clone())), a.dtype),
+                    AUnary::Not if a.dtype == DType::Bool => e(ExprKind::Unary(UnaryOp::Not, Box::new(a)), DType::Bool),
+                    _ => {
+                        self.error(Diagnostic::new(ast.span, format!("this operator does not apply to `{}`", a.dtype)));
+                        None
+                    }
+                }
+            }
+            AstKind::Binary(op, a, b) => {
+                let bop = match op {
+                    BinaryOp::Add => BinOp::Add,
+                    BinaryOp::Sub => BinOp::Sub,
+                    BinaryOp::Mul => BinOp::Mul,
+                    BinaryOp::Div => BinOp::Div,
+                    BinaryOp::Rem => BinOp::Rem,
+                    BinaryOp::Eq => BinOp::Eq,
+                    BinaryOp::Ne => BinOp::Ne,
+                    BinaryOp::Lt => BinOp::Lt,
+                    BinaryOp::Le => BinOp::Le,
+                    BinaryOp::Gt => BinOp::Gt,
+                    BinaryOp::Ge => BinOp::Ge,
+                    BinaryOp::And => BinOp::And,
+                    BinaryOp::Or => BinOp::Or,
+                };
+                let operand_hint = if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) { None } else { hint };
+                let (a, b) = self.operands(k, axes, a, b, operand_hint)?;
+                self.binary(bop, a, b, ast.span)
+            }
+            AstKind::Call { name, name_span, args } => self.call(k, axes, name, *name_span, args, ast.span, hint),
+        }
+    }
+
+    /// Converts two operands so that an untyped literal takes the other side's type.
+    fn operands(&mut self, k: &Kernel, axes: &[(String, VarId)], a: &Ast, b: &Ast, hint: Option<DType>) -> Option<(Expr, Expr)> {
+        let lit = |x: &Ast| matches!(x.kind, AstKind::Int(_) | AstKind::Float(_));
+        if lit(a) && !lit(b) {
+            let b = self.expr(k, axes, b, hint)?;
+            let a = self.expr(k, axes, a, Some(b.dtype))?;
+            Some((a, b))
+        } else {
+            let a = self.expr(k, axes, a, hint);
+            let b = self.expr(k, axes, b, a.as_ref().map(|a| a.dtype).or(hint));
+            Some((a?, b?))
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, a: Expr, b: Expr, span: Span) -> Option<Expr> {
+        if a.dtype != b.dtype {
+            self.error(
+                Diagnostic::new(span, format!("dtype mismatch: `{}` and `{}`", a.dtype, b.dtype))
+                    .label("operands of one operation must have the same dtype")
+                    .hint(format!("convert one side, e.g. `{}(...)`", if a.dtype.is_float() { a.dtype } else { b.dtype })),
+            );
+            return None;
+        }
+        let t = a.dtype;
+        let ok = match op {
+            BinOp::And | BinOp::Or => t == DType::Bool,
+            BinOp::Eq | BinOp::Ne => true,
+            BinOp::Rem => t.is_int(),
+            _ => t != DType::Bool,
+        };
+        if !ok {
+            self.error(Diagnostic::new(span, format!("this operation does not apply to `{t}` values")));
+            return None;
+        }
+        let dtype = if op.is_comparison() { DType::Bool } else { t };
+        Some(Expr { kind: ExprKind::Binary(op, Box::new(a), Box::new(b)), dtype })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn call(&mut self, k: &Kernel, axes: &[(String, VarId)], name: &str, name_span: Span, args: &[Arg], span: Span, hint: Option<DType>) -> Option<Expr> {
+        if let Some(a) = args.iter().find_map(|a| a.key.as_ref()) {
+            self.error(Diagnostic::new(a.1, format!("`{name}` takes no named arguments")));
+            return None;
+        }
+        let want = |cx: &mut Self, n: usize| {
+            if args.len() != n {
+                cx.error(Diagnostic::new(span, format!("`{name}` takes {n} argument(s), {} given", args.len())));
+                false
+            } else {
+                true
+            }
+        };
+        if let Some(t) = DType::parse(name) {
+            if !want(self, 1) {
+                return None;
+            }
+            let a = self.expr(k, axes, &args[0].value, Some(t))?;
+            return Some(if a.dtype == t { a } else { Expr { kind: ExprKind::Cast(Box::new(a)), dtype: t } });
+        }
+        match name {
+            "select" => {
+                if !want(self, 3) {
+                    return None;
+                }
+                let c = self.expr(k, axes, &args[0].value, None)?;
+                if c.dtype != DType::Bool {
+                    self.error(Diagnostic::new(args[0].value.span, format!("the condition of `select` must be bool, not `{}`", c.dtype)).hint("compare, e.g. `x > 0`"));
+                    return None;
+                }
+                let (a, b) = self.operands(k, axes, &args[1].value, &args[2].value, hint)?;
+                if a.dtype != b.dtype {
+                    self.error(Diagnostic::new(span, format!("`select` branches differ: `{}` and `{}`", a.dtype, b.dtype)));
+                    return None;
+                }
+                let t = a.dtype;
+                Some(Expr { kind: ExprKind::Select(Box::new(c), Box::new(a), Box::new(b)), dtype: t })
+            }
+            "min" | "max" => {
+                if !want(self, 2) {
+                    return None;
+                }
+                let (a, b) = self.operands(k, axes, &args[0].value, &args[1].value, hint)?;
+                self.binary(if name == "min" { BinOp::Min } else { BinOp::Max }, a, b, span)
+            }
+            _ => {
+                let Some(f) = MathFn::ALL.into_iter().find(|f| f.name() == name) else {
+                    let cands: Vec<&str> = MathFn::ALL.iter().map(|f| f.name()).chain(["select", "min", "max"]).chain(DType::ALL.iter().map(|d| d.name())).collect();
+                    self.error(Diagnostic::new(name_span, format!("unknown function `{name}`")).suggest(name, cands));
+                    return None;
+                };
+                if !want(self, f.arity()) {
+                    return None;
+                }
+                let mut xs = Vec::new();
+                let mut t = hint.filter(|t| t.is_float());
+                for a in args {
+                    let x = self.expr(k, axes, &a.value, t)?;
+                    t = Some(x.dtype);
+                    xs.push(x);
+                }
+                let t = xs[0].dtype;
+                if xs.iter().any(|x| x.dtype != t) {
+                    self.error(Diagnostic::new(span, format!("arguments of `{name}` must have one dtype")));
+                    return None;
+                }
+                if !(t.is_float() || (f.accepts_int() && t.is_int())) {
+                    self.error(
+                        Diagnostic::new(span, format!("`{name}` needs a float argument, not `{t}`")).hint(format!("convert it, e.g. `{name}(f32(...))`")),
+                    );
+                    return None;
+                }
+                Some(Expr { kind: ExprKind::Call(f, xs), dtype: t })
+            }
+        }
+    }
+}
+
+/// Rounds a constant to what the dtype can hold.
+pub fn round_to(v: f64, t: DType) -> f64 {
+    match t {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => half::f16::from_f64(v).to_f64(),
+        DType::BF16 => half::bf16::from_f64(v).to_f64(),
+        _ => v,
+    }
+}

@@ -1,0 +1,223 @@
+//! Integer index expressions: extents, subscripts, loop bounds, guards.
+//!
+//! An [`Index`] is an integer expression over constants, symbolic sizes
+//! (kernel arguments) and loop variables. All values are non-negative in a
+//! well-formed kernel, so division is floor division. Constructors fold
+//! constants and identities, so a schedule that splits by a constant yields
+//! `ceil(n / 64)` rather than a tree of `+ 0` and `* 1`.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// Index of a symbolic size in [`crate::Kernel::sizes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SizeId(pub u32);
+
+/// A loop variable of one stage (see [`crate::lower::LoopVar`]); the first
+/// variables of a stage are its axes, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VarId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IOp {
+    Add,
+    Sub,
+    Mul,
+    /// Floor division.
+    Div,
+    /// Division rounding up; used for the trip count of split loops.
+    CeilDiv,
+    Mod,
+    Min,
+    Max,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Index {
+    Const(i64),
+    Size(SizeId),
+    Var(VarId),
+    Bin(IOp, Box<Index>, Box<Index>),
+}
+
+impl Index {
+    pub fn c(v: i64) -> Index {
+        Index::Const(v)
+    }
+
+    pub fn as_const(&self) -> Option<i64> {
+        match self {
+            Index::Const(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Builds `a op b`, folding constants and identities.
+    pub fn bin(op: IOp, a: Index, b: Index) -> Index {
+        use Index::Const as K;
+        match (op, &a, &b) {
+            (_, K(x), K(y)) => {
+                if let Some(v) = fold(op, *x, *y) {
+                    return K(v);
+                }
+            }
+            (IOp::Add, K(0), _) => return b,
+            (IOp::Add | IOp::Sub, _, K(0)) => return a,
+            (IOp::Mul, K(1), _) => return b,
+            (IOp::Mul | IOp::Div | IOp::CeilDiv, _, K(1)) => return a,
+            (IOp::Mul, K(0), _) | (IOp::Mul, _, K(0)) => return K(0),
+            (IOp::Mod, _, K(1)) => return K(0),
+            _ => {}
+        }
+        Index::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    pub fn add(self, o: Index) -> Index {
+        Index::bin(IOp::Add, self, o)
+    }
+    pub fn sub(self, o: Index) -> Index {
+        Index::bin(IOp::Sub, self, o)
+    }
+    pub fn mul(self, o: Index) -> Index {
+        Index::bin(IOp::Mul, self, o)
+    }
+    pub fn div(self, o: Index) -> Index {
+        Index::bin(IOp::Div, self, o)
+    }
+    pub fn ceil_div(self, o: Index) -> Index {
+        Index::bin(IOp::CeilDiv, self, o)
+    }
+    pub fn rem(self, o: Index) -> Index {
+        Index::bin(IOp::Mod, self, o)
+    }
+
+    /// Replaces variables by expressions.
+    pub fn subst(&self, map: &HashMap<VarId, Index>) -> Index {
+        match self {
+            Index::Var(v) => map.get(v).cloned().unwrap_or(Index::Var(*v)),
+            Index::Bin(op, a, b) => Index::bin(*op, a.subst(map), b.subst(map)),
+            other => other.clone(),
+        }
+    }
+
+    pub fn uses_var(&self, v: VarId) -> bool {
+        match self {
+            Index::Var(x) => *x == v,
+            Index::Bin(_, a, b) => a.uses_var(v) || b.uses_var(v),
+            _ => false,
+        }
+    }
+
+    pub fn has_vars(&self) -> bool {
+        match self {
+            Index::Var(_) => true,
+            Index::Bin(_, a, b) => a.has_vars() || b.has_vars(),
+            _ => false,
+        }
+    }
+
+    /// Evaluates with sizes and variables given; `None` on division by zero
+    /// or overflow.
+    pub fn eval(&self, sizes: &[i64], vars: &[i64]) -> Option<i64> {
+        match self {
+            Index::Const(v) => Some(*v),
+            Index::Size(s) => sizes.get(s.0 as usize).copied(),
+            Index::Var(v) => vars.get(v.0 as usize).copied(),
+            Index::Bin(op, a, b) => fold(*op, a.eval(sizes, vars)?, b.eval(sizes, vars)?),
+        }
+    }
+
+    /// Renders with the given names for sizes and variables.
+    pub fn display<'a>(&'a self, sizes: &'a [String], vars: &'a [String]) -> impl fmt::Display + 'a {
+        IndexDisplay { e: self, sizes, vars, top: true }
+    }
+}
+
+/// Applies `op` to two integers with floor semantics; `None` on division by
+/// zero or overflow.
+pub fn fold(op: IOp, x: i64, y: i64) -> Option<i64> {
+    match op {
+        IOp::Add => x.checked_add(y),
+        IOp::Sub => x.checked_sub(y),
+        IOp::Mul => x.checked_mul(y),
+        IOp::Div => (y != 0).then(|| x.div_euclid(y)),
+        IOp::CeilDiv => (y != 0).then(|| -((-x).div_euclid(y))),
+        IOp::Mod => (y != 0).then(|| x.rem_euclid(y)),
+        IOp::Min => Some(x.min(y)),
+        IOp::Max => Some(x.max(y)),
+    }
+}
+
+struct IndexDisplay<'a> {
+    e: &'a Index,
+    sizes: &'a [String],
+    vars: &'a [String],
+    top: bool,
+}
+
+impl<'a> fmt::Display for IndexDisplay<'a> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sub = |e: &'a Index| IndexDisplay { e, sizes: self.sizes, vars: self.vars, top: false };
+        match self.e {
+            Index::Const(v) => write!(f, "{v}"),
+            Index::Size(s) => f.write_str(self.sizes.get(s.0 as usize).map_or("?", |s| s.as_str())),
+            Index::Var(v) => f.write_str(self.vars.get(v.0 as usize).map_or("?", |s| s.as_str())),
+            Index::Bin(op, a, b) => {
+                let (a, b) = (sub(a), sub(b));
+                match op {
+                    IOp::CeilDiv => write!(f, "ceil({} / {})", IndexDisplay { top: true, ..a }, IndexDisplay { top: true, ..b }),
+                    IOp::Min => write!(f, "min({}, {})", IndexDisplay { top: true, ..a }, IndexDisplay { top: true, ..b }),
+                    IOp::Max => write!(f, "max({}, {})", IndexDisplay { top: true, ..a }, IndexDisplay { top: true, ..b }),
+                    _ => {
+                        let sym = match op {
+                            IOp::Add => "+",
+                            IOp::Sub => "-",
+                            IOp::Mul => "*",
+                            IOp::Div => "/",
+                            _ => "%",
+                        };
+                        if self.top {
+                            write!(f, "{a} {sym} {b}")
+                        } else {
+                            write!(f, "({a} {sym} {b})")
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_and_identities() {
+        let n = Index::Size(SizeId(0));
+        assert_eq!(Index::c(3).mul(Index::c(4)), Index::c(12));
+        assert_eq!(n.clone().add(Index::c(0)), n);
+        assert_eq!(n.clone().mul(Index::c(1)), n);
+        assert_eq!(Index::c(10).ceil_div(Index::c(4)), Index::c(3));
+        assert_eq!(Index::c(-7).div(Index::c(2)), Index::c(-4));
+    }
+
+    #[test]
+    fn display_uses_names() {
+        let e = Index::Size(SizeId(0)).ceil_div(Index::c(64));
+        let names = vec!["n".to_string()];
+        assert_eq!(e.display(&names, &[]).to_string(), "ceil(n / 64)");
+        let v = Index::Var(VarId(0)).mul(Index::c(64)).add(Index::Var(VarId(1)));
+        let vars = vec!["io".to_string(), "ii".to_string()];
+        assert_eq!(v.display(&names, &vars).to_string(), "(io * 64) + ii");
+    }
+
+    #[test]
+    fn eval_and_subst() {
+        let e = Index::Var(VarId(0)).mul(Index::c(4)).add(Index::Var(VarId(1)));
+        assert_eq!(e.eval(&[], &[2, 3]), Some(11));
+        let m = HashMap::from([(VarId(1), Index::c(0))]);
+        assert_eq!(e.subst(&m).eval(&[], &[5, 99]), Some(20));
+        assert_eq!(Index::c(1).div(Index::Var(VarId(0))).eval(&[], &[0]), None);
+    }
+}

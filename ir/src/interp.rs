@@ -1,0 +1,457 @@
+//! The reference interpreter: the definition of what a kernel means.
+//!
+//! [`run`] evaluates each stage in order over its whole iteration space,
+//! ignoring the schedule. Values are kept as `f64` (floats) or `i64`
+//! (integers and bools) and rounded to their dtype after every operation,
+//! which for f32 gives exactly IEEE single-precision results for + − × ÷.
+//!
+//! [`run_lowered`] executes loop IR the way a GPU would (every block, every
+//! thread, the remaining loops, the guards); comparing it with [`run`]
+//! checks a schedule without any GPU or LLVM.
+
+use crate::dtype::DType;
+use crate::index::Index;
+use crate::kernel::*;
+use crate::lower::{GpuKernel, Program, Stmt};
+use crate::schedule::GpuAxis;
+use std::fmt;
+
+/// Elements of one tensor. Integers and bools use `I`, floats `F`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    F(Vec<f64>),
+    I(Vec<i64>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub dtype: DType,
+    pub data: Data,
+}
+
+impl Buffer {
+    pub fn zeros(dtype: DType, len: usize) -> Buffer {
+        let data = if dtype.is_float() { Data::F(vec![0.0; len]) } else { Data::I(vec![0; len]) };
+        Buffer { dtype, data }
+    }
+    pub fn len(&self) -> usize {
+        match &self.data {
+            Data::F(v) => v.len(),
+            Data::I(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn get(&self, i: usize) -> Scalar {
+        match &self.data {
+            Data::F(v) => Scalar::F(v[i]),
+            Data::I(v) => Scalar::I(v[i]),
+        }
+    }
+    fn set(&mut self, i: usize, s: Scalar) {
+        match (&mut self.data, s) {
+            (Data::F(v), Scalar::F(x)) => v[i] = x,
+            (Data::I(v), Scalar::I(x)) => v[i] = x,
+            (Data::F(v), Scalar::I(x)) => v[i] = x as f64,
+            (Data::I(v), Scalar::F(x)) => v[i] = x as i64,
+        }
+    }
+    /// Little-endian bytes as the GPU stores them.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len() * self.dtype.size());
+        for i in 0..self.len() {
+            match (self.dtype, self.get(i)) {
+                (DType::F32, Scalar::F(x)) => out.extend((x as f32).to_le_bytes()),
+                (DType::F64, Scalar::F(x)) => out.extend(x.to_le_bytes()),
+                (DType::F16, Scalar::F(x)) => out.extend(half::f16::from_f64(x).to_le_bytes()),
+                (DType::BF16, Scalar::F(x)) => out.extend(half::bf16::from_f64(x).to_le_bytes()),
+                (t, Scalar::I(x)) => out.extend(&x.to_le_bytes()[..t.size()]),
+                (_, Scalar::F(_)) => unreachable!("float data in an integer buffer"),
+            }
+        }
+        out
+    }
+    /// Parses little-endian bytes of `dtype`.
+    pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Buffer {
+        let n = bytes.len() / dtype.size();
+        let mut b = Buffer::zeros(dtype, n);
+        for (i, c) in bytes.chunks_exact(dtype.size()).enumerate() {
+            let s = match dtype {
+                DType::F32 => Scalar::F(f32::from_le_bytes(c.try_into().expect("4 bytes")) as f64),
+                DType::F64 => Scalar::F(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
+                DType::F16 => Scalar::F(half::f16::from_le_bytes(c.try_into().expect("2 bytes")).to_f64()),
+                DType::BF16 => Scalar::F(half::bf16::from_le_bytes(c.try_into().expect("2 bytes")).to_f64()),
+                t => {
+                    let mut w = [0u8; 8];
+                    w[..t.size()].copy_from_slice(c);
+                    Scalar::I(normalize_int(t, i64::from_le_bytes(w)))
+                }
+            };
+            b.set(i, s);
+        }
+        b
+    }
+}
+
+/// One value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    F(f64),
+    I(i64),
+}
+
+impl Scalar {
+    fn f(self) -> f64 {
+        match self {
+            Scalar::F(x) => x,
+            Scalar::I(x) => x as f64,
+        }
+    }
+    fn i(self) -> i64 {
+        match self {
+            Scalar::I(x) => x,
+            Scalar::F(x) => x as i64,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InterpError {
+    OutOfBounds { stage: String, tensor: String, index: Vec<i64>, shape: Vec<i64> },
+    DivisionByZero { stage: String },
+    BadInput(String),
+}
+
+impl fmt::Display for InterpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InterpError::OutOfBounds { stage, tensor, index, shape } => {
+                write!(f, "stage `{stage}` reads {tensor}{index:?}, outside its shape {shape:?}")
+            }
+            InterpError::DivisionByZero { stage } => write!(f, "stage `{stage}` divides an integer by zero"),
+            InterpError::BadInput(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for InterpError {}
+
+pub fn normalize_int(t: DType, v: i64) -> i64 {
+    match t {
+        DType::Bool => (v != 0) as i64,
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
+        _ => v,
+    }
+}
+
+fn normalize(t: DType, s: Scalar) -> Scalar {
+    if t.is_float() {
+        Scalar::F(crate::front::round_to(s.f(), t))
+    } else {
+        Scalar::I(normalize_int(t, s.i()))
+    }
+}
+
+/// Concrete extents of a tensor for the given sizes.
+pub fn shape_of(t: &Tensor, sizes: &[i64]) -> Result<Vec<i64>, InterpError> {
+    t.shape
+        .iter()
+        .map(|e| match e.eval(sizes, &[]) {
+            Some(v) if v >= 0 => Ok(v),
+            _ => Err(InterpError::BadInput(format!("tensor `{}` has an invalid extent for these sizes", t.name))),
+        })
+        .collect()
+}
+
+struct Env<'a> {
+    k: &'a Kernel,
+    sizes: &'a [i64],
+    params: &'a [Scalar],
+    shapes: Vec<Vec<i64>>,
+    stage: &'a str,
+}
+
+impl Env<'_> {
+    fn offset(&self, t: TensorId, idx: &[i64]) -> Result<usize, InterpError> {
+        let shape = &self.shapes[t.0 as usize];
+        let mut off: i64 = 0;
+        for (i, e) in idx.iter().zip(shape) {
+            if *i < 0 || i >= e {
+                return Err(InterpError::OutOfBounds {
+                    stage: self.stage.to_string(),
+                    tensor: self.k.tensor(t).name.clone(),
+                    index: idx.to_vec(),
+                    shape: shape.clone(),
+                });
+            }
+            off = off * e + i;
+        }
+        Ok(off as usize)
+    }
+
+    fn eval(&self, e: &Expr, vars: &[i64], bufs: &[Buffer]) -> Result<Scalar, InterpError> {
+        let ix = |i: &Index| i.eval(self.sizes, vars).ok_or(InterpError::DivisionByZero { stage: self.stage.to_string() });
+        let t = e.dtype;
+        let v = match &e.kind {
+            ExprKind::Int(v) => Scalar::I(*v),
+            ExprKind::Float(v) => Scalar::F(*v),
+            ExprKind::Param(p) => self.params[p.0 as usize],
+            ExprKind::Index(i) => Scalar::I(ix(i)?),
+            ExprKind::Load { tensor, indices } => {
+                let idx = indices.iter().map(ix).collect::<Result<Vec<_>, _>>()?;
+                bufs[tensor.0 as usize].get(self.offset(*tensor, &idx)?)
+            }
+            ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs)? {
+                Scalar::F(x) => Scalar::F(-x),
+                Scalar::I(x) => Scalar::I(x.wrapping_neg()),
+            },
+            ExprKind::Unary(UnaryOp::Not, a) => Scalar::I((self.eval(a, vars, bufs)?.i() == 0) as i64),
+            ExprKind::Cast(a) => {
+                let x = self.eval(a, vars, bufs)?;
+                match (a.dtype.is_float(), t.is_float()) {
+                    (_, true) => Scalar::F(x.f()),
+                    (true, false) if t == DType::Bool => Scalar::I((x.f() != 0.0) as i64),
+                    // Float to int truncates toward zero, saturating like fptosi.sat.
+                    (true, false) => Scalar::I(x.f() as i64),
+                    (false, false) => Scalar::I(x.i()),
+                }
+            }
+            ExprKind::Select(c, a, b) => {
+                if self.eval(c, vars, bufs)?.i() != 0 {
+                    self.eval(a, vars, bufs)?
+                } else {
+                    self.eval(b, vars, bufs)?
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.eval(a, vars, bufs)?, self.eval(b, vars, bufs)?);
+                binary(*op, a.dtype, x, y).ok_or(InterpError::DivisionByZero { stage: self.stage.to_string() })?
+            }
+            ExprKind::Call(f, args) => {
+                let xs = args.iter().map(|a| self.eval(a, vars, bufs)).collect::<Result<Vec<_>, _>>()?;
+                math(*f, t, &xs)
+            }
+        };
+        Ok(normalize(t, v))
+    }
+}
+
+fn binary(op: BinOp, t: DType, x: Scalar, y: Scalar) -> Option<Scalar> {
+    use BinOp::*;
+    if op.is_comparison() {
+        let r = if t.is_float() {
+            let (a, b) = (x.f(), y.f());
+            match op {
+                Eq => a == b,
+                Ne => a != b,
+                Lt => a < b,
+                Le => a <= b,
+                Gt => a > b,
+                _ => a >= b,
+            }
+        } else {
+            let (a, b) = (x.i(), y.i());
+            match op {
+                Eq => a == b,
+                Ne => a != b,
+                Lt => a < b,
+                Le => a <= b,
+                Gt => a > b,
+                _ => a >= b,
+            }
+        };
+        return Some(Scalar::I(r as i64));
+    }
+    if t.is_float() {
+        let (a, b) = (x.f(), y.f());
+        return Some(Scalar::F(match op {
+            Add => a + b,
+            Sub => a - b,
+            Mul => a * b,
+            Div => a / b,
+            Min => a.min(b),
+            Max => a.max(b),
+            _ => unreachable!("validated: no {op:?} on floats"),
+        }));
+    }
+    let (a, b) = (x.i(), y.i());
+    Some(Scalar::I(match op {
+        Add => a.wrapping_add(b),
+        Sub => a.wrapping_sub(b),
+        Mul => a.wrapping_mul(b),
+        Div if b == 0 => return None,
+        Rem if b == 0 => return None,
+        Div => normalize_int(t, a).wrapping_div(normalize_int(t, b)),
+        Rem => normalize_int(t, a).wrapping_rem(normalize_int(t, b)),
+        Min => a.min(b),
+        Max => a.max(b),
+        And => ((a != 0) && (b != 0)) as i64,
+        Or => ((a != 0) || (b != 0)) as i64,
+        _ => unreachable!("comparisons handled above"),
+    }))
+}
+
+fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
+    if !t.is_float() {
+        // Only abs accepts integers.
+        return Scalar::I(xs[0].i().wrapping_abs());
+    }
+    let x = xs[0].f();
+    Scalar::F(match f {
+        MathFn::Abs => x.abs(),
+        MathFn::Sqrt => x.sqrt(),
+        MathFn::Rsqrt => 1.0 / x.sqrt(),
+        MathFn::Exp => x.exp(),
+        MathFn::Exp2 => x.exp2(),
+        MathFn::Log => x.ln(),
+        MathFn::Log2 => x.log2(),
+        MathFn::Floor => x.floor(),
+        MathFn::Ceil => x.ceil(),
+        MathFn::Tanh => x.tanh(),
+        MathFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        MathFn::Fma => x.mul_add(xs[1].f(), xs[2].f()),
+    })
+}
+
+fn check_inputs(k: &Kernel, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> Result<Vec<Vec<i64>>, InterpError> {
+    if sizes.len() != k.sizes.len() || params.len() != k.params.len() {
+        return Err(InterpError::BadInput(format!(
+            "expected {} size(s) and {} parameter(s), got {} and {}",
+            k.sizes.len(),
+            k.params.len(),
+            sizes.len(),
+            params.len()
+        )));
+    }
+    let shapes = k.tensors.iter().map(|t| shape_of(t, sizes)).collect::<Result<Vec<_>, _>>()?;
+    let ins: Vec<_> = k.inputs().collect();
+    if ins.len() != inputs.len() {
+        return Err(InterpError::BadInput(format!("expected {} input tensor(s), got {}", ins.len(), inputs.len())));
+    }
+    for ((id, t), b) in ins.iter().zip(inputs) {
+        let n: i64 = shapes[id.0 as usize].iter().product();
+        if b.dtype != t.dtype || b.len() as i64 != n {
+            return Err(InterpError::BadInput(format!(
+                "input `{}` must be {n} element(s) of {}, got {} of {}",
+                t.name,
+                t.dtype,
+                b.len(),
+                b.dtype
+            )));
+        }
+    }
+    Ok(shapes)
+}
+
+fn all_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Buffer> {
+    let mut it = inputs.iter();
+    k.tensors
+        .iter()
+        .zip(shapes)
+        .map(|(t, s)| match t.kind {
+            TensorKind::Input => it.next().expect("checked count").clone(),
+            TensorKind::Stage(_) => Buffer::zeros(t.dtype, s.iter().product::<i64>() as usize),
+        })
+        .collect()
+}
+
+/// Runs a kernel with its plain semantics. Returns every tensor, indexed by
+/// [`TensorId`] (inputs as given, then each stage's result).
+pub fn run(k: &Kernel, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> Result<Vec<Buffer>, InterpError> {
+    let shapes = check_inputs(k, sizes, params, inputs)?;
+    let mut bufs = all_buffers(k, &shapes, inputs);
+    for st in &k.stages {
+        let env = Env { k, sizes, params, shapes: shapes.clone(), stage: &st.name };
+        let ext = &shapes[st.output.0 as usize];
+        let total: i64 = ext.iter().product();
+        let mut point = vec![0i64; ext.len()];
+        for flat in 0..total {
+            let mut r = flat;
+            for d in (0..ext.len()).rev() {
+                point[d] = r % ext[d];
+                r /= ext[d];
+            }
+            let v = env.eval(&st.value, &point, &bufs)?;
+            bufs[st.output.0 as usize].set(flat as usize, v);
+        }
+    }
+    Ok(bufs)
+}
+
+/// Executes lowered loop IR the way the GPU does, block by block and thread
+/// by thread. Same inputs and result layout as [`run`].
+pub fn run_lowered(k: &Kernel, prog: &Program, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> Result<Vec<Buffer>, InterpError> {
+    let shapes = check_inputs(k, sizes, params, inputs)?;
+    let mut bufs = all_buffers(k, &shapes, inputs);
+    for g in &prog.kernels {
+        let st = k.stage(g.stage);
+        let env = Env { k, sizes, params, shapes: shapes.clone(), stage: &st.name };
+        let grid: Vec<i64> = g
+            .grid
+            .iter()
+            .map(|e| e.eval(sizes, &[]).ok_or(InterpError::DivisionByZero { stage: st.name.clone() }))
+            .collect::<Result<_, _>>()?;
+        let mut vars = vec![0i64; g.vars.len()];
+        for bz in 0..grid[2] {
+            for by in 0..grid[1] {
+                for bx in 0..grid[0] {
+                    for tz in 0..g.block[2] as i64 {
+                        for ty in 0..g.block[1] as i64 {
+                            for tx in 0..g.block[0] as i64 {
+                                let ids = Ids { block: [bx, by, bz], thread: [tx, ty, tz] };
+                                exec(&env, g, &g.body, &ids, &mut vars, &mut bufs)?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(bufs)
+}
+
+struct Ids {
+    block: [i64; 3],
+    thread: [i64; 3],
+}
+
+fn exec(env: &Env, g: &GpuKernel, body: &[Stmt], ids: &Ids, vars: &mut Vec<i64>, bufs: &mut [Buffer]) -> Result<(), InterpError> {
+    let dz = || InterpError::DivisionByZero { stage: env.stage.to_string() };
+    for s in body {
+        match s {
+            Stmt::Bind { var, axis } => {
+                vars[var.0 as usize] = match axis {
+                    GpuAxis::Block(d) => ids.block[d.index()],
+                    GpuAxis::Thread(d) => ids.thread[d.index()],
+                }
+            }
+            Stmt::Loop { var, extent, body, .. } => {
+                let n = extent.eval(env.sizes, vars).ok_or_else(dz)?;
+                for i in 0..n {
+                    vars[var.0 as usize] = i;
+                    exec(env, g, body, ids, vars, bufs)?;
+                }
+            }
+            Stmt::If { guards, body } => {
+                let mut ok = true;
+                for gd in guards {
+                    ok &= gd.value.eval(env.sizes, vars).ok_or_else(dz)? < gd.extent.eval(env.sizes, vars).ok_or_else(dz)?;
+                }
+                if ok {
+                    exec(env, g, body, ids, vars, bufs)?;
+                }
+            }
+            Stmt::Store { tensor, indices, value } => {
+                let idx = indices.iter().map(|i| i.eval(env.sizes, vars).ok_or_else(dz)).collect::<Result<Vec<_>, _>>()?;
+                let off = env.offset(*tensor, &idx)?;
+                let v = env.eval(value, vars, bufs)?;
+                bufs[tensor.0 as usize].set(off, v);
+            }
+        }
+    }
+    Ok(())
+}

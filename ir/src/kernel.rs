@@ -1,0 +1,267 @@
+//! The tensor IR: what a kernel computes, independent of how it is scheduled.
+//!
+//! A [`Kernel`] has symbolic sizes (32-bit kernel arguments), input tensors,
+//! scalar parameters and an ordered list of [`Stage`]s. Each stage computes
+//! one tensor, element by element: for every point of its iteration space
+//! (its axes), the value of an [`Expr`] is stored at that point. Stages and
+//! tensors refer to each other through index handles into the kernel's
+//! vectors, never through pointers.
+
+use crate::diag::Span;
+use crate::dtype::DType;
+use crate::index::{Index, VarId};
+use crate::schedule::Step;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(pub u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StageId(pub u32);
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    /// Symbolic sizes, each passed to the GPU kernel as an `i32` argument.
+    pub sizes: Vec<SizeVar>,
+    /// Inputs first, in declaration order, then one tensor per stage.
+    pub tensors: Vec<Tensor>,
+    /// Scalar parameters passed by value (saxpy's `alpha`).
+    pub params: Vec<Param>,
+    pub stages: Vec<Stage>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeVar {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub dtype: DType,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorKind {
+    Input,
+    /// Written by this stage.
+    Stage(StageId),
+}
+
+/// A dense, row-major tensor in global memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    pub name: String,
+    pub dtype: DType,
+    /// Extents, outermost first; expressions over sizes and constants only.
+    pub shape: Vec<Index>,
+    pub kind: TensorKind,
+    pub span: Span,
+}
+
+/// An axis of a stage's iteration space: `i` in `C[i] = ...`, ranging over
+/// `0..extent`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    pub name: String,
+    pub extent: Index,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stage {
+    pub name: String,
+    pub output: TensorId,
+    /// One axis per output dimension; axis `k` is `VarId(k)`.
+    pub axes: Vec<Axis>,
+    pub value: Expr,
+    pub schedule: Vec<Step>,
+    pub span: Span,
+}
+
+/// A typed value expression. Every node knows its [`DType`]; the validator
+/// guarantees operand types agree, so back ends never guess.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub dtype: DType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A constant of the node's dtype. Integers and bools are stored as i64,
+    /// floats as f64 already rounded to the dtype.
+    Int(i64),
+    Float(f64),
+    /// Element of a tensor; one index per dimension.
+    Load { tensor: TensorId, indices: Vec<Index> },
+    Param(ParamId),
+    /// The value of an integer index expression (an axis used as data), i32.
+    Index(Index),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// Conversion to the node's dtype.
+    Cast(Box<Expr>),
+    /// `select(cond, a, b)`
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    Call(MathFn, Vec<Expr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Not,
+}
+
+/// Binary operations. Operands have the same dtype; comparisons yield bool.
+/// Integer `/` and `%` truncate toward zero (C semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Max,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
+}
+
+/// Math functions on floating-point values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MathFn {
+    Abs,
+    Sqrt,
+    Rsqrt,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Floor,
+    Ceil,
+    Tanh,
+    Sigmoid,
+    Fma,
+}
+
+impl MathFn {
+    pub const ALL: [MathFn; 12] = [
+        MathFn::Abs,
+        MathFn::Sqrt,
+        MathFn::Rsqrt,
+        MathFn::Exp,
+        MathFn::Exp2,
+        MathFn::Log,
+        MathFn::Log2,
+        MathFn::Floor,
+        MathFn::Ceil,
+        MathFn::Tanh,
+        MathFn::Sigmoid,
+        MathFn::Fma,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            MathFn::Abs => "abs",
+            MathFn::Sqrt => "sqrt",
+            MathFn::Rsqrt => "rsqrt",
+            MathFn::Exp => "exp",
+            MathFn::Exp2 => "exp2",
+            MathFn::Log => "log",
+            MathFn::Log2 => "log2",
+            MathFn::Floor => "floor",
+            MathFn::Ceil => "ceil",
+            MathFn::Tanh => "tanh",
+            MathFn::Sigmoid => "sigmoid",
+            MathFn::Fma => "fma",
+        }
+    }
+    pub fn arity(self) -> usize {
+        match self {
+            MathFn::Fma => 3,
+            _ => 1,
+        }
+    }
+    /// `abs` also accepts integers; everything else needs floats.
+    pub fn accepts_int(self) -> bool {
+        matches!(self, MathFn::Abs)
+    }
+}
+
+impl Kernel {
+    pub fn size_names(&self) -> Vec<String> {
+        self.sizes.iter().map(|s| s.name.clone()).collect()
+    }
+    pub fn tensor(&self, id: TensorId) -> &Tensor {
+        &self.tensors[id.0 as usize]
+    }
+    pub fn stage(&self, id: StageId) -> &Stage {
+        &self.stages[id.0 as usize]
+    }
+    pub fn inputs(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.kind == TensorKind::Input)
+            .map(|(i, t)| (TensorId(i as u32), t))
+    }
+}
+
+impl Stage {
+    pub fn axis_var(&self, k: usize) -> VarId {
+        VarId(k as u32)
+    }
+}
+
+impl Expr {
+    /// Calls `f` on every tensor this expression reads.
+    pub fn visit_loads(&self, f: &mut impl FnMut(TensorId, &[Index])) {
+        match &self.kind {
+            ExprKind::Load { tensor, indices } => f(*tensor, indices),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => a.visit_loads(f),
+            ExprKind::Binary(_, a, b) => {
+                a.visit_loads(f);
+                b.visit_loads(f);
+            }
+            ExprKind::Select(c, a, b) => {
+                c.visit_loads(f);
+                a.visit_loads(f);
+                b.visit_loads(f);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| a.visit_loads(f)),
+            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Param(_) | ExprKind::Index(_) => {}
+        }
+    }
+
+    /// Rewrites every index expression (loads and index values) with `f`.
+    pub fn map_indices(&self, f: &impl Fn(&Index) -> Index) -> Expr {
+        let kind = match &self.kind {
+            ExprKind::Load { tensor, indices } => ExprKind::Load { tensor: *tensor, indices: indices.iter().map(f).collect() },
+            ExprKind::Index(i) => ExprKind::Index(f(i)),
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(a.map_indices(f))),
+            ExprKind::Cast(a) => ExprKind::Cast(Box::new(a.map_indices(f))),
+            ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(a.map_indices(f)), Box::new(b.map_indices(f))),
+            ExprKind::Select(c, a, b) => {
+                ExprKind::Select(Box::new(c.map_indices(f)), Box::new(a.map_indices(f)), Box::new(b.map_indices(f)))
+            }
+            ExprKind::Call(m, args) => ExprKind::Call(*m, args.iter().map(|a| a.map_indices(f)).collect()),
+            other => other.clone(),
+        };
+        Expr { kind, dtype: self.dtype }
+    }
+}

@@ -1,0 +1,27 @@
+//! rocmc's tensor IR.
+//!
+//! The pipeline inside this crate:
+//!
+//! ```text
+//! kernel.toml ─front::parse_kernel─▶ Kernel (tensor IR, checked)
+//!             ─schedule::apply─────▶ LoopNest per stage
+//!             ─lower::lower────────▶ Program (loop IR: one GPU kernel per stage)
+//! interp::run: the reference interpreter, the definition of what a Kernel means
+//! ```
+
+pub mod diag;
+pub mod dtype;
+pub mod front;
+pub mod index;
+pub mod interp;
+pub mod kernel;
+pub mod lower;
+pub mod schedule;
+pub mod syntax;
+
+pub use diag::{Diagnostic, KernelError, Span};
+pub use dtype::DType;
+pub use front::parse_kernel;
+pub use index::{IOp, Index, SizeId, VarId};
+pub use kernel::*;
+pub use lower::{lower, Program};

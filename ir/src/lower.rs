@@ -1,0 +1,210 @@
+//! Lowering: scheduled stages → loop IR, one GPU kernel per stage.
+//!
+//! Loop IR is explicit about everything a back end must not guess: which
+//! variables come from `blockIdx`/`threadIdx`, which loops remain (and
+//! whether they are unrolled), where guards sit, the launch geometry, and
+//! the kernel's argument list in order: the buffers the stage touches (in
+//! tensor order), then every size (`i32`), then every parameter.
+
+use crate::diag::{Diagnostic, KernelError};
+use crate::index::{Index, SizeId, VarId};
+use crate::kernel::{Expr, Kernel, ParamId, StageId, TensorId, TensorKind};
+use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub kernels: Vec<GpuKernel>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgKind {
+    Buffer { tensor: TensorId, access: Access },
+    Size(SizeId),
+    Param(ParamId),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelArg {
+    pub name: String,
+    pub kind: ArgKind,
+}
+
+/// One GPU kernel: a stage with its launch geometry and loop body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuKernel {
+    /// Symbol name: the kernel's name, or `kernel_stage` when there are several stages.
+    pub name: String,
+    pub stage: StageId,
+    pub args: Vec<KernelArg>,
+    /// Work-group size (threads in x, y, z); a constant.
+    pub block: [u32; 3],
+    /// Work-groups in x, y, z; expressions of sizes.
+    pub grid: [Index; 3],
+    pub vars: Vec<LoopVar>,
+    pub body: Vec<Stmt>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `var` is the value of a hardware index.
+    Bind { var: VarId, axis: GpuAxis },
+    Loop { var: VarId, extent: Index, unroll: bool, body: Vec<Stmt> },
+    /// Runs `body` when every guard holds.
+    If { guards: Vec<Guard>, body: Vec<Stmt> },
+    Store { tensor: TensorId, indices: Vec<Index>, value: Expr },
+}
+
+impl GpuKernel {
+    pub fn threads(&self) -> u32 {
+        self.block.iter().product()
+    }
+}
+
+/// Lowers every stage of a checked kernel.
+pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
+    let kernels = (0..k.stages.len()).map(|s| lower_stage(k, StageId(s as u32))).collect::<Result<_, _>>()?;
+    Ok(Program { kernels })
+}
+
+/// [`lower`] with errors rendered against the kernel file.
+pub fn lower_file(k: &Kernel, file: &str, source: &str) -> Result<Program, KernelError> {
+    lower(k).map_err(|d| KernelError { file: file.into(), source: source.into(), diagnostics: vec![d] })
+}
+
+fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
+    let stage = k.stage(sid);
+    let nest = schedule::apply(k, stage)?;
+    let name = if k.stages.len() == 1 { k.name.clone() } else { format!("{}_{}", k.name, stage.name) };
+
+    let mut touched: Vec<TensorId> = Vec::new();
+    stage.value.visit_loads(&mut |t, _| touched.push(t));
+    touched.push(stage.output);
+    touched.sort();
+    touched.dedup();
+    let mut args: Vec<KernelArg> = touched
+        .iter()
+        .map(|t| KernelArg {
+            name: k.tensor(*t).name.clone(),
+            kind: ArgKind::Buffer { tensor: *t, access: if *t == stage.output { Access::Write } else { Access::Read } },
+        })
+        .collect();
+    args.extend(k.sizes.iter().enumerate().map(|(i, s)| KernelArg { name: s.name.clone(), kind: ArgKind::Size(SizeId(i as u32)) }));
+    args.extend(k.params.iter().enumerate().map(|(i, p)| KernelArg { name: p.name.clone(), kind: ArgKind::Param(ParamId(i as u32)) }));
+
+    let mut block = [1u32; 3];
+    let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
+    let mut binds = Vec::new();
+    let mut loops = Vec::new();
+    for v in &nest.order {
+        let lv = nest.var(*v);
+        match lv.kind {
+            LoopKind::Bound(axis @ GpuAxis::Thread(d)) => {
+                // Thread extents were checked constant and within limits by the schedule.
+                block[d.index()] = lv.extent.as_const().unwrap_or(1) as u32;
+                binds.push(Stmt::Bind { var: *v, axis });
+            }
+            LoopKind::Bound(axis @ GpuAxis::Block(d)) => {
+                grid[d.index()] = lv.extent.clone();
+                binds.push(Stmt::Bind { var: *v, axis });
+            }
+            LoopKind::Serial | LoopKind::Unrolled => loops.push(*v),
+        }
+    }
+
+    // Each guard sits just inside the innermost loop it depends on.
+    let depth_of = |g: &Guard| loops.iter().rposition(|l| g.value.uses_var(*l)).map_or(0, |p| p + 1);
+    let mut at_depth: Vec<Vec<Guard>> = vec![Vec::new(); loops.len() + 1];
+    for g in &nest.guards {
+        at_depth[depth_of(g)].push(g.clone());
+    }
+
+    let subst: std::collections::HashMap<VarId, Index> =
+        nest.axis_values.iter().enumerate().map(|(i, e)| (VarId(i as u32), e.clone())).collect();
+    let indices: Vec<Index> = (0..stage.axes.len()).map(|i| subst[&VarId(i as u32)].clone()).collect();
+    let value = stage.value.map_indices(&|ix| ix.subst(&subst));
+    let mut body = vec![Stmt::Store { tensor: stage.output, indices, value }];
+    for d in (0..=loops.len()).rev() {
+        let guards = std::mem::take(&mut at_depth[d]);
+        if !guards.is_empty() {
+            body = vec![Stmt::If { guards, body }];
+        }
+        if d > 0 {
+            let v = loops[d - 1];
+            let lv = nest.var(v);
+            body = vec![Stmt::Loop { var: v, extent: lv.extent.clone(), unroll: lv.kind == LoopKind::Unrolled, body }];
+        }
+    }
+    binds.extend(body);
+    Ok(GpuKernel { name, stage: sid, args, block, grid, vars: nest.vars, body: binds })
+}
+
+impl Kernel {
+    /// Tensors a stage reads that are written by earlier stages.
+    pub fn stage_dependencies(&self, sid: StageId) -> Vec<StageId> {
+        let mut deps = Vec::new();
+        self.stage(sid).value.visit_loads(&mut |t, _| {
+            if let TensorKind::Stage(s) = self.tensor(t).kind {
+                deps.push(s);
+            }
+        });
+        deps.sort();
+        deps.dedup();
+        deps
+    }
+}
+
+/// Pretty-prints a lowered kernel as pseudo-code, for `--emit loops` and tests.
+pub struct Pretty<'a> {
+    pub kernel: &'a Kernel,
+    pub gpu: &'a GpuKernel,
+}
+
+impl fmt::Display for Pretty<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sizes = self.kernel.size_names();
+        let vars: Vec<String> = self.gpu.vars.iter().map(|v| v.name.clone()).collect();
+        let g = &self.gpu;
+        let args: Vec<&str> = g.args.iter().map(|a| a.name.as_str()).collect();
+        writeln!(f, "kernel {}({})", g.name, args.join(", "))?;
+        writeln!(
+            f,
+            "  block ({}, {}, {})  grid ({}, {}, {})",
+            g.block[0],
+            g.block[1],
+            g.block[2],
+            g.grid[0].display(&sizes, &vars),
+            g.grid[1].display(&sizes, &vars),
+            g.grid[2].display(&sizes, &vars)
+        )?;
+        fn go(f: &mut fmt::Formatter<'_>, p: &Pretty<'_>, s: &[Stmt], ind: usize, sizes: &[String], vars: &[String]) -> fmt::Result {
+            let pad = "  ".repeat(ind);
+            for st in s {
+                match st {
+                    Stmt::Bind { var, axis } => writeln!(f, "{pad}{} = {axis}", vars[var.0 as usize])?,
+                    Stmt::Loop { var, extent, unroll, body } => {
+                        writeln!(f, "{pad}for {} in 0..{}{}:", vars[var.0 as usize], extent.display(sizes, vars), if *unroll { " (unrolled)" } else { "" })?;
+                        go(f, p, body, ind + 1, sizes, vars)?;
+                    }
+                    Stmt::If { guards, body } => {
+                        let c: Vec<String> = guards.iter().map(|g| format!("{} < {}", g.value.display(sizes, vars), g.extent.display(sizes, vars))).collect();
+                        writeln!(f, "{pad}if {}:", c.join(" && "))?;
+                        go(f, p, body, ind + 1, sizes, vars)?;
+                    }
+                    Stmt::Store { tensor, indices, .. } => {
+                        let ix: Vec<String> = indices.iter().map(|i| i.display(sizes, vars).to_string()).collect();
+                        writeln!(f, "{pad}{}[{}] = ...", p.kernel.tensor(*tensor).name, ix.join(", "))?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        go(f, self, &g.body, 1, &sizes, &vars)
+    }
+}

@@ -1,0 +1,473 @@
+//! Schedules: how a stage's iteration space maps onto the GPU.
+//!
+//! A schedule is a list of [`Step`]s applied in order to the stage's axes.
+//! The state is a list of *leaf loops* (outermost first); every original
+//! axis is an [`Index`] expression of leaf loop variables, and every split
+//! that does not divide its extent adds a [`Guard`]. Applying the steps
+//! yields a [`LoopNest`], which [`crate::lower`] turns into loop IR.
+
+use crate::diag::{line_col, Diagnostic, Span};
+use crate::index::{Index, VarId};
+use crate::kernel::{Kernel, Stage};
+use crate::syntax::{AstKind, StepStmt};
+use std::collections::HashMap;
+use std::fmt;
+
+/// The most threads a work-group may have on any AMDGPU target.
+pub const MAX_BLOCK_THREADS: i64 = 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dim {
+    X,
+    Y,
+    Z,
+}
+
+impl Dim {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A hardware index a loop can be bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuAxis {
+    Block(Dim),
+    Thread(Dim),
+}
+
+impl GpuAxis {
+    pub const ALL: [&'static str; 6] = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"];
+
+    pub fn parse(s: &str) -> Option<GpuAxis> {
+        let i = GpuAxis::ALL.iter().position(|a| *a == s)?;
+        let d = [Dim::X, Dim::Y, Dim::Z][i % 3];
+        Some(if i < 3 { GpuAxis::Block(d) } else { GpuAxis::Thread(d) })
+    }
+}
+
+impl fmt::Display for GpuAxis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, d) = match self {
+            GpuAxis::Block(d) => ("blockIdx", d),
+            GpuAxis::Thread(d) => ("threadIdx", d),
+        };
+        write!(f, "{kind}.{}", ["x", "y", "z"][d.index()])
+    }
+}
+
+/// A name in a step, with where it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Name {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepKind {
+    /// `outer, inner = split(loop, factor)`; or `nparts=` for the outer extent.
+    Split { target: Name, factor: Option<i64>, nparts: Option<i64>, outer: Name, inner: Name },
+    /// `fused = fuse(outer, inner)`; the two loops must be adjacent.
+    Fuse { outer: Name, inner: Name, fused: Name },
+    /// `reorder(a, b, ...)`: these loops take the positions they occupy, in this order.
+    Reorder(Vec<Name>),
+    /// `xo, yo, xi, yi = tile(x, y, fx, fy)`
+    Tile { x: Name, y: Name, fx: i64, fy: i64, results: [Name; 4] },
+    Bind { target: Name, axis: GpuAxis },
+    Unroll(Name),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub kind: StepKind,
+    pub span: Span,
+}
+
+fn arg_name(a: &crate::syntax::Arg, what: &str) -> Result<Name, Diagnostic> {
+    match &a.value.kind {
+        AstKind::Name(n) => Ok(Name { name: n.clone(), span: a.value.span }),
+        _ => Err(Diagnostic::new(a.value.span, format!("expected {what}"))),
+    }
+}
+
+fn arg_int(a: &crate::syntax::Arg, what: &str) -> Result<i64, Diagnostic> {
+    match &a.value.kind {
+        AstKind::Int(v) if *v > 0 => Ok(*v),
+        AstKind::Int(v) => Err(Diagnostic::new(a.value.span, format!("{what} must be positive, not {v}"))),
+        _ => Err(Diagnostic::new(a.value.span, format!("{what} must be an integer constant"))),
+    }
+}
+
+fn results(s: &StepStmt, n: usize, example: &str) -> Result<Vec<Name>, Diagnostic> {
+    if s.results.len() != n {
+        return Err(Diagnostic::new(s.span, format!("`{}` makes {n} loop(s) and needs {n} name(s) for them", s.name)).hint(format!("write `{example}`")));
+    }
+    Ok(s.results.iter().map(|(n, sp)| Name { name: n.clone(), span: *sp }).collect())
+}
+
+fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
+    if s.args.len() != n {
+        return Err(Diagnostic::new(s.span, format!("`{}` takes {n} argument(s), {} given", s.name, s.args.len())).hint(format!("write `{example}`")));
+    }
+    Ok(())
+}
+
+pub const STEP_NAMES: [&str; 6] = ["split", "fuse", "reorder", "tile", "bind", "unroll"];
+
+impl Step {
+    /// Checks a parsed step's shape (names, argument kinds and counts).
+    pub fn from_syntax(s: &StepStmt) -> Result<Step, Diagnostic> {
+        let kind = match s.name.as_str() {
+            "split" => {
+                const EX: &str = "outer, inner = split(i, 64)";
+                let r = results(s, 2, EX)?;
+                arity(s, 2, EX)?;
+                let target = arg_name(&s.args[0], "the loop to split")?;
+                let (factor, nparts) = match s.args[1].key.as_ref().map(|k| k.0.as_str()) {
+                    None | Some("factor") => (Some(arg_int(&s.args[1], "the split factor")?), None),
+                    Some("nparts") => (None, Some(arg_int(&s.args[1], "nparts")?)),
+                    Some(other) => {
+                        return Err(Diagnostic::new(s.args[1].key.as_ref().map_or(s.span, |k| k.1), format!("unknown argument `{other}`")).hint("use `factor=` or `nparts=`"))
+                    }
+                };
+                let [outer, inner]: [Name; 2] = r.try_into().map_err(|_| Diagnostic::new(s.span, "internal: result count"))?;
+                StepKind::Split { target, factor, nparts, outer, inner }
+            }
+            "fuse" => {
+                const EX: &str = "f = fuse(i, j)";
+                let mut r = results(s, 1, EX)?;
+                arity(s, 2, EX)?;
+                StepKind::Fuse { outer: arg_name(&s.args[0], "a loop")?, inner: arg_name(&s.args[1], "a loop")?, fused: r.remove(0) }
+            }
+            "reorder" => {
+                results(s, 0, "reorder(j, i)")?;
+                if s.args.len() < 2 {
+                    return Err(Diagnostic::new(s.span, "`reorder` needs at least two loops"));
+                }
+                StepKind::Reorder(s.args.iter().map(|a| arg_name(a, "a loop")).collect::<Result<_, _>>()?)
+            }
+            "tile" => {
+                const EX: &str = "yo, xo, yi, xi = tile(y, x, 16, 16)";
+                let r = results(s, 4, EX)?;
+                arity(s, 4, EX)?;
+                StepKind::Tile {
+                    x: arg_name(&s.args[0], "a loop")?,
+                    y: arg_name(&s.args[1], "a loop")?,
+                    fx: arg_int(&s.args[2], "the tile factor")?,
+                    fy: arg_int(&s.args[3], "the tile factor")?,
+                    results: r.try_into().map_err(|_| Diagnostic::new(s.span, "internal: result count"))?,
+                }
+            }
+            "bind" => {
+                const EX: &str = "bind(io, blockIdx.x)";
+                results(s, 0, EX)?;
+                arity(s, 2, EX)?;
+                let target = arg_name(&s.args[0], "the loop to bind")?;
+                let a = arg_name(&s.args[1], "a GPU index such as `threadIdx.x`")?;
+                let axis = GpuAxis::parse(&a.name).ok_or_else(|| {
+                    Diagnostic::new(a.span, format!("unknown GPU index `{}`", a.name))
+                        .suggest(&a.name, GpuAxis::ALL)
+                        .hint("GPU indices are blockIdx.{x,y,z} and threadIdx.{x,y,z}")
+                })?;
+                StepKind::Bind { target, axis }
+            }
+            "unroll" => {
+                results(s, 0, "unroll(k)")?;
+                arity(s, 1, "unroll(k)")?;
+                StepKind::Unroll(arg_name(&s.args[0], "the loop to unroll")?)
+            }
+            other => {
+                return Err(Diagnostic::new(s.name_span, format!("unknown schedule step `{other}`"))
+                    .suggest(other, STEP_NAMES)
+                    .hint(format!("steps: {}", STEP_NAMES.join(", "))))
+            }
+        };
+        Ok(Step { kind, span: s.span })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopKind {
+    Serial,
+    Unrolled,
+    Bound(GpuAxis),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopVar {
+    pub name: String,
+    /// Trip count; an expression of sizes and constants.
+    pub extent: Index,
+    pub kind: LoopKind,
+    /// The step that made it (the axis declaration for original axes).
+    pub span: Span,
+}
+
+/// `value < extent` must hold for an iteration to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Guard {
+    pub value: Index,
+    pub extent: Index,
+}
+
+/// A scheduled stage: loops, how axes map onto them, and the guards.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopNest {
+    /// Every variable ever created; the stage's axes come first.
+    pub vars: Vec<LoopVar>,
+    /// Leaf loops, outermost first.
+    pub order: Vec<VarId>,
+    /// Value of each original axis in leaf variables.
+    pub axis_values: Vec<Index>,
+    pub guards: Vec<Guard>,
+}
+
+impl LoopNest {
+    pub fn var(&self, v: VarId) -> &LoopVar {
+        &self.vars[v.0 as usize]
+    }
+    pub fn var_names(&self) -> Vec<String> {
+        self.vars.iter().map(|v| v.name.clone()).collect()
+    }
+    /// The loop bound to a GPU index, if any.
+    pub fn bound(&self, axis: GpuAxis) -> Option<VarId> {
+        self.order.iter().copied().find(|v| self.var(*v).kind == LoopKind::Bound(axis))
+    }
+}
+
+struct State<'a> {
+    k: &'a Kernel,
+    /// The kernel file, so messages can cite the line of an earlier step.
+    src: &'a str,
+    /// Names of sizes, parameters and tensors, which loops may not reuse.
+    taken: Vec<String>,
+    nest: LoopNest,
+    /// Which step consumed a variable, for "already split" messages.
+    consumed: HashMap<VarId, Span>,
+    bind_spans: HashMap<VarId, Span>,
+}
+
+impl State<'_> {
+    fn lookup(&self, n: &Name) -> Result<VarId, Diagnostic> {
+        if let Some(v) = self.nest.order.iter().copied().find(|v| self.nest.var(*v).name == n.name) {
+            return Ok(v);
+        }
+        if let Some((v, _)) = self.nest.vars.iter().enumerate().find(|(_, x)| x.name == n.name) {
+            if let Some(sp) = self.consumed.get(&VarId(v as u32)) {
+                return Err(Diagnostic::new(n.span, format!("loop `{}` no longer exists", n.name))
+                    .label("already consumed")
+                    .hint(format!("it was replaced by the step at {}; use the loops that step made", self.at(*sp))));
+            }
+        }
+        let live: Vec<&str> = self.nest.order.iter().map(|v| self.nest.var(*v).name.as_str()).collect();
+        Err(Diagnostic::new(n.span, format!("unknown loop `{}`", n.name))
+            .suggest(&n.name, live.iter().copied())
+            .hint(format!("the loops at this point are: {}", live.join(", "))))
+    }
+
+    fn at(&self, sp: Span) -> String {
+        format!("line {}", line_col(self.src, sp.start).0)
+    }
+
+    fn fresh(&self, n: &Name) -> Result<(), Diagnostic> {
+        if self.nest.vars.iter().any(|v| v.name == n.name) || self.taken.contains(&n.name) {
+            return Err(Diagnostic::new(n.span, format!("the name `{}` is already used", n.name)).hint("give each new loop a fresh name"));
+        }
+        Ok(())
+    }
+
+    fn new_var(&mut self, n: &Name, extent: Index, span: Span) -> VarId {
+        self.nest.vars.push(LoopVar { name: n.name.clone(), extent, kind: LoopKind::Serial, span });
+        VarId(self.nest.vars.len() as u32 - 1)
+    }
+
+    fn replace(&mut self, old: VarId, with: Index, span: Span) {
+        let m = HashMap::from([(old, with)]);
+        for a in &mut self.nest.axis_values {
+            *a = a.subst(&m);
+        }
+        for g in &mut self.nest.guards {
+            g.value = g.value.subst(&m);
+        }
+        self.consumed.insert(old, span);
+    }
+
+    fn not_bound(&self, v: VarId, n: &Name) -> Result<(), Diagnostic> {
+        if let LoopKind::Bound(a) = self.nest.var(v).kind {
+            return Err(Diagnostic::new(n.span, format!("loop `{}` is bound to {a} and cannot be transformed further", n.name))
+                .hint("split, fuse or reorder a loop before binding it"));
+        }
+        Ok(())
+    }
+
+    fn split(&mut self, target: &Name, factor: Option<i64>, nparts: Option<i64>, outer: &Name, inner: &Name, span: Span) -> Result<(), Diagnostic> {
+        let v = self.lookup(target)?;
+        self.not_bound(v, target)?;
+        self.fresh(outer)?;
+        self.fresh(inner)?;
+        if outer.name == inner.name {
+            return Err(Diagnostic::new(inner.span, "the two loops of a split need different names"));
+        }
+        let ext = self.nest.var(v).extent.clone();
+        let (oe, ie) = match (factor, nparts) {
+            (Some(f), _) => (ext.clone().ceil_div(Index::c(f)), Index::c(f)),
+            (_, Some(p)) => (Index::c(p), ext.clone().ceil_div(Index::c(p))),
+            _ => unreachable!("split has a factor or nparts"),
+        };
+        let exact = match (&ext, &oe, &ie) {
+            (Index::Const(e), Index::Const(o), Index::Const(i)) => o * i == *e,
+            _ => false,
+        };
+        let o = self.new_var(outer, oe, span);
+        let i = self.new_var(inner, ie.clone(), span);
+        let pos = self.nest.order.iter().position(|x| *x == v).expect("live loop is in order");
+        self.nest.order.splice(pos..=pos, [o, i]);
+        let value = Index::Var(o).mul(ie).add(Index::Var(i));
+        self.replace(v, value.clone(), span);
+        if !exact {
+            self.nest.guards.push(Guard { value, extent: ext });
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, step: &Step) -> Result<(), Diagnostic> {
+        match &step.kind {
+            StepKind::Split { target, factor, nparts, outer, inner } => self.split(target, *factor, *nparts, outer, inner, step.span),
+            StepKind::Tile { x, y, fx, fy, results } => {
+                let [xo, yo, xi, yi] = results;
+                self.split(x, Some(*fx), None, xo, xi, step.span)?;
+                self.split(y, Some(*fy), None, yo, yi, step.span)?;
+                self.reorder(&[xo.clone(), yo.clone(), xi.clone(), yi.clone()])
+            }
+            StepKind::Fuse { outer, inner, fused } => {
+                let a = self.lookup(outer)?;
+                let b = self.lookup(inner)?;
+                self.not_bound(a, outer)?;
+                self.not_bound(b, inner)?;
+                self.fresh(fused)?;
+                let pa = self.nest.order.iter().position(|x| *x == a).expect("live");
+                if self.nest.order.get(pa + 1) != Some(&b) {
+                    return Err(Diagnostic::new(step.span, format!("`{}` is not directly inside `{}`", inner.name, outer.name))
+                        .hint("only adjacent loops can be fused; `reorder` them first"));
+                }
+                let eb = self.nest.var(b).extent.clone();
+                let ext = self.nest.var(a).extent.clone().mul(eb.clone());
+                let f = self.new_var(fused, ext, step.span);
+                self.nest.order.splice(pa..=pa + 1, [f]);
+                self.replace(a, Index::Var(f).div(eb.clone()), step.span);
+                self.replace(b, Index::Var(f).rem(eb), step.span);
+                Ok(())
+            }
+            StepKind::Reorder(names) => self.reorder(names),
+            StepKind::Bind { target, axis } => {
+                let v = self.lookup(target)?;
+                if let LoopKind::Bound(prev) = self.nest.var(v).kind {
+                    return Err(Diagnostic::new(target.span, format!("loop `{}` is already bound to {prev}", target.name)));
+                }
+                if let Some(other) = self.nest.bound(*axis) {
+                    let o = self.nest.var(other);
+                    return Err(Diagnostic::new(step.span, format!("{axis} is already bound to loop `{}`", o.name))
+                        .label("second binding")
+                        .hint(format!("each GPU index can be bound once; `{}` was bound at {}", o.name, self.at(self.bind_span(other)))));
+                }
+                if let GpuAxis::Thread(_) = axis {
+                    let ext = &self.nest.var(v).extent;
+                    let Some(e) = ext.as_const() else {
+                        return Err(Diagnostic::new(step.span, format!("loop `{}` has the symbolic extent {} and cannot be bound to {axis}", target.name, ext.display(&self.size_names(), &self.nest.var_names())))
+                            .hint("the block size must be a constant: split the loop by a constant factor and bind the inner loop"));
+                    };
+                    let threads: i64 = self.threads() * e;
+                    if threads > MAX_BLOCK_THREADS {
+                        return Err(Diagnostic::new(step.span, format!("this binding makes {threads} threads per block; the limit is {MAX_BLOCK_THREADS}"))
+                            .hint("use a smaller split factor for the thread loops"));
+                    }
+                }
+                self.nest.vars[v.0 as usize].kind = LoopKind::Bound(*axis);
+                self.bind_spans.insert(v, step.span);
+                Ok(())
+            }
+            StepKind::Unroll(n) => {
+                let v = self.lookup(n)?;
+                self.not_bound(v, n)?;
+                let ext = &self.nest.var(v).extent;
+                match ext.as_const() {
+                    Some(e) if e <= 1024 => {}
+                    Some(e) => return Err(Diagnostic::new(step.span, format!("loop `{}` has {e} iterations; unrolling more than 1024 is refused", n.name)).hint("split it and unroll the inner loop")),
+                    None => return Err(Diagnostic::new(step.span, format!("loop `{}` has a symbolic extent and cannot be unrolled", n.name)).hint("split it by a constant factor and unroll the inner loop")),
+                }
+                self.nest.vars[v.0 as usize].kind = LoopKind::Unrolled;
+                Ok(())
+            }
+        }
+    }
+
+    fn reorder(&mut self, names: &[Name]) -> Result<(), Diagnostic> {
+        let mut vs = Vec::new();
+        for n in names {
+            let v = self.lookup(n)?;
+            if vs.contains(&v) {
+                return Err(Diagnostic::new(n.span, format!("loop `{}` appears twice in reorder", n.name)));
+            }
+            vs.push(v);
+        }
+        let mut slots: Vec<usize> = vs.iter().map(|v| self.nest.order.iter().position(|x| x == v).expect("live")).collect();
+        slots.sort_unstable();
+        for (slot, v) in slots.into_iter().zip(vs) {
+            self.nest.order[slot] = v;
+        }
+        Ok(())
+    }
+
+    fn threads(&self) -> i64 {
+        self.nest
+            .order
+            .iter()
+            .filter(|v| matches!(self.nest.var(**v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+            .map(|v| self.nest.var(*v).extent.as_const().unwrap_or(1))
+            .product()
+    }
+
+    fn size_names(&self) -> Vec<String> {
+        self.k.size_names()
+    }
+
+    fn bind_span(&self, v: VarId) -> Span {
+        self.bind_spans.get(&v).copied().unwrap_or_default()
+    }
+}
+
+/// Applies a stage's schedule. Errors name the step that cannot apply.
+pub fn apply(k: &Kernel, stage: &Stage) -> Result<LoopNest, Diagnostic> {
+    apply_with_source(k, stage, "")
+}
+
+/// Like [`apply`], with the kernel's source text so messages can cite lines.
+pub fn apply_with_source<'a>(k: &'a Kernel, stage: &Stage, src: &'a str) -> Result<LoopNest, Diagnostic> {
+    let vars: Vec<LoopVar> = stage
+        .axes
+        .iter()
+        .map(|a| LoopVar { name: a.name.clone(), extent: a.extent.clone(), kind: LoopKind::Serial, span: a.span })
+        .collect();
+    let n = vars.len();
+    let mut names: Vec<String> = Vec::new();
+    names.extend(k.sizes.iter().map(|s| s.name.clone()));
+    names.extend(k.params.iter().map(|s| s.name.clone()));
+    names.extend(k.tensors.iter().map(|s| s.name.clone()));
+    let mut st = State {
+        k,
+        src,
+        taken: names,
+        nest: LoopNest {
+            vars,
+            order: (0..n as u32).map(VarId).collect(),
+            axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
+            guards: Vec::new(),
+        },
+        consumed: HashMap::new(),
+        bind_spans: HashMap::new(),
+    };
+    for step in &stage.schedule {
+        st.apply(step)?;
+    }
+    Ok(st.nest)
+}
