@@ -1,0 +1,23 @@
+//! rocmc's AMDGPU back end.
+//!
+//! Loop IR ([`rocmc_ir::Program`]) becomes an LLVM module for
+//! `amdgcn-amd-amdhsa` (one `amdgpu_kernel` function per GPU kernel), is
+//! optimised with `default<O3>`, and is emitted as LLVM IR text, GCN
+//! assembly or an ELF relocatable object. Linking into a code object is the
+//! linker crate's job.
+
+mod llvm;
+pub mod target;
+
+pub use llvm::{compile, Emitted, Request};
+pub use target::{FeatureMode, Target, TargetError, TargetId};
+
+/// Errors of the back end. User mistakes (an unknown target) are
+/// [`TargetError`]s; the rest mean LLVM refused what we built.
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("LLVM: {0}")]
+    Llvm(String),
+}

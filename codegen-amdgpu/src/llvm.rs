@@ -1,0 +1,528 @@
+//! Loop IR → LLVM IR through inkwell, then the AMDGPU backend.
+
+use crate::{CodegenError, Target};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{FlagBehavior, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
+use rocmc_ir::index::IOp;
+use rocmc_ir::lower::{ArgKind, GpuKernel, Stmt};
+use rocmc_ir::schedule::GpuAxis;
+use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, Program, TensorId, UnaryOp};
+use std::collections::HashMap;
+use std::sync::Once;
+
+pub const TRIPLE: &str = "amdgcn-amd-amdhsa";
+const AMDGPU_KERNEL_CC: u32 = 91;
+
+/// What to produce besides the optimised LLVM IR.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    pub asm: bool,
+    pub object: bool,
+}
+
+/// The outputs of one compilation for one target.
+#[derive(Clone, Debug, Default)]
+pub struct Emitted {
+    /// Optimised LLVM IR, as text.
+    pub llvm_ir: String,
+    pub asm: Option<String>,
+    /// ELF relocatable object (input to the linker).
+    pub object: Option<Vec<u8>>,
+}
+
+fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Llvm(e.to_string())
+}
+
+fn init() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| LlvmTarget::initialize_amd_gpu(&InitializationConfig::default()));
+}
+
+pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
+    init();
+    let triple = TargetTriple::create(TRIPLE);
+    let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
+    target
+        .create_target_machine(&triple, &t.id.processor, &t.llvm_features(), OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| CodegenError::Llvm(format!("cannot create a target machine for {}", t.id)))
+}
+
+/// Compiles a lowered program for one target. `module_asm` is appended to
+/// the module as top-level assembly (rocmc's launch-geometry section).
+pub fn compile(k: &Kernel, prog: &Program, t: &Target, module_asm: &str, req: Request) -> Result<Emitted, CodegenError> {
+    let tm = target_machine(t)?;
+    let cx = Context::create();
+    let module = cx.create_module(&k.name);
+    module.set_triple(&TargetTriple::create(TRIPLE));
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    module.add_basic_value_flag(
+        "amdhsa_code_object_version",
+        FlagBehavior::Error,
+        cx.i32_type().const_int(t.code_object_version as u64 * 100, false),
+    );
+    for g in &prog.kernels {
+        let mut fcx = FnCx::new(&cx, &module, k, g)?;
+        fcx.body(&g.body)?;
+        fcx.b.build_return(None).map_err(llvm_err)?;
+    }
+    if !module_asm.is_empty() {
+        module.set_inline_assembly(module_asm);
+    }
+    module.verify().map_err(|e| CodegenError::Llvm(format!("invalid module before optimisation (a rocmc bug): {e}")))?;
+    module.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(llvm_err)?;
+    let mut out = Emitted { llvm_ir: module.print_to_string().to_string(), ..Default::default() };
+    // Codegen mutates the module (see DESIGN.md): each emission gets its own clone.
+    if req.asm {
+        let m = module.clone();
+        let buf = tm.write_to_memory_buffer(&m, FileType::Assembly).map_err(llvm_err)?;
+        out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
+    }
+    if req.object {
+        let m = module.clone();
+        let buf = tm.write_to_memory_buffer(&m, FileType::Object).map_err(llvm_err)?;
+        out.object = Some(buf.as_slice().to_vec());
+    }
+    Ok(out)
+}
+
+struct FnCx<'a, 'ctx> {
+    cx: &'ctx Context,
+    m: &'a Module<'ctx>,
+    k: &'a Kernel,
+    g: &'a GpuKernel,
+    f: FunctionValue<'ctx>,
+    b: Builder<'ctx>,
+    /// Buffer argument of each tensor.
+    bufs: HashMap<TensorId, PointerValue<'ctx>>,
+    sizes: Vec<IntValue<'ctx>>,
+    params: Vec<BasicValueEnum<'ctx>>,
+    /// Current value of each loop variable.
+    vars: Vec<Option<IntValue<'ctx>>>,
+}
+
+fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
+    match d {
+        DType::Bool => cx.bool_type().into(),
+        DType::I8 | DType::U8 => cx.i8_type().into(),
+        DType::I32 | DType::U32 => cx.i32_type().into(),
+        DType::I64 => cx.i64_type().into(),
+        DType::F16 => cx.f16_type().into(),
+        DType::BF16 => cx.bf16_type().into(),
+        DType::F32 => cx.f32_type().into(),
+        DType::F64 => cx.f64_type().into(),
+    }
+}
+
+/// In memory a bool is a byte.
+fn mem_ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
+    if d == DType::Bool {
+        cx.i8_type().into()
+    } else {
+        ty(cx, d)
+    }
+}
+
+type R<T> = Result<T, CodegenError>;
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    fn new(cx: &'ctx Context, m: &'a Module<'ctx>, k: &'a Kernel, g: &'a GpuKernel) -> R<Self> {
+        let ptr = cx.ptr_type(AddressSpace::from(1u16));
+        let params: Vec<BasicMetadataTypeEnum> = g
+            .args
+            .iter()
+            .map(|a| match &a.kind {
+                ArgKind::Buffer { .. } => ptr.into(),
+                ArgKind::Size(_) => cx.i32_type().into(),
+                ArgKind::Param(p) => ty(cx, k.params[p.0 as usize].dtype).into(),
+            })
+            .collect();
+        let f = m.add_function(&g.name, cx.void_type().fn_type(&params, false), None);
+        f.set_call_conventions(AMDGPU_KERNEL_CC);
+        let s = |k: &str, v: &str| cx.create_string_attribute(k, v);
+        let threads = g.threads().to_string();
+        f.add_attribute(AttributeLoc::Function, s("amdgpu-flat-work-group-size", &format!("{threads},{threads}")));
+        f.add_attribute(AttributeLoc::Function, s("uniform-work-group-size", "true"));
+        f.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind", 0));
+        f.add_attribute(AttributeLoc::Function, enum_attr(cx, "mustprogress", 0));
+        let mut bufs = HashMap::new();
+        let mut sizes = Vec::new();
+        let mut pvals = Vec::new();
+        for (i, a) in g.args.iter().enumerate() {
+            let p = f.get_nth_param(i as u32).expect("declared above");
+            p.set_name(&a.name);
+            let loc = AttributeLoc::Param(i as u32);
+            match &a.kind {
+                ArgKind::Buffer { tensor, access } => {
+                    // Distinct tensors are distinct allocations: the kernel format has no aliasing.
+                    f.add_attribute(loc, enum_attr(cx, "noalias", 0));
+                    f.add_attribute(loc, enum_attr(cx, "captures", 0));
+                    f.add_attribute(loc, enum_attr(cx, "noundef", 0));
+                    f.add_attribute(loc, enum_attr(cx, "align", k.tensor(*tensor).dtype.size() as u64));
+                    let acc = match access {
+                        rocmc_ir::lower::Access::Read => "readonly",
+                        rocmc_ir::lower::Access::Write => "writeonly",
+                    };
+                    f.add_attribute(loc, enum_attr(cx, acc, 0));
+                    bufs.insert(*tensor, p.into_pointer_value());
+                }
+                ArgKind::Size(_) => {
+                    f.add_attribute(loc, enum_attr(cx, "noundef", 0));
+                    sizes.push(p.into_int_value());
+                }
+                ArgKind::Param(_) => {
+                    f.add_attribute(loc, enum_attr(cx, "noundef", 0));
+                    pvals.push(p);
+                }
+            }
+        }
+        let b = cx.create_builder();
+        b.position_at_end(cx.append_basic_block(f, "entry"));
+        Ok(FnCx { cx, m, k, g, f, b, bufs, sizes, params: pvals, vars: vec![None; g.vars.len()] })
+    }
+
+    fn i32(&self, v: i64) -> IntValue<'ctx> {
+        self.cx.i32_type().const_int(v as u64, true)
+    }
+
+    fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> R<FunctionValue<'ctx>> {
+        let i = Intrinsic::find(name).ok_or_else(|| CodegenError::Llvm(format!("no intrinsic {name}")))?;
+        i.get_declaration(self.m, tys).ok_or_else(|| CodegenError::Llvm(format!("cannot declare {name}")))
+    }
+
+    fn call(&self, name: &str, tys: &[BasicTypeEnum<'ctx>], args: &[BasicMetadataValueEnum<'ctx>]) -> R<BasicValueEnum<'ctx>> {
+        let f = self.intrinsic(name, tys)?;
+        let v = self.b.build_call(f, args, "").map_err(llvm_err)?;
+        match v.try_as_basic_value() {
+            inkwell::values::ValueKind::Basic(v) => Ok(v),
+            _ => Err(CodegenError::Llvm(format!("{name} returns nothing"))),
+        }
+    }
+
+    /// Index arithmetic in 32 bits. Index values are non-negative by
+    /// construction, so division and remainder are unsigned.
+    fn index(&self, e: &Index) -> R<IntValue<'ctx>> {
+        Ok(match e {
+            Index::Const(v) => self.i32(*v),
+            Index::Size(s) => self.sizes[s.0 as usize],
+            Index::Var(v) => self.vars[v.0 as usize].ok_or_else(|| CodegenError::Llvm(format!("loop variable {} used outside its loop (a rocmc bug)", self.g.vars[v.0 as usize].name)))?,
+            Index::Bin(op, a, b) => {
+                let (x, y) = (self.index(a)?, self.index(b)?);
+                let b = &self.b;
+                match op {
+                    IOp::Add => b.build_int_nsw_add(x, y, ""),
+                    IOp::Sub => b.build_int_nsw_sub(x, y, ""),
+                    IOp::Mul => b.build_int_nsw_mul(x, y, ""),
+                    IOp::Div => b.build_int_unsigned_div(x, y, ""),
+                    IOp::Mod => b.build_int_unsigned_rem(x, y, ""),
+                    IOp::CeilDiv => {
+                        let t = b.build_int_nsw_add(x, b.build_int_nsw_sub(y, self.i32(1), "").map_err(llvm_err)?, "").map_err(llvm_err)?;
+                        b.build_int_unsigned_div(t, y, "")
+                    }
+                    IOp::Min => return Ok(self.call("llvm.umin", &[self.cx.i32_type().into()], &[x.into(), y.into()])?.into_int_value()),
+                    IOp::Max => return Ok(self.call("llvm.umax", &[self.cx.i32_type().into()], &[x.into(), y.into()])?.into_int_value()),
+                }
+                .map_err(llvm_err)?
+            }
+        })
+    }
+
+    /// Address of element `indices` of `tensor`. The byte offset is formed in
+    /// 32 bits and zero-extended, which lets the backend use the
+    /// scalar-base + 32-bit vector-offset addressing mode of global memory.
+    fn address(&self, tensor: TensorId, indices: &[Index]) -> R<PointerValue<'ctx>> {
+        let t = self.k.tensor(tensor);
+        let mut off = self.i32(0);
+        for (d, ix) in indices.iter().enumerate() {
+            let i = self.index(ix)?;
+            off = if d == 0 {
+                i
+            } else {
+                let ext = self.index(&t.shape[d])?;
+                let m = self.b.build_int_nuw_mul(off, ext, "").map_err(llvm_err)?;
+                self.b.build_int_nuw_add(m, i, "").map_err(llvm_err)?
+            };
+        }
+        let bytes = self.b.build_int_nuw_mul(off, self.i32(t.dtype.size() as i64), "").map_err(llvm_err)?;
+        let wide = self.b.build_int_z_extend(bytes, self.cx.i64_type(), "").map_err(llvm_err)?;
+        let base = self.bufs[&tensor];
+        // SAFETY: in-bounds by the kernel's guards; inkwell marks GEP unsafe because LLVM cannot check it.
+        unsafe { self.b.build_in_bounds_gep(self.cx.i8_type(), base, &[wide], "") }.map_err(llvm_err)
+    }
+
+    fn body(&mut self, stmts: &[Stmt]) -> R<()> {
+        for s in stmts {
+            match s {
+                Stmt::Bind { var, axis } => {
+                    let (name, d) = match axis {
+                        GpuAxis::Block(d) => ("llvm.amdgcn.workgroup.id", d),
+                        GpuAxis::Thread(d) => ("llvm.amdgcn.workitem.id", d),
+                    };
+                    let full = format!("{name}.{}", ["x", "y", "z"][d.index()]);
+                    let v = self.call(&full, &[], &[])?.into_int_value();
+                    self.vars[var.0 as usize] = Some(v);
+                }
+                Stmt::Loop { var, extent, unroll: true, body } => {
+                    let n = extent.as_const().ok_or_else(|| CodegenError::Llvm("unrolled loop with a symbolic extent (a rocmc bug)".into()))?;
+                    for i in 0..n {
+                        self.vars[var.0 as usize] = Some(self.i32(i));
+                        self.body(body)?;
+                    }
+                    self.vars[var.0 as usize] = None;
+                }
+                Stmt::Loop { var, extent, unroll: false, body } => self.serial_loop(*var, extent, body)?,
+                Stmt::If { guards, body } => {
+                    let mut cond = self.cx.bool_type().const_int(1, false);
+                    for g in guards {
+                        let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
+                        let c = self.b.build_int_compare(IntPredicate::ULT, v, e, "").map_err(llvm_err)?;
+                        cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
+                    }
+                    let then = self.cx.append_basic_block(self.f, "then");
+                    let join = self.cx.append_basic_block(self.f, "join");
+                    self.b.build_conditional_branch(cond, then, join).map_err(llvm_err)?;
+                    self.b.position_at_end(then);
+                    self.body(body)?;
+                    self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+                    self.b.position_at_end(join);
+                }
+                Stmt::Store { tensor, indices, value } => {
+                    let v = self.expr(value)?;
+                    let v = self.to_mem(value.dtype, v)?;
+                    let p = self.address(*tensor, indices)?;
+                    let st = self.b.build_store(p, v).map_err(llvm_err)?;
+                    st.set_alignment(value.dtype.size() as u32).map_err(llvm_err)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn serial_loop(&mut self, var: rocmc_ir::VarId, extent: &Index, body: &[Stmt]) -> R<()> {
+        let n = self.index(extent)?;
+        let pre: BasicBlock = self.b.get_insert_block().expect("positioned");
+        let header = self.cx.append_basic_block(self.f, "loop");
+        let inner = self.cx.append_basic_block(self.f, "body");
+        let exit = self.cx.append_basic_block(self.f, "exit");
+        self.b.build_unconditional_branch(header).map_err(llvm_err)?;
+        self.b.position_at_end(header);
+        let phi = self.b.build_phi(self.cx.i32_type(), &self.g.vars[var.0 as usize].name).map_err(llvm_err)?;
+        let i = phi.as_basic_value().into_int_value();
+        let c = self.b.build_int_compare(IntPredicate::ULT, i, n, "").map_err(llvm_err)?;
+        self.b.build_conditional_branch(c, inner, exit).map_err(llvm_err)?;
+        self.b.position_at_end(inner);
+        self.vars[var.0 as usize] = Some(i);
+        self.body(body)?;
+        let next = self.b.build_int_nuw_add(i, self.i32(1), "").map_err(llvm_err)?;
+        let latch = self.b.get_insert_block().expect("positioned");
+        self.b.build_unconditional_branch(header).map_err(llvm_err)?;
+        phi.add_incoming(&[(&self.i32(0), pre), (&next, latch)]);
+        self.b.position_at_end(exit);
+        self.vars[var.0 as usize] = None;
+        Ok(())
+    }
+
+    fn to_mem(&self, d: DType, v: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {
+        if d == DType::Bool {
+            return Ok(self.b.build_int_z_extend(v.into_int_value(), self.cx.i8_type(), "").map_err(llvm_err)?.into());
+        }
+        Ok(v)
+    }
+
+    fn expr(&self, e: &Expr) -> R<BasicValueEnum<'ctx>> {
+        let t = e.dtype;
+        let lt = ty(self.cx, t);
+        let b = &self.b;
+        Ok(match &e.kind {
+            ExprKind::Int(v) => lt.into_int_type().const_int(*v as u64, t.is_signed()).into(),
+            ExprKind::Float(v) => lt.into_float_type().const_float(*v).into(),
+            ExprKind::Param(p) => self.params[p.0 as usize],
+            ExprKind::Index(i) => self.index(i)?.into(),
+            ExprKind::Load { tensor, indices } => {
+                let p = self.address(*tensor, indices)?;
+                let v = b.build_load(mem_ty(self.cx, t), p, "").map_err(llvm_err)?;
+                v.as_instruction_value().expect("load").set_alignment(t.size() as u32).map_err(llvm_err)?;
+                if t == DType::Bool {
+                    let z = self.cx.i8_type().const_zero();
+                    b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "").map_err(llvm_err)?.into()
+                } else {
+                    v
+                }
+            }
+            ExprKind::Unary(UnaryOp::Neg, a) => {
+                let a = self.expr(a)?;
+                if t.is_float() {
+                    b.build_float_neg(a.into_float_value(), "").map_err(llvm_err)?.into()
+                } else {
+                    b.build_int_neg(a.into_int_value(), "").map_err(llvm_err)?.into()
+                }
+            }
+            ExprKind::Unary(UnaryOp::Not, a) => b.build_not(self.expr(a)?.into_int_value(), "").map_err(llvm_err)?.into(),
+            ExprKind::Cast(a) => self.cast(a.dtype, t, self.expr(a)?)?,
+            ExprKind::Select(c, x, y) => {
+                let c = self.expr(c)?.into_int_value();
+                b.build_select(c, self.expr(x)?, self.expr(y)?, "").map_err(llvm_err)?
+            }
+            ExprKind::Binary(op, x, y) => self.binary(*op, x.dtype, self.expr(x)?, self.expr(y)?)?,
+            ExprKind::Call(f, args) => {
+                let xs = args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
+                self.math(*f, t, &xs)?
+            }
+        })
+    }
+
+    fn binary(&self, op: BinOp, t: DType, x: BasicValueEnum<'ctx>, y: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {
+        let b = &self.b;
+        let lt = ty(self.cx, t);
+        if t.is_float() {
+            let (x, y) = (x.into_float_value(), y.into_float_value());
+            let cmp = |p| -> R<BasicValueEnum<'ctx>> { Ok(b.build_float_compare(p, x, y, "").map_err(llvm_err)?.into()) };
+            return match op {
+                BinOp::Add => Ok(b.build_float_add(x, y, "").map_err(llvm_err)?.into()),
+                BinOp::Sub => Ok(b.build_float_sub(x, y, "").map_err(llvm_err)?.into()),
+                BinOp::Mul => Ok(b.build_float_mul(x, y, "").map_err(llvm_err)?.into()),
+                BinOp::Div => Ok(b.build_float_div(x, y, "").map_err(llvm_err)?.into()),
+                BinOp::Min => self.call("llvm.minnum", &[lt], &[x.into(), y.into()]),
+                BinOp::Max => self.call("llvm.maxnum", &[lt], &[x.into(), y.into()]),
+                BinOp::Eq => cmp(FloatPredicate::OEQ),
+                BinOp::Ne => cmp(FloatPredicate::UNE),
+                BinOp::Lt => cmp(FloatPredicate::OLT),
+                BinOp::Le => cmp(FloatPredicate::OLE),
+                BinOp::Gt => cmp(FloatPredicate::OGT),
+                BinOp::Ge => cmp(FloatPredicate::OGE),
+                BinOp::Rem | BinOp::And | BinOp::Or => Err(CodegenError::Llvm(format!("{op:?} on floats (a rocmc bug)"))),
+            };
+        }
+        let (x, y) = (x.into_int_value(), y.into_int_value());
+        let s = t.is_signed();
+        let cmp = |p| -> R<BasicValueEnum<'ctx>> { Ok(b.build_int_compare(p, x, y, "").map_err(llvm_err)?.into()) };
+        let pick = |sp, up| if s { sp } else { up };
+        Ok(match op {
+            BinOp::Add => b.build_int_add(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Sub => b.build_int_sub(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Mul => b.build_int_mul(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Div if s => b.build_int_signed_div(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Div => b.build_int_unsigned_div(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Rem if s => b.build_int_signed_rem(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Rem => b.build_int_unsigned_rem(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Min => self.call(if s { "llvm.smin" } else { "llvm.umin" }, &[lt], &[x.into(), y.into()])?,
+            BinOp::Max => self.call(if s { "llvm.smax" } else { "llvm.umax" }, &[lt], &[x.into(), y.into()])?,
+            BinOp::And => b.build_and(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Or => b.build_or(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Eq => cmp(IntPredicate::EQ)?,
+            BinOp::Ne => cmp(IntPredicate::NE)?,
+            BinOp::Lt => cmp(pick(IntPredicate::SLT, IntPredicate::ULT))?,
+            BinOp::Le => cmp(pick(IntPredicate::SLE, IntPredicate::ULE))?,
+            BinOp::Gt => cmp(pick(IntPredicate::SGT, IntPredicate::UGT))?,
+            BinOp::Ge => cmp(pick(IntPredicate::SGE, IntPredicate::UGE))?,
+        })
+    }
+
+    fn cast(&self, from: DType, to: DType, v: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {
+        let b = &self.b;
+        let lt = ty(self.cx, to);
+        Ok(match (from.is_float(), to.is_float()) {
+            (true, true) => b.build_float_cast(v.into_float_value(), lt.into_float_type(), "").map_err(llvm_err)?.into(),
+            (false, true) if from == DType::Bool || !from.is_signed() => b.build_unsigned_int_to_float(v.into_int_value(), lt.into_float_type(), "").map_err(llvm_err)?.into(),
+            (false, true) => b.build_signed_int_to_float(v.into_int_value(), lt.into_float_type(), "").map_err(llvm_err)?.into(),
+            (true, false) if to == DType::Bool => {
+                let z = v.into_float_value().get_type().const_zero();
+                b.build_float_compare(FloatPredicate::UNE, v.into_float_value(), z, "").map_err(llvm_err)?.into()
+            }
+            // Saturating conversion matches the interpreter and never yields poison.
+            (true, false) => self.call(
+                if to.is_signed() { "llvm.fptosi.sat" } else { "llvm.fptoui.sat" },
+                &[lt, v.get_type()],
+                &[v.into()],
+            )?,
+            (false, false) if to == DType::Bool => {
+                let z = v.into_int_value().get_type().const_zero();
+                b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "").map_err(llvm_err)?.into()
+            }
+            (false, false) => {
+                let (x, it) = (v.into_int_value(), lt.into_int_type());
+                let (fw, tw) = (x.get_type().get_bit_width(), it.get_bit_width());
+                if fw == tw {
+                    x.into()
+                } else if fw > tw {
+                    b.build_int_truncate(x, it, "").map_err(llvm_err)?.into()
+                } else if from.is_signed() {
+                    b.build_int_s_extend(x, it, "").map_err(llvm_err)?.into()
+                } else {
+                    b.build_int_z_extend(x, it, "").map_err(llvm_err)?.into()
+                }
+            }
+        })
+    }
+
+    fn math(&self, f: MathFn, t: DType, xs: &[BasicValueEnum<'ctx>]) -> R<BasicValueEnum<'ctx>> {
+        let lt = ty(self.cx, t);
+        let un = |name: &str| self.call(name, &[lt], &[xs[0].into()]);
+        if !t.is_float() {
+            let fals = self.cx.bool_type().const_zero();
+            return self.call("llvm.abs", &[lt], &[xs[0].into(), fals.into()]);
+        }
+        let b = &self.b;
+        let one = lt.into_float_type().const_float(1.0);
+        Ok(match f {
+            MathFn::Abs => un("llvm.fabs")?,
+            MathFn::Sqrt => un("llvm.sqrt")?,
+            MathFn::Rsqrt => {
+                let s = un("llvm.sqrt")?.into_float_value();
+                b.build_float_div(one, s, "").map_err(llvm_err)?.into()
+            }
+            MathFn::Exp => un("llvm.exp")?,
+            MathFn::Exp2 => un("llvm.exp2")?,
+            MathFn::Log => un("llvm.log")?,
+            MathFn::Log2 => un("llvm.log2")?,
+            MathFn::Floor => un("llvm.floor")?,
+            MathFn::Ceil => un("llvm.ceil")?,
+            MathFn::Fma => self.call("llvm.fma", &[lt], &[xs[0].into(), xs[1].into(), xs[2].into()])?,
+            MathFn::Sigmoid => {
+                let nx = b.build_float_neg(xs[0].into_float_value(), "").map_err(llvm_err)?;
+                let e = self.call("llvm.exp", &[lt], &[nx.into()])?.into_float_value();
+                let d = b.build_float_add(one, e, "").map_err(llvm_err)?;
+                b.build_float_div(one, d, "").map_err(llvm_err)?.into()
+            }
+            MathFn::Tanh => self.tanh(xs[0].into_float_value())?.into(),
+        })
+    }
+
+    /// tanh without device libraries: (1 − e^{−2|x|}) / (1 + e^{−2|x|}) with
+    /// the sign of x, and the odd Taylor polynomial near zero where that form
+    /// cancels.
+    fn tanh(&self, x: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        let b = &self.b;
+        let lt = x.get_type();
+        let c = |v: f64| lt.const_float(v);
+        let ax = self.call("llvm.fabs", &[lt.into()], &[x.into()])?.into_float_value();
+        let m2 = b.build_float_mul(ax, c(-2.0), "").map_err(llvm_err)?;
+        let e = self.call("llvm.exp", &[lt.into()], &[m2.into()])?.into_float_value();
+        let num = b.build_float_sub(c(1.0), e, "").map_err(llvm_err)?;
+        let den = b.build_float_add(c(1.0), e, "").map_err(llvm_err)?;
+        let big = b.build_float_div(num, den, "").map_err(llvm_err)?;
+        let big = self.call("llvm.copysign", &[lt.into()], &[big.into(), x.into()])?.into_float_value();
+        // x - x^3/3 + 2x^5/15 - 17x^7/315
+        let x2 = b.build_float_mul(x, x, "").map_err(llvm_err)?;
+        let mut p = c(-17.0 / 315.0);
+        for k in [2.0 / 15.0, -1.0 / 3.0, 1.0] {
+            p = self.call("llvm.fma", &[lt.into()], &[p.into(), x2.into(), c(k).into()])?.into_float_value();
+        }
+        let small = b.build_float_mul(p, x, "").map_err(llvm_err)?;
+        let is_small = b.build_float_compare(FloatPredicate::OLT, ax, c(0.125), "").map_err(llvm_err)?;
+        Ok(b.build_select(is_small, small, big, "").map_err(llvm_err)?.into_float_value())
+    }
+}
+
+fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
+    cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), v)
+}

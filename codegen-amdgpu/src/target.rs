@@ -1,0 +1,249 @@
+//! AMDGPU targets: target IDs (`gfx90a:xnack-`), wave size and code-object
+//! version, checked against LLVM's own processor table.
+
+use std::ffi::{c_char, CString};
+use std::fmt;
+
+extern "C" {
+    fn rocmc_amdgcn_processors(buf: *mut c_char, cap: usize) -> usize;
+    fn rocmc_amdgcn_arch_features(name: *const c_char) -> i64;
+}
+
+// llvm::AMDGPU::ArchFeatureKind bits (llvm/TargetParser/TargetParser.h).
+const FEATURE_WAVE32: i64 = 1 << 6;
+const FEATURE_XNACK: i64 = 1 << 7;
+const FEATURE_SRAMECC: i64 = 1 << 8;
+
+/// Every AMDGCN processor LLVM 22 knows, in LLVM's order.
+pub fn processors() -> Vec<String> {
+    // SAFETY: the shim only reads LLVM's static tables and writes at most `cap` bytes.
+    let n = unsafe { rocmc_amdgcn_processors(std::ptr::null_mut(), 0) };
+    let mut buf = vec![0u8; n + 1];
+    // SAFETY: buf has n + 1 bytes, the size the first call asked for.
+    unsafe { rocmc_amdgcn_processors(buf.as_mut_ptr().cast(), buf.len()) };
+    String::from_utf8_lossy(&buf[..n]).lines().map(str::to_string).collect()
+}
+
+fn features_of(name: &str) -> Option<i64> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: c is a valid NUL-terminated string for the duration of the call.
+    let f = unsafe { rocmc_amdgcn_arch_features(c.as_ptr()) };
+    (f >= 0).then_some(f)
+}
+
+/// A processor's properties as LLVM's table gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessorInfo {
+    pub supports_xnack: bool,
+    pub supports_sramecc: bool,
+    /// gfx10 and later run wave32 by default and may choose wave64.
+    pub wave32: bool,
+}
+
+pub fn processor_info(name: &str) -> Option<ProcessorInfo> {
+    // `parseArchAMDGCN` also accepts a few legacy aliases; only canonical names are target IDs.
+    if !processors().iter().any(|p| p == name) {
+        return None;
+    }
+    features_of(name).map(|f| ProcessorInfo {
+        supports_xnack: f & FEATURE_XNACK != 0,
+        supports_sramecc: f & FEATURE_SRAMECC != 0,
+        wave32: f & FEATURE_WAVE32 != 0,
+    })
+}
+
+/// The state of a target feature in a target ID. `Any` (unset) makes code
+/// that loads in either mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum FeatureMode {
+    #[default]
+    Any,
+    On,
+    Off,
+}
+
+/// A processor plus its xnack/sramecc settings, e.g. `gfx942:sramecc+:xnack-`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TargetId {
+    pub processor: String,
+    pub sramecc: FeatureMode,
+    pub xnack: FeatureMode,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("unknown AMDGPU processor `{name}`{}", suggestion(.near))]
+    UnknownProcessor { name: String, near: Vec<String> },
+    #[error("target ID `{id}`: {reason}")]
+    BadFeature { id: String, reason: String },
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn suggestion(near: &[String]) -> String {
+    if near.is_empty() {
+        "; run `rocmc targets` for the list".into()
+    } else {
+        format!("; did you mean {}? (run `rocmc targets` for the list)", near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// Nearest processor names, by edit distance on the part after `gfx`.
+fn nearest(name: &str, all: &[String]) -> Vec<String> {
+    let mut scored: Vec<(usize, &String)> = all.iter().map(|p| (strsim::damerau_levenshtein(&name.to_lowercase(), p), p)).collect();
+    scored.sort();
+    let best = scored.first().map_or(usize::MAX, |s| s.0);
+    scored.into_iter().filter(|(d, _)| *d <= best.max(1) && *d <= 3).take(4).map(|(_, p)| p.clone()).collect()
+}
+
+impl TargetId {
+    pub fn parse(s: &str) -> Result<TargetId, TargetError> {
+        let mut parts = s.split(':');
+        let processor = parts.next().unwrap_or_default().to_string();
+        let all = processors();
+        let Some(info) = all.iter().any(|p| *p == processor).then(|| processor_info(&processor)).flatten() else {
+            return Err(TargetError::UnknownProcessor { near: nearest(&processor, &all), name: processor });
+        };
+        let mut id = TargetId { processor, sramecc: FeatureMode::Any, xnack: FeatureMode::Any };
+        let bad = |reason: String| TargetError::BadFeature { id: s.to_string(), reason };
+        let mut seen = Vec::new();
+        for f in parts {
+            let (name, mode) = match f.strip_suffix('+') {
+                Some(n) => (n, FeatureMode::On),
+                None => match f.strip_suffix('-') {
+                    Some(n) => (n, FeatureMode::Off),
+                    None => return Err(bad(format!("feature `{f}` needs `+` or `-` (e.g. `xnack-`)"))),
+                },
+            };
+            if seen.contains(&name) {
+                return Err(bad(format!("`{name}` is given more than once")));
+            }
+            seen.push(name);
+            match name {
+                "xnack" if info.supports_xnack => id.xnack = mode,
+                "sramecc" if info.supports_sramecc => id.sramecc = mode,
+                "xnack" | "sramecc" => return Err(bad(format!("{} has no `{name}` setting", id.processor))),
+                other => return Err(bad(format!("unknown feature `{other}`; target IDs accept `xnack` and `sramecc`"))),
+            }
+        }
+        Ok(id)
+    }
+
+    pub fn info(&self) -> ProcessorInfo {
+        processor_info(&self.processor).expect("a parsed target ID names a known processor")
+    }
+
+    /// LLVM subtarget features for this ID (`+xnack`, `-sramecc`, ...).
+    pub fn llvm_features(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        for (name, mode) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
+            match mode {
+                FeatureMode::On => f.push(format!("+{name}")),
+                FeatureMode::Off => f.push(format!("-{name}")),
+                FeatureMode::Any => {}
+            }
+        }
+        f
+    }
+}
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.processor)?;
+        // Canonical order is alphabetical: sramecc before xnack.
+        for (name, mode) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
+            match mode {
+                FeatureMode::On => write!(f, ":{name}+")?,
+                FeatureMode::Off => write!(f, ":{name}-")?,
+                FeatureMode::Any => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything that selects the machine code: target ID, wave size, code-object version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub id: TargetId,
+    pub wave64: bool,
+    pub code_object_version: u32,
+}
+
+pub const CODE_OBJECT_VERSIONS: [u32; 3] = [4, 5, 6];
+pub const DEFAULT_CODE_OBJECT_VERSION: u32 = 5;
+
+impl Target {
+    /// `wave64` asks for 64-wide waves on gfx10+; gfx9 and older are always wave64.
+    pub fn new(id: TargetId, wave64: bool, code_object_version: u32) -> Result<Target, TargetError> {
+        if !CODE_OBJECT_VERSIONS.contains(&code_object_version) {
+            return Err(TargetError::Unsupported(format!(
+                "code object version {code_object_version} is not supported; choose 4, 5 (default) or 6"
+            )));
+        }
+        if id.processor.contains("generic") && code_object_version < 6 {
+            return Err(TargetError::Unsupported(format!(
+                "{} is a generic target and needs code object version 6 (--code-object-version 6)",
+                id.processor
+            )));
+        }
+        let wave64 = wave64 || !id.info().wave32;
+        Ok(Target { id, wave64, code_object_version })
+    }
+
+    pub fn wavefront_size(&self) -> u32 {
+        if self.wave64 {
+            64
+        } else {
+            32
+        }
+    }
+
+    pub fn llvm_features(&self) -> String {
+        let mut f = self.id.llvm_features();
+        if self.id.info().wave32 {
+            f.push(if self.wave64 { "+wavefrontsize64".into() } else { "+wavefrontsize32".into() });
+        }
+        f.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llvm_table_has_the_processors_we_test() {
+        let p = processors();
+        for name in ["gfx900", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201"] {
+            assert!(p.iter().any(|x| x == name), "{name} missing from {p:?}");
+        }
+    }
+
+    #[test]
+    fn target_ids_parse_and_print_canonically() {
+        let t = TargetId::parse("gfx942:xnack-:sramecc+").unwrap();
+        assert_eq!(t.to_string(), "gfx942:sramecc+:xnack-");
+        assert_eq!(TargetId::parse("gfx90a").unwrap().xnack, FeatureMode::Any);
+    }
+
+    #[test]
+    fn bad_target_ids_are_refused() {
+        match TargetId::parse("gfx9O0") {
+            Err(TargetError::UnknownProcessor { near, .. }) => assert!(near.contains(&"gfx900".to_string()), "{near:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(TargetId::parse("gfx1100:xnack+"), Err(TargetError::BadFeature { .. })));
+        assert!(matches!(TargetId::parse("gfx90a:xnack+:xnack-"), Err(TargetError::BadFeature { .. })));
+        assert!(matches!(TargetId::parse("gfx90a:xnack"), Err(TargetError::BadFeature { .. })));
+    }
+
+    #[test]
+    fn wave_size_follows_the_family() {
+        let t = |s: &str, w| Target::new(TargetId::parse(s).unwrap(), w, 5).unwrap().wavefront_size();
+        assert_eq!(t("gfx900", false), 64);
+        assert_eq!(t("gfx1100", false), 32);
+        assert_eq!(t("gfx1100", true), 64);
+        assert!(Target::new(TargetId::parse("gfx900").unwrap(), false, 3).is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! rocmc: an ahead-of-time GPU kernel compiler for AMD GPUs.
+//!
+//! [`compile`] turns a kernel file's text into an [`Artifact`]: the loop IR,
+//! optimised LLVM IR, GCN assembly, the relocatable object and the linked
+//! code object (`.hsaco`), in memory. The `rocmc` CLI is a thin layer over it.
+//!
+//! ```no_run
+//! let src = std::fs::read_to_string("examples/vadd.toml").unwrap();
+//! let opts = rocmc::Options::new("gfx90a");
+//! let art = rocmc::compile("examples/vadd.toml", &src, &opts, rocmc::Emit::all()).unwrap();
+//! std::fs::write("vadd.hsaco", art.code_object.unwrap()).unwrap();
+//! ```
+
+use rocmc_codegen_amdgpu::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, TargetId};
+use rocmc_ir::lower::{ArgKind, GpuKernel, Pretty};
+use rocmc_ir::{Index, Kernel, KernelError, Program};
+use rocmc_linker::launch::{ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, FORMAT_VERSION};
+use std::time::{Duration, Instant};
+
+pub use rocmc_codegen_amdgpu as codegen;
+pub use rocmc_ir as ir;
+pub use rocmc_linker as linker;
+
+/// How to compile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Target ID, e.g. `gfx90a` or `gfx942:sramecc+:xnack-`.
+    pub mcpu: String,
+    /// Code object version: 4, 5 (default) or 6.
+    pub code_object_version: u32,
+    /// 64-wide waves on gfx10 and later (always 64 on gfx9).
+    pub wave64: bool,
+}
+
+impl Options {
+    pub fn new(mcpu: &str) -> Options {
+        Options { mcpu: mcpu.to_string(), code_object_version: DEFAULT_CODE_OBJECT_VERSION, wave64: false }
+    }
+}
+
+/// Which forms to produce. LLVM IR and loop IR are always produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Emit {
+    pub asm: bool,
+    pub object: bool,
+    pub code_object: bool,
+}
+
+impl Emit {
+    pub fn all() -> Emit {
+        Emit { asm: true, object: true, code_object: true }
+    }
+}
+
+/// Everything one compilation produced.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    pub kernel: Kernel,
+    pub program: Program,
+    pub target: Target,
+    pub launch: LaunchInfo,
+    /// Loop IR as pseudo-code.
+    pub loops: String,
+    pub llvm_ir: String,
+    pub asm: Option<String>,
+    pub object: Option<Vec<u8>>,
+    pub code_object: Option<Vec<u8>>,
+    /// Wall time of each phase, in order.
+    pub timings: Vec<(&'static str, Duration)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Kernel(#[from] KernelError),
+    #[error("--mcpu: {0}")]
+    Target(#[from] TargetError),
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+    #[error("linking failed: {0}")]
+    Link(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// 2 for mistakes in the user's input, 1 for internal and I/O errors.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Kernel(_) | Error::Target(_) | Error::Usage(_) => 2,
+            Error::Codegen(_) | Error::Link(_) | Error::Io { .. } => 1,
+        }
+    }
+}
+
+/// Parses the target options into a [`Target`].
+pub fn target(opts: &Options) -> Result<Target, Error> {
+    if opts.mcpu.contains(',') {
+        return Err(Error::Usage(format!(
+            "--mcpu {}: several targets in one build (offload bundles) are not supported yet; build once per target",
+            opts.mcpu
+        )));
+    }
+    let id = TargetId::parse(&opts.mcpu)?;
+    Ok(Target::new(id, opts.wave64, opts.code_object_version)?)
+}
+
+/// Compiles kernel source text. `file` names it in diagnostics.
+pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<Artifact, Error> {
+    let mut timings = Vec::new();
+    let mut t0 = Instant::now();
+    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, Duration)>| {
+        let now = Instant::now();
+        timings.push((name, now - t0));
+        t0 = now;
+    };
+    let target = target(opts)?;
+    let kernel = rocmc_ir::parse_kernel(file, source)?;
+    lap("parse+validate", &mut timings);
+    let program = rocmc_ir::lower::lower_file(&kernel, file, source)?;
+    let launch = launch_info(&kernel, &program);
+    let loops: String = program.kernels.iter().map(|g| Pretty { kernel: &kernel, gpu: g }.to_string()).collect();
+    lap("lower", &mut timings);
+    let req = Request { asm: emit.asm, object: emit.object || emit.code_object };
+    let out = rocmc_codegen_amdgpu::compile(&kernel, &program, &target, &launch.module_asm(), req).map_err(|e| match e {
+        rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
+        other => Error::Codegen(other.to_string()),
+    })?;
+    lap("llvm (optimise+codegen)", &mut timings);
+    let code_object = match (&out.object, emit.code_object) {
+        (Some(obj), true) => Some(rocmc_linker::link_code_object(obj).map_err(|e| Error::Link(e.to_string()))?),
+        _ => None,
+    };
+    lap("link", &mut timings);
+    Ok(Artifact {
+        kernel,
+        program,
+        target,
+        launch,
+        loops,
+        llvm_ir: out.llvm_ir,
+        asm: out.asm,
+        object: out.object.filter(|_| emit.object),
+        code_object,
+        timings,
+    })
+}
+
+fn extent(e: &Index, names: &[String]) -> Extent {
+    use rocmc_ir::IOp;
+    match e {
+        Index::Const(v) => Extent::Const(*v),
+        Index::Size(s) => Extent::Size(names[s.0 as usize].clone()),
+        // Launch geometry and shapes never mention loop variables.
+        Index::Var(_) => Extent::Const(0),
+        Index::Bin(op, a, b) => {
+            let (a, b) = (Box::new(extent(a, names)), Box::new(extent(b, names)));
+            match op {
+                IOp::Add => Extent::Add(a, b),
+                IOp::Sub => Extent::Sub(a, b),
+                IOp::Mul => Extent::Mul(a, b),
+                IOp::Div => Extent::Div(a, b),
+                IOp::CeilDiv => Extent::CeilDiv(a, b),
+                IOp::Mod => Extent::Mod(a, b),
+                IOp::Min => Extent::Min(a, b),
+                IOp::Max => Extent::Max(a, b),
+            }
+        }
+    }
+}
+
+/// The launch document for a lowered program.
+pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
+    let names = k.size_names();
+    let kernel = |g: &GpuKernel| KernelLaunch {
+        name: g.name.clone(),
+        block: g.block,
+        grid: [extent(&g.grid[0], &names), extent(&g.grid[1], &names), extent(&g.grid[2], &names)],
+        grid_text: [0, 1, 2].map(|d| g.grid[d].display(&names, &[]).to_string()),
+        args: g
+            .args
+            .iter()
+            .map(|a| match &a.kind {
+                ArgKind::Buffer { tensor, access } => {
+                    let t = k.tensor(*tensor);
+                    LaunchArg {
+                        name: a.name.clone(),
+                        role: ArgRole::Buffer,
+                        dtype: t.dtype.to_string(),
+                        shape: t.shape.iter().map(|e| extent(e, &names)).collect(),
+                        written: *access == rocmc_ir::lower::Access::Write,
+                    }
+                }
+                ArgKind::Size(_) => LaunchArg { name: a.name.clone(), role: ArgRole::Size, dtype: "i32".into(), shape: vec![], written: false },
+                ArgKind::Param(p) => LaunchArg {
+                    name: a.name.clone(),
+                    role: ArgRole::Scalar,
+                    dtype: k.params[p.0 as usize].dtype.to_string(),
+                    shape: vec![],
+                    written: false,
+                },
+            })
+            .collect(),
+    };
+    LaunchInfo { version: FORMAT_VERSION, kernels: p.kernels.iter().map(kernel).collect() }
+}
+
+/// One line per kernel: name, block, grid and arguments, prefixed by `prefix`.
+pub fn launch_summary(l: &LaunchInfo, prefix: &str) -> String {
+    let mut s = String::new();
+    for k in &l.kernels {
+        let args: Vec<String> = k
+            .args
+            .iter()
+            .map(|a| match a.role {
+                ArgRole::Buffer => {
+                    let shape: Vec<String> = a.shape.iter().map(extent_text).collect();
+                    format!("{}: {}{}[{}]", a.name, if a.written { "out " } else { "" }, a.dtype, shape.join(", "))
+                }
+                _ => format!("{}: {}", a.name, a.dtype),
+            })
+            .collect();
+        s.push_str(&format!(
+            "{prefix}kernel {}: block ({}, {}, {}), grid ({}, {}, {}); args {}\n",
+            k.name,
+            k.block[0],
+            k.block[1],
+            k.block[2],
+            k.grid_text[0],
+            k.grid_text[1],
+            k.grid_text[2],
+            args.join(", ")
+        ));
+    }
+    s
+}
+
+fn extent_text(e: &Extent) -> String {
+    match e {
+        Extent::Const(v) => v.to_string(),
+        Extent::Size(n) => n.clone(),
+        Extent::Add(a, b) => format!("{} + {}", extent_text(a), extent_text(b)),
+        Extent::Sub(a, b) => format!("{} - {}", extent_text(a), extent_text(b)),
+        Extent::Mul(a, b) => format!("{} * {}", extent_text(a), extent_text(b)),
+        Extent::Div(a, b) => format!("{} / {}", extent_text(a), extent_text(b)),
+        Extent::CeilDiv(a, b) => format!("ceil({} / {})", extent_text(a), extent_text(b)),
+        Extent::Mod(a, b) => format!("{} % {}", extent_text(a), extent_text(b)),
+        Extent::Min(a, b) => format!("min({}, {})", extent_text(a), extent_text(b)),
+        Extent::Max(a, b) => format!("max({}, {})", extent_text(a), extent_text(b)),
+    }
+}

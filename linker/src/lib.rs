@@ -1,0 +1,14 @@
+//! rocmc's linker crate.
+//!
+//! - [`link_code_object`] (feature `lld`, on by default): lld's ELF driver,
+//!   embedded in the process, turns an AMDGPU object into a code object.
+//! - [`codeobject::read`]: a reader for code objects (ours and clang's).
+//! - [`launch`]: rocmc's launch-geometry document stored in code objects.
+
+pub mod codeobject;
+pub mod launch;
+#[cfg(feature = "lld")]
+mod lld;
+
+#[cfg(feature = "lld")]
+pub use lld::{link_code_object, run_lld, LinkError};
