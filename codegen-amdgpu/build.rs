@@ -9,7 +9,10 @@ fn llvm_config(arg: &str) -> String {
         panic!("cannot run {exe} ({e}); install LLVM 22 with scripts/install-deps.sh or set LLVM_CONFIG")
     });
     assert!(out.status.success(), "{exe} {arg} failed");
-    String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
 }
 
 fn main() {

@@ -9,7 +9,10 @@ fn llvm_config(arg: &str) -> String {
         panic!("cannot run {exe} ({e}); install LLVM 22 and lld with scripts/install-deps.sh or set LLVM_CONFIG")
     });
     assert!(out.status.success(), "{exe} {arg} failed");
-    String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
 }
 
 fn main() {
@@ -30,7 +33,10 @@ fn main() {
         .compile("rocmc_lld");
     for lib in ["lldELF", "lldCommon"] {
         let path = format!("{libdir}/lib{lib}.a");
-        assert!(std::path::Path::new(&path).exists(), "{path} is missing: install liblld-22-dev (scripts/install-deps.sh)");
+        assert!(
+            std::path::Path::new(&path).exists(),
+            "{path} is missing: install liblld-22-dev (scripts/install-deps.sh)"
+        );
     }
     println!("cargo:rustc-link-search=native={libdir}");
     println!("cargo:rustc-link-lib=static=lldELF");

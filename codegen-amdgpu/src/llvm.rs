@@ -8,9 +8,15 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{FlagBehavior, Module};
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple};
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
+    TargetTriple,
+};
 use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue,
+    PointerValue,
+};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 use rocmc_ir::index::IOp;
 use rocmc_ir::lower::{ArgKind, GpuKernel, Stmt};
@@ -53,13 +59,26 @@ pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
     let triple = TargetTriple::create(TRIPLE);
     let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
     target
-        .create_target_machine(&triple, &t.id.processor, &t.llvm_features(), OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
+        .create_target_machine(
+            &triple,
+            &t.id.processor,
+            &t.llvm_features(),
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
         .ok_or_else(|| CodegenError::Llvm(format!("cannot create a target machine for {}", t.id)))
 }
 
 /// Compiles a lowered program for one target. `module_asm` is appended to
 /// the module as top-level assembly (rocmc's launch-geometry section).
-pub fn compile(k: &Kernel, prog: &Program, t: &Target, module_asm: &str, req: Request) -> Result<Emitted, CodegenError> {
+pub fn compile(
+    k: &Kernel,
+    prog: &Program,
+    t: &Target,
+    module_asm: &str,
+    req: Request,
+) -> Result<Emitted, CodegenError> {
     let tm = target_machine(t)?;
     let cx = Context::create();
     let module = cx.create_module(&k.name);
@@ -68,7 +87,8 @@ pub fn compile(k: &Kernel, prog: &Program, t: &Target, module_asm: &str, req: Re
     module.add_basic_value_flag(
         "amdhsa_code_object_version",
         FlagBehavior::Error,
-        cx.i32_type().const_int(t.code_object_version as u64 * 100, false),
+        cx.i32_type()
+            .const_int(t.code_object_version as u64 * 100, false),
     );
     for g in &prog.kernels {
         let mut fcx = FnCx::new(&cx, &module, k, g)?;
@@ -78,18 +98,31 @@ pub fn compile(k: &Kernel, prog: &Program, t: &Target, module_asm: &str, req: Re
     if !module_asm.is_empty() {
         module.set_inline_assembly(module_asm);
     }
-    module.verify().map_err(|e| CodegenError::Llvm(format!("invalid module before optimisation (a rocmc bug): {e}")))?;
-    module.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(llvm_err)?;
-    let mut out = Emitted { llvm_ir: module.print_to_string().to_string(), ..Default::default() };
+    module.verify().map_err(|e| {
+        CodegenError::Llvm(format!(
+            "invalid module before optimisation (a rocmc bug): {e}"
+        ))
+    })?;
+    module
+        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(llvm_err)?;
+    let mut out = Emitted {
+        llvm_ir: module.print_to_string().to_string(),
+        ..Default::default()
+    };
     // Codegen mutates the module (see DESIGN.md): each emission gets its own clone.
     if req.asm {
         let m = module.clone();
-        let buf = tm.write_to_memory_buffer(&m, FileType::Assembly).map_err(llvm_err)?;
+        let buf = tm
+            .write_to_memory_buffer(&m, FileType::Assembly)
+            .map_err(llvm_err)?;
         out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
     }
     if req.object {
         let m = module.clone();
-        let buf = tm.write_to_memory_buffer(&m, FileType::Object).map_err(llvm_err)?;
+        let buf = tm
+            .write_to_memory_buffer(&m, FileType::Object)
+            .map_err(llvm_err)?;
         out.object = Some(buf.as_slice().to_vec());
     }
     Ok(out)
@@ -150,7 +183,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         f.set_call_conventions(AMDGPU_KERNEL_CC);
         let s = |k: &str, v: &str| cx.create_string_attribute(k, v);
         let threads = g.threads().to_string();
-        f.add_attribute(AttributeLoc::Function, s("amdgpu-flat-work-group-size", &format!("{threads},{threads}")));
+        f.add_attribute(
+            AttributeLoc::Function,
+            s(
+                "amdgpu-flat-work-group-size",
+                &format!("{threads},{threads}"),
+            ),
+        );
         f.add_attribute(AttributeLoc::Function, s("uniform-work-group-size", "true"));
         f.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind", 0));
         f.add_attribute(AttributeLoc::Function, enum_attr(cx, "mustprogress", 0));
@@ -167,7 +206,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     f.add_attribute(loc, enum_attr(cx, "noalias", 0));
                     f.add_attribute(loc, enum_attr(cx, "captures", 0));
                     f.add_attribute(loc, enum_attr(cx, "noundef", 0));
-                    f.add_attribute(loc, enum_attr(cx, "align", k.tensor(*tensor).dtype.size() as u64));
+                    f.add_attribute(
+                        loc,
+                        enum_attr(cx, "align", k.tensor(*tensor).dtype.size() as u64),
+                    );
                     let acc = match access {
                         rocmc_ir::lower::Access::Read => "readonly",
                         rocmc_ir::lower::Access::Write => "writeonly",
@@ -187,7 +229,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
         let b = cx.create_builder();
         b.position_at_end(cx.append_basic_block(f, "entry"));
-        Ok(FnCx { cx, m, k, g, f, b, bufs, sizes, params: pvals, vars: vec![None; g.vars.len()] })
+        Ok(FnCx {
+            cx,
+            m,
+            k,
+            g,
+            f,
+            b,
+            bufs,
+            sizes,
+            params: pvals,
+            vars: vec![None; g.vars.len()],
+        })
     }
 
     fn i32(&self, v: i64) -> IntValue<'ctx> {
@@ -195,11 +248,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> R<FunctionValue<'ctx>> {
-        let i = Intrinsic::find(name).ok_or_else(|| CodegenError::Llvm(format!("no intrinsic {name}")))?;
-        i.get_declaration(self.m, tys).ok_or_else(|| CodegenError::Llvm(format!("cannot declare {name}")))
+        let i = Intrinsic::find(name)
+            .ok_or_else(|| CodegenError::Llvm(format!("no intrinsic {name}")))?;
+        i.get_declaration(self.m, tys)
+            .ok_or_else(|| CodegenError::Llvm(format!("cannot declare {name}")))
     }
 
-    fn call(&self, name: &str, tys: &[BasicTypeEnum<'ctx>], args: &[BasicMetadataValueEnum<'ctx>]) -> R<BasicValueEnum<'ctx>> {
+    fn call(
+        &self,
+        name: &str,
+        tys: &[BasicTypeEnum<'ctx>],
+        args: &[BasicMetadataValueEnum<'ctx>],
+    ) -> R<BasicValueEnum<'ctx>> {
         let f = self.intrinsic(name, tys)?;
         let v = self.b.build_call(f, args, "").map_err(llvm_err)?;
         match v.try_as_basic_value() {
@@ -214,7 +274,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(match e {
             Index::Const(v) => self.i32(*v),
             Index::Size(s) => self.sizes[s.0 as usize],
-            Index::Var(v) => self.vars[v.0 as usize].ok_or_else(|| CodegenError::Llvm(format!("loop variable {} used outside its loop (a rocmc bug)", self.g.vars[v.0 as usize].name)))?,
+            Index::Var(v) => self.vars[v.0 as usize].ok_or_else(|| {
+                CodegenError::Llvm(format!(
+                    "loop variable {} used outside its loop (a rocmc bug)",
+                    self.g.vars[v.0 as usize].name
+                ))
+            })?,
             Index::Bin(op, a, b) => {
                 let (x, y) = (self.index(a)?, self.index(b)?);
                 let b = &self.b;
@@ -225,11 +290,33 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     IOp::Div => b.build_int_unsigned_div(x, y, ""),
                     IOp::Mod => b.build_int_unsigned_rem(x, y, ""),
                     IOp::CeilDiv => {
-                        let t = b.build_int_nsw_add(x, b.build_int_nsw_sub(y, self.i32(1), "").map_err(llvm_err)?, "").map_err(llvm_err)?;
+                        let t = b
+                            .build_int_nsw_add(
+                                x,
+                                b.build_int_nsw_sub(y, self.i32(1), "").map_err(llvm_err)?,
+                                "",
+                            )
+                            .map_err(llvm_err)?;
                         b.build_int_unsigned_div(t, y, "")
                     }
-                    IOp::Min => return Ok(self.call("llvm.umin", &[self.cx.i32_type().into()], &[x.into(), y.into()])?.into_int_value()),
-                    IOp::Max => return Ok(self.call("llvm.umax", &[self.cx.i32_type().into()], &[x.into(), y.into()])?.into_int_value()),
+                    IOp::Min => {
+                        return Ok(self
+                            .call(
+                                "llvm.umin",
+                                &[self.cx.i32_type().into()],
+                                &[x.into(), y.into()],
+                            )?
+                            .into_int_value())
+                    }
+                    IOp::Max => {
+                        return Ok(self
+                            .call(
+                                "llvm.umax",
+                                &[self.cx.i32_type().into()],
+                                &[x.into(), y.into()],
+                            )?
+                            .into_int_value())
+                    }
                 }
                 .map_err(llvm_err)?
             }
@@ -252,11 +339,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.b.build_int_nuw_add(m, i, "").map_err(llvm_err)?
             };
         }
-        let bytes = self.b.build_int_nuw_mul(off, self.i32(t.dtype.size() as i64), "").map_err(llvm_err)?;
-        let wide = self.b.build_int_z_extend(bytes, self.cx.i64_type(), "").map_err(llvm_err)?;
+        let bytes = self
+            .b
+            .build_int_nuw_mul(off, self.i32(t.dtype.size() as i64), "")
+            .map_err(llvm_err)?;
+        let wide = self
+            .b
+            .build_int_z_extend(bytes, self.cx.i64_type(), "")
+            .map_err(llvm_err)?;
         let base = self.bufs[&tensor];
         // SAFETY: in-bounds by the kernel's guards; inkwell marks GEP unsafe because LLVM cannot check it.
-        unsafe { self.b.build_in_bounds_gep(self.cx.i8_type(), base, &[wide], "") }.map_err(llvm_err)
+        unsafe {
+            self.b
+                .build_in_bounds_gep(self.cx.i8_type(), base, &[wide], "")
+        }
+        .map_err(llvm_err)
     }
 
     fn body(&mut self, stmts: &[Stmt]) -> R<()> {
@@ -271,36 +368,60 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     let v = self.call(&full, &[], &[])?.into_int_value();
                     self.vars[var.0 as usize] = Some(v);
                 }
-                Stmt::Loop { var, extent, unroll: true, body } => {
-                    let n = extent.as_const().ok_or_else(|| CodegenError::Llvm("unrolled loop with a symbolic extent (a rocmc bug)".into()))?;
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll: true,
+                    body,
+                } => {
+                    let n = extent.as_const().ok_or_else(|| {
+                        CodegenError::Llvm(
+                            "unrolled loop with a symbolic extent (a rocmc bug)".into(),
+                        )
+                    })?;
                     for i in 0..n {
                         self.vars[var.0 as usize] = Some(self.i32(i));
                         self.body(body)?;
                     }
                     self.vars[var.0 as usize] = None;
                 }
-                Stmt::Loop { var, extent, unroll: false, body } => self.serial_loop(*var, extent, body)?,
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll: false,
+                    body,
+                } => self.serial_loop(*var, extent, body)?,
                 Stmt::If { guards, body } => {
                     let mut cond = self.cx.bool_type().const_int(1, false);
                     for g in guards {
                         let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
-                        let c = self.b.build_int_compare(IntPredicate::ULT, v, e, "").map_err(llvm_err)?;
+                        let c = self
+                            .b
+                            .build_int_compare(IntPredicate::ULT, v, e, "")
+                            .map_err(llvm_err)?;
                         cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
                     }
                     let then = self.cx.append_basic_block(self.f, "then");
                     let join = self.cx.append_basic_block(self.f, "join");
-                    self.b.build_conditional_branch(cond, then, join).map_err(llvm_err)?;
+                    self.b
+                        .build_conditional_branch(cond, then, join)
+                        .map_err(llvm_err)?;
                     self.b.position_at_end(then);
                     self.body(body)?;
                     self.b.build_unconditional_branch(join).map_err(llvm_err)?;
                     self.b.position_at_end(join);
                 }
-                Stmt::Store { tensor, indices, value } => {
+                Stmt::Store {
+                    tensor,
+                    indices,
+                    value,
+                } => {
                     let v = self.expr(value)?;
                     let v = self.to_mem(value.dtype, v)?;
                     let p = self.address(*tensor, indices)?;
                     let st = self.b.build_store(p, v).map_err(llvm_err)?;
-                    st.set_alignment(value.dtype.size() as u32).map_err(llvm_err)?;
+                    st.set_alignment(value.dtype.size() as u32)
+                        .map_err(llvm_err)?;
                 }
             }
         }
@@ -313,18 +434,33 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let header = self.cx.append_basic_block(self.f, "loop");
         let inner = self.cx.append_basic_block(self.f, "body");
         let exit = self.cx.append_basic_block(self.f, "exit");
-        self.b.build_unconditional_branch(header).map_err(llvm_err)?;
+        self.b
+            .build_unconditional_branch(header)
+            .map_err(llvm_err)?;
         self.b.position_at_end(header);
-        let phi = self.b.build_phi(self.cx.i32_type(), &self.g.vars[var.0 as usize].name).map_err(llvm_err)?;
+        let phi = self
+            .b
+            .build_phi(self.cx.i32_type(), &self.g.vars[var.0 as usize].name)
+            .map_err(llvm_err)?;
         let i = phi.as_basic_value().into_int_value();
-        let c = self.b.build_int_compare(IntPredicate::ULT, i, n, "").map_err(llvm_err)?;
-        self.b.build_conditional_branch(c, inner, exit).map_err(llvm_err)?;
+        let c = self
+            .b
+            .build_int_compare(IntPredicate::ULT, i, n, "")
+            .map_err(llvm_err)?;
+        self.b
+            .build_conditional_branch(c, inner, exit)
+            .map_err(llvm_err)?;
         self.b.position_at_end(inner);
         self.vars[var.0 as usize] = Some(i);
         self.body(body)?;
-        let next = self.b.build_int_nuw_add(i, self.i32(1), "").map_err(llvm_err)?;
+        let next = self
+            .b
+            .build_int_nuw_add(i, self.i32(1), "")
+            .map_err(llvm_err)?;
         let latch = self.b.get_insert_block().expect("positioned");
-        self.b.build_unconditional_branch(header).map_err(llvm_err)?;
+        self.b
+            .build_unconditional_branch(header)
+            .map_err(llvm_err)?;
         phi.add_incoming(&[(&self.i32(0), pre), (&next, latch)]);
         self.b.position_at_end(exit);
         self.vars[var.0 as usize] = None;
@@ -333,7 +469,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
     fn to_mem(&self, d: DType, v: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {
         if d == DType::Bool {
-            return Ok(self.b.build_int_z_extend(v.into_int_value(), self.cx.i8_type(), "").map_err(llvm_err)?.into());
+            return Ok(self
+                .b
+                .build_int_z_extend(v.into_int_value(), self.cx.i8_type(), "")
+                .map_err(llvm_err)?
+                .into());
         }
         Ok(v)
     }
@@ -343,17 +483,25 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let lt = ty(self.cx, t);
         let b = &self.b;
         Ok(match &e.kind {
-            ExprKind::Int(v) => lt.into_int_type().const_int(*v as u64, t.is_signed()).into(),
+            ExprKind::Int(v) => lt
+                .into_int_type()
+                .const_int(*v as u64, t.is_signed())
+                .into(),
             ExprKind::Float(v) => lt.into_float_type().const_float(*v).into(),
             ExprKind::Param(p) => self.params[p.0 as usize],
             ExprKind::Index(i) => self.index(i)?.into(),
             ExprKind::Load { tensor, indices } => {
                 let p = self.address(*tensor, indices)?;
                 let v = b.build_load(mem_ty(self.cx, t), p, "").map_err(llvm_err)?;
-                v.as_instruction_value().expect("load").set_alignment(t.size() as u32).map_err(llvm_err)?;
+                v.as_instruction_value()
+                    .expect("load")
+                    .set_alignment(t.size() as u32)
+                    .map_err(llvm_err)?;
                 if t == DType::Bool {
                     let z = self.cx.i8_type().const_zero();
-                    b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "").map_err(llvm_err)?.into()
+                    b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "")
+                        .map_err(llvm_err)?
+                        .into()
                 } else {
                     v
                 }
@@ -361,18 +509,28 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             ExprKind::Unary(UnaryOp::Neg, a) => {
                 let a = self.expr(a)?;
                 if t.is_float() {
-                    b.build_float_neg(a.into_float_value(), "").map_err(llvm_err)?.into()
+                    b.build_float_neg(a.into_float_value(), "")
+                        .map_err(llvm_err)?
+                        .into()
                 } else {
-                    b.build_int_neg(a.into_int_value(), "").map_err(llvm_err)?.into()
+                    b.build_int_neg(a.into_int_value(), "")
+                        .map_err(llvm_err)?
+                        .into()
                 }
             }
-            ExprKind::Unary(UnaryOp::Not, a) => b.build_not(self.expr(a)?.into_int_value(), "").map_err(llvm_err)?.into(),
+            ExprKind::Unary(UnaryOp::Not, a) => b
+                .build_not(self.expr(a)?.into_int_value(), "")
+                .map_err(llvm_err)?
+                .into(),
             ExprKind::Cast(a) => self.cast(a.dtype, t, self.expr(a)?)?,
             ExprKind::Select(c, x, y) => {
                 let c = self.expr(c)?.into_int_value();
-                b.build_select(c, self.expr(x)?, self.expr(y)?, "").map_err(llvm_err)?
+                b.build_select(c, self.expr(x)?, self.expr(y)?, "")
+                    .map_err(llvm_err)?
             }
-            ExprKind::Binary(op, x, y) => self.binary(*op, x.dtype, self.expr(x)?, self.expr(y)?)?,
+            ExprKind::Binary(op, x, y) => {
+                self.binary(*op, x.dtype, self.expr(x)?, self.expr(y)?)?
+            }
             ExprKind::Call(f, args) => {
                 let xs = args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
                 self.math(*f, t, &xs)?
@@ -380,12 +538,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         })
     }
 
-    fn binary(&self, op: BinOp, t: DType, x: BasicValueEnum<'ctx>, y: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {
+    fn binary(
+        &self,
+        op: BinOp,
+        t: DType,
+        x: BasicValueEnum<'ctx>,
+        y: BasicValueEnum<'ctx>,
+    ) -> R<BasicValueEnum<'ctx>> {
         let b = &self.b;
         let lt = ty(self.cx, t);
         if t.is_float() {
             let (x, y) = (x.into_float_value(), y.into_float_value());
-            let cmp = |p| -> R<BasicValueEnum<'ctx>> { Ok(b.build_float_compare(p, x, y, "").map_err(llvm_err)?.into()) };
+            let cmp = |p| -> R<BasicValueEnum<'ctx>> {
+                Ok(b.build_float_compare(p, x, y, "").map_err(llvm_err)?.into())
+            };
             return match op {
                 BinOp::Add => Ok(b.build_float_add(x, y, "").map_err(llvm_err)?.into()),
                 BinOp::Sub => Ok(b.build_float_sub(x, y, "").map_err(llvm_err)?.into()),
@@ -399,12 +565,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 BinOp::Le => cmp(FloatPredicate::OLE),
                 BinOp::Gt => cmp(FloatPredicate::OGT),
                 BinOp::Ge => cmp(FloatPredicate::OGE),
-                BinOp::Rem | BinOp::And | BinOp::Or => Err(CodegenError::Llvm(format!("{op:?} on floats (a rocmc bug)"))),
+                BinOp::Rem | BinOp::And | BinOp::Or => Err(CodegenError::Llvm(format!(
+                    "{op:?} on floats (a rocmc bug)"
+                ))),
             };
         }
         let (x, y) = (x.into_int_value(), y.into_int_value());
         let s = t.is_signed();
-        let cmp = |p| -> R<BasicValueEnum<'ctx>> { Ok(b.build_int_compare(p, x, y, "").map_err(llvm_err)?.into()) };
+        let cmp = |p| -> R<BasicValueEnum<'ctx>> {
+            Ok(b.build_int_compare(p, x, y, "").map_err(llvm_err)?.into())
+        };
         let pick = |sp, up| if s { sp } else { up };
         Ok(match op {
             BinOp::Add => b.build_int_add(x, y, "").map_err(llvm_err)?.into(),
@@ -414,8 +584,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             BinOp::Div => b.build_int_unsigned_div(x, y, "").map_err(llvm_err)?.into(),
             BinOp::Rem if s => b.build_int_signed_rem(x, y, "").map_err(llvm_err)?.into(),
             BinOp::Rem => b.build_int_unsigned_rem(x, y, "").map_err(llvm_err)?.into(),
-            BinOp::Min => self.call(if s { "llvm.smin" } else { "llvm.umin" }, &[lt], &[x.into(), y.into()])?,
-            BinOp::Max => self.call(if s { "llvm.smax" } else { "llvm.umax" }, &[lt], &[x.into(), y.into()])?,
+            BinOp::Min => self.call(
+                if s { "llvm.smin" } else { "llvm.umin" },
+                &[lt],
+                &[x.into(), y.into()],
+            )?,
+            BinOp::Max => self.call(
+                if s { "llvm.smax" } else { "llvm.umax" },
+                &[lt],
+                &[x.into(), y.into()],
+            )?,
             BinOp::And => b.build_and(x, y, "").map_err(llvm_err)?.into(),
             BinOp::Or => b.build_or(x, y, "").map_err(llvm_err)?.into(),
             BinOp::Eq => cmp(IntPredicate::EQ)?,
@@ -431,22 +609,39 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let b = &self.b;
         let lt = ty(self.cx, to);
         Ok(match (from.is_float(), to.is_float()) {
-            (true, true) => b.build_float_cast(v.into_float_value(), lt.into_float_type(), "").map_err(llvm_err)?.into(),
-            (false, true) if from == DType::Bool || !from.is_signed() => b.build_unsigned_int_to_float(v.into_int_value(), lt.into_float_type(), "").map_err(llvm_err)?.into(),
-            (false, true) => b.build_signed_int_to_float(v.into_int_value(), lt.into_float_type(), "").map_err(llvm_err)?.into(),
+            (true, true) => b
+                .build_float_cast(v.into_float_value(), lt.into_float_type(), "")
+                .map_err(llvm_err)?
+                .into(),
+            (false, true) if from == DType::Bool || !from.is_signed() => b
+                .build_unsigned_int_to_float(v.into_int_value(), lt.into_float_type(), "")
+                .map_err(llvm_err)?
+                .into(),
+            (false, true) => b
+                .build_signed_int_to_float(v.into_int_value(), lt.into_float_type(), "")
+                .map_err(llvm_err)?
+                .into(),
             (true, false) if to == DType::Bool => {
                 let z = v.into_float_value().get_type().const_zero();
-                b.build_float_compare(FloatPredicate::UNE, v.into_float_value(), z, "").map_err(llvm_err)?.into()
+                b.build_float_compare(FloatPredicate::UNE, v.into_float_value(), z, "")
+                    .map_err(llvm_err)?
+                    .into()
             }
             // Saturating conversion matches the interpreter and never yields poison.
             (true, false) => self.call(
-                if to.is_signed() { "llvm.fptosi.sat" } else { "llvm.fptoui.sat" },
+                if to.is_signed() {
+                    "llvm.fptosi.sat"
+                } else {
+                    "llvm.fptoui.sat"
+                },
                 &[lt, v.get_type()],
                 &[v.into()],
             )?,
             (false, false) if to == DType::Bool => {
                 let z = v.into_int_value().get_type().const_zero();
-                b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "").map_err(llvm_err)?.into()
+                b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "")
+                    .map_err(llvm_err)?
+                    .into()
             }
             (false, false) => {
                 let (x, it) = (v.into_int_value(), lt.into_int_type());
@@ -486,10 +681,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             MathFn::Log2 => un("llvm.log2")?,
             MathFn::Floor => un("llvm.floor")?,
             MathFn::Ceil => un("llvm.ceil")?,
-            MathFn::Fma => self.call("llvm.fma", &[lt], &[xs[0].into(), xs[1].into(), xs[2].into()])?,
+            MathFn::Fma => self.call(
+                "llvm.fma",
+                &[lt],
+                &[xs[0].into(), xs[1].into(), xs[2].into()],
+            )?,
             MathFn::Sigmoid => {
-                let nx = b.build_float_neg(xs[0].into_float_value(), "").map_err(llvm_err)?;
-                let e = self.call("llvm.exp", &[lt], &[nx.into()])?.into_float_value();
+                let nx = b
+                    .build_float_neg(xs[0].into_float_value(), "")
+                    .map_err(llvm_err)?;
+                let e = self
+                    .call("llvm.exp", &[lt], &[nx.into()])?
+                    .into_float_value();
                 let d = b.build_float_add(one, e, "").map_err(llvm_err)?;
                 b.build_float_div(one, d, "").map_err(llvm_err)?.into()
             }
@@ -504,22 +707,38 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let b = &self.b;
         let lt = x.get_type();
         let c = |v: f64| lt.const_float(v);
-        let ax = self.call("llvm.fabs", &[lt.into()], &[x.into()])?.into_float_value();
+        let ax = self
+            .call("llvm.fabs", &[lt.into()], &[x.into()])?
+            .into_float_value();
         let m2 = b.build_float_mul(ax, c(-2.0), "").map_err(llvm_err)?;
-        let e = self.call("llvm.exp", &[lt.into()], &[m2.into()])?.into_float_value();
+        let e = self
+            .call("llvm.exp", &[lt.into()], &[m2.into()])?
+            .into_float_value();
         let num = b.build_float_sub(c(1.0), e, "").map_err(llvm_err)?;
         let den = b.build_float_add(c(1.0), e, "").map_err(llvm_err)?;
         let big = b.build_float_div(num, den, "").map_err(llvm_err)?;
-        let big = self.call("llvm.copysign", &[lt.into()], &[big.into(), x.into()])?.into_float_value();
+        let big = self
+            .call("llvm.copysign", &[lt.into()], &[big.into(), x.into()])?
+            .into_float_value();
         // x - x^3/3 + 2x^5/15 - 17x^7/315
         let x2 = b.build_float_mul(x, x, "").map_err(llvm_err)?;
         let mut p = c(-17.0 / 315.0);
         for k in [2.0 / 15.0, -1.0 / 3.0, 1.0] {
-            p = self.call("llvm.fma", &[lt.into()], &[p.into(), x2.into(), c(k).into()])?.into_float_value();
+            p = self
+                .call(
+                    "llvm.fma",
+                    &[lt.into()],
+                    &[p.into(), x2.into(), c(k).into()],
+                )?
+                .into_float_value();
         }
         let small = b.build_float_mul(p, x, "").map_err(llvm_err)?;
-        let is_small = b.build_float_compare(FloatPredicate::OLT, ax, c(0.125), "").map_err(llvm_err)?;
-        Ok(b.build_select(is_small, small, big, "").map_err(llvm_err)?.into_float_value())
+        let is_small = b
+            .build_float_compare(FloatPredicate::OLT, ax, c(0.125), "")
+            .map_err(llvm_err)?;
+        Ok(b.build_select(is_small, small, big, "")
+            .map_err(llvm_err)?
+            .into_float_value())
     }
 }
 

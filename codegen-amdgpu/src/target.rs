@@ -21,7 +21,10 @@ pub fn processors() -> Vec<String> {
     let mut buf = vec![0u8; n + 1];
     // SAFETY: buf has n + 1 bytes, the size the first call asked for.
     unsafe { rocmc_amdgcn_processors(buf.as_mut_ptr().cast(), buf.len()) };
-    String::from_utf8_lossy(&buf[..n]).lines().map(str::to_string).collect()
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 fn features_of(name: &str) -> Option<i64> {
@@ -84,16 +87,30 @@ fn suggestion(near: &[String]) -> String {
     if near.is_empty() {
         "; run `rocmc targets` for the list".into()
     } else {
-        format!("; did you mean {}? (run `rocmc targets` for the list)", near.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+        format!(
+            "; did you mean {}? (run `rocmc targets` for the list)",
+            near.iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
 /// Nearest processor names, by edit distance on the part after `gfx`.
 fn nearest(name: &str, all: &[String]) -> Vec<String> {
-    let mut scored: Vec<(usize, &String)> = all.iter().map(|p| (strsim::damerau_levenshtein(&name.to_lowercase(), p), p)).collect();
+    let mut scored: Vec<(usize, &String)> = all
+        .iter()
+        .map(|p| (strsim::damerau_levenshtein(&name.to_lowercase(), p), p))
+        .collect();
     scored.sort();
     let best = scored.first().map_or(usize::MAX, |s| s.0);
-    scored.into_iter().filter(|(d, _)| *d <= best.max(1) && *d <= 3).take(4).map(|(_, p)| p.clone()).collect()
+    scored
+        .into_iter()
+        .filter(|(d, _)| *d <= best.max(1) && *d <= 3)
+        .take(4)
+        .map(|(_, p)| p.clone())
+        .collect()
 }
 
 impl TargetId {
@@ -101,18 +118,36 @@ impl TargetId {
         let mut parts = s.split(':');
         let processor = parts.next().unwrap_or_default().to_string();
         let all = processors();
-        let Some(info) = all.iter().any(|p| *p == processor).then(|| processor_info(&processor)).flatten() else {
-            return Err(TargetError::UnknownProcessor { near: nearest(&processor, &all), name: processor });
+        let Some(info) = all
+            .contains(&processor)
+            .then(|| processor_info(&processor))
+            .flatten()
+        else {
+            return Err(TargetError::UnknownProcessor {
+                near: nearest(&processor, &all),
+                name: processor,
+            });
         };
-        let mut id = TargetId { processor, sramecc: FeatureMode::Any, xnack: FeatureMode::Any };
-        let bad = |reason: String| TargetError::BadFeature { id: s.to_string(), reason };
+        let mut id = TargetId {
+            processor,
+            sramecc: FeatureMode::Any,
+            xnack: FeatureMode::Any,
+        };
+        let bad = |reason: String| TargetError::BadFeature {
+            id: s.to_string(),
+            reason,
+        };
         let mut seen = Vec::new();
         for f in parts {
             let (name, mode) = match f.strip_suffix('+') {
                 Some(n) => (n, FeatureMode::On),
                 None => match f.strip_suffix('-') {
                     Some(n) => (n, FeatureMode::Off),
-                    None => return Err(bad(format!("feature `{f}` needs `+` or `-` (e.g. `xnack-`)"))),
+                    None => {
+                        return Err(bad(format!(
+                            "feature `{f}` needs `+` or `-` (e.g. `xnack-`)"
+                        )))
+                    }
                 },
             };
             if seen.contains(&name) {
@@ -122,8 +157,14 @@ impl TargetId {
             match name {
                 "xnack" if info.supports_xnack => id.xnack = mode,
                 "sramecc" if info.supports_sramecc => id.sramecc = mode,
-                "xnack" | "sramecc" => return Err(bad(format!("{} has no `{name}` setting", id.processor))),
-                other => return Err(bad(format!("unknown feature `{other}`; target IDs accept `xnack` and `sramecc`"))),
+                "xnack" | "sramecc" => {
+                    return Err(bad(format!("{} has no `{name}` setting", id.processor)))
+                }
+                other => {
+                    return Err(bad(format!(
+                        "unknown feature `{other}`; target IDs accept `xnack` and `sramecc`"
+                    )))
+                }
             }
         }
         Ok(id)
@@ -175,7 +216,11 @@ pub const DEFAULT_CODE_OBJECT_VERSION: u32 = 5;
 
 impl Target {
     /// `wave64` asks for 64-wide waves on gfx10+; gfx9 and older are always wave64.
-    pub fn new(id: TargetId, wave64: bool, code_object_version: u32) -> Result<Target, TargetError> {
+    pub fn new(
+        id: TargetId,
+        wave64: bool,
+        code_object_version: u32,
+    ) -> Result<Target, TargetError> {
         if !CODE_OBJECT_VERSIONS.contains(&code_object_version) {
             return Err(TargetError::Unsupported(format!(
                 "code object version {code_object_version} is not supported; choose 4, 5 (default) or 6"
@@ -188,7 +233,11 @@ impl Target {
             )));
         }
         let wave64 = wave64 || !id.info().wave32;
-        Ok(Target { id, wave64, code_object_version })
+        Ok(Target {
+            id,
+            wave64,
+            code_object_version,
+        })
     }
 
     pub fn wavefront_size(&self) -> u32 {
@@ -202,7 +251,11 @@ impl Target {
     pub fn llvm_features(&self) -> String {
         let mut f = self.id.llvm_features();
         if self.id.info().wave32 {
-            f.push(if self.wave64 { "+wavefrontsize64".into() } else { "+wavefrontsize32".into() });
+            f.push(if self.wave64 {
+                "+wavefrontsize64".into()
+            } else {
+                "+wavefrontsize32".into()
+            });
         }
         f.join(",")
     }
@@ -215,7 +268,9 @@ mod tests {
     #[test]
     fn llvm_table_has_the_processors_we_test() {
         let p = processors();
-        for name in ["gfx900", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201"] {
+        for name in [
+            "gfx900", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
+        ] {
             assert!(p.iter().any(|x| x == name), "{name} missing from {p:?}");
         }
     }
@@ -230,17 +285,32 @@ mod tests {
     #[test]
     fn bad_target_ids_are_refused() {
         match TargetId::parse("gfx9O0") {
-            Err(TargetError::UnknownProcessor { near, .. }) => assert!(near.contains(&"gfx900".to_string()), "{near:?}"),
+            Err(TargetError::UnknownProcessor { near, .. }) => {
+                assert!(near.contains(&"gfx900".to_string()), "{near:?}")
+            }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(TargetId::parse("gfx1100:xnack+"), Err(TargetError::BadFeature { .. })));
-        assert!(matches!(TargetId::parse("gfx90a:xnack+:xnack-"), Err(TargetError::BadFeature { .. })));
-        assert!(matches!(TargetId::parse("gfx90a:xnack"), Err(TargetError::BadFeature { .. })));
+        assert!(matches!(
+            TargetId::parse("gfx1100:xnack+"),
+            Err(TargetError::BadFeature { .. })
+        ));
+        assert!(matches!(
+            TargetId::parse("gfx90a:xnack+:xnack-"),
+            Err(TargetError::BadFeature { .. })
+        ));
+        assert!(matches!(
+            TargetId::parse("gfx90a:xnack"),
+            Err(TargetError::BadFeature { .. })
+        ));
     }
 
     #[test]
     fn wave_size_follows_the_family() {
-        let t = |s: &str, w| Target::new(TargetId::parse(s).unwrap(), w, 5).unwrap().wavefront_size();
+        let t = |s: &str, w| {
+            Target::new(TargetId::parse(s).unwrap(), w, 5)
+                .unwrap()
+                .wavefront_size()
+        };
         assert_eq!(t("gfx900", false), 64);
         assert_eq!(t("gfx1100", false), 32);
         assert_eq!(t("gfx1100", true), 64);

@@ -11,7 +11,9 @@
 //! std::fs::write("vadd.hsaco", art.code_object.unwrap()).unwrap();
 //! ```
 
-use rocmc_codegen_amdgpu::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, TargetId};
+use rocmc_codegen_amdgpu::{
+    target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, TargetId,
+};
 use rocmc_ir::lower::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, Program};
 use rocmc_linker::launch::{ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, FORMAT_VERSION};
@@ -34,7 +36,11 @@ pub struct Options {
 
 impl Options {
     pub fn new(mcpu: &str) -> Options {
-        Options { mcpu: mcpu.to_string(), code_object_version: DEFAULT_CODE_OBJECT_VERSION, wave64: false }
+        Options {
+            mcpu: mcpu.to_string(),
+            code_object_version: DEFAULT_CODE_OBJECT_VERSION,
+            wave64: false,
+        }
     }
 }
 
@@ -48,7 +54,11 @@ pub struct Emit {
 
 impl Emit {
     pub fn all() -> Emit {
-        Emit { asm: true, object: true, code_object: true }
+        Emit {
+            asm: true,
+            object: true,
+            code_object: true,
+        }
     }
 }
 
@@ -80,7 +90,10 @@ pub enum Error {
     #[error("linking failed: {0}")]
     Link(String),
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Usage(String),
 }
@@ -121,16 +134,32 @@ pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<A
     lap("parse+validate", &mut timings);
     let program = rocmc_ir::lower::lower_file(&kernel, file, source)?;
     let launch = launch_info(&kernel, &program);
-    let loops: String = program.kernels.iter().map(|g| Pretty { kernel: &kernel, gpu: g }.to_string()).collect();
+    let loops: String = program
+        .kernels
+        .iter()
+        .map(|g| {
+            Pretty {
+                kernel: &kernel,
+                gpu: g,
+            }
+            .to_string()
+        })
+        .collect();
     lap("lower", &mut timings);
-    let req = Request { asm: emit.asm, object: emit.object || emit.code_object };
-    let out = rocmc_codegen_amdgpu::compile(&kernel, &program, &target, &launch.module_asm(), req).map_err(|e| match e {
-        rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
-        other => Error::Codegen(other.to_string()),
-    })?;
+    let req = Request {
+        asm: emit.asm,
+        object: emit.object || emit.code_object,
+    };
+    let out = rocmc_codegen_amdgpu::compile(&kernel, &program, &target, &launch.module_asm(), req)
+        .map_err(|e| match e {
+            rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
+            other => Error::Codegen(other.to_string()),
+        })?;
     lap("llvm (optimise+codegen)", &mut timings);
     let code_object = match (&out.object, emit.code_object) {
-        (Some(obj), true) => Some(rocmc_linker::link_code_object(obj).map_err(|e| Error::Link(e.to_string()))?),
+        (Some(obj), true) => {
+            Some(rocmc_linker::link_code_object(obj).map_err(|e| Error::Link(e.to_string()))?)
+        }
         _ => None,
     };
     lap("link", &mut timings);
@@ -177,7 +206,11 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
     let kernel = |g: &GpuKernel| KernelLaunch {
         name: g.name.clone(),
         block: g.block,
-        grid: [extent(&g.grid[0], &names), extent(&g.grid[1], &names), extent(&g.grid[2], &names)],
+        grid: [
+            extent(&g.grid[0], &names),
+            extent(&g.grid[1], &names),
+            extent(&g.grid[2], &names),
+        ],
         grid_text: [0, 1, 2].map(|d| g.grid[d].display(&names, &[]).to_string()),
         args: g
             .args
@@ -193,7 +226,13 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                         written: *access == rocmc_ir::lower::Access::Write,
                     }
                 }
-                ArgKind::Size(_) => LaunchArg { name: a.name.clone(), role: ArgRole::Size, dtype: "i32".into(), shape: vec![], written: false },
+                ArgKind::Size(_) => LaunchArg {
+                    name: a.name.clone(),
+                    role: ArgRole::Size,
+                    dtype: "i32".into(),
+                    shape: vec![],
+                    written: false,
+                },
                 ArgKind::Param(p) => LaunchArg {
                     name: a.name.clone(),
                     role: ArgRole::Scalar,
@@ -204,7 +243,10 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
             })
             .collect(),
     };
-    LaunchInfo { version: FORMAT_VERSION, kernels: p.kernels.iter().map(kernel).collect() }
+    LaunchInfo {
+        version: FORMAT_VERSION,
+        kernels: p.kernels.iter().map(kernel).collect(),
+    }
 }
 
 /// One line per kernel: name, block, grid and arguments, prefixed by `prefix`.
@@ -217,7 +259,13 @@ pub fn launch_summary(l: &LaunchInfo, prefix: &str) -> String {
             .map(|a| match a.role {
                 ArgRole::Buffer => {
                     let shape: Vec<String> = a.shape.iter().map(extent_text).collect();
-                    format!("{}: {}{}[{}]", a.name, if a.written { "out " } else { "" }, a.dtype, shape.join(", "))
+                    format!(
+                        "{}: {}{}[{}]",
+                        a.name,
+                        if a.written { "out " } else { "" },
+                        a.dtype,
+                        shape.join(", ")
+                    )
                 }
                 _ => format!("{}: {}", a.name, a.dtype),
             })

@@ -60,12 +60,20 @@ impl Diagnostic {
         self
     }
     /// Adds "did you mean" hints for the names closest to `wrong`.
-    pub fn suggest<'a>(self, wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Diagnostic {
+    pub fn suggest<'a>(
+        self,
+        wrong: &str,
+        candidates: impl IntoIterator<Item = &'a str>,
+    ) -> Diagnostic {
         let near = nearest(wrong, candidates);
         match near.len() {
             0 => self,
             _ => {
-                let list = near.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ");
+                let list = near
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 self.hint(format!("did you mean {list}?"))
             }
         }
@@ -76,12 +84,21 @@ impl Diagnostic {
 pub fn nearest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut scored: Vec<(f64, &str)> = candidates
         .into_iter()
-        .map(|c| (strsim::jaro_winkler(&wrong.to_lowercase(), &c.to_lowercase()), c))
+        .map(|c| {
+            (
+                strsim::jaro_winkler(&wrong.to_lowercase(), &c.to_lowercase()),
+                c,
+            )
+        })
         .filter(|(s, _)| *s >= 0.75)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
     scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(3).map(|(_, c)| c.to_string()).collect()
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, c)| c.to_string())
+        .collect()
 }
 
 /// Diagnostics for one kernel file, with the file's name and text.
@@ -112,7 +129,9 @@ impl KernelError {
 
     /// `file:line:col` of the first diagnostic (1-based).
     pub fn location(&self) -> Option<(usize, usize)> {
-        self.diagnostics.first().map(|d| line_col(&self.source, d.span.start))
+        self.diagnostics
+            .first()
+            .map(|d| line_col(&self.source, d.span.start))
     }
 }
 
@@ -158,7 +177,10 @@ mod tests {
 
     #[test]
     fn nearest_finds_close_names() {
-        assert_eq!(nearest("blockidx.x", ["blockIdx.x", "threadIdx.x"]), vec!["blockIdx.x"]);
+        assert_eq!(
+            nearest("blockidx.x", ["blockIdx.x", "threadIdx.x"]),
+            vec!["blockIdx.x"]
+        );
         assert!(nearest("zzz", ["blockIdx.x"]).is_empty());
     }
 

@@ -60,12 +60,24 @@ struct StageDecl {
 
 /// Parses and checks a kernel file. `file` names it in diagnostics.
 pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
-    let err = |diagnostics| KernelError { file: file.to_string(), source: source.to_string(), diagnostics };
+    let err = |diagnostics| KernelError {
+        file: file.to_string(),
+        source: source.to_string(),
+        diagnostics,
+    };
     let doc: Doc = toml::from_str(source).map_err(|e| {
-        let span = e.span().map_or(Span::default(), |r| Span::new(r.start, r.end));
-        err(vec![Diagnostic::new(span, e.message().trim_end().to_string())])
+        let span = e
+            .span()
+            .map_or(Span::default(), |r| Span::new(r.start, r.end));
+        err(vec![Diagnostic::new(
+            span,
+            e.message().trim_end().to_string(),
+        )])
     })?;
-    let mut cx = Cx { src: source, diags: Vec::new() };
+    let mut cx = Cx {
+        src: source,
+        diags: Vec::new(),
+    };
     let kernel = cx.kernel(doc);
     match kernel {
         Some(k) if cx.diags.is_empty() => Ok(k),
@@ -92,7 +104,9 @@ fn is_reserved(name: &str) -> bool {
 
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    c.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl<'s> Cx<'s> {
@@ -119,18 +133,25 @@ impl<'s> Cx<'s> {
         let span = span_of(s);
         if !is_ident(name) {
             self.error(
-                Diagnostic::new(span, format!("`{name}` is not a valid {what} name"))
-                    .hint("names start with a letter or `_` and contain only letters, digits and `_`"),
+                Diagnostic::new(span, format!("`{name}` is not a valid {what} name")).hint(
+                    "names start with a letter or `_` and contain only letters, digits and `_`",
+                ),
             );
             return false;
         }
         if is_reserved(name) {
-            self.error(Diagnostic::new(span, format!("`{name}` is reserved and cannot name a {what}")));
+            self.error(Diagnostic::new(
+                span,
+                format!("`{name}` is reserved and cannot name a {what}"),
+            ));
             return false;
         }
         if let Some((_, prev)) = taken.iter().find(|(n, _)| n == name) {
             let (line, _) = crate::diag::line_col(self.src, prev.start);
-            self.error(Diagnostic::new(span, format!("`{name}` is already declared (line {line})")).label("declared again here"));
+            self.error(
+                Diagnostic::new(span, format!("`{name}` is already declared (line {line})"))
+                    .label("declared again here"),
+            );
             return false;
         }
         true
@@ -151,10 +172,19 @@ impl<'s> Cx<'s> {
         for s in &kdecl.sizes {
             if self.name(s, "size", &names) {
                 names.push((s.get_ref().clone(), span_of(s)));
-                sizes.push(SizeVar { name: s.get_ref().clone(), span: span_of(s) });
+                sizes.push(SizeVar {
+                    name: s.get_ref().clone(),
+                    span: span_of(s),
+                });
             }
         }
-        let mut k = Kernel { name: kname, sizes, tensors: Vec::new(), params: Vec::new(), stages: Vec::new() };
+        let mut k = Kernel {
+            name: kname,
+            sizes,
+            tensors: Vec::new(),
+            params: Vec::new(),
+            stages: Vec::new(),
+        };
 
         for (name, decl) in &doc.inputs {
             let ok = self.name(name, "tensor", &names);
@@ -164,14 +194,24 @@ impl<'s> Cx<'s> {
             let dtype = self.dtype(&d.dtype);
             let shape = self.shape(&k, &d.shape);
             if let (true, Some(dtype), Some(shape)) = (ok, dtype, shape) {
-                k.tensors.push(Tensor { name: name.get_ref().clone(), dtype, shape, kind: TensorKind::Input, span });
+                k.tensors.push(Tensor {
+                    name: name.get_ref().clone(),
+                    dtype,
+                    shape,
+                    kind: TensorKind::Input,
+                    span,
+                });
             }
         }
         for (name, dt) in &doc.params {
             let ok = self.name(name, "parameter", &names);
             names.push((name.get_ref().clone(), span_of(name)));
             if let (true, Some(dtype)) = (ok, self.dtype(dt)) {
-                k.params.push(Param { name: name.get_ref().clone(), dtype, span: span_of(name) });
+                k.params.push(Param {
+                    name: name.get_ref().clone(),
+                    dtype,
+                    span: span_of(name),
+                });
             }
         }
         if doc.stage.is_empty() {
@@ -192,7 +232,14 @@ impl<'s> Cx<'s> {
             self.error(
                 Diagnostic::new(span_of(s), format!("unknown dtype `{}`", s.get_ref()))
                     .suggest(s.get_ref(), DType::ALL.iter().map(|d| d.name()))
-                    .hint(format!("dtypes: {}", DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "))),
+                    .hint(format!(
+                        "dtypes: {}",
+                        DType::ALL
+                            .iter()
+                            .map(|d| d.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
             );
         }
         d
@@ -201,8 +248,14 @@ impl<'s> Cx<'s> {
     fn shape(&mut self, k: &Kernel, shape: &Spanned<Vec<Spanned<Extent>>>) -> Option<Vec<Index>> {
         if shape.get_ref().is_empty() || shape.get_ref().len() > 4 {
             self.error(
-                Diagnostic::new(span_of(shape), format!("a tensor has 1 to 4 dimensions, not {}", shape.get_ref().len()))
-                    .hint("write the extents outermost first, e.g. shape = [\"m\", \"n\"]"),
+                Diagnostic::new(
+                    span_of(shape),
+                    format!(
+                        "a tensor has 1 to 4 dimensions, not {}",
+                        shape.get_ref().len()
+                    ),
+                )
+                .hint("write the extents outermost first, e.g. shape = [\"m\", \"n\"]"),
             );
             return None;
         }
@@ -239,11 +292,22 @@ impl<'s> Cx<'s> {
     /// An expression over sizes and integer constants.
     fn size_expr(&mut self, k: &Kernel, ast: &Ast) -> Option<Index> {
         let vars: Vec<(String, VarId)> = Vec::new();
-        self.index(k, &vars, ast, "an extent is an integer expression of sizes and constants")
+        self.index(
+            k,
+            &vars,
+            ast,
+            "an extent is an integer expression of sizes and constants",
+        )
     }
 
     /// Converts an AST to an index expression over sizes and the given vars.
-    fn index(&mut self, k: &Kernel, vars: &[(String, VarId)], ast: &Ast, what: &str) -> Option<Index> {
+    fn index(
+        &mut self,
+        k: &Kernel,
+        vars: &[(String, VarId)],
+        ast: &Ast,
+        what: &str,
+    ) -> Option<Index> {
         match &ast.kind {
             AstKind::Int(v) => Some(Index::c(*v)),
             AstKind::Name(n) => {
@@ -253,8 +317,16 @@ impl<'s> Cx<'s> {
                 if let Some(i) = k.sizes.iter().position(|s| &s.name == n) {
                     return Some(Index::Size(SizeId(i as u32)));
                 }
-                let cands: Vec<&str> = vars.iter().map(|(n, _)| n.as_str()).chain(k.sizes.iter().map(|s| s.name.as_str())).collect();
-                let mut d = Diagnostic::new(ast.span, format!("unknown name `{n}` in an index expression")).suggest(n, cands);
+                let cands: Vec<&str> = vars
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .chain(k.sizes.iter().map(|s| s.name.as_str()))
+                    .collect();
+                let mut d = Diagnostic::new(
+                    ast.span,
+                    format!("unknown name `{n}` in an index expression"),
+                )
+                .suggest(n, cands);
                 if !k.sizes.iter().any(|s| s.name == *n) && vars.is_empty() {
                     d = d.hint(format!("declare it in `[kernel] sizes = [..., \"{n}\"]`"));
                 }
@@ -269,31 +341,54 @@ impl<'s> Cx<'s> {
                     BinaryOp::Div => IOp::Div,
                     BinaryOp::Rem => IOp::Mod,
                     other => {
-                        self.error(Diagnostic::new(ast.span, format!("`{}` is not allowed here", other.symbol())).label(what.to_string()));
+                        self.error(
+                            Diagnostic::new(
+                                ast.span,
+                                format!("`{}` is not allowed here", other.symbol()),
+                            )
+                            .label(what.to_string()),
+                        );
                         return None;
                     }
                 };
                 let a = self.index(k, vars, a, what);
                 let b = self.index(k, vars, b, what);
                 if let (IOp::Div | IOp::Mod, Some(Index::Const(0))) = (op, &b) {
-                    self.error(Diagnostic::new(ast.span, "division by zero in an index expression"));
+                    self.error(Diagnostic::new(
+                        ast.span,
+                        "division by zero in an index expression",
+                    ));
                     return None;
                 }
                 Some(Index::bin(op, a?, b?))
             }
-            AstKind::Call { name, args, .. } if (name == "min" || name == "max") && args.len() == 2 => {
+            AstKind::Call { name, args, .. }
+                if (name == "min" || name == "max") && args.len() == 2 =>
+            {
                 let a = self.index(k, vars, &args[0].value, what);
                 let b = self.index(k, vars, &args[1].value, what);
-                Some(Index::bin(if name == "min" { IOp::Min } else { IOp::Max }, a?, b?))
+                Some(Index::bin(
+                    if name == "min" { IOp::Min } else { IOp::Max },
+                    a?,
+                    b?,
+                ))
             }
             _ => {
-                self.error(Diagnostic::new(ast.span, "not an integer index expression").label(what.to_string()));
+                self.error(
+                    Diagnostic::new(ast.span, "not an integer index expression")
+                        .label(what.to_string()),
+                );
                 None
             }
         }
     }
 
-    fn stage(&mut self, k: &mut Kernel, names: &mut Vec<(String, Span)>, decl: &Spanned<StageDecl>) {
+    fn stage(
+        &mut self,
+        k: &mut Kernel,
+        names: &mut Vec<(String, Span)>,
+        decl: &Spanned<StageDecl>,
+    ) {
         let d = decl.get_ref();
         let base = self.content_base(&d.compute);
         let stmt = match syntax::parse_compute(d.compute.get_ref(), base) {
@@ -307,8 +402,11 @@ impl<'s> Cx<'s> {
         // Axes: plain, distinct names that shadow nothing else.
         let mut axes_names: Vec<(String, VarId)> = Vec::new();
         for (i, (a, sp)) in stmt.axes.iter().enumerate() {
-            let taken: Vec<(String, Span)> =
-                names.iter().cloned().chain(stmt.axes[..i].iter().cloned()).collect();
+            let taken: Vec<(String, Span)> = names
+                .iter()
+                .cloned()
+                .chain(stmt.axes[..i].iter().cloned())
+                .collect();
             if !self.name(&Spanned::new(sp.range(), a.clone()), "axis", &taken) {
                 return;
             }
@@ -316,15 +414,35 @@ impl<'s> Cx<'s> {
         }
         let Some(shape_decl) = &d.shape else {
             return self.error(
-                Diagnostic::new(stmt.target_span, format!("stage `{}` has no `shape`", stmt.target))
-                    .hint(format!("give the extent of each axis, e.g. shape = [{}]", stmt.axes.iter().map(|_| "\"n\"").collect::<Vec<_>>().join(", "))),
+                Diagnostic::new(
+                    stmt.target_span,
+                    format!("stage `{}` has no `shape`", stmt.target),
+                )
+                .hint(format!(
+                    "give the extent of each axis, e.g. shape = [{}]",
+                    stmt.axes
+                        .iter()
+                        .map(|_| "\"n\"")
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
             );
         };
-        let Some(shape) = self.shape(k, shape_decl) else { return };
+        let Some(shape) = self.shape(k, shape_decl) else {
+            return;
+        };
         if shape.len() != stmt.axes.len() {
             return self.error(
-                Diagnostic::new(span_of(shape_decl), format!("shape has {} extents but `{}` has {} axes", shape.len(), stmt.target, stmt.axes.len()))
-                    .hint("give one extent per axis on the left of `=`"),
+                Diagnostic::new(
+                    span_of(shape_decl),
+                    format!(
+                        "shape has {} extents but `{}` has {} axes",
+                        shape.len(),
+                        stmt.target,
+                        stmt.axes.len()
+                    ),
+                )
+                .hint("give one extent per axis on the left of `=`"),
             );
         }
         let declared = match &d.dtype {
@@ -341,9 +459,18 @@ impl<'s> Cx<'s> {
         let dtype = match declared {
             Some((t, sp)) if t != value.dtype => {
                 return self.error(
-                    Diagnostic::new(stmt.value.span, format!("the expression has dtype `{}` but the stage declares `{t}`", value.dtype))
-                        .label(format!("this is `{}`", value.dtype))
-                        .hint(format!("convert it with `{t}(...)`, or change the dtype at line {}", crate::diag::line_col(self.src, sp.start).0)),
+                    Diagnostic::new(
+                        stmt.value.span,
+                        format!(
+                            "the expression has dtype `{}` but the stage declares `{t}`",
+                            value.dtype
+                        ),
+                    )
+                    .label(format!("this is `{}`", value.dtype))
+                    .hint(format!(
+                        "convert it with `{t}(...)`, or change the dtype at line {}",
+                        crate::diag::line_col(self.src, sp.start).0
+                    )),
                 );
             }
             Some((t, _)) => t,
@@ -355,19 +482,38 @@ impl<'s> Cx<'s> {
             .axes
             .iter()
             .zip(&shape)
-            .map(|((n, sp), e)| Axis { name: n.clone(), extent: e.clone(), span: *sp })
+            .map(|((n, sp), e)| Axis {
+                name: n.clone(),
+                extent: e.clone(),
+                span: *sp,
+            })
             .collect();
         let mut steps: Vec<Step> = Vec::new();
         for s in &d.schedule {
             let base = self.content_base(s);
-            match syntax::parse_step(s.get_ref(), base).and_then(|st| schedule::Step::from_syntax(&st)) {
+            match syntax::parse_step(s.get_ref(), base)
+                .and_then(|st| schedule::Step::from_syntax(&st))
+            {
                 Ok(step) => steps.push(step),
                 Err(e) => self.error(e),
             }
         }
         names.push((stmt.target.clone(), stmt.target_span));
-        k.tensors.push(Tensor { name: stmt.target.clone(), dtype, shape, kind: TensorKind::Stage(stage_id), span: stmt.target_span });
-        let stage = Stage { name: stmt.target.clone(), output, axes, value, schedule: steps, span: span_of(decl) };
+        k.tensors.push(Tensor {
+            name: stmt.target.clone(),
+            dtype,
+            shape,
+            kind: TensorKind::Stage(stage_id),
+            span: stmt.target_span,
+        });
+        let stage = Stage {
+            name: stmt.target.clone(),
+            output,
+            axes,
+            value,
+            schedule: steps,
+            span: span_of(decl),
+        };
         // Applying the schedule here reports its errors with the kernel's other errors.
         if let Err(e) = schedule::apply_with_source(k, &stage, self.src) {
             self.error(e);
@@ -377,7 +523,13 @@ impl<'s> Cx<'s> {
 
     /// Typed conversion of a value expression. `hint` gives untyped
     /// literals a dtype from their context.
-    fn expr(&mut self, k: &Kernel, axes: &[(String, VarId)], ast: &Ast, hint: Option<DType>) -> Option<Expr> {
+    fn expr(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        ast: &Ast,
+        hint: Option<DType>,
+    ) -> Option<Expr> {
         let e = |kind, dtype| Some(Expr { kind, dtype });
         match &ast.kind {
             AstKind::Int(v) => match hint {
@@ -390,8 +542,11 @@ impl<'s> Cx<'s> {
                 None => e(ExprKind::Float(round_to(*v, DType::F32)), DType::F32),
                 Some(t) => {
                     self.error(
-                        Diagnostic::new(ast.span, format!("float constant where a `{t}` is expected"))
-                            .hint(format!("write an integer, or convert the other side to a float type")),
+                        Diagnostic::new(
+                            ast.span,
+                            format!("float constant where a `{t}` is expected"),
+                        )
+                        .hint("write an integer, or convert the other side to a float type"),
                     );
                     None
                 }
@@ -408,7 +563,10 @@ impl<'s> Cx<'s> {
                 }
                 if let Some(t) = k.tensors.iter().find(|t| &t.name == n) {
                     let idx = vec!["_"; t.shape.len()].join(", ");
-                    self.error(Diagnostic::new(ast.span, format!("tensor `{n}` is used without indices")).hint(format!("index it: `{n}[{idx}]`")));
+                    self.error(
+                        Diagnostic::new(ast.span, format!("tensor `{n}` is used without indices"))
+                            .hint(format!("index it: `{n}[{idx}]`")),
+                    );
                     return None;
                 }
                 let cands = axes
@@ -417,14 +575,23 @@ impl<'s> Cx<'s> {
                     .chain(k.sizes.iter().map(|s| s.name.as_str()))
                     .chain(k.params.iter().map(|p| p.name.as_str()))
                     .chain(k.tensors.iter().map(|t| t.name.as_str()));
-                self.error(Diagnostic::new(ast.span, format!("unknown name `{n}`")).suggest(n, cands));
+                self.error(
+                    Diagnostic::new(ast.span, format!("unknown name `{n}`")).suggest(n, cands),
+                );
                 None
             }
-            AstKind::Access { name, name_span, indices } => {
+            AstKind::Access {
+                name,
+                name_span,
+                indices,
+            } => {
                 let Some(ti) = k.tensors.iter().position(|t| &t.name == name) else {
                     let cands: Vec<&str> = k.tensors.iter().map(|t| t.name.as_str()).collect();
-                    let mut d = Diagnostic::new(*name_span, format!("unknown tensor `{name}`")).suggest(name, cands);
-                    if k.params.iter().any(|p| &p.name == name) || k.sizes.iter().any(|s| &s.name == name) {
+                    let mut d = Diagnostic::new(*name_span, format!("unknown tensor `{name}`"))
+                        .suggest(name, cands);
+                    if k.params.iter().any(|p| &p.name == name)
+                        || k.sizes.iter().any(|s| &s.name == name)
+                    {
                         d = d.hint(format!("`{name}` is a scalar: drop the `[...]`"));
                     }
                     self.error(d);
@@ -433,25 +600,57 @@ impl<'s> Cx<'s> {
                 let t = &k.tensors[ti];
                 if indices.len() != t.shape.len() {
                     self.error(
-                        Diagnostic::new(ast.span, format!("`{name}` has {} dimension(s) but is indexed with {}", t.shape.len(), indices.len()))
-                            .hint(format!("`{name}` is declared with shape [{}]", t.shape.iter().map(|s| s.display(&k.size_names(), &[]).to_string()).collect::<Vec<_>>().join(", "))),
+                        Diagnostic::new(
+                            ast.span,
+                            format!(
+                                "`{name}` has {} dimension(s) but is indexed with {}",
+                                t.shape.len(),
+                                indices.len()
+                            ),
+                        )
+                        .hint(format!(
+                            "`{name}` is declared with shape [{}]",
+                            t.shape
+                                .iter()
+                                .map(|s| s.display(&k.size_names(), &[]).to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
                     );
                     return None;
                 }
                 let mut ix = Vec::new();
                 for i in indices {
-                    ix.push(self.index(k, axes, i, "a subscript is an integer expression of axes, sizes and constants"));
+                    ix.push(self.index(
+                        k,
+                        axes,
+                        i,
+                        "a subscript is an integer expression of axes, sizes and constants",
+                    ));
                 }
                 let indices: Option<Vec<Index>> = ix.into_iter().collect();
-                e(ExprKind::Load { tensor: TensorId(ti as u32), indices: indices? }, t.dtype)
+                e(
+                    ExprKind::Load {
+                        tensor: TensorId(ti as u32),
+                        indices: indices?,
+                    },
+                    t.dtype,
+                )
             }
             AstKind::Unary(op, a) => {
                 let a = self.expr(k, axes, a, hint)?;
                 match op {
-                    AUnary::Neg if a.dtype != DType::Bool => e(ExprKind::Unary(UnaryOp::Neg, Box::new(a.clone())), a.dtype),
-                    AUnary::Not if a.dtype == DType::Bool => e(ExprKind::Unary(UnaryOp::Not, Box::new(a)), DType::Bool),
+                    AUnary::Neg if a.dtype != DType::Bool => {
+                        e(ExprKind::Unary(UnaryOp::Neg, Box::new(a.clone())), a.dtype)
+                    }
+                    AUnary::Not if a.dtype == DType::Bool => {
+                        e(ExprKind::Unary(UnaryOp::Not, Box::new(a)), DType::Bool)
+                    }
                     _ => {
-                        self.error(Diagnostic::new(ast.span, format!("this operator does not apply to `{}`", a.dtype)));
+                        self.error(Diagnostic::new(
+                            ast.span,
+                            format!("this operator does not apply to `{}`", a.dtype),
+                        ));
                         None
                     }
                 }
@@ -472,16 +671,32 @@ impl<'s> Cx<'s> {
                     BinaryOp::And => BinOp::And,
                     BinaryOp::Or => BinOp::Or,
                 };
-                let operand_hint = if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) { None } else { hint };
+                let operand_hint =
+                    if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
+                        None
+                    } else {
+                        hint
+                    };
                 let (a, b) = self.operands(k, axes, a, b, operand_hint)?;
                 self.binary(bop, a, b, ast.span)
             }
-            AstKind::Call { name, name_span, args } => self.call(k, axes, name, *name_span, args, ast.span, hint),
+            AstKind::Call {
+                name,
+                name_span,
+                args,
+            } => self.call(k, axes, name, *name_span, args, ast.span, hint),
         }
     }
 
     /// Converts two operands so that an untyped literal takes the other side's type.
-    fn operands(&mut self, k: &Kernel, axes: &[(String, VarId)], a: &Ast, b: &Ast, hint: Option<DType>) -> Option<(Expr, Expr)> {
+    fn operands(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        a: &Ast,
+        b: &Ast,
+        hint: Option<DType>,
+    ) -> Option<(Expr, Expr)> {
         let lit = |x: &Ast| matches!(x.kind, AstKind::Int(_) | AstKind::Float(_));
         if lit(a) && !lit(b) {
             let b = self.expr(k, axes, b, hint)?;
@@ -497,9 +712,15 @@ impl<'s> Cx<'s> {
     fn binary(&mut self, op: BinOp, a: Expr, b: Expr, span: Span) -> Option<Expr> {
         if a.dtype != b.dtype {
             self.error(
-                Diagnostic::new(span, format!("dtype mismatch: `{}` and `{}`", a.dtype, b.dtype))
-                    .label("operands of one operation must have the same dtype")
-                    .hint(format!("convert one side, e.g. `{}(...)`", if a.dtype.is_float() { a.dtype } else { b.dtype })),
+                Diagnostic::new(
+                    span,
+                    format!("dtype mismatch: `{}` and `{}`", a.dtype, b.dtype),
+                )
+                .label("operands of one operation must have the same dtype")
+                .hint(format!(
+                    "convert one side, e.g. `{}(...)`",
+                    if a.dtype.is_float() { a.dtype } else { b.dtype }
+                )),
             );
             return None;
         }
@@ -511,22 +732,43 @@ impl<'s> Cx<'s> {
             _ => t != DType::Bool,
         };
         if !ok {
-            self.error(Diagnostic::new(span, format!("this operation does not apply to `{t}` values")));
+            self.error(Diagnostic::new(
+                span,
+                format!("this operation does not apply to `{t}` values"),
+            ));
             return None;
         }
         let dtype = if op.is_comparison() { DType::Bool } else { t };
-        Some(Expr { kind: ExprKind::Binary(op, Box::new(a), Box::new(b)), dtype })
+        Some(Expr {
+            kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
+            dtype,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn call(&mut self, k: &Kernel, axes: &[(String, VarId)], name: &str, name_span: Span, args: &[Arg], span: Span, hint: Option<DType>) -> Option<Expr> {
+    fn call(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        name: &str,
+        name_span: Span,
+        args: &[Arg],
+        span: Span,
+        hint: Option<DType>,
+    ) -> Option<Expr> {
         if let Some(a) = args.iter().find_map(|a| a.key.as_ref()) {
-            self.error(Diagnostic::new(a.1, format!("`{name}` takes no named arguments")));
+            self.error(Diagnostic::new(
+                a.1,
+                format!("`{name}` takes no named arguments"),
+            ));
             return None;
         }
         let want = |cx: &mut Self, n: usize| {
             if args.len() != n {
-                cx.error(Diagnostic::new(span, format!("`{name}` takes {n} argument(s), {} given", args.len())));
+                cx.error(Diagnostic::new(
+                    span,
+                    format!("`{name}` takes {n} argument(s), {} given", args.len()),
+                ));
                 false
             } else {
                 true
@@ -537,7 +779,14 @@ impl<'s> Cx<'s> {
                 return None;
             }
             let a = self.expr(k, axes, &args[0].value, Some(t))?;
-            return Some(if a.dtype == t { a } else { Expr { kind: ExprKind::Cast(Box::new(a)), dtype: t } });
+            return Some(if a.dtype == t {
+                a
+            } else {
+                Expr {
+                    kind: ExprKind::Cast(Box::new(a)),
+                    dtype: t,
+                }
+            });
         }
         match name {
             "select" => {
@@ -546,28 +795,57 @@ impl<'s> Cx<'s> {
                 }
                 let c = self.expr(k, axes, &args[0].value, None)?;
                 if c.dtype != DType::Bool {
-                    self.error(Diagnostic::new(args[0].value.span, format!("the condition of `select` must be bool, not `{}`", c.dtype)).hint("compare, e.g. `x > 0`"));
+                    self.error(
+                        Diagnostic::new(
+                            args[0].value.span,
+                            format!("the condition of `select` must be bool, not `{}`", c.dtype),
+                        )
+                        .hint("compare, e.g. `x > 0`"),
+                    );
                     return None;
                 }
                 let (a, b) = self.operands(k, axes, &args[1].value, &args[2].value, hint)?;
                 if a.dtype != b.dtype {
-                    self.error(Diagnostic::new(span, format!("`select` branches differ: `{}` and `{}`", a.dtype, b.dtype)));
+                    self.error(Diagnostic::new(
+                        span,
+                        format!("`select` branches differ: `{}` and `{}`", a.dtype, b.dtype),
+                    ));
                     return None;
                 }
                 let t = a.dtype;
-                Some(Expr { kind: ExprKind::Select(Box::new(c), Box::new(a), Box::new(b)), dtype: t })
+                Some(Expr {
+                    kind: ExprKind::Select(Box::new(c), Box::new(a), Box::new(b)),
+                    dtype: t,
+                })
             }
             "min" | "max" => {
                 if !want(self, 2) {
                     return None;
                 }
                 let (a, b) = self.operands(k, axes, &args[0].value, &args[1].value, hint)?;
-                self.binary(if name == "min" { BinOp::Min } else { BinOp::Max }, a, b, span)
+                self.binary(
+                    if name == "min" {
+                        BinOp::Min
+                    } else {
+                        BinOp::Max
+                    },
+                    a,
+                    b,
+                    span,
+                )
             }
             _ => {
                 let Some(f) = MathFn::ALL.into_iter().find(|f| f.name() == name) else {
-                    let cands: Vec<&str> = MathFn::ALL.iter().map(|f| f.name()).chain(["select", "min", "max"]).chain(DType::ALL.iter().map(|d| d.name())).collect();
-                    self.error(Diagnostic::new(name_span, format!("unknown function `{name}`")).suggest(name, cands));
+                    let cands: Vec<&str> = MathFn::ALL
+                        .iter()
+                        .map(|f| f.name())
+                        .chain(["select", "min", "max"])
+                        .chain(DType::ALL.iter().map(|d| d.name()))
+                        .collect();
+                    self.error(
+                        Diagnostic::new(name_span, format!("unknown function `{name}`"))
+                            .suggest(name, cands),
+                    );
                     return None;
                 };
                 if !want(self, f.arity()) {
@@ -582,16 +860,26 @@ impl<'s> Cx<'s> {
                 }
                 let t = xs[0].dtype;
                 if xs.iter().any(|x| x.dtype != t) {
-                    self.error(Diagnostic::new(span, format!("arguments of `{name}` must have one dtype")));
+                    self.error(Diagnostic::new(
+                        span,
+                        format!("arguments of `{name}` must have one dtype"),
+                    ));
                     return None;
                 }
                 if !(t.is_float() || (f.accepts_int() && t.is_int())) {
                     self.error(
-                        Diagnostic::new(span, format!("`{name}` needs a float argument, not `{t}`")).hint(format!("convert it, e.g. `{name}(f32(...))`")),
+                        Diagnostic::new(
+                            span,
+                            format!("`{name}` needs a float argument, not `{t}`"),
+                        )
+                        .hint(format!("convert it, e.g. `{name}(f32(...))`")),
                     );
                     return None;
                 }
-                Some(Expr { kind: ExprKind::Call(f, xs), dtype: t })
+                Some(Expr {
+                    kind: ExprKind::Call(f, xs),
+                    dtype: t,
+                })
             }
         }
     }

@@ -72,23 +72,8 @@ impl Index {
         Index::Bin(op, Box::new(a), Box::new(b))
     }
 
-    pub fn add(self, o: Index) -> Index {
-        Index::bin(IOp::Add, self, o)
-    }
-    pub fn sub(self, o: Index) -> Index {
-        Index::bin(IOp::Sub, self, o)
-    }
-    pub fn mul(self, o: Index) -> Index {
-        Index::bin(IOp::Mul, self, o)
-    }
-    pub fn div(self, o: Index) -> Index {
-        Index::bin(IOp::Div, self, o)
-    }
     pub fn ceil_div(self, o: Index) -> Index {
         Index::bin(IOp::CeilDiv, self, o)
-    }
-    pub fn rem(self, o: Index) -> Index {
-        Index::bin(IOp::Mod, self, o)
     }
 
     /// Replaces variables by expressions.
@@ -128,10 +113,36 @@ impl Index {
     }
 
     /// Renders with the given names for sizes and variables.
-    pub fn display<'a>(&'a self, sizes: &'a [String], vars: &'a [String]) -> impl fmt::Display + 'a {
-        IndexDisplay { e: self, sizes, vars, top: true }
+    pub fn display<'a>(
+        &'a self,
+        sizes: &'a [String],
+        vars: &'a [String],
+    ) -> impl fmt::Display + 'a {
+        IndexDisplay {
+            e: self,
+            sizes,
+            vars,
+            top: true,
+        }
     }
 }
+
+macro_rules! index_op {
+    ($tr:ident, $f:ident, $op:expr) => {
+        impl std::ops::$tr for Index {
+            type Output = Index;
+            fn $f(self, o: Index) -> Index {
+                Index::bin($op, self, o)
+            }
+        }
+    };
+}
+index_op!(Add, add, IOp::Add);
+index_op!(Sub, sub, IOp::Sub);
+index_op!(Mul, mul, IOp::Mul);
+// `/` and `%` are floor division and modulo, as everywhere in index arithmetic.
+index_op!(Div, div, IOp::Div);
+index_op!(Rem, rem, IOp::Mod);
 
 /// Applies `op` to two integers with floor semantics; `None` on division by
 /// zero or overflow.
@@ -157,7 +168,12 @@ struct IndexDisplay<'a> {
 
 impl<'a> fmt::Display for IndexDisplay<'a> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sub = |e: &'a Index| IndexDisplay { e, sizes: self.sizes, vars: self.vars, top: false };
+        let sub = |e: &'a Index| IndexDisplay {
+            e,
+            sizes: self.sizes,
+            vars: self.vars,
+            top: false,
+        };
         match self.e {
             Index::Const(v) => write!(f, "{v}"),
             Index::Size(s) => f.write_str(self.sizes.get(s.0 as usize).map_or("?", |s| s.as_str())),
@@ -165,9 +181,24 @@ impl<'a> fmt::Display for IndexDisplay<'a> {
             Index::Bin(op, a, b) => {
                 let (a, b) = (sub(a), sub(b));
                 match op {
-                    IOp::CeilDiv => write!(f, "ceil({} / {})", IndexDisplay { top: true, ..a }, IndexDisplay { top: true, ..b }),
-                    IOp::Min => write!(f, "min({}, {})", IndexDisplay { top: true, ..a }, IndexDisplay { top: true, ..b }),
-                    IOp::Max => write!(f, "max({}, {})", IndexDisplay { top: true, ..a }, IndexDisplay { top: true, ..b }),
+                    IOp::CeilDiv => write!(
+                        f,
+                        "ceil({} / {})",
+                        IndexDisplay { top: true, ..a },
+                        IndexDisplay { top: true, ..b }
+                    ),
+                    IOp::Min => write!(
+                        f,
+                        "min({}, {})",
+                        IndexDisplay { top: true, ..a },
+                        IndexDisplay { top: true, ..b }
+                    ),
+                    IOp::Max => write!(
+                        f,
+                        "max({}, {})",
+                        IndexDisplay { top: true, ..a },
+                        IndexDisplay { top: true, ..b }
+                    ),
                     _ => {
                         let sym = match op {
                             IOp::Add => "+",
@@ -195,11 +226,11 @@ mod tests {
     #[test]
     fn folding_and_identities() {
         let n = Index::Size(SizeId(0));
-        assert_eq!(Index::c(3).mul(Index::c(4)), Index::c(12));
-        assert_eq!(n.clone().add(Index::c(0)), n);
-        assert_eq!(n.clone().mul(Index::c(1)), n);
+        assert_eq!(Index::c(3) * Index::c(4), Index::c(12));
+        assert_eq!(n.clone() + Index::c(0), n);
+        assert_eq!(n.clone() * Index::c(1), n);
         assert_eq!(Index::c(10).ceil_div(Index::c(4)), Index::c(3));
-        assert_eq!(Index::c(-7).div(Index::c(2)), Index::c(-4));
+        assert_eq!(Index::c(-7) / Index::c(2), Index::c(-4));
     }
 
     #[test]
@@ -207,17 +238,17 @@ mod tests {
         let e = Index::Size(SizeId(0)).ceil_div(Index::c(64));
         let names = vec!["n".to_string()];
         assert_eq!(e.display(&names, &[]).to_string(), "ceil(n / 64)");
-        let v = Index::Var(VarId(0)).mul(Index::c(64)).add(Index::Var(VarId(1)));
+        let v = Index::Var(VarId(0)) * Index::c(64) + Index::Var(VarId(1));
         let vars = vec!["io".to_string(), "ii".to_string()];
         assert_eq!(v.display(&names, &vars).to_string(), "(io * 64) + ii");
     }
 
     #[test]
     fn eval_and_subst() {
-        let e = Index::Var(VarId(0)).mul(Index::c(4)).add(Index::Var(VarId(1)));
+        let e = Index::Var(VarId(0)) * Index::c(4) + Index::Var(VarId(1));
         assert_eq!(e.eval(&[], &[2, 3]), Some(11));
         let m = HashMap::from([(VarId(1), Index::c(0))]);
         assert_eq!(e.subst(&m).eval(&[], &[5, 99]), Some(20));
-        assert_eq!(Index::c(1).div(Index::Var(VarId(0))).eval(&[], &[0]), None);
+        assert_eq!((Index::c(1) / Index::Var(VarId(0))).eval(&[], &[0]), None);
     }
 }

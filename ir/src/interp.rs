@@ -12,7 +12,7 @@
 use crate::dtype::DType;
 use crate::index::Index;
 use crate::kernel::*;
-use crate::lower::{GpuKernel, Program, Stmt};
+use crate::lower::{Program, Stmt};
 use crate::schedule::GpuAxis;
 use std::fmt;
 
@@ -31,7 +31,11 @@ pub struct Buffer {
 
 impl Buffer {
     pub fn zeros(dtype: DType, len: usize) -> Buffer {
-        let data = if dtype.is_float() { Data::F(vec![0.0; len]) } else { Data::I(vec![0; len]) };
+        let data = if dtype.is_float() {
+            Data::F(vec![0.0; len])
+        } else {
+            Data::I(vec![0; len])
+        };
         Buffer { dtype, data }
     }
     pub fn len(&self) -> usize {
@@ -80,8 +84,12 @@ impl Buffer {
             let s = match dtype {
                 DType::F32 => Scalar::F(f32::from_le_bytes(c.try_into().expect("4 bytes")) as f64),
                 DType::F64 => Scalar::F(f64::from_le_bytes(c.try_into().expect("8 bytes"))),
-                DType::F16 => Scalar::F(half::f16::from_le_bytes(c.try_into().expect("2 bytes")).to_f64()),
-                DType::BF16 => Scalar::F(half::bf16::from_le_bytes(c.try_into().expect("2 bytes")).to_f64()),
+                DType::F16 => {
+                    Scalar::F(half::f16::from_le_bytes(c.try_into().expect("2 bytes")).to_f64())
+                }
+                DType::BF16 => {
+                    Scalar::F(half::bf16::from_le_bytes(c.try_into().expect("2 bytes")).to_f64())
+                }
                 t => {
                     let mut w = [0u8; 8];
                     w[..t.size()].copy_from_slice(c);
@@ -118,18 +126,35 @@ impl Scalar {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum InterpError {
-    OutOfBounds { stage: String, tensor: String, index: Vec<i64>, shape: Vec<i64> },
-    DivisionByZero { stage: String },
+    OutOfBounds {
+        stage: String,
+        tensor: String,
+        index: Vec<i64>,
+        shape: Vec<i64>,
+    },
+    DivisionByZero {
+        stage: String,
+    },
     BadInput(String),
 }
 
 impl fmt::Display for InterpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            InterpError::OutOfBounds { stage, tensor, index, shape } => {
-                write!(f, "stage `{stage}` reads {tensor}{index:?}, outside its shape {shape:?}")
+            InterpError::OutOfBounds {
+                stage,
+                tensor,
+                index,
+                shape,
+            } => {
+                write!(
+                    f,
+                    "stage `{stage}` reads {tensor}{index:?}, outside its shape {shape:?}"
+                )
             }
-            InterpError::DivisionByZero { stage } => write!(f, "stage `{stage}` divides an integer by zero"),
+            InterpError::DivisionByZero { stage } => {
+                write!(f, "stage `{stage}` divides an integer by zero")
+            }
             InterpError::BadInput(m) => f.write_str(m),
         }
     }
@@ -162,7 +187,10 @@ pub fn shape_of(t: &Tensor, sizes: &[i64]) -> Result<Vec<i64>, InterpError> {
         .iter()
         .map(|e| match e.eval(sizes, &[]) {
             Some(v) if v >= 0 => Ok(v),
-            _ => Err(InterpError::BadInput(format!("tensor `{}` has an invalid extent for these sizes", t.name))),
+            _ => Err(InterpError::BadInput(format!(
+                "tensor `{}` has an invalid extent for these sizes",
+                t.name
+            ))),
         })
         .collect()
 }
@@ -194,7 +222,11 @@ impl Env<'_> {
     }
 
     fn eval(&self, e: &Expr, vars: &[i64], bufs: &[Buffer]) -> Result<Scalar, InterpError> {
-        let ix = |i: &Index| i.eval(self.sizes, vars).ok_or(InterpError::DivisionByZero { stage: self.stage.to_string() });
+        let ix = |i: &Index| {
+            i.eval(self.sizes, vars).ok_or(InterpError::DivisionByZero {
+                stage: self.stage.to_string(),
+            })
+        };
         let t = e.dtype;
         let v = match &e.kind {
             ExprKind::Int(v) => Scalar::I(*v),
@@ -209,7 +241,9 @@ impl Env<'_> {
                 Scalar::F(x) => Scalar::F(-x),
                 Scalar::I(x) => Scalar::I(x.wrapping_neg()),
             },
-            ExprKind::Unary(UnaryOp::Not, a) => Scalar::I((self.eval(a, vars, bufs)?.i() == 0) as i64),
+            ExprKind::Unary(UnaryOp::Not, a) => {
+                Scalar::I((self.eval(a, vars, bufs)?.i() == 0) as i64)
+            }
             ExprKind::Cast(a) => {
                 let x = self.eval(a, vars, bufs)?;
                 match (a.dtype.is_float(), t.is_float()) {
@@ -229,10 +263,15 @@ impl Env<'_> {
             }
             ExprKind::Binary(op, a, b) => {
                 let (x, y) = (self.eval(a, vars, bufs)?, self.eval(b, vars, bufs)?);
-                binary(*op, a.dtype, x, y).ok_or(InterpError::DivisionByZero { stage: self.stage.to_string() })?
+                binary(*op, a.dtype, x, y).ok_or(InterpError::DivisionByZero {
+                    stage: self.stage.to_string(),
+                })?
             }
             ExprKind::Call(f, args) => {
-                let xs = args.iter().map(|a| self.eval(a, vars, bufs)).collect::<Result<Vec<_>, _>>()?;
+                let xs = args
+                    .iter()
+                    .map(|a| self.eval(a, vars, bufs))
+                    .collect::<Result<Vec<_>, _>>()?;
                 math(*f, t, &xs)
             }
         };
@@ -317,7 +356,12 @@ fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
     })
 }
 
-fn check_inputs(k: &Kernel, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> Result<Vec<Vec<i64>>, InterpError> {
+fn check_inputs(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &[Scalar],
+    inputs: &[Buffer],
+) -> Result<Vec<Vec<i64>>, InterpError> {
     if sizes.len() != k.sizes.len() || params.len() != k.params.len() {
         return Err(InterpError::BadInput(format!(
             "expected {} size(s) and {} parameter(s), got {} and {}",
@@ -327,10 +371,18 @@ fn check_inputs(k: &Kernel, sizes: &[i64], params: &[Scalar], inputs: &[Buffer])
             params.len()
         )));
     }
-    let shapes = k.tensors.iter().map(|t| shape_of(t, sizes)).collect::<Result<Vec<_>, _>>()?;
+    let shapes = k
+        .tensors
+        .iter()
+        .map(|t| shape_of(t, sizes))
+        .collect::<Result<Vec<_>, _>>()?;
     let ins: Vec<_> = k.inputs().collect();
     if ins.len() != inputs.len() {
-        return Err(InterpError::BadInput(format!("expected {} input tensor(s), got {}", ins.len(), inputs.len())));
+        return Err(InterpError::BadInput(format!(
+            "expected {} input tensor(s), got {}",
+            ins.len(),
+            inputs.len()
+        )));
     }
     for ((id, t), b) in ins.iter().zip(inputs) {
         let n: i64 = shapes[id.0 as usize].iter().product();
@@ -361,11 +413,22 @@ fn all_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Buffer
 
 /// Runs a kernel with its plain semantics. Returns every tensor, indexed by
 /// [`TensorId`] (inputs as given, then each stage's result).
-pub fn run(k: &Kernel, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> Result<Vec<Buffer>, InterpError> {
+pub fn run(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &[Scalar],
+    inputs: &[Buffer],
+) -> Result<Vec<Buffer>, InterpError> {
     let shapes = check_inputs(k, sizes, params, inputs)?;
     let mut bufs = all_buffers(k, &shapes, inputs);
     for st in &k.stages {
-        let env = Env { k, sizes, params, shapes: shapes.clone(), stage: &st.name };
+        let env = Env {
+            k,
+            sizes,
+            params,
+            shapes: shapes.clone(),
+            stage: &st.name,
+        };
         let ext = &shapes[st.output.0 as usize];
         let total: i64 = ext.iter().product();
         let mut point = vec![0i64; ext.len()];
@@ -384,16 +447,32 @@ pub fn run(k: &Kernel, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> R
 
 /// Executes lowered loop IR the way the GPU does, block by block and thread
 /// by thread. Same inputs and result layout as [`run`].
-pub fn run_lowered(k: &Kernel, prog: &Program, sizes: &[i64], params: &[Scalar], inputs: &[Buffer]) -> Result<Vec<Buffer>, InterpError> {
+pub fn run_lowered(
+    k: &Kernel,
+    prog: &Program,
+    sizes: &[i64],
+    params: &[Scalar],
+    inputs: &[Buffer],
+) -> Result<Vec<Buffer>, InterpError> {
     let shapes = check_inputs(k, sizes, params, inputs)?;
     let mut bufs = all_buffers(k, &shapes, inputs);
     for g in &prog.kernels {
         let st = k.stage(g.stage);
-        let env = Env { k, sizes, params, shapes: shapes.clone(), stage: &st.name };
+        let env = Env {
+            k,
+            sizes,
+            params,
+            shapes: shapes.clone(),
+            stage: &st.name,
+        };
         let grid: Vec<i64> = g
             .grid
             .iter()
-            .map(|e| e.eval(sizes, &[]).ok_or(InterpError::DivisionByZero { stage: st.name.clone() }))
+            .map(|e| {
+                e.eval(sizes, &[]).ok_or(InterpError::DivisionByZero {
+                    stage: st.name.clone(),
+                })
+            })
             .collect::<Result<_, _>>()?;
         let mut vars = vec![0i64; g.vars.len()];
         for bz in 0..grid[2] {
@@ -402,8 +481,11 @@ pub fn run_lowered(k: &Kernel, prog: &Program, sizes: &[i64], params: &[Scalar],
                     for tz in 0..g.block[2] as i64 {
                         for ty in 0..g.block[1] as i64 {
                             for tx in 0..g.block[0] as i64 {
-                                let ids = Ids { block: [bx, by, bz], thread: [tx, ty, tz] };
-                                exec(&env, g, &g.body, &ids, &mut vars, &mut bufs)?;
+                                let ids = Ids {
+                                    block: [bx, by, bz],
+                                    thread: [tx, ty, tz],
+                                };
+                                exec(&env, &g.body, &ids, &mut vars, &mut bufs)?;
                             }
                         }
                     }
@@ -419,8 +501,16 @@ struct Ids {
     thread: [i64; 3],
 }
 
-fn exec(env: &Env, g: &GpuKernel, body: &[Stmt], ids: &Ids, vars: &mut Vec<i64>, bufs: &mut [Buffer]) -> Result<(), InterpError> {
-    let dz = || InterpError::DivisionByZero { stage: env.stage.to_string() };
+fn exec(
+    env: &Env,
+    body: &[Stmt],
+    ids: &Ids,
+    vars: &mut Vec<i64>,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let dz = || InterpError::DivisionByZero {
+        stage: env.stage.to_string(),
+    };
     for s in body {
         match s {
             Stmt::Bind { var, axis } => {
@@ -429,24 +519,34 @@ fn exec(env: &Env, g: &GpuKernel, body: &[Stmt], ids: &Ids, vars: &mut Vec<i64>,
                     GpuAxis::Thread(d) => ids.thread[d.index()],
                 }
             }
-            Stmt::Loop { var, extent, body, .. } => {
+            Stmt::Loop {
+                var, extent, body, ..
+            } => {
                 let n = extent.eval(env.sizes, vars).ok_or_else(dz)?;
                 for i in 0..n {
                     vars[var.0 as usize] = i;
-                    exec(env, g, body, ids, vars, bufs)?;
+                    exec(env, body, ids, vars, bufs)?;
                 }
             }
             Stmt::If { guards, body } => {
                 let mut ok = true;
                 for gd in guards {
-                    ok &= gd.value.eval(env.sizes, vars).ok_or_else(dz)? < gd.extent.eval(env.sizes, vars).ok_or_else(dz)?;
+                    ok &= gd.value.eval(env.sizes, vars).ok_or_else(dz)?
+                        < gd.extent.eval(env.sizes, vars).ok_or_else(dz)?;
                 }
                 if ok {
-                    exec(env, g, body, ids, vars, bufs)?;
+                    exec(env, body, ids, vars, bufs)?;
                 }
             }
-            Stmt::Store { tensor, indices, value } => {
-                let idx = indices.iter().map(|i| i.eval(env.sizes, vars).ok_or_else(dz)).collect::<Result<Vec<_>, _>>()?;
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => {
+                let idx = indices
+                    .iter()
+                    .map(|i| i.eval(env.sizes, vars).ok_or_else(dz))
+                    .collect::<Result<Vec<_>, _>>()?;
                 let off = env.offset(*tensor, &idx)?;
                 let v = env.eval(value, vars, bufs)?;
                 bufs[tensor.0 as usize].set(off, v);

@@ -97,7 +97,10 @@ pub enum ExprKind {
     Int(i64),
     Float(f64),
     /// Element of a tensor; one index per dimension.
-    Load { tensor: TensorId, indices: Vec<Index> },
+    Load {
+        tensor: TensorId,
+        indices: Vec<Index>,
+    },
     Param(ParamId),
     /// The value of an integer index expression (an axis used as data), i32.
     Index(Index),
@@ -139,7 +142,10 @@ pub enum BinOp {
 
 impl BinOp {
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
     }
 }
 
@@ -251,17 +257,29 @@ impl Expr {
     /// Rewrites every index expression (loads and index values) with `f`.
     pub fn map_indices(&self, f: &impl Fn(&Index) -> Index) -> Expr {
         let kind = match &self.kind {
-            ExprKind::Load { tensor, indices } => ExprKind::Load { tensor: *tensor, indices: indices.iter().map(f).collect() },
+            ExprKind::Load { tensor, indices } => ExprKind::Load {
+                tensor: *tensor,
+                indices: indices.iter().map(f).collect(),
+            },
             ExprKind::Index(i) => ExprKind::Index(f(i)),
             ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(a.map_indices(f))),
             ExprKind::Cast(a) => ExprKind::Cast(Box::new(a.map_indices(f))),
-            ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, Box::new(a.map_indices(f)), Box::new(b.map_indices(f))),
-            ExprKind::Select(c, a, b) => {
-                ExprKind::Select(Box::new(c.map_indices(f)), Box::new(a.map_indices(f)), Box::new(b.map_indices(f)))
+            ExprKind::Binary(op, a, b) => {
+                ExprKind::Binary(*op, Box::new(a.map_indices(f)), Box::new(b.map_indices(f)))
             }
-            ExprKind::Call(m, args) => ExprKind::Call(*m, args.iter().map(|a| a.map_indices(f)).collect()),
+            ExprKind::Select(c, a, b) => ExprKind::Select(
+                Box::new(c.map_indices(f)),
+                Box::new(a.map_indices(f)),
+                Box::new(b.map_indices(f)),
+            ),
+            ExprKind::Call(m, args) => {
+                ExprKind::Call(*m, args.iter().map(|a| a.map_indices(f)).collect())
+            }
             other => other.clone(),
         };
-        Expr { kind, dtype: self.dtype }
+        Expr {
+            kind,
+            dtype: self.dtype,
+        }
     }
 }

@@ -55,10 +55,19 @@ pub struct GpuKernel {
 pub enum Stmt {
     /// `var` is the value of a hardware index.
     Bind { var: VarId, axis: GpuAxis },
-    Loop { var: VarId, extent: Index, unroll: bool, body: Vec<Stmt> },
+    Loop {
+        var: VarId,
+        extent: Index,
+        unroll: bool,
+        body: Vec<Stmt>,
+    },
     /// Runs `body` when every guard holds.
     If { guards: Vec<Guard>, body: Vec<Stmt> },
-    Store { tensor: TensorId, indices: Vec<Index>, value: Expr },
+    Store {
+        tensor: TensorId,
+        indices: Vec<Index>,
+        value: Expr,
+    },
 }
 
 impl GpuKernel {
@@ -69,19 +78,29 @@ impl GpuKernel {
 
 /// Lowers every stage of a checked kernel.
 pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
-    let kernels = (0..k.stages.len()).map(|s| lower_stage(k, StageId(s as u32))).collect::<Result<_, _>>()?;
+    let kernels = (0..k.stages.len())
+        .map(|s| lower_stage(k, StageId(s as u32)))
+        .collect::<Result<_, _>>()?;
     Ok(Program { kernels })
 }
 
 /// [`lower`] with errors rendered against the kernel file.
 pub fn lower_file(k: &Kernel, file: &str, source: &str) -> Result<Program, KernelError> {
-    lower(k).map_err(|d| KernelError { file: file.into(), source: source.into(), diagnostics: vec![d] })
+    lower(k).map_err(|d| KernelError {
+        file: file.into(),
+        source: source.into(),
+        diagnostics: vec![d],
+    })
 }
 
 fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     let stage = k.stage(sid);
     let nest = schedule::apply(k, stage)?;
-    let name = if k.stages.len() == 1 { k.name.clone() } else { format!("{}_{}", k.name, stage.name) };
+    let name = if k.stages.len() == 1 {
+        k.name.clone()
+    } else {
+        format!("{}_{}", k.name, stage.name)
+    };
 
     let mut touched: Vec<TensorId> = Vec::new();
     stage.value.visit_loads(&mut |t, _| touched.push(t));
@@ -92,11 +111,24 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         .iter()
         .map(|t| KernelArg {
             name: k.tensor(*t).name.clone(),
-            kind: ArgKind::Buffer { tensor: *t, access: if *t == stage.output { Access::Write } else { Access::Read } },
+            kind: ArgKind::Buffer {
+                tensor: *t,
+                access: if *t == stage.output {
+                    Access::Write
+                } else {
+                    Access::Read
+                },
+            },
         })
         .collect();
-    args.extend(k.sizes.iter().enumerate().map(|(i, s)| KernelArg { name: s.name.clone(), kind: ArgKind::Size(SizeId(i as u32)) }));
-    args.extend(k.params.iter().enumerate().map(|(i, p)| KernelArg { name: p.name.clone(), kind: ArgKind::Param(ParamId(i as u32)) }));
+    args.extend(k.sizes.iter().enumerate().map(|(i, s)| KernelArg {
+        name: s.name.clone(),
+        kind: ArgKind::Size(SizeId(i as u32)),
+    }));
+    args.extend(k.params.iter().enumerate().map(|(i, p)| KernelArg {
+        name: p.name.clone(),
+        kind: ArgKind::Param(ParamId(i as u32)),
+    }));
 
     let mut block = [1u32; 3];
     let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
@@ -119,17 +151,32 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     }
 
     // Each guard sits just inside the innermost loop it depends on.
-    let depth_of = |g: &Guard| loops.iter().rposition(|l| g.value.uses_var(*l)).map_or(0, |p| p + 1);
+    let depth_of = |g: &Guard| {
+        loops
+            .iter()
+            .rposition(|l| g.value.uses_var(*l))
+            .map_or(0, |p| p + 1)
+    };
     let mut at_depth: Vec<Vec<Guard>> = vec![Vec::new(); loops.len() + 1];
     for g in &nest.guards {
         at_depth[depth_of(g)].push(g.clone());
     }
 
-    let subst: std::collections::HashMap<VarId, Index> =
-        nest.axis_values.iter().enumerate().map(|(i, e)| (VarId(i as u32), e.clone())).collect();
-    let indices: Vec<Index> = (0..stage.axes.len()).map(|i| subst[&VarId(i as u32)].clone()).collect();
+    let subst: std::collections::HashMap<VarId, Index> = nest
+        .axis_values
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (VarId(i as u32), e.clone()))
+        .collect();
+    let indices: Vec<Index> = (0..stage.axes.len())
+        .map(|i| subst[&VarId(i as u32)].clone())
+        .collect();
     let value = stage.value.map_indices(&|ix| ix.subst(&subst));
-    let mut body = vec![Stmt::Store { tensor: stage.output, indices, value }];
+    let mut body = vec![Stmt::Store {
+        tensor: stage.output,
+        indices,
+        value,
+    }];
     for d in (0..=loops.len()).rev() {
         let guards = std::mem::take(&mut at_depth[d]);
         if !guards.is_empty() {
@@ -138,11 +185,24 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         if d > 0 {
             let v = loops[d - 1];
             let lv = nest.var(v);
-            body = vec![Stmt::Loop { var: v, extent: lv.extent.clone(), unroll: lv.kind == LoopKind::Unrolled, body }];
+            body = vec![Stmt::Loop {
+                var: v,
+                extent: lv.extent.clone(),
+                unroll: lv.kind == LoopKind::Unrolled,
+                body,
+            }];
         }
     }
     binds.extend(body);
-    Ok(GpuKernel { name, stage: sid, args, block, grid, vars: nest.vars, body: binds })
+    Ok(GpuKernel {
+        name,
+        stage: sid,
+        args,
+        block,
+        grid,
+        vars: nest.vars,
+        body: binds,
+    })
 }
 
 impl Kernel {
@@ -183,23 +243,62 @@ impl fmt::Display for Pretty<'_> {
             g.grid[1].display(&sizes, &vars),
             g.grid[2].display(&sizes, &vars)
         )?;
-        fn go(f: &mut fmt::Formatter<'_>, p: &Pretty<'_>, s: &[Stmt], ind: usize, sizes: &[String], vars: &[String]) -> fmt::Result {
+        fn go(
+            f: &mut fmt::Formatter<'_>,
+            p: &Pretty<'_>,
+            s: &[Stmt],
+            ind: usize,
+            sizes: &[String],
+            vars: &[String],
+        ) -> fmt::Result {
             let pad = "  ".repeat(ind);
             for st in s {
                 match st {
-                    Stmt::Bind { var, axis } => writeln!(f, "{pad}{} = {axis}", vars[var.0 as usize])?,
-                    Stmt::Loop { var, extent, unroll, body } => {
-                        writeln!(f, "{pad}for {} in 0..{}{}:", vars[var.0 as usize], extent.display(sizes, vars), if *unroll { " (unrolled)" } else { "" })?;
+                    Stmt::Bind { var, axis } => {
+                        writeln!(f, "{pad}{} = {axis}", vars[var.0 as usize])?
+                    }
+                    Stmt::Loop {
+                        var,
+                        extent,
+                        unroll,
+                        body,
+                    } => {
+                        writeln!(
+                            f,
+                            "{pad}for {} in 0..{}{}:",
+                            vars[var.0 as usize],
+                            extent.display(sizes, vars),
+                            if *unroll { " (unrolled)" } else { "" }
+                        )?;
                         go(f, p, body, ind + 1, sizes, vars)?;
                     }
                     Stmt::If { guards, body } => {
-                        let c: Vec<String> = guards.iter().map(|g| format!("{} < {}", g.value.display(sizes, vars), g.extent.display(sizes, vars))).collect();
+                        let c: Vec<String> = guards
+                            .iter()
+                            .map(|g| {
+                                format!(
+                                    "{} < {}",
+                                    g.value.display(sizes, vars),
+                                    g.extent.display(sizes, vars)
+                                )
+                            })
+                            .collect();
                         writeln!(f, "{pad}if {}:", c.join(" && "))?;
                         go(f, p, body, ind + 1, sizes, vars)?;
                     }
-                    Stmt::Store { tensor, indices, .. } => {
-                        let ix: Vec<String> = indices.iter().map(|i| i.display(sizes, vars).to_string()).collect();
-                        writeln!(f, "{pad}{}[{}] = ...", p.kernel.tensor(*tensor).name, ix.join(", "))?;
+                    Stmt::Store {
+                        tensor, indices, ..
+                    } => {
+                        let ix: Vec<String> = indices
+                            .iter()
+                            .map(|i| i.display(sizes, vars).to_string())
+                            .collect();
+                        writeln!(
+                            f,
+                            "{pad}{}[{}] = ...",
+                            p.kernel.tensor(*tensor).name,
+                            ix.join(", ")
+                        )?;
                     }
                 }
             }

@@ -37,12 +37,23 @@ pub enum GpuAxis {
 }
 
 impl GpuAxis {
-    pub const ALL: [&'static str; 6] = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"];
+    pub const ALL: [&'static str; 6] = [
+        "blockIdx.x",
+        "blockIdx.y",
+        "blockIdx.z",
+        "threadIdx.x",
+        "threadIdx.y",
+        "threadIdx.z",
+    ];
 
     pub fn parse(s: &str) -> Option<GpuAxis> {
         let i = GpuAxis::ALL.iter().position(|a| *a == s)?;
         let d = [Dim::X, Dim::Y, Dim::Z][i % 3];
-        Some(if i < 3 { GpuAxis::Block(d) } else { GpuAxis::Thread(d) })
+        Some(if i < 3 {
+            GpuAxis::Block(d)
+        } else {
+            GpuAxis::Thread(d)
+        })
     }
 }
 
@@ -66,14 +77,33 @@ pub struct Name {
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepKind {
     /// `outer, inner = split(loop, factor)`; or `nparts=` for the outer extent.
-    Split { target: Name, factor: Option<i64>, nparts: Option<i64>, outer: Name, inner: Name },
+    Split {
+        target: Name,
+        factor: Option<i64>,
+        nparts: Option<i64>,
+        outer: Name,
+        inner: Name,
+    },
     /// `fused = fuse(outer, inner)`; the two loops must be adjacent.
-    Fuse { outer: Name, inner: Name, fused: Name },
+    Fuse {
+        outer: Name,
+        inner: Name,
+        fused: Name,
+    },
     /// `reorder(a, b, ...)`: these loops take the positions they occupy, in this order.
     Reorder(Vec<Name>),
     /// `xo, yo, xi, yi = tile(x, y, fx, fy)`
-    Tile { x: Name, y: Name, fx: i64, fy: i64, results: [Name; 4] },
-    Bind { target: Name, axis: GpuAxis },
+    Tile {
+        x: Name,
+        y: Name,
+        fx: i64,
+        fy: i64,
+        results: [Name; 4],
+    },
+    Bind {
+        target: Name,
+        axis: GpuAxis,
+    },
     Unroll(Name),
 }
 
@@ -85,7 +115,10 @@ pub struct Step {
 
 fn arg_name(a: &crate::syntax::Arg, what: &str) -> Result<Name, Diagnostic> {
     match &a.value.kind {
-        AstKind::Name(n) => Ok(Name { name: n.clone(), span: a.value.span }),
+        AstKind::Name(n) => Ok(Name {
+            name: n.clone(),
+            span: a.value.span,
+        }),
         _ => Err(Diagnostic::new(a.value.span, format!("expected {what}"))),
     }
 }
@@ -93,21 +126,44 @@ fn arg_name(a: &crate::syntax::Arg, what: &str) -> Result<Name, Diagnostic> {
 fn arg_int(a: &crate::syntax::Arg, what: &str) -> Result<i64, Diagnostic> {
     match &a.value.kind {
         AstKind::Int(v) if *v > 0 => Ok(*v),
-        AstKind::Int(v) => Err(Diagnostic::new(a.value.span, format!("{what} must be positive, not {v}"))),
-        _ => Err(Diagnostic::new(a.value.span, format!("{what} must be an integer constant"))),
+        AstKind::Int(v) => Err(Diagnostic::new(
+            a.value.span,
+            format!("{what} must be positive, not {v}"),
+        )),
+        _ => Err(Diagnostic::new(
+            a.value.span,
+            format!("{what} must be an integer constant"),
+        )),
     }
 }
 
 fn results(s: &StepStmt, n: usize, example: &str) -> Result<Vec<Name>, Diagnostic> {
     if s.results.len() != n {
-        return Err(Diagnostic::new(s.span, format!("`{}` makes {n} loop(s) and needs {n} name(s) for them", s.name)).hint(format!("write `{example}`")));
+        return Err(Diagnostic::new(
+            s.span,
+            format!(
+                "`{}` makes {n} loop(s) and needs {n} name(s) for them",
+                s.name
+            ),
+        )
+        .hint(format!("write `{example}`")));
     }
-    Ok(s.results.iter().map(|(n, sp)| Name { name: n.clone(), span: *sp }).collect())
+    Ok(s.results
+        .iter()
+        .map(|(n, sp)| Name {
+            name: n.clone(),
+            span: *sp,
+        })
+        .collect())
 }
 
 fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
     if s.args.len() != n {
-        return Err(Diagnostic::new(s.span, format!("`{}` takes {n} argument(s), {} given", s.name, s.args.len())).hint(format!("write `{example}`")));
+        return Err(Diagnostic::new(
+            s.span,
+            format!("`{}` takes {n} argument(s), {} given", s.name, s.args.len()),
+        )
+        .hint(format!("write `{example}`")));
     }
     Ok(())
 }
@@ -127,24 +183,48 @@ impl Step {
                     None | Some("factor") => (Some(arg_int(&s.args[1], "the split factor")?), None),
                     Some("nparts") => (None, Some(arg_int(&s.args[1], "nparts")?)),
                     Some(other) => {
-                        return Err(Diagnostic::new(s.args[1].key.as_ref().map_or(s.span, |k| k.1), format!("unknown argument `{other}`")).hint("use `factor=` or `nparts=`"))
+                        return Err(Diagnostic::new(
+                            s.args[1].key.as_ref().map_or(s.span, |k| k.1),
+                            format!("unknown argument `{other}`"),
+                        )
+                        .hint("use `factor=` or `nparts=`"))
                     }
                 };
-                let [outer, inner]: [Name; 2] = r.try_into().map_err(|_| Diagnostic::new(s.span, "internal: result count"))?;
-                StepKind::Split { target, factor, nparts, outer, inner }
+                let [outer, inner]: [Name; 2] = r
+                    .try_into()
+                    .map_err(|_| Diagnostic::new(s.span, "internal: result count"))?;
+                StepKind::Split {
+                    target,
+                    factor,
+                    nparts,
+                    outer,
+                    inner,
+                }
             }
             "fuse" => {
                 const EX: &str = "f = fuse(i, j)";
                 let mut r = results(s, 1, EX)?;
                 arity(s, 2, EX)?;
-                StepKind::Fuse { outer: arg_name(&s.args[0], "a loop")?, inner: arg_name(&s.args[1], "a loop")?, fused: r.remove(0) }
+                StepKind::Fuse {
+                    outer: arg_name(&s.args[0], "a loop")?,
+                    inner: arg_name(&s.args[1], "a loop")?,
+                    fused: r.remove(0),
+                }
             }
             "reorder" => {
                 results(s, 0, "reorder(j, i)")?;
                 if s.args.len() < 2 {
-                    return Err(Diagnostic::new(s.span, "`reorder` needs at least two loops"));
+                    return Err(Diagnostic::new(
+                        s.span,
+                        "`reorder` needs at least two loops",
+                    ));
                 }
-                StepKind::Reorder(s.args.iter().map(|a| arg_name(a, "a loop")).collect::<Result<_, _>>()?)
+                StepKind::Reorder(
+                    s.args
+                        .iter()
+                        .map(|a| arg_name(a, "a loop"))
+                        .collect::<Result<_, _>>()?,
+                )
             }
             "tile" => {
                 const EX: &str = "yo, xo, yi, xi = tile(y, x, 16, 16)";
@@ -155,7 +235,9 @@ impl Step {
                     y: arg_name(&s.args[1], "a loop")?,
                     fx: arg_int(&s.args[2], "the tile factor")?,
                     fy: arg_int(&s.args[3], "the tile factor")?,
-                    results: r.try_into().map_err(|_| Diagnostic::new(s.span, "internal: result count"))?,
+                    results: r
+                        .try_into()
+                        .map_err(|_| Diagnostic::new(s.span, "internal: result count"))?,
                 }
             }
             "bind" => {
@@ -177,9 +259,12 @@ impl Step {
                 StepKind::Unroll(arg_name(&s.args[0], "the loop to unroll")?)
             }
             other => {
-                return Err(Diagnostic::new(s.name_span, format!("unknown schedule step `{other}`"))
-                    .suggest(other, STEP_NAMES)
-                    .hint(format!("steps: {}", STEP_NAMES.join(", "))))
+                return Err(Diagnostic::new(
+                    s.name_span,
+                    format!("unknown schedule step `{other}`"),
+                )
+                .suggest(other, STEP_NAMES)
+                .hint(format!("steps: {}", STEP_NAMES.join(", "))))
             }
         };
         Ok(Step { kind, span: s.span })
@@ -231,7 +316,10 @@ impl LoopNest {
     }
     /// The loop bound to a GPU index, if any.
     pub fn bound(&self, axis: GpuAxis) -> Option<VarId> {
-        self.order.iter().copied().find(|v| self.var(*v).kind == LoopKind::Bound(axis))
+        self.order
+            .iter()
+            .copied()
+            .find(|v| self.var(*v).kind == LoopKind::Bound(axis))
     }
 }
 
@@ -249,20 +337,44 @@ struct State<'a> {
 
 impl State<'_> {
     fn lookup(&self, n: &Name) -> Result<VarId, Diagnostic> {
-        if let Some(v) = self.nest.order.iter().copied().find(|v| self.nest.var(*v).name == n.name) {
+        if let Some(v) = self
+            .nest
+            .order
+            .iter()
+            .copied()
+            .find(|v| self.nest.var(*v).name == n.name)
+        {
             return Ok(v);
         }
-        if let Some((v, _)) = self.nest.vars.iter().enumerate().find(|(_, x)| x.name == n.name) {
+        if let Some((v, _)) = self
+            .nest
+            .vars
+            .iter()
+            .enumerate()
+            .find(|(_, x)| x.name == n.name)
+        {
             if let Some(sp) = self.consumed.get(&VarId(v as u32)) {
-                return Err(Diagnostic::new(n.span, format!("loop `{}` no longer exists", n.name))
-                    .label("already consumed")
-                    .hint(format!("it was replaced by the step at {}; use the loops that step made", self.at(*sp))));
+                return Err(
+                    Diagnostic::new(n.span, format!("loop `{}` no longer exists", n.name))
+                        .label("already consumed")
+                        .hint(format!(
+                            "it was replaced by the step at {}; use the loops that step made",
+                            self.at(*sp)
+                        )),
+                );
             }
         }
-        let live: Vec<&str> = self.nest.order.iter().map(|v| self.nest.var(*v).name.as_str()).collect();
-        Err(Diagnostic::new(n.span, format!("unknown loop `{}`", n.name))
-            .suggest(&n.name, live.iter().copied())
-            .hint(format!("the loops at this point are: {}", live.join(", "))))
+        let live: Vec<&str> = self
+            .nest
+            .order
+            .iter()
+            .map(|v| self.nest.var(*v).name.as_str())
+            .collect();
+        Err(
+            Diagnostic::new(n.span, format!("unknown loop `{}`", n.name))
+                .suggest(&n.name, live.iter().copied())
+                .hint(format!("the loops at this point are: {}", live.join(", "))),
+        )
     }
 
     fn at(&self, sp: Span) -> String {
@@ -271,13 +383,21 @@ impl State<'_> {
 
     fn fresh(&self, n: &Name) -> Result<(), Diagnostic> {
         if self.nest.vars.iter().any(|v| v.name == n.name) || self.taken.contains(&n.name) {
-            return Err(Diagnostic::new(n.span, format!("the name `{}` is already used", n.name)).hint("give each new loop a fresh name"));
+            return Err(
+                Diagnostic::new(n.span, format!("the name `{}` is already used", n.name))
+                    .hint("give each new loop a fresh name"),
+            );
         }
         Ok(())
     }
 
     fn new_var(&mut self, n: &Name, extent: Index, span: Span) -> VarId {
-        self.nest.vars.push(LoopVar { name: n.name.clone(), extent, kind: LoopKind::Serial, span });
+        self.nest.vars.push(LoopVar {
+            name: n.name.clone(),
+            extent,
+            kind: LoopKind::Serial,
+            span,
+        });
         VarId(self.nest.vars.len() as u32 - 1)
     }
 
@@ -294,19 +414,36 @@ impl State<'_> {
 
     fn not_bound(&self, v: VarId, n: &Name) -> Result<(), Diagnostic> {
         if let LoopKind::Bound(a) = self.nest.var(v).kind {
-            return Err(Diagnostic::new(n.span, format!("loop `{}` is bound to {a} and cannot be transformed further", n.name))
-                .hint("split, fuse or reorder a loop before binding it"));
+            return Err(Diagnostic::new(
+                n.span,
+                format!(
+                    "loop `{}` is bound to {a} and cannot be transformed further",
+                    n.name
+                ),
+            )
+            .hint("split, fuse or reorder a loop before binding it"));
         }
         Ok(())
     }
 
-    fn split(&mut self, target: &Name, factor: Option<i64>, nparts: Option<i64>, outer: &Name, inner: &Name, span: Span) -> Result<(), Diagnostic> {
+    fn split(
+        &mut self,
+        target: &Name,
+        factor: Option<i64>,
+        nparts: Option<i64>,
+        outer: &Name,
+        inner: &Name,
+        span: Span,
+    ) -> Result<(), Diagnostic> {
         let v = self.lookup(target)?;
         self.not_bound(v, target)?;
         self.fresh(outer)?;
         self.fresh(inner)?;
         if outer.name == inner.name {
-            return Err(Diagnostic::new(inner.span, "the two loops of a split need different names"));
+            return Err(Diagnostic::new(
+                inner.span,
+                "the two loops of a split need different names",
+            ));
         }
         let ext = self.nest.var(v).extent.clone();
         let (oe, ie) = match (factor, nparts) {
@@ -320,9 +457,14 @@ impl State<'_> {
         };
         let o = self.new_var(outer, oe, span);
         let i = self.new_var(inner, ie.clone(), span);
-        let pos = self.nest.order.iter().position(|x| *x == v).expect("live loop is in order");
+        let pos = self
+            .nest
+            .order
+            .iter()
+            .position(|x| *x == v)
+            .expect("live loop is in order");
         self.nest.order.splice(pos..=pos, [o, i]);
-        let value = Index::Var(o).mul(ie).add(Index::Var(i));
+        let value = Index::Var(o) * ie + Index::Var(i);
         self.replace(v, value.clone(), span);
         if !exact {
             self.nest.guards.push(Guard { value, extent: ext });
@@ -332,14 +474,30 @@ impl State<'_> {
 
     fn apply(&mut self, step: &Step) -> Result<(), Diagnostic> {
         match &step.kind {
-            StepKind::Split { target, factor, nparts, outer, inner } => self.split(target, *factor, *nparts, outer, inner, step.span),
-            StepKind::Tile { x, y, fx, fy, results } => {
+            StepKind::Split {
+                target,
+                factor,
+                nparts,
+                outer,
+                inner,
+            } => self.split(target, *factor, *nparts, outer, inner, step.span),
+            StepKind::Tile {
+                x,
+                y,
+                fx,
+                fy,
+                results,
+            } => {
                 let [xo, yo, xi, yi] = results;
                 self.split(x, Some(*fx), None, xo, xi, step.span)?;
                 self.split(y, Some(*fy), None, yo, yi, step.span)?;
                 self.reorder(&[xo.clone(), yo.clone(), xi.clone(), yi.clone()])
             }
-            StepKind::Fuse { outer, inner, fused } => {
+            StepKind::Fuse {
+                outer,
+                inner,
+                fused,
+            } => {
                 let a = self.lookup(outer)?;
                 let b = self.lookup(inner)?;
                 self.not_bound(a, outer)?;
@@ -347,28 +505,41 @@ impl State<'_> {
                 self.fresh(fused)?;
                 let pa = self.nest.order.iter().position(|x| *x == a).expect("live");
                 if self.nest.order.get(pa + 1) != Some(&b) {
-                    return Err(Diagnostic::new(step.span, format!("`{}` is not directly inside `{}`", inner.name, outer.name))
-                        .hint("only adjacent loops can be fused; `reorder` them first"));
+                    return Err(Diagnostic::new(
+                        step.span,
+                        format!("`{}` is not directly inside `{}`", inner.name, outer.name),
+                    )
+                    .hint("only adjacent loops can be fused; `reorder` them first"));
                 }
                 let eb = self.nest.var(b).extent.clone();
-                let ext = self.nest.var(a).extent.clone().mul(eb.clone());
+                let ext = self.nest.var(a).extent.clone() * eb.clone();
                 let f = self.new_var(fused, ext, step.span);
                 self.nest.order.splice(pa..=pa + 1, [f]);
-                self.replace(a, Index::Var(f).div(eb.clone()), step.span);
-                self.replace(b, Index::Var(f).rem(eb), step.span);
+                self.replace(a, Index::Var(f) / eb.clone(), step.span);
+                self.replace(b, Index::Var(f) % eb, step.span);
                 Ok(())
             }
             StepKind::Reorder(names) => self.reorder(names),
             StepKind::Bind { target, axis } => {
                 let v = self.lookup(target)?;
                 if let LoopKind::Bound(prev) = self.nest.var(v).kind {
-                    return Err(Diagnostic::new(target.span, format!("loop `{}` is already bound to {prev}", target.name)));
+                    return Err(Diagnostic::new(
+                        target.span,
+                        format!("loop `{}` is already bound to {prev}", target.name),
+                    ));
                 }
                 if let Some(other) = self.nest.bound(*axis) {
                     let o = self.nest.var(other);
-                    return Err(Diagnostic::new(step.span, format!("{axis} is already bound to loop `{}`", o.name))
-                        .label("second binding")
-                        .hint(format!("each GPU index can be bound once; `{}` was bound at {}", o.name, self.at(self.bind_span(other)))));
+                    return Err(Diagnostic::new(
+                        step.span,
+                        format!("{axis} is already bound to loop `{}`", o.name),
+                    )
+                    .label("second binding")
+                    .hint(format!(
+                        "each GPU index can be bound once; `{}` was bound at {}",
+                        o.name,
+                        self.at(self.bind_span(other))
+                    )));
                 }
                 if let GpuAxis::Thread(_) = axis {
                     let ext = &self.nest.var(v).extent;
@@ -392,8 +563,26 @@ impl State<'_> {
                 let ext = &self.nest.var(v).extent;
                 match ext.as_const() {
                     Some(e) if e <= 1024 => {}
-                    Some(e) => return Err(Diagnostic::new(step.span, format!("loop `{}` has {e} iterations; unrolling more than 1024 is refused", n.name)).hint("split it and unroll the inner loop")),
-                    None => return Err(Diagnostic::new(step.span, format!("loop `{}` has a symbolic extent and cannot be unrolled", n.name)).hint("split it by a constant factor and unroll the inner loop")),
+                    Some(e) => {
+                        return Err(Diagnostic::new(
+                            step.span,
+                            format!(
+                                "loop `{}` has {e} iterations; unrolling more than 1024 is refused",
+                                n.name
+                            ),
+                        )
+                        .hint("split it and unroll the inner loop"))
+                    }
+                    None => {
+                        return Err(Diagnostic::new(
+                            step.span,
+                            format!(
+                                "loop `{}` has a symbolic extent and cannot be unrolled",
+                                n.name
+                            ),
+                        )
+                        .hint("split it by a constant factor and unroll the inner loop"))
+                    }
                 }
                 self.nest.vars[v.0 as usize].kind = LoopKind::Unrolled;
                 Ok(())
@@ -406,11 +595,17 @@ impl State<'_> {
         for n in names {
             let v = self.lookup(n)?;
             if vs.contains(&v) {
-                return Err(Diagnostic::new(n.span, format!("loop `{}` appears twice in reorder", n.name)));
+                return Err(Diagnostic::new(
+                    n.span,
+                    format!("loop `{}` appears twice in reorder", n.name),
+                ));
             }
             vs.push(v);
         }
-        let mut slots: Vec<usize> = vs.iter().map(|v| self.nest.order.iter().position(|x| x == v).expect("live")).collect();
+        let mut slots: Vec<usize> = vs
+            .iter()
+            .map(|v| self.nest.order.iter().position(|x| x == v).expect("live"))
+            .collect();
         slots.sort_unstable();
         for (slot, v) in slots.into_iter().zip(vs) {
             self.nest.order[slot] = v;
@@ -442,11 +637,20 @@ pub fn apply(k: &Kernel, stage: &Stage) -> Result<LoopNest, Diagnostic> {
 }
 
 /// Like [`apply`], with the kernel's source text so messages can cite lines.
-pub fn apply_with_source<'a>(k: &'a Kernel, stage: &Stage, src: &'a str) -> Result<LoopNest, Diagnostic> {
+pub fn apply_with_source<'a>(
+    k: &'a Kernel,
+    stage: &Stage,
+    src: &'a str,
+) -> Result<LoopNest, Diagnostic> {
     let vars: Vec<LoopVar> = stage
         .axes
         .iter()
-        .map(|a| LoopVar { name: a.name.clone(), extent: a.extent.clone(), kind: LoopKind::Serial, span: a.span })
+        .map(|a| LoopVar {
+            name: a.name.clone(),
+            extent: a.extent.clone(),
+            kind: LoopKind::Serial,
+            span: a.span,
+        })
         .collect();
     let n = vars.len();
     let mut names: Vec<String> = Vec::new();

@@ -24,8 +24,8 @@ struct Token {
 }
 
 const SYMBOLS: [&str; 22] = [
-    "==", "!=", "<=", ">=", "&&", "||", "->", "+", "-", "*", "/", "%", "(", ")", "[", "]", ",", "=",
-    "<", ">", "!", ".",
+    "==", "!=", "<=", ">=", "&&", "||", "->", "+", "-", "*", "/", "%", "(", ")", "[", "]", ",",
+    "=", "<", ">", "!", ".",
 ];
 
 fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
@@ -44,7 +44,10 @@ fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
                 i += 1;
             }
             let mut is_float = false;
-            if i < bytes.len() && bytes[i] == b'.' && bytes.get(i + 1).is_some_and(|b| b.is_ascii_digit()) {
+            if i < bytes.len()
+                && bytes[i] == b'.'
+                && bytes.get(i + 1).is_some_and(|b| b.is_ascii_digit())
+            {
                 is_float = true;
                 i += 1;
                 while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
@@ -52,7 +55,10 @@ fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
                 }
             }
             // exponent with sign, e.g. 1e-5
-            if i < bytes.len() && (bytes[i] == b'-' || bytes[i] == b'+') && matches!(bytes[i - 1], b'e' | b'E') {
+            if i < bytes.len()
+                && (bytes[i] == b'-' || bytes[i] == b'+')
+                && matches!(bytes[i - 1], b'e' | b'E')
+            {
                 is_float = true;
                 i += 1;
                 while i < bytes.len() && bytes[i].is_ascii_digit() {
@@ -63,11 +69,14 @@ fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
             let span = Span::new(base + start, base + i);
             let digits = s.replace('_', "");
             let tok = if is_float || digits.contains(['e', 'E']) {
-                digits.parse::<f64>().map(Tok::Float)
+                digits
+                    .parse::<f64>()
+                    .map(Tok::Float)
                     .map_err(|_| Diagnostic::new(span, format!("invalid number `{s}`")))?
             } else {
                 digits.parse::<i64>().map(Tok::Int).map_err(|_| {
-                    Diagnostic::new(span, format!("invalid integer `{s}`")).label("not a decimal integer that fits in 64 bits")
+                    Diagnostic::new(span, format!("invalid integer `{s}`"))
+                        .label("not a decimal integer that fits in 64 bits")
                 })?
             };
             out.push(Token { tok, span });
@@ -77,18 +86,30 @@ fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
                 i += 1;
             }
-            out.push(Token { tok: Tok::Ident(text[start..i].to_string()), span: Span::new(base + start, base + i) });
+            out.push(Token {
+                tok: Tok::Ident(text[start..i].to_string()),
+                span: Span::new(base + start, base + i),
+            });
             continue;
         }
         if let Some(sym) = SYMBOLS.iter().find(|s| text[i..].starts_with(**s)) {
             i += sym.len();
-            out.push(Token { tok: Tok::Sym(sym), span: Span::new(base + start, base + i) });
+            out.push(Token {
+                tok: Tok::Sym(sym),
+                span: Span::new(base + start, base + i),
+            });
             continue;
         }
         let ch = text[i..].chars().next().unwrap_or('?');
-        return Err(Diagnostic::new(Span::new(base + i, base + i + ch.len_utf8()), format!("unexpected character `{ch}`")));
+        return Err(Diagnostic::new(
+            Span::new(base + i, base + i + ch.len_utf8()),
+            format!("unexpected character `{ch}`"),
+        ));
     }
-    out.push(Token { tok: Tok::Eof, span: Span::new(base + text.len(), base + text.len()) });
+    out.push(Token {
+        tok: Tok::Eof,
+        span: Span::new(base + text.len(), base + text.len()),
+    });
     Ok(out)
 }
 
@@ -106,9 +127,17 @@ pub enum AstKind {
     /// A name, possibly dotted (`blockIdx.x`).
     Name(String),
     /// `T[i, j]`
-    Access { name: String, name_span: Span, indices: Vec<Ast> },
+    Access {
+        name: String,
+        name_span: Span,
+        indices: Vec<Ast>,
+    },
     /// `f(a, b, key=c)`
-    Call { name: String, name_span: Span, args: Vec<Arg> },
+    Call {
+        name: String,
+        name_span: Span,
+        args: Vec<Arg>,
+    },
     Unary(UnaryOp, Box<Ast>),
     Binary(BinaryOp, Box<Ast>, Box<Ast>),
 }
@@ -161,7 +190,10 @@ impl BinaryOp {
         }
     }
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
     }
 }
 
@@ -193,7 +225,10 @@ type PResult<T> = Result<T, Diagnostic>;
 
 impl Parser {
     fn new(text: &str, base: usize) -> PResult<Parser> {
-        Ok(Parser { toks: lex(text, base)?, pos: 0 })
+        Ok(Parser {
+            toks: lex(text, base)?,
+            pos: 0,
+        })
     }
     fn peek(&self) -> &Tok {
         &self.toks[self.pos].tok
@@ -284,7 +319,10 @@ impl Parser {
             self.bump();
             let rhs = self.binary(prec + 1)?;
             let span = lhs.span.to(rhs.span);
-            lhs = Ast { kind: AstKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+            lhs = Ast {
+                kind: AstKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                span,
+            };
         }
     }
 
@@ -301,9 +339,24 @@ impl Parser {
         let span = start.to(inner.span);
         // Fold negative literals so `-1` is a constant, not an operation.
         Ok(match (op, inner.kind) {
-            (UnaryOp::Neg, AstKind::Int(v)) => Ast { kind: AstKind::Int(-v), span },
-            (UnaryOp::Neg, AstKind::Float(v)) => Ast { kind: AstKind::Float(-v), span },
-            (op, kind) => Ast { kind: AstKind::Unary(op, Box::new(Ast { kind, span: inner.span })), span },
+            (UnaryOp::Neg, AstKind::Int(v)) => Ast {
+                kind: AstKind::Int(-v),
+                span,
+            },
+            (UnaryOp::Neg, AstKind::Float(v)) => Ast {
+                kind: AstKind::Float(-v),
+                span,
+            },
+            (op, kind) => Ast {
+                kind: AstKind::Unary(
+                    op,
+                    Box::new(Ast {
+                        kind,
+                        span: inner.span,
+                    }),
+                ),
+                span,
+            },
         })
     }
 
@@ -312,17 +365,26 @@ impl Parser {
         match self.peek().clone() {
             Tok::Int(v) => {
                 self.bump();
-                Ok(Ast { kind: AstKind::Int(v), span: start })
+                Ok(Ast {
+                    kind: AstKind::Int(v),
+                    span: start,
+                })
             }
             Tok::Float(v) => {
                 self.bump();
-                Ok(Ast { kind: AstKind::Float(v), span: start })
+                Ok(Ast {
+                    kind: AstKind::Float(v),
+                    span: start,
+                })
             }
             Tok::Sym("(") => {
                 self.bump();
                 let e = self.expr()?;
                 self.expect(")", "to close `(`")?;
-                Ok(Ast { kind: e.kind, span: start.to(self.prev_span()) })
+                Ok(Ast {
+                    kind: e.kind,
+                    span: start.to(self.prev_span()),
+                })
             }
             Tok::Ident(name) => {
                 self.bump();
@@ -346,13 +408,30 @@ impl Parser {
                             self.expect(",", "between indices")?;
                         }
                     }
-                    return Ok(Ast { kind: AstKind::Access { name, name_span, indices }, span: start.to(self.prev_span()) });
+                    return Ok(Ast {
+                        kind: AstKind::Access {
+                            name,
+                            name_span,
+                            indices,
+                        },
+                        span: start.to(self.prev_span()),
+                    });
                 }
                 if self.eat("(") {
                     let args = self.args()?;
-                    return Ok(Ast { kind: AstKind::Call { name, name_span, args }, span: start.to(self.prev_span()) });
+                    return Ok(Ast {
+                        kind: AstKind::Call {
+                            name,
+                            name_span,
+                            args,
+                        },
+                        span: start.to(self.prev_span()),
+                    });
                 }
-                Ok(Ast { kind: AstKind::Name(name), span: name_span })
+                Ok(Ast {
+                    kind: AstKind::Name(name),
+                    span: name_span,
+                })
             }
             _ => Err(self.unexpected("expected an expression")),
         }
@@ -384,7 +463,11 @@ impl Parser {
 }
 
 fn leak(s: &str) -> &'static str {
-    SYMBOLS.iter().find(|x| **x == s).copied().unwrap_or("\u{0}")
+    SYMBOLS
+        .iter()
+        .find(|x| **x == s)
+        .copied()
+        .unwrap_or("\u{0}")
 }
 
 /// Parses a standalone expression (a shape entry, for instance).
@@ -398,11 +481,14 @@ pub fn parse_expr(text: &str, base: usize) -> PResult<Ast> {
 /// Parses `Target[axis, ...] = expression`.
 pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
     let mut p = Parser::new(text, base)?;
-    let (target, target_span) = p.ident("the name of the tensor this stage computes, as in `C[i] = A[i] + B[i]`")?;
+    let (target, target_span) =
+        p.ident("the name of the tensor this stage computes, as in `C[i] = A[i] + B[i]`")?;
     let mut axes = Vec::new();
     if p.eat("[") && !p.eat("]") {
         loop {
-            axes.push(p.ident("an axis name (the left side indexes the output by plain axis names)")?);
+            axes.push(
+                p.ident("an axis name (the left side indexes the output by plain axis names)")?,
+            );
             if p.eat("]") {
                 break;
             }
@@ -412,7 +498,12 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
     p.expect("=", "after the computed tensor")?;
     let value = p.expr()?;
     p.end()?;
-    Ok(ComputeStmt { target, target_span, axes, value })
+    Ok(ComputeStmt {
+        target,
+        target_span,
+        axes,
+        value,
+    })
 }
 
 /// Parses one schedule step, `a, b = split(i, 64)` or `bind(a, blockIdx.x)`.
@@ -442,7 +533,13 @@ pub fn parse_step(text: &str, base: usize) -> PResult<StepStmt> {
     p.expect("(", &format!("after `{name}`"))?;
     let args = p.args()?;
     p.end()?;
-    Ok(StepStmt { results, name, name_span, args, span: start.to(p.prev_span()) })
+    Ok(StepStmt {
+        results,
+        name,
+        name_span,
+        args,
+        span: start.to(p.prev_span()),
+    })
 }
 
 #[cfg(test)]
@@ -456,7 +553,9 @@ mod tests {
         assert_eq!(s.target_span, Span::new(10, 11));
         assert_eq!(s.axes, vec![("i".to_string(), Span::new(12, 13))]);
         match s.value.kind {
-            AstKind::Binary(BinaryOp::Add, _, rhs) => assert!(matches!(rhs.kind, AstKind::Binary(BinaryOp::Mul, _, _))),
+            AstKind::Binary(BinaryOp::Add, _, rhs) => {
+                assert!(matches!(rhs.kind, AstKind::Binary(BinaryOp::Mul, _, _)))
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -485,7 +584,11 @@ mod tests {
     fn errors_point_at_the_token() {
         let e = parse_expr("a + * b", 100).unwrap_err();
         assert_eq!(e.span, Span::new(104, 105));
-        assert!(e.message.contains("expected an expression"), "{}", e.message);
+        assert!(
+            e.message.contains("expected an expression"),
+            "{}",
+            e.message
+        );
         let e = parse_compute("C[i] = A[i] $", 0).unwrap_err();
         assert!(e.message.contains("unexpected character"));
     }

@@ -14,26 +14,46 @@ fn example(name: &str) -> (String, Kernel) {
 
 /// Deterministic pseudo-random inputs (a small LCG keeps tests independent of rand's versions).
 fn inputs(k: &Kernel, sizes: &[i64], seed: u64) -> Vec<Buffer> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut next = move || {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (s >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0
     };
     k.inputs()
         .map(|(_, t)| {
-            let n: i64 = t.shape.iter().map(|e| e.eval(sizes, &[]).unwrap()).product();
+            let n: i64 = t
+                .shape
+                .iter()
+                .map(|e| e.eval(sizes, &[]).unwrap())
+                .product();
             let data = if t.dtype.is_float() {
                 Data::F((0..n).map(|_| next() as f32 as f64).collect())
             } else {
                 Data::I((0..n).map(|_| (next() * 100.0) as i64).collect())
             };
-            Buffer { dtype: t.dtype, data }
+            Buffer {
+                dtype: t.dtype,
+                data,
+            }
         })
         .collect()
 }
 
 fn params(k: &Kernel) -> Vec<Scalar> {
-    k.params.iter().map(|p| if p.dtype.is_float() { Scalar::F(1.5) } else { Scalar::I(3) }).collect()
+    k.params
+        .iter()
+        .map(|p| {
+            if p.dtype.is_float() {
+                Scalar::F(1.5)
+            } else {
+                Scalar::I(3)
+            }
+        })
+        .collect()
 }
 
 fn check_same(k: &Kernel, sizes: &[i64]) {
@@ -43,7 +63,11 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
     let got = run_lowered(k, &prog, sizes, &params(k), &ins).unwrap();
     for (i, t) in k.tensors.iter().enumerate() {
         if let TensorKind::Stage(_) = t.kind {
-            assert_eq!(got[i], want[i], "tensor {} differs for sizes {sizes:?}", t.name);
+            assert_eq!(
+                got[i], want[i],
+                "tensor {} differs for sizes {sizes:?}",
+                t.name
+            );
         }
     }
 }
@@ -51,8 +75,14 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
 #[test]
 fn vadd_adds() {
     let (_, k) = example("vadd");
-    let a = Buffer { dtype: DType::F32, data: Data::F(vec![1.0, 2.0, 3.0]) };
-    let b = Buffer { dtype: DType::F32, data: Data::F(vec![10.0, 20.0, 30.5]) };
+    let a = Buffer {
+        dtype: DType::F32,
+        data: Data::F(vec![1.0, 2.0, 3.0]),
+    };
+    let b = Buffer {
+        dtype: DType::F32,
+        data: Data::F(vec![10.0, 20.0, 30.5]),
+    };
     let out = run(&k, &[3], &[], &[a, b]).unwrap();
     assert_eq!(out[2].data, Data::F(vec![11.0, 22.0, 33.5]));
 }
@@ -60,8 +90,14 @@ fn vadd_adds() {
 #[test]
 fn saxpy_uses_its_scalar() {
     let (_, k) = example("saxpy");
-    let x = Buffer { dtype: DType::F32, data: Data::F(vec![1.0, -2.0]) };
-    let y = Buffer { dtype: DType::F32, data: Data::F(vec![0.5, 0.5]) };
+    let x = Buffer {
+        dtype: DType::F32,
+        data: Data::F(vec![1.0, -2.0]),
+    };
+    let y = Buffer {
+        dtype: DType::F32,
+        data: Data::F(vec![0.5, 0.5]),
+    };
     let out = run(&k, &[2], &[Scalar::F(3.0)], &[x, y]).unwrap();
     assert_eq!(out[2].data, Data::F(vec![3.5, -5.5]));
 }
@@ -86,7 +122,10 @@ fn lowering_records_launch_geometry_and_guards() {
     let g = &p.kernels[0];
     assert_eq!(g.name, "vadd");
     assert_eq!(g.block, [64, 1, 1]);
-    assert_eq!(g.grid[0].display(&k.size_names(), &[]).to_string(), "ceil(n / 64)");
+    assert_eq!(
+        g.grid[0].display(&k.size_names(), &[]).to_string(),
+        "ceil(n / 64)"
+    );
     let text = rocmc_ir::lower::Pretty { kernel: &k, gpu: g }.to_string();
     assert!(text.contains("if (bx * 64) + tx < n:"), "{text}");
     let args: Vec<&str> = g.args.iter().map(|a| a.name.as_str()).collect();

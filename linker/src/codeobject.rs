@@ -73,7 +73,9 @@ impl CodeObject {
 }
 
 fn field<'a>(map: &'a [(Value, Value)], key: &str) -> Option<&'a Value> {
-    map.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+    map.iter()
+        .find(|(k, _)| k.as_str() == Some(key))
+        .map(|(_, v)| v)
 }
 
 fn u(map: &[(Value, Value)], key: &str) -> u64 {
@@ -87,22 +89,34 @@ fn s(map: &[(Value, Value)], key: &str) -> Option<String> {
 /// Parses a code object.
 pub fn read(bytes: &[u8]) -> Result<CodeObject, ReadError> {
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
-        return Err(ReadError::NotElf(format!("{} bytes without an ELF header", bytes.len())));
+        return Err(ReadError::NotElf(format!(
+            "{} bytes without an ELF header",
+            bytes.len()
+        )));
     }
     let elf = Elf::parse(bytes).map_err(|e| ReadError::Corrupt(e.to_string()))?;
     if elf.header.e_machine != EM_AMDGPU {
-        return Err(ReadError::NotAmdgpu(format!("e_machine is {}, not EM_AMDGPU ({EM_AMDGPU})", elf.header.e_machine)));
+        return Err(ReadError::NotAmdgpu(format!(
+            "e_machine is {}, not EM_AMDGPU ({EM_AMDGPU})",
+            elf.header.e_machine
+        )));
     }
     let osabi = elf.header.e_ident[7];
     if osabi != ELFOSABI_AMDGPU_HSA {
-        return Err(ReadError::NotAmdgpu(format!("OS/ABI is {osabi}, not AMDGPU_HSA ({ELFOSABI_AMDGPU_HSA})")));
+        return Err(ReadError::NotAmdgpu(format!(
+            "OS/ABI is {osabi}, not AMDGPU_HSA ({ELFOSABI_AMDGPU_HSA})"
+        )));
     }
     let abi_version = elf.header.e_ident[8];
     let code_object_version = match abi_version {
         2 => 4,
         3 => 5,
         4 => 6,
-        v => return Err(ReadError::NotAmdgpu(format!("unsupported ELF ABI version {v} (code object v4, v5 and v6 have 2, 3 and 4)"))),
+        v => {
+            return Err(ReadError::NotAmdgpu(format!(
+                "unsupported ELF ABI version {v} (code object v4, v5 and v6 have 2, 3 and 4)"
+            )))
+        }
     };
 
     let mut meta: Option<Value> = None;
@@ -111,16 +125,26 @@ pub fn read(bytes: &[u8]) -> Result<CodeObject, ReadError> {
             let n = n.map_err(|e| ReadError::Corrupt(format!("note: {e}")))?;
             if n.n_type == NT_AMDGPU_METADATA && n.name == "AMDGPU" {
                 let mut r = n.desc;
-                meta = Some(rmpv::decode::read_value(&mut r).map_err(|e| ReadError::Corrupt(format!("metadata note is not msgpack: {e}")))?);
+                meta = Some(rmpv::decode::read_value(&mut r).map_err(|e| {
+                    ReadError::Corrupt(format!("metadata note is not msgpack: {e}"))
+                })?);
             }
         }
     }
     let meta = meta.ok_or_else(|| ReadError::Corrupt("no AMDGPU metadata note".into()))?;
-    let top = meta.as_map().ok_or_else(|| ReadError::Corrupt("metadata is not a map".into()))?;
+    let top = meta
+        .as_map()
+        .ok_or_else(|| ReadError::Corrupt("metadata is not a map".into()))?;
     let target = s(top, "amdhsa.target").unwrap_or_default();
     let mut kernels = Vec::new();
-    for k in field(top, "amdhsa.kernels").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-        let Some(k) = k.as_map() else { return Err(ReadError::Corrupt("kernel entry is not a map".into())) };
+    for k in field(top, "amdhsa.kernels")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let Some(k) = k.as_map() else {
+            return Err(ReadError::Corrupt("kernel entry is not a map".into()));
+        };
         let args = field(k, ".args")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
@@ -152,7 +176,13 @@ pub fn read(bytes: &[u8]) -> Result<CodeObject, ReadError> {
         });
     }
 
-    let symbols = elf.dynsyms.iter().filter_map(|sym| elf.dynstrtab.get_at(sym.st_name)).filter(|n| !n.is_empty()).map(str::to_string).collect();
+    let symbols = elf
+        .dynsyms
+        .iter()
+        .filter_map(|sym| elf.dynstrtab.get_at(sym.st_name))
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
 
     let mut launch = None;
     for sh in &elf.section_headers {
@@ -161,11 +191,24 @@ pub fn read(bytes: &[u8]) -> Result<CodeObject, ReadError> {
             let data = start
                 .checked_add(sh.sh_size as usize)
                 .and_then(|end| bytes.get(start..end))
-                .ok_or_else(|| ReadError::Corrupt(format!("section {SECTION} lies outside the file")))?;
-            launch = Some(LaunchInfo::from_json(data).map_err(|e| ReadError::Corrupt(format!("{SECTION}: {e}")))?);
+                .ok_or_else(|| {
+                    ReadError::Corrupt(format!("section {SECTION} lies outside the file"))
+                })?;
+            launch = Some(
+                LaunchInfo::from_json(data)
+                    .map_err(|e| ReadError::Corrupt(format!("{SECTION}: {e}")))?,
+            );
         }
     }
-    Ok(CodeObject { target, abi_version, code_object_version, e_flags: elf.header.e_flags, kernels, symbols, launch })
+    Ok(CodeObject {
+        target,
+        abi_version,
+        code_object_version,
+        e_flags: elf.header.e_flags,
+        kernels,
+        symbols,
+        launch,
+    })
 }
 
 #[cfg(test)]

@@ -136,7 +136,10 @@ mod tests {
 
     #[test]
     fn grid_expressions_evaluate() {
-        let e = Extent::CeilDiv(Box::new(Extent::Size("n".into())), Box::new(Extent::Const(64)));
+        let e = Extent::CeilDiv(
+            Box::new(Extent::Size("n".into())),
+            Box::new(Extent::Const(64)),
+        );
         let sizes = HashMap::from([("n".to_string(), 1000)]);
         assert_eq!(e.eval(&sizes), Some(16));
         assert_eq!(e.eval(&HashMap::new()), None);
@@ -151,7 +154,13 @@ mod tests {
                 block: [64, 1, 1],
                 grid: [Extent::Size("n".into()), Extent::Const(1), Extent::Const(1)],
                 grid_text: ["n".into(), "1".into(), "1".into()],
-                args: vec![LaunchArg { name: "n".into(), role: ArgRole::Size, dtype: "i32".into(), shape: vec![], written: false }],
+                args: vec![LaunchArg {
+                    name: "n".into(),
+                    role: ArgRole::Size,
+                    dtype: "i32".into(),
+                    shape: vec![],
+                    written: false,
+                }],
             }],
         };
         assert_eq!(LaunchInfo::from_json(l.to_json().as_bytes()).unwrap(), l);

@@ -4,7 +4,12 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::Mutex;
 
 extern "C" {
-    fn rocmc_lld_link(argv: *const *const c_char, argc: c_int, diag: *mut *mut c_char, can_run_again: *mut c_int) -> c_int;
+    fn rocmc_lld_link(
+        argv: *const *const c_char,
+        argc: c_int,
+        diag: *mut *mut c_char,
+        can_run_again: *mut c_int,
+    ) -> c_int;
     fn rocmc_lld_free(p: *mut c_char);
 }
 
@@ -30,7 +35,12 @@ pub fn run_lld(args: &[&str]) -> Result<String, LinkError> {
     }
     let owned: Vec<CString> = std::iter::once("ld.lld")
         .chain(args.iter().copied())
-        .map(|a| CString::new(a).map_err(|_| LinkError::Failed { code: -1, diagnostics: format!("argument with a NUL byte: {a:?}") }))
+        .map(|a| {
+            CString::new(a).map_err(|_| LinkError::Failed {
+                code: -1,
+                diagnostics: format!("argument with a NUL byte: {a:?}"),
+            })
+        })
         .collect::<Result<_, _>>()?;
     let argv: Vec<*const c_char> = owned.iter().map(|a| a.as_ptr()).collect();
     let mut diag: *mut c_char = std::ptr::null_mut();
@@ -41,7 +51,9 @@ pub fn run_lld(args: &[&str]) -> Result<String, LinkError> {
         String::new()
     } else {
         // SAFETY: diag is a NUL-terminated buffer from the shim, freed right after copying.
-        let s = unsafe { CStr::from_ptr(diag) }.to_string_lossy().into_owned();
+        let s = unsafe { CStr::from_ptr(diag) }
+            .to_string_lossy()
+            .into_owned();
         // SAFETY: diag came from the shim's malloc and is freed once.
         unsafe { rocmc_lld_free(diag) };
         s
@@ -50,7 +62,10 @@ pub fn run_lld(args: &[&str]) -> Result<String, LinkError> {
         *poisoned = true;
     }
     if code != 0 {
-        return Err(LinkError::Failed { code, diagnostics: text });
+        return Err(LinkError::Failed {
+            code,
+            diagnostics: text,
+        });
     }
     Ok(text)
 }

@@ -66,7 +66,13 @@ struct BuildArgs {
     #[arg(long, value_name = "TARGET")]
     mcpu: String,
     /// What to write: loops, llvm, asm, obj, hsaco. A comma list or repeated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "hsaco", value_name = "KINDS")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "hsaco",
+        value_name = "KINDS"
+    )]
     emit: Vec<Kind>,
     /// Output path; `-` writes to stdout. With several --emit kinds, the path's extension is replaced per kind.
     /// Default: the kernel's name in the current folder, e.g. vadd.hsaco.
@@ -108,7 +114,10 @@ fn main() -> ExitCode {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io { path: path.display().to_string(), source }
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 fn build(a: BuildArgs) -> Result<(), Error> {
@@ -119,10 +128,20 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     kinds.dedup();
     let to_stdout = a.output.as_deref() == Some("-");
     if to_stdout && kinds.len() > 1 && kinds.iter().any(|k| !k.is_text()) {
-        return Err(Error::Usage("-o - with several --emit kinds only works for text (loops, llvm, asm)".into()));
+        return Err(Error::Usage(
+            "-o - with several --emit kinds only works for text (loops, llvm, asm)".into(),
+        ));
     }
-    let opts = Options { mcpu: a.mcpu.clone(), code_object_version: a.code_object_version, wave64: a.wave64 };
-    let emit = Emit { asm: kinds.contains(&Kind::Asm), object: kinds.contains(&Kind::Obj), code_object: kinds.contains(&Kind::Hsaco) };
+    let opts = Options {
+        mcpu: a.mcpu.clone(),
+        code_object_version: a.code_object_version,
+        wave64: a.wave64,
+    };
+    let emit = Emit {
+        asm: kinds.contains(&Kind::Asm),
+        object: kinds.contains(&Kind::Obj),
+        code_object: kinds.contains(&Kind::Hsaco),
+    };
     let art = rocmc::compile(&file, &source, &opts, emit)?;
     let header = |comment: &str| {
         format!(
@@ -139,7 +158,9 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         let bytes = match k {
             Kind::Loops => art.loops.clone().into_bytes(),
             Kind::Llvm => format!("{}{}", header(";"), art.llvm_ir).into_bytes(),
-            Kind::Asm => format!("{}{}", header(";"), art.asm.clone().unwrap_or_default()).into_bytes(),
+            Kind::Asm => {
+                format!("{}{}", header(";"), art.asm.clone().unwrap_or_default()).into_bytes()
+            }
             Kind::Obj => art.object.clone().unwrap_or_default(),
             Kind::Hsaco => art.code_object.clone().unwrap_or_default(),
         };
@@ -150,7 +171,9 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     if to_stdout {
         let mut out = std::io::stdout().lock();
         for (_, b) in &outputs {
-            out.write_all(b).and_then(|_| out.flush()).map_err(io(Path::new("<stdout>")))?;
+            out.write_all(b)
+                .and_then(|_| out.flush())
+                .map_err(io(Path::new("<stdout>")))?;
         }
     } else {
         // Compute every path first so a bad path fails before anything is written.
@@ -197,15 +220,23 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new().prefix(".rocmc-").tempfile_in(dir).map_err(io(path))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".rocmc-")
+        .tempfile_in(dir)
+        .map_err(io(path))?;
     tmp.write_all(bytes).map_err(io(path))?;
     // Temporary files are created 0600; outputs get the usual 0644.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(io(path))?;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io(path))?;
     }
-    tmp.persist(path).map_err(|e| Error::Io { path: path.display().to_string(), source: e.error })?;
+    tmp.persist(path).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e.error,
+    })?;
     Ok(())
 }
 
@@ -215,7 +246,11 @@ fn targets() -> Result<(), Error> {
         let info = rocmc::codegen::target::processor_info(&p);
         let (waves, feats) = match info {
             Some(i) => (
-                if i.wave32 { "wave32 (default), wave64" } else { "wave64" },
+                if i.wave32 {
+                    "wave32 (default), wave64"
+                } else {
+                    "wave64"
+                },
                 [("xnack", i.supports_xnack), ("sramecc", i.supports_sramecc)]
                     .iter()
                     .filter(|f| f.1)
@@ -232,17 +267,27 @@ fn targets() -> Result<(), Error> {
 
 fn inspect(file: &Path, json: bool) -> Result<(), Error> {
     let bytes = std::fs::read(file).map_err(io(file))?;
-    let co = rocmc::linker::codeobject::read(&bytes).map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+    let co = rocmc::linker::codeobject::read(&bytes)
+        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
     let mut out = String::new();
     if json {
         let mut v = serde_json::to_value(&co).unwrap_or_default();
         if let (Some(l), Some(m)) = (&co.launch, v.as_object_mut()) {
-            m.insert("launch".into(), serde_json::from_str(&l.to_json()).unwrap_or_default());
+            m.insert(
+                "launch".into(),
+                serde_json::from_str(&l.to_json()).unwrap_or_default(),
+            );
         }
         out = serde_json::to_string_pretty(&v).unwrap_or_default();
         out.push('\n');
     } else {
-        out.push_str(&format!("{}: {} (code object v{}, ELF ABI version {})\n", file.display(), co.target, co.code_object_version, co.abi_version));
+        out.push_str(&format!(
+            "{}: {} (code object v{}, ELF ABI version {})\n",
+            file.display(),
+            co.target,
+            co.code_object_version,
+            co.abi_version
+        ));
         for k in &co.kernels {
             out.push_str(&format!(
                 "kernel {}: kernarg {} B, LDS {} B, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}\n",
@@ -265,7 +310,10 @@ fn inspect(file: &Path, json: bool) -> Result<(), Error> {
                     a.offset,
                     a.size,
                     a.value_kind,
-                    a.address_space.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()
+                    a.address_space
+                        .as_deref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
                 ));
             }
         }
@@ -273,5 +321,8 @@ fn inspect(file: &Path, json: bool) -> Result<(), Error> {
             out.push_str(&rocmc::launch_summary(l, "launch: "));
         }
     }
-    std::io::stdout().lock().write_all(out.as_bytes()).map_err(io(Path::new("<stdout>")))
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(io(Path::new("<stdout>")))
 }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what rocmc needs from Debian 12 when it is missing: LLVM 22
+# (libLLVM and headers), lld 22's static libraries, clang-22 and the LLVM
+# tools used as reference and independent checkers in tests, a C++
+# compiler for the two small shims, and zlib/zstd for linking lld.
+# Does nothing when everything is present. Needs root or sudo to install.
+set -euo pipefail
+
+packages=(llvm-22-dev liblld-22-dev clang-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then sudo="sudo"; else
+    echo "rocmc: missing packages: ${missing[*]}; run this script as root (apt-get install)" >&2; exit 1
+  fi
+fi
+echo "rocmc: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >&2
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

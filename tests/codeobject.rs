@@ -1,0 +1,224 @@
+//! Code objects checked by tools that share no code with rocmc:
+//! llvm-readobj-22, llvm-readelf-22, llvm-objdump-22, and clang-22 as the
+//! reference for what a target's ELF header must say.
+
+use rocmc::{compile, Emit, Options};
+use rocmc_tests::*;
+use std::path::Path;
+
+const TARGETS: [&str; 6] = [
+    "gfx900", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
+];
+
+fn build(dir: &Path, mcpu: &str, cov: u32, wave64: bool) -> std::path::PathBuf {
+    let src = std::fs::read_to_string(example("vadd")).unwrap();
+    let opts = Options {
+        mcpu: mcpu.into(),
+        code_object_version: cov,
+        wave64,
+    };
+    let art = compile(
+        "vadd.toml",
+        &src,
+        &opts,
+        Emit {
+            code_object: true,
+            ..Emit::default()
+        },
+    )
+    .unwrap();
+    let path = dir.join(format!(
+        "vadd-{}-v{cov}-{wave64}.hsaco",
+        mcpu.replace(':', "_")
+    ));
+    std::fs::write(&path, art.code_object.unwrap()).unwrap();
+    path
+}
+
+/// The value after `key` on its line in llvm-readobj's YAML metadata dump.
+fn meta<'a>(dump: &'a str, key: &str) -> Vec<&'a str> {
+    dump.lines()
+        .filter_map(|l| l.trim().strip_prefix(key))
+        .map(str::trim)
+        .collect()
+}
+
+#[test]
+fn readobj_sees_the_target_abi_and_kernel_metadata() {
+    let d = tempfile::tempdir().unwrap();
+    for mcpu in TARGETS {
+        for (cov, abi) in [(4, 2), (5, 3), (6, 4)] {
+            let p = build(d.path(), mcpu, cov, false);
+            let f = p.to_str().unwrap();
+            let dump = tool("llvm-readobj-22", &["--file-headers", "--notes", f]);
+            let ctx = format!("{mcpu} v{cov}");
+            assert!(dump.contains("Machine: EM_AMDGPU (0xE0)"), "{ctx}\n{dump}");
+            assert!(dump.contains("OS/ABI: AMDGPU_HSA (0x40)"), "{ctx}\n{dump}");
+            assert!(
+                dump.contains(&format!("ABIVersion: {abi}\n")),
+                "{ctx}\n{dump}"
+            );
+            assert!(
+                dump.contains(&format!("EF_AMDGPU_MACH_AMDGCN_{}", mcpu.to_uppercase())),
+                "{ctx}\n{dump}"
+            );
+            assert_eq!(
+                meta(&dump, "amdhsa.target:"),
+                [format!("amdgcn-amd-amdhsa--{mcpu}").as_str()],
+                "{ctx}"
+            );
+            assert_eq!(
+                meta(&dump, ".name:")
+                    .iter()
+                    .filter(|n| **n == "vadd")
+                    .count(),
+                1,
+                "{ctx}\n{dump}"
+            );
+            let kinds = meta(&dump, ".value_kind:");
+            assert_eq!(
+                kinds.iter().filter(|k| **k == "global_buffer").count(),
+                3,
+                "{ctx}: {kinds:?}"
+            );
+            assert_eq!(
+                kinds.iter().filter(|k| **k == "by_value").count(),
+                1,
+                "{ctx}: {kinds:?}"
+            );
+            assert_eq!(meta(&dump, ".kernarg_segment_size:"), ["28"], "{ctx}");
+            assert_eq!(meta(&dump, ".max_flat_workgroup_size:"), ["64"], "{ctx}");
+            let wave = if mcpu.starts_with("gfx9") { "64" } else { "32" };
+            assert_eq!(meta(&dump, ".wavefront_size:"), [wave], "{ctx}");
+
+            let syms = tool("llvm-readelf-22", &["--dyn-syms", f]);
+            assert!(
+                syms.lines().any(|l| l.trim_end().ends_with(" vadd.kd")),
+                "{ctx}\n{syms}"
+            );
+            let dis = tool("llvm-objdump-22", &["-d", &format!("--mcpu={mcpu}"), f]);
+            // The assembler pads code after the last kernel with s_nop / s_code_end.
+            let last = dis
+                .lines()
+                .filter(|l| l.starts_with('\t'))
+                .filter(|l| {
+                    !l.trim_start().starts_with("s_nop")
+                        && !l.trim_start().starts_with("s_code_end")
+                })
+                .next_back()
+                .unwrap_or_default();
+            assert!(
+                last.trim_start().starts_with("s_endpgm"),
+                "{ctx}: last instruction {last:?}"
+            );
+            assert!(dis.contains("<vadd>:"), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn wave64_on_gfx10_and_later() {
+    let d = tempfile::tempdir().unwrap();
+    for mcpu in ["gfx1030", "gfx1100"] {
+        let p = build(d.path(), mcpu, 5, true);
+        let dump = tool("llvm-readobj-22", &["--notes", p.to_str().unwrap()]);
+        assert_eq!(meta(&dump, ".wavefront_size:"), ["64"], "{mcpu}");
+    }
+}
+
+#[test]
+fn launch_geometry_is_stored_in_the_code_object() {
+    let d = tempfile::tempdir().unwrap();
+    let p = build(d.path(), "gfx90a", 5, false);
+    let raw = tool(
+        "llvm-readelf-22",
+        &["--string-dump=.rocmc.launch", p.to_str().unwrap()],
+    );
+    assert!(raw.contains("ceil(n / 64)"), "{raw}");
+    let sh = tool("llvm-readelf-22", &["-S", p.to_str().unwrap()]);
+    let line = sh
+        .lines()
+        .find(|l| l.contains(".rocmc.launch"))
+        .expect("section present");
+    // Not allocated: the loader never copies it to the GPU.
+    assert!(
+        !line
+            .split_whitespace()
+            .any(|w| w.contains('A') && w.len() <= 3 && w.chars().all(|c| c.is_ascii_uppercase())),
+        "{line}"
+    );
+    let co = rocmc::linker::codeobject::read(&std::fs::read(&p).unwrap()).unwrap();
+    let l = co.launch.expect("launch info");
+    assert_eq!(l.kernels[0].block, [64, 1, 1]);
+    let n = std::collections::HashMap::from([("n".to_string(), 1000)]);
+    assert_eq!(l.kernels[0].grid[0].eval(&n), Some(16));
+}
+
+/// e_flags and amdhsa.target must be exactly what clang-22 writes for the same target.
+#[test]
+fn elf_flags_match_clang() {
+    let d = tempfile::tempdir().unwrap();
+    let hip = d.path().join("k.hip");
+    std::fs::write(
+        &hip,
+        "extern \"C\" __attribute__((global)) void k(float *a) { a[0] = 1.0f; }\n",
+    )
+    .unwrap();
+    for mcpu in [
+        "gfx900",
+        "gfx90a",
+        "gfx942",
+        "gfx1100",
+        "gfx90a:xnack-",
+        "gfx942:sramecc+:xnack-",
+    ] {
+        let obj = d.path().join("clang.o");
+        tool(
+            "clang-22",
+            &[
+                "-x",
+                "hip",
+                &format!("--offload-arch={mcpu}"),
+                "--cuda-device-only",
+                "-nogpulib",
+                "-nogpuinc",
+                "-O3",
+                "-fhip-emit-relocatable",
+                "-c",
+                hip.to_str().unwrap(),
+                "-o",
+                obj.to_str().unwrap(),
+            ],
+        );
+        let theirs = tool(
+            "llvm-readobj-22",
+            &["--file-headers", obj.to_str().unwrap()],
+        );
+        let ours_path = build(d.path(), mcpu, 5, false);
+        let ours = tool(
+            "llvm-readobj-22",
+            &["--file-headers", ours_path.to_str().unwrap()],
+        );
+        let flags = |s: &str| {
+            s.lines()
+                .skip_while(|l| !l.contains("Flags ["))
+                .take_while(|l| !l.contains(']'))
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(flags(&ours), flags(&theirs), "{mcpu}");
+    }
+}
+
+#[test]
+fn lld_errors_are_values_and_lld_stays_usable() {
+    let e = rocmc::linker::link_code_object(b"not an object")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lld failed"), "{e}");
+    // A later link still works.
+    let d = tempfile::tempdir().unwrap();
+    let p = build(d.path(), "gfx90a", 5, false);
+    assert!(p.exists());
+}
