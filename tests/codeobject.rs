@@ -100,12 +100,10 @@ fn readobj_sees_the_target_abi_and_kernel_metadata() {
             // The assembler pads code after the last kernel with s_nop / s_code_end.
             let last = dis
                 .lines()
-                .filter(|l| l.starts_with('\t'))
-                .filter(|l| {
-                    !l.trim_start().starts_with("s_nop")
-                        && !l.trim_start().starts_with("s_code_end")
+                .rfind(|l| {
+                    let i = l.trim_start();
+                    l.starts_with('\t') && !i.starts_with("s_nop") && !i.starts_with("s_code_end")
                 })
-                .next_back()
                 .unwrap_or_default();
             assert!(
                 last.trim_start().starts_with("s_endpgm"),
