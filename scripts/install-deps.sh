@@ -6,7 +6,7 @@
 # Does nothing when everything is present. Needs root or sudo to install.
 set -euo pipefail
 
-packages=(llvm-22-dev liblld-22-dev clang-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++)
+packages=(llvm-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -15,7 +15,7 @@ fn build(dir: &Path, mcpu: &str, cov: u32, wave64: bool) -> std::path::PathBuf {
     let opts = Options {
         mcpu: mcpu.into(),
         code_object_version: cov,
-        wave64,
+        wave_size: wave64.then_some(64),
     };
     let art = compile(
         "vadd.toml",
@@ -38,7 +38,10 @@ fn build(dir: &Path, mcpu: &str, cov: u32, wave64: bool) -> std::path::PathBuf {
 /// The value after `key` on its line in llvm-readobj's YAML metadata dump.
 fn meta<'a>(dump: &'a str, key: &str) -> Vec<&'a str> {
     dump.lines()
-        .filter_map(|l| l.trim().strip_prefix(key))
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("- ").unwrap_or(l).strip_prefix(key)
+        })
         .map(str::trim)
         .collect()
 }

@@ -112,6 +112,8 @@ pub fn compile(
     };
     // Codegen mutates the module (see DESIGN.md): each emission gets its own clone.
     if req.asm {
+        // Verbose assembly carries LLVM's per-kernel resource and occupancy comments.
+        tm.set_asm_verbosity(true);
         let m = module.clone();
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Assembly)
@@ -119,6 +121,7 @@ pub fn compile(
         out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
     }
     if req.object {
+        tm.set_asm_verbosity(false);
         let m = module.clone();
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Object)

@@ -7,6 +7,85 @@ use std::fmt;
 extern "C" {
     fn rocmc_amdgcn_processors(buf: *mut c_char, cap: usize) -> usize;
     fn rocmc_amdgcn_arch_features(name: *const c_char) -> i64;
+    fn rocmc_amdgcn_canonical_name(name: *const c_char, buf: *mut c_char, cap: usize) -> usize;
+}
+
+/// Product names accepted for `--mcpu`, and the processor each one is.
+pub const PRODUCT_ALIASES: &[(&str, &str)] = &[
+    ("mi50", "gfx906"),
+    ("mi60", "gfx906"),
+    ("radeon-vii", "gfx906"),
+    ("vega64", "gfx900"),
+    ("mi100", "gfx908"),
+    ("mi210", "gfx90a"),
+    ("mi250", "gfx90a"),
+    ("mi250x", "gfx90a"),
+    ("mi300a", "gfx942"),
+    ("mi300x", "gfx942"),
+    ("mi325x", "gfx942"),
+    ("mi350x", "gfx950"),
+    ("mi355x", "gfx950"),
+    ("rx6800xt", "gfx1030"),
+    ("rx6900xt", "gfx1030"),
+    ("w6800", "gfx1030"),
+    ("rx6700xt", "gfx1031"),
+    ("rx7900xtx", "gfx1100"),
+    ("rx7900xt", "gfx1100"),
+    ("w7900", "gfx1100"),
+    ("rx7800xt", "gfx1101"),
+    ("rx7600", "gfx1102"),
+    ("rx9070xt", "gfx1201"),
+    ("rx9070", "gfx1201"),
+    ("rx9060xt", "gfx1200"),
+];
+
+/// The canonical `gfx` name of `name`: itself, a product alias
+/// (`mi300x` → `gfx942`, case and `-`/`_` ignored) or one of LLVM's legacy
+/// names (`tahiti` → `gfx600`). `None` if nothing matches.
+pub fn canonical_processor(name: &str) -> Option<String> {
+    let key: String = name
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | ' '))
+        .collect();
+    if let Some((_, p)) = PRODUCT_ALIASES
+        .iter()
+        .find(|(a, _)| a.replace('-', "") == key)
+    {
+        return Some(p.to_string());
+    }
+    if !processors().iter().any(|p| p == name) {
+        return None;
+    }
+    let c = CString::new(name).ok()?;
+    let mut buf = [0u8; 64];
+    // SAFETY: c is NUL-terminated; the shim writes at most buf.len() bytes including the terminator.
+    let n = unsafe { rocmc_amdgcn_canonical_name(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let s = String::from_utf8_lossy(&buf[..n.min(buf.len() - 1)]).into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+/// Every processor under its canonical name (no legacy names), in LLVM's order.
+pub fn canonical_processors() -> Vec<String> {
+    processors()
+        .into_iter()
+        .filter(|p| p.starts_with("gfx"))
+        .collect()
+}
+
+/// Other names for a processor: LLVM's legacy names and product aliases.
+pub fn aliases_of(processor: &str) -> Vec<String> {
+    let mut v: Vec<String> = processors()
+        .into_iter()
+        .filter(|p| !p.starts_with("gfx") && canonical_processor(p).as_deref() == Some(processor))
+        .collect();
+    v.extend(
+        PRODUCT_ALIASES
+            .iter()
+            .filter(|(_, p)| *p == processor)
+            .map(|(a, _)| a.to_string()),
+    );
+    v
 }
 
 // llvm::AMDGPU::ArchFeatureKind bits (llvm/TargetParser/TargetParser.h).
@@ -116,16 +195,19 @@ fn nearest(name: &str, all: &[String]) -> Vec<String> {
 impl TargetId {
     pub fn parse(s: &str) -> Result<TargetId, TargetError> {
         let mut parts = s.split(':');
-        let processor = parts.next().unwrap_or_default().to_string();
-        let all = processors();
-        let Some(info) = all
-            .contains(&processor)
-            .then(|| processor_info(&processor))
-            .flatten()
-        else {
+        let written = parts.next().unwrap_or_default().to_string();
+        let Some(processor) = canonical_processor(&written) else {
+            let mut all = canonical_processors();
+            all.extend(PRODUCT_ALIASES.iter().map(|(a, _)| a.to_string()));
             return Err(TargetError::UnknownProcessor {
-                near: nearest(&processor, &all),
-                name: processor,
+                near: nearest(&written, &all),
+                name: written,
+            });
+        };
+        let Some(info) = processor_info(&processor) else {
+            return Err(TargetError::UnknownProcessor {
+                near: vec![],
+                name: written,
             });
         };
         let mut id = TargetId {
@@ -215,10 +297,11 @@ pub const CODE_OBJECT_VERSIONS: [u32; 3] = [4, 5, 6];
 pub const DEFAULT_CODE_OBJECT_VERSION: u32 = 5;
 
 impl Target {
-    /// `wave64` asks for 64-wide waves on gfx10+; gfx9 and older are always wave64.
+    /// `wave_size`: `None` for the processor's default (64 on gfx9 and
+    /// older, 32 on gfx10 and later), or 32 / 64 explicitly.
     pub fn new(
         id: TargetId,
-        wave64: bool,
+        wave_size: Option<u32>,
         code_object_version: u32,
     ) -> Result<Target, TargetError> {
         if !CODE_OBJECT_VERSIONS.contains(&code_object_version) {
@@ -232,7 +315,23 @@ impl Target {
                 id.processor
             )));
         }
-        let wave64 = wave64 || !id.info().wave32;
+        let has_wave32 = id.info().wave32;
+        let wave64 = match wave_size {
+            None => !has_wave32,
+            Some(64) => true,
+            Some(32) if has_wave32 => false,
+            Some(32) => {
+                return Err(TargetError::Unsupported(format!(
+                    "{} runs only 64-wide waves; wave32 needs gfx10 or later",
+                    id.processor
+                )))
+            }
+            Some(w) => {
+                return Err(TargetError::Unsupported(format!(
+                    "wave size {w} does not exist; AMD GPUs run 32- or 64-wide waves"
+                )))
+            }
+        };
         Ok(Target {
             id,
             wave64,
@@ -305,15 +404,37 @@ mod tests {
     }
 
     #[test]
+    fn aliases_resolve_to_processors() {
+        assert_eq!(TargetId::parse("mi300x").unwrap().processor, "gfx942");
+        assert_eq!(
+            TargetId::parse("MI250X:xnack-").unwrap().to_string(),
+            "gfx90a:xnack-"
+        );
+        assert_eq!(TargetId::parse("rx7900xtx").unwrap().processor, "gfx1100");
+        assert_eq!(TargetId::parse("tahiti").unwrap().processor, "gfx600");
+        assert!(aliases_of("gfx942").contains(&"mi300x".to_string()));
+        for (_, p) in PRODUCT_ALIASES {
+            assert!(
+                processor_info(p).is_some(),
+                "alias target {p} unknown to LLVM"
+            );
+        }
+    }
+
+    #[test]
     fn wave_size_follows_the_family() {
         let t = |s: &str, w| {
             Target::new(TargetId::parse(s).unwrap(), w, 5)
                 .unwrap()
                 .wavefront_size()
         };
-        assert_eq!(t("gfx900", false), 64);
-        assert_eq!(t("gfx1100", false), 32);
-        assert_eq!(t("gfx1100", true), 64);
-        assert!(Target::new(TargetId::parse("gfx900").unwrap(), false, 3).is_err());
+        assert_eq!(t("gfx900", None), 64);
+        assert_eq!(t("gfx1100", None), 32);
+        assert_eq!(t("gfx1100", Some(64)), 64);
+        assert_eq!(t("gfx1030", Some(32)), 32);
+        assert!(Target::new(TargetId::parse("gfx900").unwrap(), Some(32), 5).is_err());
+        assert!(Target::new(TargetId::parse("gfx900").unwrap(), None, 3).is_err());
+        assert!(Target::new(TargetId::parse("gfx11-generic").unwrap(), None, 5).is_err());
+        assert!(Target::new(TargetId::parse("gfx11-generic").unwrap(), None, 6).is_ok());
     }
 }

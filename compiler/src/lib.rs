@@ -30,8 +30,9 @@ pub struct Options {
     pub mcpu: String,
     /// Code object version: 4, 5 (default) or 6.
     pub code_object_version: u32,
-    /// 64-wide waves on gfx10 and later (always 64 on gfx9).
-    pub wave64: bool,
+    /// Wave size: `None` for the target's default (64 on gfx9, 32 on gfx10
+    /// and later), or `Some(32)` / `Some(64)`.
+    pub wave_size: Option<u32>,
 }
 
 impl Options {
@@ -39,7 +40,7 @@ impl Options {
         Options {
             mcpu: mcpu.to_string(),
             code_object_version: DEFAULT_CODE_OBJECT_VERSION,
-            wave64: false,
+            wave_size: None,
         }
     }
 }
@@ -108,30 +109,47 @@ impl Error {
     }
 }
 
-/// Parses the target options into a [`Target`].
-pub fn target(opts: &Options) -> Result<Target, Error> {
-    if opts.mcpu.contains(',') {
-        return Err(Error::Usage(format!(
-            "--mcpu {}: several targets in one build (offload bundles) are not supported yet; build once per target",
-            opts.mcpu
-        )));
+/// Parses `--mcpu` (one target ID, or several separated by commas) into targets.
+pub fn targets(opts: &Options) -> Result<Vec<Target>, Error> {
+    let mut out: Vec<Target> = Vec::new();
+    for part in opts.mcpu.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(Error::Usage(format!(
+                "--mcpu {:?}: empty target in the list",
+                opts.mcpu
+            )));
+        }
+        let t = Target::new(
+            TargetId::parse(part)?,
+            opts.wave_size,
+            opts.code_object_version,
+        )?;
+        if out.iter().any(|o| o.id == t.id) {
+            return Err(Error::Usage(format!(
+                "--mcpu: target {} is given twice",
+                t.id
+            )));
+        }
+        out.push(t);
     }
-    let id = TargetId::parse(&opts.mcpu)?;
-    Ok(Target::new(id, opts.wave64, opts.code_object_version)?)
+    Ok(out)
 }
 
-/// Compiles kernel source text. `file` names it in diagnostics.
-pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<Artifact, Error> {
-    let mut timings = Vec::new();
-    let mut t0 = Instant::now();
-    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, Duration)>| {
-        let now = Instant::now();
-        timings.push((name, now - t0));
-        t0 = now;
-    };
-    let target = target(opts)?;
+/// A kernel file parsed, checked and lowered: everything that does not depend on the target.
+#[derive(Clone, Debug)]
+pub struct Frontend {
+    pub kernel: Kernel,
+    pub program: Program,
+    pub launch: LaunchInfo,
+    pub loops: String,
+    pub timings: Vec<(&'static str, Duration)>,
+}
+
+/// Parses, validates and lowers kernel source text. `file` names it in diagnostics.
+pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
+    let t0 = Instant::now();
     let kernel = rocmc_ir::parse_kernel(file, source)?;
-    lap("parse+validate", &mut timings);
+    let t1 = Instant::now();
     let program = rocmc_ir::lower::lower_file(&kernel, file, source)?;
     let launch = launch_info(&kernel, &program);
     let loops: String = program
@@ -145,36 +163,109 @@ pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<A
             .to_string()
         })
         .collect();
-    lap("lower", &mut timings);
+    let timings = vec![("parse+validate", t1 - t0), ("lower", t1.elapsed())];
+    Ok(Frontend {
+        kernel,
+        program,
+        launch,
+        loops,
+        timings,
+    })
+}
+
+/// Compiles a lowered kernel for one target.
+pub fn backend(front: &Frontend, target: &Target, emit: Emit) -> Result<Artifact, Error> {
+    let mut timings = front.timings.clone();
+    let t0 = Instant::now();
     let req = Request {
         asm: emit.asm,
         object: emit.object || emit.code_object,
     };
-    let out = rocmc_codegen_amdgpu::compile(&kernel, &program, &target, &launch.module_asm(), req)
-        .map_err(|e| match e {
-            rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
-            other => Error::Codegen(other.to_string()),
-        })?;
-    lap("llvm (optimise+codegen)", &mut timings);
+    let out = rocmc_codegen_amdgpu::compile(
+        &front.kernel,
+        &front.program,
+        target,
+        &front.launch.module_asm(),
+        req,
+    )
+    .map_err(|e| match e {
+        rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
+        other => Error::Codegen(other.to_string()),
+    })?;
+    let t1 = Instant::now();
+    timings.push(("llvm (optimise+codegen)", t1 - t0));
     let code_object = match (&out.object, emit.code_object) {
         (Some(obj), true) => {
             Some(rocmc_linker::link_code_object(obj).map_err(|e| Error::Link(e.to_string()))?)
         }
         _ => None,
     };
-    lap("link", &mut timings);
+    timings.push(("link", t1.elapsed()));
     Ok(Artifact {
-        kernel,
-        program,
-        target,
-        launch,
-        loops,
+        kernel: front.kernel.clone(),
+        program: front.program.clone(),
+        target: target.clone(),
+        launch: front.launch.clone(),
+        loops: front.loops.clone(),
         llvm_ir: out.llvm_ir,
         asm: out.asm,
         object: out.object.filter(|_| emit.object),
         code_object,
         timings,
     })
+}
+
+/// Compiles kernel source text for the one target `opts.mcpu` names.
+pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<Artifact, Error> {
+    let ts = targets(opts)?;
+    if ts.len() != 1 {
+        return Err(Error::Usage(format!(
+            "--mcpu {}: `compile` takes one target; use `compile_all` for several",
+            opts.mcpu
+        )));
+    }
+    backend(&frontend(file, source)?, &ts[0], emit)
+}
+
+/// Compiles for every target in `opts.mcpu`, in parallel (one thread per
+/// target; linking is serialised inside lld's lock). Results follow the
+/// order of the targets.
+pub fn compile_all(
+    file: &str,
+    source: &str,
+    opts: &Options,
+    emit: Emit,
+) -> Result<Vec<Artifact>, Error> {
+    let ts = targets(opts)?;
+    let front = frontend(file, source)?;
+    if ts.len() == 1 {
+        return Ok(vec![backend(&front, &ts[0], emit)?]);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ts
+            .iter()
+            .map(|t| s.spawn(|| backend(&front, t, emit)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Codegen(
+                        "a compiler thread panicked (a rocmc bug)".into(),
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
+/// Packs the code objects of several artifacts into one clang offload bundle.
+pub fn bundle(artifacts: &[Artifact]) -> Vec<u8> {
+    let entries: Vec<(String, Vec<u8>)> = artifacts
+        .iter()
+        .filter_map(|a| a.code_object.clone().map(|c| (a.target.id.to_string(), c)))
+        .collect();
+    rocmc_linker::bundle::write(&entries)
 }
 
 fn extent(e: &Index, names: &[String]) -> Extent {

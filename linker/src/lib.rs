@@ -4,8 +4,12 @@
 //!   embedded in the process, turns an AMDGPU object into a code object.
 //! - [`codeobject::read`]: a reader for code objects (ours and clang's).
 //! - [`launch`]: rocmc's launch-geometry document stored in code objects.
+//! - [`bundle`]: clang offload bundles (several code objects in one file).
+//! - [`hw`]: per-processor hardware limits, for occupancy estimates.
 
+pub mod bundle;
 pub mod codeobject;
+pub mod hw;
 pub mod launch;
 #[cfg(feature = "lld")]
 mod lld;

@@ -19,9 +19,9 @@ enum Command {
     Build(BuildArgs),
     /// List the AMDGPU processors LLVM supports (valid --mcpu values).
     Targets,
-    /// Show what a code object contains: target, kernels, arguments, resources.
+    /// Show what a code object or offload bundle contains: target, kernels, arguments, resources, occupancy.
     Inspect {
-        /// A code object (.hsaco).
+        /// A code object (.hsaco) or an offload bundle (.hipfb); clang's work too.
         file: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -62,7 +62,8 @@ impl Kind {
 struct BuildArgs {
     /// The kernel file (kernel.toml format, see docs/kernel-format.md).
     kernel: PathBuf,
-    /// Target ID to compile for, e.g. gfx90a, gfx1100, gfx942:sramecc+:xnack-. Required: there is no default target.
+    /// Target ID(s) to compile for, e.g. gfx90a, gfx942:sramecc+:xnack-, mi300x, or a comma list
+    /// (gfx90a,gfx942,gfx1100: compiled in parallel, packed into one offload bundle). Required.
     #[arg(long, value_name = "TARGET")]
     mcpu: String,
     /// What to write: loops, llvm, asm, obj, hsaco. A comma list or repeated.
@@ -74,16 +75,20 @@ struct BuildArgs {
         value_name = "KINDS"
     )]
     emit: Vec<Kind>,
-    /// Output path; `-` writes to stdout. With several --emit kinds, the path's extension is replaced per kind.
-    /// Default: the kernel's name in the current folder, e.g. vadd.hsaco.
+    /// Output path; `-` writes to stdout. With several outputs, the path's extension is replaced per
+    /// kind (and target). Default: the kernel's name in the current folder, e.g. vadd.hsaco, or
+    /// vadd.hipfb (an offload bundle) for several targets.
     #[arg(short, long, value_name = "PATH")]
     output: Option<String>,
     /// Code object version: 4, 5 or 6. Version 5 loads on ROCm 5.x and later; generic targets need 6.
     #[arg(long, default_value_t = 5, value_name = "N")]
     code_object_version: u32,
     /// Use 64-wide waves on gfx10 and later (default there is 32; gfx9 is always 64).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wave32")]
     wave64: bool,
+    /// Use 32-wide waves (the default on gfx10 and later; refused on gfx9, which has only wave64).
+    #[arg(long)]
+    wave32: bool,
     /// Print the wall time of each compiler phase to stderr.
     #[arg(long)]
     time_passes: bool,
@@ -127,23 +132,32 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     kinds.sort();
     kinds.dedup();
     let to_stdout = a.output.as_deref() == Some("-");
-    if to_stdout && kinds.len() > 1 && kinds.iter().any(|k| !k.is_text()) {
-        return Err(Error::Usage(
-            "-o - with several --emit kinds only works for text (loops, llvm, asm)".into(),
-        ));
-    }
     let opts = Options {
         mcpu: a.mcpu.clone(),
         code_object_version: a.code_object_version,
-        wave64: a.wave64,
+        wave_size: if a.wave64 {
+            Some(64)
+        } else if a.wave32 {
+            Some(32)
+        } else {
+            None
+        },
     };
+    let multi = rocmc::targets(&opts)?.len() > 1;
+    if to_stdout
+        && kinds.iter().any(|k| !k.is_text())
+        && (kinds.len() > 1 || (multi && kinds != [Kind::Hsaco]))
+    {
+        return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm) can be combined".into()));
+    }
     let emit = Emit {
         asm: kinds.contains(&Kind::Asm),
         object: kinds.contains(&Kind::Obj),
         code_object: kinds.contains(&Kind::Hsaco),
     };
-    let art = rocmc::compile(&file, &source, &opts, emit)?;
-    let header = |comment: &str| {
+    let arts = rocmc::compile_all(&file, &source, &opts, emit)?;
+    let first = &arts[0];
+    let header = |art: &rocmc::Artifact, comment: &str| {
         format!(
             "{comment} rocmc {} for {} (code object v{}, wave{})\n{}",
             env!("CARGO_PKG_VERSION"),
@@ -153,24 +167,36 @@ fn build(a: BuildArgs) -> Result<(), Error> {
             rocmc::launch_summary(&art.launch, &format!("{comment} "))
         )
     };
-    let mut outputs: Vec<(Kind, Vec<u8>)> = Vec::new();
+    // (kind, target suffix for file names, bytes)
+    let mut outputs: Vec<(Kind, Option<String>, Vec<u8>)> = Vec::new();
     for k in &kinds {
-        let bytes = match k {
-            Kind::Loops => art.loops.clone().into_bytes(),
-            Kind::Llvm => format!("{}{}", header(";"), art.llvm_ir).into_bytes(),
-            Kind::Asm => {
-                format!("{}{}", header(";"), art.asm.clone().unwrap_or_default()).into_bytes()
+        match k {
+            Kind::Loops => outputs.push((*k, None, first.loops.clone().into_bytes())),
+            Kind::Hsaco if multi => outputs.push((*k, None, rocmc::bundle(&arts))),
+            _ => {
+                for art in &arts {
+                    let bytes = match k {
+                        Kind::Llvm => format!("{}{}", header(art, ";"), art.llvm_ir).into_bytes(),
+                        Kind::Asm => format!(
+                            "{}{}",
+                            header(art, ";"),
+                            art.asm.clone().unwrap_or_default()
+                        )
+                        .into_bytes(),
+                        Kind::Obj => art.object.clone().unwrap_or_default(),
+                        _ => art.code_object.clone().unwrap_or_default(),
+                    };
+                    let suffix = multi.then(|| art.target.id.to_string().replace(':', "_"));
+                    outputs.push((*k, suffix, bytes));
+                }
             }
-            Kind::Obj => art.object.clone().unwrap_or_default(),
-            Kind::Hsaco => art.code_object.clone().unwrap_or_default(),
-        };
-        outputs.push((*k, bytes));
+        }
     }
     let t_write = std::time::Instant::now();
     let mut written = Vec::new();
     if to_stdout {
         let mut out = std::io::stdout().lock();
-        for (_, b) in &outputs {
+        for (_, _, b) in &outputs {
             out.write_all(b)
                 .and_then(|_| out.flush())
                 .map_err(io(Path::new("<stdout>")))?;
@@ -179,36 +205,52 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         // Compute every path first so a bad path fails before anything is written.
         let paths: Vec<PathBuf> = outputs
             .iter()
-            .map(|(k, _)| match &a.output {
-                Some(p) if kinds.len() == 1 => PathBuf::from(p),
-                Some(p) => PathBuf::from(p).with_extension(k.ext()),
-                None => PathBuf::from(format!("{}.{}", art.kernel.name, k.ext())),
+            .map(|(k, suffix, _)| {
+                let ext = match (k, multi) {
+                    (Kind::Hsaco, true) => "hipfb",
+                    _ => k.ext(),
+                };
+                let ext = match suffix {
+                    Some(t) => format!("{t}.{ext}"),
+                    None => ext.to_string(),
+                };
+                match &a.output {
+                    Some(p) if outputs.len() == 1 => PathBuf::from(p),
+                    Some(p) => PathBuf::from(p).with_extension(ext),
+                    None => PathBuf::from(format!("{}.{ext}", first.kernel.name)),
+                }
             })
             .collect();
-        for ((_, bytes), path) in outputs.iter().zip(&paths) {
+        for ((_, _, bytes), path) in outputs.iter().zip(&paths) {
             write_atomic(path, bytes)?;
             written.push(path.display().to_string());
         }
     }
     if a.time_passes {
-        let mut timings = art.timings.clone();
-        timings.push(("write", t_write.elapsed()));
-        let total: f64 = timings.iter().map(|(_, d)| d.as_secs_f64()).sum();
-        eprintln!("phase                      time (ms)");
-        for (name, d) in &timings {
-            eprintln!("{name:<26} {:>9.3}", d.as_secs_f64() * 1e3);
+        for art in &arts {
+            let mut timings = art.timings.clone();
+            timings.push(("write", t_write.elapsed()));
+            let total: f64 = timings.iter().map(|(_, d)| d.as_secs_f64()).sum();
+            eprintln!("phase ({:<16})     time (ms)", art.target.id);
+            for (name, d) in &timings {
+                eprintln!("{name:<26} {:>9.3}", d.as_secs_f64() * 1e3);
+            }
+            eprintln!("{:<26} {:>9.3}", "total", total * 1e3);
         }
-        eprintln!("{:<26} {:>9.3}", "total", total * 1e3);
     }
     if !a.quiet && !to_stdout {
+        let targets: Vec<String> = arts.iter().map(|a| a.target.id.to_string()).collect();
         eprintln!(
             "wrote {} ({}, code object v{}, wave{})",
             written.join(", "),
-            art.target.id,
-            art.target.code_object_version,
-            art.target.wavefront_size()
+            targets.join(", "),
+            first.target.code_object_version,
+            arts.iter()
+                .map(|a| a.target.wavefront_size().to_string())
+                .collect::<Vec<_>>()
+                .join("/")
         );
-        eprint!("{}", rocmc::launch_summary(&art.launch, "  "));
+        eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
     }
     Ok(())
 }
@@ -241,88 +283,186 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 }
 
 fn targets() -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    for p in rocmc::codegen::target::processors() {
-        let info = rocmc::codegen::target::processor_info(&p);
-        let (waves, feats) = match info {
-            Some(i) => (
-                if i.wave32 {
-                    "wave32 (default), wave64"
-                } else {
-                    "wave64"
-                },
-                [("xnack", i.supports_xnack), ("sramecc", i.supports_sramecc)]
-                    .iter()
-                    .filter(|f| f.1)
-                    .map(|f| f.0)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ),
-            None => ("?", String::new()),
+    use rocmc::codegen::target;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<16} {:<24} {:<17} {:>8}  {:<15} {}\n",
+        "processor", "family", "waves", "LDS/WG", "features", "aliases"
+    ));
+    for p in target::canonical_processors() {
+        let Some(info) = target::processor_info(&p) else {
+            continue;
         };
-        writeln!(out, "{p:<16} {waves:<26} {feats}").map_err(io(Path::new("<stdout>")))?;
+        let hw = rocmc::linker::hw::hardware(&p);
+        let waves = if info.wave32 {
+            "32 (default), 64"
+        } else {
+            "64"
+        };
+        let feats: Vec<&str> = [
+            ("xnack", info.supports_xnack),
+            ("sramecc", info.supports_sramecc),
+        ]
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| f.0)
+        .collect();
+        let extra = if p.contains("generic") {
+            " [code object v6]"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "{p:<16} {:<24} {waves:<17} {:>5} KiB  {:<15} {}{extra}\n",
+            hw.family,
+            hw.lds_per_workgroup / 1024,
+            if feats.is_empty() {
+                "-".to_string()
+            } else {
+                feats.join(", ")
+            },
+            target::aliases_of(&p).join(", ")
+        ));
     }
-    Ok(())
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(io(Path::new("<stdout>")))
 }
 
 fn inspect(file: &Path, json: bool) -> Result<(), Error> {
+    use rocmc::linker::{bundle, codeobject};
     let bytes = std::fs::read(file).map_err(io(file))?;
-    let co = rocmc::linker::codeobject::read(&bytes)
-        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+    let bad = |e: codeobject::ReadError| Error::Usage(format!("{}: {e}", file.display()));
+    // (entry name, code object) pairs: one for a code object, one per device entry for a bundle.
+    let mut objects: Vec<(Option<String>, codeobject::CodeObject)> = Vec::new();
+    if bundle::is_bundle(&bytes) {
+        for e in bundle::read(&bytes).map_err(bad)? {
+            if e.range.is_empty() {
+                continue;
+            }
+            let co = codeobject::read(&bytes[e.range.clone()]).map_err(|err| {
+                Error::Usage(format!("{}: bundle entry {}: {err}", file.display(), e.id))
+            })?;
+            objects.push((Some(e.id), co));
+        }
+    } else {
+        objects.push((None, codeobject::read(&bytes).map_err(bad)?));
+    }
     let mut out = String::new();
     if json {
-        let mut v = serde_json::to_value(&co).unwrap_or_default();
-        if let (Some(l), Some(m)) = (&co.launch, v.as_object_mut()) {
-            m.insert(
-                "launch".into(),
-                serde_json::from_str(&l.to_json()).unwrap_or_default(),
-            );
-        }
+        let list: Vec<serde_json::Value> = objects
+            .iter()
+            .map(|(entry, co)| inspect_json(entry.as_deref(), co))
+            .collect();
+        let v = if bundle::is_bundle(&bytes) {
+            serde_json::json!({ "bundle": list })
+        } else {
+            list.into_iter().next().unwrap_or_default()
+        };
         out = serde_json::to_string_pretty(&v).unwrap_or_default();
         out.push('\n');
     } else {
-        out.push_str(&format!(
-            "{}: {} (code object v{}, ELF ABI version {})\n",
-            file.display(),
-            co.target,
-            co.code_object_version,
-            co.abi_version
-        ));
-        for k in &co.kernels {
-            out.push_str(&format!(
-                "kernel {}: kernarg {} B, LDS {} B, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}\n",
-                k.name,
-                k.kernarg_segment_size,
-                k.group_segment_fixed_size,
-                k.private_segment_fixed_size,
-                k.vgpr_count,
-                k.sgpr_count,
-                k.agpr_count.map(|a| format!(", AGPR {a}")).unwrap_or_default(),
-                k.vgpr_spill_count,
-                k.sgpr_spill_count,
-                k.wavefront_size,
-                k.max_flat_workgroup_size
-            ));
-            for a in &k.args {
-                out.push_str(&format!(
-                    "  arg {:<10} offset {:>3} size {:>2} {}{}\n",
-                    a.name.as_deref().unwrap_or("-"),
-                    a.offset,
-                    a.size,
-                    a.value_kind,
-                    a.address_space
-                        .as_deref()
-                        .map(|s| format!(" ({s})"))
-                        .unwrap_or_default()
-                ));
+        for (entry, co) in &objects {
+            if let Some(e) = entry {
+                out.push_str(&format!("bundle entry {e}\n"));
             }
-        }
-        if let Some(l) = &co.launch {
-            out.push_str(&rocmc::launch_summary(l, "launch: "));
+            out.push_str(&inspect_text(file, co));
         }
     }
     std::io::stdout()
         .lock()
         .write_all(out.as_bytes())
         .map_err(io(Path::new("<stdout>")))
+}
+
+fn occupancy(
+    co: &rocmc::linker::codeobject::CodeObject,
+    k: &rocmc::linker::codeobject::KernelInfo,
+) -> (u32, &'static str) {
+    use rocmc::linker::hw;
+    let processor = co.target_id().split(':').next().unwrap_or_default();
+    let usage = hw::Usage {
+        vgprs: k.vgpr_count as u32,
+        agprs: k.agpr_count.unwrap_or(0) as u32,
+        sgprs: k.sgpr_count as u32,
+        lds_bytes: k.group_segment_fixed_size as u32,
+        workgroup_size: k.max_flat_workgroup_size as u32,
+        wave_size: k.wavefront_size as u32,
+    };
+    hw::occupancy(&hw::hardware(processor), &usage)
+}
+
+fn inspect_json(
+    entry: Option<&str>,
+    co: &rocmc::linker::codeobject::CodeObject,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(co).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.insert("target_id".into(), co.target_id().into());
+        if let Some(e) = entry {
+            m.insert("bundle_entry".into(), e.into());
+        }
+        if let Some(l) = &co.launch {
+            m.insert(
+                "launch".into(),
+                serde_json::from_str(&l.to_json()).unwrap_or_default(),
+            );
+        }
+        if let Some(ks) = m.get_mut("kernels").and_then(|k| k.as_array_mut()) {
+            for (kv, k) in ks.iter_mut().zip(&co.kernels) {
+                let (w, why) = occupancy(co, k);
+                kv["occupancy_waves_per_simd"] = w.into();
+                kv["occupancy_limited_by"] = why.into();
+            }
+        }
+    }
+    v
+}
+
+fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> String {
+    let mut out = format!(
+        "{}: target {} (code object v{}, ELF ABI version {}, e_flags {:#x})\n",
+        file.display(),
+        co.target_id(),
+        co.code_object_version,
+        co.abi_version,
+        co.e_flags
+    );
+    for k in &co.kernels {
+        let (w, why) = occupancy(co, k);
+        out.push_str(&format!(
+            "kernel {}: kernarg {} B, LDS {} B, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}, occupancy {} waves/SIMD ({})\n",
+            k.name,
+            k.kernarg_segment_size,
+            k.group_segment_fixed_size,
+            k.private_segment_fixed_size,
+            k.vgpr_count,
+            k.sgpr_count,
+            k.agpr_count.map(|a| format!(", AGPR {a}")).unwrap_or_default(),
+            k.vgpr_spill_count,
+            k.sgpr_spill_count,
+            k.wavefront_size,
+            k.max_flat_workgroup_size,
+            w,
+            why
+        ));
+        for a in &k.args {
+            out.push_str(&format!(
+                "  arg {:<22} offset {:>3} size {:>2} {}{}\n",
+                a.name.as_deref().unwrap_or("-"),
+                a.offset,
+                a.size,
+                a.value_kind,
+                a.address_space
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(l) = &co.launch {
+        out.push_str(&rocmc::launch_summary(l, "launch: "));
+    }
+    out
 }

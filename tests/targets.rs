@@ -1,0 +1,576 @@
+//! Targets, target IDs, wave sizes, code-object versions, offload bundles
+//! and `rocmc inspect`, checked against clang-22, clang-offload-bundler-22
+//! and llvm-readobj-22.
+
+use rocmc::{compile, Emit, Options};
+use rocmc_tests::*;
+use std::path::{Path, PathBuf};
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "rocmc failed:\n{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+fn vadd() -> String {
+    example("vadd").to_str().unwrap().to_string()
+}
+
+#[test]
+fn targets_lists_every_processor_with_family_waves_lds_and_aliases() {
+    let d = tempfile::tempdir().unwrap();
+    let list = ok(&rocmc(d.path(), &["targets"]));
+    let row = |p: &str| {
+        list.lines()
+            .find(|l| l.split_whitespace().next() == Some(p))
+            .unwrap_or_else(|| panic!("{p} missing:\n{list}"))
+            .to_string()
+    };
+    for p in [
+        "gfx600",
+        "gfx803",
+        "gfx900",
+        "gfx90a",
+        "gfx942",
+        "gfx950",
+        "gfx1030",
+        "gfx1100",
+        "gfx1201",
+        "gfx9-generic",
+        "gfx11-generic",
+    ] {
+        row(p);
+    }
+    assert!(
+        row("gfx942").contains("CDNA3")
+            && row("gfx942").contains("xnack, sramecc")
+            && row("gfx942").contains("mi300x"),
+        "{}",
+        row("gfx942")
+    );
+    assert!(row("gfx90a").contains("mi250x"));
+    assert!(row("gfx1100").contains("32 (default), 64") && row("gfx1100").contains("rx7900xtx"));
+    assert!(row("gfx900").contains(" 64 ") && !row("gfx900").contains("32 (default)"));
+    assert!(row("gfx11-generic").contains("code object v6"));
+    assert!(row("gfx950").contains("160 KiB"));
+    // Every processor LLVM knows is listed, under its canonical name.
+    assert_eq!(
+        list.lines().count() - 1,
+        rocmc::codegen::target::canonical_processors().len()
+    );
+}
+
+#[test]
+fn product_names_are_aliases() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&rocmc(
+        d.path(),
+        &["build", "--mcpu", "mi300x", &vadd(), "-o", "a.hsaco"],
+    ));
+    ok(&rocmc(
+        d.path(),
+        &["build", "--mcpu", "gfx942", &vadd(), "-o", "b.hsaco"],
+    ));
+    assert_eq!(
+        std::fs::read(d.path().join("a.hsaco")).unwrap(),
+        std::fs::read(d.path().join("b.hsaco")).unwrap()
+    );
+}
+
+#[test]
+fn bad_target_ids_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for (mcpu, msg) in [
+        ("gfx1100:xnack+", "gfx1100 has no `xnack` setting"),
+        (
+            "gfx90a:sramecc+:sramecc-",
+            "`sramecc` is given more than once",
+        ),
+        ("gfx90a:xnack+:xnack+", "`xnack` is given more than once"),
+        ("gfx90a:xnack", "needs `+` or `-`"),
+        ("gfx90a:tgsplit+", "unknown feature `tgsplit`"),
+        ("gfx90a,gfx90a", "given twice"),
+    ] {
+        let out = rocmc(d.path(), &["build", "--mcpu", mcpu, &vadd()]);
+        assert_eq!(out.status.code(), Some(2), "{mcpu}");
+        assert!(
+            text(&out.stderr).contains(msg),
+            "{mcpu}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(files_in(d.path()).is_empty());
+}
+
+#[test]
+fn wave32_on_gfx9_is_refused_and_wave64_is_chosen_on_gfx10() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc(
+        d.path(),
+        &["build", "--mcpu", "gfx90a", "--wave32", &vadd()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("gfx90a runs only 64-wide waves"),
+        "{}",
+        text(&out.stderr)
+    );
+    for (args, wave) in [
+        (vec!["--wave64"], "64"),
+        (vec!["--wave32"], "32"),
+        (vec![], "32"),
+    ] {
+        let mut a = vec!["build", "--mcpu", "gfx1030", "-o", "k.hsaco"];
+        a.extend(args.iter().copied());
+        let v = vadd();
+        a.push(&v);
+        ok(&rocmc(d.path(), &a));
+        let dump = tool(
+            "llvm-readobj-22",
+            &["--notes", d.path().join("k.hsaco").to_str().unwrap()],
+        );
+        assert!(
+            dump.contains(&format!(".wavefront_size: {wave}")),
+            "{args:?}\n{dump}"
+        );
+    }
+}
+
+#[test]
+fn generic_targets_need_code_object_6() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc(d.path(), &["build", "--mcpu", "gfx11-generic", &vadd()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("needs code object version 6"),
+        "{}",
+        text(&out.stderr)
+    );
+    ok(&rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx11-generic",
+            "--code-object-version",
+            "6",
+            &vadd(),
+        ],
+    ));
+    let h = tool(
+        "llvm-readobj-22",
+        &[
+            "--file-headers",
+            d.path().join("vadd.hsaco").to_str().unwrap(),
+        ],
+    );
+    assert!(h.contains("EF_AMDGPU_MACH_AMDGCN_GFX11_GENERIC"), "{h}");
+    assert!(h.contains("ABIVersion: 4"), "{h}");
+}
+
+fn clang_hip(dir: &Path, src: &str, mcpu: &str, cov: u32) -> PathBuf {
+    let hip = dir.join("k.hip");
+    std::fs::write(&hip, src).unwrap();
+    let obj = dir.join(format!("clang-{}-v{cov}.o", mcpu.replace(':', "_")));
+    tool(
+        "clang-22",
+        &[
+            "-x",
+            "hip",
+            &format!("--offload-arch={mcpu}"),
+            "--cuda-device-only",
+            "-nogpulib",
+            "-nogpuinc",
+            "-O3",
+            &format!("-mcode-object-version={cov}"),
+            "-fhip-emit-relocatable",
+            "-c",
+            hip.to_str().unwrap(),
+            "-o",
+            obj.to_str().unwrap(),
+        ],
+    );
+    let out = obj.with_extension("hsaco");
+    tool(
+        "ld.lld-22",
+        &[
+            "-shared",
+            obj.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    out
+}
+
+/// The value lines after `key` in llvm-readobj's YAML dump.
+fn meta(dump: &str, key: &str) -> Vec<String> {
+    dump.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("- ").unwrap_or(l).strip_prefix(key)
+        })
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn target_ids_give_clangs_e_flags_and_amdhsa_target() {
+    let d = tempfile::tempdir().unwrap();
+    let src = "extern \"C\" __attribute__((global)) void k(float *a) { a[0] = 1.0f; }\n";
+    for mcpu in [
+        "gfx908:xnack+",
+        "gfx90a:sramecc-:xnack+",
+        "gfx942:sramecc+:xnack-",
+        "gfx942:xnack+",
+        "gfx1030",
+        "gfx1201",
+    ] {
+        let theirs = clang_hip(d.path(), src, mcpu, 5);
+        let ours = d.path().join("ours.hsaco");
+        let opts = Options::new(mcpu);
+        let art = compile(
+            "vadd.toml",
+            &std::fs::read_to_string(example("vadd")).unwrap(),
+            &opts,
+            Emit {
+                code_object: true,
+                ..Emit::default()
+            },
+        )
+        .unwrap();
+        std::fs::write(&ours, art.code_object.unwrap()).unwrap();
+        let a = tool(
+            "llvm-readobj-22",
+            &["--file-headers", "--notes", ours.to_str().unwrap()],
+        );
+        let b = tool(
+            "llvm-readobj-22",
+            &["--file-headers", "--notes", theirs.to_str().unwrap()],
+        );
+        let flags = |s: &str| {
+            s.lines()
+                .skip_while(|l| !l.contains("Flags ["))
+                .take_while(|l| !l.contains(']'))
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(flags(&a), flags(&b), "{mcpu}");
+        assert_eq!(
+            meta(&a, "amdhsa.target:"),
+            meta(&b, "amdhsa.target:"),
+            "{mcpu}"
+        );
+    }
+}
+
+/// Our reader agrees with llvm-readobj on clang's code objects, whose
+/// kernels use implicit arguments: the hidden-argument layout of v4, v5, v6.
+#[test]
+fn reader_sees_hidden_arguments_of_each_code_object_version() {
+    let d = tempfile::tempdir().unwrap();
+    let src = "extern \"C\" __attribute__((global)) void k(int *a, int n) { a[n] = *(const int *)__builtin_amdgcn_implicitarg_ptr(); }\n";
+    for (cov, first_hidden) in [
+        (4, "hidden_global_offset_x"),
+        (5, "hidden_block_count_x"),
+        (6, "hidden_block_count_x"),
+    ] {
+        let p = clang_hip(d.path(), src, "gfx90a", cov);
+        let co = rocmc::linker::codeobject::read(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(co.code_object_version, cov);
+        let k = &co.kernels[0];
+        let dump = tool("llvm-readobj-22", &["--notes", p.to_str().unwrap()]);
+        let kinds: Vec<String> = k.args.iter().map(|a| a.value_kind.clone()).collect();
+        assert_eq!(kinds, meta(&dump, ".value_kind:"), "v{cov}");
+        let offsets: Vec<String> = k.args.iter().map(|a| a.offset.to_string()).collect();
+        assert_eq!(offsets, meta(&dump, ".offset:"), "v{cov}");
+        assert_eq!(kinds[2], first_hidden, "v{cov}: {kinds:?}");
+        assert_eq!(
+            k.args[2].offset, 16,
+            "hidden arguments start after the explicit ones, 8-aligned"
+        );
+        assert_eq!(
+            meta(&dump, ".kernarg_segment_size:"),
+            [k.kernarg_segment_size.to_string()]
+        );
+        if cov >= 5 {
+            let gs = k
+                .args
+                .iter()
+                .find(|a| a.value_kind == "hidden_group_size_x")
+                .expect("group size");
+            assert_eq!(
+                gs.offset,
+                16 + 12,
+                "v{cov}: hidden_group_size_x follows the three block counts"
+            );
+        }
+        // And rocmc inspect reads it too.
+        let out = ok(&rocmc(d.path(), &["inspect", p.to_str().unwrap()]));
+        assert!(out.contains(first_hidden), "{out}");
+    }
+}
+
+#[test]
+fn several_targets_make_one_bundle_that_clang_reads_back() {
+    let d = tempfile::tempdir().unwrap();
+    let targets = ["gfx90a:xnack-", "gfx942", "gfx1100"];
+    ok(&rocmc(
+        d.path(),
+        &["build", "--mcpu", &targets.join(","), &vadd()],
+    ));
+    assert_eq!(files_in(d.path()), ["vadd.hipfb"]);
+    let b = d.path().join("vadd.hipfb");
+    let list = tool(
+        "clang-offload-bundler-22",
+        &["--list", "--type=o", &format!("--input={}", b.display())],
+    );
+    let mut want: Vec<String> = targets
+        .iter()
+        .map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}"))
+        .collect();
+    want.push("host-x86_64-unknown-linux-gnu-".into());
+    let mut got: Vec<String> = list.lines().map(str::to_string).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    let mut singles = Vec::new();
+    for t in targets {
+        let single = d
+            .path()
+            .join(format!("single-{}.hsaco", t.replace(':', "_")));
+        ok(&rocmc(
+            d.path(),
+            &[
+                "build",
+                "--mcpu",
+                t,
+                &vadd(),
+                "-o",
+                single.to_str().unwrap(),
+            ],
+        ));
+        let un = d.path().join("un.hsaco");
+        tool(
+            "clang-offload-bundler-22",
+            &[
+                "--unbundle",
+                "--type=o",
+                &format!("--targets=hipv4-amdgcn-amd-amdhsa--{t}"),
+                &format!("--input={}", b.display()),
+                &format!("--output={}", un.display()),
+            ],
+        );
+        assert_eq!(
+            std::fs::read(&un).unwrap(),
+            std::fs::read(&single).unwrap(),
+            "{t}: bundle entry differs from a single-target build"
+        );
+        singles.push(single);
+    }
+    // Byte for byte what clang's bundler writes for hipcc (-bundle-align=4096).
+    let reference = d.path().join("ref.hipfb");
+    let mut ids = vec!["host-x86_64-unknown-linux-gnu-".to_string()];
+    ids.extend(
+        targets
+            .iter()
+            .map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}")),
+    );
+    let mut args = vec![
+        "--type=o".to_string(),
+        "-bundle-align=4096".to_string(),
+        format!("--targets={}", ids.join(",")),
+        "--input=/dev/null".to_string(),
+    ];
+    args.extend(singles.iter().map(|s| format!("--input={}", s.display())));
+    args.push(format!("--output={}", reference.display()));
+    tool(
+        "clang-offload-bundler-22",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        std::fs::read(&b).unwrap(),
+        std::fs::read(&reference).unwrap()
+    );
+    // Reproducible.
+    ok(&rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            &targets.join(","),
+            &vadd(),
+            "-o",
+            "again.hipfb",
+        ],
+    ));
+    assert_eq!(
+        std::fs::read(&b).unwrap(),
+        std::fs::read(d.path().join("again.hipfb")).unwrap()
+    );
+    // inspect reads every entry.
+    let out = ok(&rocmc(d.path(), &["inspect", b.to_str().unwrap()]));
+    for t in targets {
+        assert!(out.contains(&format!("target {t} ")), "{t}\n{out}");
+    }
+}
+
+#[test]
+fn several_targets_write_text_forms_per_target() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx90a,gfx1100",
+            "--emit",
+            "asm,hsaco",
+            &vadd(),
+        ],
+    ));
+    assert_eq!(
+        files_in(d.path()),
+        ["vadd.gfx1100.s", "vadd.gfx90a.s", "vadd.hipfb"]
+    );
+    let out = rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx90a,gfx1100",
+            "--emit",
+            "llvm",
+            "-o",
+            "-",
+            &vadd(),
+        ],
+    );
+    let ir = ok(&out);
+    assert!(
+        ir.contains("; rocmc 0.1.0 for gfx90a") && ir.contains("; rocmc 0.1.0 for gfx1100"),
+        "{ir}"
+    );
+}
+
+#[test]
+fn inspect_reports_resources_occupancy_and_json() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx90a",
+            &example("bias2d").to_string_lossy(),
+        ],
+    ));
+    let out = ok(&rocmc(d.path(), &["inspect", "bias2d.hsaco"]));
+    for w in [
+        "target gfx90a",
+        "code object v5",
+        "kernel bias2d",
+        "VGPR",
+        "SGPR",
+        "AGPR",
+        "occupancy",
+        "max work-group 256",
+        "launch: kernel bias2d: block (16, 16, 1)",
+    ] {
+        assert!(out.contains(w), "{w}\n{out}");
+    }
+    let j = ok(&rocmc(d.path(), &["inspect", "--json", "bias2d.hsaco"]));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["target_id"], "gfx90a");
+    assert_eq!(v["code_object_version"], 5);
+    assert_eq!(v["kernels"][0]["args"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        v["launch"]["kernels"][0]["block"],
+        serde_json::json!([16, 16, 1])
+    );
+    assert!(
+        v["kernels"][0]["occupancy_waves_per_simd"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+}
+
+/// Our occupancy estimate is what LLVM itself reports in the assembly.
+#[test]
+fn occupancy_agrees_with_llvm() {
+    for name in examples() {
+        let src = std::fs::read_to_string(example(&name)).unwrap();
+        for mcpu in [
+            "gfx900", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
+        ] {
+            let art = compile(
+                &name,
+                &src,
+                &Options::new(mcpu),
+                Emit {
+                    asm: true,
+                    code_object: true,
+                    ..Emit::default()
+                },
+            )
+            .unwrap();
+            let asm = art.asm.unwrap();
+            let llvm: Vec<u32> = asm
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("; Occupancy:"))
+                .map(|v| v.trim().parse().unwrap())
+                .collect();
+            let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
+            for (k, want) in co.kernels.iter().zip(&llvm) {
+                let hw = rocmc::linker::hw::hardware(mcpu);
+                let u = rocmc::linker::hw::Usage {
+                    vgprs: k.vgpr_count as u32,
+                    agprs: k.agpr_count.unwrap_or(0) as u32,
+                    sgprs: k.sgpr_count as u32,
+                    lds_bytes: k.group_segment_fixed_size as u32,
+                    workgroup_size: k.max_flat_workgroup_size as u32,
+                    wave_size: k.wavefront_size as u32,
+                };
+                assert_eq!(
+                    rocmc::linker::hw::occupancy(&hw, &u).0,
+                    *want,
+                    "{name} on {mcpu}"
+                );
+            }
+            assert!(!llvm.is_empty(), "{name} {mcpu}: no occupancy in asm");
+        }
+    }
+}
+
+#[test]
+fn inspect_refuses_truncated_and_corrupt_files_cleanly() {
+    let d = tempfile::tempdir().unwrap();
+    ok(&rocmc(
+        d.path(),
+        &["build", "--mcpu", "gfx90a,gfx1100", &vadd()],
+    ));
+    ok(&rocmc(d.path(), &["build", "--mcpu", "gfx90a", &vadd()]));
+    for f in ["vadd.hsaco", "vadd.hipfb"] {
+        let bytes = std::fs::read(d.path().join(f)).unwrap();
+        for cut in [0, 3, 20, 40, 64, 100, 500, bytes.len() / 2, bytes.len() - 1] {
+            let p = d.path().join("cut.bin");
+            std::fs::write(&p, &bytes[..cut]).unwrap();
+            let out = rocmc(d.path(), &["inspect", "cut.bin"]);
+            let err = text(&out.stderr);
+            assert!(!err.contains("panicked"), "{f} cut at {cut}: {err}");
+            if !out.status.success() {
+                assert_eq!(out.status.code(), Some(2), "{f} cut at {cut}: {err}");
+                assert!(err.starts_with("error: cut.bin:"), "{err}");
+            }
+        }
+    }
+    std::fs::write(d.path().join("text.txt"), "hello").unwrap();
+    let out = rocmc(d.path(), &["inspect", "text.txt"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not an ELF file"),
+        "{}",
+        text(&out.stderr)
+    );
+}
