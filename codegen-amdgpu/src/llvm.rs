@@ -19,7 +19,7 @@ use inkwell::values::{
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
 use rocmc_ir::index::IOp;
-use rocmc_ir::lower::{ArgKind, GpuKernel, Stmt};
+use rocmc_ir::lower::{Addressing, ArgKind, GpuKernel, Stmt};
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, Program, TensorId, UnaryOp};
 use std::collections::HashMap;
@@ -271,8 +271,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
     }
 
-    /// Index arithmetic in 32 bits. Index values are non-negative by
-    /// construction, so division and remainder are unsigned.
+    /// Index arithmetic in 32 bits. Index values are non-negative and below
+    /// 2^32 (lowering checks this against the sizes' bounds), so additions and
+    /// products are `nuw` and division and remainder are unsigned.
     fn index(&self, e: &Index) -> R<IntValue<'ctx>> {
         Ok(match e {
             Index::Const(v) => self.i32(*v),
@@ -287,16 +288,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let (x, y) = (self.index(a)?, self.index(b)?);
                 let b = &self.b;
                 match op {
-                    IOp::Add => b.build_int_nsw_add(x, y, ""),
-                    IOp::Sub => b.build_int_nsw_sub(x, y, ""),
-                    IOp::Mul => b.build_int_nsw_mul(x, y, ""),
+                    IOp::Add => b.build_int_nuw_add(x, y, ""),
+                    IOp::Sub => b.build_int_sub(x, y, ""),
+                    IOp::Mul => b.build_int_nuw_mul(x, y, ""),
                     IOp::Div => b.build_int_unsigned_div(x, y, ""),
                     IOp::Mod => b.build_int_unsigned_rem(x, y, ""),
                     IOp::CeilDiv => {
                         let t = b
-                            .build_int_nsw_add(
+                            .build_int_nuw_add(
                                 x,
-                                b.build_int_nsw_sub(y, self.i32(1), "").map_err(llvm_err)?,
+                                b.build_int_sub(y, self.i32(1), "").map_err(llvm_err)?,
                                 "",
                             )
                             .map_err(llvm_err)?;
@@ -326,35 +327,58 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         })
     }
 
-    /// Address of element `indices` of `tensor`. The byte offset is formed in
-    /// 32 bits and zero-extended, which lets the backend use the
-    /// scalar-base + 32-bit vector-offset addressing mode of global memory.
+    /// Address of element `indices` of `tensor`, in the kernel's addressing
+    /// mode. With `Offset32` the byte offset is formed in 32 bits and
+    /// zero-extended, which lets the backend use the scalar-base + 32-bit
+    /// vector-offset mode of global memory; the wider modes are chosen by
+    /// lowering when sizes could overflow that.
     fn address(&self, tensor: TensorId, indices: &[Index]) -> R<PointerValue<'ctx>> {
         let t = self.k.tensor(tensor);
-        let mut off = self.i32(0);
+        let i64t = self.cx.i64_type();
+        let wide = self.g.addressing == Addressing::Index64;
+        let widen = |v: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+            if wide {
+                self.b.build_int_z_extend(v, i64t, "").map_err(llvm_err)
+            } else {
+                Ok(v)
+            }
+        };
+        let mut off = widen(self.i32(0))?;
         for (d, ix) in indices.iter().enumerate() {
-            let i = self.index(ix)?;
+            let i = widen(self.index(ix)?)?;
             off = if d == 0 {
                 i
             } else {
-                let ext = self.index(&t.shape[d])?;
+                let ext = widen(self.index(&t.shape[d])?)?;
                 let m = self.b.build_int_nuw_mul(off, ext, "").map_err(llvm_err)?;
                 self.b.build_int_nuw_add(m, i, "").map_err(llvm_err)?
             };
         }
-        let bytes = self
-            .b
-            .build_int_nuw_mul(off, self.i32(t.dtype.size() as i64), "")
-            .map_err(llvm_err)?;
-        let wide = self
-            .b
-            .build_int_z_extend(bytes, self.cx.i64_type(), "")
-            .map_err(llvm_err)?;
+        let size = t.dtype.size() as u64;
+        let bytes = match self.g.addressing {
+            Addressing::Offset32 => {
+                let b32 = self
+                    .b
+                    .build_int_nuw_mul(off, self.i32(size as i64), "")
+                    .map_err(llvm_err)?;
+                self.b.build_int_z_extend(b32, i64t, "").map_err(llvm_err)?
+            }
+            Addressing::Index32 => {
+                let e = self.b.build_int_z_extend(off, i64t, "").map_err(llvm_err)?;
+                self.b
+                    .build_int_nuw_mul(e, i64t.const_int(size, false), "")
+                    .map_err(llvm_err)?
+            }
+            Addressing::Index64 => self
+                .b
+                .build_int_nuw_mul(off, i64t.const_int(size, false), "")
+                .map_err(llvm_err)?,
+        };
         let base = self.bufs[&tensor];
         // SAFETY: in-bounds by the kernel's guards; inkwell marks GEP unsafe because LLVM cannot check it.
         unsafe {
             self.b
-                .build_in_bounds_gep(self.cx.i8_type(), base, &[wide], "")
+                .build_in_bounds_gep(self.cx.i8_type(), base, &[bytes], "")
         }
         .map_err(llvm_err)
     }

@@ -16,7 +16,9 @@ use rocmc_codegen_amdgpu::{
 };
 use rocmc_ir::lower::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, Program};
-use rocmc_linker::launch::{ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, FORMAT_VERSION};
+use rocmc_linker::launch::{
+    ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, FORMAT_VERSION,
+};
 use std::time::{Duration, Instant};
 
 pub use rocmc_codegen_amdgpu as codegen;
@@ -336,6 +338,14 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
     };
     LaunchInfo {
         version: FORMAT_VERSION,
+        sizes: k
+            .sizes
+            .iter()
+            .map(|s| SizeBound {
+                name: s.name.clone(),
+                max: s.max,
+            })
+            .collect(),
         kernels: p.kernels.iter().map(kernel).collect(),
     }
 }

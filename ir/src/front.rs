@@ -32,6 +32,9 @@ struct KernelDecl {
     name: Spanned<String>,
     #[serde(default)]
     sizes: Vec<Spanned<String>>,
+    /// Upper bounds of sizes: `max = { n = 1048576 }`.
+    #[serde(default)]
+    max: IndexMap<Spanned<String>, Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -174,8 +177,40 @@ impl<'s> Cx<'s> {
                 names.push((s.get_ref().clone(), span_of(s)));
                 sizes.push(SizeVar {
                     name: s.get_ref().clone(),
+                    max: i32::MAX as u64,
                     span: span_of(s),
                 });
+            }
+        }
+        for (name, v) in &kdecl.max {
+            let Some(sv) = sizes
+                .iter_mut()
+                .find(|s: &&mut SizeVar| s.name == *name.get_ref())
+            else {
+                let d = Diagnostic::new(
+                    span_of(name),
+                    format!("`{}` in `max` is not a declared size", name.get_ref()),
+                )
+                .suggest(
+                    name.get_ref(),
+                    kdecl.sizes.iter().map(|s| s.get_ref().as_str()),
+                );
+                self.error(d);
+                continue;
+            };
+            match *v.get_ref() {
+                m if (1..=i32::MAX as i64).contains(&m) => sv.max = m as u64,
+                m => {
+                    let d = Diagnostic::new(
+                        span_of(v),
+                        format!(
+                            "the maximum of `{}` must be between 1 and 2147483647, not {m}",
+                            sv.name
+                        ),
+                    )
+                    .hint("sizes are i32 kernel arguments");
+                    self.error(d)
+                }
             }
         }
         let mut k = Kernel {

@@ -112,6 +112,34 @@ impl Index {
         }
     }
 
+    /// An upper bound of the value, given upper bounds of sizes and
+    /// variables; every value is taken as non-negative. Saturates at `u128::MAX`.
+    pub fn max_value(&self, size_max: &[u64], var_max: &[u64]) -> u128 {
+        match self {
+            Index::Const(v) => (*v).max(0) as u128,
+            Index::Size(s) => size_max.get(s.0 as usize).copied().unwrap_or(u64::MAX) as u128,
+            Index::Var(v) => var_max.get(v.0 as usize).copied().unwrap_or(u64::MAX) as u128,
+            Index::Bin(op, a, b) => {
+                let (x, y) = (
+                    a.max_value(size_max, var_max),
+                    b.max_value(size_max, var_max),
+                );
+                // A divisor's lower bound is its value if constant, else 1.
+                let d = b.as_const().filter(|c| *c > 0).unwrap_or(1) as u128;
+                match op {
+                    IOp::Add => x.saturating_add(y),
+                    IOp::Sub => x,
+                    IOp::Mul => x.saturating_mul(y),
+                    IOp::Div => x / d,
+                    IOp::CeilDiv => x.div_ceil(d),
+                    IOp::Mod => x.min(y.saturating_sub(1)),
+                    IOp::Min => x.min(y),
+                    IOp::Max => x.max(y),
+                }
+            }
+        }
+    }
+
     /// Renders with the given names for sizes and variables.
     pub fn display<'a>(
         &'a self,
@@ -241,6 +269,18 @@ mod tests {
         let v = Index::Var(VarId(0)) * Index::c(64) + Index::Var(VarId(1));
         let vars = vec!["io".to_string(), "ii".to_string()];
         assert_eq!(v.display(&names, &vars).to_string(), "(io * 64) + ii");
+    }
+
+    #[test]
+    fn upper_bounds() {
+        let n = Index::Size(SizeId(0));
+        let e = n.clone().ceil_div(Index::c(64)) * Index::c(64);
+        assert_eq!(e.max_value(&[1000], &[]), 1024);
+        assert_eq!((n.clone() * n.clone()).max_value(&[1 << 31], &[]), 1 << 62);
+        assert_eq!(
+            (Index::Var(VarId(0)) % Index::c(16)).max_value(&[], &[100]),
+            15
+        );
     }
 
     #[test]

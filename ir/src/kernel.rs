@@ -34,6 +34,9 @@ pub struct Kernel {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SizeVar {
     pub name: String,
+    /// The largest value the kernel supports: `[kernel] max`, or `i32::MAX`.
+    /// Bounds decide whether 32-bit index arithmetic is exact.
+    pub max: u64,
     pub span: Span,
 }
 

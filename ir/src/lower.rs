@@ -36,6 +36,20 @@ pub struct KernelArg {
     pub kind: ArgKind,
 }
 
+/// How a kernel forms addresses. Chosen from the sizes' upper bounds
+/// (`[kernel] max`, else `i32::MAX`) so that no index arithmetic overflows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Addressing {
+    /// Every tensor is under 4 GiB: byte offsets are formed in 32 bits and
+    /// zero-extended (the scalar base + 32-bit vector offset mode).
+    Offset32,
+    /// Element indices stay below 2^31 but byte offsets may not: the index is
+    /// formed in 32 bits, the byte offset in 64.
+    Index32,
+    /// Element indices may reach 2^31 or more: flattening is done in 64 bits.
+    Index64,
+}
+
 /// One GPU kernel: a stage with its launch geometry and loop body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuKernel {
@@ -49,6 +63,7 @@ pub struct GpuKernel {
     pub grid: [Index; 3],
     pub vars: Vec<LoopVar>,
     pub body: Vec<Stmt>,
+    pub addressing: Addressing,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -194,6 +209,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         }
     }
     binds.extend(body);
+    let addressing = addressing(k, stage, &nest, &touched)?;
     Ok(GpuKernel {
         name,
         stage: sid,
@@ -202,7 +218,83 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         grid,
         vars: nest.vars,
         body: binds,
+        addressing,
     })
+}
+
+const U32_LIMIT: u128 = 1 << 32;
+
+fn power_of_two(v: u128) -> String {
+    if v >= 1 << 20 && v.is_power_of_two() {
+        format!("2^{}", v.trailing_zeros())
+    } else if v >= 1 << 40 {
+        format!("~2^{}", 128 - v.leading_zeros())
+    } else {
+        v.to_string()
+    }
+}
+
+/// Checks that loop counters and index values fit in 32 bits and picks the
+/// addressing mode from the tensors' largest sizes.
+fn addressing(
+    k: &Kernel,
+    stage: &crate::kernel::Stage,
+    nest: &schedule::LoopNest,
+    touched: &[TensorId],
+) -> Result<Addressing, Diagnostic> {
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let hint = || {
+        let names: Vec<String> = k
+            .sizes
+            .iter()
+            .map(|s| format!("{} = ...", s.name))
+            .collect();
+        format!(
+            "declare upper bounds of the sizes, e.g. `[kernel] max = {{ {} }}`",
+            names.join(", ")
+        )
+    };
+    let mut var_max = vec![0u64; nest.vars.len()];
+    for (i, v) in nest.vars.iter().enumerate() {
+        let e = v.extent.max_value(&size_max, &[]);
+        if e >= U32_LIMIT {
+            return Err(Diagnostic::new(v.span, format!("loop `{}` of stage `{}` can run up to {} iterations, more than a 32-bit loop counter holds", v.name, stage.name, power_of_two(e)))
+                .hint(hint()));
+        }
+        var_max[i] = e.saturating_sub(1) as u64;
+    }
+    for (a, value) in stage.axes.iter().zip(&nest.axis_values) {
+        let m = value.max_value(&size_max, &var_max);
+        if m >= U32_LIMIT {
+            return Err(Diagnostic::new(
+                a.span,
+                format!(
+                    "axis `{}` of stage `{}` can reach {}, beyond 32-bit index arithmetic",
+                    a.name,
+                    stage.name,
+                    power_of_two(m)
+                ),
+            )
+            .hint(hint()));
+        }
+    }
+    let mut mode = Addressing::Offset32;
+    for t in touched {
+        let t = k.tensor(*t);
+        let elems = t.shape.iter().fold(1u128, |acc, e| {
+            acc.saturating_mul(e.max_value(&size_max, &[]))
+        });
+        let bytes = elems.saturating_mul(t.dtype.size() as u128);
+        let m = if elems >= 1 << 31 {
+            Addressing::Index64
+        } else if bytes >= U32_LIMIT {
+            Addressing::Index32
+        } else {
+            Addressing::Offset32
+        };
+        mode = mode.max(m);
+    }
+    Ok(mode)
 }
 
 impl Kernel {
@@ -304,6 +396,7 @@ impl fmt::Display for Pretty<'_> {
             }
             Ok(())
         }
+        writeln!(f, "  addressing {:?}", g.addressing)?;
         go(f, self, &g.body, 1, &sizes, &vars)
     }
 }

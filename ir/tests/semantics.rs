@@ -138,6 +138,7 @@ fn kernel_2d(schedule: &str) -> Kernel {
 [kernel]
 name = "k"
 sizes = ["h", "w"]
+max = {{ h = 32768, w = 32768 }}
 [inputs]
 A = {{ dtype = "f32", shape = ["h", "w"] }}
 B = {{ dtype = "i32", shape = ["w"] }}
@@ -162,4 +163,76 @@ proptest! {
         let k = kernel_2d(&sched);
         check_same(&k, &[h, w]);
     }
+}
+
+fn vadd_with(extra: &str) -> Kernel {
+    let src = std::fs::read_to_string(format!(
+        "{}/../examples/vadd.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    .replace("sizes = [\"n\"]", &format!("sizes = [\"n\"]\n{extra}"));
+    parse_kernel("vadd.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()))
+}
+
+#[test]
+fn size_bounds_choose_the_addressing_mode() {
+    use rocmc_ir::lower::Addressing;
+    let mode = |k: &Kernel| lower(k).unwrap().kernels[0].addressing;
+    // n ≤ 2^31 - 1 f32 elements: the index fits 32 bits, the byte offset does not.
+    assert_eq!(mode(&vadd_with("")), Addressing::Index32);
+    // 1 GiB per tensor: byte offsets fit 32 bits.
+    assert_eq!(
+        mode(&vadd_with("max = { n = 268435456 }")),
+        Addressing::Offset32
+    );
+    assert_eq!(
+        mode(&vadd_with("max = { n = 1073741824 }")),
+        Addressing::Index32
+    );
+    // Two unbounded dimensions can hold 2^62 elements: 64-bit flattening.
+    let src = std::fs::read_to_string(format!(
+        "{}/../examples/bias2d.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let unbounded = src
+        .lines()
+        .filter(|l| !l.starts_with("max ="))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        mode(&parse_kernel("b.toml", &unbounded).unwrap()),
+        Addressing::Index64
+    );
+}
+
+#[test]
+fn loops_that_could_overflow_32_bits_are_refused() {
+    let k = kernel_2d(r#""f = fuse(y, x)""#);
+    assert!(lower(&k).is_ok(), "bounded sizes fuse fine");
+    let src = r#"
+[kernel]
+name = "k"
+sizes = ["h", "w"]
+[inputs]
+A = { dtype = "f32", shape = ["h", "w"] }
+[[stage]]
+compute = "C[y, x] = A[y, x]"
+shape = ["h", "w"]
+schedule = ["f = fuse(y, x)"]
+"#;
+    let k = parse_kernel("k.toml", src).unwrap();
+    let e = lower(&k).unwrap_err();
+    assert!(
+        e.message
+            .contains("loop `f` of stage `C` can run up to ~2^62 iterations"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.hints[0].contains("max = { h = ..., w = ... }"),
+        "{:?}",
+        e.hints
+    );
 }

@@ -16,7 +16,17 @@ pub const FORMAT_VERSION: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LaunchInfo {
     pub version: u32,
+    /// The size arguments and the largest value each may take; the kernel's
+    /// index arithmetic is exact only up to these.
+    #[serde(default)]
+    pub sizes: Vec<SizeBound>,
     pub kernels: Vec<KernelLaunch>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeBound {
+    pub name: String,
+    pub max: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -149,6 +159,10 @@ mod tests {
     fn json_round_trips() {
         let l = LaunchInfo {
             version: FORMAT_VERSION,
+            sizes: vec![SizeBound {
+                name: "n".into(),
+                max: 100,
+            }],
             kernels: vec![KernelLaunch {
                 name: "k".into(),
                 block: [64, 1, 1],
