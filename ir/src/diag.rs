@@ -82,6 +82,16 @@ impl Diagnostic {
 
 /// Up to three candidates close to `wrong`, best first.
 pub fn nearest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let candidates: Vec<&str> = candidates.into_iter().collect();
+    // A difference of case alone is the likeliest mistake: suggest only that.
+    let same: Vec<String> = candidates
+        .iter()
+        .filter(|c| c.eq_ignore_ascii_case(wrong))
+        .map(|c| c.to_string())
+        .collect();
+    if !same.is_empty() {
+        return same;
+    }
     let mut scored: Vec<(f64, &str)> = candidates
         .into_iter()
         .map(|c| {

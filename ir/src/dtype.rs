@@ -54,6 +54,24 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.name() == s)
     }
 
+    /// The dtype other languages' names for it mean (`float32`, `half`,
+    /// `int`), for "did you mean" hints.
+    pub fn from_synonym(s: &str) -> Option<DType> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "float" | "float32" | "single" | "fp32" => DType::F32,
+            "double" | "float64" | "fp64" => DType::F64,
+            "half" | "float16" | "fp16" => DType::F16,
+            "bfloat16" | "bfloat" => DType::BF16,
+            "int" | "int32" => DType::I32,
+            "long" | "int64" => DType::I64,
+            "uint" | "uint32" | "unsigned" => DType::U32,
+            "int8" | "char" => DType::I8,
+            "uint8" | "byte" => DType::U8,
+            "boolean" => DType::Bool,
+            other => return DType::parse(other),
+        })
+    }
+
     /// Size in bytes of one element in memory.
     pub fn size(self) -> usize {
         match self {

@@ -72,14 +72,17 @@ pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
         let span = e
             .span()
             .map_or(Span::default(), |r| Span::new(r.start, r.end));
-        err(vec![Diagnostic::new(
-            span,
-            e.message().trim_end().to_string(),
-        )])
+        let msg = e.message().trim_end().to_string();
+        let mut d = Diagnostic::new(span, msg.clone());
+        if msg.contains("missing field `kernel`") {
+            d = d.hint("a kernel file starts with `[kernel]`, `name = \"...\"` and `sizes = [...]`; see docs/kernel-format.md");
+        }
+        err(vec![d])
     })?;
     let mut cx = Cx {
         src: source,
         diags: Vec::new(),
+        poisoned: Vec::new(),
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -91,6 +94,9 @@ pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
 struct Cx<'s> {
     src: &'s str,
     diags: Vec<Diagnostic>,
+    /// Names whose declaration was refused: their uses are not reported
+    /// again, so one mistake gives one error.
+    poisoned: Vec<String>,
 }
 
 fn span_of<T>(s: &Spanned<T>) -> Span {
@@ -236,6 +242,8 @@ impl<'s> Cx<'s> {
                     kind: TensorKind::Input,
                     span,
                 });
+            } else {
+                self.poisoned.push(name.get_ref().clone());
             }
         }
         for (name, dt) in &doc.params {
@@ -247,6 +255,8 @@ impl<'s> Cx<'s> {
                     dtype,
                     span: span_of(name),
                 });
+            } else {
+                self.poisoned.push(name.get_ref().clone());
             }
         }
         if doc.stage.is_empty() {
@@ -264,18 +274,13 @@ impl<'s> Cx<'s> {
     fn dtype(&mut self, s: &Spanned<String>) -> Option<DType> {
         let d = DType::parse(s.get_ref());
         if d.is_none() {
-            self.error(
-                Diagnostic::new(span_of(s), format!("unknown dtype `{}`", s.get_ref()))
-                    .suggest(s.get_ref(), DType::ALL.iter().map(|d| d.name()))
-                    .hint(format!(
-                        "dtypes: {}",
-                        DType::ALL
-                            .iter()
-                            .map(|d| d.name())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-            );
+            let all: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+            let mut diag = Diagnostic::new(span_of(s), format!("unknown dtype `{}`", s.get_ref()));
+            diag = match DType::from_synonym(s.get_ref()) {
+                Some(t) => diag.hint(format!("did you mean `{t}`?")),
+                None => diag.suggest(s.get_ref(), all.iter().copied()),
+            };
+            self.error(diag.hint(format!("dtypes: {}", all.join(", "))));
         }
         d
     }
@@ -471,7 +476,7 @@ impl<'s> Cx<'s> {
                 Diagnostic::new(
                     span_of(shape_decl),
                     format!(
-                        "shape has {} extents but `{}` has {} axes",
+                        "shape has {} extent(s) but `{}` has {} axis(es)",
                         shape.len(),
                         stmt.target,
                         stmt.axes.len()
@@ -579,7 +584,7 @@ impl<'s> Cx<'s> {
                     self.error(
                         Diagnostic::new(
                             ast.span,
-                            format!("float constant where a `{t}` is expected"),
+                            format!("float constant where an integer (`{t}`) is expected"),
                         )
                         .hint("write an integer, or convert the other side to a float type"),
                     );
@@ -604,6 +609,9 @@ impl<'s> Cx<'s> {
                     );
                     return None;
                 }
+                if self.poisoned.contains(n) {
+                    return None;
+                }
                 let cands = axes
                     .iter()
                     .map(|(n, _)| n.as_str())
@@ -621,14 +629,22 @@ impl<'s> Cx<'s> {
                 indices,
             } => {
                 let Some(ti) = k.tensors.iter().position(|t| &t.name == name) else {
-                    let cands: Vec<&str> = k.tensors.iter().map(|t| t.name.as_str()).collect();
-                    let mut d = Diagnostic::new(*name_span, format!("unknown tensor `{name}`"))
-                        .suggest(name, cands);
-                    if k.params.iter().any(|p| &p.name == name)
-                        || k.sizes.iter().any(|s| &s.name == name)
-                    {
-                        d = d.hint(format!("`{name}` is a scalar: drop the `[...]`"));
+                    if self.poisoned.contains(name) {
+                        return None;
                     }
+                    let scalar = k.params.iter().any(|p| &p.name == name)
+                        || k.sizes.iter().any(|s| &s.name == name);
+                    let d = if scalar {
+                        Diagnostic::new(
+                            ast.span,
+                            format!("`{name}` is a scalar, not a tensor, and takes no indices"),
+                        )
+                        .hint(format!("write `{name}` without `[...]`"))
+                    } else {
+                        let cands: Vec<&str> = k.tensors.iter().map(|t| t.name.as_str()).collect();
+                        Diagnostic::new(*name_span, format!("unknown tensor `{name}`"))
+                            .suggest(name, cands)
+                    };
                     self.error(d);
                     return None;
                 };
@@ -767,10 +783,16 @@ impl<'s> Cx<'s> {
             _ => t != DType::Bool,
         };
         if !ok {
-            self.error(Diagnostic::new(
-                span,
-                format!("this operation does not apply to `{t}` values"),
-            ));
+            let what = match op {
+                BinOp::Rem => "`%` needs integer operands".to_string(),
+                BinOp::And | BinOp::Or => format!("`&&` and `||` need bool operands, not `{t}`"),
+                _ => format!("arithmetic does not apply to `{t}` values"),
+            };
+            let mut d = Diagnostic::new(span, what);
+            if op == BinOp::Rem && t.is_float() {
+                d = d.hint("for a float remainder write `x - floor(x / y) * y`");
+            }
+            self.error(d);
             return None;
         }
         let dtype = if op.is_comparison() { DType::Bool } else { t };
