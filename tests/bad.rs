@@ -41,7 +41,7 @@ fn every_bad_kernel_gets_a_precise_error() {
             );
             assert_eq!(
                 files_in(work.path()),
-                [name.clone()],
+                [name.as_str()],
                 "{name}: output written"
             );
             insta::assert_snapshot!(name.trim_end_matches(".toml").to_string(), err);
