@@ -219,7 +219,12 @@ pub struct StepStmt {
 struct Parser {
     toks: Vec<Token>,
     pos: usize,
+    /// Current nesting of expressions; bounded so hostile input cannot overflow the stack.
+    depth: usize,
 }
+
+/// Deeper nesting than any real kernel needs.
+const MAX_DEPTH: usize = 200;
 
 type PResult<T> = Result<T, Diagnostic>;
 
@@ -228,6 +233,7 @@ impl Parser {
         Ok(Parser {
             toks: lex(text, base)?,
             pos: 0,
+            depth: 0,
         })
     }
     fn peek(&self) -> &Tok {
@@ -327,7 +333,20 @@ impl Parser {
     }
 
     fn unary(&mut self) -> PResult<Ast> {
+        self.depth += 1;
+        let r = self.unary_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn unary_inner(&mut self) -> PResult<Ast> {
         let start = self.span();
+        if self.depth > MAX_DEPTH {
+            return Err(Diagnostic::new(
+                start,
+                format!("expression nested more than {MAX_DEPTH} levels deep"),
+            ));
+        }
         let op = if self.eat("-") {
             UnaryOp::Neg
         } else if self.eat("!") {
@@ -578,6 +597,18 @@ mod tests {
         let b = parse_step("bind(io, blockIdx.x)", 0).unwrap();
         assert!(b.results.is_empty());
         assert_eq!(b.args[1].value.kind, AstKind::Name("blockIdx.x".into()));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(parse_expr(&deep, 0)
+            .unwrap_err()
+            .message
+            .contains("nested more than"));
+        let negs = format!("{}1", "-(".repeat(50_000));
+        assert!(parse_expr(&negs, 0).is_err());
+        assert!(parse_expr(&format!("{}1{}", "(".repeat(50), ")".repeat(50)), 0).is_ok());
     }
 
     #[test]

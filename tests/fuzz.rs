@@ -1,0 +1,326 @@
+//! Structure-aware mutation fuzzing, on stable Rust and in CI.
+//!
+//! Two targets: kernel text → parse → validate → lower → LLVM IR (and, for
+//! a share of inputs, the AMDGPU backend and lld), and the code-object /
+//! offload-bundle reader. Seeds are the examples, tests/bad/ and real code
+//! objects (ours and clang's); mutations flip, delete, duplicate and splice
+//! bytes and insert tokens of the kernel language. Any panic fails the test
+//! with the input that caused it.
+//!
+//! `ROCMC_FUZZ_SECS` sets the time per target (default 10),
+//! `ROCMC_FUZZ_SEED` the seed (default fixed, so CI is repeatable):
+//!
+//! ```sh
+//! ROCMC_FUZZ_SECS=600 ROCMC_FUZZ_SEED=$RANDOM cargo test -p rocmc-tests --test fuzz -- --nocapture
+//! ```
+
+use rocmc_tests::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+fn settings() -> (Duration, u64) {
+    let secs = std::env::var("ROCMC_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let seed = std::env::var("ROCMC_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    (Duration::from_secs(secs), seed | 1)
+}
+
+const TOKENS: &[&str] = &[
+    "split(",
+    "fuse(",
+    "tile(",
+    "bind(",
+    "reorder(",
+    "unroll(",
+    "blockIdx.x",
+    "blockIdx.y",
+    "threadIdx.x",
+    "threadIdx.z",
+    "nparts=",
+    "factor=",
+    "[",
+    "]",
+    "(",
+    ")",
+    "\"",
+    "=",
+    ",",
+    ".",
+    "0",
+    "-1",
+    "1",
+    "7",
+    "64",
+    "1024",
+    "4096",
+    "2147483647",
+    "99999999999999999999",
+    "n",
+    "i",
+    "A",
+    "C",
+    "f16",
+    "bf16",
+    "f64",
+    "i8",
+    "u8",
+    "bool",
+    "i64",
+    "u32",
+    "max(",
+    "min(",
+    "select(",
+    "exp(",
+    "tanh(",
+    "fma(",
+    "f32(",
+    "i32(",
+    "*",
+    "/",
+    "%",
+    "+",
+    "-",
+    "<",
+    "&&",
+    "!",
+    "0.5",
+    "1e-30",
+    "1e38",
+    "\n[[stage]]\ncompute = \"D[i] = C[i] * 2\"\nshape = [\"n\"]\n",
+    "max = { n = 1 }",
+    "\nsizes = [\"m\"]\n",
+    "shape = [1, 2, 3, 4]",
+    "\u{fffd}",
+    "\\u0041",
+    "'''",
+    "\n",
+    " ",
+];
+
+fn mutate(rng: &mut Rng, input: &[u8], corpus: &[Vec<u8>], tokens: &[&[u8]]) -> Vec<u8> {
+    let mut v = input.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(v.len() + 1);
+        match rng.below(7) {
+            0 if !v.is_empty() => {
+                let i = rng.below(v.len());
+                v[i] ^= 1 << rng.below(8);
+            }
+            1 if !v.is_empty() => {
+                let len = 1 + rng.below(16.min(v.len() - at.min(v.len() - 1)));
+                let at = at.min(v.len() - 1);
+                v.drain(at..(at + len).min(v.len()));
+            }
+            2 => {
+                let t = tokens[rng.below(tokens.len())];
+                v.splice(at..at, t.iter().copied());
+            }
+            3 if !v.is_empty() => {
+                let start = rng.below(v.len());
+                let end = (start + 1 + rng.below(32)).min(v.len());
+                let piece = v[start..end].to_vec();
+                v.splice(at..at, piece);
+            }
+            4 => {
+                let other = &corpus[rng.below(corpus.len())];
+                let from = rng.below(other.len());
+                let to = (from + rng.below(200)).min(other.len());
+                v.splice(at..at, other[from..to].iter().copied());
+            }
+            5 if v.len() >= 8 => {
+                // Overwrite 8 bytes with an interesting integer (sizes, offsets, counts).
+                let vals = [
+                    0u64,
+                    1,
+                    0xff,
+                    0x7fff_ffff,
+                    0xffff_ffff,
+                    u64::MAX,
+                    1 << 40,
+                    4096,
+                ];
+                let at = rng.below(v.len() - 7);
+                v[at..at + 8].copy_from_slice(&vals[rng.below(vals.len())].to_le_bytes());
+            }
+            _ => {
+                let cut = rng.below(v.len() + 1);
+                v.truncate(cut);
+            }
+        }
+    }
+    v
+}
+
+fn report(kind: &str, seed: u64, execs: u64, input: &[u8], msg: &str) -> ! {
+    let path = std::env::temp_dir().join(format!("rocmc-fuzz-crash-{kind}-{seed}.bin"));
+    let _ = std::fs::write(&path, input);
+    panic!(
+        "{kind}: panic after {execs} executions (seed {seed}): {msg}\ninput saved to {}\n{}",
+        path.display(),
+        String::from_utf8_lossy(input)
+    );
+}
+
+#[test]
+fn fuzz_kernel_pipeline() {
+    let (budget, seed) = settings();
+    let mut corpus: Vec<Vec<u8>> = Vec::new();
+    for dir in [root().join("examples"), root().join("tests/bad")] {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                corpus.push(std::fs::read(p).unwrap());
+            }
+        }
+    }
+    let tokens: Vec<&[u8]> = TOKENS.iter().map(|t| t.as_bytes()).collect();
+    let mut rng = Rng(seed);
+    let (mut execs, mut accepted, mut compiled) = (0u64, 0u64, 0u64);
+    let start = Instant::now();
+    let opts = rocmc::Options::new("gfx90a");
+    let target = rocmc::targets(&opts).unwrap().remove(0);
+    while start.elapsed() < budget {
+        let base = corpus[rng.below(corpus.len())].clone();
+        let input = mutate(&mut rng, &base, &corpus, &tokens);
+        let text = String::from_utf8_lossy(&input).into_owned();
+        let backend_too = rng.below(8) == 0;
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let front = rocmc::frontend("fuzz.toml", &text)?;
+            let emit = if backend_too {
+                rocmc::Emit {
+                    code_object: true,
+                    ..Default::default()
+                }
+            } else {
+                rocmc::Emit::default()
+            };
+            rocmc::backend(&front, &target, emit).map(|_| ())
+        }));
+        execs += 1;
+        match r {
+            Err(p) => report(
+                "kernel",
+                seed,
+                execs,
+                &input,
+                &format!(
+                    "{:?}",
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or(p.downcast_ref::<&str>().map(|s| s.to_string()))
+                ),
+            ),
+            Ok(Ok(())) => {
+                accepted += 1;
+                compiled += backend_too as u64;
+                // Inputs that still compile are good seeds for deeper mutations.
+                if corpus.len() < 400 {
+                    corpus.push(input);
+                }
+            }
+            Ok(Err(e)) => {
+                // Every error renders without panicking and has an exit code.
+                let _ = e.to_string();
+                assert!(matches!(e.exit_code(), 1 | 2));
+                if let rocmc::Error::Codegen(m) | rocmc::Error::Link(m) = &e {
+                    report(
+                        "kernel",
+                        seed,
+                        execs,
+                        &input,
+                        &format!("accepted input failed in the back end: {m}"),
+                    );
+                }
+            }
+        }
+    }
+    println!("fuzz_kernel_pipeline: {execs} executions in {:?} (seed {seed}); {accepted} accepted, {compiled} through the backend and lld", start.elapsed());
+    assert!(execs > 0);
+}
+
+#[test]
+fn fuzz_code_object_reader() {
+    let (budget, seed) = settings();
+    let mut corpus: Vec<Vec<u8>> = Vec::new();
+    let src = std::fs::read_to_string(example("bias2d")).unwrap();
+    for mcpu in ["gfx90a", "gfx1100", "gfx942,gfx1030"] {
+        let arts = rocmc::compile_all(
+            "bias2d.toml",
+            &src,
+            &rocmc::Options::new(mcpu),
+            rocmc::Emit {
+                code_object: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        corpus.push(rocmc::bundle(&arts));
+        corpus.extend(arts.into_iter().filter_map(|a| a.code_object));
+    }
+    let tokens: Vec<&[u8]> = vec![
+        b"__CLANG_OFFLOAD_BUNDLE__",
+        b"\x7fELF",
+        b"AMDGPU",
+        b"amdhsa.kernels",
+        b".rocmc.launch",
+        b"{\"version\":1}",
+    ];
+    let mut rng = Rng(seed);
+    let (mut execs, mut ok) = (0u64, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        let base = corpus[rng.below(corpus.len())].clone();
+        let input = mutate(&mut rng, &base, &corpus, &tokens);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            use rocmc::linker::{bundle, codeobject};
+            if bundle::is_bundle(&input) {
+                if let Ok(entries) = bundle::read(&input) {
+                    for e in entries {
+                        let _ = codeobject::read(&input[e.range]);
+                    }
+                    return true;
+                }
+                false
+            } else {
+                codeobject::read(&input).is_ok()
+            }
+        }));
+        execs += 1;
+        match r {
+            Err(p) => report(
+                "reader",
+                seed,
+                execs,
+                &input,
+                &format!("{:?}", p.downcast_ref::<String>()),
+            ),
+            Ok(good) => ok += good as u64,
+        }
+    }
+    println!("fuzz_code_object_reader: {execs} executions in {:?} (seed {seed}); {ok} read without error", start.elapsed());
+    assert!(execs > 0);
+}
