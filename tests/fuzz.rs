@@ -218,7 +218,7 @@ fn fuzz_kernel_pipeline() {
             } else {
                 rocmc::Emit::default()
             };
-            rocmc::backend(&front, &target, emit).map(|_| ())
+            rocmc::backend(&front, &target, &opts, emit).map(|_| ())
         }));
         execs += 1;
         match r {

@@ -12,7 +12,7 @@ use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
     TargetTriple,
 };
-use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue,
     PointerValue,
@@ -33,6 +33,11 @@ const AMDGPU_KERNEL_CC: u32 = 91;
 pub struct Request {
     pub asm: bool,
     pub object: bool,
+    /// Forbid fusing `a * b + c` into one fused multiply-add. By default
+    /// contraction is allowed, as clang's HIP default (`-ffp-contract=fast`)
+    /// does; the results then differ from the reference interpreter's
+    /// separately rounded operations by rounding error.
+    pub no_fp_contract: bool,
 }
 
 /// The outputs of one compilation for one target.
@@ -92,6 +97,7 @@ pub fn compile(
     );
     for g in &prog.kernels {
         let mut fcx = FnCx::new(&cx, &module, k, g)?;
+        fcx.contract = !req.no_fp_contract;
         fcx.body(&g.body)?;
         fcx.b.build_return(None).map_err(llvm_err)?;
     }
@@ -144,6 +150,10 @@ struct FnCx<'a, 'ctx> {
     params: Vec<BasicValueEnum<'ctx>>,
     /// Current value of each loop variable.
     vars: Vec<Option<IntValue<'ctx>>>,
+    /// Per-thread arrays (reduction accumulators), allocated in the entry block.
+    locals: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
+    /// Mark float add/sub/mul as contractible into FMAs.
+    contract: bool,
 }
 
 fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
@@ -232,6 +242,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
         let b = cx.create_builder();
         b.position_at_end(cx.append_basic_block(f, "entry"));
+        let mut locals = Vec::new();
+        for l in &g.locals {
+            let at = ty(cx, l.dtype).array_type(l.len);
+            locals.push((b.build_alloca(at, &l.name).map_err(llvm_err)?, at));
+        }
         Ok(FnCx {
             cx,
             m,
@@ -243,7 +258,17 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             sizes,
             params: pvals,
             vars: vec![None; g.vars.len()],
+            locals,
+            contract: false,
         })
+    }
+
+    /// Address of `locals[local][index]`.
+    fn local_ptr(&self, local: u32, index: &Index) -> R<PointerValue<'ctx>> {
+        let (p, at) = self.locals[local as usize];
+        let i = self.index(index)?;
+        // SAFETY: accumulator indices stay below the array length by construction of the loop IR.
+        unsafe { self.b.build_in_bounds_gep(at, p, &[self.i32(0), i], "") }.map_err(llvm_err)
     }
 
     fn i32(&self, v: i64) -> IntValue<'ctx> {
@@ -438,6 +463,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     self.b.build_unconditional_branch(join).map_err(llvm_err)?;
                     self.b.position_at_end(join);
                 }
+                Stmt::LocalStore {
+                    local,
+                    index,
+                    value,
+                } => {
+                    let v = self.expr(value)?;
+                    let p = self.local_ptr(*local, index)?;
+                    self.b.build_store(p, v).map_err(llvm_err)?;
+                }
                 Stmt::Store {
                     tensor,
                     indices,
@@ -516,6 +550,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .into(),
             ExprKind::Float(v) => lt.into_float_type().const_float(*v).into(),
             ExprKind::Param(p) => self.params[p.0 as usize],
+            ExprKind::Reduced => {
+                return Err(CodegenError::Llvm(
+                    "a reduction result outside its stage (a rocmc bug)".into(),
+                ))
+            }
+            ExprKind::Local { local, index } => {
+                let p = self.local_ptr(*local, index)?;
+                b.build_load(lt, p, "").map_err(llvm_err)?
+            }
             ExprKind::Index(i) => self.index(i)?.into(),
             ExprKind::Load { tensor, indices } => {
                 let p = self.address(*tensor, indices)?;
@@ -579,10 +622,19 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             let cmp = |p| -> R<BasicValueEnum<'ctx>> {
                 Ok(b.build_float_compare(p, x, y, "").map_err(llvm_err)?.into())
             };
+            let contract = |v: FloatValue<'ctx>| -> R<BasicValueEnum<'ctx>> {
+                if self.contract {
+                    if let Some(i) = v.as_instruction_value() {
+                        i.set_fast_math_flags(inkwell::values::FastMathFlags::AllowContract)
+                            .map_err(llvm_err)?;
+                    }
+                }
+                Ok(v.into())
+            };
             return match op {
-                BinOp::Add => Ok(b.build_float_add(x, y, "").map_err(llvm_err)?.into()),
-                BinOp::Sub => Ok(b.build_float_sub(x, y, "").map_err(llvm_err)?.into()),
-                BinOp::Mul => Ok(b.build_float_mul(x, y, "").map_err(llvm_err)?.into()),
+                BinOp::Add => contract(b.build_float_add(x, y, "").map_err(llvm_err)?),
+                BinOp::Sub => contract(b.build_float_sub(x, y, "").map_err(llvm_err)?),
+                BinOp::Mul => contract(b.build_float_mul(x, y, "").map_err(llvm_err)?),
                 BinOp::Div => Ok(b.build_float_div(x, y, "").map_err(llvm_err)?.into()),
                 BinOp::Min => self.call("llvm.minnum", &[lt], &[x.into(), y.into()]),
                 BinOp::Max => self.call("llvm.maxnum", &[lt], &[x.into(), y.into()]),
@@ -724,6 +776,32 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 b.build_float_div(one, d, "").map_err(llvm_err)?.into()
             }
             MathFn::Tanh => self.tanh(xs[0].into_float_value())?.into(),
+            MathFn::Gelu => {
+                let x = xs[0].into_float_value();
+                let c = |v: f64| lt.into_float_type().const_float(v);
+                let x3 = b
+                    .build_float_mul(b.build_float_mul(x, x, "").map_err(llvm_err)?, x, "")
+                    .map_err(llvm_err)?;
+                let inner = b
+                    .build_float_add(
+                        x,
+                        b.build_float_mul(x3, c(0.044715), "").map_err(llvm_err)?,
+                        "",
+                    )
+                    .map_err(llvm_err)?;
+                let t = self.tanh(
+                    b.build_float_mul(inner, c(rocmc_ir::interp::GELU_C), "")
+                        .map_err(llvm_err)?,
+                )?;
+                let one_t = b.build_float_add(c(1.0), t, "").map_err(llvm_err)?;
+                b.build_float_mul(
+                    b.build_float_mul(x, c(0.5), "").map_err(llvm_err)?,
+                    one_t,
+                    "",
+                )
+                .map_err(llvm_err)?
+                .into()
+            }
         })
     }
 

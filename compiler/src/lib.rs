@@ -35,6 +35,9 @@ pub struct Options {
     /// Wave size: `None` for the target's default (64 on gfx9, 32 on gfx10
     /// and later), or `Some(32)` / `Some(64)`.
     pub wave_size: Option<u32>,
+    /// Allow fusing `a * b + c` into FMAs (clang's HIP default). Off gives
+    /// exactly the reference interpreter's separately rounded operations.
+    pub fp_contract: bool,
 }
 
 impl Options {
@@ -43,6 +46,7 @@ impl Options {
             mcpu: mcpu.to_string(),
             code_object_version: DEFAULT_CODE_OBJECT_VERSION,
             wave_size: None,
+            fp_contract: true,
         }
     }
 }
@@ -176,12 +180,18 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
 }
 
 /// Compiles a lowered kernel for one target.
-pub fn backend(front: &Frontend, target: &Target, emit: Emit) -> Result<Artifact, Error> {
+pub fn backend(
+    front: &Frontend,
+    target: &Target,
+    opts: &Options,
+    emit: Emit,
+) -> Result<Artifact, Error> {
     let mut timings = front.timings.clone();
     let t0 = Instant::now();
     let req = Request {
         asm: emit.asm,
         object: emit.object || emit.code_object,
+        no_fp_contract: !opts.fp_contract,
     };
     let out = rocmc_codegen_amdgpu::compile(
         &front.kernel,
@@ -226,7 +236,7 @@ pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<A
             opts.mcpu
         )));
     }
-    backend(&frontend(file, source)?, &ts[0], emit)
+    backend(&frontend(file, source)?, &ts[0], opts, emit)
 }
 
 /// Compiles for every target in `opts.mcpu`, in parallel (one thread per
@@ -241,12 +251,12 @@ pub fn compile_all(
     let ts = targets(opts)?;
     let front = frontend(file, source)?;
     if ts.len() == 1 {
-        return Ok(vec![backend(&front, &ts[0], emit)?]);
+        return Ok(vec![backend(&front, &ts[0], opts, emit)?]);
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = ts
             .iter()
-            .map(|t| s.spawn(|| backend(&front, t, emit)))
+            .map(|t| s.spawn(|| backend(&front, t, opts, emit)))
             .collect();
         handles
             .into_iter()
@@ -387,15 +397,24 @@ pub fn launch_summary(l: &LaunchInfo, prefix: &str) -> String {
 }
 
 fn extent_text(e: &Extent) -> String {
+    // Operands that are themselves operations get parentheses.
+    let sub = |x: &Extent| match x {
+        Extent::Const(_)
+        | Extent::Size(_)
+        | Extent::CeilDiv(..)
+        | Extent::Min(..)
+        | Extent::Max(..) => extent_text(x),
+        _ => format!("({})", extent_text(x)),
+    };
     match e {
         Extent::Const(v) => v.to_string(),
         Extent::Size(n) => n.clone(),
-        Extent::Add(a, b) => format!("{} + {}", extent_text(a), extent_text(b)),
-        Extent::Sub(a, b) => format!("{} - {}", extent_text(a), extent_text(b)),
-        Extent::Mul(a, b) => format!("{} * {}", extent_text(a), extent_text(b)),
-        Extent::Div(a, b) => format!("{} / {}", extent_text(a), extent_text(b)),
-        Extent::CeilDiv(a, b) => format!("ceil({} / {})", extent_text(a), extent_text(b)),
-        Extent::Mod(a, b) => format!("{} % {}", extent_text(a), extent_text(b)),
+        Extent::Add(a, b) => format!("{} + {}", sub(a), sub(b)),
+        Extent::Sub(a, b) => format!("{} - {}", sub(a), sub(b)),
+        Extent::Mul(a, b) => format!("{} * {}", sub(a), sub(b)),
+        Extent::Div(a, b) => format!("{} / {}", sub(a), sub(b)),
+        Extent::CeilDiv(a, b) => format!("ceil({} / {})", sub(a), sub(b)),
+        Extent::Mod(a, b) => format!("{} % {}", sub(a), sub(b)),
         Extent::Min(a, b) => format!("min({}, {})", extent_text(a), extent_text(b)),
         Extent::Max(a, b) => format!("max({}, {})", extent_text(a), extent_text(b)),
     }

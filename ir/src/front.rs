@@ -55,6 +55,9 @@ enum Extent {
 #[serde(deny_unknown_fields)]
 struct StageDecl {
     compute: Spanned<String>,
+    /// Reduction axes and their extents: `reduce = { k = "K" }`.
+    #[serde(default)]
+    reduce: IndexMap<Spanned<String>, Spanned<Extent>>,
     shape: Option<Spanned<Vec<Spanned<Extent>>>>,
     dtype: Option<Spanned<String>>,
     #[serde(default)]
@@ -82,6 +85,7 @@ pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
     let mut cx = Cx {
         src: source,
         diags: Vec::new(),
+        red: None,
         poisoned: Vec::new(),
     };
     let kernel = cx.kernel(doc);
@@ -91,9 +95,20 @@ pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
     }
 }
 
+/// The reduction of the stage being parsed.
+struct RedCx {
+    /// Reduction axes as variables, after the output axes.
+    vars: Vec<(String, VarId)>,
+    /// The reduction once parsed: operation and body.
+    result: Option<(ReduceOp, Expr)>,
+    /// Parsing the body now (reductions do not nest).
+    inside: bool,
+}
+
 struct Cx<'s> {
     src: &'s str,
     diags: Vec<Diagnostic>,
+    red: Option<RedCx>,
     /// Names whose declaration was refused: their uses are not reported
     /// again, so one mistake gives one error.
     poisoned: Vec<String>,
@@ -268,6 +283,24 @@ impl<'s> Cx<'s> {
         for st in &doc.stage {
             self.stage(&mut k, &mut names, st);
         }
+        if let Some(last) = k.stages.last() {
+            if let Some(step) = last
+                .schedule
+                .iter()
+                .find(|s| s.kind == schedule::StepKind::ComputeInline)
+            {
+                self.error(
+                    Diagnostic::new(
+                        step.span,
+                        format!(
+                            "`{}` is the kernel's last stage, its output, and cannot be inlined",
+                            last.name
+                        ),
+                    )
+                    .hint("inline the stages that feed it instead"),
+                );
+            }
+        }
         Some(k)
     }
 
@@ -301,32 +334,34 @@ impl<'s> Cx<'s> {
         }
         let mut out = Vec::new();
         for e in shape.get_ref() {
-            let span = span_of(e);
-            let ix = match e.get_ref() {
-                Extent::Int(v) => Some(Index::c(*v)),
-                Extent::Expr(text) => {
-                    let base = {
-                        let s = Spanned::new(e.span(), text.clone());
-                        self.content_base(&s)
-                    };
-                    match syntax::parse_expr(text, base) {
-                        Ok(ast) => self.size_expr(k, &ast),
-                        Err(d) => {
-                            self.error(d);
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(Index::Const(v)) = ix {
-                if v <= 0 {
-                    self.error(Diagnostic::new(span, format!("extent {v} is not positive")));
-                    return None;
-                }
-            }
-            out.push(ix?);
+            out.push(self.extent(k, e)?);
         }
         Some(out)
+    }
+
+    /// One extent: a positive integer or a string holding a size expression.
+    fn extent(&mut self, k: &Kernel, e: &Spanned<Extent>) -> Option<Index> {
+        let span = span_of(e);
+        let ix = match e.get_ref() {
+            Extent::Int(v) => Index::c(*v),
+            Extent::Expr(text) => {
+                let base = self.content_base(&Spanned::new(e.span(), text.clone()));
+                match syntax::parse_expr(text, base) {
+                    Ok(ast) => self.size_expr(k, &ast)?,
+                    Err(d) => {
+                        self.error(d);
+                        return None;
+                    }
+                }
+            }
+        };
+        if let Index::Const(v) = ix {
+            if v <= 0 {
+                self.error(Diagnostic::new(span, format!("extent {v} is not positive")));
+                return None;
+            }
+        }
+        Some(ix)
     }
 
     /// An expression over sizes and integer constants.
@@ -485,6 +520,27 @@ impl<'s> Cx<'s> {
                 .hint("give one extent per axis on the left of `=`"),
             );
         }
+        // Reduction axes follow the output axes as variables.
+        let mut red_axes: Vec<Axis> = Vec::new();
+        for (name, ext) in &d.reduce {
+            let taken: Vec<(String, Span)> = names
+                .iter()
+                .cloned()
+                .chain(stmt.axes.iter().cloned())
+                .chain(red_axes.iter().map(|a| (a.name.clone(), a.span)))
+                .collect();
+            if !self.name(name, "reduction axis", &taken) {
+                return;
+            }
+            let Some(extent) = self.extent(k, ext) else {
+                return;
+            };
+            red_axes.push(Axis {
+                name: name.get_ref().clone(),
+                extent,
+                span: span_of(name),
+            });
+        }
         let declared = match &d.dtype {
             Some(s) => match self.dtype(s) {
                 Some(t) => Some((t, span_of(s))),
@@ -492,9 +548,45 @@ impl<'s> Cx<'s> {
             },
             None => None,
         };
-        let value = match self.expr(k, &axes_names, &stmt.value, declared.map(|d| d.0)) {
-            Some(v) => v,
-            None => return,
+        self.red = (!red_axes.is_empty()).then(|| RedCx {
+            vars: red_axes
+                .iter()
+                .enumerate()
+                .map(|(j, a)| (a.name.clone(), VarId((stmt.axes.len() + j) as u32)))
+                .collect(),
+            result: None,
+            inside: false,
+        });
+        let value = self.expr(k, &axes_names, &stmt.value, declared.map(|d| d.0));
+        let red = self.red.take();
+        let Some(value) = value else { return };
+        let reduce = match red {
+            Some(RedCx {
+                result: Some((op, body)),
+                ..
+            }) => Some(Reduction {
+                op,
+                axes: red_axes,
+                body,
+            }),
+            Some(_) => {
+                return self.error(
+                    Diagnostic::new(
+                        stmt.value.span,
+                        "the stage declares reduction axes but computes no reduction",
+                    )
+                    .hint(format!(
+                        "reduce over them: `{}[...] = sum(..., {})`",
+                        stmt.target,
+                        red_axes
+                            .iter()
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                )
+            }
+            None => None,
         };
         let dtype = match declared {
             Some((t, sp)) if t != value.dtype => {
@@ -550,6 +642,7 @@ impl<'s> Cx<'s> {
             name: stmt.target.clone(),
             output,
             axes,
+            reduce,
             value,
             schedule: steps,
             span: span_of(decl),
@@ -803,6 +896,127 @@ impl<'s> Cx<'s> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    fn reduction(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        op: ReduceOp,
+        name_span: Span,
+        args: &[Arg],
+        span: Span,
+        hint: Option<DType>,
+    ) -> Option<Expr> {
+        let Some(red) = &self.red else {
+            self.error(
+                Diagnostic::new(
+                    name_span,
+                    format!(
+                        "`{}` needs reduction axes, and the stage declares none",
+                        op.name()
+                    ),
+                )
+                .hint("declare them in the stage: `reduce = { k = \"K\" }`"),
+            );
+            return None;
+        };
+        if red.inside {
+            self.error(
+                Diagnostic::new(span, "reductions do not nest")
+                    .hint("compute the inner reduction in a stage of its own"),
+            );
+            return None;
+        }
+        if red.result.is_some() {
+            self.error(
+                Diagnostic::new(span, "a stage computes one reduction")
+                    .hint("compute the other reduction in a stage of its own"),
+            );
+            return None;
+        }
+        let declared: Vec<(String, VarId)> = red.vars.clone();
+        let Some((body, over)) = args.split_first() else {
+            self.error(
+                Diagnostic::new(
+                    span,
+                    format!("`{}` needs an expression and its reduction axes", op.name()),
+                )
+                .hint(format!("`{}(A[i, k], k)`", op.name())),
+            );
+            return None;
+        };
+        let mut listed: Vec<&str> = Vec::new();
+        for a in over {
+            match &a.value.kind {
+                AstKind::Name(n)
+                    if declared.iter().any(|(r, _)| r == n) && !listed.contains(&n.as_str()) =>
+                {
+                    listed.push(n)
+                }
+                _ => {
+                    self.error(
+                        Diagnostic::new(a.value.span, "expected one of the stage's reduction axes")
+                            .hint(format!(
+                                "the stage reduces over: {}",
+                                declared
+                                    .iter()
+                                    .map(|a| a.0.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )),
+                    );
+                    return None;
+                }
+            }
+        }
+        if listed.len() != declared.len() {
+            let missing: Vec<&str> = declared
+                .iter()
+                .map(|a| a.0.as_str())
+                .filter(|n| !listed.contains(n))
+                .collect();
+            self.error(
+                Diagnostic::new(
+                    span,
+                    format!(
+                        "the reduction does not name the axes {}",
+                        missing.join(", ")
+                    ),
+                )
+                .hint("list every reduction axis the stage declares"),
+            );
+            return None;
+        }
+        let mut all = axes.to_vec();
+        all.extend(declared);
+        if let Some(r) = &mut self.red {
+            r.inside = true;
+        }
+        let v = self.expr(k, &all, &body.value, hint);
+        if let Some(r) = &mut self.red {
+            r.inside = false;
+        }
+        let v = v?;
+        if v.dtype == DType::Bool {
+            self.error(
+                Diagnostic::new(
+                    body.value.span,
+                    format!("`{}` does not apply to bool values", op.name()),
+                )
+                .hint("convert to an integer first, e.g. `i32(...)`"),
+            );
+            return None;
+        }
+        let t = v.dtype;
+        if let Some(r) = &mut self.red {
+            r.result = Some((op, v));
+        }
+        Some(Expr {
+            kind: ExprKind::Reduced,
+            dtype: t,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn call(
         &mut self,
         k: &Kernel,
@@ -844,6 +1058,9 @@ impl<'s> Cx<'s> {
                     dtype: t,
                 }
             });
+        }
+        if let Some(op) = ReduceOp::ALL.into_iter().find(|r| r.name() == name) {
+            return self.reduction(k, axes, op, name_span, args, span, hint);
         }
         match name {
             "select" => {

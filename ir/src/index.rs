@@ -209,12 +209,7 @@ impl<'a> fmt::Display for IndexDisplay<'a> {
             Index::Bin(op, a, b) => {
                 let (a, b) = (sub(a), sub(b));
                 match op {
-                    IOp::CeilDiv => write!(
-                        f,
-                        "ceil({} / {})",
-                        IndexDisplay { top: true, ..a },
-                        IndexDisplay { top: true, ..b }
-                    ),
+                    IOp::CeilDiv => write!(f, "ceil({a} / {b})"),
                     IOp::Min => write!(
                         f,
                         "min({}, {})",

@@ -221,7 +221,13 @@ impl Env<'_> {
         Ok(off as usize)
     }
 
-    fn eval(&self, e: &Expr, vars: &[i64], bufs: &[Buffer]) -> Result<Scalar, InterpError> {
+    fn eval(
+        &self,
+        e: &Expr,
+        vars: &[i64],
+        bufs: &[Buffer],
+        locals: &[Vec<Scalar>],
+    ) -> Result<Scalar, InterpError> {
         let ix = |i: &Index| {
             i.eval(self.sizes, vars).ok_or(InterpError::DivisionByZero {
                 stage: self.stage.to_string(),
@@ -232,20 +238,29 @@ impl Env<'_> {
             ExprKind::Int(v) => Scalar::I(*v),
             ExprKind::Float(v) => Scalar::F(*v),
             ExprKind::Param(p) => self.params[p.0 as usize],
+            ExprKind::Local { local, index } => {
+                let i = ix(index)?;
+                locals[*local as usize][i as usize]
+            }
+            ExprKind::Reduced => {
+                return Err(InterpError::BadInput(
+                    "internal: a reduction result outside its stage".into(),
+                ))
+            }
             ExprKind::Index(i) => Scalar::I(ix(i)?),
             ExprKind::Load { tensor, indices } => {
                 let idx = indices.iter().map(ix).collect::<Result<Vec<_>, _>>()?;
                 bufs[tensor.0 as usize].get(self.offset(*tensor, &idx)?)
             }
-            ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs)? {
+            ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs, locals)? {
                 Scalar::F(x) => Scalar::F(-x),
                 Scalar::I(x) => Scalar::I(x.wrapping_neg()),
             },
             ExprKind::Unary(UnaryOp::Not, a) => {
-                Scalar::I((self.eval(a, vars, bufs)?.i() == 0) as i64)
+                Scalar::I((self.eval(a, vars, bufs, locals)?.i() == 0) as i64)
             }
             ExprKind::Cast(a) => {
-                let x = self.eval(a, vars, bufs)?;
+                let x = self.eval(a, vars, bufs, locals)?;
                 match (a.dtype.is_float(), t.is_float()) {
                     (_, true) => Scalar::F(x.f()),
                     (true, false) if t == DType::Bool => Scalar::I((x.f() != 0.0) as i64),
@@ -255,14 +270,17 @@ impl Env<'_> {
                 }
             }
             ExprKind::Select(c, a, b) => {
-                if self.eval(c, vars, bufs)?.i() != 0 {
-                    self.eval(a, vars, bufs)?
+                if self.eval(c, vars, bufs, locals)?.i() != 0 {
+                    self.eval(a, vars, bufs, locals)?
                 } else {
-                    self.eval(b, vars, bufs)?
+                    self.eval(b, vars, bufs, locals)?
                 }
             }
             ExprKind::Binary(op, a, b) => {
-                let (x, y) = (self.eval(a, vars, bufs)?, self.eval(b, vars, bufs)?);
+                let (x, y) = (
+                    self.eval(a, vars, bufs, locals)?,
+                    self.eval(b, vars, bufs, locals)?,
+                );
                 binary(*op, a.dtype, x, y).ok_or(InterpError::DivisionByZero {
                     stage: self.stage.to_string(),
                 })?
@@ -270,7 +288,7 @@ impl Env<'_> {
             ExprKind::Call(f, args) => {
                 let xs = args
                     .iter()
-                    .map(|a| self.eval(a, vars, bufs))
+                    .map(|a| self.eval(a, vars, bufs, locals))
                     .collect::<Result<Vec<_>, _>>()?;
                 math(*f, t, &xs)
             }
@@ -334,6 +352,9 @@ fn binary(op: BinOp, t: DType, x: Scalar, y: Scalar) -> Option<Scalar> {
     }))
 }
 
+/// √(2/π), the constant of the tanh approximation of GELU.
+pub const GELU_C: f64 = 0.797_884_560_802_865_4;
+
 fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
     if !t.is_float() {
         // Only abs accepts integers.
@@ -352,6 +373,7 @@ fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
         MathFn::Ceil => x.ceil(),
         MathFn::Tanh => x.tanh(),
         MathFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        MathFn::Gelu => 0.5 * x * (1.0 + (GELU_C * (x + 0.044715 * x * x * x)).tanh()),
         MathFn::Fma => x.mul_add(xs[1].f(), xs[2].f()),
     })
 }
@@ -411,6 +433,14 @@ fn all_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Buffer
         .collect()
 }
 
+/// Row-major coordinates of `flat` within `ext`.
+fn unflatten(mut flat: i64, ext: &[i64], out: &mut [i64]) {
+    for d in (0..ext.len()).rev() {
+        out[d] = flat % ext[d];
+        flat /= ext[d];
+    }
+}
+
 /// Runs a kernel with its plain semantics. Returns every tensor, indexed by
 /// [`TensorId`] (inputs as given, then each stage's result).
 pub fn run(
@@ -430,15 +460,49 @@ pub fn run(
             stage: &st.name,
         };
         let ext = &shapes[st.output.0 as usize];
+        let rext: Vec<i64> = match &st.reduce {
+            Some(r) => r
+                .axes
+                .iter()
+                .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
+                .collect(),
+            None => Vec::new(),
+        };
         let total: i64 = ext.iter().product();
-        let mut point = vec![0i64; ext.len()];
+        let rtotal: i64 = rext.iter().product();
+        let mut point = vec![0i64; ext.len() + rext.len()];
         for flat in 0..total {
-            let mut r = flat;
-            for d in (0..ext.len()).rev() {
-                point[d] = r % ext[d];
-                r /= ext[d];
-            }
-            let v = env.eval(&st.value, &point, &bufs)?;
+            unflatten(flat, ext, &mut point[..ext.len()]);
+            let v = match &st.reduce {
+                None => env.eval(&st.value, &point, &bufs, &[])?,
+                Some(r) => {
+                    let t = r.body.dtype;
+                    let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[])?;
+                    for rflat in 0..rtotal {
+                        unflatten(rflat, &rext, &mut point[ext.len()..]);
+                        let x = env.eval(&r.body, &point, &bufs, &[])?;
+                        acc = normalize(
+                            t,
+                            binary(r.op.combine(), t, acc, x).ok_or(
+                                InterpError::DivisionByZero {
+                                    stage: st.name.clone(),
+                                },
+                            )?,
+                        );
+                    }
+                    let c = match acc {
+                        Scalar::F(x) => Expr {
+                            kind: ExprKind::Float(x),
+                            dtype: t,
+                        },
+                        Scalar::I(x) => Expr {
+                            kind: ExprKind::Int(x),
+                            dtype: t,
+                        },
+                    };
+                    env.eval(&st.value.replace_reduced(&c), &point, &bufs, &[])?
+                }
+            };
             bufs[st.output.0 as usize].set(flat as usize, v);
         }
     }
@@ -474,7 +538,14 @@ pub fn run_lowered(
                 })
             })
             .collect::<Result<_, _>>()?;
-        let mut vars = vec![0i64; g.vars.len()];
+        let mut th = Thread {
+            vars: vec![0i64; g.vars.len()],
+            locals: g
+                .locals
+                .iter()
+                .map(|l| vec![Scalar::I(0); l.len as usize])
+                .collect(),
+        };
         for bz in 0..grid[2] {
             for by in 0..grid[1] {
                 for bx in 0..grid[0] {
@@ -485,7 +556,7 @@ pub fn run_lowered(
                                     block: [bx, by, bz],
                                     thread: [tx, ty, tz],
                                 };
-                                exec(&env, &g.body, &ids, &mut vars, &mut bufs)?;
+                                exec(&env, &g.body, &ids, &mut th, &mut bufs)?;
                             }
                         }
                     }
@@ -501,11 +572,17 @@ struct Ids {
     thread: [i64; 3],
 }
 
+/// One thread's state while it runs loop IR.
+struct Thread {
+    vars: Vec<i64>,
+    locals: Vec<Vec<Scalar>>,
+}
+
 fn exec(
     env: &Env,
     body: &[Stmt],
     ids: &Ids,
-    vars: &mut Vec<i64>,
+    th: &mut Thread,
     bufs: &mut [Buffer],
 ) -> Result<(), InterpError> {
     let dz = || InterpError::DivisionByZero {
@@ -514,7 +591,7 @@ fn exec(
     for s in body {
         match s {
             Stmt::Bind { var, axis } => {
-                vars[var.0 as usize] = match axis {
+                th.vars[var.0 as usize] = match axis {
                     GpuAxis::Block(d) => ids.block[d.index()],
                     GpuAxis::Thread(d) => ids.thread[d.index()],
                 }
@@ -522,20 +599,20 @@ fn exec(
             Stmt::Loop {
                 var, extent, body, ..
             } => {
-                let n = extent.eval(env.sizes, vars).ok_or_else(dz)?;
+                let n = extent.eval(env.sizes, &th.vars).ok_or_else(dz)?;
                 for i in 0..n {
-                    vars[var.0 as usize] = i;
-                    exec(env, body, ids, vars, bufs)?;
+                    th.vars[var.0 as usize] = i;
+                    exec(env, body, ids, th, bufs)?;
                 }
             }
             Stmt::If { guards, body } => {
                 let mut ok = true;
                 for gd in guards {
-                    ok &= gd.value.eval(env.sizes, vars).ok_or_else(dz)?
-                        < gd.extent.eval(env.sizes, vars).ok_or_else(dz)?;
+                    ok &= gd.value.eval(env.sizes, &th.vars).ok_or_else(dz)?
+                        < gd.extent.eval(env.sizes, &th.vars).ok_or_else(dz)?;
                 }
                 if ok {
-                    exec(env, body, ids, vars, bufs)?;
+                    exec(env, body, ids, th, bufs)?;
                 }
             }
             Stmt::Store {
@@ -545,11 +622,20 @@ fn exec(
             } => {
                 let idx = indices
                     .iter()
-                    .map(|i| i.eval(env.sizes, vars).ok_or_else(dz))
+                    .map(|i| i.eval(env.sizes, &th.vars).ok_or_else(dz))
                     .collect::<Result<Vec<_>, _>>()?;
                 let off = env.offset(*tensor, &idx)?;
-                let v = env.eval(value, vars, bufs)?;
+                let v = env.eval(value, &th.vars, bufs, &th.locals)?;
                 bufs[tensor.0 as usize].set(off, v);
+            }
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => {
+                let i = index.eval(env.sizes, &th.vars).ok_or_else(dz)? as usize;
+                let v = normalize(value.dtype, env.eval(value, &th.vars, bufs, &th.locals)?);
+                th.locals[*local as usize][i] = v;
             }
         }
     }

@@ -80,9 +80,84 @@ pub struct Stage {
     pub output: TensorId,
     /// One axis per output dimension; axis `k` is `VarId(k)`.
     pub axes: Vec<Axis>,
+    /// For `C[i] = sum(A[i, k], k) * 2`: the reduction, whose axes are the
+    /// variables after the output axes. `value` then contains exactly one
+    /// [`ExprKind::Reduced`] standing for the reduction's result (the rest is
+    /// its epilogue, applied once per output element).
+    pub reduce: Option<Reduction>,
     pub value: Expr,
     pub schedule: Vec<Step>,
     pub span: Span,
+}
+
+/// A reduction over named axes: `value` is combined with `op` over every
+/// point of the reduction axes, starting from the op's identity, in
+/// row-major order of the axes (the order that defines float rounding).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reduction {
+    pub op: ReduceOp,
+    pub axes: Vec<Axis>,
+    /// The reduced expression, over output and reduction axes.
+    pub body: Expr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "reduce_max",
+            ReduceOp::Min => "reduce_min",
+        }
+    }
+
+    /// The binary operation that combines two partial results.
+    pub fn combine(self) -> BinOp {
+        match self {
+            ReduceOp::Sum => BinOp::Add,
+            ReduceOp::Prod => BinOp::Mul,
+            ReduceOp::Max => BinOp::Max,
+            ReduceOp::Min => BinOp::Min,
+        }
+    }
+
+    /// The identity of the operation as a constant of `t`: 0, 1, the lowest
+    /// or the highest value (−∞/+∞ for floats).
+    pub fn identity(self, t: DType) -> Expr {
+        let kind = match (self, t.is_float()) {
+            (ReduceOp::Sum, true) => ExprKind::Float(0.0),
+            (ReduceOp::Prod, true) => ExprKind::Float(1.0),
+            (ReduceOp::Max, true) => ExprKind::Float(f64::NEG_INFINITY),
+            (ReduceOp::Min, true) => ExprKind::Float(f64::INFINITY),
+            (ReduceOp::Sum, false) => ExprKind::Int(0),
+            (ReduceOp::Prod, false) => ExprKind::Int(1),
+            (ReduceOp::Max, false) => ExprKind::Int(int_range(t).0),
+            (ReduceOp::Min, false) => ExprKind::Int(int_range(t).1),
+        };
+        Expr { kind, dtype: t }
+    }
+}
+
+/// Smallest and largest value of an integer dtype.
+pub fn int_range(t: DType) -> (i64, i64) {
+    match t {
+        DType::Bool => (0, 1),
+        DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+        DType::U8 => (0, u8::MAX as i64),
+        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        DType::U32 => (0, u32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
+    }
 }
 
 /// A typed value expression. Every node knows its [`DType`]; the validator
@@ -114,6 +189,14 @@ pub enum ExprKind {
     /// `select(cond, a, b)`
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     Call(MathFn, Vec<Expr>),
+    /// Element of a per-thread local array (loop IR only: reduction
+    /// accumulators, see [`crate::lower::Local`]).
+    Local {
+        local: u32,
+        index: Index,
+    },
+    /// The result of the stage's reduction (tensor IR only).
+    Reduced,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -166,11 +249,14 @@ pub enum MathFn {
     Ceil,
     Tanh,
     Sigmoid,
+    /// GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    Gelu,
     Fma,
 }
 
 impl MathFn {
-    pub const ALL: [MathFn; 12] = [
+    pub const ALL: [MathFn; 13] = [
+        MathFn::Gelu,
         MathFn::Abs,
         MathFn::Sqrt,
         MathFn::Rsqrt,
@@ -197,6 +283,7 @@ impl MathFn {
             MathFn::Ceil => "ceil",
             MathFn::Tanh => "tanh",
             MathFn::Sigmoid => "sigmoid",
+            MathFn::Gelu => "gelu",
             MathFn::Fma => "fma",
         }
     }
@@ -235,6 +322,55 @@ impl Stage {
     pub fn axis_var(&self, k: usize) -> VarId {
         VarId(k as u32)
     }
+
+    /// Output axes, then reduction axes: the stage's variables in order.
+    pub fn all_axes(&self) -> impl Iterator<Item = &Axis> {
+        self.axes
+            .iter()
+            .chain(self.reduce.iter().flat_map(|r| r.axes.iter()))
+    }
+
+    /// Whether the schedule asks for this stage to be inlined into its consumers.
+    pub fn is_inlined(&self) -> bool {
+        self.schedule
+            .iter()
+            .any(|s| s.kind == crate::schedule::StepKind::ComputeInline)
+    }
+
+    /// Rewrites every load in `e` of this stage's tensor by this stage's
+    /// expression at the loaded point (compute_inline).
+    pub fn inline_into(&self, e: &Expr) -> Expr {
+        let kind = match &e.kind {
+            ExprKind::Load { tensor, indices } if *tensor == self.output => {
+                let map: std::collections::HashMap<VarId, Index> = indices
+                    .iter()
+                    .enumerate()
+                    .map(|(k, ix)| (VarId(k as u32), ix.clone()))
+                    .collect();
+                return self.value.map_indices(&|ix| ix.subst(&map));
+            }
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(self.inline_into(a))),
+            ExprKind::Cast(a) => ExprKind::Cast(Box::new(self.inline_into(a))),
+            ExprKind::Binary(op, a, b) => ExprKind::Binary(
+                *op,
+                Box::new(self.inline_into(a)),
+                Box::new(self.inline_into(b)),
+            ),
+            ExprKind::Select(c, a, b) => ExprKind::Select(
+                Box::new(self.inline_into(c)),
+                Box::new(self.inline_into(a)),
+                Box::new(self.inline_into(b)),
+            ),
+            ExprKind::Call(m, args) => {
+                ExprKind::Call(*m, args.iter().map(|a| self.inline_into(a)).collect())
+            }
+            other => other.clone(),
+        };
+        Expr {
+            kind,
+            dtype: e.dtype,
+        }
+    }
 }
 
 impl Expr {
@@ -253,7 +389,32 @@ impl Expr {
                 b.visit_loads(f);
             }
             ExprKind::Call(_, args) => args.iter().for_each(|a| a.visit_loads(f)),
-            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Param(_) | ExprKind::Index(_) => {}
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Param(_)
+            | ExprKind::Index(_)
+            | ExprKind::Local { .. }
+            | ExprKind::Reduced => {}
+        }
+    }
+
+    /// Replaces [`ExprKind::Reduced`] by `with`.
+    pub fn replace_reduced(&self, with: &Expr) -> Expr {
+        let r = |e: &Expr| Box::new(e.replace_reduced(with));
+        let kind = match &self.kind {
+            ExprKind::Reduced => return with.clone(),
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, r(a)),
+            ExprKind::Cast(a) => ExprKind::Cast(r(a)),
+            ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, r(a), r(b)),
+            ExprKind::Select(c, a, b) => ExprKind::Select(r(c), r(a), r(b)),
+            ExprKind::Call(m, args) => {
+                ExprKind::Call(*m, args.iter().map(|a| a.replace_reduced(with)).collect())
+            }
+            other => other.clone(),
+        };
+        Expr {
+            kind,
+            dtype: self.dtype,
         }
     }
 
@@ -265,6 +426,10 @@ impl Expr {
                 indices: indices.iter().map(f).collect(),
             },
             ExprKind::Index(i) => ExprKind::Index(f(i)),
+            ExprKind::Local { local, index } => ExprKind::Local {
+                local: *local,
+                index: f(index),
+            },
             ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(a.map_indices(f))),
             ExprKind::Cast(a) => ExprKind::Cast(Box::new(a.map_indices(f))),
             ExprKind::Binary(op, a, b) => {

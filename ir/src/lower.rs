@@ -7,8 +7,8 @@
 //! tensor order), then every size (`i32`), then every parameter.
 
 use crate::diag::{Diagnostic, KernelError};
-use crate::index::{Index, SizeId, VarId};
-use crate::kernel::{Expr, Kernel, ParamId, StageId, TensorId, TensorKind};
+use crate::index::{IOp, Index, SizeId, VarId};
+use crate::kernel::{Expr, ExprKind, Kernel, ParamId, StageId, TensorId};
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 use std::fmt;
 
@@ -64,6 +64,17 @@ pub struct GpuKernel {
     pub vars: Vec<LoopVar>,
     pub body: Vec<Stmt>,
     pub addressing: Addressing,
+    /// Per-thread arrays (reduction accumulators), indexed by [`ExprKind::Local`].
+    pub locals: Vec<Local>,
+}
+
+/// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
+/// in registers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Local {
+    pub name: String,
+    pub dtype: crate::DType,
+    pub len: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -83,6 +94,12 @@ pub enum Stmt {
         indices: Vec<Index>,
         value: Expr,
     },
+    /// `locals[local][index] = value`
+    LocalStore {
+        local: u32,
+        index: Index,
+        value: Expr,
+    },
 }
 
 impl GpuKernel {
@@ -91,9 +108,10 @@ impl GpuKernel {
     }
 }
 
-/// Lowers every stage of a checked kernel.
+/// Lowers every stage of a checked kernel. Inlined stages produce no kernel.
 pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
     let kernels = (0..k.stages.len())
+        .filter(|s| !k.stages[*s].is_inlined())
         .map(|s| lower_stage(k, StageId(s as u32)))
         .collect::<Result<_, _>>()?;
     Ok(Program { kernels })
@@ -108,17 +126,134 @@ pub fn lower_file(k: &Kernel, file: &str, source: &str) -> Result<Program, Kerne
     })
 }
 
+/// `e`, an expression of stage `sid`, with every inlined producer
+/// substituted, latest first so that producers of producers are substituted too.
+pub fn inline_producers(k: &Kernel, sid: StageId, e: &Expr) -> Expr {
+    let mut e = e.clone();
+    for st in k.stages[..sid.0 as usize]
+        .iter()
+        .rev()
+        .filter(|s| s.is_inlined())
+    {
+        e = st.inline_into(&e);
+    }
+    e
+}
+
+/// Wraps `leaf` in `loops` (outermost first); each guard goes just inside
+/// the innermost of these loops it depends on.
+fn build(
+    nest: &schedule::LoopNest,
+    loops: &[VarId],
+    guards: &[&Guard],
+    leaf: Vec<Stmt>,
+) -> Vec<Stmt> {
+    let depth_of = |g: &Guard| {
+        loops
+            .iter()
+            .rposition(|l| g.value.uses_var(*l))
+            .map_or(0, |p| p + 1)
+    };
+    let mut at_depth: Vec<Vec<Guard>> = vec![Vec::new(); loops.len() + 1];
+    for g in guards {
+        at_depth[depth_of(g)].push((*g).clone());
+    }
+    let mut body = leaf;
+    for d in (0..=loops.len()).rev() {
+        let gs = std::mem::take(&mut at_depth[d]);
+        if !gs.is_empty() {
+            body = vec![Stmt::If { guards: gs, body }];
+        }
+        if d > 0 {
+            let v = loops[d - 1];
+            let lv = nest.var(v);
+            body = vec![Stmt::Loop {
+                var: v,
+                extent: lv.extent.clone(),
+                unroll: lv.kind == LoopKind::Unrolled,
+                body,
+            }];
+        }
+    }
+    body
+}
+
+/// Clamps every load index that depends on a loop variable into
+/// `0..=extent-1` of its dimension.
+fn clamp_loads(k: &Kernel, st: Stmt) -> Stmt {
+    fn go(k: &Kernel, e: &Expr) -> Expr {
+        let kind = match &e.kind {
+            ExprKind::Load { tensor, indices } => {
+                let shape = &k.tensor(*tensor).shape;
+                let indices = indices
+                    .iter()
+                    .zip(shape)
+                    .map(|(ix, ext)| {
+                        if ix.has_vars() {
+                            Index::bin(IOp::Min, ix.clone(), ext.clone() - Index::c(1))
+                        } else {
+                            ix.clone()
+                        }
+                    })
+                    .collect();
+                ExprKind::Load {
+                    tensor: *tensor,
+                    indices,
+                }
+            }
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(go(k, a))),
+            ExprKind::Cast(a) => ExprKind::Cast(Box::new(go(k, a))),
+            ExprKind::Binary(op, a, b) => {
+                ExprKind::Binary(*op, Box::new(go(k, a)), Box::new(go(k, b)))
+            }
+            ExprKind::Select(c, a, b) => {
+                ExprKind::Select(Box::new(go(k, c)), Box::new(go(k, a)), Box::new(go(k, b)))
+            }
+            ExprKind::Call(m, args) => ExprKind::Call(*m, args.iter().map(|a| go(k, a)).collect()),
+            other => other.clone(),
+        };
+        Expr {
+            kind,
+            dtype: e.dtype,
+        }
+    }
+    match st {
+        Stmt::LocalStore {
+            local,
+            index,
+            value,
+        } => Stmt::LocalStore {
+            local,
+            index,
+            value: go(k, &value),
+        },
+        other => other,
+    }
+}
+
+/// Accumulators a thread may keep; more would not fit in registers.
+const MAX_ACCUMULATORS: i64 = 1024;
+
 fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     let stage = k.stage(sid);
     let nest = schedule::apply(k, stage)?;
-    let name = if k.stages.len() == 1 {
+    let kernels = k.stages.iter().filter(|s| !s.is_inlined()).count();
+    let name = if kernels == 1 {
         k.name.clone()
     } else {
         format!("{}_{}", k.name, stage.name)
     };
+    let value = inline_producers(k, sid, &stage.value);
+    let reduce_body = stage
+        .reduce
+        .as_ref()
+        .map(|r| inline_producers(k, sid, &r.body));
 
     let mut touched: Vec<TensorId> = Vec::new();
-    stage.value.visit_loads(&mut |t, _| touched.push(t));
+    value.visit_loads(&mut |t, _| touched.push(t));
+    if let Some(b) = &reduce_body {
+        b.visit_loads(&mut |t, _| touched.push(t));
+    }
     touched.push(stage.output);
     touched.sort();
     touched.dedup();
@@ -147,7 +282,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
 
     let mut block = [1u32; 3];
     let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
-    let mut binds = Vec::new();
+    let mut body = Vec::new();
     let mut loops = Vec::new();
     for v in &nest.order {
         let lv = nest.var(*v);
@@ -155,26 +290,14 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
             LoopKind::Bound(axis @ GpuAxis::Thread(d)) => {
                 // Thread extents were checked constant and within limits by the schedule.
                 block[d.index()] = lv.extent.as_const().unwrap_or(1) as u32;
-                binds.push(Stmt::Bind { var: *v, axis });
+                body.push(Stmt::Bind { var: *v, axis });
             }
             LoopKind::Bound(axis @ GpuAxis::Block(d)) => {
                 grid[d.index()] = lv.extent.clone();
-                binds.push(Stmt::Bind { var: *v, axis });
+                body.push(Stmt::Bind { var: *v, axis });
             }
             LoopKind::Serial | LoopKind::Unrolled => loops.push(*v),
         }
-    }
-
-    // Each guard sits just inside the innermost loop it depends on.
-    let depth_of = |g: &Guard| {
-        loops
-            .iter()
-            .rposition(|l| g.value.uses_var(*l))
-            .map_or(0, |p| p + 1)
-    };
-    let mut at_depth: Vec<Vec<Guard>> = vec![Vec::new(); loops.len() + 1];
-    for g in &nest.guards {
-        at_depth[depth_of(g)].push(g.clone());
     }
 
     let subst: std::collections::HashMap<VarId, Index> = nest
@@ -186,29 +309,116 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     let indices: Vec<Index> = (0..stage.axes.len())
         .map(|i| subst[&VarId(i as u32)].clone())
         .collect();
-    let value = stage.value.map_indices(&|ix| ix.subst(&subst));
-    let mut body = vec![Stmt::Store {
-        tensor: stage.output,
-        indices,
-        value,
-    }];
-    for d in (0..=loops.len()).rev() {
-        let guards = std::mem::take(&mut at_depth[d]);
-        if !guards.is_empty() {
-            body = vec![Stmt::If { guards, body }];
-        }
-        if d > 0 {
-            let v = loops[d - 1];
-            let lv = nest.var(v);
-            body = vec![Stmt::Loop {
-                var: v,
-                extent: lv.extent.clone(),
-                unroll: lv.kind == LoopKind::Unrolled,
-                body,
-            }];
+    let value = value.map_indices(&|ix| ix.subst(&subst));
+    let all_guards: Vec<&Guard> = nest.guards.iter().collect();
+    let mut locals = Vec::new();
+    match &stage.reduce {
+        None => body.extend(build(
+            &nest,
+            &loops,
+            &all_guards,
+            vec![Stmt::Store {
+                tensor: stage.output,
+                indices,
+                value,
+            }],
+        )),
+        Some(red) => {
+            // Loops from the first reduction loop inward accumulate; the
+            // output loops among them index a per-thread accumulator array.
+            let r0 = loops
+                .iter()
+                .position(|v| nest.var(*v).reduce)
+                .unwrap_or(loops.len());
+            let (outer, inner) = loops.split_at(r0);
+            let acc_loops: Vec<VarId> = inner
+                .iter()
+                .copied()
+                .filter(|v| !nest.var(*v).reduce)
+                .collect();
+            let mut len: i64 = 1;
+            let mut acc_index = Index::c(0);
+            for v in &acc_loops {
+                let lv = nest.var(*v);
+                let Some(e) = lv.extent.as_const() else {
+                    return Err(Diagnostic::new(lv.span, format!("loop `{}` runs inside a reduction loop but has a symbolic extent", lv.name))
+                        .hint("its iterations each keep an accumulator: split it by a constant factor, or move it outside the reduction loops with reorder"));
+                };
+                len *= e;
+                acc_index = acc_index * Index::c(e) + Index::Var(*v);
+            }
+            if len > MAX_ACCUMULATORS {
+                return Err(Diagnostic::new(stage.span, format!("stage `{}` needs {len} accumulators per thread; at most {MAX_ACCUMULATORS} are allowed", stage.name))
+                    .hint("use smaller factors for the output loops inside the reduction loops"));
+            }
+            let rbody = reduce_body
+                .as_ref()
+                .expect("a reduction has a body")
+                .map_indices(&|ix| ix.subst(&subst));
+            let t = rbody.dtype;
+            locals.push(Local {
+                name: format!("{}_acc", stage.name),
+                dtype: t,
+                len: len as u32,
+            });
+            let acc = Expr {
+                kind: ExprKind::Local {
+                    local: 0,
+                    index: acc_index.clone(),
+                },
+                dtype: t,
+            };
+            let spatial: Vec<&Guard> = nest
+                .guards
+                .iter()
+                .filter(|g| {
+                    !nest
+                        .vars
+                        .iter()
+                        .enumerate()
+                        .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+                })
+                .collect();
+            let init = Stmt::LocalStore {
+                local: 0,
+                index: acc_index.clone(),
+                value: red.op.identity(t),
+            };
+            let combined = Expr {
+                kind: ExprKind::Binary(red.op.combine(), Box::new(acc.clone()), Box::new(rbody)),
+                dtype: t,
+            };
+            let update = Stmt::LocalStore {
+                local: 0,
+                index: acc_index,
+                value: combined,
+            };
+            let store = Stmt::Store {
+                tensor: stage.output,
+                indices,
+                value: value.replace_reduced(&acc),
+            };
+            // The accumulation keeps only the reduction's guards: out-of-range
+            // outputs accumulate values that are never stored, and their loads
+            // are clamped into bounds instead of branched around. Without
+            // per-output branches, loads shared by several accumulators
+            // (A[i, k] for every j) are loaded once.
+            let reduce_guards: Vec<&Guard> = nest
+                .guards
+                .iter()
+                .filter(|g| !spatial.contains(g))
+                .collect();
+            let update = if spatial.is_empty() {
+                update
+            } else {
+                clamp_loads(k, update)
+            };
+            let mut leaf = build(&nest, &acc_loops, &[], vec![init]);
+            leaf.extend(build(&nest, inner, &reduce_guards, vec![update]));
+            leaf.extend(build(&nest, &acc_loops, &spatial, vec![store]));
+            body.extend(build(&nest, outer, &[], leaf));
         }
     }
-    binds.extend(body);
     let addressing = addressing(k, stage, &nest, &touched)?;
     Ok(GpuKernel {
         name,
@@ -217,8 +427,9 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         block,
         grid,
         vars: nest.vars,
-        body: binds,
+        body,
         addressing,
+        locals,
     })
 }
 
@@ -297,21 +508,6 @@ fn addressing(
     Ok(mode)
 }
 
-impl Kernel {
-    /// Tensors a stage reads that are written by earlier stages.
-    pub fn stage_dependencies(&self, sid: StageId) -> Vec<StageId> {
-        let mut deps = Vec::new();
-        self.stage(sid).value.visit_loads(&mut |t, _| {
-            if let TensorKind::Stage(s) = self.tensor(t).kind {
-                deps.push(s);
-            }
-        });
-        deps.sort();
-        deps.dedup();
-        deps
-    }
-}
-
 /// Pretty-prints a lowered kernel as pseudo-code, for `--emit loops` and tests.
 pub struct Pretty<'a> {
     pub kernel: &'a Kernel,
@@ -377,6 +573,14 @@ impl fmt::Display for Pretty<'_> {
                             .collect();
                         writeln!(f, "{pad}if {}:", c.join(" && "))?;
                         go(f, p, body, ind + 1, sizes, vars)?;
+                    }
+                    Stmt::LocalStore { local, index, .. } => {
+                        writeln!(
+                            f,
+                            "{pad}{}[{}] = ...",
+                            p.gpu.locals[*local as usize].name,
+                            index.display(sizes, vars)
+                        )?;
                     }
                     Stmt::Store {
                         tensor, indices, ..

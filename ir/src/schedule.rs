@@ -105,6 +105,9 @@ pub enum StepKind {
         axis: GpuAxis,
     },
     Unroll(Name),
+    /// `compute_inline()`: no kernel for this stage; its expression is
+    /// substituted into every stage that reads it.
+    ComputeInline,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -168,7 +171,15 @@ fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
     Ok(())
 }
 
-pub const STEP_NAMES: [&str; 6] = ["split", "fuse", "reorder", "tile", "bind", "unroll"];
+pub const STEP_NAMES: [&str; 7] = [
+    "split",
+    "fuse",
+    "reorder",
+    "tile",
+    "bind",
+    "unroll",
+    "compute_inline",
+];
 
 impl Step {
     /// Checks a parsed step's shape (names, argument kinds and counts).
@@ -253,6 +264,11 @@ impl Step {
                 })?;
                 StepKind::Bind { target, axis }
             }
+            "compute_inline" => {
+                results(s, 0, "compute_inline()")?;
+                arity(s, 0, "compute_inline()")?;
+                StepKind::ComputeInline
+            }
             "unroll" => {
                 results(s, 0, "unroll(k)")?;
                 arity(s, 1, "unroll(k)")?;
@@ -281,6 +297,8 @@ pub enum LoopKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopVar {
     pub name: String,
+    /// Whether the loop iterates a reduction axis (or a split of one).
+    pub reduce: bool,
     /// Trip count; an expression of sizes and constants.
     pub extent: Index,
     pub kind: LoopKind,
@@ -391,9 +409,10 @@ impl State<'_> {
         Ok(())
     }
 
-    fn new_var(&mut self, n: &Name, extent: Index, span: Span) -> VarId {
+    fn new_var(&mut self, n: &Name, extent: Index, span: Span, reduce: bool) -> VarId {
         self.nest.vars.push(LoopVar {
             name: n.name.clone(),
+            reduce,
             extent,
             kind: LoopKind::Serial,
             span,
@@ -455,8 +474,9 @@ impl State<'_> {
             (Index::Const(e), Index::Const(o), Index::Const(i)) => o * i == *e,
             _ => false,
         };
-        let o = self.new_var(outer, oe, span);
-        let i = self.new_var(inner, ie.clone(), span);
+        let reduce = self.nest.var(v).reduce;
+        let o = self.new_var(outer, oe, span, reduce);
+        let i = self.new_var(inner, ie.clone(), span, reduce);
         let pos = self
             .nest
             .order
@@ -503,6 +523,9 @@ impl State<'_> {
                 self.not_bound(a, outer)?;
                 self.not_bound(b, inner)?;
                 self.fresh(fused)?;
+                if self.nest.var(a).reduce != self.nest.var(b).reduce {
+                    return Err(Diagnostic::new(step.span, format!("`{}` and `{}` cannot be fused: one is a reduction loop, the other is not", outer.name, inner.name)));
+                }
                 let pa = self.nest.order.iter().position(|x| *x == a).expect("live");
                 if self.nest.order.get(pa + 1) != Some(&b) {
                     return Err(Diagnostic::new(
@@ -513,15 +536,28 @@ impl State<'_> {
                 }
                 let eb = self.nest.var(b).extent.clone();
                 let ext = self.nest.var(a).extent.clone() * eb.clone();
-                let f = self.new_var(fused, ext, step.span);
+                let reduce = self.nest.var(a).reduce;
+                let f = self.new_var(fused, ext, step.span, reduce);
                 self.nest.order.splice(pa..=pa + 1, [f]);
                 self.replace(a, Index::Var(f) / eb.clone(), step.span);
                 self.replace(b, Index::Var(f) % eb, step.span);
                 Ok(())
             }
             StepKind::Reorder(names) => self.reorder(names),
+            StepKind::ComputeInline => unreachable!("handled before the steps are applied"),
             StepKind::Bind { target, axis } => {
                 let v = self.lookup(target)?;
+                if self.nest.var(v).reduce {
+                    let why = match axis {
+                        GpuAxis::Block(_) => "work-groups cannot combine their results within one kernel",
+                        GpuAxis::Thread(_) => "cooperative reductions across threads are not supported yet; keep reduction loops serial in each thread",
+                    };
+                    return Err(Diagnostic::new(
+                        step.span,
+                        format!("reduction loop `{}` cannot be bound to {axis}", target.name),
+                    )
+                    .hint(why));
+                }
                 if let LoopKind::Bound(prev) = self.nest.var(v).kind {
                     return Err(Diagnostic::new(
                         target.span,
@@ -643,10 +679,11 @@ pub fn apply_with_source<'a>(
     src: &'a str,
 ) -> Result<LoopNest, Diagnostic> {
     let vars: Vec<LoopVar> = stage
-        .axes
-        .iter()
-        .map(|a| LoopVar {
+        .all_axes()
+        .enumerate()
+        .map(|(i, a)| LoopVar {
             name: a.name.clone(),
+            reduce: i >= stage.axes.len(),
             extent: a.extent.clone(),
             kind: LoopKind::Serial,
             span: a.span,
@@ -670,6 +707,31 @@ pub fn apply_with_source<'a>(
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),
     };
+    if stage.is_inlined() {
+        let step = stage
+            .schedule
+            .iter()
+            .find(|s| s.kind == StepKind::ComputeInline)
+            .expect("inlined");
+        if stage.schedule.len() > 1 {
+            return Err(Diagnostic::new(
+                step.span,
+                "compute_inline() must be the stage's only schedule step",
+            )
+            .hint("an inlined stage has no loops of its own: its consumers' schedules apply"));
+        }
+        if stage.reduce.is_some() {
+            return Err(Diagnostic::new(
+                step.span,
+                format!(
+                    "stage `{}` is a reduction and cannot be inlined",
+                    stage.name
+                ),
+            )
+            .hint("a reduction must be computed once into its own tensor"));
+        }
+        return Ok(st.nest);
+    }
     for step in &stage.schedule {
         st.apply(step)?;
     }

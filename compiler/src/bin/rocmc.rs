@@ -58,6 +58,12 @@ impl Kind {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FpContract {
+    Fast,
+    Off,
+}
+
 #[derive(clap::Args)]
 struct BuildArgs {
     /// The kernel file (kernel.toml format, see docs/kernel-format.md).
@@ -89,6 +95,10 @@ struct BuildArgs {
     /// Use 32-wide waves (the default on gfx10 and later; refused on gfx9, which has only wave64).
     #[arg(long)]
     wave32: bool,
+    /// Floating-point contraction: `fast` fuses `a * b + c` into FMAs (clang's HIP default),
+    /// `off` keeps every operation separately rounded, exactly as the reference interpreter.
+    #[arg(long, value_enum, default_value = "fast", value_name = "MODE")]
+    fp_contract: FpContract,
     /// Print the wall time of each compiler phase to stderr.
     #[arg(long)]
     time_passes: bool,
@@ -133,6 +143,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     kinds.dedup();
     let to_stdout = a.output.as_deref() == Some("-");
     let opts = Options {
+        fp_contract: a.fp_contract == FpContract::Fast,
         mcpu: a.mcpu.clone(),
         code_object_version: a.code_object_version,
         wave_size: if a.wave64 {
