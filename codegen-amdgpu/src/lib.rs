@@ -6,6 +6,7 @@
 //! assembly or an ELF relocatable object. Linking into a code object is the
 //! linker crate's job.
 
+pub mod host;
 mod llvm;
 pub mod target;
 

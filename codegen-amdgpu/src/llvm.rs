@@ -50,7 +50,7 @@ pub struct Emitted {
     pub object: Option<Vec<u8>>,
 }
 
-fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
+pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Llvm(e.to_string())
 }
 
@@ -137,26 +137,26 @@ pub fn compile(
     Ok(out)
 }
 
-struct FnCx<'a, 'ctx> {
-    cx: &'ctx Context,
-    m: &'a Module<'ctx>,
-    k: &'a Kernel,
-    g: &'a GpuKernel,
-    f: FunctionValue<'ctx>,
-    b: Builder<'ctx>,
+pub(crate) struct FnCx<'a, 'ctx> {
+    pub(crate) cx: &'ctx Context,
+    pub(crate) m: &'a Module<'ctx>,
+    pub(crate) k: &'a Kernel,
+    pub(crate) g: &'a GpuKernel,
+    pub(crate) f: FunctionValue<'ctx>,
+    pub(crate) b: Builder<'ctx>,
     /// Buffer argument of each tensor.
-    bufs: HashMap<TensorId, PointerValue<'ctx>>,
-    sizes: Vec<IntValue<'ctx>>,
-    params: Vec<BasicValueEnum<'ctx>>,
+    pub(crate) bufs: HashMap<TensorId, PointerValue<'ctx>>,
+    pub(crate) sizes: Vec<IntValue<'ctx>>,
+    pub(crate) params: Vec<BasicValueEnum<'ctx>>,
     /// Current value of each loop variable.
-    vars: Vec<Option<IntValue<'ctx>>>,
+    pub(crate) vars: Vec<Option<IntValue<'ctx>>>,
     /// Per-thread arrays (reduction accumulators), allocated in the entry block.
-    locals: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
+    pub(crate) locals: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
     /// Mark float add/sub/mul as contractible into FMAs.
-    contract: bool,
+    pub(crate) contract: bool,
 }
 
-fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
+pub(crate) fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
     match d {
         DType::Bool => cx.bool_type().into(),
         DType::I8 | DType::U8 => cx.i8_type().into(),
@@ -178,7 +178,7 @@ fn mem_ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
     }
 }
 
-type R<T> = Result<T, CodegenError>;
+pub(crate) type R<T> = Result<T, CodegenError>;
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     fn new(cx: &'ctx Context, m: &'a Module<'ctx>, k: &'a Kernel, g: &'a GpuKernel) -> R<Self> {
@@ -271,7 +271,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         unsafe { self.b.build_in_bounds_gep(at, p, &[self.i32(0), i], "") }.map_err(llvm_err)
     }
 
-    fn i32(&self, v: i64) -> IntValue<'ctx> {
+    pub(crate) fn i32(&self, v: i64) -> IntValue<'ctx> {
         self.cx.i32_type().const_int(v as u64, true)
     }
 
@@ -299,7 +299,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// Index arithmetic in 32 bits. Index values are non-negative and below
     /// 2^32 (lowering checks this against the sizes' bounds), so additions and
     /// products are `nuw` and division and remainder are unsigned.
-    fn index(&self, e: &Index) -> R<IntValue<'ctx>> {
+    pub(crate) fn index(&self, e: &Index) -> R<IntValue<'ctx>> {
         Ok(match e {
             Index::Const(v) => self.i32(*v),
             Index::Size(s) => self.sizes[s.0 as usize],
@@ -443,47 +443,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     unroll: false,
                     body,
                 } => self.serial_loop(*var, extent, body)?,
-                Stmt::If { guards, body } => {
-                    let mut cond = self.cx.bool_type().const_int(1, false);
-                    for g in guards {
-                        let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
-                        let c = self
-                            .b
-                            .build_int_compare(IntPredicate::ULT, v, e, "")
-                            .map_err(llvm_err)?;
-                        cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
-                    }
-                    let then = self.cx.append_basic_block(self.f, "then");
-                    let join = self.cx.append_basic_block(self.f, "join");
-                    self.b
-                        .build_conditional_branch(cond, then, join)
-                        .map_err(llvm_err)?;
-                    self.b.position_at_end(then);
-                    self.body(body)?;
-                    self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-                    self.b.position_at_end(join);
-                }
-                Stmt::LocalStore {
-                    local,
-                    index,
-                    value,
-                } => {
-                    let v = self.expr(value)?;
-                    let p = self.local_ptr(*local, index)?;
-                    self.b.build_store(p, v).map_err(llvm_err)?;
-                }
-                Stmt::Store {
-                    tensor,
-                    indices,
-                    value,
-                } => {
-                    let v = self.expr(value)?;
-                    let v = self.to_mem(value.dtype, v)?;
-                    let p = self.address(*tensor, indices)?;
-                    let st = self.b.build_store(p, v).map_err(llvm_err)?;
-                    st.set_alignment(value.dtype.size() as u32)
-                        .map_err(llvm_err)?;
-                }
+                Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
+                leaf @ (Stmt::Store { .. } | Stmt::LocalStore { .. }) => self.leaf(leaf)?,
             }
         }
         Ok(())
@@ -491,6 +452,22 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
     fn serial_loop(&mut self, var: rocmc_ir::VarId, extent: &Index, body: &[Stmt]) -> R<()> {
         let n = self.index(extent)?;
+        let name = self.g.vars[var.0 as usize].name.clone();
+        self.counted_loop(n, &name, |me, i| {
+            me.vars[var.0 as usize] = Some(i);
+            me.body(body)
+        })?;
+        self.vars[var.0 as usize] = None;
+        Ok(())
+    }
+
+    /// `for i in 0..n { body(i) }` with an i32 counter.
+    pub(crate) fn counted_loop(
+        &mut self,
+        n: IntValue<'ctx>,
+        name: &str,
+        body: impl FnOnce(&mut Self, IntValue<'ctx>) -> R<()>,
+    ) -> R<()> {
         let pre: BasicBlock = self.b.get_insert_block().expect("positioned");
         let header = self.cx.append_basic_block(self.f, "loop");
         let inner = self.cx.append_basic_block(self.f, "body");
@@ -501,7 +478,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b.position_at_end(header);
         let phi = self
             .b
-            .build_phi(self.cx.i32_type(), &self.g.vars[var.0 as usize].name)
+            .build_phi(self.cx.i32_type(), name)
             .map_err(llvm_err)?;
         let i = phi.as_basic_value().into_int_value();
         let c = self
@@ -512,8 +489,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .build_conditional_branch(c, inner, exit)
             .map_err(llvm_err)?;
         self.b.position_at_end(inner);
-        self.vars[var.0 as usize] = Some(i);
-        self.body(body)?;
+        body(self, i)?;
         let next = self
             .b
             .build_int_nuw_add(i, self.i32(1), "")
@@ -524,7 +500,66 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .map_err(llvm_err)?;
         phi.add_incoming(&[(&self.i32(0), pre), (&next, latch)]);
         self.b.position_at_end(exit);
-        self.vars[var.0 as usize] = None;
+        Ok(())
+    }
+
+    /// Runs `then` when every guard holds.
+    pub(crate) fn guarded(
+        &mut self,
+        guards: &[rocmc_ir::schedule::Guard],
+        then: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        let mut cond = self.cx.bool_type().const_int(1, false);
+        for g in guards {
+            let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
+            let c = self
+                .b
+                .build_int_compare(IntPredicate::ULT, v, e, "")
+                .map_err(llvm_err)?;
+            cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
+        }
+        let yes = self.cx.append_basic_block(self.f, "then");
+        let join = self.cx.append_basic_block(self.f, "join");
+        self.b
+            .build_conditional_branch(cond, yes, join)
+            .map_err(llvm_err)?;
+        self.b.position_at_end(yes);
+        then(self)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// A leaf statement: a store to a tensor or to a local array.
+    pub(crate) fn leaf(&mut self, s: &Stmt) -> R<()> {
+        match s {
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => {
+                let v = self.expr(value)?;
+                let v = self.to_mem(value.dtype, v)?;
+                let p = self.address(*tensor, indices)?;
+                let st = self.b.build_store(p, v).map_err(llvm_err)?;
+                st.set_alignment(value.dtype.size() as u32)
+                    .map_err(llvm_err)?;
+            }
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => {
+                let v = self.expr(value)?;
+                let p = self.local_ptr(*local, index)?;
+                self.b.build_store(p, v).map_err(llvm_err)?;
+            }
+            _ => {
+                return Err(CodegenError::Llvm(
+                    "not a leaf statement (a rocmc bug)".into(),
+                ))
+            }
+        }
         Ok(())
     }
 

@@ -21,6 +21,8 @@ use rocmc_linker::launch::{
 };
 use std::time::{Duration, Instant};
 
+pub mod run;
+
 pub use rocmc_codegen_amdgpu as codegen;
 pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
@@ -103,6 +105,9 @@ pub enum Error {
     },
     #[error("{0}")]
     Usage(String),
+    /// A kernel run whose results differ from the reference interpreter.
+    #[error("{0}")]
+    Mismatch(String),
 }
 
 impl Error {
@@ -110,7 +115,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Kernel(_) | Error::Target(_) | Error::Usage(_) => 2,
-            Error::Codegen(_) | Error::Link(_) | Error::Io { .. } => 1,
+            Error::Codegen(_) | Error::Link(_) | Error::Io { .. } | Error::Mismatch(_) => 1,
         }
     }
 }

@@ -17,6 +17,8 @@ struct Cli {
 enum Command {
     /// Compile a kernel file into a code object (.hsaco) and other forms.
     Build(BuildArgs),
+    /// Run a kernel on seeded random inputs and compare with the reference interpreter.
+    Run(RunArgs),
     /// List the AMDGPU processors LLVM supports (valid --mcpu values).
     Targets,
     /// Show what a code object or offload bundle contains: target, kernels, arguments, resources, occupancy.
@@ -56,6 +58,51 @@ impl Kind {
     fn is_text(self) -> bool {
         matches!(self, Kind::Loops | Kind::Llvm | Kind::Asm)
     }
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The kernel file.
+    kernel: PathBuf,
+    /// Where to run: `cpu` (the scheduled kernel compiled for this machine by LLVM, blocks and
+    /// threads as loops). AMD GPUs (`amdgpu`, `amdgpu:N`) need the HIP runtime.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// A size argument, `name=value`; every size of the kernel must be given.
+    #[arg(long = "size", value_name = "NAME=N", value_parser = parse_size)]
+    sizes: Vec<(String, i64)>,
+    /// A scalar parameter, `name=value` (default: a seeded random value in [0.5, 1.5)).
+    #[arg(long = "param", value_name = "NAME=X", value_parser = parse_param)]
+    params: Vec<(String, f64)>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Floating-point contraction in the compiled kernel (see `rocmc build --help`).
+    #[arg(long, value_enum, default_value = "fast", value_name = "MODE")]
+    fp_contract: FpContract,
+}
+
+fn parse_size(s: &str) -> Result<(String, i64), String> {
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: write NAME=N, e.g. n=1024"))?;
+    let v = v
+        .trim()
+        .replace('_', "")
+        .parse::<i64>()
+        .map_err(|_| format!("`{s}`: {v} is not an integer"))?;
+    Ok((n.trim().to_string(), v))
+}
+
+fn parse_param(s: &str) -> Result<(String, f64), String> {
+    let (n, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: write NAME=X, e.g. alpha=2.5"))?;
+    let v = v
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("`{s}`: {v} is not a number"))?;
+    Ok((n.trim().to_string(), v))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -111,6 +158,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Build(a) => build(a),
+        Command::Run(a) => run(a),
         Command::Targets => targets(),
         Command::Inspect { file, json } => inspect(&file, json),
     };
@@ -264,6 +312,66 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
     }
     Ok(())
+}
+
+fn run(a: RunArgs) -> Result<(), Error> {
+    if a.device != "cpu" {
+        return Err(Error::Usage(format!(
+            "--device {}: running on AMD GPUs needs rocmc's HIP runtime, which is not built yet; use --device cpu",
+            a.device
+        )));
+    }
+    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let front = rocmc::frontend(&a.kernel.display().to_string(), &source)?;
+    let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
+    let sizes = rocmc::run::size_values(&front.kernel, &given)?;
+    let params: std::collections::HashMap<String, f64> = a.params.iter().cloned().collect();
+    let t0 = std::time::Instant::now();
+    let report = rocmc::run::run_cpu(
+        &front,
+        &sizes,
+        &params,
+        a.seed,
+        a.fp_contract == FpContract::Fast,
+    )?;
+    let shown: Vec<String> = front
+        .kernel
+        .sizes
+        .iter()
+        .zip(&sizes)
+        .map(|(s, v)| format!("{}={v}", s.name))
+        .collect();
+    println!(
+        "{} on cpu ({}), seed {}, {:.0} ms",
+        front.kernel.name,
+        shown.join(" "),
+        a.seed,
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    println!(
+        "{:<12} {:>6} {:>10} {:>12} {:>12} {:>10}  result",
+        "tensor", "dtype", "elements", "max |error|", "max error*", "tolerance"
+    );
+    for c in &report {
+        println!(
+            "{:<12} {:>6} {:>10} {:>12.3e} {:>12.3e} {:>10.0e}  {}",
+            c.tensor,
+            c.dtype.to_string(),
+            c.elements,
+            c.max_abs_error,
+            c.max_error,
+            c.tolerance,
+            if c.ok() { "ok" } else { "MISMATCH" }
+        );
+    }
+    println!("* |got - want| / (1 + |want|), against the reference interpreter");
+    if report.iter().all(|c| c.ok()) {
+        Ok(())
+    } else {
+        Err(Error::Mismatch(
+            "results differ from the reference interpreter".into(),
+        ))
+    }
 }
 
 /// Writes through a temporary file in the same folder, then renames, so a

@@ -1,0 +1,318 @@
+//! Running lowered kernels on the host CPU through LLVM, to check schedules
+//! and code generation without a GPU.
+//!
+//! The same loop IR and the same expression and address code as the GPU
+//! path are compiled for the host and run by LLVM's JIT. Work-groups become
+//! loops; the threads of a work-group run in lockstep: loops (whose trip
+//! counts never depend on the thread) stay loops, and every leaf statement
+//! runs in a loop over the block's threads, under the guards that enclose
+//! it. Lockstep is one legal interleaving of the GPU's threads, and it keeps
+//! barrier semantics for free. Per-thread arrays get one slice per thread.
+
+use crate::llvm::{llvm_err, ty, FnCx, R};
+use crate::CodegenError;
+use inkwell::context::Context;
+use inkwell::execution_engine::JitFunction;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
+};
+use inkwell::types::BasicType;
+use inkwell::values::IntValue;
+use inkwell::{AddressSpace, OptimizationLevel};
+use rocmc_ir::lower::{ArgKind, GpuKernel, Stmt};
+use rocmc_ir::schedule::{GpuAxis, Guard};
+use rocmc_ir::{Kernel, Program, VarId};
+use std::collections::HashMap;
+use std::sync::Once;
+
+/// `void kernel(ptr buffers_by_tensor_id, ptr i32_sizes, ptr params_8_byte_slots)`
+type HostFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8);
+
+fn host_machine() -> R<TargetMachine> {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        // Native target initialisation only fails on hosts LLVM was not built for.
+        let _ = LlvmTarget::initialize_native(&InitializationConfig::default());
+    });
+    let triple = TargetMachine::get_default_triple();
+    let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
+    target
+        .create_target_machine(
+            &triple,
+            "generic",
+            "",
+            OptimizationLevel::Default,
+            RelocMode::Default,
+            CodeModel::JITDefault,
+        )
+        .ok_or_else(|| CodegenError::Llvm("cannot create a target machine for the host".into()))
+}
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    fn new_host(
+        cx: &'ctx Context,
+        m: &'a Module<'ctx>,
+        k: &'a Kernel,
+        g: &'a GpuKernel,
+    ) -> R<Self> {
+        let ptr = cx.ptr_type(AddressSpace::default());
+        let f = m.add_function(
+            &g.name,
+            cx.void_type()
+                .fn_type(&[ptr.into(), ptr.into(), ptr.into()], false),
+            None,
+        );
+        let b = cx.create_builder();
+        b.position_at_end(cx.append_basic_block(f, "entry"));
+        let arg = |i: u32| {
+            f.get_nth_param(i)
+                .expect("three parameters")
+                .into_pointer_value()
+        };
+        let (bufs_p, sizes_p, params_p) = (arg(0), arg(1), arg(2));
+        let mut bufs = HashMap::new();
+        let mut pvals = Vec::new();
+        for a in &g.args {
+            match &a.kind {
+                ArgKind::Buffer { tensor, .. } => {
+                    // SAFETY: the caller passes one pointer per tensor of the kernel.
+                    let slot = unsafe {
+                        b.build_in_bounds_gep(
+                            ptr,
+                            bufs_p,
+                            &[cx.i32_type().const_int(tensor.0 as u64, false)],
+                            "",
+                        )
+                    }
+                    .map_err(llvm_err)?;
+                    bufs.insert(
+                        *tensor,
+                        b.build_load(ptr, slot, &a.name)
+                            .map_err(llvm_err)?
+                            .into_pointer_value(),
+                    );
+                }
+                ArgKind::Size(_) | ArgKind::Param(_) => {}
+            }
+        }
+        let mut sizes = Vec::new();
+        for (i, s) in k.sizes.iter().enumerate() {
+            // SAFETY: the caller passes one i32 per size.
+            let slot = unsafe {
+                b.build_in_bounds_gep(
+                    cx.i32_type(),
+                    sizes_p,
+                    &[cx.i32_type().const_int(i as u64, false)],
+                    "",
+                )
+            }
+            .map_err(llvm_err)?;
+            sizes.push(
+                b.build_load(cx.i32_type(), slot, &s.name)
+                    .map_err(llvm_err)?
+                    .into_int_value(),
+            );
+        }
+        for (i, p) in k.params.iter().enumerate() {
+            // SAFETY: the caller passes one 8-byte slot per parameter.
+            let slot = unsafe {
+                b.build_in_bounds_gep(
+                    cx.i8_type(),
+                    params_p,
+                    &[cx.i32_type().const_int(i as u64 * 8, false)],
+                    "",
+                )
+            }
+            .map_err(llvm_err)?;
+            pvals.push(
+                b.build_load(ty(cx, p.dtype), slot, &p.name)
+                    .map_err(llvm_err)?,
+            );
+        }
+        let threads = g.threads();
+        let mut locals = Vec::new();
+        for l in &g.locals {
+            let at = ty(cx, l.dtype).array_type(l.len);
+            // One slice per thread of the block; `leaf_for_threads` points at the current one.
+            let all = b
+                .build_alloca(ty(cx, l.dtype).array_type(l.len * threads), &l.name)
+                .map_err(llvm_err)?;
+            locals.push((all, at));
+        }
+        Ok(FnCx {
+            cx,
+            m,
+            k,
+            g,
+            f,
+            b,
+            bufs,
+            sizes,
+            params: pvals,
+            vars: vec![None; g.vars.len()],
+            locals,
+            contract: false,
+        })
+    }
+
+    /// Emits the whole kernel: loops over work-groups around the body.
+    fn host_kernel(&mut self, contract: bool) -> R<()> {
+        self.contract = contract;
+        let grid: Vec<IntValue<'ctx>> = self
+            .g
+            .grid
+            .iter()
+            .map(|e| self.index(e))
+            .collect::<R<_>>()?;
+        let whole = self.locals.clone();
+        self.counted_loop(grid[2], "bz", |me, bz| {
+            me.counted_loop(grid[1], "by", |me, by| {
+                me.counted_loop(grid[0], "bx", |me, bx| {
+                    let mut st = Lockstep {
+                        block: [bx, by, bz],
+                        threads: Vec::new(),
+                        guards: Vec::new(),
+                        whole: whole.clone(),
+                    };
+                    me.host_body(&me.g.body.clone(), &mut st)
+                })
+            })
+        })?;
+        self.b.build_return(None).map_err(llvm_err)?;
+        Ok(())
+    }
+
+    fn host_body(&mut self, stmts: &[Stmt], st: &mut Lockstep<'ctx>) -> R<()> {
+        for s in stmts {
+            match s {
+                Stmt::Bind {
+                    var,
+                    axis: GpuAxis::Block(d),
+                } => self.vars[var.0 as usize] = Some(st.block[d.index()]),
+                Stmt::Bind {
+                    var,
+                    axis: GpuAxis::Thread(d),
+                } => st.threads.push((*var, d.index())),
+                Stmt::Loop {
+                    var, extent, body, ..
+                } => {
+                    let n = self.index(extent)?;
+                    let name = self.g.vars[var.0 as usize].name.clone();
+                    self.counted_loop(n, &name, |me, i| {
+                        me.vars[var.0 as usize] = Some(i);
+                        me.host_body(body, st)
+                    })?;
+                }
+                Stmt::If { guards, body } => {
+                    let n = st.guards.len();
+                    st.guards.extend(guards.iter().cloned());
+                    self.host_body(body, st)?;
+                    st.guards.truncate(n);
+                }
+                leaf => self.leaf_for_threads(leaf, st)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a leaf statement for every thread of the block, in order.
+    fn leaf_for_threads(&mut self, leaf: &Stmt, st: &Lockstep<'ctx>) -> R<()> {
+        let [bx, by, _] = self.g.block;
+        let n = self.i32(self.g.threads() as i64);
+        self.counted_loop(n, "tid", |me, tid| {
+            let b = &me.b;
+            let x = b
+                .build_int_unsigned_rem(tid, me.i32(bx as i64), "")
+                .map_err(llvm_err)?;
+            let xy = b
+                .build_int_unsigned_div(tid, me.i32(bx as i64), "")
+                .map_err(llvm_err)?;
+            let y = b
+                .build_int_unsigned_rem(xy, me.i32(by as i64), "")
+                .map_err(llvm_err)?;
+            let z = b
+                .build_int_unsigned_div(xy, me.i32(by as i64), "")
+                .map_err(llvm_err)?;
+            for (var, d) in &st.threads {
+                me.vars[var.0 as usize] = Some([x, y, z][*d]);
+            }
+            for (i, (all, at)) in st.whole.iter().enumerate() {
+                let len = at.len() as i64;
+                let start = b
+                    .build_int_nuw_mul(tid, me.i32(len), "")
+                    .map_err(llvm_err)?;
+                let elem = at.get_element_type();
+                let whole_ty = elem.array_type(len as u32 * me.g.threads());
+                // SAFETY: tid < threads, so the slice lies inside the per-block array.
+                let p = unsafe { b.build_in_bounds_gep(whole_ty, *all, &[me.i32(0), start], "") }
+                    .map_err(llvm_err)?;
+                me.locals[i] = (p, *at);
+            }
+            me.guarded(&st.guards, |me| me.leaf(leaf))
+        })
+    }
+}
+
+/// What the lockstep walk knows at a point of the body.
+struct Lockstep<'ctx> {
+    block: [IntValue<'ctx>; 3],
+    /// Thread-bound variables seen so far, with their dimension.
+    threads: Vec<(VarId, usize)>,
+    /// Guards of the enclosing `If`s, checked per thread at each leaf.
+    guards: Vec<Guard>,
+    whole: Vec<(
+        inkwell::values::PointerValue<'ctx>,
+        inkwell::types::ArrayType<'ctx>,
+    )>,
+}
+
+/// Compiles every kernel of `prog` for the host and runs them in order.
+/// `buffers` holds one byte vector per tensor of `k` (by tensor ID), each
+/// exactly as large as its shape for `sizes`; `params` one 8-byte
+/// little-endian slot per parameter.
+pub fn run_on_host(
+    k: &Kernel,
+    prog: &Program,
+    sizes: &[i32],
+    params: &[u8],
+    buffers: &mut [Vec<u8>],
+    fp_contract: bool,
+) -> Result<(), CodegenError> {
+    if sizes.len() != k.sizes.len()
+        || params.len() != 8 * k.params.len()
+        || buffers.len() != k.tensors.len()
+    {
+        return Err(CodegenError::Llvm(
+            "run_on_host: argument counts do not match the kernel".into(),
+        ));
+    }
+    let tm = host_machine()?;
+    let cx = Context::create();
+    let module = cx.create_module(&format!("{}_host", k.name));
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    for g in &prog.kernels {
+        let mut f = FnCx::new_host(&cx, &module, k, g)?;
+        f.host_kernel(fp_contract)?;
+    }
+    module
+        .verify()
+        .map_err(|e| CodegenError::Llvm(format!("invalid host module (a rocmc bug): {e}")))?;
+    module
+        .run_passes("default<O2>", &tm, PassBuilderOptions::create())
+        .map_err(llvm_err)?;
+    let ee = module
+        .create_jit_execution_engine(OptimizationLevel::Default)
+        .map_err(llvm_err)?;
+    let ptrs: Vec<*mut u8> = buffers.iter_mut().map(|b| b.as_mut_ptr()).collect();
+    for g in &prog.kernels {
+        // SAFETY: the function was generated above with exactly the HostFn signature.
+        let f: JitFunction<HostFn> = unsafe { ee.get_function(&g.name) }.map_err(llvm_err)?;
+        // SAFETY: every buffer the kernel touches has the size its shape implies (checked by the
+        // caller), sizes and params have one slot each; the kernel only reads and writes in bounds.
+        unsafe { f.call(ptrs.as_ptr(), sizes.as_ptr(), params.as_ptr()) };
+    }
+    Ok(())
+}

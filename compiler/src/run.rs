@@ -1,0 +1,285 @@
+//! `rocmc run --device cpu`: execute a kernel's scheduled, lowered form on
+//! the host through LLVM and compare it with the reference interpreter.
+
+use crate::{Error, Frontend};
+use rocmc_ir::interp::{self, Buffer, Data, Scalar};
+use rocmc_ir::{DType, Kernel, TensorKind};
+use std::collections::HashMap;
+
+/// How one output tensor compares with the interpreter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub tensor: String,
+    pub dtype: DType,
+    pub elements: usize,
+    pub max_abs_error: f64,
+    /// Largest |got − want| / (1 + |want|).
+    pub max_error: f64,
+    pub tolerance: f64,
+}
+
+impl Comparison {
+    pub fn ok(&self) -> bool {
+        self.max_error <= self.tolerance
+    }
+}
+
+/// Tolerance on |got − want| / (1 + |want|) by dtype: the scheduled kernel
+/// may reorder, contract (FMA) and approximate (exp, tanh) where the
+/// interpreter rounds each operation; integers must match exactly.
+pub fn tolerance(t: DType) -> f64 {
+    match t {
+        DType::F64 => 1e-9,
+        DType::F32 => 1e-4,
+        DType::F16 => 1e-2,
+        DType::BF16 => 5e-2,
+        _ => 0.0,
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64: a fixed, documented generator so seeds reproduce across versions.
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi).
+    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * ((self.next() >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
+
+fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
+    let data = match t {
+        t if t.is_float() => Data::F(
+            (0..n)
+                .map(|_| rocmc_ir::front::round_to(rng.uniform(-1.0, 1.0), t))
+                .collect(),
+        ),
+        DType::Bool => Data::I((0..n).map(|_| (rng.next() & 1) as i64).collect()),
+        DType::U8 | DType::U32 => Data::I((0..n).map(|_| (rng.next() % 100) as i64).collect()),
+        _ => Data::I((0..n).map(|_| (rng.next() % 201) as i64 - 100).collect()),
+    };
+    Buffer { dtype: t, data }
+}
+
+/// Sizes in kernel order from `name=value` pairs; every size must be given,
+/// non-negative and within its declared maximum.
+pub fn size_values(k: &Kernel, given: &HashMap<String, i64>) -> Result<Vec<i64>, Error> {
+    for name in given.keys() {
+        if !k.sizes.iter().any(|s| &s.name == name) {
+            return Err(Error::Usage(format!(
+                "--size {name}: the kernel has no size `{name}` (its sizes: {})",
+                names(k)
+            )));
+        }
+    }
+    k.sizes
+        .iter()
+        .map(|s| match given.get(&s.name) {
+            None => Err(Error::Usage(format!(
+                "missing --size {}=N (the kernel's sizes: {})",
+                s.name,
+                names(k)
+            ))),
+            Some(v) if *v < 0 || *v as u64 > s.max => Err(Error::Usage(format!(
+                "--size {}={v}: must be between 0 and {}",
+                s.name, s.max
+            ))),
+            Some(v) => Ok(*v),
+        })
+        .collect()
+}
+
+fn names(k: &Kernel) -> String {
+    k.sizes
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs the kernel on the host through LLVM and with the interpreter, on
+/// the same seeded random inputs, and compares every computed tensor.
+pub fn run_cpu(
+    front: &Frontend,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+    fp_contract: bool,
+) -> Result<Vec<Comparison>, Error> {
+    let k = &front.kernel;
+    let mut rng = Rng(seed);
+    let mut pvals = Vec::new();
+    let mut pbytes = Vec::new();
+    for p in &k.params {
+        let v = params
+            .get(&p.name)
+            .copied()
+            .unwrap_or_else(|| rng.uniform(0.5, 1.5));
+        let (s, bytes): (Scalar, Vec<u8>) = match p.dtype {
+            DType::F32 => (
+                Scalar::F(v as f32 as f64),
+                (v as f32).to_le_bytes().to_vec(),
+            ),
+            DType::F64 => (Scalar::F(v), v.to_le_bytes().to_vec()),
+            t if t.is_float() => {
+                let b = Buffer {
+                    dtype: t,
+                    data: Data::F(vec![v]),
+                };
+                (Scalar::F(rocmc_ir::front::round_to(v, t)), b.to_bytes())
+            }
+            t => {
+                let i = interp::normalize_int(t, v as i64);
+                (Scalar::I(i), i.to_le_bytes()[..t.size()].to_vec())
+            }
+        };
+        pvals.push(s);
+        let mut slot = bytes;
+        slot.resize(8, 0);
+        pbytes.extend(slot);
+    }
+    for name in params.keys() {
+        if !k.params.iter().any(|p| &p.name == name) {
+            return Err(Error::Usage(format!(
+                "--param {name}: the kernel has no parameter `{name}`"
+            )));
+        }
+    }
+    let shapes: Vec<Vec<i64>> = k
+        .tensors
+        .iter()
+        .map(|t| interp::shape_of(t, sizes))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let inputs: Vec<Buffer> = k
+        .inputs()
+        .map(|(id, t)| {
+            random_buffer(
+                &mut rng,
+                t.dtype,
+                shapes[id.0 as usize].iter().product::<i64>() as usize,
+            )
+        })
+        .collect();
+    let want = interp::run(k, sizes, &pvals, &inputs).map_err(|e| {
+        Error::Usage(format!(
+            "the reference interpreter refused these inputs: {e}"
+        ))
+    })?;
+
+    let mut bytes: Vec<Vec<u8>> = Vec::new();
+    let mut ins = inputs.iter();
+    for (t, shape) in k.tensors.iter().zip(&shapes) {
+        let n = shape.iter().product::<i64>() as usize;
+        bytes.push(match t.kind {
+            TensorKind::Input => ins.next().expect("one buffer per input").to_bytes(),
+            TensorKind::Stage(_) => vec![0u8; n * t.dtype.size()],
+        });
+    }
+    let sizes32: Vec<i32> = sizes.iter().map(|s| *s as i32).collect();
+    rocmc_codegen_amdgpu::host::run_on_host(
+        k,
+        &front.program,
+        &sizes32,
+        &pbytes,
+        &mut bytes,
+        fp_contract,
+    )
+    .map_err(|e| Error::Codegen(e.to_string()))?;
+
+    let mut out = Vec::new();
+    for (i, t) in k.tensors.iter().enumerate() {
+        let TensorKind::Stage(s) = t.kind else {
+            continue;
+        };
+        if k.stage(s).is_inlined() {
+            continue;
+        }
+        let got = Buffer::from_bytes(t.dtype, &bytes[i]);
+        let (max_abs, max_err) = errors(&got, &want[i]);
+        let w = &want[i];
+        out.push(Comparison {
+            tensor: t.name.clone(),
+            dtype: t.dtype,
+            elements: w.len(),
+            max_abs_error: max_abs,
+            max_error: max_err,
+            tolerance: tolerance(t.dtype),
+        });
+    }
+    Ok(out)
+}
+
+/// Largest |got − want| and largest |got − want| / (1 + |want|); NaN where
+/// the other is not NaN counts as an infinite error.
+pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
+    let (mut max_abs, mut max_err) = (0f64, 0f64);
+    for j in 0..want.len() {
+        let (g, w) = (scalar_f(got.get(j)), scalar_f(want.get(j)));
+        let d = if g == w || (g.is_nan() && w.is_nan()) {
+            0.0
+        } else {
+            (g - w).abs()
+        };
+        let d = if d.is_nan() { f64::INFINITY } else { d };
+        max_abs = max_abs.max(d);
+        max_err = max_err.max(d / (1.0 + w.abs()));
+    }
+    (max_abs, max_err)
+}
+
+fn scalar_f(s: Scalar) -> f64 {
+    match s {
+        Scalar::F(x) => x,
+        Scalar::I(x) => x as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_catch_differences_and_nans() {
+        let w = Buffer {
+            dtype: DType::F32,
+            data: Data::F(vec![1.0, 2.0, 3.0]),
+        };
+        assert_eq!(errors(&w, &w), (0.0, 0.0));
+        let g = Buffer {
+            dtype: DType::F32,
+            data: Data::F(vec![1.0, 2.5, 3.0]),
+        };
+        assert_eq!(errors(&g, &w), (0.5, 0.5 / 3.0));
+        let n = Buffer {
+            dtype: DType::F32,
+            data: Data::F(vec![1.0, f64::NAN, 3.0]),
+        };
+        assert_eq!(errors(&n, &w).1, f64::INFINITY);
+        let c = Comparison {
+            tensor: "C".into(),
+            dtype: DType::F32,
+            elements: 3,
+            max_abs_error: 0.5,
+            max_error: 0.5 / 3.0,
+            tolerance: tolerance(DType::F32),
+        };
+        assert!(!c.ok());
+        let i = Buffer {
+            dtype: DType::I32,
+            data: Data::I(vec![1, 2]),
+        };
+        let j = Buffer {
+            dtype: DType::I32,
+            data: Data::I(vec![1, 3]),
+        };
+        assert!(errors(&i, &j).1 > tolerance(DType::I32));
+    }
+}

@@ -1,0 +1,184 @@
+//! `rocmc run --device cpu`: every example, scheduled and lowered, compiled
+//! for the host by LLVM and run, agrees with the reference interpreter.
+
+use rocmc_tests::*;
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "rocmc failed:\n{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Sizes for an example: small, different per size and per seed, rarely a
+/// multiple of any tile factor; conv2d's spatial sizes at least 3.
+fn sizes_for(name: &str, seed: u64) -> Vec<String> {
+    let src = std::fs::read_to_string(example(name)).unwrap();
+    let k = rocmc::ir::parse_kernel(name, &src).unwrap();
+    let span = match k.sizes.len() {
+        0..=2 => 150,
+        3 => 90,
+        _ => 9,
+    };
+    k.sizes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            format!(
+                "{}={}",
+                s.name,
+                3 + (seed * 7919 + i as u64 * 104_729) % span
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_example_matches_the_interpreter_on_the_cpu() {
+    let d = tempfile::tempdir().unwrap();
+    for name in examples() {
+        for seed in [1, 2, 3] {
+            let mut args = vec![
+                "run".to_string(),
+                example(&name).to_string_lossy().into_owned(),
+                "--device".into(),
+                "cpu".into(),
+                "--seed".into(),
+                seed.to_string(),
+            ];
+            for s in sizes_for(&name, seed) {
+                args.push("--size".into());
+                args.push(s);
+            }
+            let out = rocmc(
+                d.path(),
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            let table = ok(&out);
+            assert!(!table.contains("MISMATCH"), "{name}\n{table}");
+            assert!(
+                table
+                    .lines()
+                    .filter(|l| l.trim_end().ends_with(" ok"))
+                    .count()
+                    >= 1,
+                "{name}\n{table}"
+            );
+        }
+    }
+}
+
+/// Without contraction and without approximated math functions, the
+/// compiled kernel is bit-identical to the interpreter.
+#[test]
+fn without_contraction_results_are_exact() {
+    let d = tempfile::tempdir().unwrap();
+    for name in [
+        "vadd",
+        "saxpy",
+        "bias2d",
+        "matmul",
+        "matmul_regtile",
+        "conv2d",
+    ] {
+        let mut args = vec![
+            "run".to_string(),
+            example(name).to_string_lossy().into_owned(),
+            "--fp-contract".into(),
+            "off".into(),
+        ];
+        for s in sizes_for(name, 5) {
+            args.push("--size".into());
+            args.push(s);
+        }
+        let table = ok(&rocmc(
+            d.path(),
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        for line in table.lines().skip(2).filter(|l| !l.starts_with('*')) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(cols[3], "0.000e0", "{name}: not exact\n{table}");
+        }
+    }
+}
+
+#[test]
+fn run_checks_its_arguments() {
+    let d = tempfile::tempdir().unwrap();
+    let v = example("vadd").to_string_lossy().into_owned();
+    for (args, msg) in [
+        (vec!["run", &v], "missing --size n=N"),
+        (
+            vec!["run", &v, "--size", "n=10", "--size", "m=3"],
+            "the kernel has no size `m`",
+        ),
+        (
+            vec!["run", &v, "--size", "n=-1"],
+            "must be between 0 and 2147483647",
+        ),
+        (
+            vec!["run", &v, "--size", "n=10", "--param", "alpha=2"],
+            "no parameter `alpha`",
+        ),
+        (
+            vec!["run", &v, "--size", "n=10", "--device", "amdgpu:0"],
+            "needs rocmc's HIP runtime",
+        ),
+    ] {
+        let out = rocmc(d.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(msg),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let bf = example("bias2d").to_string_lossy().into_owned();
+    let out = rocmc(
+        d.path(),
+        &["run", &bf, "--size", "rows=20000", "--size", "cols=3"],
+    );
+    assert!(
+        text(&out.stderr).contains("must be between 0 and 16384"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Zero-sized runs are fine.
+    ok(&rocmc(d.path(), &["run", &v, "--size", "n=0"]));
+}
+
+/// Every example compiles for CDNA2, CDNA3 and RDNA3 with no scratch memory
+/// and no spills: accumulators stay in registers.
+#[test]
+fn examples_compile_for_three_targets_without_spills() {
+    for name in examples() {
+        let src = std::fs::read_to_string(example(&name)).unwrap();
+        let opts = rocmc::Options::new("gfx90a,gfx942,gfx1100");
+        let arts = rocmc::compile_all(
+            &name,
+            &src,
+            &opts,
+            rocmc::Emit {
+                code_object: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for a in arts {
+            let co = rocmc::linker::codeobject::read(&a.code_object.unwrap()).unwrap();
+            for k in &co.kernels {
+                let ctx = format!("{name} / {} on {}", k.name, a.target.id);
+                assert_eq!(k.private_segment_fixed_size, 0, "{ctx}: scratch");
+                assert_eq!(k.vgpr_spill_count + k.sgpr_spill_count, 0, "{ctx}: spills");
+            }
+        }
+    }
+}
