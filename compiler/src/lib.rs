@@ -26,6 +26,7 @@ pub mod run;
 pub use rocmc_codegen_amdgpu as codegen;
 pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
+pub use rocmc_runtime_hip as runtime_hip;
 
 /// How to compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +106,9 @@ pub enum Error {
     },
     #[error("{0}")]
     Usage(String),
+    /// The HIP runtime failed (a HIP error, an incompatible code object).
+    #[error("{0}")]
+    Runtime(String),
     /// A kernel run whose results differ from the reference interpreter.
     #[error("{0}")]
     Mismatch(String),
@@ -115,7 +119,11 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Kernel(_) | Error::Target(_) | Error::Usage(_) => 2,
-            Error::Codegen(_) | Error::Link(_) | Error::Io { .. } | Error::Mismatch(_) => 1,
+            Error::Codegen(_)
+            | Error::Link(_)
+            | Error::Io { .. }
+            | Error::Mismatch(_)
+            | Error::Runtime(_) => 1,
         }
     }
 }

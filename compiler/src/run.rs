@@ -68,6 +68,71 @@ fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
     Buffer { dtype: t, data }
 }
 
+/// Seeded random inputs, parameter values and their 8-byte slots.
+#[allow(clippy::type_complexity)]
+fn random_inputs(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+) -> Result<(Vec<Buffer>, Vec<Scalar>, Vec<u8>), Error> {
+    let mut rng = Rng(seed);
+    let mut pvals = Vec::new();
+    let mut pbytes = Vec::new();
+    for name in params.keys() {
+        if !k.params.iter().any(|p| &p.name == name) {
+            return Err(Error::Usage(format!(
+                "--param {name}: the kernel has no parameter `{name}`"
+            )));
+        }
+    }
+    for p in &k.params {
+        let v = params
+            .get(&p.name)
+            .copied()
+            .unwrap_or_else(|| rng.uniform(0.5, 1.5));
+        let (s, bytes): (Scalar, Vec<u8>) = match p.dtype {
+            DType::F32 => (
+                Scalar::F(v as f32 as f64),
+                (v as f32).to_le_bytes().to_vec(),
+            ),
+            DType::F64 => (Scalar::F(v), v.to_le_bytes().to_vec()),
+            t if t.is_float() => {
+                let b = Buffer {
+                    dtype: t,
+                    data: Data::F(vec![v]),
+                };
+                (Scalar::F(rocmc_ir::front::round_to(v, t)), b.to_bytes())
+            }
+            t => {
+                let i = interp::normalize_int(t, v as i64);
+                (Scalar::I(i), i.to_le_bytes()[..t.size()].to_vec())
+            }
+        };
+        pvals.push(s);
+        let mut slot = bytes;
+        slot.resize(8, 0);
+        pbytes.extend(slot);
+    }
+    let shapes: Vec<Vec<i64>> = k
+        .tensors
+        .iter()
+        .map(|t| interp::shape_of(t, sizes))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let inputs: Vec<Buffer> = k
+        .inputs()
+        .map(|(id, t)| {
+            random_buffer(
+                &mut rng,
+                t.dtype,
+                shapes[id.0 as usize].iter().product::<i64>() as usize,
+            )
+        })
+        .collect();
+    Ok((inputs, pvals, pbytes))
+}
+
 /// Sizes in kernel order from `name=value` pairs; every size must be given,
 /// non-negative and within its declared maximum.
 pub fn size_values(k: &Kernel, given: &HashMap<String, i64>) -> Result<Vec<i64>, Error> {
@@ -114,60 +179,13 @@ pub fn run_cpu(
     fp_contract: bool,
 ) -> Result<Vec<Comparison>, Error> {
     let k = &front.kernel;
-    let mut rng = Rng(seed);
-    let mut pvals = Vec::new();
-    let mut pbytes = Vec::new();
-    for p in &k.params {
-        let v = params
-            .get(&p.name)
-            .copied()
-            .unwrap_or_else(|| rng.uniform(0.5, 1.5));
-        let (s, bytes): (Scalar, Vec<u8>) = match p.dtype {
-            DType::F32 => (
-                Scalar::F(v as f32 as f64),
-                (v as f32).to_le_bytes().to_vec(),
-            ),
-            DType::F64 => (Scalar::F(v), v.to_le_bytes().to_vec()),
-            t if t.is_float() => {
-                let b = Buffer {
-                    dtype: t,
-                    data: Data::F(vec![v]),
-                };
-                (Scalar::F(rocmc_ir::front::round_to(v, t)), b.to_bytes())
-            }
-            t => {
-                let i = interp::normalize_int(t, v as i64);
-                (Scalar::I(i), i.to_le_bytes()[..t.size()].to_vec())
-            }
-        };
-        pvals.push(s);
-        let mut slot = bytes;
-        slot.resize(8, 0);
-        pbytes.extend(slot);
-    }
-    for name in params.keys() {
-        if !k.params.iter().any(|p| &p.name == name) {
-            return Err(Error::Usage(format!(
-                "--param {name}: the kernel has no parameter `{name}`"
-            )));
-        }
-    }
+    let (inputs, pvals, pbytes) = random_inputs(k, sizes, params, seed)?;
     let shapes: Vec<Vec<i64>> = k
         .tensors
         .iter()
         .map(|t| interp::shape_of(t, sizes))
         .collect::<Result<_, _>>()
         .map_err(|e| Error::Usage(e.to_string()))?;
-    let inputs: Vec<Buffer> = k
-        .inputs()
-        .map(|(id, t)| {
-            random_buffer(
-                &mut rng,
-                t.dtype,
-                shapes[id.0 as usize].iter().product::<i64>() as usize,
-            )
-        })
-        .collect();
     let want = interp::run(k, sizes, &pvals, &inputs).map_err(|e| {
         Error::Usage(format!(
             "the reference interpreter refused these inputs: {e}"
@@ -233,6 +251,210 @@ pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
         max_err = max_err.max(d / (1.0 + w.abs()));
     }
     (max_abs, max_err)
+}
+
+/// Result of a GPU run: comparisons (with `--check`) and kernel times.
+#[derive(Clone, Debug, Default)]
+pub struct GpuReport {
+    pub device: String,
+    pub comparisons: Vec<Comparison>,
+    /// Median time of each kernel over the benchmark repetitions, ms.
+    pub kernel_ms: Vec<(String, f64)>,
+    pub bytes_moved: u64,
+    pub flops: u64,
+}
+
+/// Compiles the kernel for the device's architecture, runs it on seeded
+/// random inputs, optionally compares with the interpreter and times
+/// `bench` repetitions with HIP events.
+pub fn run_gpu(
+    front: &Frontend,
+    device: &str,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+    check: bool,
+    bench: usize,
+    opts: &crate::Options,
+) -> Result<GpuReport, Error> {
+    use rocmc_runtime_hip::{Hip, KernelArg};
+    let rt = |e: rocmc_runtime_hip::Error| match e {
+        rocmc_runtime_hip::Error::DeviceSelection(..) => Error::Usage(e.to_string()),
+        other => Error::Runtime(other.to_string()),
+    };
+    let hip = Hip::load().map_err(rt)?;
+    let dev = hip.device(device).map_err(rt)?;
+    let processor = dev
+        .info
+        .arch
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let cov = rocmc_runtime_hip::compat::max_code_object_version(hip.runtime_version())
+        .min(opts.code_object_version);
+    let mut o = opts.clone();
+    o.mcpu = processor;
+    o.code_object_version = cov;
+    let target = crate::targets(&o)?.remove(0);
+    let art = crate::backend(
+        front,
+        &target,
+        &o,
+        crate::Emit {
+            code_object: true,
+            ..Default::default()
+        },
+    )?;
+    let module = dev
+        .load_module(art.code_object.as_deref().unwrap_or_default())
+        .map_err(rt)?;
+
+    let k = &front.kernel;
+    let (inputs, pvals, pbytes) = random_inputs(k, sizes, params, seed)?;
+    let shapes: Vec<Vec<i64>> = k
+        .tensors
+        .iter()
+        .map(|t| interp::shape_of(t, sizes))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let mut bufs = Vec::new();
+    let mut ins = inputs.iter();
+    for (t, shape) in k.tensors.iter().zip(&shapes) {
+        let n = shape.iter().product::<i64>() as usize;
+        let host = match t.kind {
+            TensorKind::Input => ins.next().expect("one per input").to_bytes(),
+            TensorKind::Stage(_) => vec![0u8; n * t.dtype.size()],
+        };
+        let b = dev.alloc::<u8>(host.len()).map_err(rt)?;
+        b.copy_from_host(&host).map_err(rt)?;
+        bufs.push((b, n));
+    }
+    let mut report = GpuReport {
+        device: format!("{} ({})", dev.info.name, dev.info.arch),
+        ..Default::default()
+    };
+    let launch_all = |stream_events: bool| -> Result<Vec<f64>, Error> {
+        let mut times = Vec::new();
+        for g in &front.program.kernels {
+            let kern = module.kernel(&g.name).map_err(rt)?;
+            let args: Vec<KernelArg> = g
+                .args
+                .iter()
+                .map(|a| match &a.kind {
+                    rocmc_ir::lower::ArgKind::Buffer { tensor, .. } => {
+                        let (b, n) = &bufs[tensor.0 as usize];
+                        KernelArg::raw_buffer(b, k.tensor(*tensor).dtype.name(), *n)
+                    }
+                    rocmc_ir::lower::ArgKind::Size(s) => {
+                        KernelArg::size(sizes[s.0 as usize] as i32)
+                    }
+                    rocmc_ir::lower::ArgKind::Param(p) => {
+                        let t = k.params[p.0 as usize].dtype;
+                        KernelArg::raw_scalar(
+                            t.name(),
+                            pbytes[p.0 as usize * 8..p.0 as usize * 8 + t.size()].to_vec(),
+                        )
+                    }
+                })
+                .collect();
+            if stream_events {
+                let (a, b) = (dev.event().map_err(rt)?, dev.event().map_err(rt)?);
+                a.record(None).map_err(rt)?;
+                kern.launch(&args, None).map_err(rt)?;
+                b.record(None).map_err(rt)?;
+                times.push(b.elapsed_since(&a).map_err(rt)? as f64);
+            } else {
+                kern.launch(&args, None).map_err(rt)?;
+            }
+        }
+        Ok(times)
+    };
+    launch_all(bench > 0)?;
+    if check {
+        let want = interp::run(k, sizes, &pvals, &inputs).map_err(|e| {
+            Error::Usage(format!(
+                "the reference interpreter refused these inputs: {e}"
+            ))
+        })?;
+        for (i, t) in k.tensors.iter().enumerate() {
+            let TensorKind::Stage(s) = t.kind else {
+                continue;
+            };
+            if k.stage(s).is_inlined() {
+                continue;
+            }
+            let got = Buffer::from_bytes(t.dtype, &bufs[i].0.to_vec().map_err(rt)?);
+            let (a, e) = errors(&got, &want[i]);
+            report.comparisons.push(Comparison {
+                tensor: t.name.clone(),
+                dtype: t.dtype,
+                elements: want[i].len(),
+                max_abs_error: a,
+                max_error: e,
+                tolerance: tolerance(t.dtype),
+            });
+        }
+    }
+    if bench > 0 {
+        let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); front.program.kernels.len()];
+        for _ in 0..bench {
+            for (i, t) in launch_all(true)?.into_iter().enumerate() {
+                per_kernel[i].push(t);
+            }
+        }
+        for (g, mut ts) in front.program.kernels.iter().zip(per_kernel) {
+            ts.sort_by(f64::total_cmp);
+            report.kernel_ms.push((g.name.clone(), ts[ts.len() / 2]));
+        }
+    }
+    report.bytes_moved = k
+        .tensors
+        .iter()
+        .zip(&shapes)
+        .map(|(t, s)| s.iter().product::<i64>() as u64 * t.dtype.size() as u64)
+        .sum();
+    report.flops = flops(k, sizes);
+    Ok(report)
+}
+
+/// Floating-point operations of the plain kernel for these sizes: each
+/// float arithmetic operation or math call once per point it is evaluated.
+pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
+    fn count(e: &rocmc_ir::Expr) -> u64 {
+        use rocmc_ir::ExprKind::*;
+        let own =
+            u64::from(e.dtype.is_float() && matches!(e.kind, Binary(..) | Call(..) | Unary(..)));
+        own + match &e.kind {
+            Unary(_, a) | Cast(a) => count(a),
+            Binary(_, a, b) => count(a) + count(b),
+            Select(c, a, b) => count(c) + count(a) + count(b),
+            Call(_, xs) => xs.iter().map(count).sum(),
+            _ => 0,
+        }
+    }
+    k.stages
+        .iter()
+        .filter(|s| !s.is_inlined())
+        .map(|s| {
+            let points: i64 = s
+                .axes
+                .iter()
+                .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
+                .product();
+            let (red_points, body_ops) = match &s.reduce {
+                Some(r) => (
+                    r.axes
+                        .iter()
+                        .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
+                        .product::<i64>(),
+                    count(&r.body) + 1,
+                ),
+                None => (0, 0),
+            };
+            points as u64 * (count(&s.value) + red_points as u64 * body_ops)
+        })
+        .sum()
 }
 
 fn scalar_f(s: Scalar) -> f64 {

@@ -65,7 +65,8 @@ struct RunArgs {
     /// The kernel file.
     kernel: PathBuf,
     /// Where to run: `cpu` (the scheduled kernel compiled for this machine by LLVM, blocks and
-    /// threads as loops). AMD GPUs (`amdgpu`, `amdgpu:N`) need the HIP runtime.
+    /// threads as loops), or an AMD GPU: `amdgpu`, `amdgpu:N`, `amdgpu://GPU-<uuid>` (the HIP
+    /// runtime is loaded from ROCMC_HIP_LIBRARY or libamdhip64.so.7/.6/.5).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// A size argument, `name=value`; every size of the kernel must be given.
@@ -80,6 +81,12 @@ struct RunArgs {
     /// Floating-point contraction in the compiled kernel (see `rocmc build --help`).
     #[arg(long, value_enum, default_value = "fast", value_name = "MODE")]
     fp_contract: FpContract,
+    /// On a GPU: compare the results with the reference interpreter (always done on the CPU).
+    #[arg(long)]
+    check: bool,
+    /// On a GPU: time N repetitions with HIP events and report the median, GB/s and GFLOP/s.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    bench: usize,
 }
 
 fn parse_size(s: &str) -> Result<(String, i64), String> {
@@ -315,25 +322,11 @@ fn build(a: BuildArgs) -> Result<(), Error> {
 }
 
 fn run(a: RunArgs) -> Result<(), Error> {
-    if a.device != "cpu" {
-        return Err(Error::Usage(format!(
-            "--device {}: running on AMD GPUs needs rocmc's HIP runtime, which is not built yet; use --device cpu",
-            a.device
-        )));
-    }
     let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
     let front = rocmc::frontend(&a.kernel.display().to_string(), &source)?;
     let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
     let sizes = rocmc::run::size_values(&front.kernel, &given)?;
     let params: std::collections::HashMap<String, f64> = a.params.iter().cloned().collect();
-    let t0 = std::time::Instant::now();
-    let report = rocmc::run::run_cpu(
-        &front,
-        &sizes,
-        &params,
-        a.seed,
-        a.fp_contract == FpContract::Fast,
-    )?;
     let shown: Vec<String> = front
         .kernel
         .sizes
@@ -341,13 +334,49 @@ fn run(a: RunArgs) -> Result<(), Error> {
         .zip(&sizes)
         .map(|(s, v)| format!("{}={v}", s.name))
         .collect();
+    let t0 = std::time::Instant::now();
+    let (where_, report) = if a.device == "cpu" {
+        (
+            "cpu".to_string(),
+            rocmc::run::run_cpu(
+                &front,
+                &sizes,
+                &params,
+                a.seed,
+                a.fp_contract == FpContract::Fast,
+            )?,
+        )
+    } else {
+        rocmc::runtime_hip::DeviceSelector::parse(&a.device)
+            .map_err(|e| Error::Usage(e.to_string()))?;
+        let mut opts = Options::new("gfx900");
+        opts.fp_contract = a.fp_contract == FpContract::Fast;
+        let r = rocmc::run::run_gpu(
+            &front, &a.device, &sizes, &params, a.seed, a.check, a.bench, &opts,
+        )?;
+        for (name, ms) in &r.kernel_ms {
+            println!("{name}: median {ms:.4} ms over {} runs", a.bench);
+        }
+        if !r.kernel_ms.is_empty() {
+            let total: f64 = r.kernel_ms.iter().map(|(_, m)| m).sum();
+            println!(
+                "total {total:.4} ms: {:.1} GB/s, {:.1} GFLOP/s",
+                r.bytes_moved as f64 / total / 1e6,
+                r.flops as f64 / total / 1e6
+            );
+        }
+        (r.device.clone(), r.comparisons)
+    };
     println!(
-        "{} on cpu ({}), seed {}, {:.0} ms",
+        "{} on {where_} ({}), seed {}, {:.0} ms",
         front.kernel.name,
         shown.join(" "),
         a.seed,
         t0.elapsed().as_secs_f64() * 1e3
     );
+    if report.is_empty() {
+        return Ok(());
+    }
     println!(
         "{:<12} {:>6} {:>10} {:>12} {:>12} {:>10}  result",
         "tensor", "dtype", "elements", "max |error|", "max error*", "tolerance"
