@@ -124,8 +124,8 @@ fn run_checks_its_arguments() {
             "no parameter `alpha`",
         ),
         (
-            vec!["run", &v, "--size", "n=10", "--device", "amdgpu:0"],
-            "needs rocmc's HIP runtime",
+            vec!["run", &v, "--size", "n=10", "--device", "cuda:0"],
+            "unknown device",
         ),
     ] {
         let out = rocmc(d.path(), &args);

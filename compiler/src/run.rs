@@ -264,17 +264,25 @@ pub struct GpuReport {
     pub flops: u64,
 }
 
+/// What a GPU run does besides running: compare, time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GpuRun {
+    /// Compare the results with the reference interpreter.
+    pub check: bool,
+    /// Time this many repetitions with HIP events.
+    pub bench: usize,
+}
+
 /// Compiles the kernel for the device's architecture, runs it on seeded
 /// random inputs, optionally compares with the interpreter and times
-/// `bench` repetitions with HIP events.
+/// repetitions with HIP events.
 pub fn run_gpu(
     front: &Frontend,
     device: &str,
     sizes: &[i64],
     params: &HashMap<String, f64>,
     seed: u64,
-    check: bool,
-    bench: usize,
+    what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
     use rocmc_runtime_hip::{Hip, KernelArg};
@@ -282,6 +290,7 @@ pub fn run_gpu(
         rocmc_runtime_hip::Error::DeviceSelection(..) => Error::Usage(e.to_string()),
         other => Error::Runtime(other.to_string()),
     };
+    let GpuRun { check, bench } = what;
     let hip = Hip::load().map_err(rt)?;
     let dev = hip.device(device).map_err(rt)?;
     let processor = dev

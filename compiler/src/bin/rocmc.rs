@@ -352,7 +352,16 @@ fn run(a: RunArgs) -> Result<(), Error> {
         let mut opts = Options::new("gfx900");
         opts.fp_contract = a.fp_contract == FpContract::Fast;
         let r = rocmc::run::run_gpu(
-            &front, &a.device, &sizes, &params, a.seed, a.check, a.bench, &opts,
+            &front,
+            &a.device,
+            &sizes,
+            &params,
+            a.seed,
+            rocmc::run::GpuRun {
+                check: a.check,
+                bench: a.bench,
+            },
+            &opts,
         )?;
         for (name, ms) in &r.kernel_ms {
             println!("{name}: median {ms:.4} ms over {} runs", a.bench);
