@@ -21,7 +21,10 @@ use rocmc_linker::launch::{
 };
 use std::time::{Duration, Instant};
 
+pub mod build;
 pub mod run;
+
+pub use build::Build;
 
 pub use rocmc_codegen_amdgpu as codegen;
 pub use rocmc_ir as ir;

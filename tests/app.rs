@@ -1,0 +1,189 @@
+//! Kernels shipped through a build script: rocmc::Build, the generated
+//! typed launchers, and examples/vadd-app.
+
+use rocmc_tests::*;
+use std::process::Command;
+
+fn cargo(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("cargo")
+}
+
+#[test]
+fn the_example_app_builds_and_fails_clearly_without_a_gpu() {
+    let out = cargo(&["build", "-q", "-p", "vadd-app"], &root());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let exe = root().join("target/debug/vadd-app");
+    let run = Command::new(&exe).output().unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        text(&run.stderr).starts_with("vadd-app: no AMD GPU visible"),
+        "{}",
+        text(&run.stderr)
+    );
+    // The build script declared its inputs and the override variable to Cargo.
+    let outputs: Vec<String> = std::fs::read_dir(root().join("target/debug/build"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("vadd-app-"))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("output")).ok())
+        .collect();
+    let o = outputs
+        .iter()
+        .find(|o| o.contains("rerun-if"))
+        .expect("the build script's output");
+    for line in [
+        "cargo:rerun-if-changed=../vadd.toml",
+        "cargo:rerun-if-changed=../saxpy.toml",
+        "cargo:rerun-if-env-changed=ROCMC_MCPU",
+    ] {
+        assert!(o.contains(line), "{line}\n{o}");
+    }
+    // The application binary links no LLVM: it can be copied to a GPU machine without one.
+    let ldd = Command::new("ldd").arg(&exe).output().unwrap();
+    assert!(
+        !text(&ldd.stdout).contains("libLLVM"),
+        "{}",
+        text(&ldd.stdout)
+    );
+}
+
+#[test]
+fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc::Build::new()
+        .kernel(example("vadd"))
+        .kernel(example("softmax"))
+        .mcpu("gfx90a")
+        .mcpu("gfx942")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap();
+    assert_eq!(out.bundles.len(), 2);
+    let list = tool(
+        "clang-offload-bundler-22",
+        &[
+            "--list",
+            "--type=o",
+            &format!("--input={}", out.bundles[1].display()),
+        ],
+    );
+    assert!(
+        list.contains("hipv4-amdgcn-amd-amdhsa--gfx90a")
+            && list.contains("hipv4-amdgcn-amd-amdhsa--gfx942"),
+        "{list}"
+    );
+    let src = std::fs::read_to_string(&out.launchers).unwrap();
+    assert!(
+        src.contains("pub mod vadd") && src.contains("pub struct Softmax"),
+        "{src}"
+    );
+    // softmax: three stage kernels launched in order, typed buffers for every tensor.
+    let m = src.find("softmax_M").unwrap();
+    let s = src.find("softmax_S").unwrap();
+    let y = src.find("softmax_Y").unwrap();
+    assert!(m < s && s < y);
+    assert!(src.contains("X: &rocmc_runtime_hip::DeviceBuffer<f32>, M: &rocmc_runtime_hip::DeviceBuffer<f32>, S: &rocmc_runtime_hip::DeviceBuffer<f32>, Y: &rocmc_runtime_hip::DeviceBuffer<f32>, rows: i32, cols: i32"), "{src}");
+
+    let bad = d.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(example("vadd"))
+            .unwrap()
+            .replace("A[i] + B[i]", "A[i] + Bq[i]"),
+    )
+    .unwrap();
+    let e = rocmc::Build::new()
+        .kernel(&bad)
+        .mcpu("gfx90a")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bad.toml:") && e.contains("unknown tensor `Bq`"),
+        "{e}"
+    );
+    let panic = std::panic::catch_unwind(|| {
+        rocmc::Build::new()
+            .kernel(&bad)
+            .mcpu("gfx90a")
+            .out_dir(d.path())
+            .cargo_metadata(false)
+            .compile();
+    })
+    .unwrap_err();
+    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("unknown tensor `Bq`") && msg.contains("^^"),
+        "{msg}"
+    );
+    let e = rocmc::Build::new()
+        .kernel(example("vadd"))
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no target") && e.contains("ROCMC_MCPU"), "{e}");
+}
+
+/// A buffer of the wrong element type is a compile error in the
+/// application, not a launch failure.
+#[test]
+fn a_wrongly_typed_buffer_does_not_compile() {
+    let d = tempfile::tempdir().unwrap();
+    let app = d.path().join("app");
+    std::fs::create_dir_all(app.join("src")).unwrap();
+    let r = root();
+    std::fs::write(
+        app.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"typed-app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\nrocmc-runtime-hip = {{ path = {:?} }}\n\n[build-dependencies]\nrocmc = {{ path = {:?} }}\n",
+            r.join("runtime-hip"),
+            r.join("compiler")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        app.join("build.rs"),
+        format!(
+            "fn main() {{ rocmc::Build::new().kernel({:?}).mcpu(\"gfx90a\").compile(); }}\n",
+            example("vadd")
+        ),
+    )
+    .unwrap();
+    let main = |ty: &str| {
+        format!(
+            "include!(concat!(env!(\"OUT_DIR\"), \"/rocmc_kernels.rs\"));\nfn main() -> rocmc_runtime_hip::Result<()> {{\n    let dev = rocmc_runtime_hip::Hip::load()?.device(\"amdgpu\")?;\n    let a = dev.alloc::<f32>(8)?;\n    let c = dev.alloc::<{ty}>(8)?;\n    vadd::Vadd::load(&dev)?.launch(&a, &a, &c, 8)\n}}\n"
+        )
+    };
+    std::fs::write(app.join("src/main.rs"), main("f64")).unwrap();
+    // Share the workspace's target folder so rocmc and its dependencies are already built.
+    let check = || {
+        Command::new(env!("CARGO"))
+            .args(["check", "-q", "--offline"])
+            .env("CARGO_TARGET_DIR", r.join("target"))
+            .current_dir(&app)
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    assert!(
+        !out.status.success(),
+        "an f64 buffer was accepted where f32 is required"
+    );
+    assert!(
+        text(&out.stderr).contains("expected `&DeviceBuffer<f32>`, found `&DeviceBuffer<f64>`"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(app.join("src/main.rs"), main("f32")).unwrap();
+    let out = check();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
