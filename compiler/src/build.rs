@@ -53,6 +53,7 @@ pub struct Outputs {
 }
 
 impl Build {
+    /// An empty set: add kernels and targets.
     pub fn new() -> Build {
         Build::default()
     }
@@ -75,6 +76,7 @@ impl Build {
         self
     }
 
+    /// Code object version (default 5).
     pub fn code_object_version(&mut self, v: u32) -> &mut Build {
         self.code_object_version = Some(v);
         self
@@ -99,6 +101,7 @@ impl Build {
         }
     }
 
+    /// Like [`Build::compile`], returning the error instead of failing the build.
     pub fn try_compile(&self) -> Result<Outputs, Error> {
         let metadata = self
             .cargo_metadata

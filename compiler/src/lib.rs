@@ -11,6 +11,8 @@
 //! std::fs::write("vadd.hsaco", art.code_object.unwrap()).unwrap();
 //! ```
 
+#![deny(missing_docs)]
+
 use rocmc_codegen_amdgpu::{
     target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, TargetId,
 };
@@ -47,6 +49,7 @@ pub struct Options {
 }
 
 impl Options {
+    /// Options for one target ID (or a comma list), with the defaults: code object v5, the target's wave size, contraction on.
     pub fn new(mcpu: &str) -> Options {
         Options {
             mcpu: mcpu.to_string(),
@@ -60,12 +63,16 @@ impl Options {
 /// Which forms to produce. LLVM IR and loop IR are always produced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Emit {
+    /// GCN assembly.
     pub asm: bool,
+    /// The relocatable object (before linking).
     pub object: bool,
+    /// The linked code object (`.hsaco`).
     pub code_object: bool,
 }
 
 impl Emit {
+    /// Every form.
     pub fn all() -> Emit {
         Emit {
             asm: true,
@@ -78,36 +85,53 @@ impl Emit {
 /// Everything one compilation produced.
 #[derive(Clone, Debug)]
 pub struct Artifact {
+    /// The checked kernel.
     pub kernel: Kernel,
+    /// Its loop IR.
     pub program: Program,
+    /// The target compiled for.
     pub target: Target,
+    /// The launch geometry stored in the code object.
     pub launch: LaunchInfo,
     /// Loop IR as pseudo-code.
     pub loops: String,
+    /// Optimised LLVM IR, as text.
     pub llvm_ir: String,
+    /// GCN assembly, when asked for.
     pub asm: Option<String>,
+    /// The relocatable object, when asked for.
     pub object: Option<Vec<u8>>,
+    /// The linked code object, when asked for.
     pub code_object: Option<Vec<u8>>,
     /// Wall time of each phase, in order.
     pub timings: Vec<(&'static str, Duration)>,
 }
 
 #[derive(Debug, thiserror::Error)]
+/// What can go wrong in a compilation; [`Error::exit_code`] maps it to the CLI's exit code.
 pub enum Error {
     #[error("{0}")]
+    /// A mistake in the kernel file, rendered with file, line and column.
     Kernel(#[from] KernelError),
     #[error("--mcpu: {0}")]
+    /// An unknown or malformed target, or an unsupported combination.
     Target(#[from] TargetError),
     #[error("code generation failed: {0}")]
+    /// LLVM refused the module rocmc built (a rocmc bug).
     Codegen(String),
     #[error("linking failed: {0}")]
+    /// lld failed.
     Link(String),
     #[error("{path}: {source}")]
+    /// Reading or writing a file failed.
     Io {
+        /// The file.
         path: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
     #[error("{0}")]
+    /// A wrong option or argument.
     Usage(String),
     /// The HIP runtime failed (a HIP error, an incompatible code object).
     #[error("{0}")]
@@ -160,14 +184,30 @@ pub fn targets(opts: &Options) -> Result<Vec<Target>, Error> {
 /// A kernel file parsed, checked and lowered: everything that does not depend on the target.
 #[derive(Clone, Debug)]
 pub struct Frontend {
+    /// The checked kernel.
     pub kernel: Kernel,
+    /// Its loop IR.
     pub program: Program,
+    /// The launch geometry.
     pub launch: LaunchInfo,
+    /// The loop IR as pseudo-code.
     pub loops: String,
+    /// Wall time of parsing, validation and lowering.
     pub timings: Vec<(&'static str, Duration)>,
 }
 
 /// Parses, validates and lowers kernel source text. `file` names it in diagnostics.
+///
+/// ```no_run
+/// let src = std::fs::read_to_string("examples/matmul.toml").unwrap();
+/// let front = rocmc::frontend("matmul.toml", &src)?;
+/// println!("{}", front.loops); // the scheduled loop nest
+/// let opts = rocmc::Options::new("gfx942");
+/// let target = rocmc::targets(&opts)?.remove(0);
+/// let art = rocmc::backend(&front, &target, &opts, rocmc::Emit { asm: true, ..Default::default() })?;
+/// println!("{}", art.asm.unwrap());
+/// # Ok::<(), rocmc::Error>(())
+/// ```
 pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
     let t0 = Instant::now();
     let kernel = rocmc_ir::parse_kernel(file, source)?;
@@ -255,6 +295,14 @@ pub fn compile(file: &str, source: &str, opts: &Options, emit: Emit) -> Result<A
     backend(&frontend(file, source)?, &ts[0], opts, emit)
 }
 
+/// ```no_run
+/// let src = std::fs::read_to_string("examples/vadd.toml").unwrap();
+/// let opts = rocmc::Options::new("gfx90a,gfx942,gfx1100");
+/// let arts = rocmc::compile_all("vadd.toml", &src, &opts, rocmc::Emit::all())?;
+/// std::fs::write("vadd.hipfb", rocmc::bundle(&arts)).unwrap();
+/// # Ok::<(), rocmc::Error>(())
+/// ```
+///
 /// Compiles for every target in `opts.mcpu`, in parallel (one thread per
 /// target; linking is serialised inside lld's lock). Results follow the
 /// order of the targets.

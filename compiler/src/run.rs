@@ -9,16 +9,22 @@ use std::collections::HashMap;
 /// How one output tensor compares with the interpreter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
+    /// The tensor's name.
     pub tensor: String,
+    /// Its element type.
     pub dtype: DType,
+    /// Number of elements compared.
     pub elements: usize,
+    /// Largest |got − want|.
     pub max_abs_error: f64,
     /// Largest |got − want| / (1 + |want|).
     pub max_error: f64,
+    /// The tolerance for `max_error` (see [`tolerance`]).
     pub tolerance: f64,
 }
 
 impl Comparison {
+    /// Whether the tensor is within tolerance.
     pub fn ok(&self) -> bool {
         self.max_error <= self.tolerance
     }
@@ -256,11 +262,15 @@ pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
 /// Result of a GPU run: comparisons (with `--check`) and kernel times.
 #[derive(Clone, Debug, Default)]
 pub struct GpuReport {
+    /// The device: name and architecture.
     pub device: String,
+    /// Comparisons with the interpreter (with `check`).
     pub comparisons: Vec<Comparison>,
     /// Median time of each kernel over the benchmark repetitions, ms.
     pub kernel_ms: Vec<(String, f64)>,
+    /// Bytes of all tensors (inputs and outputs), for GB/s.
     pub bytes_moved: u64,
+    /// Floating-point operations of the kernel, for GFLOP/s.
     pub flops: u64,
 }
 

@@ -10,11 +10,23 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq)]
 pub enum ArgValue {
     /// A device buffer: its element type name (`f32`) and length in elements.
-    Buffer { dtype: &'static str, len: usize },
+    /// A device buffer of `len` elements of dtype `dtype`.
+    Buffer {
+        /// Element type name (`f32`).
+        dtype: &'static str,
+        /// Length in elements.
+        len: usize,
+    },
     /// A 32-bit size argument.
     Size(i32),
     /// A by-value scalar: its type name and little-endian bytes.
-    Scalar { dtype: &'static str, bytes: Vec<u8> },
+    /// A by-value scalar of dtype `dtype` and its bytes.
+    Scalar {
+        /// Type name (`f32`).
+        dtype: &'static str,
+        /// Little-endian value.
+        bytes: Vec<u8>,
+    },
 }
 
 impl ArgValue {

@@ -7,12 +7,14 @@ use crate::error::{Error, Result};
 /// A target ID split into processor and features (`gfx90a:sramecc+:xnack-`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetId {
+    /// The processor, e.g. `gfx90a`.
     pub processor: String,
     /// `(feature, on)`; a feature absent here is "any".
     pub features: Vec<(String, bool)>,
 }
 
 impl TargetId {
+    /// Splits a target ID; malformed features are ignored.
     pub fn parse(s: &str) -> TargetId {
         let mut it = s.split(':');
         let processor = it.next().unwrap_or_default().to_string();
@@ -71,10 +73,12 @@ pub fn max_code_object_version(runtime_version: i32) -> u32 {
     }
 }
 
+/// `5.2.21153` for the runtime version 50221153.
 pub fn runtime_version_text(v: i32) -> String {
     format!("{}.{}.{}", v / 10_000_000, (v / 100_000) % 100, v % 100_000)
 }
 
+/// Refuses a code object newer than the runtime loads, naming both.
 pub fn check_code_object_version(cov: u32, runtime_version: i32) -> Result<()> {
     let max = max_code_object_version(runtime_version);
     if cov > max {
@@ -91,11 +95,14 @@ pub fn check_code_object_version(cov: u32, runtime_version: i32) -> Result<()> {
 pub enum DeviceSelector {
     /// The first visible device.
     Default,
+    /// The N-th visible device.
     Index(usize),
+    /// The device whose UUID starts with these hex digits.
     Uuid(String),
 }
 
 impl DeviceSelector {
+    /// Parses `amdgpu`, `amdgpu:N` or `amdgpu://GPU-<uuid>`.
     pub fn parse(s: &str) -> Result<DeviceSelector> {
         let bad = |why: &str| {
             Error::DeviceSelection(

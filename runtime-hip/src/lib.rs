@@ -21,6 +21,8 @@
 //! # Ok::<(), rocmc_runtime_hip::Error>(())
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod check;
 pub mod compat;
 mod error;
@@ -48,11 +50,15 @@ pub struct Hip {
 /// What HIP reports about one device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// Ordinal among the visible devices.
     pub index: usize,
+    /// Marketing name, e.g. `AMD Instinct MI250X`.
     pub name: String,
     /// `gcnArchName` with its features, e.g. `gfx90a:sramecc+:xnack-`.
     pub arch: String,
+    /// Device memory in bytes.
     pub total_memory: usize,
+    /// UUID as lowercase hex, when the runtime reports one.
     pub uuid: Option<String>,
 }
 
@@ -94,10 +100,12 @@ impl Hip {
         self.runtime_version
     }
 
+    /// The file the runtime was loaded from.
     pub fn library_path(&self) -> &Path {
         &self.api.path
     }
 
+    /// Number of visible devices; an error says why there are none.
     pub fn device_count(&self) -> Result<usize> {
         let mut n = 0;
         // SAFETY: n is a valid out-pointer.
@@ -115,6 +123,7 @@ impl Hip {
         Ok(n as usize)
     }
 
+    /// Name, architecture, memory and UUID of device `index`.
     pub fn device_info(&self, index: usize) -> Result<DeviceInfo> {
         let api = &self.api;
         let i = index as i32;
@@ -249,10 +258,12 @@ scalar!(i64, "i64");
 /// A selected device.
 pub struct Device {
     hip: Hip,
+    /// What HIP reports about this device.
     pub info: DeviceInfo,
 }
 
 impl Device {
+    /// Allocates `len` elements (uninitialised).
     pub fn alloc<T: DeviceScalar>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let api = &self.hip.api;
         let mut p: *mut c_void = std::ptr::null_mut();
@@ -269,6 +280,7 @@ impl Device {
         })
     }
 
+    /// Allocates a buffer holding a copy of `data`.
     pub fn upload<T: DeviceScalar>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let b = self.alloc(data.len())?;
         b.copy_from_host(data)?;
@@ -324,6 +336,7 @@ impl Device {
         })
     }
 
+    /// Creates a stream for ordered, asynchronous work.
     pub fn stream(&self) -> Result<Stream> {
         let api = &self.hip.api;
         let mut s = std::ptr::null_mut();
@@ -337,6 +350,7 @@ impl Device {
         })
     }
 
+    /// Creates an event, for timing with [`Event::elapsed_since`].
     pub fn event(&self) -> Result<Event> {
         let api = &self.hip.api;
         let mut e = std::ptr::null_mut();
@@ -360,12 +374,15 @@ pub struct DeviceBuffer<T: DeviceScalar> {
 }
 
 impl<T: DeviceScalar> DeviceBuffer<T> {
+    /// Length in elements.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether the buffer holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Copies `data` (exactly `len` elements) to the device.
     pub fn copy_from_host(&self, data: &[T]) -> Result<()> {
         if data.len() != self.len {
             return Err(Error::BadLaunch {
@@ -393,6 +410,7 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
             )
         })
     }
+    /// Copies the buffer into `out` (exactly `len` elements).
     pub fn copy_to_host(&self, out: &mut [T]) -> Result<()> {
         if out.len() != self.len {
             return Err(Error::BadLaunch {
@@ -420,6 +438,7 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
             )
         })
     }
+    /// Copies the buffer into a new vector.
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut v = vec![T::default(); self.len];
         self.copy_to_host(&mut v)?;
@@ -434,12 +453,14 @@ impl<T: DeviceScalar> Drop for DeviceBuffer<T> {
     }
 }
 
+/// A HIP stream; destroyed on drop.
 pub struct Stream {
     api: Arc<Api>,
     ptr: *mut c_void,
 }
 
 impl Stream {
+    /// Waits until all work queued on the stream has finished.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: a live stream.
         self.api
@@ -456,12 +477,14 @@ impl Drop for Stream {
     }
 }
 
+/// A HIP event; destroyed on drop.
 pub struct Event {
     api: Arc<Api>,
     ptr: *mut c_void,
 }
 
 impl Event {
+    /// Records the event on `stream` (the null stream for `None`).
     pub fn record(&self, stream: Option<&Stream>) -> Result<()> {
         let s = stream.map_or(std::ptr::null_mut(), |s| s.ptr);
         // SAFETY: live event and stream (or the null stream).
@@ -498,11 +521,14 @@ impl Drop for Event {
 pub struct Module {
     api: Arc<Api>,
     ptr: *mut c_void,
+    /// The code object that was loaded (the matching entry of a bundle).
     pub code_object: CodeObject,
+    /// rocmc's launch geometry, when rocmc compiled the module.
     pub launch: Option<LaunchInfo>,
 }
 
 impl Module {
+    /// Looks up a kernel by name.
     pub fn kernel(&self, name: &str) -> Result<Kernel<'_>> {
         let meta = self
             .code_object
@@ -574,6 +600,7 @@ impl KernelArg {
         }
     }
 
+    /// A device buffer, passed by pointer.
     pub fn buffer<T: DeviceScalar>(b: &DeviceBuffer<T>) -> KernelArg {
         KernelArg {
             value: ArgValue::Buffer {
@@ -583,12 +610,14 @@ impl KernelArg {
             bytes: (b.ptr as usize as u64).to_le_bytes().to_vec(),
         }
     }
+    /// A size argument (`i32`).
     pub fn size(n: i32) -> KernelArg {
         KernelArg {
             value: ArgValue::Size(n),
             bytes: n.to_le_bytes().to_vec(),
         }
     }
+    /// A by-value scalar of a supported element type.
     pub fn scalar<T: DeviceScalar>(v: T) -> KernelArg {
         let n = std::mem::size_of::<T>();
         // SAFETY: T is a plain scalar of n bytes.
@@ -604,9 +633,11 @@ impl KernelArg {
     }
 }
 
+/// A kernel of a loaded module, ready to launch.
 pub struct Kernel<'m> {
     module: &'m Module,
     func: *mut c_void,
+    /// The kernel's metadata: arguments, resources, limits.
     pub meta: KernelInfo,
 }
 
