@@ -178,38 +178,38 @@ fn build(
     body
 }
 
-/// Clamps every load index that depends on a loop variable into
-/// `0..=extent-1` of its dimension.
-fn clamp_loads(k: &Kernel, st: Stmt) -> Stmt {
-    fn go(k: &Kernel, e: &Expr) -> Expr {
+/// Clamps every load index that depends on one of the `guarded` loop
+/// variables into `0..=extent-1` of its dimension.
+fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId]) -> Stmt {
+    fn go(k: &Kernel, e: &Expr, g: &[VarId]) -> Expr {
         let kind = match &e.kind {
             ExprKind::Load { tensor, indices } => {
                 let shape = &k.tensor(*tensor).shape;
-                let indices = indices
-                    .iter()
-                    .zip(shape)
-                    .map(|(ix, ext)| {
-                        if ix.has_vars() {
-                            Index::bin(IOp::Min, ix.clone(), ext.clone() - Index::c(1))
-                        } else {
-                            ix.clone()
-                        }
-                    })
-                    .collect();
+                let clamp = |(ix, ext): (&Index, &Index)| {
+                    if g.iter().any(|v| ix.uses_var(*v)) {
+                        Index::bin(IOp::Min, ix.clone(), ext.clone() - Index::c(1))
+                    } else {
+                        ix.clone()
+                    }
+                };
                 ExprKind::Load {
                     tensor: *tensor,
-                    indices,
+                    indices: indices.iter().zip(shape).map(clamp).collect(),
                 }
             }
-            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(go(k, a))),
-            ExprKind::Cast(a) => ExprKind::Cast(Box::new(go(k, a))),
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(go(k, a, g))),
+            ExprKind::Cast(a) => ExprKind::Cast(Box::new(go(k, a, g))),
             ExprKind::Binary(op, a, b) => {
-                ExprKind::Binary(*op, Box::new(go(k, a)), Box::new(go(k, b)))
+                ExprKind::Binary(*op, Box::new(go(k, a, g)), Box::new(go(k, b, g)))
             }
-            ExprKind::Select(c, a, b) => {
-                ExprKind::Select(Box::new(go(k, c)), Box::new(go(k, a)), Box::new(go(k, b)))
+            ExprKind::Select(c, a, b) => ExprKind::Select(
+                Box::new(go(k, c, g)),
+                Box::new(go(k, a, g)),
+                Box::new(go(k, b, g)),
+            ),
+            ExprKind::Call(m, args) => {
+                ExprKind::Call(*m, args.iter().map(|a| go(k, a, g)).collect())
             }
-            ExprKind::Call(m, args) => ExprKind::Call(*m, args.iter().map(|a| go(k, a)).collect()),
             other => other.clone(),
         };
         Expr {
@@ -225,7 +225,7 @@ fn clamp_loads(k: &Kernel, st: Stmt) -> Stmt {
         } => Stmt::LocalStore {
             local,
             index,
-            value: go(k, &value),
+            value: go(k, &value, guarded),
         },
         other => other,
     }
@@ -398,23 +398,30 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                 indices,
                 value: value.replace_reduced(&acc),
             };
-            // The accumulation keeps only the reduction's guards: out-of-range
-            // outputs accumulate values that are never stored, and their loads
-            // are clamped into bounds instead of branched around. Without
-            // per-output branches, loads shared by several accumulators
-            // (A[i, k] for every j) are loaded once.
-            let reduce_guards: Vec<&Guard> = nest
-                .guards
-                .iter()
-                .filter(|g| !spatial.contains(g))
-                .collect();
-            let update = if spatial.is_empty() {
-                update
-            } else {
-                clamp_loads(k, update)
-            };
+            // With several accumulators per thread, the accumulation keeps only
+            // the reduction's guards: out-of-range outputs accumulate values
+            // that are never stored, and loads indexed by guarded loops are
+            // clamped into bounds instead of branched around, so loads shared
+            // by several accumulators (A[i, k] for every j) are loaded once.
+            // With one accumulator, one branch around the reduction is cheaper.
+            let (update, update_guards): (Stmt, Vec<&Guard>) =
+                if acc_loops.is_empty() || spatial.is_empty() {
+                    (update, all_guards.clone())
+                } else {
+                    let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+                        .map(VarId)
+                        .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
+                        .collect();
+                    (
+                        clamp_loads(k, update, &guarded),
+                        nest.guards
+                            .iter()
+                            .filter(|g| !spatial.contains(g))
+                            .collect(),
+                    )
+                };
             let mut leaf = build(&nest, &acc_loops, &[], vec![init]);
-            leaf.extend(build(&nest, inner, &reduce_guards, vec![update]));
+            leaf.extend(build(&nest, inner, &update_guards, vec![update]));
             leaf.extend(build(&nest, &acc_loops, &spatial, vec![store]));
             body.extend(build(&nest, outer, &[], leaf));
         }

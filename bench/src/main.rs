@@ -1,0 +1,265 @@
+//! rocmc against clang-22 + ld.lld-22, kernel by kernel.
+//!
+//! For every example with a hand-written HIP equivalent in
+//! bench/reference/ and for gfx90a, gfx942 and gfx1100: the wall time of
+//! whole cold processes (median of `--runs`, at least 5) — `rocmc build` on
+//! one side, `clang-22 … -fhip-emit-relocatable -c` plus `ld.lld-22 -shared`
+//! on the other — and the resources of both code objects (VGPRs, SGPRs,
+//! spills, LDS) and their instruction counts from llvm-objdump-22. Prints a
+//! table, writes bench/results.md and bench/compile_time.svg.
+//!
+//! Usage: rocmc-bench ROCMC_BINARY [--runs N]
+
+use rocmc_linker::codeobject;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const TARGETS: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
+
+struct Row {
+    example: String,
+    target: String,
+    rocmc_ms: f64,
+    clang_ms: f64,
+    ours: Resources,
+    theirs: Resources,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Resources {
+    vgpr: u64,
+    sgpr: u64,
+    spills: u64,
+    lds: u64,
+    instructions: u64,
+}
+
+fn run(cmd: &mut Command) -> f64 {
+    let t = Instant::now();
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ms
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Instructions of every kernel, not counting the padding after the last one.
+fn instructions(file: &Path, mcpu: &str) -> u64 {
+    let out = Command::new("llvm-objdump-22")
+        .args(["-d", &format!("--mcpu={mcpu}")])
+        .arg(file)
+        .output()
+        .expect("llvm-objdump-22");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<&str> = text.lines().filter(|l| l.starts_with('\t')).collect();
+    while lines.last().is_some_and(|l| {
+        l.trim_start().starts_with("s_nop") || l.trim_start().starts_with("s_code_end")
+    }) {
+        lines.pop();
+    }
+    lines.len() as u64
+}
+
+fn resources(file: &Path, mcpu: &str) -> Resources {
+    let co = codeobject::read(&std::fs::read(file).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut r = Resources {
+        instructions: instructions(file, mcpu),
+        ..Default::default()
+    };
+    for k in &co.kernels {
+        r.vgpr = r.vgpr.max(k.vgpr_count);
+        r.sgpr = r.sgpr.max(k.sgpr_count);
+        r.spills += k.vgpr_spill_count + k.sgpr_spill_count;
+        r.lds = r.lds.max(k.group_segment_fixed_size);
+    }
+    r
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b == 0.0 {
+        "-".into()
+    } else {
+        format!("{:.2}", a / b)
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rocmc = PathBuf::from(
+        args.get(1)
+            .expect("usage: rocmc-bench ROCMC_BINARY [--runs N]"),
+    );
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+        .max(5);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut examples: Vec<String> = std::fs::read_dir(root.join("bench/reference"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "hip"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .filter(|n| root.join("examples").join(format!("{n}.toml")).exists())
+        .collect();
+    examples.sort();
+    let mut rows = Vec::new();
+    for ex in &examples {
+        for t in TARGETS {
+            let kernel = root.join("examples").join(format!("{ex}.toml"));
+            let hip = root.join("bench/reference").join(format!("{ex}.hip"));
+            let ours = tmp.path().join(format!("{ex}-{t}.rocmc.hsaco"));
+            let obj = tmp.path().join(format!("{ex}-{t}.o"));
+            let theirs = tmp.path().join(format!("{ex}-{t}.clang.hsaco"));
+            let mut r_times = Vec::new();
+            let mut c_times = Vec::new();
+            // Interleave the two so machine noise hits both alike.
+            for _ in 0..runs {
+                r_times.push(run(Command::new(&rocmc)
+                    .args(["build", "-q", "--mcpu", t])
+                    .arg(&kernel)
+                    .arg("-o")
+                    .arg(&ours)));
+                let c = run(Command::new("clang-22")
+                    .args([
+                        "-x",
+                        "hip",
+                        &format!("--offload-arch={t}"),
+                        "--cuda-device-only",
+                        "-nogpulib",
+                        "-nogpuinc",
+                        "-O3",
+                        "-fhip-emit-relocatable",
+                        "-c",
+                    ])
+                    .arg(&hip)
+                    .arg("-o")
+                    .arg(&obj));
+                let l = run(Command::new("ld.lld-22")
+                    .arg("-shared")
+                    .arg(&obj)
+                    .arg("-o")
+                    .arg(&theirs));
+                c_times.push(c + l);
+            }
+            rows.push(Row {
+                example: ex.clone(),
+                target: t.into(),
+                rocmc_ms: median(r_times),
+                clang_ms: median(c_times),
+                ours: resources(&ours, t),
+                theirs: resources(&theirs, t),
+            });
+            eprint!(".");
+        }
+    }
+    eprintln!();
+
+    let mut md = String::new();
+    md.push_str(&format!("# rocmc vs clang-22 + ld.lld-22\n\nCompile time: median of {runs} cold processes each (rocmc: `rocmc build`; clang: `clang-22 -x hip --cuda-device-only -nogpulib -nogpuinc -O3 -fhip-emit-relocatable -c` then `ld.lld-22 -shared`). Resources from the code objects' metadata (max over a file's kernels; spills summed), instructions counted by `llvm-objdump-22 -d` (all kernels of the file). Ratios are rocmc / clang: below 1 is better for rocmc.\n\n"));
+    md.push_str("| kernel | target | rocmc ms | clang+lld ms | time ratio | VGPR rocmc/clang | SGPR rocmc/clang | spills rocmc/clang | LDS rocmc/clang | instructions rocmc/clang | instr. ratio |\n");
+    md.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in &rows {
+        md.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {} | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | {} |\n",
+            r.example,
+            r.target,
+            r.rocmc_ms,
+            r.clang_ms,
+            ratio(r.rocmc_ms, r.clang_ms),
+            r.ours.vgpr,
+            r.theirs.vgpr,
+            r.ours.sgpr,
+            r.theirs.sgpr,
+            r.ours.spills,
+            r.theirs.spills,
+            r.ours.lds,
+            r.theirs.lds,
+            r.ours.instructions,
+            r.theirs.instructions,
+            ratio(r.ours.instructions as f64, r.theirs.instructions as f64),
+        ));
+    }
+    let n = rows.len() as f64;
+    let geo = |f: &dyn Fn(&Row) -> f64| (rows.iter().map(|r| f(r).ln()).sum::<f64>() / n).exp();
+    let time_geo = geo(&|r| r.rocmc_ms / r.clang_ms);
+    let instr_geo = geo(&|r| r.ours.instructions as f64 / r.theirs.instructions.max(1) as f64);
+    let vgpr_worse = rows.iter().filter(|r| r.ours.vgpr > r.theirs.vgpr).count();
+    let instr_worse = rows
+        .iter()
+        .filter(|r| r.ours.instructions > r.theirs.instructions)
+        .count();
+    let spills: u64 = rows.iter().map(|r| r.ours.spills).sum();
+    md.push_str(&format!(
+        "\nGeometric means: compile time ratio **{time_geo:.2}** (target ≤ 0.5), instruction ratio **{instr_geo:.2}** (target ≤ 1.0).\nrocmc uses more VGPRs than clang in {vgpr_worse} of {} rows and more instructions in {instr_worse}; rocmc spills: {spills}.\n",
+        rows.len()
+    ));
+    // Where a rocmc compile spends its time.
+    let out = Command::new(&rocmc)
+        .args(["build", "-q", "--time-passes", "--mcpu", "gfx90a"])
+        .arg(root.join("examples/matmul_regtile.toml"))
+        .arg("-o")
+        .arg(tmp.path().join("tp.hsaco"))
+        .output()
+        .unwrap();
+    md.push_str(&format!(
+        "\n## One rocmc compile by phase (matmul_regtile, gfx90a)\n\n```\n{}```\n",
+        String::from_utf8_lossy(&out.stderr)
+    ));
+    md.push_str("\n![compile time](compile_time.svg)\n");
+    print!("{md}");
+    std::fs::write(root.join("bench/results.md"), &md).unwrap();
+    std::fs::write(root.join("bench/compile_time.svg"), svg(&rows)).unwrap();
+    eprintln!("wrote bench/results.md and bench/compile_time.svg");
+}
+
+/// A horizontal bar chart of compile times, two bars per row.
+fn svg(rows: &[Row]) -> String {
+    let max = rows
+        .iter()
+        .map(|r| r.rocmc_ms.max(r.clang_ms))
+        .fold(1.0, f64::max);
+    let (left, width, bar, gap) = (190.0, 520.0, 9.0, 8.0);
+    let h = rows.len() as f64 * (2.0 * bar + gap) + 60.0;
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n", left + width + 80.0);
+    s.push_str("<text x=\"10\" y=\"18\" font-size=\"14\">Compile time per kernel (ms, median of cold processes)</text>\n");
+    s.push_str(&format!("<rect x=\"{left}\" y=\"28\" width=\"12\" height=\"10\" fill=\"#d9480f\"/><text x=\"{}\" y=\"37\">rocmc</text>\n", left + 16.0));
+    s.push_str(&format!("<rect x=\"{}\" y=\"28\" width=\"12\" height=\"10\" fill=\"#868e96\"/><text x=\"{}\" y=\"37\">clang-22 + ld.lld-22</text>\n", left + 70.0, left + 86.0));
+    for (i, r) in rows.iter().enumerate() {
+        let y = 50.0 + i as f64 * (2.0 * bar + gap);
+        s.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} {}</text>\n",
+            left - 6.0,
+            y + bar + 3.0,
+            r.example,
+            r.target
+        ));
+        for (j, (ms, color)) in [(r.rocmc_ms, "#d9480f"), (r.clang_ms, "#868e96")]
+            .iter()
+            .enumerate()
+        {
+            let w = width * ms / max;
+            let yy = y + j as f64 * bar;
+            s.push_str(&format!("<rect x=\"{left}\" y=\"{yy}\" width=\"{w:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\">{ms:.0}</text>\n", bar - 1.0, left + w + 4.0, yy + bar - 1.5));
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
