@@ -141,6 +141,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .map_err(llvm_err)?;
             locals.push((all, at));
         }
+        // One LDS array per kernel: blocks run one after another.
+        let mut shared = Vec::new();
+        for l in &g.shared {
+            let at = ty(cx, l.dtype).array_type(l.len);
+            shared.push((b.build_alloca(at, &l.name).map_err(llvm_err)?, at));
+        }
         Ok(FnCx {
             cx,
             m,
@@ -154,6 +160,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             vars: vec![None; g.vars.len()],
             locals,
             contract: false,
+            shared,
         })
     }
 
@@ -211,6 +218,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     self.host_body(body, st)?;
                     st.guards.truncate(n);
                 }
+                // Lockstep already orders every thread's writes before later reads.
+                Stmt::Barrier => {}
                 leaf => self.leaf_for_threads(leaf, st)?,
             }
         }

@@ -154,7 +154,28 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) locals: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
     /// Mark float add/sub/mul as contractible into FMAs.
     pub(crate) contract: bool,
+    /// LDS arrays of the work-group (host: one array per block being run).
+    pub(crate) shared: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
 }
+
+extern "C" {
+    // Not wrapped by inkwell: fences with a synchronisation scope.
+    fn LLVMGetSyncScopeID(
+        c: *mut std::ffi::c_void,
+        name: *const std::ffi::c_char,
+        len: usize,
+    ) -> std::ffi::c_uint;
+    fn LLVMBuildFenceSyncScope(
+        b: *mut std::ffi::c_void,
+        ordering: std::ffi::c_int,
+        ssid: std::ffi::c_uint,
+        name: *const std::ffi::c_char,
+    ) -> *mut std::ffi::c_void;
+}
+
+// LLVMAtomicOrdering values.
+const ORDERING_ACQUIRE: std::ffi::c_int = 4;
+const ORDERING_RELEASE: std::ffi::c_int = 5;
 
 pub(crate) fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
     match d {
@@ -247,6 +268,19 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             let at = ty(cx, l.dtype).array_type(l.len);
             locals.push((b.build_alloca(at, &l.name).map_err(llvm_err)?, at));
         }
+        let mut shared = Vec::new();
+        for l in &g.shared {
+            let at = ty(cx, l.dtype).array_type(l.len);
+            let gv = m.add_global(
+                at,
+                Some(AddressSpace::from(3u16)),
+                &format!("{}.{}", g.name, l.name),
+            );
+            gv.set_initializer(&at.get_poison());
+            gv.set_linkage(inkwell::module::Linkage::Internal);
+            gv.set_alignment(l.dtype.size().max(4) as u32);
+            shared.push((gv.as_pointer_value(), at));
+        }
         Ok(FnCx {
             cx,
             m,
@@ -260,7 +294,51 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             vars: vec![None; g.vars.len()],
             locals,
             contract: false,
+            shared,
         })
+    }
+
+    /// Address of `shared[shared][index]` in LDS.
+    fn shared_ptr(&self, shared: u32, index: &Index) -> R<PointerValue<'ctx>> {
+        let (p, at) = self.shared[shared as usize];
+        let i = self.index(index)?;
+        // SAFETY: LDS indices stay below the array length (block size) by construction.
+        unsafe { self.b.build_in_bounds_gep(at, p, &[self.i32(0), i], "") }.map_err(llvm_err)
+    }
+
+    /// `__syncthreads()`: release fence, s_barrier, acquire fence, at work-group scope.
+    fn barrier(&self) -> R<()> {
+        let name = "workgroup";
+        // SAFETY: the context and builder are live; the scope name is valid for the call.
+        let ssid =
+            unsafe { LLVMGetSyncScopeID(self.cx.raw().cast(), name.as_ptr().cast(), name.len()) };
+        let empty = c"";
+        // SAFETY: the builder is positioned in a basic block.
+        unsafe {
+            LLVMBuildFenceSyncScope(
+                self.b.as_mut_ptr().cast(),
+                ORDERING_RELEASE,
+                ssid,
+                empty.as_ptr(),
+            )
+        };
+        self.call_void("llvm.amdgcn.s.barrier")?;
+        // SAFETY: as above.
+        unsafe {
+            LLVMBuildFenceSyncScope(
+                self.b.as_mut_ptr().cast(),
+                ORDERING_ACQUIRE,
+                ssid,
+                empty.as_ptr(),
+            )
+        };
+        Ok(())
+    }
+
+    fn call_void(&self, name: &str) -> R<()> {
+        let f = self.intrinsic(name, &[])?;
+        self.b.build_call(f, &[], "").map_err(llvm_err)?;
+        Ok(())
     }
 
     /// Address of `locals[local][index]`.
@@ -444,7 +522,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     body,
                 } => self.serial_loop(*var, extent, body)?,
                 Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
-                leaf @ (Stmt::Store { .. } | Stmt::LocalStore { .. }) => self.leaf(leaf)?,
+                Stmt::Barrier => self.barrier()?,
+                leaf
+                @ (Stmt::Store { .. } | Stmt::LocalStore { .. } | Stmt::SharedStore { .. }) => {
+                    self.leaf(leaf)?
+                }
             }
         }
         Ok(())
@@ -554,6 +636,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let p = self.local_ptr(*local, index)?;
                 self.b.build_store(p, v).map_err(llvm_err)?;
             }
+            Stmt::SharedStore {
+                shared,
+                index,
+                value,
+            } => {
+                let v = self.expr(value)?;
+                let p = self.shared_ptr(*shared, index)?;
+                self.b.build_store(p, v).map_err(llvm_err)?;
+            }
             _ => {
                 return Err(CodegenError::Llvm(
                     "not a leaf statement (a rocmc bug)".into(),
@@ -589,6 +680,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 return Err(CodegenError::Llvm(
                     "a reduction result outside its stage (a rocmc bug)".into(),
                 ))
+            }
+            ExprKind::Shared { shared, index } => {
+                let p = self.shared_ptr(*shared, index)?;
+                b.build_load(lt, p, "").map_err(llvm_err)?
             }
             ExprKind::Local { local, index } => {
                 let p = self.local_ptr(*local, index)?;

@@ -227,6 +227,7 @@ impl Env<'_> {
         vars: &[i64],
         bufs: &[Buffer],
         locals: &[Vec<Scalar>],
+        shared: &[Vec<Scalar>],
     ) -> Result<Scalar, InterpError> {
         let ix = |i: &Index| {
             i.eval(self.sizes, vars).ok_or(InterpError::DivisionByZero {
@@ -242,6 +243,10 @@ impl Env<'_> {
                 let i = ix(index)?;
                 locals[*local as usize][i as usize]
             }
+            ExprKind::Shared { shared: a, index } => {
+                let i = ix(index)?;
+                shared[*a as usize][i as usize]
+            }
             ExprKind::Reduced => {
                 return Err(InterpError::BadInput(
                     "internal: a reduction result outside its stage".into(),
@@ -252,15 +257,15 @@ impl Env<'_> {
                 let idx = indices.iter().map(ix).collect::<Result<Vec<_>, _>>()?;
                 bufs[tensor.0 as usize].get(self.offset(*tensor, &idx)?)
             }
-            ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs, locals)? {
+            ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs, locals, shared)? {
                 Scalar::F(x) => Scalar::F(-x),
                 Scalar::I(x) => Scalar::I(x.wrapping_neg()),
             },
             ExprKind::Unary(UnaryOp::Not, a) => {
-                Scalar::I((self.eval(a, vars, bufs, locals)?.i() == 0) as i64)
+                Scalar::I((self.eval(a, vars, bufs, locals, shared)?.i() == 0) as i64)
             }
             ExprKind::Cast(a) => {
-                let x = self.eval(a, vars, bufs, locals)?;
+                let x = self.eval(a, vars, bufs, locals, shared)?;
                 match (a.dtype.is_float(), t.is_float()) {
                     (_, true) => Scalar::F(x.f()),
                     (true, false) if t == DType::Bool => Scalar::I((x.f() != 0.0) as i64),
@@ -270,16 +275,16 @@ impl Env<'_> {
                 }
             }
             ExprKind::Select(c, a, b) => {
-                if self.eval(c, vars, bufs, locals)?.i() != 0 {
-                    self.eval(a, vars, bufs, locals)?
+                if self.eval(c, vars, bufs, locals, shared)?.i() != 0 {
+                    self.eval(a, vars, bufs, locals, shared)?
                 } else {
-                    self.eval(b, vars, bufs, locals)?
+                    self.eval(b, vars, bufs, locals, shared)?
                 }
             }
             ExprKind::Binary(op, a, b) => {
                 let (x, y) = (
-                    self.eval(a, vars, bufs, locals)?,
-                    self.eval(b, vars, bufs, locals)?,
+                    self.eval(a, vars, bufs, locals, shared)?,
+                    self.eval(b, vars, bufs, locals, shared)?,
                 );
                 binary(*op, a.dtype, x, y).ok_or(InterpError::DivisionByZero {
                     stage: self.stage.to_string(),
@@ -288,7 +293,7 @@ impl Env<'_> {
             ExprKind::Call(f, args) => {
                 let xs = args
                     .iter()
-                    .map(|a| self.eval(a, vars, bufs, locals))
+                    .map(|a| self.eval(a, vars, bufs, locals, shared))
                     .collect::<Result<Vec<_>, _>>()?;
                 math(*f, t, &xs)
             }
@@ -474,13 +479,13 @@ pub fn run(
         for flat in 0..total {
             unflatten(flat, ext, &mut point[..ext.len()]);
             let v = match &st.reduce {
-                None => env.eval(&st.value, &point, &bufs, &[])?,
+                None => env.eval(&st.value, &point, &bufs, &[], &[])?,
                 Some(r) => {
                     let t = r.body.dtype;
-                    let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[])?;
+                    let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[], &[])?;
                     for rflat in 0..rtotal {
                         unflatten(rflat, &rext, &mut point[ext.len()..]);
-                        let x = env.eval(&r.body, &point, &bufs, &[])?;
+                        let x = env.eval(&r.body, &point, &bufs, &[], &[])?;
                         acc = normalize(
                             t,
                             binary(r.op.combine(), t, acc, x).ok_or(
@@ -500,7 +505,7 @@ pub fn run(
                             dtype: t,
                         },
                     };
-                    env.eval(&st.value.replace_reduced(&c), &point, &bufs, &[])?
+                    env.eval(&st.value.replace_reduced(&c), &point, &bufs, &[], &[])?
                 }
             };
             bufs[st.output.0 as usize].set(flat as usize, v);
@@ -538,28 +543,44 @@ pub fn run_lowered(
                 })
             })
             .collect::<Result<_, _>>()?;
-        let mut th = Thread {
-            vars: vec![0i64; g.vars.len()],
-            locals: g
-                .locals
-                .iter()
-                .map(|l| vec![Scalar::I(0); l.len as usize])
-                .collect(),
-        };
+        let threads = g.threads() as usize;
         for bz in 0..grid[2] {
             for by in 0..grid[1] {
                 for bx in 0..grid[0] {
-                    for tz in 0..g.block[2] as i64 {
-                        for ty in 0..g.block[1] as i64 {
-                            for tx in 0..g.block[0] as i64 {
-                                let ids = Ids {
-                                    block: [bx, by, bz],
-                                    thread: [tx, ty, tz],
-                                };
-                                exec(&env, &g.body, &ids, &mut th, &mut bufs)?;
+                    let ids: Vec<Ids> = (0..threads as i64)
+                        .map(|t| {
+                            let (x, y) = (g.block[0] as i64, g.block[1] as i64);
+                            Ids {
+                                block: [bx, by, bz],
+                                thread: [t % x, (t / x) % y, t / (x * y)],
                             }
-                        }
-                    }
+                        })
+                        .collect();
+                    let mut th: Vec<Thread> = (0..threads)
+                        .map(|_| Thread {
+                            vars: vec![0i64; g.vars.len()],
+                            locals: g
+                                .locals
+                                .iter()
+                                .map(|l| vec![Scalar::I(0); l.len as usize])
+                                .collect(),
+                        })
+                        .collect();
+                    let mut shared: Vec<Vec<Scalar>> = g
+                        .shared
+                        .iter()
+                        .map(|l| vec![Scalar::I(0); l.len as usize])
+                        .collect();
+                    let active = vec![true; threads];
+                    exec(
+                        &env,
+                        &g.body,
+                        &ids,
+                        &mut th,
+                        &active,
+                        &mut bufs,
+                        &mut shared,
+                    )?;
                 }
             }
         }
@@ -578,12 +599,18 @@ struct Thread {
     locals: Vec<Vec<Scalar>>,
 }
 
+/// Runs loop IR for all threads of a block in lockstep: loops (whose trip
+/// counts never depend on the thread) are shared, guards mask threads out,
+/// and every leaf runs for each active thread in order. Barriers need no
+/// action: lockstep already orders every thread's writes before later reads.
 fn exec(
     env: &Env,
     body: &[Stmt],
-    ids: &Ids,
-    th: &mut Thread,
+    ids: &[Ids],
+    th: &mut [Thread],
+    active: &[bool],
     bufs: &mut [Buffer],
+    shared: &mut [Vec<Scalar>],
 ) -> Result<(), InterpError> {
     let dz = || InterpError::DivisionByZero {
         stage: env.stage.to_string(),
@@ -591,51 +618,79 @@ fn exec(
     for s in body {
         match s {
             Stmt::Bind { var, axis } => {
-                th.vars[var.0 as usize] = match axis {
-                    GpuAxis::Block(d) => ids.block[d.index()],
-                    GpuAxis::Thread(d) => ids.thread[d.index()],
+                for (t, id) in th.iter_mut().zip(ids) {
+                    t.vars[var.0 as usize] = match axis {
+                        GpuAxis::Block(d) => id.block[d.index()],
+                        GpuAxis::Thread(d) => id.thread[d.index()],
+                    }
                 }
             }
             Stmt::Loop {
                 var, extent, body, ..
             } => {
-                let n = extent.eval(env.sizes, &th.vars).ok_or_else(dz)?;
+                let n = extent.eval(env.sizes, &th[0].vars).ok_or_else(dz)?;
                 for i in 0..n {
-                    th.vars[var.0 as usize] = i;
-                    exec(env, body, ids, th, bufs)?;
+                    for t in th.iter_mut() {
+                        t.vars[var.0 as usize] = i;
+                    }
+                    exec(env, body, ids, th, active, bufs, shared)?;
                 }
             }
             Stmt::If { guards, body } => {
-                let mut ok = true;
-                for gd in guards {
-                    ok &= gd.value.eval(env.sizes, &th.vars).ok_or_else(dz)?
-                        < gd.extent.eval(env.sizes, &th.vars).ok_or_else(dz)?;
+                let mut mask = active.to_vec();
+                for (m, t) in mask.iter_mut().zip(th.iter()) {
+                    for gd in guards {
+                        *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
+                            < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+                    }
                 }
-                if ok {
-                    exec(env, body, ids, th, bufs)?;
+                if mask.iter().any(|m| *m) {
+                    exec(env, body, ids, th, &mask, bufs, shared)?;
                 }
             }
+            Stmt::Barrier => {}
             Stmt::Store {
                 tensor,
                 indices,
                 value,
             } => {
-                let idx = indices
-                    .iter()
-                    .map(|i| i.eval(env.sizes, &th.vars).ok_or_else(dz))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let off = env.offset(*tensor, &idx)?;
-                let v = env.eval(value, &th.vars, bufs, &th.locals)?;
-                bufs[tensor.0 as usize].set(off, v);
+                for (t, _) in th.iter().zip(active).filter(|(_, a)| **a) {
+                    let idx = indices
+                        .iter()
+                        .map(|i| i.eval(env.sizes, &t.vars).ok_or_else(dz))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let off = env.offset(*tensor, &idx)?;
+                    let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
+                    bufs[tensor.0 as usize].set(off, v);
+                }
             }
             Stmt::LocalStore {
                 local,
                 index,
                 value,
             } => {
-                let i = index.eval(env.sizes, &th.vars).ok_or_else(dz)? as usize;
-                let v = normalize(value.dtype, env.eval(value, &th.vars, bufs, &th.locals)?);
-                th.locals[*local as usize][i] = v;
+                for (t, _) in th.iter_mut().zip(active).filter(|(_, a)| **a) {
+                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    let v = normalize(
+                        value.dtype,
+                        env.eval(value, &t.vars, bufs, &t.locals, shared)?,
+                    );
+                    t.locals[*local as usize][i] = v;
+                }
+            }
+            Stmt::SharedStore {
+                shared: a,
+                index,
+                value,
+            } => {
+                for (t, _) in th.iter().zip(active).filter(|(_, a)| **a) {
+                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    let v = normalize(
+                        value.dtype,
+                        env.eval(value, &t.vars, bufs, &t.locals, shared)?,
+                    );
+                    shared[*a as usize][i] = v;
+                }
             }
         }
     }

@@ -197,6 +197,12 @@ pub enum ExprKind {
     },
     /// The result of the stage's reduction (tensor IR only).
     Reduced,
+    /// Element of an LDS array shared by the work-group (loop IR only:
+    /// cooperative reductions, see [`crate::lower::GpuKernel::shared`]).
+    Shared {
+        shared: u32,
+        index: Index,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -394,6 +400,7 @@ impl Expr {
             | ExprKind::Param(_)
             | ExprKind::Index(_)
             | ExprKind::Local { .. }
+            | ExprKind::Shared { .. }
             | ExprKind::Reduced => {}
         }
     }

@@ -66,6 +66,8 @@ pub struct GpuKernel {
     pub addressing: Addressing,
     /// Per-thread arrays (reduction accumulators), indexed by [`ExprKind::Local`].
     pub locals: Vec<Local>,
+    /// LDS arrays shared by the work-group, indexed by [`ExprKind::Shared`].
+    pub shared: Vec<Local>,
 }
 
 /// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
@@ -94,6 +96,15 @@ pub enum Stmt {
         indices: Vec<Index>,
         value: Expr,
     },
+    /// `shared[shared][index] = value`, in the work-group's LDS.
+    SharedStore {
+        shared: u32,
+        index: Index,
+        value: Expr,
+    },
+    /// Every thread of the work-group waits here, and LDS writes before it
+    /// are visible to reads after it.
+    Barrier,
     /// `locals[local][index] = value`
     LocalStore {
         local: u32,
@@ -312,6 +323,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     let value = value.map_indices(&|ix| ix.subst(&subst));
     let all_guards: Vec<&Guard> = nest.guards.iter().collect();
     let mut locals = Vec::new();
+    let mut shared = Vec::new();
     match &stage.reduce {
         None => body.extend(build(
             &nest,
@@ -323,6 +335,159 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                 value,
             }],
         )),
+        Some(red)
+            if nest.order.iter().any(|v| {
+                nest.var(*v).reduce
+                    && matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+            }) =>
+        {
+            // A cooperative reduction: each thread reduces its share serially,
+            // then the threads bound to the reduction loop combine their
+            // partial results through LDS in a tree, with barriers between
+            // steps. Barriers are never under a guard: every thread reaches them.
+            let tr = *nest
+                .order
+                .iter()
+                .find(|v| {
+                    nest.var(**v).reduce
+                        && matches!(nest.var(**v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+                })
+                .expect("found above");
+            let LoopKind::Bound(GpuAxis::Thread(dim)) = nest.var(tr).kind else {
+                unreachable!("a thread-bound loop")
+            };
+            let t_count = nest.var(tr).extent.as_const().unwrap_or(1);
+            let r0 = loops
+                .iter()
+                .position(|v| nest.var(*v).reduce)
+                .unwrap_or(loops.len());
+            let (outer, inner) = loops.split_at(r0);
+            if let Some(v) = inner.iter().find(|v| !nest.var(**v).reduce) {
+                return Err(Diagnostic::new(
+                    nest.var(*v).span,
+                    format!(
+                        "loop `{}` runs inside the reduction loops of a cooperative reduction",
+                        nest.var(*v).name
+                    ),
+                )
+                .hint("move output loops outside the reduction loops with reorder"));
+            }
+            // Linear thread index and the stride of the reduction's dimension.
+            let thread_var = |d: usize| {
+                nest.order.iter().copied().find(|v| {
+                    nest.var(*v).kind
+                        == LoopKind::Bound(GpuAxis::Thread(
+                            [schedule::Dim::X, schedule::Dim::Y, schedule::Dim::Z][d],
+                        ))
+                })
+            };
+            let mut tid = Index::c(0);
+            for d in (0..3).rev() {
+                tid =
+                    tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
+            }
+            let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
+            let rbody = reduce_body
+                .as_ref()
+                .expect("a reduction has a body")
+                .map_indices(&|ix| ix.subst(&subst));
+            let t = rbody.dtype;
+            locals.push(Local {
+                name: format!("{}_acc", stage.name),
+                dtype: t,
+                len: 1,
+            });
+            shared.push(Local {
+                name: format!("{}_lds", stage.name),
+                dtype: t,
+                len: block.iter().product(),
+            });
+            let acc = Expr {
+                kind: ExprKind::Local {
+                    local: 0,
+                    index: Index::c(0),
+                },
+                dtype: t,
+            };
+            let lds = |ix: Index| Expr {
+                kind: ExprKind::Shared {
+                    shared: 0,
+                    index: ix,
+                },
+                dtype: t,
+            };
+            let combine = |a: Expr, b: Expr| Expr {
+                kind: ExprKind::Binary(red.op.combine(), Box::new(a), Box::new(b)),
+                dtype: t,
+            };
+            let spatial: Vec<Guard> = nest
+                .guards
+                .iter()
+                .filter(|g| {
+                    !nest
+                        .vars
+                        .iter()
+                        .enumerate()
+                        .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+                })
+                .cloned()
+                .collect();
+            let mut leaf = vec![Stmt::LocalStore {
+                local: 0,
+                index: Index::c(0),
+                value: red.op.identity(t),
+            }];
+            let update = Stmt::LocalStore {
+                local: 0,
+                index: Index::c(0),
+                value: combine(acc.clone(), rbody),
+            };
+            leaf.extend(build(&nest, inner, &all_guards, vec![update]));
+            leaf.push(Stmt::SharedStore {
+                shared: 0,
+                index: tid.clone(),
+                value: acc,
+            });
+            leaf.push(Stmt::Barrier);
+            let mut step = (t_count as u64).next_power_of_two() as i64 / 2;
+            while step >= 1 {
+                let guards = vec![
+                    Guard {
+                        value: Index::Var(tr),
+                        extent: Index::c(step),
+                    },
+                    Guard {
+                        value: Index::Var(tr) + Index::c(step),
+                        extent: Index::c(t_count),
+                    },
+                ];
+                let partner = tid.clone() + Index::c(step * stride);
+                leaf.push(Stmt::If {
+                    guards,
+                    body: vec![Stmt::SharedStore {
+                        shared: 0,
+                        index: tid.clone(),
+                        value: combine(lds(tid.clone()), lds(partner)),
+                    }],
+                });
+                leaf.push(Stmt::Barrier);
+                step /= 2;
+            }
+            let mut guards = vec![Guard {
+                value: Index::Var(tr),
+                extent: Index::c(1),
+            }];
+            guards.extend(spatial);
+            leaf.push(Stmt::If {
+                guards,
+                body: vec![Stmt::Store {
+                    tensor: stage.output,
+                    indices,
+                    value: value.replace_reduced(&lds(tid)),
+                }],
+            });
+            body.extend(build(&nest, outer, &[], leaf));
+        }
         Some(red) => {
             // Loops from the first reduction loop inward accumulate; the
             // output loops among them index a per-thread accumulator array.
@@ -437,6 +602,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         body,
         addressing,
         locals,
+        shared,
     })
 }
 
@@ -549,6 +715,15 @@ impl fmt::Display for Pretty<'_> {
             let pad = "  ".repeat(ind);
             for st in s {
                 match st {
+                    Stmt::SharedStore { shared, index, .. } => {
+                        writeln!(
+                            f,
+                            "{pad}{}[{}] = ... (LDS)",
+                            p.gpu.shared[*shared as usize].name,
+                            index.display(sizes, vars)
+                        )?;
+                    }
+                    Stmt::Barrier => writeln!(f, "{pad}barrier")?,
                     Stmt::Bind { var, axis } => {
                         writeln!(f, "{pad}{} = {axis}", vars[var.0 as usize])?
                     }

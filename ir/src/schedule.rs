@@ -548,15 +548,20 @@ impl State<'_> {
             StepKind::Bind { target, axis } => {
                 let v = self.lookup(target)?;
                 if self.nest.var(v).reduce {
-                    let why = match axis {
-                        GpuAxis::Block(_) => "work-groups cannot combine their results within one kernel",
-                        GpuAxis::Thread(_) => "cooperative reductions across threads are not supported yet; keep reduction loops serial in each thread",
-                    };
-                    return Err(Diagnostic::new(
-                        step.span,
-                        format!("reduction loop `{}` cannot be bound to {axis}", target.name),
-                    )
-                    .hint(why));
+                    match axis {
+                        GpuAxis::Block(_) => {
+                            return Err(Diagnostic::new(step.span, format!("reduction loop `{}` cannot be bound to {axis}", target.name))
+                                .hint("work-groups cannot combine their results within one kernel; bind it to a threadIdx for a cooperative reduction"));
+                        }
+                        GpuAxis::Thread(_) => {
+                            if let Some(other) = self.nest.order.iter().find(|o| {
+                                self.nest.var(**o).reduce
+                                    && matches!(self.nest.var(**o).kind, LoopKind::Bound(_))
+                            }) {
+                                return Err(Diagnostic::new(step.span, format!("reduction loop `{}` is already bound to threads; one reduction loop per stage can be", self.nest.var(*other).name)));
+                            }
+                        }
+                    }
                 }
                 if let LoopKind::Bound(prev) = self.nest.var(v).kind {
                     return Err(Diagnostic::new(
