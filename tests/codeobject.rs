@@ -156,63 +156,6 @@ fn launch_geometry_is_stored_in_the_code_object() {
     assert_eq!(l.kernels[0].grid[0].eval(&n), Some(16));
 }
 
-/// e_flags and amdhsa.target must be exactly what clang-22 writes for the same target.
-#[test]
-fn elf_flags_match_clang() {
-    let d = tempfile::tempdir().unwrap();
-    let hip = d.path().join("k.hip");
-    std::fs::write(
-        &hip,
-        "extern \"C\" __attribute__((global)) void k(float *a) { a[0] = 1.0f; }\n",
-    )
-    .unwrap();
-    for mcpu in [
-        "gfx900",
-        "gfx90a",
-        "gfx942",
-        "gfx1100",
-        "gfx90a:xnack-",
-        "gfx942:sramecc+:xnack-",
-    ] {
-        let obj = d.path().join("clang.o");
-        tool(
-            "clang-22",
-            &[
-                "-x",
-                "hip",
-                &format!("--offload-arch={mcpu}"),
-                "--cuda-device-only",
-                "-nogpulib",
-                "-nogpuinc",
-                "-O3",
-                "-fhip-emit-relocatable",
-                "-c",
-                hip.to_str().unwrap(),
-                "-o",
-                obj.to_str().unwrap(),
-            ],
-        );
-        let theirs = tool(
-            "llvm-readobj-22",
-            &["--file-headers", obj.to_str().unwrap()],
-        );
-        let ours_path = build(d.path(), mcpu, 5, false);
-        let ours = tool(
-            "llvm-readobj-22",
-            &["--file-headers", ours_path.to_str().unwrap()],
-        );
-        let flags = |s: &str| {
-            s.lines()
-                .skip_while(|l| !l.contains("Flags ["))
-                .take_while(|l| !l.contains(']'))
-                .map(str::trim)
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        assert_eq!(flags(&ours), flags(&theirs), "{mcpu}");
-    }
-}
-
 #[test]
 fn lld_errors_are_values_and_lld_stays_usable() {
     let e = rocmc::linker::link_code_object(b"not an object")

@@ -85,3 +85,40 @@ pub fn files_in(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Compiles a HIP source with clang-22 for `mcpu` (device only, no ROCm)
+/// and links it with ld.lld-22; returns the code object's path.
+pub fn clang_hip(dir: &Path, src: &str, mcpu: &str, cov: u32) -> PathBuf {
+    let hip = dir.join("k.hip");
+    std::fs::write(&hip, src).unwrap();
+    let obj = dir.join(format!("clang-{}-v{cov}.o", mcpu.replace(':', "_")));
+    tool(
+        "clang-22",
+        &[
+            "-x",
+            "hip",
+            &format!("--offload-arch={mcpu}"),
+            "--cuda-device-only",
+            "-nogpulib",
+            "-nogpuinc",
+            "-O3",
+            &format!("-mcode-object-version={cov}"),
+            "-fhip-emit-relocatable",
+            "-c",
+            hip.to_str().unwrap(),
+            "-o",
+            obj.to_str().unwrap(),
+        ],
+    );
+    let out = obj.with_extension("hsaco");
+    tool(
+        "ld.lld-22",
+        &[
+            "-shared",
+            obj.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    out
+}

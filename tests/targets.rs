@@ -4,7 +4,6 @@
 
 use rocmc::{compile, Emit, Options};
 use rocmc_tests::*;
-use std::path::{Path, PathBuf};
 
 fn ok(out: &std::process::Output) -> String {
     assert!(out.status.success(), "rocmc failed:\n{}", text(&out.stderr));
@@ -165,41 +164,6 @@ fn generic_targets_need_code_object_6() {
     );
     assert!(h.contains("EF_AMDGPU_MACH_AMDGCN_GFX11_GENERIC"), "{h}");
     assert!(h.contains("ABIVersion: 4"), "{h}");
-}
-
-fn clang_hip(dir: &Path, src: &str, mcpu: &str, cov: u32) -> PathBuf {
-    let hip = dir.join("k.hip");
-    std::fs::write(&hip, src).unwrap();
-    let obj = dir.join(format!("clang-{}-v{cov}.o", mcpu.replace(':', "_")));
-    tool(
-        "clang-22",
-        &[
-            "-x",
-            "hip",
-            &format!("--offload-arch={mcpu}"),
-            "--cuda-device-only",
-            "-nogpulib",
-            "-nogpuinc",
-            "-O3",
-            &format!("-mcode-object-version={cov}"),
-            "-fhip-emit-relocatable",
-            "-c",
-            hip.to_str().unwrap(),
-            "-o",
-            obj.to_str().unwrap(),
-        ],
-    );
-    let out = obj.with_extension("hsaco");
-    tool(
-        "ld.lld-22",
-        &[
-            "-shared",
-            obj.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    out
 }
 
 /// The value lines after `key` in llvm-readobj's YAML dump.

@@ -75,13 +75,12 @@ fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
 }
 
 /// Seeded random inputs, parameter values and their 8-byte slots.
-#[allow(clippy::type_complexity)]
 fn random_inputs(
     k: &Kernel,
     sizes: &[i64],
     params: &HashMap<String, f64>,
     seed: u64,
-) -> Result<(Vec<Buffer>, Vec<Scalar>, Vec<u8>), Error> {
+) -> Result<Inputs, Error> {
     let mut rng = Rng(seed);
     let mut pvals = Vec::new();
     let mut pbytes = Vec::new();
@@ -136,7 +135,65 @@ fn random_inputs(
             )
         })
         .collect();
-    Ok((inputs, pvals, pbytes))
+    let host = host_buffers(k, &shapes, &inputs);
+    Ok(Inputs {
+        inputs,
+        pvals,
+        pbytes,
+        host,
+    })
+}
+
+/// Seeded random inputs and everything derived from them.
+struct Inputs {
+    inputs: Vec<Buffer>,
+    pvals: Vec<Scalar>,
+    /// One 8-byte slot per parameter.
+    pbytes: Vec<u8>,
+    /// One byte vector per tensor: inputs filled, outputs zeroed.
+    host: Vec<Vec<u8>>,
+}
+
+fn host_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Vec<u8>> {
+    let mut ins = inputs.iter();
+    k.tensors
+        .iter()
+        .zip(shapes)
+        .map(|(t, shape)| match t.kind {
+            TensorKind::Input => ins.next().expect("one buffer per input").to_bytes(),
+            TensorKind::Stage(_) => {
+                vec![0u8; shape.iter().product::<i64>() as usize * t.dtype.size()]
+            }
+        })
+        .collect()
+}
+
+/// Compares every computed (not inlined) tensor of `got` with `want`.
+fn compare(
+    k: &Kernel,
+    want: &[Buffer],
+    mut got: impl FnMut(usize) -> Result<Vec<u8>, Error>,
+) -> Result<Vec<Comparison>, Error> {
+    let mut out = Vec::new();
+    for (i, t) in k.tensors.iter().enumerate() {
+        let TensorKind::Stage(s) = t.kind else {
+            continue;
+        };
+        if k.stage(s).is_inlined() {
+            continue;
+        }
+        let g = Buffer::from_bytes(t.dtype, &got(i)?);
+        let (max_abs_error, max_error) = errors(&g, &want[i]);
+        out.push(Comparison {
+            tensor: t.name.clone(),
+            dtype: t.dtype,
+            elements: want[i].len(),
+            max_abs_error,
+            max_error,
+            tolerance: tolerance(t.dtype),
+        });
+    }
+    Ok(out)
 }
 
 /// Sizes in kernel order from `name=value` pairs; every size must be given,
@@ -185,60 +242,28 @@ pub fn run_cpu(
     fp_contract: bool,
 ) -> Result<Vec<Comparison>, Error> {
     let k = &front.kernel;
-    let (inputs, pvals, pbytes) = random_inputs(k, sizes, params, seed)?;
-    let shapes: Vec<Vec<i64>> = k
-        .tensors
-        .iter()
-        .map(|t| interp::shape_of(t, sizes))
-        .collect::<Result<_, _>>()
-        .map_err(|e| Error::Usage(e.to_string()))?;
+    let Inputs {
+        inputs,
+        pvals,
+        pbytes,
+        mut host,
+    } = random_inputs(k, sizes, params, seed)?;
     let want = interp::run(k, sizes, &pvals, &inputs).map_err(|e| {
         Error::Usage(format!(
             "the reference interpreter refused these inputs: {e}"
         ))
     })?;
-
-    let mut bytes: Vec<Vec<u8>> = Vec::new();
-    let mut ins = inputs.iter();
-    for (t, shape) in k.tensors.iter().zip(&shapes) {
-        let n = shape.iter().product::<i64>() as usize;
-        bytes.push(match t.kind {
-            TensorKind::Input => ins.next().expect("one buffer per input").to_bytes(),
-            TensorKind::Stage(_) => vec![0u8; n * t.dtype.size()],
-        });
-    }
     let sizes32: Vec<i32> = sizes.iter().map(|s| *s as i32).collect();
     rocmc_codegen_amdgpu::host::run_on_host(
         k,
         &front.program,
         &sizes32,
         &pbytes,
-        &mut bytes,
+        &mut host,
         fp_contract,
     )
     .map_err(|e| Error::Codegen(e.to_string()))?;
-
-    let mut out = Vec::new();
-    for (i, t) in k.tensors.iter().enumerate() {
-        let TensorKind::Stage(s) = t.kind else {
-            continue;
-        };
-        if k.stage(s).is_inlined() {
-            continue;
-        }
-        let got = Buffer::from_bytes(t.dtype, &bytes[i]);
-        let (max_abs, max_err) = errors(&got, &want[i]);
-        let w = &want[i];
-        out.push(Comparison {
-            tensor: t.name.clone(),
-            dtype: t.dtype,
-            elements: w.len(),
-            max_abs_error: max_abs,
-            max_error: max_err,
-            tolerance: tolerance(t.dtype),
-        });
-    }
-    Ok(out)
+    compare(k, &want, |i| Ok(std::mem::take(&mut host[i])))
 }
 
 /// Largest |got − want| and largest |got − want| / (1 + |want|); NaN where
@@ -330,24 +355,17 @@ pub fn run_gpu(
         .map_err(rt)?;
 
     let k = &front.kernel;
-    let (inputs, pvals, pbytes) = random_inputs(k, sizes, params, seed)?;
-    let shapes: Vec<Vec<i64>> = k
-        .tensors
-        .iter()
-        .map(|t| interp::shape_of(t, sizes))
-        .collect::<Result<_, _>>()
-        .map_err(|e| Error::Usage(e.to_string()))?;
+    let Inputs {
+        inputs,
+        pvals,
+        pbytes,
+        host,
+    } = random_inputs(k, sizes, params, seed)?;
     let mut bufs = Vec::new();
-    let mut ins = inputs.iter();
-    for (t, shape) in k.tensors.iter().zip(&shapes) {
-        let n = shape.iter().product::<i64>() as usize;
-        let host = match t.kind {
-            TensorKind::Input => ins.next().expect("one per input").to_bytes(),
-            TensorKind::Stage(_) => vec![0u8; n * t.dtype.size()],
-        };
-        let b = dev.alloc::<u8>(host.len()).map_err(rt)?;
-        b.copy_from_host(&host).map_err(rt)?;
-        bufs.push((b, n));
+    for (t, bytes) in k.tensors.iter().zip(&host) {
+        let b = dev.alloc::<u8>(bytes.len()).map_err(rt)?;
+        b.copy_from_host(bytes).map_err(rt)?;
+        bufs.push((b, bytes.len() / t.dtype.size()));
     }
     let mut report = GpuReport {
         device: format!("{} ({})", dev.info.name, dev.info.arch),
@@ -396,24 +414,7 @@ pub fn run_gpu(
                 "the reference interpreter refused these inputs: {e}"
             ))
         })?;
-        for (i, t) in k.tensors.iter().enumerate() {
-            let TensorKind::Stage(s) = t.kind else {
-                continue;
-            };
-            if k.stage(s).is_inlined() {
-                continue;
-            }
-            let got = Buffer::from_bytes(t.dtype, &bufs[i].0.to_vec().map_err(rt)?);
-            let (a, e) = errors(&got, &want[i]);
-            report.comparisons.push(Comparison {
-                tensor: t.name.clone(),
-                dtype: t.dtype,
-                elements: want[i].len(),
-                max_abs_error: a,
-                max_error: e,
-                tolerance: tolerance(t.dtype),
-            });
-        }
+        report.comparisons = compare(k, &want, |i| bufs[i].0.to_vec().map_err(rt))?;
     }
     if bench > 0 {
         let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); front.program.kernels.len()];
@@ -427,12 +428,7 @@ pub fn run_gpu(
             report.kernel_ms.push((g.name.clone(), ts[ts.len() / 2]));
         }
     }
-    report.bytes_moved = k
-        .tensors
-        .iter()
-        .zip(&shapes)
-        .map(|(t, s)| s.iter().product::<i64>() as u64 * t.dtype.size() as u64)
-        .sum();
+    report.bytes_moved = host.iter().map(|b| b.len() as u64).sum();
     report.flops = flops(k, sizes);
     Ok(report)
 }

@@ -322,6 +322,9 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         .collect();
     let value = value.map_indices(&|ix| ix.subst(&subst));
     let all_guards: Vec<&Guard> = nest.guards.iter().collect();
+    let rbody = reduce_body
+        .as_ref()
+        .map(|b| b.map_indices(&|ix| ix.subst(&subst)));
     let mut locals = Vec::new();
     let mut shared = Vec::new();
     match &stage.reduce {
@@ -387,10 +390,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                     tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
             }
             let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
-            let rbody = reduce_body
-                .as_ref()
-                .expect("a reduction has a body")
-                .map_indices(&|ix| ix.subst(&subst));
+            let rbody = rbody.clone().expect("a reduction has a body");
             let t = rbody.dtype;
             locals.push(Local {
                 name: format!("{}_acc", stage.name),
@@ -516,10 +516,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                 return Err(Diagnostic::new(stage.span, format!("stage `{}` needs {len} accumulators per thread; at most {MAX_ACCUMULATORS} are allowed", stage.name))
                     .hint("use smaller factors for the output loops inside the reduction loops"));
             }
-            let rbody = reduce_body
-                .as_ref()
-                .expect("a reduction has a body")
-                .map_indices(&|ix| ix.subst(&subst));
+            let rbody = rbody.clone().expect("a reduction has a body");
             let t = rbody.dtype;
             locals.push(Local {
                 name: format!("{}_acc", stage.name),
