@@ -182,3 +182,57 @@ fn examples_compile_for_three_targets_without_spills() {
         }
     }
 }
+
+/// Every math function, lowered through LLVM intrinsics or rocmc's own
+/// expansions, agrees with the interpreter's f64 functions.
+#[test]
+fn every_math_function_matches_the_interpreter() {
+    let d = tempfile::tempdir().unwrap();
+    let stage = |name: &str, expr: &str| {
+        format!("[[stage]]\ncompute = \"{name}[i] = {expr}\"\nshape = [\"n\"]\nschedule = [\"o, t = split(i, 64)\", \"bind(o, blockIdx.x)\", \"bind(t, threadIdx.x)\"]\n")
+    };
+    let mut src = String::from("[kernel]\nname = \"math\"\nsizes = [\"n\"]\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\nY = { dtype = \"f32\", shape = [\"n\"] }\n");
+    for (name, expr) in [
+        ("Exp", "exp(X[i] * 4.0) + exp2(Y[i] * 4.0)"),
+        ("Log", "log(abs(X[i]) + 0.01) + log2(abs(Y[i]) + 0.01)"),
+        ("Sqrt", "sqrt(abs(X[i])) + rsqrt(abs(Y[i]) + 0.01)"),
+        (
+            "Tanh",
+            "tanh(X[i] * 5.0) + tanh(Y[i] * 0.01) + sigmoid(X[i] * 8.0)",
+        ),
+        ("Gelu", "gelu(X[i] * 6.0)"),
+        ("Erf", "erf(X[i] * 3.0) + erf(Y[i] * 0.001)"),
+        (
+            "Pow",
+            "pow(abs(X[i]) + 0.5, Y[i] * 4.0) + pow(X[i] * 2.0, 3.0) + pow(X[i], 0.0)",
+        ),
+        (
+            "Round",
+            "floor(X[i] * 10.0) + ceil(Y[i] * 10.0) + abs(X[i]) + fma(X[i], Y[i], 1.0)",
+        ),
+    ] {
+        src.push_str(&stage(name, expr));
+    }
+    std::fs::write(d.path().join("math.toml"), src).unwrap();
+    for contract in ["fast", "off"] {
+        let table = ok(&rocmc(
+            d.path(),
+            &[
+                "run",
+                "math.toml",
+                "--size",
+                "n=4000",
+                "--fp-contract",
+                contract,
+            ],
+        ));
+        assert_eq!(
+            table
+                .lines()
+                .filter(|l| l.trim_end().ends_with(" ok"))
+                .count(),
+            8,
+            "{table}"
+        );
+    }
+}

@@ -906,6 +906,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 b.build_float_div(one, d, "").map_err(llvm_err)?.into()
             }
             MathFn::Tanh => self.tanh(xs[0].into_float_value())?.into(),
+            MathFn::Erf => self.erf(xs[0].into_float_value())?.into(),
+            MathFn::Pow => self
+                .pow(xs[0].into_float_value(), xs[1].into_float_value())?
+                .into(),
             MathFn::Gelu => {
                 let x = xs[0].into_float_value();
                 let c = |v: f64| lt.into_float_type().const_float(v);
@@ -933,6 +937,105 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .into()
             }
         })
+    }
+
+    /// erf without device libraries: Abramowitz & Stegun 7.1.26,
+    /// 1 − (a₁t + … + a₅t⁵)·e^(−x²) with t = 1/(1 + p|x|), and the sign of x
+    /// (absolute error ≤ 1.5e-7).
+    fn erf(&self, x: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        let b = &self.b;
+        let lt = x.get_type();
+        let c = |v: f64| lt.const_float(v);
+        let ax = self
+            .call("llvm.fabs", &[lt.into()], &[x.into()])?
+            .into_float_value();
+        let d = b
+            .build_float_add(
+                c(1.0),
+                b.build_float_mul(ax, c(0.327_591_1), "")
+                    .map_err(llvm_err)?,
+                "",
+            )
+            .map_err(llvm_err)?;
+        let t = b.build_float_div(c(1.0), d, "").map_err(llvm_err)?;
+        let mut p = c(1.061_405_429);
+        for k in [-1.453_152_027, 1.421_413_741, -0.284_496_736, 0.254_829_592] {
+            p = self
+                .call("llvm.fma", &[lt.into()], &[p.into(), t.into(), c(k).into()])?
+                .into_float_value();
+        }
+        let poly = b.build_float_mul(p, t, "").map_err(llvm_err)?;
+        let nx2 = b
+            .build_float_neg(b.build_float_mul(ax, ax, "").map_err(llvm_err)?, "")
+            .map_err(llvm_err)?;
+        let e = self
+            .call("llvm.exp", &[lt.into()], &[nx2.into()])?
+            .into_float_value();
+        let r = b
+            .build_float_sub(
+                c(1.0),
+                b.build_float_mul(poly, e, "").map_err(llvm_err)?,
+                "",
+            )
+            .map_err(llvm_err)?;
+        Ok(self
+            .call("llvm.copysign", &[lt.into()], &[r.into(), x.into()])?
+            .into_float_value())
+    }
+
+    /// pow without device libraries: exp2(y·log2|x|), negated for negative x
+    /// and odd integer y, NaN for negative x and non-integer y, 1 for y = 0.
+    fn pow(&self, x: FloatValue<'ctx>, y: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        let b = &self.b;
+        let lt = x.get_type();
+        let c = |v: f64| lt.const_float(v);
+        let f = |name: &str, v: FloatValue<'ctx>| -> R<FloatValue<'ctx>> {
+            Ok(self
+                .call(name, &[lt.into()], &[v.into()])?
+                .into_float_value())
+        };
+        let ax = f("llvm.fabs", x)?;
+        let l = b
+            .build_float_mul(y, f("llvm.log2", ax)?, "")
+            .map_err(llvm_err)?;
+        let mag = f("llvm.exp2", l)?;
+        let y_int = b
+            .build_float_compare(FloatPredicate::OEQ, f("llvm.trunc", y)?, y, "")
+            .map_err(llvm_err)?;
+        let half = b.build_float_mul(y, c(0.5), "").map_err(llvm_err)?;
+        let y_odd = b
+            .build_and(
+                y_int,
+                b.build_float_compare(FloatPredicate::UNE, f("llvm.trunc", half)?, half, "")
+                    .map_err(llvm_err)?,
+                "",
+            )
+            .map_err(llvm_err)?;
+        let neg = b
+            .build_float_compare(FloatPredicate::OLT, x, c(0.0), "")
+            .map_err(llvm_err)?;
+        let signed = b
+            .build_select(
+                b.build_and(neg, y_odd, "").map_err(llvm_err)?,
+                b.build_float_neg(mag, "").map_err(llvm_err)?,
+                mag,
+                "",
+            )
+            .map_err(llvm_err)?
+            .into_float_value();
+        let bad = b
+            .build_and(neg, b.build_not(y_int, "").map_err(llvm_err)?, "")
+            .map_err(llvm_err)?;
+        let r = b
+            .build_select(bad, c(f64::NAN), signed, "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        let y0 = b
+            .build_float_compare(FloatPredicate::OEQ, y, c(0.0), "")
+            .map_err(llvm_err)?;
+        Ok(b.build_select(y0, c(1.0), r, "")
+            .map_err(llvm_err)?
+            .into_float_value())
     }
 
     /// tanh without device libraries: (1 − e^{−2|x|}) / (1 + e^{−2|x|}) with

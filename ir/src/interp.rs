@@ -379,6 +379,8 @@ fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
         MathFn::Tanh => x.tanh(),
         MathFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         MathFn::Gelu => 0.5 * x * (1.0 + (GELU_C * (x + 0.044715 * x * x * x)).tanh()),
+        MathFn::Erf => libm::erf(x),
+        MathFn::Pow => x.powf(xs[1].f()),
         MathFn::Fma => x.mul_add(xs[1].f(), xs[2].f()),
     })
 }

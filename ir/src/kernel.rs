@@ -257,12 +257,18 @@ pub enum MathFn {
     Sigmoid,
     /// GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
     Gelu,
+    /// The error function.
+    Erf,
+    /// `pow(x, y)`: x to the power y (NaN for negative x and non-integer y).
+    Pow,
     Fma,
 }
 
 impl MathFn {
-    pub const ALL: [MathFn; 13] = [
+    pub const ALL: [MathFn; 15] = [
         MathFn::Gelu,
+        MathFn::Erf,
+        MathFn::Pow,
         MathFn::Abs,
         MathFn::Sqrt,
         MathFn::Rsqrt,
@@ -290,12 +296,15 @@ impl MathFn {
             MathFn::Tanh => "tanh",
             MathFn::Sigmoid => "sigmoid",
             MathFn::Gelu => "gelu",
+            MathFn::Erf => "erf",
+            MathFn::Pow => "pow",
             MathFn::Fma => "fma",
         }
     }
     pub fn arity(self) -> usize {
         match self {
             MathFn::Fma => 3,
+            MathFn::Pow => 2,
             _ => 1,
         }
     }
