@@ -191,10 +191,10 @@ fn build(
 
 /// Clamps every load index that depends on one of the `guarded` loop
 /// variables into `0..=extent-1` of its dimension.
-fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId]) -> Stmt {
-    fn go(k: &Kernel, e: &Expr, g: &[VarId]) -> Expr {
+fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
+    fn go(k: &Kernel, e: &Expr, g: &[VarId], skip: &[TensorId]) -> Expr {
         let kind = match &e.kind {
-            ExprKind::Load { tensor, indices } => {
+            ExprKind::Load { tensor, indices } if !skip.contains(tensor) => {
                 let shape = &k.tensor(*tensor).shape;
                 let clamp = |(ix, ext): (&Index, &Index)| {
                     if g.iter().any(|v| ix.uses_var(*v)) {
@@ -208,18 +208,20 @@ fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId]) -> Stmt {
                     indices: indices.iter().zip(shape).map(clamp).collect(),
                 }
             }
-            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(go(k, a, g))),
-            ExprKind::Cast(a) => ExprKind::Cast(Box::new(go(k, a, g))),
-            ExprKind::Binary(op, a, b) => {
-                ExprKind::Binary(*op, Box::new(go(k, a, g)), Box::new(go(k, b, g)))
-            }
+            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(go(k, a, g, skip))),
+            ExprKind::Cast(a) => ExprKind::Cast(Box::new(go(k, a, g, skip))),
+            ExprKind::Binary(op, a, b) => ExprKind::Binary(
+                *op,
+                Box::new(go(k, a, g, skip)),
+                Box::new(go(k, b, g, skip)),
+            ),
             ExprKind::Select(c, a, b) => ExprKind::Select(
-                Box::new(go(k, c, g)),
-                Box::new(go(k, a, g)),
-                Box::new(go(k, b, g)),
+                Box::new(go(k, c, g, skip)),
+                Box::new(go(k, a, g, skip)),
+                Box::new(go(k, b, g, skip)),
             ),
             ExprKind::Call(m, args) => {
-                ExprKind::Call(*m, args.iter().map(|a| go(k, a, g)).collect())
+                ExprKind::Call(*m, args.iter().map(|a| go(k, a, g, skip)).collect())
             }
             other => other.clone(),
         };
@@ -236,7 +238,7 @@ fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId]) -> Stmt {
         } => Stmt::LocalStore {
             local,
             index,
-            value: go(k, &value, guarded),
+            value: go(k, &value, guarded, skip),
         },
         other => other,
     }
@@ -325,6 +327,20 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     let rbody = reduce_body
         .as_ref()
         .map(|b| b.map_indices(&|ix| ix.subst(&subst)));
+    // Linear thread index within the work-group (x fastest).
+    let thread_var = |d: usize| {
+        nest.order.iter().copied().find(|v| {
+            nest.var(*v).kind
+                == LoopKind::Bound(GpuAxis::Thread(
+                    [schedule::Dim::X, schedule::Dim::Y, schedule::Dim::Z][d],
+                ))
+        })
+    };
+    let mut tid = Index::c(0);
+    for d in (0..3).rev() {
+        tid = tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
+    }
+    let cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
     let mut locals = Vec::new();
     let mut shared = Vec::new();
     match &stage.reduce {
@@ -375,20 +391,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                 )
                 .hint("move output loops outside the reduction loops with reorder"));
             }
-            // Linear thread index and the stride of the reduction's dimension.
-            let thread_var = |d: usize| {
-                nest.order.iter().copied().find(|v| {
-                    nest.var(*v).kind
-                        == LoopKind::Bound(GpuAxis::Thread(
-                            [schedule::Dim::X, schedule::Dim::Y, schedule::Dim::Z][d],
-                        ))
-                })
-            };
-            let mut tid = Index::c(0);
-            for d in (0..3).rev() {
-                tid =
-                    tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
-            }
+            // The stride of the reduction's dimension in the linear thread index.
             let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
             let rbody = rbody.clone().expect("a reduction has a body");
             let t = rbody.dtype;
@@ -483,7 +486,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                 body: vec![Stmt::Store {
                     tensor: stage.output,
                     indices,
-                    value: value.replace_reduced(&lds(tid)),
+                    value: value.replace_reduced(&lds(tid.clone())),
                 }],
             });
             body.extend(build(&nest, outer, &[], leaf));
@@ -567,7 +570,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
             // by several accumulators (A[i, k] for every j) are loaded once.
             // With one accumulator, one branch around the reduction is cheaper.
             let (update, update_guards): (Stmt, Vec<&Guard>) =
-                if acc_loops.is_empty() || spatial.is_empty() {
+                if (acc_loops.is_empty() && nest.caches.is_empty()) || spatial.is_empty() {
                     (update, all_guards.clone())
                 } else {
                     let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
@@ -575,7 +578,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                         .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
                         .collect();
                     (
-                        clamp_loads(k, update, &guarded),
+                        clamp_loads(k, update, &guarded, &cached),
                         nest.guards
                             .iter()
                             .filter(|g| !spatial.contains(g))
@@ -588,6 +591,10 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
             body.extend(build(&nest, outer, &[], leaf));
         }
     }
+    let mut vars = nest.vars.clone();
+    for c in &nest.caches {
+        body = stage_cache(k, &nest, c, body, block, &tid, &mut vars, &mut shared)?;
+    }
     let addressing = addressing(k, stage, &nest, &touched)?;
     Ok(GpuKernel {
         name,
@@ -595,7 +602,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         args,
         block,
         grid,
-        vars: nest.vars,
+        vars,
         body,
         addressing,
         locals,
@@ -782,4 +789,425 @@ impl fmt::Display for Pretty<'_> {
         writeln!(f, "  addressing {:?}", g.addressing)?;
         go(f, self, &g.body, 1, &sizes, &vars)
     }
+}
+
+/// `e` as Σ coefᵥ·v over the `varying` variables plus a rest free of them;
+/// `None` if a varying variable appears other than with a constant
+/// coefficient (under a division, a minimum, a product of variables...).
+fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(VarId, i64)>, Index)> {
+    let uses = |x: &Index| varying.iter().any(|v| x.uses_var(*v));
+    if !uses(e) {
+        return Some((Vec::new(), e.clone()));
+    }
+    match e {
+        Index::Var(v) => Some((vec![(*v, 1)], Index::c(0))),
+        Index::Bin(IOp::Add, a, b) => {
+            let (mut ca, ra) = split_varying(a, varying)?;
+            let (cb, rb) = split_varying(b, varying)?;
+            ca.extend(cb);
+            Some((ca, ra + rb))
+        }
+        Index::Bin(IOp::Mul, a, b) => {
+            let (x, c) = match (a.as_const(), b.as_const()) {
+                (_, Some(c)) => (a, c),
+                (Some(c), _) => (b, c),
+                _ => return None,
+            };
+            let (cx, rx) = split_varying(x, varying)?;
+            Some((
+                cx.into_iter().map(|(v, k)| (v, k * c)).collect(),
+                rx * Index::c(c),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A symbolic part and a constant offset: `s + 3` → (`s`, 3).
+fn peel_const(e: &Index) -> (Index, i64) {
+    match e {
+        Index::Const(c) => (Index::c(0), *c),
+        Index::Bin(IOp::Add, a, b) => match (a.as_const(), b.as_const()) {
+            (_, Some(c)) => {
+                let (s, k) = peel_const(a);
+                (s, k + c)
+            }
+            (Some(c), _) => {
+                let (s, k) = peel_const(b);
+                (s, k + c)
+            }
+            _ => (e.clone(), 0),
+        },
+        _ => (e.clone(), 0),
+    }
+}
+
+fn visit_stmts(body: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::Loop { body, .. } | Stmt::If { body, .. } => visit_stmts(body, f),
+            _ => {}
+        }
+    }
+}
+
+fn stmt_exprs(s: &Stmt) -> Option<&Expr> {
+    match s {
+        Stmt::Store { value, .. }
+        | Stmt::LocalStore { value, .. }
+        | Stmt::SharedStore { value, .. } => Some(value),
+        _ => None,
+    }
+}
+
+fn map_stmt_exprs(body: Vec<Stmt>, f: &impl Fn(&Expr) -> Expr) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => Stmt::Store {
+                tensor,
+                indices,
+                value: f(&value),
+            },
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => Stmt::LocalStore {
+                local,
+                index,
+                value: f(&value),
+            },
+            Stmt::SharedStore {
+                shared,
+                index,
+                value,
+            } => Stmt::SharedStore {
+                shared,
+                index,
+                value: f(&value),
+            },
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: map_stmt_exprs(body, f),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards,
+                body: map_stmt_exprs(body, f),
+            },
+            other => other,
+        })
+        .collect()
+}
+
+/// Replaces loads of `tensor` by `with(indices)`.
+fn replace_loads(e: &Expr, tensor: TensorId, with: &impl Fn(&[Index]) -> Expr) -> Expr {
+    let r = |x: &Expr| Box::new(replace_loads(x, tensor, with));
+    let kind = match &e.kind {
+        ExprKind::Load { tensor: t, indices } if *t == tensor => return with(indices),
+        ExprKind::Unary(op, a) => ExprKind::Unary(*op, r(a)),
+        ExprKind::Cast(a) => ExprKind::Cast(r(a)),
+        ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, r(a), r(b)),
+        ExprKind::Select(c, a, b) => ExprKind::Select(r(c), r(a), r(b)),
+        ExprKind::Call(m, args) => ExprKind::Call(
+            *m,
+            args.iter()
+                .map(|a| replace_loads(a, tensor, with))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    Expr {
+        kind,
+        dtype: e.dtype,
+    }
+}
+
+/// LDS a work-group may use on every AMDGPU target.
+const LDS_LIMIT: i64 = 64 * 1024;
+
+/// Applies one cache_read to a lowered body: finds the staging point,
+/// infers the tile every thread and inner iteration reads, copies it into
+/// LDS cooperatively and rewrites the reads.
+#[allow(clippy::too_many_arguments)]
+fn stage_cache(
+    k: &Kernel,
+    nest: &schedule::LoopNest,
+    c: &schedule::CacheRead,
+    body: Vec<Stmt>,
+    block: [u32; 3],
+    tid: &Index,
+    vars: &mut Vec<LoopVar>,
+    shared: &mut Vec<Local>,
+) -> Result<Vec<Stmt>, Diagnostic> {
+    let t = k.tensor(c.tensor);
+    let err = |m: String| Diagnostic::new(c.span, m);
+    let at_block = matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Block(_)));
+    if matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Thread(_))) {
+        return Err(err(format!(
+            "`{}` is bound to threads; stage the tile at a serial loop or at a blockIdx loop",
+            nest.var(c.at).name
+        )));
+    }
+    // The statements the tile serves: the at-loop's body, or the whole body.
+    let mut scope: Option<Vec<Stmt>> = None;
+    visit_stmts(&body, &mut |s| {
+        if let Stmt::Loop { var, body, .. } = s {
+            if *var == c.at {
+                scope = Some(body.clone());
+            }
+        }
+    });
+    let scope = match (at_block, scope) {
+        (true, _) => body
+            .iter()
+            .filter(|s| !matches!(s, Stmt::Bind { .. }))
+            .cloned()
+            .collect(),
+        (false, Some(s)) => s,
+        (false, None) => {
+            return Err(err(format!(
+                "loop `{}` is not in the kernel's body",
+                nest.var(c.at).name
+            )))
+        }
+    };
+    let mut varying: Vec<VarId> = nest
+        .order
+        .iter()
+        .copied()
+        .filter(|v| matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+        .collect();
+    visit_stmts(&scope, &mut |s| {
+        if let Stmt::Loop { var, .. } = s {
+            varying.push(*var);
+        }
+    });
+    let mut loads: Vec<Vec<Index>> = Vec::new();
+    visit_stmts(&scope, &mut |s| {
+        if let Some(e) = stmt_exprs(s) {
+            e.visit_loads(&mut |tt, ix| {
+                if tt == c.tensor {
+                    loads.push(ix.to_vec());
+                }
+            });
+        }
+    });
+    if loads.is_empty() {
+        return Err(err(format!(
+            "nothing inside `{}` reads `{}`",
+            nest.var(c.at).name,
+            t.name
+        )));
+    }
+    let ext_of = |v: VarId| {
+        nest.vars
+            .get(v.0 as usize)
+            .and_then(|lv| lv.extent.as_const())
+    };
+    // Per dimension: the symbolic base shared by every read, and the span of constant offsets.
+    let mut base = Vec::new();
+    let mut lo = Vec::new();
+    let mut size = Vec::new();
+    for d in 0..t.shape.len() {
+        let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
+        for l in &loads {
+            let (coefs, rest) = split_varying(&l[d], &varying).ok_or_else(|| {
+                err(format!(
+                    "the reads of `{}` are not affine in the loops inside `{}` (dimension {d})",
+                    t.name,
+                    nest.var(c.at).name
+                ))
+            })?;
+            let (s, off) = peel_const(&rest);
+            match &sym {
+                None => sym = Some(s),
+                Some(x) if *x == s => {}
+                Some(_) => {
+                    return Err(err(format!(
+                        "the reads of `{}` do not share one tile (dimension {d})",
+                        t.name
+                    )))
+                }
+            }
+            let mut hi = off;
+            for (v, coef) in &coefs {
+                let e = ext_of(*v).ok_or_else(|| {
+                    err(format!(
+                        "loop `{}` inside the tile has a symbolic extent",
+                        nest.var(*v).name
+                    ))
+                })?;
+                if *coef < 0 {
+                    return Err(err(format!(
+                        "`{}` is read backwards along dimension {d}",
+                        t.name
+                    )));
+                }
+                hi += coef * (e - 1);
+            }
+            min = min.min(off);
+            max = max.max(hi);
+        }
+        base.push(sym.expect("at least one read") + Index::c(min));
+        lo.push(min);
+        size.push(max - min + 1);
+    }
+    let n = size.len();
+    let mut padded = size.clone();
+    padded[n - 1] += c.pad;
+    let elems: i64 = size.iter().product();
+    let lds_len: i64 = padded.iter().product();
+    let used: i64 = shared
+        .iter()
+        .map(|s| s.len as i64 * s.dtype.size() as i64)
+        .sum();
+    if used + lds_len * t.dtype.size() as i64 > LDS_LIMIT {
+        return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {LDS_LIMIT} bytes every AMDGPU offers", t.name, lds_len * t.dtype.size() as i64)).hint("use smaller tiles"));
+    }
+    let id = shared.len() as u32;
+    shared.push(Local {
+        name: c.name.clone(),
+        dtype: t.dtype,
+        len: lds_len as u32,
+    });
+    let flat = |o: &[Index]| {
+        o.iter()
+            .zip(&padded)
+            .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
+    };
+
+    // The cooperative copy: element e of the tile goes to thread e % threads.
+    let threads: i64 = block.iter().map(|b| *b as i64).product();
+    let iters = (elems + threads - 1) / threads;
+    vars.push(LoopVar {
+        name: format!("{}_copy", c.name),
+        reduce: false,
+        extent: Index::c(iters),
+        kind: LoopKind::Serial,
+        span: c.span,
+    });
+    let it = VarId(vars.len() as u32 - 1);
+    let e = Index::Var(it) * Index::c(threads) + tid.clone();
+    let mut stride = elems;
+    let mut offs = Vec::new();
+    let mut global = Vec::new();
+    for d in 0..n {
+        stride /= size[d];
+        let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
+        // Clamped: parts of the tile beyond the tensor feed only results that are never stored.
+        global.push(Index::bin(
+            IOp::Min,
+            base[d].clone() + o.clone(),
+            t.shape[d].clone() - Index::c(1),
+        ));
+        offs.push(o);
+    }
+    let copy = Stmt::Loop {
+        var: it,
+        extent: Index::c(iters),
+        unroll: iters <= 8,
+        body: vec![Stmt::If {
+            guards: vec![Guard {
+                value: e,
+                extent: Index::c(elems),
+            }],
+            body: vec![Stmt::SharedStore {
+                shared: id,
+                index: flat(&offs),
+                value: Expr {
+                    kind: ExprKind::Load {
+                        tensor: c.tensor,
+                        indices: global,
+                    },
+                    dtype: t.dtype,
+                },
+            }],
+        }],
+    };
+    let (tensor, dtype) = (c.tensor, t.dtype);
+    let rewrite = |ex: &Expr| {
+        replace_loads(ex, tensor, &|ix: &[Index]| {
+            let o: Vec<Index> = ix
+                .iter()
+                .enumerate()
+                .map(|(d, x)| {
+                    let (coefs, rest) = split_varying(x, &varying).expect("checked above");
+                    let off = peel_const(&rest).1 - lo[d];
+                    coefs.iter().fold(Index::c(off), |acc, (v, k)| {
+                        acc + Index::Var(*v) * Index::c(*k)
+                    })
+                })
+                .collect();
+            Expr {
+                kind: ExprKind::Shared {
+                    shared: id,
+                    index: flat(&o),
+                },
+                dtype,
+            }
+        })
+    };
+    if at_block {
+        let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
+            .into_iter()
+            .partition(|s| matches!(s, Stmt::Bind { .. }));
+        let mut out = binds;
+        out.push(copy);
+        out.push(Stmt::Barrier);
+        out.extend(map_stmt_exprs(rest, &rewrite));
+        return Ok(out);
+    }
+    fn at_loop(body: Vec<Stmt>, at: VarId, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Vec<Stmt> {
+        body.into_iter()
+            .map(|s| match s {
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } if var == at => Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: f(body),
+                },
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } => Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: at_loop(body, at, f),
+                },
+                Stmt::If { guards, body } => Stmt::If {
+                    guards,
+                    body: at_loop(body, at, f),
+                },
+                other => other,
+            })
+            .collect()
+    }
+    let mut wrap = |inner: Vec<Stmt>| {
+        let mut v = vec![copy.clone(), Stmt::Barrier];
+        v.extend(map_stmt_exprs(inner, &rewrite));
+        // The next iteration overwrites the tile only after every thread is done with it.
+        v.push(Stmt::Barrier);
+        v
+    };
+    Ok(at_loop(body, c.at, &mut wrap))
 }

@@ -108,6 +108,17 @@ pub enum StepKind {
     /// `compute_inline()`: no kernel for this stage; its expression is
     /// substituted into every stage that reads it.
     ComputeInline,
+    /// `AS = cache_read(A, shared, at, pad=1)`: at each iteration of loop
+    /// `at` (or once per work-group if `at` is bound to a blockIdx), the
+    /// work-group copies the part of `A` that the loops inside read into
+    /// LDS, and those reads come from LDS. `pad` widens the last dimension
+    /// of the tile to avoid bank conflicts.
+    CacheRead {
+        tensor: Name,
+        at: Name,
+        pad: i64,
+        result: Name,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -264,6 +275,51 @@ impl Step {
                 })?;
                 StepKind::Bind { target, axis }
             }
+            "cache_read" => {
+                const EX: &str = "AS = cache_read(A, shared, ko)";
+                let mut r = results(s, 1, EX)?;
+                if s.args.len() < 3 || s.args.len() > 4 {
+                    return Err(Diagnostic::new(
+                        s.span,
+                        format!(
+                            "`cache_read` takes 3 or 4 arguments, {} given",
+                            s.args.len()
+                        ),
+                    )
+                    .hint(format!("write `{EX}` or add `pad=1`")));
+                }
+                let tensor = arg_name(&s.args[0], "the tensor to cache")?;
+                let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
+                if scope.name != "shared" {
+                    return Err(Diagnostic::new(
+                        scope.span,
+                        format!("unknown scope `{}`", scope.name),
+                    )
+                    .hint("cache_read stages tiles in `shared` memory (LDS)"));
+                }
+                let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
+                let pad = match s.args.get(3) {
+                    None => 0,
+                    Some(a) if a.key.as_ref().is_some_and(|k| k.0 == "pad") => {
+                        match &a.value.kind {
+                            AstKind::Int(v) if (0..=64).contains(v) => *v,
+                            _ => {
+                                return Err(Diagnostic::new(
+                                    a.value.span,
+                                    "pad must be an integer from 0 to 64",
+                                ))
+                            }
+                        }
+                    }
+                    Some(a) => return Err(Diagnostic::new(a.value.span, "expected `pad=N`")),
+                };
+                StepKind::CacheRead {
+                    tensor,
+                    at,
+                    pad,
+                    result: r.remove(0),
+                }
+            }
             "compute_inline" => {
                 results(s, 0, "compute_inline()")?;
                 arity(s, 0, "compute_inline()")?;
@@ -313,9 +369,21 @@ pub struct Guard {
     pub extent: Index,
 }
 
+/// A tensor to stage through LDS (see [`StepKind::CacheRead`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheRead {
+    pub tensor: crate::TensorId,
+    pub at: VarId,
+    pub pad: i64,
+    pub name: String,
+    pub span: Span,
+}
+
 /// A scheduled stage: loops, how axes map onto them, and the guards.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopNest {
+    /// Tensors staged through LDS, in schedule order.
+    pub caches: Vec<CacheRead>,
     /// Every variable ever created; the stage's axes come first.
     pub vars: Vec<LoopVar>,
     /// Leaf loops, outermost first.
@@ -545,6 +613,30 @@ impl State<'_> {
             }
             StepKind::Reorder(names) => self.reorder(names),
             StepKind::ComputeInline => unreachable!("handled before the steps are applied"),
+            StepKind::CacheRead {
+                tensor,
+                at,
+                pad,
+                result,
+            } => {
+                let Some(t) = self.k.tensors.iter().position(|x| x.name == tensor.name) else {
+                    return Err(Diagnostic::new(
+                        tensor.span,
+                        format!("unknown tensor `{}`", tensor.name),
+                    )
+                    .suggest(&tensor.name, self.k.tensors.iter().map(|t| t.name.as_str())));
+                };
+                let v = self.lookup(at)?;
+                self.fresh(result)?;
+                self.nest.caches.push(CacheRead {
+                    tensor: crate::TensorId(t as u32),
+                    at: v,
+                    pad: *pad,
+                    name: result.name.clone(),
+                    span: step.span,
+                });
+                Ok(())
+            }
             StepKind::Bind { target, axis } => {
                 let v = self.lookup(target)?;
                 if self.nest.var(v).reduce {
@@ -704,6 +796,7 @@ pub fn apply_with_source<'a>(
         src,
         taken: names,
         nest: LoopNest {
+            caches: Vec::new(),
             vars,
             order: (0..n as u32).map(VarId).collect(),
             axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
