@@ -329,3 +329,42 @@ schedule = ["ro, ri = split(r, {rows_per_block})", "co, ci = split(c, {threads})
         check_same(&k, &[rows, cols]);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Tiles staged in LDS, at a work-group loop (transpose) and at a serial
+    /// reduction loop (matmul), for random tile sizes, padding and extents.
+    #[test]
+    fn staged_tiles_keep_meaning(m in 1i64..40, n in 1i64..40, kk in 1i64..30, ty in 1i64..9, tx in 1i64..17, kt in 1i64..9, pad in 0i64..3) {
+        let transpose = format!(r#"
+[kernel]
+name = "t"
+sizes = ["R", "C"]
+max = {{ R = 4096, C = 4096 }}
+[inputs]
+A = {{ dtype = "f32", shape = ["R", "C"] }}
+[[stage]]
+compute = "B[j, i] = A[i, j]"
+shape = ["C", "R"]
+schedule = ["jo, io, ji, ii = tile(j, i, {ty}, {tx})", "bind(jo, blockIdx.y)", "bind(io, blockIdx.x)", "bind(ji, threadIdx.y)", "bind(ii, threadIdx.x)", "AS = cache_read(A, shared, io, pad={pad})"]
+"#);
+        let k = parse_kernel("t.toml", &transpose).unwrap_or_else(|e| panic!("{}", e.render()));
+        check_same(&k, &[m, n]);
+        let matmul = format!(r#"
+[kernel]
+name = "mm"
+sizes = ["M", "N", "K"]
+max = {{ M = 4096, N = 4096, K = 4096 }}
+[inputs]
+A = {{ dtype = "f32", shape = ["M", "K"] }}
+B = {{ dtype = "f32", shape = ["K", "N"] }}
+[[stage]]
+compute = "C[i, j] = sum(A[i, k] * B[k, j], k)"
+shape = ["M", "N"]
+reduce = {{ k = "K" }}
+schedule = ["io, jo, ii, ji = tile(i, j, {ty}, {tx})", "ko, ki = split(k, {kt})", "reorder(ko, ki)", "bind(io, blockIdx.y)", "bind(jo, blockIdx.x)", "bind(ii, threadIdx.y)", "bind(ji, threadIdx.x)", "AS = cache_read(A, shared, ko, pad={pad})", "BS = cache_read(B, shared, ko)"]
+"#);
+        let k = parse_kernel("mm.toml", &matmul).unwrap_or_else(|e| panic!("{}", e.render()));
+        check_same(&k, &[m, n, kk]);
+    }
+}

@@ -164,7 +164,10 @@ pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
     if u.workgroup_size > 0 {
         let waves_per_group = u.workgroup_size.div_ceil(u.wave_size.max(1));
         let groups = h.max_waves_per_simd * h.simds / waves_per_group.max(1);
-        limit((groups * waves_per_group / h.simds).max(1), "work-group size");
+        limit(
+            (groups * waves_per_group / h.simds).max(1),
+            "work-group size",
+        );
     }
     if u.lds_bytes > 0 && u.workgroup_size > 0 {
         let groups = h.lds_per_cu / u.lds_bytes;
