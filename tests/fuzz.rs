@@ -51,6 +51,14 @@ fn settings() -> (Duration, u64) {
 
 const TOKENS: &[&str] = &[
     "split(",
+    "cache_read(",
+    "shared",
+    "pad=",
+    "compute_inline()",
+    "sum(",
+    "reduce_max(",
+    "erf(",
+    "pow(",
     "fuse(",
     "tile(",
     "bind(",

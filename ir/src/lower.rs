@@ -1114,27 +1114,39 @@ fn stage_cache(
         ));
         offs.push(o);
     }
-    let copy = Stmt::Loop {
-        var: it,
-        extent: Index::c(iters),
-        unroll: iters <= 8,
-        body: vec![Stmt::If {
+    let store = Stmt::SharedStore {
+        shared: id,
+        index: flat(&offs),
+        value: Expr {
+            kind: ExprKind::Load {
+                tensor: c.tensor,
+                indices: global,
+            },
+            dtype: t.dtype,
+        },
+    };
+    // No guard when the threads divide the tile; no loop for a single pass.
+    let guarded = if elems % threads == 0 {
+        vec![store]
+    } else {
+        vec![Stmt::If {
             guards: vec![Guard {
                 value: e,
                 extent: Index::c(elems),
             }],
-            body: vec![Stmt::SharedStore {
-                shared: id,
-                index: flat(&offs),
-                value: Expr {
-                    kind: ExprKind::Load {
-                        tensor: c.tensor,
-                        indices: global,
-                    },
-                    dtype: t.dtype,
-                },
-            }],
-        }],
+            body: vec![store],
+        }]
+    };
+    let copy = if iters == 1 {
+        let zero = std::collections::HashMap::from([(it, Index::c(0))]);
+        map_indices_stmts(guarded, &|ix| ix.subst(&zero))
+    } else {
+        vec![Stmt::Loop {
+            var: it,
+            extent: Index::c(iters),
+            unroll: iters <= 8,
+            body: guarded,
+        }]
     };
     let (tensor, dtype) = (c.tensor, t.dtype);
     let rewrite = |ex: &Expr| {
@@ -1164,7 +1176,7 @@ fn stage_cache(
             .into_iter()
             .partition(|s| matches!(s, Stmt::Bind { .. }));
         let mut out = binds;
-        out.push(copy);
+        out.extend(copy);
         out.push(Stmt::Barrier);
         out.extend(map_stmt_exprs(rest, &rewrite));
         return Ok(out);
@@ -1203,11 +1215,69 @@ fn stage_cache(
             .collect()
     }
     let mut wrap = |inner: Vec<Stmt>| {
-        let mut v = vec![copy.clone(), Stmt::Barrier];
+        let mut v = copy.clone();
+        v.push(Stmt::Barrier);
         v.extend(map_stmt_exprs(inner, &rewrite));
         // The next iteration overwrites the tile only after every thread is done with it.
         v.push(Stmt::Barrier);
         v
     };
     Ok(at_loop(body, c.at, &mut wrap))
+}
+
+/// Rewrites every index expression in statements (guards, indices, values).
+fn map_indices_stmts(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => Stmt::Store {
+                tensor,
+                indices: indices.iter().map(f).collect(),
+                value: value.map_indices(f),
+            },
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => Stmt::LocalStore {
+                local,
+                index: f(&index),
+                value: value.map_indices(f),
+            },
+            Stmt::SharedStore {
+                shared,
+                index,
+                value,
+            } => Stmt::SharedStore {
+                shared,
+                index: f(&index),
+                value: value.map_indices(f),
+            },
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var,
+                extent: f(&extent),
+                unroll,
+                body: map_indices_stmts(body, f),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards: guards
+                    .into_iter()
+                    .map(|g| Guard {
+                        value: f(&g.value),
+                        extent: f(&g.extent),
+                    })
+                    .collect(),
+                body: map_indices_stmts(body, f),
+            },
+            other => other,
+        })
+        .collect()
 }
