@@ -231,3 +231,83 @@ fn scalars_shapes_and_bounds_are_checked() {
         "{e}"
     );
 }
+
+/// `rocmc run FILE.hipfb` takes sizes from the code object's launch
+/// geometry, checks them before loading HIP, and refuses what it cannot do.
+#[test]
+fn running_a_code_object_checks_before_loading_hip() {
+    let d = tempfile::tempdir().unwrap();
+    let s = example("saxpy").to_string_lossy().into_owned();
+    let out = rocmc(
+        d.path(),
+        &[
+            "build",
+            "-q",
+            "--mcpu",
+            "gfx90a,gfx1100",
+            &s,
+            "-o",
+            "s.hipfb",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (args, code, msg) in [
+        (
+            vec!["run", "s.hipfb", "--device", "amdgpu", "--size", "n=1000"],
+            1,
+            "no AMD GPU visible",
+        ),
+        (
+            vec!["run", "s.hipfb", "--device", "amdgpu"],
+            2,
+            "missing --size n=N",
+        ),
+        (
+            vec!["run", "s.hipfb", "--device", "amdgpu", "--size", "n=-3"],
+            2,
+            "must be between 0 and",
+        ),
+        (
+            vec!["run", "s.hipfb", "--size", "n=10"],
+            2,
+            "runs on a GPU only",
+        ),
+        (
+            vec![
+                "run", "s.hipfb", "--device", "amdgpu", "--size", "n=10", "--check",
+            ],
+            2,
+            "--check needs the kernel file",
+        ),
+    ] {
+        let out = rocmc(d.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(msg),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // A code object rocmc did not build has no launch geometry.
+    let hip = clang_hip(
+        d.path(),
+        "extern \"C\" __attribute__((global)) void k(float *a) { a[0] = 1.0f; }\n",
+        "gfx90a",
+        5,
+    );
+    let out = rocmc(
+        d.path(),
+        &["run", hip.to_str().unwrap(), "--device", "amdgpu"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no rocmc launch geometry"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -520,3 +520,134 @@ mod tests {
         assert!(errors(&i, &j).1 > tolerance(DType::I32));
     }
 }
+
+/// Runs a compiled code object or bundle on a GPU, with inputs generated
+/// from the launch geometry rocmc stored in it (dtypes, shapes, size
+/// bounds). There is no kernel source, so no comparison with the
+/// interpreter; `bench` repetitions are timed.
+pub fn run_code_object(
+    bytes: &[u8],
+    device: &str,
+    sizes: &HashMap<String, i64>,
+    params: &HashMap<String, f64>,
+    seed: u64,
+    bench: usize,
+) -> Result<GpuReport, Error> {
+    use rocmc_linker::launch::ArgRole;
+    use rocmc_runtime_hip::{Hip, KernelArg};
+    let rt = |e: rocmc_runtime_hip::Error| match e {
+        rocmc_runtime_hip::Error::DeviceSelection(..) => Error::Usage(e.to_string()),
+        other => Error::Runtime(other.to_string()),
+    };
+    // Read the launch geometry before touching the GPU, so a file without it is refused anywhere.
+    let co = if rocmc_linker::bundle::is_bundle(bytes) {
+        let entries = rocmc_linker::bundle::read(bytes).map_err(|e| Error::Usage(e.to_string()))?;
+        let e = entries
+            .iter()
+            .find(|e| !e.range.is_empty())
+            .ok_or_else(|| Error::Usage("the bundle holds no code object".into()))?;
+        rocmc_linker::codeobject::read(&bytes[e.range.clone()])
+    } else {
+        rocmc_linker::codeobject::read(bytes)
+    }
+    .map_err(|e| Error::Usage(e.to_string()))?;
+    let launch = co.launch.clone().ok_or_else(|| Error::Usage("the code object has no rocmc launch geometry (was it built by rocmc?); run the kernel file instead".into()))?;
+    let mut all_sizes = HashMap::new();
+    for s in &launch.sizes {
+        let v = *sizes.get(&s.name).ok_or_else(|| {
+            Error::Usage(format!(
+                "missing --size {}=N (the kernel's sizes: {})",
+                s.name,
+                launch
+                    .sizes
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        if v < 0 || v as u64 > s.max {
+            return Err(Error::Usage(format!(
+                "--size {}={v}: must be between 0 and {}",
+                s.name, s.max
+            )));
+        }
+        all_sizes.insert(s.name.clone(), v);
+    }
+    let hip = Hip::load().map_err(rt)?;
+    let dev = hip.device(device).map_err(rt)?;
+    let module = dev.load_module(bytes).map_err(rt)?;
+    let mut rng = Rng(seed);
+    // One buffer per named tensor, shared by every kernel that names it.
+    let mut buffers: HashMap<String, (rocmc_runtime_hip::DeviceBuffer<u8>, usize, &'static str)> =
+        HashMap::new();
+    let mut report = GpuReport {
+        device: format!("{} ({})", dev.info.name, dev.info.arch),
+        ..Default::default()
+    };
+    for kl in &launch.kernels {
+        for a in kl.args.iter().filter(|a| a.role == ArgRole::Buffer) {
+            if buffers.contains_key(&a.name) {
+                continue;
+            }
+            let t = DType::parse(&a.dtype)
+                .ok_or_else(|| Error::Usage(format!("unknown dtype {}", a.dtype)))?;
+            let n = a
+                .shape
+                .iter()
+                .map(|e| e.eval(&all_sizes).unwrap_or(0))
+                .product::<i64>()
+                .max(0) as usize;
+            let host = random_buffer(&mut rng, t, n).to_bytes();
+            let b = dev.alloc::<u8>(host.len()).map_err(rt)?;
+            b.copy_from_host(&host).map_err(rt)?;
+            report.bytes_moved += host.len() as u64;
+            buffers.insert(a.name.clone(), (b, n, t.name()));
+        }
+    }
+    let mut times = vec![Vec::new(); launch.kernels.len()];
+    for rep in 0..bench.max(1) {
+        for (i, kl) in launch.kernels.iter().enumerate() {
+            let kern = module.kernel(&kl.name).map_err(rt)?;
+            let mut args = Vec::new();
+            for a in &kl.args {
+                args.push(match a.role {
+                    ArgRole::Buffer => {
+                        let (b, n, d) = &buffers[&a.name];
+                        KernelArg::raw_buffer(b, d, *n)
+                    }
+                    ArgRole::Size => KernelArg::size(all_sizes[&a.name] as i32),
+                    ArgRole::Scalar => {
+                        let t = DType::parse(&a.dtype)
+                            .ok_or_else(|| Error::Usage(format!("unknown dtype {}", a.dtype)))?;
+                        let v = params.get(&a.name).copied().unwrap_or(1.0);
+                        let b = Buffer {
+                            dtype: t,
+                            data: if t.is_float() {
+                                Data::F(vec![v])
+                            } else {
+                                Data::I(vec![v as i64])
+                            },
+                        };
+                        KernelArg::raw_scalar(t.name(), b.to_bytes())
+                    }
+                });
+            }
+            let (s, e) = (dev.event().map_err(rt)?, dev.event().map_err(rt)?);
+            s.record(None).map_err(rt)?;
+            kern.launch(&args, None).map_err(rt)?;
+            e.record(None).map_err(rt)?;
+            let ms = e.elapsed_since(&s).map_err(rt)? as f64;
+            if bench > 0 && rep < bench {
+                times[i].push(ms);
+            }
+        }
+    }
+    if bench > 0 {
+        for (kl, mut ts) in launch.kernels.iter().zip(times) {
+            ts.sort_by(f64::total_cmp);
+            report.kernel_ms.push((kl.name.clone(), ts[ts.len() / 2]));
+        }
+    }
+    Ok(report)
+}

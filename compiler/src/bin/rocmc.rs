@@ -62,7 +62,7 @@ impl Kind {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// The kernel file.
+    /// The kernel file, or a code object / bundle built by rocmc (.hsaco, .hipfb: GPU only, no --check).
     kernel: PathBuf,
     /// Where to run: `cpu` (the scheduled kernel compiled for this machine by LLVM, blocks and
     /// threads as loops), or an AMD GPU: `amdgpu`, `amdgpu:N`, `amdgpu://GPU-<uuid>` (the HIP
@@ -322,6 +322,14 @@ fn build(a: BuildArgs) -> Result<(), Error> {
 }
 
 fn run(a: RunArgs) -> Result<(), Error> {
+    let ext = a
+        .kernel
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default();
+    if matches!(ext, "hsaco" | "hipfb" | "co") {
+        return run_binary(&a);
+    }
     let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
     let front = rocmc::frontend(&a.kernel.display().to_string(), &source)?;
     let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
@@ -410,6 +418,30 @@ fn run(a: RunArgs) -> Result<(), Error> {
             "results differ from the reference interpreter".into(),
         ))
     }
+}
+
+/// `rocmc run FILE.hsaco|FILE.hipfb --device amdgpu...`: a compiled kernel, without its source.
+fn run_binary(a: &RunArgs) -> Result<(), Error> {
+    if a.device == "cpu" {
+        return Err(Error::Usage(format!(
+            "{}: a code object runs on a GPU only; to run on the CPU, give the kernel file",
+            a.kernel.display()
+        )));
+    }
+    if a.check {
+        return Err(Error::Usage("--check needs the kernel file: the reference interpreter runs kernel source, not code objects".into()));
+    }
+    rocmc::runtime_hip::DeviceSelector::parse(&a.device)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let bytes = std::fs::read(&a.kernel).map_err(io(&a.kernel))?;
+    let sizes: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
+    let params: std::collections::HashMap<String, f64> = a.params.iter().cloned().collect();
+    let r = rocmc::run::run_code_object(&bytes, &a.device, &sizes, &params, a.seed, a.bench)?;
+    println!("{} ran on {}", a.kernel.display(), r.device);
+    for (name, ms) in &r.kernel_ms {
+        println!("{name}: median {ms:.4} ms over {} runs", a.bench);
+    }
+    Ok(())
 }
 
 /// Writes through a temporary file in the same folder, then renames, so a
