@@ -487,17 +487,8 @@ fn occupancy_agrees_with_llvm() {
                 .collect();
             let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
             for (k, want) in co.kernels.iter().zip(&llvm) {
-                let hw = rocmc::linker::hw::hardware(mcpu);
-                let u = rocmc::linker::hw::Usage {
-                    vgprs: k.vgpr_count as u32,
-                    agprs: k.agpr_count.unwrap_or(0) as u32,
-                    sgprs: k.sgpr_count as u32,
-                    lds_bytes: k.group_segment_fixed_size as u32,
-                    workgroup_size: k.max_flat_workgroup_size as u32,
-                    wave_size: k.wavefront_size as u32,
-                };
                 assert_eq!(
-                    rocmc::linker::hw::occupancy(&hw, &u).0,
+                    rocmc::linker::hw::kernel_occupancy(mcpu, k).0,
                     *want,
                     "{name} on {mcpu}"
                 );

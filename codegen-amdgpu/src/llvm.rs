@@ -406,23 +406,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                             .map_err(llvm_err)?;
                         b.build_int_unsigned_div(t, y, "")
                     }
-                    IOp::Min => {
+                    IOp::Min | IOp::Max => {
+                        let name = if *op == IOp::Min {
+                            "llvm.umin"
+                        } else {
+                            "llvm.umax"
+                        };
                         return Ok(self
-                            .call(
-                                "llvm.umin",
-                                &[self.cx.i32_type().into()],
-                                &[x.into(), y.into()],
-                            )?
-                            .into_int_value())
-                    }
-                    IOp::Max => {
-                        return Ok(self
-                            .call(
-                                "llvm.umax",
-                                &[self.cx.i32_type().into()],
-                                &[x.into(), y.into()],
-                            )?
-                            .into_int_value())
+                            .call(name, &[self.cx.i32_type().into()], &[x.into(), y.into()])?
+                            .into_int_value());
                     }
                 }
                 .map_err(llvm_err)?

@@ -479,7 +479,6 @@ fn scalar_f(s: Scalar) -> f64 {
     }
 }
 
-
 /// Runs a compiled code object or bundle on a GPU, with inputs generated
 /// from the launch geometry rocmc stored in it (dtypes, shapes, size
 /// bounds). There is no kernel source, so no comparison with the

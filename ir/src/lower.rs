@@ -862,53 +862,7 @@ fn stmt_exprs(s: &Stmt) -> Option<&Expr> {
 }
 
 fn map_stmt_exprs(body: Vec<Stmt>, f: &impl Fn(&Expr) -> Expr) -> Vec<Stmt> {
-    body.into_iter()
-        .map(|s| match s {
-            Stmt::Store {
-                tensor,
-                indices,
-                value,
-            } => Stmt::Store {
-                tensor,
-                indices,
-                value: f(&value),
-            },
-            Stmt::LocalStore {
-                local,
-                index,
-                value,
-            } => Stmt::LocalStore {
-                local,
-                index,
-                value: f(&value),
-            },
-            Stmt::SharedStore {
-                shared,
-                index,
-                value,
-            } => Stmt::SharedStore {
-                shared,
-                index,
-                value: f(&value),
-            },
-            Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body,
-            } => Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body: map_stmt_exprs(body, f),
-            },
-            Stmt::If { guards, body } => Stmt::If {
-                guards,
-                body: map_stmt_exprs(body, f),
-            },
-            other => other,
-        })
-        .collect()
+    map_stmts(body, &|i: &Index| i.clone(), f)
 }
 
 /// Replaces loads of `tensor` by `with(indices)`.
@@ -1227,6 +1181,15 @@ fn stage_cache(
 
 /// Rewrites every index expression in statements (guards, indices, values).
 fn map_indices_stmts(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt> {
+    map_stmts(body, f, &|e: &Expr| e.map_indices(f))
+}
+
+/// Rewrites statements: index expressions with `fi`, stored values with `fe`.
+fn map_stmts(
+    body: Vec<Stmt>,
+    fi: &impl Fn(&Index) -> Index,
+    fe: &impl Fn(&Expr) -> Expr,
+) -> Vec<Stmt> {
     body.into_iter()
         .map(|s| match s {
             Stmt::Store {
@@ -1235,8 +1198,8 @@ fn map_indices_stmts(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt>
                 value,
             } => Stmt::Store {
                 tensor,
-                indices: indices.iter().map(f).collect(),
-                value: value.map_indices(f),
+                indices: indices.iter().map(fi).collect(),
+                value: fe(&value),
             },
             Stmt::LocalStore {
                 local,
@@ -1244,8 +1207,8 @@ fn map_indices_stmts(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt>
                 value,
             } => Stmt::LocalStore {
                 local,
-                index: f(&index),
-                value: value.map_indices(f),
+                index: fi(&index),
+                value: fe(&value),
             },
             Stmt::SharedStore {
                 shared,
@@ -1253,8 +1216,8 @@ fn map_indices_stmts(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt>
                 value,
             } => Stmt::SharedStore {
                 shared,
-                index: f(&index),
-                value: value.map_indices(f),
+                index: fi(&index),
+                value: fe(&value),
             },
             Stmt::Loop {
                 var,
@@ -1263,19 +1226,19 @@ fn map_indices_stmts(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt>
                 body,
             } => Stmt::Loop {
                 var,
-                extent: f(&extent),
+                extent: fi(&extent),
                 unroll,
-                body: map_indices_stmts(body, f),
+                body: map_stmts(body, fi, fe),
             },
             Stmt::If { guards, body } => Stmt::If {
                 guards: guards
                     .into_iter()
                     .map(|g| Guard {
-                        value: f(&g.value),
-                        extent: f(&g.extent),
+                        value: fi(&g.value),
+                        extent: fi(&g.extent),
                     })
                     .collect(),
-                body: map_indices_stmts(body, f),
+                body: map_stmts(body, fi, fe),
             },
             other => other,
         })

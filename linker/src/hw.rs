@@ -107,6 +107,28 @@ pub struct Usage {
     pub wave_size: u32,
 }
 
+impl Usage {
+    /// The resources a code object's metadata records for a kernel.
+    pub fn of(k: &crate::codeobject::KernelInfo) -> Usage {
+        Usage {
+            vgprs: k.vgpr_count as u32,
+            agprs: k.agpr_count.unwrap_or(0) as u32,
+            sgprs: k.sgpr_count as u32,
+            lds_bytes: k.group_segment_fixed_size as u32,
+            workgroup_size: k.max_flat_workgroup_size as u32,
+            wave_size: k.wavefront_size as u32,
+        }
+    }
+}
+
+/// Occupancy of a kernel on the processor of `target_id` (`gfx90a:xnack-`).
+pub fn kernel_occupancy(target_id: &str, k: &crate::codeobject::KernelInfo) -> (u32, &'static str) {
+    occupancy(
+        &hardware(target_id.split(':').next().unwrap_or_default()),
+        &Usage::of(k),
+    )
+}
+
 /// Waves per SIMD the resources allow, and what limits them.
 pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
     let wave32 = u.wave_size == 32;

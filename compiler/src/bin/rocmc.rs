@@ -565,23 +565,6 @@ fn inspect(file: &Path, json: bool) -> Result<(), Error> {
         .map_err(io(Path::new("<stdout>")))
 }
 
-fn occupancy(
-    co: &rocmc::linker::codeobject::CodeObject,
-    k: &rocmc::linker::codeobject::KernelInfo,
-) -> (u32, &'static str) {
-    use rocmc::linker::hw;
-    let processor = co.target_id().split(':').next().unwrap_or_default();
-    let usage = hw::Usage {
-        vgprs: k.vgpr_count as u32,
-        agprs: k.agpr_count.unwrap_or(0) as u32,
-        sgprs: k.sgpr_count as u32,
-        lds_bytes: k.group_segment_fixed_size as u32,
-        workgroup_size: k.max_flat_workgroup_size as u32,
-        wave_size: k.wavefront_size as u32,
-    };
-    hw::occupancy(&hw::hardware(processor), &usage)
-}
-
 fn inspect_json(
     entry: Option<&str>,
     co: &rocmc::linker::codeobject::CodeObject,
@@ -600,7 +583,7 @@ fn inspect_json(
         }
         if let Some(ks) = m.get_mut("kernels").and_then(|k| k.as_array_mut()) {
             for (kv, k) in ks.iter_mut().zip(&co.kernels) {
-                let (w, why) = occupancy(co, k);
+                let (w, why) = rocmc::linker::hw::kernel_occupancy(co.target_id(), k);
                 kv["occupancy_waves_per_simd"] = w.into();
                 kv["occupancy_limited_by"] = why.into();
             }
@@ -619,7 +602,7 @@ fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> Stri
         co.e_flags
     );
     for k in &co.kernels {
-        let (w, why) = occupancy(co, k);
+        let (w, why) = rocmc::linker::hw::kernel_occupancy(co.target_id(), k);
         out.push_str(&format!(
             "kernel {}: kernarg {} B, LDS {} B, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}, occupancy {} waves/SIMD ({})\n",
             k.name,
