@@ -335,7 +335,17 @@ fn time_passes_prints_each_phase() {
     );
     ok(&out);
     let err = text(&out.stderr);
-    for phase in ["parse+validate", "lower", "llvm", "link", "write", "total"] {
+    for phase in [
+        "parse",
+        "validate",
+        "lower",
+        "llvm build",
+        "llvm optimise (O3)",
+        "llvm codegen",
+        "link",
+        "write",
+        "total",
+    ] {
         assert!(err.contains(phase), "{err}");
     }
 }

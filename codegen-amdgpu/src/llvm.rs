@@ -48,6 +48,8 @@ pub struct Emitted {
     pub asm: Option<String>,
     /// ELF relocatable object (input to the linker).
     pub object: Option<Vec<u8>>,
+    /// Wall time of building the LLVM module, optimising it, and code generation.
+    pub timings: Vec<(&'static str, std::time::Duration)>,
 }
 
 pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
@@ -84,6 +86,7 @@ pub fn compile(
     module_asm: &str,
     req: Request,
 ) -> Result<Emitted, CodegenError> {
+    let t0 = std::time::Instant::now();
     let tm = target_machine(t)?;
     let cx = Context::create();
     let module = cx.create_module(&k.name);
@@ -109,9 +112,11 @@ pub fn compile(
             "invalid module before optimisation (a rocmc bug): {e}"
         ))
     })?;
+    let t1 = std::time::Instant::now();
     module
         .run_passes("default<O3>", &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
+    let t2 = std::time::Instant::now();
     let mut out = Emitted {
         llvm_ir: module.print_to_string().to_string(),
         ..Default::default()
@@ -134,6 +139,11 @@ pub fn compile(
             .map_err(llvm_err)?;
         out.object = Some(buf.as_slice().to_vec());
     }
+    out.timings = vec![
+        ("llvm build", t1 - t0),
+        ("llvm optimise (O3)", t2 - t1),
+        ("llvm codegen", t2.elapsed()),
+    ];
     Ok(out)
 }
 

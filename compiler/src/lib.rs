@@ -209,8 +209,7 @@ pub struct Frontend {
 /// # Ok::<(), rocmc::Error>(())
 /// ```
 pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
-    let t0 = Instant::now();
-    let kernel = rocmc_ir::parse_kernel(file, source)?;
+    let (kernel, [parse, validate]) = rocmc_ir::front::parse_kernel_timed(file, source)?;
     let t1 = Instant::now();
     let program = rocmc_ir::lower::lower_file(&kernel, file, source)?;
     let launch = launch_info(&kernel, &program);
@@ -225,7 +224,11 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
             .to_string()
         })
         .collect();
-    let timings = vec![("parse+validate", t1 - t0), ("lower", t1.elapsed())];
+    let timings = vec![
+        ("parse", parse),
+        ("validate", validate),
+        ("lower", t1.elapsed()),
+    ];
     Ok(Frontend {
         kernel,
         program,
@@ -243,7 +246,6 @@ pub fn backend(
     emit: Emit,
 ) -> Result<Artifact, Error> {
     let mut timings = front.timings.clone();
-    let t0 = Instant::now();
     let req = Request {
         asm: emit.asm,
         object: emit.object || emit.code_object,
@@ -261,7 +263,7 @@ pub fn backend(
         other => Error::Codegen(other.to_string()),
     })?;
     let t1 = Instant::now();
-    timings.push(("llvm (optimise+codegen)", t1 - t0));
+    timings.extend(out.timings.iter().copied());
     let code_object = match (&out.object, emit.code_object) {
         (Some(obj), true) => {
             Some(rocmc_linker::link_code_object(obj).map_err(|e| Error::Link(e.to_string()))?)

@@ -66,6 +66,15 @@ struct StageDecl {
 
 /// Parses and checks a kernel file. `file` names it in diagnostics.
 pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
+    parse_kernel_timed(file, source).map(|(k, _)| k)
+}
+
+/// [`parse_kernel`], also returning the time spent parsing TOML and checking it.
+pub fn parse_kernel_timed(
+    file: &str,
+    source: &str,
+) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
+    let t0 = std::time::Instant::now();
     let err = |diagnostics| KernelError {
         file: file.to_string(),
         source: source.to_string(),
@@ -82,6 +91,7 @@ pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
         }
         err(vec![d])
     })?;
+    let t1 = std::time::Instant::now();
     let mut cx = Cx {
         src: source,
         diags: Vec::new(),
@@ -90,7 +100,7 @@ pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
     };
     let kernel = cx.kernel(doc);
     match kernel {
-        Some(k) if cx.diags.is_empty() => Ok(k),
+        Some(k) if cx.diags.is_empty() => Ok((k, [t1 - t0, t1.elapsed()])),
         _ => Err(err(cx.diags)),
     }
 }
