@@ -181,6 +181,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                         block: [bx, by, bz],
                         threads: Vec::new(),
                         guards: Vec::new(),
+                        negated: Vec::new(),
                         whole: whole.clone(),
                     };
                     me.host_body(&me.g.body.clone(), &mut st)
@@ -220,6 +221,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
                 // Lockstep already orders every thread's writes before later reads.
                 Stmt::Barrier => {}
+                Stmt::Unswitch { guards, fast, slow } => {
+                    // Per thread: the fast path where every guard holds, the slow one elsewhere.
+                    let n = st.guards.len();
+                    st.guards.extend(guards.iter().cloned());
+                    self.host_body(fast, st)?;
+                    st.guards.truncate(n);
+                    st.negated.push(guards.clone());
+                    self.host_body(slow, st)?;
+                    st.negated.pop();
+                }
                 leaf => self.leaf_for_threads(leaf, st)?,
             }
         }
@@ -259,7 +270,24 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .map_err(llvm_err)?;
                 me.locals[i] = (p, *at);
             }
-            me.guarded(&st.guards, |me| me.leaf(leaf))
+            if st.negated.is_empty() {
+                return me.guarded(&st.guards, |me| me.leaf(leaf));
+            }
+            let mut cond = me.all_hold(&st.guards)?;
+            for set in &st.negated {
+                let all = me.all_hold(set)?;
+                let not = me.b.build_not(all, "").map_err(llvm_err)?;
+                cond = me.b.build_and(cond, not, "").map_err(llvm_err)?;
+            }
+            let yes = me.cx.append_basic_block(me.f, "then");
+            let join = me.cx.append_basic_block(me.f, "join");
+            me.b.build_conditional_branch(cond, yes, join)
+                .map_err(llvm_err)?;
+            me.b.position_at_end(yes);
+            me.leaf(leaf)?;
+            me.b.build_unconditional_branch(join).map_err(llvm_err)?;
+            me.b.position_at_end(join);
+            Ok(())
         })
     }
 }
@@ -271,6 +299,8 @@ struct Lockstep<'ctx> {
     threads: Vec<(VarId, usize)>,
     /// Guards of the enclosing `If`s, checked per thread at each leaf.
     guards: Vec<Guard>,
+    /// Guard sets of which not all may hold (the slow side of an unswitch).
+    negated: Vec<Vec<Guard>>,
     whole: Vec<(
         inkwell::values::PointerValue<'ctx>,
         inkwell::types::ArrayType<'ctx>,

@@ -525,6 +525,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 } => self.serial_loop(*var, extent, body)?,
                 Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
                 Stmt::Barrier => self.barrier()?,
+                Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
                 leaf
                 @ (Stmt::Store { .. } | Stmt::LocalStore { .. } | Stmt::SharedStore { .. }) => {
                     self.leaf(leaf)?
@@ -584,6 +585,44 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .map_err(llvm_err)?;
         phi.add_incoming(&[(&self.i32(0), pre), (&next, latch)]);
         self.b.position_at_end(exit);
+        Ok(())
+    }
+
+    /// `AND` of every guard, as an i1.
+    pub(crate) fn all_hold(&self, guards: &[rocmc_ir::schedule::Guard]) -> R<IntValue<'ctx>> {
+        let mut cond = self.cx.bool_type().const_int(1, false);
+        for g in guards {
+            let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
+            let c = self
+                .b
+                .build_int_compare(IntPredicate::ULT, v, e, "")
+                .map_err(llvm_err)?;
+            cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
+        }
+        Ok(cond)
+    }
+
+    /// Runs `fast` when every guard holds, else `slow`.
+    fn unswitch(
+        &mut self,
+        guards: &[rocmc_ir::schedule::Guard],
+        fast: &[Stmt],
+        slow: &[Stmt],
+    ) -> R<()> {
+        let cond = self.all_hold(guards)?;
+        let yes = self.cx.append_basic_block(self.f, "vector");
+        let no = self.cx.append_basic_block(self.f, "scalar");
+        let join = self.cx.append_basic_block(self.f, "join");
+        self.b
+            .build_conditional_branch(cond, yes, no)
+            .map_err(llvm_err)?;
+        self.b.position_at_end(yes);
+        self.body(fast)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(no);
+        self.body(slow)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
         Ok(())
     }
 

@@ -651,6 +651,22 @@ fn exec(
                 }
             }
             Stmt::Barrier => {}
+            Stmt::Unswitch { guards, fast, slow } => {
+                let mut yes = active.to_vec();
+                for (m, t) in yes.iter_mut().zip(th.iter()) {
+                    for gd in guards {
+                        *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
+                            < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+                    }
+                }
+                let no: Vec<bool> = active.iter().zip(&yes).map(|(a, y)| *a && !*y).collect();
+                if yes.iter().any(|m| *m) {
+                    exec(env, fast, ids, th, &yes, bufs, shared)?;
+                }
+                if no.iter().any(|m| *m) {
+                    exec(env, slow, ids, th, &no, bufs, shared)?;
+                }
+            }
             Stmt::Store {
                 tensor,
                 indices,

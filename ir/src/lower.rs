@@ -96,6 +96,13 @@ pub enum Stmt {
         indices: Vec<Index>,
         value: Expr,
     },
+    /// Runs `fast` when every guard holds, else `slow` (a vectorized loop:
+    /// the fast path has no per-lane guards).
+    Unswitch {
+        guards: Vec<Guard>,
+        fast: Vec<Stmt>,
+        slow: Vec<Stmt>,
+    },
     /// `shared[shared][index] = value`, in the work-group's LDS.
     SharedStore {
         shared: u32,
@@ -181,7 +188,7 @@ fn build(
             body = vec![Stmt::Loop {
                 var: v,
                 extent: lv.extent.clone(),
-                unroll: lv.kind == LoopKind::Unrolled,
+                unroll: matches!(lv.kind, LoopKind::Unrolled | LoopKind::Vectorized),
                 body,
             }];
         }
@@ -309,7 +316,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
                 grid[d.index()] = lv.extent.clone();
                 body.push(Stmt::Bind { var: *v, axis });
             }
-            LoopKind::Serial | LoopKind::Unrolled => loops.push(*v),
+            LoopKind::Serial | LoopKind::Unrolled | LoopKind::Vectorized => loops.push(*v),
         }
     }
 
@@ -595,6 +602,9 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     for c in &nest.caches {
         body = stage_cache(k, &nest, c, body, block, &tid, &mut vars, &mut shared)?;
     }
+    for (v, span) in &nest.vectorized {
+        body = vectorize(k, &nest, *v, *span, body)?;
+    }
     let addressing = addressing(k, stage, &nest, &touched)?;
     Ok(GpuKernel {
         name,
@@ -728,6 +738,22 @@ impl fmt::Display for Pretty<'_> {
                         )?;
                     }
                     Stmt::Barrier => writeln!(f, "{pad}barrier")?,
+                    Stmt::Unswitch { guards, fast, slow } => {
+                        let c: Vec<String> = guards
+                            .iter()
+                            .map(|g| {
+                                format!(
+                                    "{} < {}",
+                                    g.value.display(sizes, vars),
+                                    g.extent.display(sizes, vars)
+                                )
+                            })
+                            .collect();
+                        writeln!(f, "{pad}if {} (every lane, vectorized):", c.join(" && "))?;
+                        go(f, p, fast, ind + 1, sizes, vars)?;
+                        writeln!(f, "{pad}else:")?;
+                        go(f, p, slow, ind + 1, sizes, vars)?;
+                    }
                     Stmt::Bind { var, axis } => {
                         writeln!(f, "{pad}{} = {axis}", vars[var.0 as usize])?
                     }
@@ -847,6 +873,10 @@ fn visit_stmts(body: &[Stmt], f: &mut impl FnMut(&Stmt)) {
         f(s);
         match s {
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => visit_stmts(body, f),
+            Stmt::Unswitch { fast, slow, .. } => {
+                visit_stmts(fast, f);
+                visit_stmts(slow, f);
+            }
             _ => {}
         }
     }
@@ -1243,4 +1273,150 @@ fn map_stmts(
             other => other,
         })
         .collect()
+}
+
+/// Vectorizes the loop over `v`: checks every access is contiguous along
+/// `v` (only in the last dimension, with stride 1), then replaces the loop
+/// by an unswitch: when the guards hold for the last lane they hold for all
+/// (guard values grow with `v`), and the lanes run without guards, so LLVM
+/// forms vector loads and stores; otherwise the guarded scalar loop runs.
+fn vectorize(
+    k: &Kernel,
+    nest: &schedule::LoopNest,
+    v: VarId,
+    span: crate::diag::Span,
+    body: Vec<Stmt>,
+) -> Result<Vec<Stmt>, Diagnostic> {
+    let name = &nest.var(v).name;
+    let width = nest.var(v).extent.as_const().unwrap_or(1);
+    let mut accesses: Vec<(TensorId, Vec<Index>)> = Vec::new();
+    let mut inner: Vec<VarId> = Vec::new();
+    let mut found = false;
+    visit_stmts(&body, &mut |s| {
+        if let Stmt::Loop { var, body, .. } = s {
+            if *var == v {
+                found = true;
+                visit_stmts(body, &mut |s| {
+                    if let Stmt::Store {
+                        tensor, indices, ..
+                    } = s
+                    {
+                        accesses.push((*tensor, indices.clone()));
+                    }
+                    if let Some(e) = stmt_exprs(s) {
+                        e.visit_loads(&mut |t, ix| accesses.push((t, ix.to_vec())));
+                    }
+                    if let Stmt::Loop { var, .. } = s {
+                        inner.push(*var);
+                    }
+                });
+            }
+        }
+    });
+    let mut problem = inner.first().map(|w| {
+        format!(
+            "loop `{}` runs inside `{name}`; only an innermost loop can be vectorized",
+            nest.var(*w).name
+        )
+    });
+    for (tensor, ix) in &accesses {
+        for (d, x) in ix.iter().enumerate() {
+            if !x.uses_var(v) {
+                continue;
+            }
+            let contiguous = d + 1 == ix.len()
+                && split_varying(x, &[v])
+                    .is_some_and(|(c, _)| c.iter().map(|(_, k)| k).sum::<i64>() == 1);
+            if !contiguous && problem.is_none() {
+                problem = Some(format!("`{}` is accessed along dimension {d} with a stride other than 1 as `{name}` advances", k.tensor(*tensor).name));
+            }
+        }
+    }
+    if let Some(p) = problem {
+        return Err(
+            Diagnostic::new(span, format!("cannot vectorize `{name}`: {p}")).hint(
+                "vectorize the loop that walks the last dimension of every tensor it touches",
+            ),
+        );
+    }
+    if !found {
+        return Ok(body);
+    }
+    fn strip(body: Vec<Stmt>, guards: &mut Vec<Guard>) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        for s in body {
+            match s {
+                Stmt::If { guards: g, body } => {
+                    guards.extend(g);
+                    out.extend(strip(body, guards));
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+    fn rewrite(body: Vec<Stmt>, v: VarId, width: i64) -> Vec<Stmt> {
+        body.into_iter()
+            .map(|s| match s {
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } if var == v => {
+                    let mut guards = Vec::new();
+                    let fast = strip(body.clone(), &mut guards);
+                    let last = std::collections::HashMap::from([(v, Index::c(width - 1))]);
+                    let lane_guards: Vec<Guard> = guards
+                        .iter()
+                        .map(|g| Guard {
+                            value: g.value.subst(&last),
+                            extent: g.extent.clone(),
+                        })
+                        .collect();
+                    let slow = vec![Stmt::Loop {
+                        var,
+                        extent: extent.clone(),
+                        unroll,
+                        body,
+                    }];
+                    if lane_guards.is_empty() {
+                        return Stmt::Loop {
+                            var,
+                            extent,
+                            unroll,
+                            body: fast,
+                        };
+                    }
+                    Stmt::Unswitch {
+                        guards: lane_guards,
+                        fast: vec![Stmt::Loop {
+                            var,
+                            extent,
+                            unroll,
+                            body: fast,
+                        }],
+                        slow,
+                    }
+                }
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } => Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: rewrite(body, v, width),
+                },
+                Stmt::If { guards, body } => Stmt::If {
+                    guards,
+                    body: rewrite(body, v, width),
+                },
+                other => other,
+            })
+            .collect()
+    }
+    Ok(rewrite(body, v, width))
 }

@@ -105,6 +105,9 @@ pub enum StepKind {
         axis: GpuAxis,
     },
     Unroll(Name),
+    /// `vectorize(v)`: the innermost loop `v` (2, 4, 8 or 16 iterations)
+    /// becomes vector loads and stores where every lane is in range.
+    Vectorize(Name),
     /// `compute_inline()`: no kernel for this stage; its expression is
     /// substituted into every stage that reads it.
     ComputeInline,
@@ -182,14 +185,16 @@ fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
     Ok(())
 }
 
-pub const STEP_NAMES: [&str; 7] = [
+pub const STEP_NAMES: [&str; 9] = [
     "split",
     "fuse",
     "reorder",
     "tile",
     "bind",
     "unroll",
+    "vectorize",
     "compute_inline",
+    "cache_read",
 ];
 
 impl Step {
@@ -320,6 +325,11 @@ impl Step {
                     result: r.remove(0),
                 }
             }
+            "vectorize" => {
+                results(s, 0, "vectorize(v)")?;
+                arity(s, 1, "vectorize(v)")?;
+                StepKind::Vectorize(arg_name(&s.args[0], "the loop to vectorize")?)
+            }
             "compute_inline" => {
                 results(s, 0, "compute_inline()")?;
                 arity(s, 0, "compute_inline()")?;
@@ -347,6 +357,8 @@ impl Step {
 pub enum LoopKind {
     Serial,
     Unrolled,
+    /// Unrolled, with the guards hoisted so contiguous accesses become vectors.
+    Vectorized,
     Bound(GpuAxis),
 }
 
@@ -384,6 +396,8 @@ pub struct CacheRead {
 pub struct LoopNest {
     /// Tensors staged through LDS, in schedule order.
     pub caches: Vec<CacheRead>,
+    /// Vectorized loops and the steps that asked for them.
+    pub vectorized: Vec<(VarId, Span)>,
     /// Every variable ever created; the stage's axes come first.
     pub vars: Vec<LoopVar>,
     /// Leaf loops, outermost first.
@@ -613,6 +627,27 @@ impl State<'_> {
             }
             StepKind::Reorder(names) => self.reorder(names),
             StepKind::ComputeInline => unreachable!("handled before the steps are applied"),
+            StepKind::Vectorize(n) => {
+                let v = self.lookup(n)?;
+                self.not_bound(v, n)?;
+                match self.nest.var(v).extent.as_const() {
+                    Some(2 | 4 | 8 | 16) => {}
+                    other => {
+                        return Err(Diagnostic::new(
+                            step.span,
+                            format!(
+                                "loop `{}` has {} iterations; vectorize needs 2, 4, 8 or 16",
+                                n.name,
+                                other.map_or("a symbolic number of".to_string(), |e| e.to_string())
+                            ),
+                        )
+                        .hint("split the loop by the vector width and vectorize the inner loop"));
+                    }
+                }
+                self.nest.vars[v.0 as usize].kind = LoopKind::Vectorized;
+                self.nest.vectorized.push((v, step.span));
+                Ok(())
+            }
             StepKind::CacheRead {
                 tensor,
                 at,
@@ -797,6 +832,7 @@ pub fn apply_with_source<'a>(
         taken: names,
         nest: LoopNest {
             caches: Vec::new(),
+            vectorized: Vec::new(),
             vars,
             order: (0..n as u32).map(VarId).collect(),
             axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),

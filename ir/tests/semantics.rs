@@ -368,3 +368,14 @@ schedule = ["io, jo, ii, ji = tile(i, j, {ty}, {tx})", "ko, ki = split(k, {kt})"
         check_same(&k, &[m, n, kk]);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Vectorized loops give the interpreter's results for every width and
+    /// any size, the last partial vector included.
+    #[test]
+    fn vectorized_loops_keep_meaning(h in 1i64..9, w in 1i64..70, width in prop::sample::select(vec![2i64, 4, 8, 16])) {
+        let k = kernel_2d(&format!(r#""yo, xo, yi, xi = tile(y, x, 2, {})", "xt, v = split(xi, {width})", "bind(yo, blockIdx.y)", "bind(xo, blockIdx.x)", "bind(yi, threadIdx.y)", "bind(xt, threadIdx.x)", "vectorize(v)""#, width * 4));
+        check_same(&k, &[h, w]);
+    }
+}
