@@ -279,15 +279,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let not = me.b.build_not(all, "").map_err(llvm_err)?;
                 cond = me.b.build_and(cond, not, "").map_err(llvm_err)?;
             }
-            let yes = me.cx.append_basic_block(me.f, "then");
-            let join = me.cx.append_basic_block(me.f, "join");
-            me.b.build_conditional_branch(cond, yes, join)
-                .map_err(llvm_err)?;
-            me.b.position_at_end(yes);
-            me.leaf(leaf)?;
-            me.b.build_unconditional_branch(join).map_err(llvm_err)?;
-            me.b.position_at_end(join);
-            Ok(())
+            me.when(cond, |me| me.leaf(leaf))
         })
     }
 }

@@ -632,15 +632,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         guards: &[rocmc_ir::schedule::Guard],
         then: impl FnOnce(&mut Self) -> R<()>,
     ) -> R<()> {
-        let mut cond = self.cx.bool_type().const_int(1, false);
-        for g in guards {
-            let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
-            let c = self
-                .b
-                .build_int_compare(IntPredicate::ULT, v, e, "")
-                .map_err(llvm_err)?;
-            cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
-        }
+        let cond = self.all_hold(guards)?;
+        self.when(cond, then)
+    }
+
+    /// Runs `then` when `cond` (an i1) is true.
+    pub(crate) fn when(
+        &mut self,
+        cond: IntValue<'ctx>,
+        then: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
         let yes = self.cx.append_basic_block(self.f, "then");
         let join = self.cx.append_basic_block(self.f, "join");
         self.b
