@@ -600,7 +600,17 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     }
     let mut vars = nest.vars.clone();
     for c in &nest.caches {
-        body = stage_cache(k, &nest, c, body, block, &tid, &mut vars, &mut shared)?;
+        body = stage_cache(
+            k,
+            &nest,
+            c,
+            body,
+            block,
+            &tid,
+            &mut vars,
+            &mut shared,
+            &mut locals,
+        )?;
     }
     for (v, span) in &nest.vectorized {
         body = vectorize(k, &nest, *v, *span, body)?;
@@ -934,6 +944,7 @@ fn stage_cache(
     tid: &Index,
     vars: &mut Vec<LoopVar>,
     shared: &mut Vec<Local>,
+    locals: &mut Vec<Local>,
 ) -> Result<Vec<Stmt>, Diagnostic> {
     let t = k.tensor(c.tensor);
     let err = |m: String| Diagnostic::new(c.span, m);
@@ -967,12 +978,16 @@ fn stage_cache(
             )))
         }
     };
-    let mut varying: Vec<VarId> = nest
-        .order
-        .iter()
-        .copied()
-        .filter(|v| matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
-        .collect();
+    // A shared tile serves every thread of the work-group; a local one only its own.
+    let mut varying: Vec<VarId> = if c.local {
+        Vec::new()
+    } else {
+        nest.order
+            .iter()
+            .copied()
+            .filter(|v| matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+            .collect()
+    };
     visit_stmts(&scope, &mut |s| {
         if let Stmt::Loop { var, .. } = s {
             varying.push(*var);
@@ -1053,27 +1068,45 @@ fn stage_cache(
     padded[n - 1] += c.pad;
     let elems: i64 = size.iter().product();
     let lds_len: i64 = padded.iter().product();
-    let used: i64 = shared
-        .iter()
-        .map(|s| s.len as i64 * s.dtype.size() as i64)
-        .sum();
-    if used + lds_len * t.dtype.size() as i64 > LDS_LIMIT {
-        return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {LDS_LIMIT} bytes every AMDGPU offers", t.name, lds_len * t.dtype.size() as i64)).hint("use smaller tiles"));
-    }
-    let id = shared.len() as u32;
-    shared.push(Local {
-        name: c.name.clone(),
-        dtype: t.dtype,
-        len: lds_len as u32,
-    });
+    let id = if c.local {
+        if lds_len > MAX_ACCUMULATORS {
+            return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
+        }
+        locals.push(Local {
+            name: c.name.clone(),
+            dtype: t.dtype,
+            len: lds_len as u32,
+        });
+        locals.len() as u32 - 1
+    } else {
+        let used: i64 = shared
+            .iter()
+            .map(|s| s.len as i64 * s.dtype.size() as i64)
+            .sum();
+        if used + lds_len * t.dtype.size() as i64 > LDS_LIMIT {
+            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {LDS_LIMIT} bytes every AMDGPU offers", t.name, lds_len * t.dtype.size() as i64)).hint("use smaller tiles"));
+        }
+        shared.push(Local {
+            name: c.name.clone(),
+            dtype: t.dtype,
+            len: lds_len as u32,
+        });
+        shared.len() as u32 - 1
+    };
     let flat = |o: &[Index]| {
         o.iter()
             .zip(&padded)
             .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
     };
 
-    // The cooperative copy: element e of the tile goes to thread e % threads.
-    let threads: i64 = block.iter().map(|b| *b as i64).product();
+    // The cooperative copy: element e of the tile goes to thread e % threads;
+    // a register tile is copied by its own thread.
+    let threads: i64 = if c.local {
+        1
+    } else {
+        block.iter().map(|b| *b as i64).product()
+    };
+    let tid = if c.local { Index::c(0) } else { tid.clone() };
     let iters = (elems + threads - 1) / threads;
     vars.push(LoopVar {
         name: format!("{}_copy", c.name),
@@ -1083,7 +1116,7 @@ fn stage_cache(
         span: c.span,
     });
     let it = VarId(vars.len() as u32 - 1);
-    let e = Index::Var(it) * Index::c(threads) + tid.clone();
+    let e = Index::Var(it) * Index::c(threads) + tid;
     let mut stride = elems;
     let mut offs = Vec::new();
     let mut global = Vec::new();
@@ -1098,16 +1131,25 @@ fn stage_cache(
         ));
         offs.push(o);
     }
-    let store = Stmt::SharedStore {
-        shared: id,
-        index: flat(&offs),
-        value: Expr {
-            kind: ExprKind::Load {
-                tensor: c.tensor,
-                indices: global,
-            },
-            dtype: t.dtype,
+    let loaded = Expr {
+        kind: ExprKind::Load {
+            tensor: c.tensor,
+            indices: global,
         },
+        dtype: t.dtype,
+    };
+    let store = if c.local {
+        Stmt::LocalStore {
+            local: id,
+            index: flat(&offs),
+            value: loaded,
+        }
+    } else {
+        Stmt::SharedStore {
+            shared: id,
+            index: flat(&offs),
+            value: loaded,
+        }
     };
     // No guard when the threads divide the tile; no loop for a single pass.
     let guarded = if elems % threads == 0 {
@@ -1128,11 +1170,12 @@ fn stage_cache(
         vec![Stmt::Loop {
             var: it,
             extent: Index::c(iters),
-            unroll: iters <= 8,
+            // A register tile needs constant indices: unrolled.
+            unroll: iters <= 8 || c.local,
             body: guarded,
         }]
     };
-    let (tensor, dtype) = (c.tensor, t.dtype);
+    let (tensor, dtype, local) = (c.tensor, t.dtype, c.local);
     let rewrite = |ex: &Expr| {
         replace_loads(ex, tensor, &|ix: &[Index]| {
             let o: Vec<Index> = ix
@@ -1146,13 +1189,18 @@ fn stage_cache(
                     })
                 })
                 .collect();
-            Expr {
-                kind: ExprKind::Shared {
+            let kind = if local {
+                ExprKind::Local {
+                    local: id,
+                    index: flat(&o),
+                }
+            } else {
+                ExprKind::Shared {
                     shared: id,
                     index: flat(&o),
-                },
-                dtype,
-            }
+                }
+            };
+            Expr { kind, dtype }
         })
     };
     if at_block {
@@ -1161,7 +1209,9 @@ fn stage_cache(
             .partition(|s| matches!(s, Stmt::Bind { .. }));
         let mut out = binds;
         out.extend(copy);
-        out.push(Stmt::Barrier);
+        if !local {
+            out.push(Stmt::Barrier);
+        }
         out.extend(map_stmt_exprs(rest, &rewrite));
         return Ok(out);
     }
@@ -1200,10 +1250,14 @@ fn stage_cache(
     }
     let mut wrap = |inner: Vec<Stmt>| {
         let mut v = copy.clone();
-        v.push(Stmt::Barrier);
+        if !local {
+            v.push(Stmt::Barrier);
+        }
         v.extend(map_stmt_exprs(inner, &rewrite));
         // The next iteration overwrites the tile only after every thread is done with it.
-        v.push(Stmt::Barrier);
+        if !local {
+            v.push(Stmt::Barrier);
+        }
         v
     };
     Ok(at_loop(body, c.at, &mut wrap))

@@ -120,6 +120,8 @@ pub enum StepKind {
         tensor: Name,
         at: Name,
         pad: i64,
+        /// In registers of each thread rather than LDS.
+        local: bool,
         result: Name,
     },
 }
@@ -295,13 +297,14 @@ impl Step {
                 }
                 let tensor = arg_name(&s.args[0], "the tensor to cache")?;
                 let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
-                if scope.name != "shared" {
-                    return Err(Diagnostic::new(
-                        scope.span,
-                        format!("unknown scope `{}`", scope.name),
-                    )
-                    .hint("cache_read stages tiles in `shared` memory (LDS)"));
-                }
+                let local = match scope.name.as_str() {
+                    "shared" => false,
+                    "local" => true,
+                    _ => {
+                        return Err(Diagnostic::new(scope.span, format!("unknown scope `{}`", scope.name))
+                            .hint("cache_read stages tiles in `shared` memory (LDS, per work-group) or `local` (registers, per thread)"))
+                    }
+                };
                 let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
                 let pad = match s.args.get(3) {
                     None => 0,
@@ -322,6 +325,7 @@ impl Step {
                     tensor,
                     at,
                     pad,
+                    local,
                     result: r.remove(0),
                 }
             }
@@ -387,6 +391,8 @@ pub struct CacheRead {
     pub tensor: crate::TensorId,
     pub at: VarId,
     pub pad: i64,
+    /// In registers of each thread (`local`) rather than LDS (`shared`).
+    pub local: bool,
     pub name: String,
     pub span: Span,
 }
@@ -652,6 +658,7 @@ impl State<'_> {
                 tensor,
                 at,
                 pad,
+                local,
                 result,
             } => {
                 let Some(t) = self.k.tensors.iter().position(|x| x.name == tensor.name) else {
@@ -667,6 +674,7 @@ impl State<'_> {
                     tensor: crate::TensorId(t as u32),
                     at: v,
                     pad: *pad,
+                    local: *local,
                     name: result.name.clone(),
                     span: step.span,
                 });

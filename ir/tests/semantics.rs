@@ -366,6 +366,15 @@ schedule = ["io, jo, ii, ji = tile(i, j, {ty}, {tx})", "ko, ki = split(k, {kt})"
 "#);
         let k = parse_kernel("mm.toml", &matmul).unwrap_or_else(|e| panic!("{}", e.render()));
         check_same(&k, &[m, n, kk]);
+        // The same tiles in each thread's registers, with 2x2 outputs per thread.
+        let local = matmul
+            .replace(&format!("tile(i, j, {ty}, {tx})\""), &format!("tile(i, j, {}, {})\", \"ty, tx, ri, rj = tile(ii, ji, 2, 2)\"", ty * 2, tx * 2))
+            .replace("\"bind(ii, threadIdx.y)\", \"bind(ji, threadIdx.x)\"", "\"bind(ty, threadIdx.y)\", \"bind(tx, threadIdx.x)\", \"reorder(ko, ki, ri, rj)\"")
+            .replace(&format!("cache_read(A, shared, ko, pad={pad})"), "cache_read(A, local, ko)")
+            .replace("cache_read(B, shared, ko)", "cache_read(B, local, ki)");
+        assert!(local.contains("cache_read(A, local, ko)") && local.contains("cache_read(B, local, ki)") && local.contains("reorder(ko, ki, ri, rj)"), "{local}");
+        let k = parse_kernel("mml.toml", &local).unwrap_or_else(|e| panic!("{}\n{local}", e.render()));
+        check_same(&k, &[m, n, kk]);
     }
 }
 
