@@ -236,3 +236,40 @@ fn every_math_function_matches_the_interpreter() {
         );
     }
 }
+
+/// Outputs staged through LDS (cache_write), alone and with a staged input,
+/// through LLVM on the CPU and compiled for a GPU.
+#[test]
+fn staged_writes_run_through_llvm() {
+    let d = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(example("transpose")).unwrap();
+    for (name, steps) in [
+        ("write.toml", r#""BS = cache_write(B, shared, io, pad=1)""#),
+        (
+            "both.toml",
+            r#""AS = cache_read(A, shared, io, pad=1)", "BS = cache_write(B, shared, io, pad=1)""#,
+        ),
+    ] {
+        let k = src.replace(r#""AS = cache_read(A, shared, io, pad=1)""#, steps);
+        assert!(k.contains("cache_write"), "{k}");
+        std::fs::write(d.path().join(name), k).unwrap();
+        for sizes in [
+            ["rows=70", "cols=45"],
+            ["rows=32", "cols=64"],
+            ["rows=1", "cols=3"],
+        ] {
+            let table = ok(&rocmc(
+                d.path(),
+                &["run", name, "--size", sizes[0], "--size", sizes[1]],
+            ));
+            assert!(
+                table.contains(" ok") && !table.contains("MISMATCH"),
+                "{name} {sizes:?}\n{table}"
+            );
+        }
+        ok(&rocmc(
+            d.path(),
+            &["build", "-q", "--mcpu", "gfx90a,gfx1100", name],
+        ));
+    }
+}

@@ -446,6 +446,10 @@ impl Expr {
                 local: *local,
                 index: f(index),
             },
+            ExprKind::Shared { shared, index } => ExprKind::Shared {
+                shared: *shared,
+                index: f(index),
+            },
             ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(a.map_indices(f))),
             ExprKind::Cast(a) => ExprKind::Cast(Box::new(a.map_indices(f))),
             ExprKind::Binary(op, a, b) => {

@@ -994,19 +994,26 @@ fn stage_cache(
         }
     });
     let mut loads: Vec<Vec<Index>> = Vec::new();
-    visit_stmts(&scope, &mut |s| {
-        if let Some(e) = stmt_exprs(s) {
-            e.visit_loads(&mut |tt, ix| {
-                if tt == c.tensor {
-                    loads.push(ix.to_vec());
-                }
-            });
+    visit_stmts(&scope, &mut |s| match s {
+        Stmt::Store {
+            tensor, indices, ..
+        } if c.write && *tensor == c.tensor => loads.push(indices.clone()),
+        _ if c.write => {}
+        _ => {
+            if let Some(e) = stmt_exprs(s) {
+                e.visit_loads(&mut |tt, ix| {
+                    if tt == c.tensor {
+                        loads.push(ix.to_vec());
+                    }
+                });
+            }
         }
     });
     if loads.is_empty() {
         return Err(err(format!(
-            "nothing inside `{}` reads `{}`",
+            "nothing inside `{}` {} `{}`",
             nest.var(c.at).name,
+            if c.write { "writes" } else { "reads" },
             t.name
         )));
     }
@@ -1123,32 +1130,64 @@ fn stage_cache(
     for d in 0..n {
         stride /= size[d];
         let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
-        // Clamped: parts of the tile beyond the tensor feed only results that are never stored.
-        global.push(Index::bin(
-            IOp::Min,
-            base[d].clone() + o.clone(),
-            t.shape[d].clone() - Index::c(1),
-        ));
+        // Reads are clamped: parts of the tile beyond the tensor feed only
+        // results that are never stored. Writes are guarded instead.
+        global.push(if c.write {
+            base[d].clone() + o.clone()
+        } else {
+            Index::bin(
+                IOp::Min,
+                base[d].clone() + o.clone(),
+                t.shape[d].clone() - Index::c(1),
+            )
+        });
         offs.push(o);
     }
-    let loaded = Expr {
-        kind: ExprKind::Load {
-            tensor: c.tensor,
-            indices: global,
-        },
-        dtype: t.dtype,
-    };
-    let store = if c.local {
-        Stmt::LocalStore {
-            local: id,
-            index: flat(&offs),
-            value: loaded,
+    let in_bounds: Vec<Guard> = global
+        .iter()
+        .zip(&t.shape)
+        .map(|(g, ext)| Guard {
+            value: g.clone(),
+            extent: ext.clone(),
+        })
+        .collect();
+    let store = if c.write {
+        // The tile back to memory, skipping what lies beyond the tensor (never written).
+        let tile = Expr {
+            kind: ExprKind::Shared {
+                shared: id,
+                index: flat(&offs),
+            },
+            dtype: t.dtype,
+        };
+        Stmt::If {
+            guards: in_bounds,
+            body: vec![Stmt::Store {
+                tensor: c.tensor,
+                indices: global,
+                value: tile,
+            }],
         }
     } else {
-        Stmt::SharedStore {
-            shared: id,
-            index: flat(&offs),
-            value: loaded,
+        let loaded = Expr {
+            kind: ExprKind::Load {
+                tensor: c.tensor,
+                indices: global,
+            },
+            dtype: t.dtype,
+        };
+        if c.local {
+            Stmt::LocalStore {
+                local: id,
+                index: flat(&offs),
+                value: loaded,
+            }
+        } else {
+            Stmt::SharedStore {
+                shared: id,
+                index: flat(&offs),
+                value: loaded,
+            }
         }
     };
     // No guard when the threads divide the tile; no loop for a single pass.
@@ -1203,6 +1242,86 @@ fn stage_cache(
             Expr { kind, dtype }
         })
     };
+    // Stores of the output go to the tile, at the same offsets a read would use.
+    let offsets = |ix: &[Index]| -> Index {
+        let o: Vec<Index> = ix
+            .iter()
+            .enumerate()
+            .map(|(d, x)| {
+                let (coefs, rest) = split_varying(x, &varying).expect("checked above");
+                coefs
+                    .iter()
+                    .fold(Index::c(peel_const(&rest).1 - lo[d]), |acc, (v, k)| {
+                        acc + Index::Var(*v) * Index::c(*k)
+                    })
+            })
+            .collect();
+        flat(&o)
+    };
+    fn redirect(
+        body: Vec<Stmt>,
+        tensor: TensorId,
+        id: u32,
+        offsets: &dyn Fn(&[Index]) -> Index,
+    ) -> Vec<Stmt> {
+        body.into_iter()
+            .map(|s| match s {
+                Stmt::Store {
+                    tensor: t,
+                    indices,
+                    value,
+                } if t == tensor => Stmt::SharedStore {
+                    shared: id,
+                    index: offsets(&indices),
+                    value,
+                },
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } => Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: redirect(body, tensor, id, offsets),
+                },
+                Stmt::If { guards, body } => Stmt::If {
+                    guards,
+                    body: redirect(body, tensor, id, offsets),
+                },
+                Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
+                    guards,
+                    fast: redirect(fast, tensor, id, offsets),
+                    slow: redirect(slow, tensor, id, offsets),
+                },
+                other => other,
+            })
+            .collect()
+    }
+    if c.write {
+        let finish = |inner: Vec<Stmt>| {
+            let mut v = redirect(inner, tensor, id, &offsets);
+            v.push(Stmt::Barrier);
+            v.extend(copy.clone());
+            v
+        };
+        if at_block {
+            let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
+                .into_iter()
+                .partition(|s| matches!(s, Stmt::Bind { .. }));
+            let mut out = binds;
+            out.extend(finish(rest));
+            return Ok(out);
+        }
+        let mut wrap = |inner: Vec<Stmt>| {
+            let mut v = finish(inner);
+            // The next iteration writes the tile only after it has been copied out.
+            v.push(Stmt::Barrier);
+            v
+        };
+        return Ok(at_loop(body, c.at, &mut wrap));
+    }
     if at_block {
         let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
             .into_iter()

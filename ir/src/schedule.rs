@@ -122,6 +122,8 @@ pub enum StepKind {
         pad: i64,
         /// In registers of each thread rather than LDS.
         local: bool,
+        /// `cache_write`: the stage's stores go to the tile, then to memory.
+        write: bool,
         result: Name,
     },
 }
@@ -187,7 +189,7 @@ fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
     Ok(())
 }
 
-pub const STEP_NAMES: [&str; 9] = [
+pub const STEP_NAMES: [&str; 10] = [
     "split",
     "fuse",
     "reorder",
@@ -197,6 +199,7 @@ pub const STEP_NAMES: [&str; 9] = [
     "vectorize",
     "compute_inline",
     "cache_read",
+    "cache_write",
 ];
 
 impl Step {
@@ -282,7 +285,8 @@ impl Step {
                 })?;
                 StepKind::Bind { target, axis }
             }
-            "cache_read" => {
+            "cache_read" | "cache_write" => {
+                let write = s.name == "cache_write";
                 const EX: &str = "AS = cache_read(A, shared, ko)";
                 let mut r = results(s, 1, EX)?;
                 if s.args.len() < 3 || s.args.len() > 4 {
@@ -299,7 +303,7 @@ impl Step {
                 let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
                 let local = match scope.name.as_str() {
                     "shared" => false,
-                    "local" => true,
+                    "local" if !write => true,
                     _ => {
                         return Err(Diagnostic::new(scope.span, format!("unknown scope `{}`", scope.name))
                             .hint("cache_read stages tiles in `shared` memory (LDS, per work-group) or `local` (registers, per thread)"))
@@ -326,6 +330,7 @@ impl Step {
                     at,
                     pad,
                     local,
+                    write,
                     result: r.remove(0),
                 }
             }
@@ -393,6 +398,9 @@ pub struct CacheRead {
     pub pad: i64,
     /// In registers of each thread (`local`) rather than LDS (`shared`).
     pub local: bool,
+    /// `cache_write`: the stage's stores of its output go to the LDS tile,
+    /// which the work-group then copies to memory.
+    pub write: bool,
     pub name: String,
     pub span: Span,
 }
@@ -436,6 +444,8 @@ struct State<'a> {
     /// Names of sizes, parameters and tensors, which loops may not reuse.
     taken: Vec<String>,
     nest: LoopNest,
+    /// The tensor the stage computes.
+    stage_output: Option<crate::TensorId>,
     /// Which step consumed a variable, for "already split" messages.
     consumed: HashMap<VarId, Span>,
     bind_spans: HashMap<VarId, Span>,
@@ -659,6 +669,7 @@ impl State<'_> {
                 at,
                 pad,
                 local,
+                write,
                 result,
             } => {
                 let Some(t) = self.k.tensors.iter().position(|x| x.name == tensor.name) else {
@@ -668,6 +679,15 @@ impl State<'_> {
                     )
                     .suggest(&tensor.name, self.k.tensors.iter().map(|t| t.name.as_str())));
                 };
+                if *write && self.stage_output != Some(crate::TensorId(t as u32)) {
+                    return Err(Diagnostic::new(
+                        tensor.span,
+                        format!(
+                            "cache_write stages the stage's own output, not `{}`",
+                            tensor.name
+                        ),
+                    ));
+                }
                 let v = self.lookup(at)?;
                 self.fresh(result)?;
                 self.nest.caches.push(CacheRead {
@@ -675,6 +695,7 @@ impl State<'_> {
                     at: v,
                     pad: *pad,
                     local: *local,
+                    write: *write,
                     name: result.name.clone(),
                     span: step.span,
                 });
@@ -848,6 +869,7 @@ pub fn apply_with_source<'a>(
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),
+        stage_output: Some(stage.output),
     };
     if stage.is_inlined() {
         let step = stage

@@ -388,3 +388,27 @@ proptest! {
         check_same(&k, &[h, w]);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Outputs staged in LDS and copied out by the work-group, alone and
+    /// together with a staged input, for random tiles and extents.
+    #[test]
+    fn staged_writes_keep_meaning(m in 1i64..40, n in 1i64..40, ty in 1i64..9, tx in 1i64..17, pad in 0i64..3, with_read in any::<bool>()) {
+        let read = if with_read { format!(r#", "AS = cache_read(A, shared, io, pad={pad})""#) } else { String::new() };
+        let src = format!(r#"
+[kernel]
+name = "t"
+sizes = ["R", "C"]
+max = {{ R = 4096, C = 4096 }}
+[inputs]
+A = {{ dtype = "f32", shape = ["R", "C"] }}
+[[stage]]
+compute = "B[j, i] = A[i, j] * 2"
+shape = ["C", "R"]
+schedule = ["jo, io, ji, ii = tile(j, i, {ty}, {tx})", "bind(jo, blockIdx.y)", "bind(io, blockIdx.x)", "bind(ji, threadIdx.y)", "bind(ii, threadIdx.x)", "BS = cache_write(B, shared, io, pad={pad})"{read}]
+"#);
+        let k = parse_kernel("w.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
+        check_same(&k, &[m, n]);
+    }
+}
