@@ -560,7 +560,7 @@ pub fn run_lowered(
                         .collect();
                     let mut th: Vec<Thread> = (0..threads)
                         .map(|_| Thread {
-                            vars: vec![0i64; g.vars.len()],
+                            vars: vec![UNSET; g.vars.len()],
                             locals: g
                                 .locals
                                 .iter()
@@ -594,6 +594,10 @@ struct Ids {
     block: [i64; 3],
     thread: [i64; 3],
 }
+
+/// The value of a loop variable outside its loop: any index computed from
+/// it overflows or falls out of bounds, so using it is an error, not a 0.
+const UNSET: i64 = i64::MIN / 4;
 
 /// One thread's state while it runs loop IR.
 struct Thread {
