@@ -1215,34 +1215,7 @@ fn stage_cache(
         }]
     };
     let (tensor, dtype, local) = (c.tensor, t.dtype, c.local);
-    let rewrite = |ex: &Expr| {
-        replace_loads(ex, tensor, &|ix: &[Index]| {
-            let o: Vec<Index> = ix
-                .iter()
-                .enumerate()
-                .map(|(d, x)| {
-                    let (coefs, rest) = split_varying(x, &varying).expect("checked above");
-                    let off = peel_const(&rest).1 - lo[d];
-                    coefs.iter().fold(Index::c(off), |acc, (v, k)| {
-                        acc + Index::Var(*v) * Index::c(*k)
-                    })
-                })
-                .collect();
-            let kind = if local {
-                ExprKind::Local {
-                    local: id,
-                    index: flat(&o),
-                }
-            } else {
-                ExprKind::Shared {
-                    shared: id,
-                    index: flat(&o),
-                }
-            };
-            Expr { kind, dtype }
-        })
-    };
-    // Stores of the output go to the tile, at the same offsets a read would use.
+    // Offset in the tile of an access of the tensor (read or written).
     let offsets = |ix: &[Index]| -> Index {
         let o: Vec<Index> = ix
             .iter()
@@ -1257,6 +1230,22 @@ fn stage_cache(
             })
             .collect();
         flat(&o)
+    };
+    let rewrite = |ex: &Expr| {
+        replace_loads(ex, tensor, &|ix: &[Index]| {
+            let kind = if local {
+                ExprKind::Local {
+                    local: id,
+                    index: offsets(ix),
+                }
+            } else {
+                ExprKind::Shared {
+                    shared: id,
+                    index: offsets(ix),
+                }
+            };
+            Expr { kind, dtype }
+        })
     };
     fn redirect(
         body: Vec<Stmt>,
