@@ -355,36 +355,17 @@ impl Stage {
     /// Rewrites every load in `e` of this stage's tensor by this stage's
     /// expression at the loaded point (compute_inline).
     pub fn inline_into(&self, e: &Expr) -> Expr {
-        let kind = match &e.kind {
+        e.rewrite(&|x: &Expr| match &x.kind {
             ExprKind::Load { tensor, indices } if *tensor == self.output => {
                 let map: std::collections::HashMap<VarId, Index> = indices
                     .iter()
                     .enumerate()
                     .map(|(k, ix)| (VarId(k as u32), ix.clone()))
                     .collect();
-                return self.value.map_indices(&|ix| ix.subst(&map));
+                Some(self.value.map_indices(&|ix| ix.subst(&map)))
             }
-            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(self.inline_into(a))),
-            ExprKind::Cast(a) => ExprKind::Cast(Box::new(self.inline_into(a))),
-            ExprKind::Binary(op, a, b) => ExprKind::Binary(
-                *op,
-                Box::new(self.inline_into(a)),
-                Box::new(self.inline_into(b)),
-            ),
-            ExprKind::Select(c, a, b) => ExprKind::Select(
-                Box::new(self.inline_into(c)),
-                Box::new(self.inline_into(a)),
-                Box::new(self.inline_into(b)),
-            ),
-            ExprKind::Call(m, args) => {
-                ExprKind::Call(*m, args.iter().map(|a| self.inline_into(a)).collect())
-            }
-            other => other.clone(),
-        };
-        Expr {
-            kind,
-            dtype: e.dtype,
-        }
+            _ => None,
+        })
     }
 }
 
@@ -416,15 +397,23 @@ impl Expr {
 
     /// Replaces [`ExprKind::Reduced`] by `with`.
     pub fn replace_reduced(&self, with: &Expr) -> Expr {
-        let r = |e: &Expr| Box::new(e.replace_reduced(with));
+        self.rewrite(&|x: &Expr| matches!(x.kind, ExprKind::Reduced).then(|| with.clone()))
+    }
+
+    /// Rebuilds the expression, replacing each node for which `f` returns
+    /// `Some` (its children are not visited) and recursing into the others.
+    pub fn rewrite(&self, f: &impl Fn(&Expr) -> Option<Expr>) -> Expr {
+        if let Some(e) = f(self) {
+            return e;
+        }
+        let r = |x: &Expr| Box::new(x.rewrite(f));
         let kind = match &self.kind {
-            ExprKind::Reduced => return with.clone(),
             ExprKind::Unary(op, a) => ExprKind::Unary(*op, r(a)),
             ExprKind::Cast(a) => ExprKind::Cast(r(a)),
             ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, r(a), r(b)),
             ExprKind::Select(c, a, b) => ExprKind::Select(r(c), r(a), r(b)),
             ExprKind::Call(m, args) => {
-                ExprKind::Call(*m, args.iter().map(|a| a.replace_reduced(with)).collect())
+                ExprKind::Call(*m, args.iter().map(|a| a.rewrite(f)).collect())
             }
             other => other.clone(),
         };
@@ -436,38 +425,27 @@ impl Expr {
 
     /// Rewrites every index expression (loads and index values) with `f`.
     pub fn map_indices(&self, f: &impl Fn(&Index) -> Index) -> Expr {
-        let kind = match &self.kind {
-            ExprKind::Load { tensor, indices } => ExprKind::Load {
-                tensor: *tensor,
-                indices: indices.iter().map(f).collect(),
-            },
-            ExprKind::Index(i) => ExprKind::Index(f(i)),
-            ExprKind::Local { local, index } => ExprKind::Local {
-                local: *local,
-                index: f(index),
-            },
-            ExprKind::Shared { shared, index } => ExprKind::Shared {
-                shared: *shared,
-                index: f(index),
-            },
-            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(a.map_indices(f))),
-            ExprKind::Cast(a) => ExprKind::Cast(Box::new(a.map_indices(f))),
-            ExprKind::Binary(op, a, b) => {
-                ExprKind::Binary(*op, Box::new(a.map_indices(f)), Box::new(b.map_indices(f)))
-            }
-            ExprKind::Select(c, a, b) => ExprKind::Select(
-                Box::new(c.map_indices(f)),
-                Box::new(a.map_indices(f)),
-                Box::new(b.map_indices(f)),
-            ),
-            ExprKind::Call(m, args) => {
-                ExprKind::Call(*m, args.iter().map(|a| a.map_indices(f)).collect())
-            }
-            other => other.clone(),
-        };
-        Expr {
-            kind,
-            dtype: self.dtype,
-        }
+        self.rewrite(&|x: &Expr| {
+            let kind = match &x.kind {
+                ExprKind::Load { tensor, indices } => ExprKind::Load {
+                    tensor: *tensor,
+                    indices: indices.iter().map(f).collect(),
+                },
+                ExprKind::Index(i) => ExprKind::Index(f(i)),
+                ExprKind::Local { local, index } => ExprKind::Local {
+                    local: *local,
+                    index: f(index),
+                },
+                ExprKind::Shared { shared, index } => ExprKind::Shared {
+                    shared: *shared,
+                    index: f(index),
+                },
+                _ => return None,
+            };
+            Some(Expr {
+                kind,
+                dtype: x.dtype,
+            })
+        })
     }
 }

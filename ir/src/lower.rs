@@ -199,44 +199,32 @@ fn build(
 /// Clamps every load index that depends on one of the `guarded` loop
 /// variables into `0..=extent-1` of its dimension.
 fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
-    fn go(k: &Kernel, e: &Expr, g: &[VarId], skip: &[TensorId]) -> Expr {
-        let kind = match &e.kind {
+    let clamp = |e: &Expr| {
+        e.rewrite(&|x: &Expr| match &x.kind {
             ExprKind::Load { tensor, indices } if !skip.contains(tensor) => {
                 let shape = &k.tensor(*tensor).shape;
-                let clamp = |(ix, ext): (&Index, &Index)| {
-                    if g.iter().any(|v| ix.uses_var(*v)) {
-                        Index::bin(IOp::Min, ix.clone(), ext.clone() - Index::c(1))
-                    } else {
-                        ix.clone()
-                    }
-                };
-                ExprKind::Load {
-                    tensor: *tensor,
-                    indices: indices.iter().zip(shape).map(clamp).collect(),
-                }
+                let indices = indices
+                    .iter()
+                    .zip(shape)
+                    .map(|(ix, ext)| {
+                        if guarded.iter().any(|v| ix.uses_var(*v)) {
+                            Index::bin(IOp::Min, ix.clone(), ext.clone() - Index::c(1))
+                        } else {
+                            ix.clone()
+                        }
+                    })
+                    .collect();
+                Some(Expr {
+                    kind: ExprKind::Load {
+                        tensor: *tensor,
+                        indices,
+                    },
+                    dtype: x.dtype,
+                })
             }
-            ExprKind::Unary(op, a) => ExprKind::Unary(*op, Box::new(go(k, a, g, skip))),
-            ExprKind::Cast(a) => ExprKind::Cast(Box::new(go(k, a, g, skip))),
-            ExprKind::Binary(op, a, b) => ExprKind::Binary(
-                *op,
-                Box::new(go(k, a, g, skip)),
-                Box::new(go(k, b, g, skip)),
-            ),
-            ExprKind::Select(c, a, b) => ExprKind::Select(
-                Box::new(go(k, c, g, skip)),
-                Box::new(go(k, a, g, skip)),
-                Box::new(go(k, b, g, skip)),
-            ),
-            ExprKind::Call(m, args) => {
-                ExprKind::Call(*m, args.iter().map(|a| go(k, a, g, skip)).collect())
-            }
-            other => other.clone(),
-        };
-        Expr {
-            kind,
-            dtype: e.dtype,
-        }
-    }
+            _ => None,
+        })
+    };
     match st {
         Stmt::LocalStore {
             local,
@@ -245,7 +233,7 @@ fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> St
         } => Stmt::LocalStore {
             local,
             index,
-            value: go(k, &value, guarded, skip),
+            value: clamp(&value),
         },
         other => other,
     }
@@ -907,25 +895,10 @@ fn map_stmt_exprs(body: Vec<Stmt>, f: &impl Fn(&Expr) -> Expr) -> Vec<Stmt> {
 
 /// Replaces loads of `tensor` by `with(indices)`.
 fn replace_loads(e: &Expr, tensor: TensorId, with: &impl Fn(&[Index]) -> Expr) -> Expr {
-    let r = |x: &Expr| Box::new(replace_loads(x, tensor, with));
-    let kind = match &e.kind {
-        ExprKind::Load { tensor: t, indices } if *t == tensor => return with(indices),
-        ExprKind::Unary(op, a) => ExprKind::Unary(*op, r(a)),
-        ExprKind::Cast(a) => ExprKind::Cast(r(a)),
-        ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, r(a), r(b)),
-        ExprKind::Select(c, a, b) => ExprKind::Select(r(c), r(a), r(b)),
-        ExprKind::Call(m, args) => ExprKind::Call(
-            *m,
-            args.iter()
-                .map(|a| replace_loads(a, tensor, with))
-                .collect(),
-        ),
-        other => other.clone(),
-    };
-    Expr {
-        kind,
-        dtype: e.dtype,
-    }
+    e.rewrite(&|x: &Expr| match &x.kind {
+        ExprKind::Load { tensor: t, indices } if *t == tensor => Some(with(indices)),
+        _ => None,
+    })
 }
 
 /// LDS a work-group may use on every AMDGPU target.
