@@ -54,16 +54,27 @@ fn the_example_app_builds_and_fails_clearly_without_a_gpu() {
 #[test]
 fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
     let d = tempfile::tempdir().unwrap();
+    // softmax as three kernels: the example without its compute_at steps.
+    let unfused = d.path().join("softmax3.toml");
+    std::fs::write(
+        &unfused,
+        std::fs::read_to_string(example("softmax"))
+            .unwrap()
+            .replace("name = \"softmax\"", "name = \"softmax3\"")
+            .replace("\"compute_at(Y, r)\", ", "\"bind(r, blockIdx.x)\", "),
+    )
+    .unwrap();
     let out = rocmc::Build::new()
         .kernel(example("vadd"))
         .kernel(example("softmax"))
+        .kernel(&unfused)
         .mcpu("gfx90a")
         .mcpu("gfx942")
         .out_dir(d.path())
         .cargo_metadata(false)
         .try_compile()
         .unwrap();
-    assert_eq!(out.bundles.len(), 2);
+    assert_eq!(out.bundles.len(), 3);
     let list = tool(
         "clang-offload-bundler-22",
         &[
@@ -82,12 +93,18 @@ fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
         src.contains("pub mod vadd") && src.contains("pub struct Softmax"),
         "{src}"
     );
-    // softmax: three stage kernels launched in order, typed buffers for every tensor.
-    let m = src.find("softmax_M").unwrap();
-    let s = src.find("softmax_S").unwrap();
-    let y = src.find("softmax_Y").unwrap();
+    // softmax3: three stage kernels launched in order, typed buffers for every tensor.
+    let m = src.find("softmax3_M").unwrap();
+    let s = src.find("softmax3_S").unwrap();
+    let y = src.find("softmax3_Y").unwrap();
     assert!(m < s && s < y);
     assert!(src.contains("X: &rocmc_runtime_hip::DeviceBuffer<f32>, M: &rocmc_runtime_hip::DeviceBuffer<f32>, S: &rocmc_runtime_hip::DeviceBuffer<f32>, Y: &rocmc_runtime_hip::DeviceBuffer<f32>, rows: i32, cols: i32"), "{src}");
+    // softmax: one kernel; M and S live in LDS and are no arguments.
+    assert!(
+        !src.contains("softmax_M") && !src.contains("softmax_S"),
+        "{src}"
+    );
+    assert!(src.contains("X: &rocmc_runtime_hip::DeviceBuffer<f32>, Y: &rocmc_runtime_hip::DeviceBuffer<f32>, rows: i32, cols: i32"), "{src}");
 
     let bad = d.path().join("bad.toml");
     std::fs::write(

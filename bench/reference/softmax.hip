@@ -1,32 +1,30 @@
 #include "rocmc_hip.h"
-// One work-group of 256 threads per row for the reductions, combined through LDS.
-extern "C" __global__ LAUNCH_BOUNDS(256) void softmax_M(const float *__restrict__ X, float *__restrict__ M, int rows, int cols) {
-  __shared__ float lds[256];
+// One kernel, one work-group of 256 threads per row: the row maximum and the
+// sum of exponentials are combined through LDS and kept there.
+__device__ static float block_reduce(float *lds, float a, int t, bool max) {
+  lds[t] = a;
+  sync_threads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (t < s) lds[t] = max ? __builtin_fmaxf(lds[t], lds[t + s]) : lds[t] + lds[t + s];
+    sync_threads();
+  }
+  return lds[0];
+}
+extern "C" __global__ LAUNCH_BOUNDS(256) void softmax(const float *__restrict__ X, float *__restrict__ Y, int rows, int cols) {
+  __shared__ float lds_m[256], lds_s[256], part[2];
   int r = BID_X, t = TID_X;
+  const float *x = X + (long)r * cols;
   float a = -__builtin_inff();
-  for (int c = t; c < cols; c += 256) a = __builtin_fmaxf(a, X[r * cols + c]);
-  lds[t] = a;
+  for (int c = t; c < cols; c += 256) a = __builtin_fmaxf(a, x[c]);
+  float m = block_reduce(lds_m, a, t, true);
+  if (t == 0) part[0] = m;
   sync_threads();
-  for (int s = 128; s > 0; s >>= 1) {
-    if (t < s) lds[t] = __builtin_fmaxf(lds[t], lds[t + s]);
-    sync_threads();
-  }
-  if (t == 0) M[r] = lds[0];
-}
-extern "C" __global__ LAUNCH_BOUNDS(256) void softmax_S(const float *__restrict__ X, const float *__restrict__ M, float *__restrict__ S, int rows, int cols) {
-  __shared__ float lds[256];
-  int r = BID_X, t = TID_X;
-  float a = 0.0f, m = M[r];
-  for (int c = t; c < cols; c += 256) a += __builtin_expf(X[r * cols + c] - m);
-  lds[t] = a;
+  m = part[0];
+  float s = 0.0f;
+  for (int c = t; c < cols; c += 256) s += __builtin_expf(x[c] - m);
+  s = block_reduce(lds_s, s, t, false);
+  if (t == 0) part[1] = s;
   sync_threads();
-  for (int s = 128; s > 0; s >>= 1) {
-    if (t < s) lds[t] = lds[t] + lds[t + s];
-    sync_threads();
-  }
-  if (t == 0) S[r] = lds[0];
-}
-extern "C" __global__ LAUNCH_BOUNDS(256) void softmax_Y(const float *__restrict__ X, const float *__restrict__ M, const float *__restrict__ S, float *__restrict__ Y, int rows, int cols) {
-  int r = BID_Y * 4 + TID_Y, j = BID_X * 64 + TID_X;
-  if (r < rows && j < cols) Y[r * cols + j] = __builtin_expf(X[r * cols + j] - M[r]) / S[r];
+  s = part[1];
+  for (int j = t; j < cols; j += 256) Y[(long)r * cols + j] = __builtin_expf(x[j] - m) / s;
 }

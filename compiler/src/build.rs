@@ -198,7 +198,7 @@ pub fn launcher(k: &Kernel, p: &rocmc_ir::Program, bundle: &Path) -> Result<Stri
     for t in k
         .tensors
         .iter()
-        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_inlined()))
+        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_internal()))
     {
         params.push(format!(
             "{}: &rocmc_runtime_hip::DeviceBuffer<{}>",

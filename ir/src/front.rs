@@ -657,8 +657,11 @@ impl<'s> Cx<'s> {
             schedule: steps,
             span: span_of(decl),
         };
-        // Applying the schedule here reports its errors with the kernel's other errors.
-        if let Err(e) = schedule::apply_with_source(k, &stage, self.src) {
+        // Applying the schedule here reports its errors with the kernel's
+        // other errors. A stage computed at another's loop has the extents
+        // of the part computed there, known only when lowering.
+        if stage.compute_at().is_some() {
+        } else if let Err(e) = schedule::apply_with_source(k, &stage, self.src) {
             self.error(e);
         }
         k.stages.push(stage);

@@ -135,7 +135,23 @@ pub enum InterpError {
     DivisionByZero {
         stage: String,
     },
+    /// Two threads of a work-group touched one LDS element, at least one
+    /// writing, with no barrier between (a bug in lowering, never in a kernel file).
+    Race {
+        kernel: String,
+        buffer: String,
+        index: usize,
+        first: (usize, Access),
+        second: (usize, Access),
+    },
     BadInput(String),
+}
+
+/// How a thread touched an LDS element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
 }
 
 impl fmt::Display for InterpError {
@@ -154,6 +170,26 @@ impl fmt::Display for InterpError {
             }
             InterpError::DivisionByZero { stage } => {
                 write!(f, "stage `{stage}` divides an integer by zero")
+            }
+            InterpError::Race {
+                kernel,
+                buffer,
+                index,
+                first,
+                second,
+            } => {
+                let verb = |a: Access| match a {
+                    Access::Read => "reads",
+                    Access::Write => "writes",
+                };
+                write!(
+                    f,
+                    "LDS race in kernel `{kernel}`: thread {} {} {buffer}[{index}], then thread {} {} it before a barrier",
+                    first.0,
+                    verb(first.1),
+                    second.0,
+                    verb(second.1)
+                )
             }
             InterpError::BadInput(m) => f.write_str(m),
         }
@@ -195,7 +231,70 @@ pub fn shape_of(t: &Tensor, sizes: &[i64]) -> Result<Vec<i64>, InterpError> {
         .collect()
 }
 
+/// Who last touched each LDS element of a work-group, and in which barrier
+/// interval (epoch), to find accesses no barrier orders.
+#[derive(Default)]
+struct Races {
+    kernel: String,
+    names: Vec<String>,
+    /// The thread whose statement runs now.
+    current: usize,
+    epoch: u64,
+    /// Per buffer and element: the last writer, and the last reader with
+    /// whether several threads read in that epoch. Epoch 0: never.
+    cells: Vec<Vec<Cell>>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Cell {
+    writer: (usize, u64),
+    reader: (usize, u64),
+    many_readers: bool,
+}
+
+impl Races {
+    fn race(&self, b: usize, i: usize, first: (usize, Access), second: Access) -> InterpError {
+        InterpError::Race {
+            kernel: self.kernel.clone(),
+            buffer: self.names[b].clone(),
+            index: i,
+            first,
+            second: (self.current, second),
+        }
+    }
+
+    fn read(&mut self, b: usize, i: usize) -> Result<(), InterpError> {
+        let (t, e) = (self.current, self.epoch);
+        let c = self.cells[b][i];
+        if c.writer.1 == e && c.writer.0 != t {
+            return Err(self.race(b, i, (c.writer.0, Access::Write), Access::Read));
+        }
+        let c = &mut self.cells[b][i];
+        if c.reader.1 == e {
+            c.many_readers |= c.reader.0 != t;
+        } else {
+            c.many_readers = false;
+        }
+        c.reader = (t, e);
+        Ok(())
+    }
+
+    fn write(&mut self, b: usize, i: usize) -> Result<(), InterpError> {
+        let (t, e) = (self.current, self.epoch);
+        let c = self.cells[b][i];
+        if c.writer.1 == e && c.writer.0 != t {
+            return Err(self.race(b, i, (c.writer.0, Access::Write), Access::Write));
+        }
+        if c.reader.1 == e && (c.many_readers || c.reader.0 != t) {
+            return Err(self.race(b, i, (c.reader.0, Access::Read), Access::Write));
+        }
+        self.cells[b][i].writer = (t, e);
+        Ok(())
+    }
+}
+
 struct Env<'a> {
+    races: std::cell::RefCell<Races>,
     k: &'a Kernel,
     sizes: &'a [i64],
     params: &'a [Scalar],
@@ -245,6 +344,7 @@ impl Env<'_> {
             }
             ExprKind::Shared { shared: a, index } => {
                 let i = ix(index)?;
+                self.races.borrow_mut().read(*a as usize, i as usize)?;
                 shared[*a as usize][i as usize]
             }
             ExprKind::Reduced => {
@@ -460,6 +560,7 @@ pub fn run(
     let mut bufs = all_buffers(k, &shapes, inputs);
     for st in &k.stages {
         let env = Env {
+            races: Default::default(),
             k,
             sizes,
             params,
@@ -530,6 +631,11 @@ pub fn run_lowered(
     for g in &prog.kernels {
         let st = k.stage(g.stage);
         let env = Env {
+            races: std::cell::RefCell::new(Races {
+                kernel: g.name.clone(),
+                names: g.shared.iter().map(|l| l.name.clone()).collect(),
+                ..Default::default()
+            }),
             k,
             sizes,
             params,
@@ -573,6 +679,15 @@ pub fn run_lowered(
                         .iter()
                         .map(|l| vec![Scalar::I(0); l.len as usize])
                         .collect();
+                    {
+                        let mut r = env.races.borrow_mut();
+                        r.epoch = 1;
+                        r.cells = g
+                            .shared
+                            .iter()
+                            .map(|l| vec![Cell::default(); l.len as usize])
+                            .collect();
+                    }
                     let active = vec![true; threads];
                     exec(
                         &env,
@@ -607,8 +722,10 @@ struct Thread {
 
 /// Runs loop IR for all threads of a block in lockstep: loops (whose trip
 /// counts never depend on the thread) are shared, guards mask threads out,
-/// and every leaf runs for each active thread in order. Barriers need no
-/// action: lockstep already orders every thread's writes before later reads.
+/// and every leaf runs for each active thread in order. Lockstep orders
+/// every thread's writes before later reads, so it alone cannot show a
+/// missing barrier: LDS accesses are checked for races instead, epoch by
+/// epoch between barriers.
 fn exec(
     env: &Env,
     body: &[Stmt],
@@ -654,7 +771,7 @@ fn exec(
                     exec(env, body, ids, th, &mask, bufs, shared)?;
                 }
             }
-            Stmt::Barrier => {}
+            Stmt::Barrier => env.races.borrow_mut().epoch += 1,
             Stmt::Unswitch { guards, fast, slow } => {
                 let mut yes = active.to_vec();
                 for (m, t) in yes.iter_mut().zip(th.iter()) {
@@ -676,7 +793,8 @@ fn exec(
                 indices,
                 value,
             } => {
-                for (t, _) in th.iter().zip(active).filter(|(_, a)| **a) {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
                     let idx = indices
                         .iter()
                         .map(|i| i.eval(env.sizes, &t.vars).ok_or_else(dz))
@@ -691,7 +809,13 @@ fn exec(
                 index,
                 value,
             } => {
-                for (t, _) in th.iter_mut().zip(active).filter(|(_, a)| **a) {
+                for (n, (t, _)) in th
+                    .iter_mut()
+                    .zip(active)
+                    .enumerate()
+                    .filter(|(_, (_, a))| **a)
+                {
+                    env.races.borrow_mut().current = n;
                     let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
                     let v = normalize(
                         value.dtype,
@@ -705,12 +829,14 @@ fn exec(
                 index,
                 value,
             } => {
-                for (t, _) in th.iter().zip(active).filter(|(_, a)| **a) {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
                     let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
                     let v = normalize(
                         value.dtype,
                         env.eval(value, &t.vars, bufs, &t.locals, shared)?,
                     );
+                    env.races.borrow_mut().write(*a as usize, i)?;
                     shared[*a as usize][i] = v;
                 }
             }

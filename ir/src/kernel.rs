@@ -352,6 +352,22 @@ impl Stage {
             .any(|s| s.kind == crate::schedule::StepKind::ComputeInline)
     }
 
+    /// `compute_at(Y, r)`: the consumer's and the loop's names, and the step's span.
+    pub fn compute_at(
+        &self,
+    ) -> Option<(&crate::schedule::Name, &crate::schedule::Name, crate::Span)> {
+        self.schedule.iter().find_map(|s| match &s.kind {
+            crate::schedule::StepKind::ComputeAt { consumer, at } => Some((consumer, at, s.span)),
+            _ => None,
+        })
+    }
+
+    /// Whether the stage has no kernel and no tensor in memory of its own:
+    /// inlined into its consumers, or computed inside one of them.
+    pub fn is_internal(&self) -> bool {
+        self.is_inlined() || self.compute_at().is_some()
+    }
+
     /// Rewrites every load in `e` of this stage's tensor by this stage's
     /// expression at the loaded point (compute_inline).
     pub fn inline_into(&self, e: &Expr) -> Expr {

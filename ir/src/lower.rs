@@ -8,9 +8,11 @@
 
 use crate::diag::{Diagnostic, KernelError};
 use crate::index::{IOp, Index, SizeId, VarId};
-use crate::kernel::{Expr, ExprKind, Kernel, ParamId, StageId, TensorId};
+use crate::kernel::{Expr, ExprKind, Kernel, ParamId, StageId, TensorId, TensorKind};
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 use std::fmt;
+
+mod compute_at;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
@@ -127,11 +129,60 @@ impl GpuKernel {
 }
 
 /// Lowers every stage of a checked kernel. Inlined stages produce no kernel.
+/// Stages computed at another stage's loop are lowered inside that stage's kernel.
 pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
-    let kernels = (0..k.stages.len())
-        .filter(|s| !k.stages[*s].is_inlined())
+    compute_at::check(k)?;
+    let kernels: Vec<GpuKernel> = (0..k.stages.len())
+        .filter(|s| !k.stages[*s].is_internal())
         .map(|s| lower_stage(k, StageId(s as u32)))
         .collect::<Result<_, _>>()?;
+    // What compute_at computes lives only where it was placed.
+    for g in &kernels {
+        let mut stray = None;
+        visit_stmts(&g.body, &mut |s| {
+            if let Some(e) = stmt_exprs(s) {
+                e.visit_loads(&mut |t, _| {
+                    if let TensorKind::Stage(p) = k.tensor(t).kind {
+                        if k.stage(p).compute_at().is_some() {
+                            stray.get_or_insert(p);
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(p) = stray {
+            let ps = k.stage(p);
+            let (consumer, at, span) = ps.compute_at().expect("checked");
+            let readers: Vec<&str> = k
+                .stages
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| {
+                    let mut reads = false;
+                    let sid = StageId(*i as u32);
+                    let mut f = |t: TensorId, _: &[Index]| reads |= t == ps.output;
+                    inline_producers(k, sid, &s.value).visit_loads(&mut f);
+                    if let Some(r) = &s.reduce {
+                        inline_producers(k, sid, &r.body).visit_loads(&mut f);
+                    }
+                    reads && !s.is_inlined()
+                })
+                .map(|(_, s)| s.name.as_str())
+                .collect();
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "`{}` is computed only inside loop `{}` of `{}`, but is also read outside it",
+                    ps.name, at.name, consumer.name
+                ),
+            )
+            .hint(format!(
+                "compute it at a loop that encloses every stage reading it ({}), or compute those stages at `{}` too",
+                readers.join(", "),
+                consumer.name
+            )));
+        }
+    }
     Ok(Program { kernels })
 }
 
@@ -243,9 +294,26 @@ fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> St
 const MAX_ACCUMULATORS: i64 = 1024;
 
 fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
+    lower_stage_in(k, sid, &[])
+}
+
+/// Lowers one stage; `bounds` (for a stage computed at another) lists
+/// output axes whose value plus the part's origin must stay below an extent.
+fn lower_stage_in(
+    k: &Kernel,
+    sid: StageId,
+    bounds: &[(usize, Index)],
+) -> Result<GpuKernel, Diagnostic> {
     let stage = k.stage(sid);
-    let nest = schedule::apply(k, stage)?;
-    let kernels = k.stages.iter().filter(|s| !s.is_inlined()).count();
+    let mut nest = schedule::apply(k, stage)?;
+    for (d, extent) in bounds {
+        nest.guards.push(Guard {
+            value: nest.axis_values[*d].clone() + Index::Var(compute_at::origin_var(*d)),
+            extent: extent.clone(),
+        });
+    }
+    let nest = nest;
+    let kernels = k.stages.iter().filter(|s| !s.is_internal()).count();
     let name = if kernels == 1 {
         k.name.clone()
     } else {
@@ -256,37 +324,6 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         .reduce
         .as_ref()
         .map(|r| inline_producers(k, sid, &r.body));
-
-    let mut touched: Vec<TensorId> = Vec::new();
-    value.visit_loads(&mut |t, _| touched.push(t));
-    if let Some(b) = &reduce_body {
-        b.visit_loads(&mut |t, _| touched.push(t));
-    }
-    touched.push(stage.output);
-    touched.sort();
-    touched.dedup();
-    let mut args: Vec<KernelArg> = touched
-        .iter()
-        .map(|t| KernelArg {
-            name: k.tensor(*t).name.clone(),
-            kind: ArgKind::Buffer {
-                tensor: *t,
-                access: if *t == stage.output {
-                    Access::Write
-                } else {
-                    Access::Read
-                },
-            },
-        })
-        .collect();
-    args.extend(k.sizes.iter().enumerate().map(|(i, s)| KernelArg {
-        name: s.name.clone(),
-        kind: ArgKind::Size(SizeId(i as u32)),
-    }));
-    args.extend(k.params.iter().enumerate().map(|(i, p)| KernelArg {
-        name: p.name.clone(),
-        kind: ArgKind::Param(ParamId(i as u32)),
-    }));
 
     let mut block = [1u32; 3];
     let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
@@ -335,7 +372,14 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
     for d in (0..3).rev() {
         tid = tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
     }
-    let cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
+    // Tensors read from LDS or registers: staged by cache_read, or computed
+    // here by compute_at. Their reads are rewritten later, not clamped.
+    let mut cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
+    cached.extend(
+        compute_at::attached(k, sid)
+            .iter()
+            .map(|p| k.stage(*p).output),
+    );
     let mut locals = Vec::new();
     let mut shared = Vec::new();
     match &stage.reduce {
@@ -565,7 +609,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
             // by several accumulators (A[i, k] for every j) are loaded once.
             // With one accumulator, one branch around the reduction is cheaper.
             let (update, update_guards): (Stmt, Vec<&Guard>) =
-                if (acc_loops.is_empty() && nest.caches.is_empty()) || spatial.is_empty() {
+                if (acc_loops.is_empty() && cached.is_empty()) || spatial.is_empty() {
                     (update, all_guards.clone())
                 } else {
                     let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
@@ -600,10 +644,56 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
             &mut locals,
         )?;
     }
+    let mut merged = Addressing::Offset32;
+    for p in compute_at::attached(k, sid) {
+        let mut host = compute_at::Host {
+            nest: &nest,
+            block,
+            vars: &mut vars,
+            locals: &mut locals,
+            shared: &mut shared,
+            addressing: &mut merged,
+        };
+        body = compute_at::attach(k, p, body, &mut host)?;
+    }
     for (v, span) in &nest.vectorized {
         body = vectorize(k, &nest, *v, *span, body)?;
     }
-    let addressing = addressing(k, stage, &nest, &touched)?;
+    // The buffers are the tensors the body reads or writes, in tensor order.
+    let mut touched: Vec<TensorId> = Vec::new();
+    visit_stmts(&body, &mut |s| {
+        if let Stmt::Store { tensor, .. } = s {
+            touched.push(*tensor);
+        }
+        if let Some(e) = stmt_exprs(s) {
+            e.visit_loads(&mut |t, _| touched.push(t));
+        }
+    });
+    touched.sort();
+    touched.dedup();
+    let mut args: Vec<KernelArg> = touched
+        .iter()
+        .map(|t| KernelArg {
+            name: k.tensor(*t).name.clone(),
+            kind: ArgKind::Buffer {
+                tensor: *t,
+                access: if *t == stage.output {
+                    Access::Write
+                } else {
+                    Access::Read
+                },
+            },
+        })
+        .collect();
+    args.extend(k.sizes.iter().enumerate().map(|(i, s)| KernelArg {
+        name: s.name.clone(),
+        kind: ArgKind::Size(SizeId(i as u32)),
+    }));
+    args.extend(k.params.iter().enumerate().map(|(i, p)| KernelArg {
+        name: p.name.clone(),
+        kind: ArgKind::Param(ParamId(i as u32)),
+    }));
+    let addressing = addressing(k, stage, &nest, &touched)?.max(merged);
     Ok(GpuKernel {
         name,
         stage: sid,
@@ -847,6 +937,87 @@ fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(VarId, i64)>, Ind
     }
 }
 
+/// The box of a tensor that a set of accesses touches while the `varying`
+/// loops run: per dimension a base (free of the varying loops; the lowest
+/// constant offset included), that lowest offset, and the extent.
+struct Region {
+    base: Vec<Index>,
+    lo: Vec<i64>,
+    size: Vec<i64>,
+}
+
+/// Infers the [`Region`] of `accesses`: each dimension must be affine in the
+/// `varying` loops with non-negative coefficients, the loops must have
+/// constant extents, and every access must share one symbolic base.
+fn infer_region(
+    tensor: &str,
+    dims: usize,
+    accesses: &[Vec<Index>],
+    varying: &[VarId],
+    vars: &[LoopVar],
+    at: &str,
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<Region, Diagnostic> {
+    let (mut base, mut lo, mut size) = (Vec::new(), Vec::new(), Vec::new());
+    for d in 0..dims {
+        let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
+        for l in accesses {
+            let (coefs, rest) = split_varying(&l[d], varying).ok_or_else(|| {
+                err(format!(
+                    "the accesses of `{tensor}` are not affine in the loops inside `{at}` (dimension {d})"
+                ))
+            })?;
+            let (s, off) = peel_const(&rest);
+            match &sym {
+                None => sym = Some(s),
+                Some(x) if *x == s => {}
+                Some(_) => {
+                    return Err(err(format!(
+                        "the accesses of `{tensor}` do not share one tile (dimension {d})"
+                    )))
+                }
+            }
+            let mut hi = off;
+            for (v, coef) in &coefs {
+                let lv = &vars[v.0 as usize];
+                let e = lv.extent.as_const().ok_or_else(|| {
+                    err(format!(
+                        "loop `{}` inside `{at}` has a symbolic extent, so the part of `{tensor}` it touches has no fixed size",
+                        lv.name
+                    ))
+                })?;
+                if *coef < 0 {
+                    return Err(err(format!(
+                        "`{tensor}` is accessed backwards along dimension {d}"
+                    )));
+                }
+                hi += coef * (e - 1);
+            }
+            min = min.min(off);
+            max = max.max(hi);
+        }
+        base.push(sym.expect("at least one access") + Index::c(min));
+        lo.push(min);
+        size.push(max - min + 1);
+    }
+    Ok(Region { base, lo, size })
+}
+
+/// Per dimension, the offset of an access inside its [`Region`].
+fn region_offsets(ix: &[Index], varying: &[VarId], lo: &[i64]) -> Vec<Index> {
+    ix.iter()
+        .enumerate()
+        .map(|(d, x)| {
+            let (coefs, rest) = split_varying(x, varying).expect("checked by infer_region");
+            coefs
+                .iter()
+                .fold(Index::c(peel_const(&rest).1 - lo[d]), |acc, (v, k)| {
+                    acc + Index::Var(*v) * Index::c(*k)
+                })
+        })
+        .collect()
+}
+
 /// A symbolic part and a constant offset: `s + 3` → (`s`, 3).
 fn peel_const(e: &Index) -> (Index, i64) {
     match e {
@@ -951,6 +1122,9 @@ fn stage_cache(
             )))
         }
     };
+    if !c.local && !at_block {
+        divergence_check(&body, c.at, vars, &err)?;
+    }
     // A shared tile serves every thread of the work-group; a local one only its own.
     let mut varying: Vec<VarId> = if c.local {
         Vec::new()
@@ -990,59 +1164,15 @@ fn stage_cache(
             t.name
         )));
     }
-    let ext_of = |v: VarId| {
-        nest.vars
-            .get(v.0 as usize)
-            .and_then(|lv| lv.extent.as_const())
-    };
-    // Per dimension: the symbolic base shared by every read, and the span of constant offsets.
-    let mut base = Vec::new();
-    let mut lo = Vec::new();
-    let mut size = Vec::new();
-    for d in 0..t.shape.len() {
-        let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
-        for l in &loads {
-            let (coefs, rest) = split_varying(&l[d], &varying).ok_or_else(|| {
-                err(format!(
-                    "the reads of `{}` are not affine in the loops inside `{}` (dimension {d})",
-                    t.name,
-                    nest.var(c.at).name
-                ))
-            })?;
-            let (s, off) = peel_const(&rest);
-            match &sym {
-                None => sym = Some(s),
-                Some(x) if *x == s => {}
-                Some(_) => {
-                    return Err(err(format!(
-                        "the reads of `{}` do not share one tile (dimension {d})",
-                        t.name
-                    )))
-                }
-            }
-            let mut hi = off;
-            for (v, coef) in &coefs {
-                let e = ext_of(*v).ok_or_else(|| {
-                    err(format!(
-                        "loop `{}` inside the tile has a symbolic extent",
-                        nest.var(*v).name
-                    ))
-                })?;
-                if *coef < 0 {
-                    return Err(err(format!(
-                        "`{}` is read backwards along dimension {d}",
-                        t.name
-                    )));
-                }
-                hi += coef * (e - 1);
-            }
-            min = min.min(off);
-            max = max.max(hi);
-        }
-        base.push(sym.expect("at least one read") + Index::c(min));
-        lo.push(min);
-        size.push(max - min + 1);
-    }
+    let Region { base, lo, size } = infer_region(
+        &t.name,
+        t.shape.len(),
+        &loads,
+        &varying,
+        vars,
+        &nest.var(c.at).name,
+        &err,
+    )?;
     let n = size.len();
     let mut padded = size.clone();
     padded[n - 1] += c.pad;
@@ -1189,21 +1319,7 @@ fn stage_cache(
     };
     let (tensor, dtype, local) = (c.tensor, t.dtype, c.local);
     // Offset in the tile of an access of the tensor (read or written).
-    let offsets = |ix: &[Index]| -> Index {
-        let o: Vec<Index> = ix
-            .iter()
-            .enumerate()
-            .map(|(d, x)| {
-                let (coefs, rest) = split_varying(x, &varying).expect("checked above");
-                coefs
-                    .iter()
-                    .fold(Index::c(peel_const(&rest).1 - lo[d]), |acc, (v, k)| {
-                        acc + Index::Var(*v) * Index::c(*k)
-                    })
-            })
-            .collect();
-        flat(&o)
-    };
+    let offsets = |ix: &[Index]| -> Index { flat(&region_offsets(ix, &varying, &lo)) };
     let rewrite = |ex: &Expr| {
         replace_loads(ex, tensor, &|ix: &[Index]| {
             let kind = if local {
@@ -1284,64 +1400,137 @@ fn stage_cache(
         };
         return Ok(at_loop(body, c.at, &mut wrap));
     }
-    if at_block {
+    Ok(insert_fill(
+        body,
+        c.at,
+        at_block,
+        copy,
+        &|inner| map_stmt_exprs(inner, &rewrite),
+        !local,
+    ))
+}
+
+/// Puts `fill` first in the body of loop `at` (or, with `top`, first after
+/// the binds), applies `rewrite` to what follows it there, and with `sync`
+/// separates the two by a barrier, and one iteration of `at` from the next
+/// by another, so nothing is overwritten while another thread still reads it.
+fn insert_fill(
+    body: Vec<Stmt>,
+    at: VarId,
+    top: bool,
+    fill: Vec<Stmt>,
+    rewrite: &dyn Fn(Vec<Stmt>) -> Vec<Stmt>,
+    sync: bool,
+) -> Vec<Stmt> {
+    if top {
         let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
             .into_iter()
             .partition(|s| matches!(s, Stmt::Bind { .. }));
         let mut out = binds;
-        out.extend(copy);
-        if !local {
+        out.extend(fill);
+        if sync {
             out.push(Stmt::Barrier);
         }
-        out.extend(map_stmt_exprs(rest, &rewrite));
-        return Ok(out);
-    }
-    fn at_loop(body: Vec<Stmt>, at: VarId, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Vec<Stmt> {
-        body.into_iter()
-            .map(|s| match s {
-                Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body,
-                } if var == at => Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body: f(body),
-                },
-                Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body,
-                } => Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body: at_loop(body, at, f),
-                },
-                Stmt::If { guards, body } => Stmt::If {
-                    guards,
-                    body: at_loop(body, at, f),
-                },
-                other => other,
-            })
-            .collect()
+        out.extend(rewrite(rest));
+        return out;
     }
     let mut wrap = |inner: Vec<Stmt>| {
-        let mut v = copy.clone();
-        if !local {
+        let mut v = fill.clone();
+        if sync {
             v.push(Stmt::Barrier);
         }
-        v.extend(map_stmt_exprs(inner, &rewrite));
-        // The next iteration overwrites the tile only after every thread is done with it.
-        if !local {
+        v.extend(rewrite(inner));
+        if sync {
             v.push(Stmt::Barrier);
         }
         v
     };
-    Ok(at_loop(body, c.at, &mut wrap))
+    at_loop(body, at, &mut wrap)
+}
+
+/// Applies `f` to the body of loop `at`.
+fn at_loop(body: Vec<Stmt>, at: VarId, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } if var == at => Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: f(body),
+            },
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: at_loop(body, at, f),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards,
+                body: at_loop(body, at, f),
+            },
+            other => other,
+        })
+        .collect()
+}
+
+/// Refuses to put barriers inside loop `at` when it runs under a guard that
+/// depends on the thread: threads that skip it would never reach them.
+fn divergence_check(
+    body: &[Stmt],
+    at: VarId,
+    vars: &[LoopVar],
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<(), Diagnostic> {
+    let thread_dependent = |g: &Guard| {
+        vars.iter().enumerate().any(|(i, lv)| {
+            matches!(lv.kind, LoopKind::Bound(GpuAxis::Thread(_)))
+                && g.value.uses_var(VarId(i as u32))
+        })
+    };
+    if guards_around(body, at)
+        .unwrap_or_default()
+        .iter()
+        .any(thread_dependent)
+    {
+        return Err(err(format!(
+            "loop `{}` runs only in some threads (under a guard on a thread index), so the work-group cannot synchronise inside it",
+            vars[at.0 as usize].name
+        ))
+        .hint("choose a loop outside the guarded part, or split so that the thread loops divide their extents"));
+    }
+    Ok(())
+}
+
+/// The guards of the `If`s around loop `at`, outermost first.
+fn guards_around(body: &[Stmt], at: VarId) -> Option<Vec<Guard>> {
+    for s in body {
+        match s {
+            Stmt::Loop { var, .. } if *var == at => return Some(Vec::new()),
+            Stmt::Loop { body, .. } => {
+                if let Some(g) = guards_around(body, at) {
+                    return Some(g);
+                }
+            }
+            Stmt::If { guards, body } => {
+                if let Some(mut g) = guards_around(body, at) {
+                    g.splice(0..0, guards.iter().cloned());
+                    return Some(g);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Rewrites every index expression in statements (guards, indices, values).

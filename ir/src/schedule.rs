@@ -111,6 +111,15 @@ pub enum StepKind {
     /// `compute_inline()`: no kernel for this stage; its expression is
     /// substituted into every stage that reads it.
     ComputeInline,
+    /// `compute_at(Y, r)`: no kernel for this stage; it is computed inside
+    /// stage `Y`'s kernel at each iteration of `Y`'s loop `r`, only over
+    /// the part `Y` reads there, into LDS (when this stage binds threads:
+    /// the work-group computes it together) or registers (when it binds
+    /// none: each thread computes its own part).
+    ComputeAt {
+        consumer: Name,
+        at: Name,
+    },
     /// `AS = cache_read(A, shared, at, pad=1)`: at each iteration of loop
     /// `at` (or once per work-group if `at` is bound to a blockIdx), the
     /// work-group copies the part of `A` that the loops inside read into
@@ -189,7 +198,7 @@ fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
     Ok(())
 }
 
-pub const STEP_NAMES: [&str; 10] = [
+pub const STEP_NAMES: [&str; 11] = [
     "split",
     "fuse",
     "reorder",
@@ -198,6 +207,7 @@ pub const STEP_NAMES: [&str; 10] = [
     "unroll",
     "vectorize",
     "compute_inline",
+    "compute_at",
     "cache_read",
     "cache_write",
 ];
@@ -338,6 +348,15 @@ impl Step {
                 results(s, 0, "vectorize(v)")?;
                 arity(s, 1, "vectorize(v)")?;
                 StepKind::Vectorize(arg_name(&s.args[0], "the loop to vectorize")?)
+            }
+            "compute_at" => {
+                const EX: &str = "compute_at(Y, r)";
+                results(s, 0, EX)?;
+                arity(s, 2, EX)?;
+                StepKind::ComputeAt {
+                    consumer: arg_name(&s.args[0], "the stage that reads this one")?,
+                    at: arg_name(&s.args[1], "a loop of that stage")?,
+                }
             }
             "compute_inline" => {
                 results(s, 0, "compute_inline()")?;
@@ -643,6 +662,8 @@ impl State<'_> {
             }
             StepKind::Reorder(names) => self.reorder(names),
             StepKind::ComputeInline => unreachable!("handled before the steps are applied"),
+            // Placement among stages, handled by lowering; the loops stay as they are.
+            StepKind::ComputeAt { .. } => Ok(()),
             StepKind::Vectorize(n) => {
                 let v = self.lookup(n)?;
                 self.not_bound(v, n)?;

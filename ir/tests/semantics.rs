@@ -63,7 +63,7 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
     let got = run_lowered(k, &prog, sizes, &params(k), &ins).unwrap();
     for (i, t) in k.tensors.iter().enumerate() {
         if let TensorKind::Stage(s) = t.kind {
-            if k.stage(s).is_inlined() {
+            if k.stage(s).is_internal() {
                 continue;
             }
             // Cooperative reductions combine in a tree: floats may differ by rounding.
@@ -410,5 +410,170 @@ schedule = ["jo, io, ji, ii = tile(j, i, {ty}, {tx})", "bind(jo, blockIdx.y)", "
 "#);
         let k = parse_kernel("w.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
         check_same(&k, &[m, n]);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// compute_at: row statistics computed by the work-group at the
+    /// consumer's blockIdx loop, several rows per work-group (rows not
+    /// dividing them included), any thread count; one kernel results.
+    #[test]
+    fn stages_computed_at_a_work_group_loop_keep_meaning(rows in 1i64..9, cols in 1i64..200, threads in 1i64..70, rpb in 1i64..4) {
+        let src = format!(r#"
+[kernel]
+name = "sm"
+sizes = ["R", "C"]
+max = {{ R = 4096, C = 4096 }}
+[inputs]
+X = {{ dtype = "f32", shape = ["R", "C"] }}
+[[stage]]
+compute = "M[r] = reduce_max(X[r, c], c)"
+shape = ["R"]
+reduce = {{ c = "C" }}
+schedule = ["compute_at(Y, ro)", "co, ci = split(c, {threads})", "bind(r, threadIdx.y)", "bind(ci, threadIdx.x)"]
+[[stage]]
+compute = "S[r] = sum(exp(X[r, c] - M[r]), c)"
+shape = ["R"]
+reduce = {{ c = "C" }}
+schedule = ["compute_at(Y, ro)", "co, ci = split(c, {threads})", "bind(r, threadIdx.y)", "bind(ci, threadIdx.x)"]
+[[stage]]
+compute = "Y[r, j] = exp(X[r, j] - M[r]) / S[r]"
+shape = ["R", "C"]
+schedule = ["ro, ri = split(r, {rpb})", "bind(ro, blockIdx.x)", "bind(ri, threadIdx.y)", "jo, ji = split(j, {threads})", "bind(ji, threadIdx.x)"]
+"#);
+        let k = parse_kernel("sm.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
+        let p = lower(&k).unwrap();
+        prop_assert_eq!(p.kernels.len(), 1);
+        prop_assert_eq!(p.kernels[0].args.len(), 4, "X, Y, R, C");
+        check_same(&k, &[rows, cols]);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// compute_at at a serial loop: a preprocessed operand of a matmul,
+    /// computed per thread into registers (no binds) or by the work-group
+    /// into LDS (binds), at each step of the reduction loop.
+    #[test]
+    fn stages_computed_at_a_serial_loop_keep_meaning(m in 1i64..20, n in 1i64..20, kk in 1i64..30, ty in 1i64..5, tx in 1i64..9, kt in 1i64..7, cooperative in any::<bool>()) {
+        let producer = if cooperative {
+            format!(r#""compute_at(C, ko)", "po, pi = split(k, {tx})", "bind(i, threadIdx.y)", "bind(pi, threadIdx.x)""#)
+        } else {
+            r#""compute_at(C, ko)""#.to_string()
+        };
+        let src = format!(r#"
+[kernel]
+name = "mm"
+sizes = ["M", "N", "K"]
+max = {{ M = 4096, N = 4096, K = 4096 }}
+[inputs]
+A = {{ dtype = "f32", shape = ["M", "K"] }}
+B = {{ dtype = "f32", shape = ["K", "N"] }}
+[[stage]]
+compute = "P[i, k] = A[i, k] * 2.0 + 1.0"
+shape = ["M", "K"]
+schedule = [{producer}]
+[[stage]]
+compute = "C[i, j] = sum(P[i, k] * B[k, j], k)"
+shape = ["M", "N"]
+reduce = {{ k = "K" }}
+schedule = ["io, jo, ii, ji = tile(i, j, {ty}, {tx})", "ko, ki = split(k, {kt})", "reorder(ko, ki)", "bind(io, blockIdx.y)", "bind(jo, blockIdx.x)", "bind(ii, threadIdx.y)", "bind(ji, threadIdx.x)"]
+"#);
+        let k = parse_kernel("mm.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
+        let p = lower(&k).unwrap();
+        prop_assert_eq!(p.kernels.len(), 1);
+        prop_assert_eq!(p.kernels[0].shared.is_empty(), !cooperative);
+        check_same(&k, &[m, n, kk]);
+    }
+}
+
+#[test]
+fn compute_at_nests_and_refuses_loops_that_miss_a_reader() {
+    // P per thread at S's reduction loop, S by the work-group at Y's row.
+    let src = r#"
+[kernel]
+name = "n"
+sizes = ["R", "C"]
+max = { R = 4096, C = 4096 }
+[inputs]
+X = { dtype = "f32", shape = ["R", "C"] }
+[[stage]]
+compute = "P[r, c] = X[r, c] * X[r, c]"
+shape = ["R", "C"]
+schedule = ["compute_at(S, co)"]
+[[stage]]
+compute = "S[r] = sqrt(sum(P[r, c], c))"
+shape = ["R"]
+reduce = { c = "C" }
+schedule = ["compute_at(Y, r)", "co, ci = split(c, 32)", "bind(ci, threadIdx.x)"]
+[[stage]]
+compute = "Y[r, j] = X[r, j] / S[r]"
+shape = ["R", "C"]
+schedule = ["bind(r, blockIdx.x)", "jo, ji = split(j, 32)", "bind(ji, threadIdx.x)"]
+"#;
+    let k = parse_kernel("n.toml", src).unwrap_or_else(|e| panic!("{}", e.render()));
+    assert_eq!(lower(&k).unwrap().kernels.len(), 1);
+    for sizes in [[1, 1], [3, 31], [5, 100]] {
+        check_same(&k, &sizes);
+    }
+    // Y reads P too, but P lives only inside S's loop.
+    let bad = src.replace("X[r, j] / S[r]", "P[r, j] / S[r]");
+    let k = parse_kernel("n.toml", &bad).unwrap();
+    let e = lower(&k).unwrap_err();
+    assert!(
+        e.message
+            .contains("`P` is computed only inside loop `co` of `S`"),
+        "{}",
+        e.message
+    );
+}
+
+/// Removes every barrier of a lowered kernel.
+fn without_barriers(body: Vec<rocmc_ir::lower::Stmt>) -> Vec<rocmc_ir::lower::Stmt> {
+    use rocmc_ir::lower::Stmt;
+    body.into_iter()
+        .filter(|s| !matches!(s, Stmt::Barrier))
+        .map(|s| match s {
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: without_barriers(body),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards,
+                body: without_barriers(body),
+            },
+            other => other,
+        })
+        .collect()
+}
+
+#[test]
+fn a_missing_barrier_is_a_race_the_executor_reports() {
+    // Lockstep execution alone would give right results without barriers;
+    // the race check must not.
+    for (name, sizes) in [
+        ("transpose", vec![40, 33]),
+        ("softmax", vec![3, 300]),
+        ("matmul_lds", vec![70, 67, 45]),
+    ] {
+        let (_, k) = example(name);
+        let mut prog = lower(&k).unwrap();
+        let ins = inputs(&k, &sizes, 3);
+        run_lowered(&k, &prog, &sizes, &params(&k), &ins).unwrap();
+        for g in &mut prog.kernels {
+            g.body = without_barriers(std::mem::take(&mut g.body));
+        }
+        let e = run_lowered(&k, &prog, &sizes, &params(&k), &ins).unwrap_err();
+        let m = e.to_string();
+        assert!(m.starts_with("LDS race in kernel"), "{name}: {m}");
+        assert!(m.contains("before a barrier"), "{name}: {m}");
     }
 }

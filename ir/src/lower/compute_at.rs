@@ -1,0 +1,569 @@
+//! `compute_at(Y, r)`: a producer stage computed inside its consumer's
+//! kernel, at each iteration of one of the consumer's loops, over only the
+//! part of its output the consumer reads there.
+//!
+//! The producer is lowered on its own over that part (its axes get the
+//! part's constant extents; a placeholder variable per axis stands for
+//! where the part starts), then merged into the consumer: its variables,
+//! registers and LDS arrays are renumbered after the consumer's, its thread
+//! loops become the consumer's, the placeholders become the part's origin,
+//! and its stores go to an LDS array (a producer that binds threads, which
+//! the work-group computes together) or to a per-thread register array (a
+//! producer that binds none). The consumer's loads of the producer read
+//! that array, and barriers separate the writes from the reads.
+
+use super::{
+    divergence_check, infer_region, insert_fill, lower_stage_in, region_offsets, visit_stmts,
+    Addressing, Local, Stmt, LDS_LIMIT, MAX_ACCUMULATORS,
+};
+use crate::diag::Diagnostic;
+use crate::index::{Index, VarId};
+use crate::kernel::{Expr, ExprKind, Kernel, StageId, TensorId};
+use crate::schedule::{GpuAxis, Guard, LoopKind, LoopNest, LoopVar, StepKind};
+use std::collections::HashMap;
+
+/// Placeholders for the part's origin along each output axis (tensors have
+/// at most 4 dimensions), far above any real variable.
+const ORIGIN: u32 = u32::MAX - 8;
+
+pub(super) fn origin_var(d: usize) -> VarId {
+    VarId(ORIGIN + d as u32)
+}
+
+/// Checks the compute_at steps against the list of stages.
+pub(super) fn check(k: &Kernel) -> Result<(), Diagnostic> {
+    for (i, st) in k.stages.iter().enumerate() {
+        let steps: Vec<_> = st
+            .schedule
+            .iter()
+            .filter(|s| matches!(s.kind, StepKind::ComputeAt { .. }))
+            .collect();
+        let Some(first) = steps.first() else {
+            continue;
+        };
+        if let Some(second) = steps.get(1) {
+            return Err(Diagnostic::new(
+                second.span,
+                format!("stage `{}` is placed by compute_at twice", st.name),
+            )
+            .hint("keep one compute_at"));
+        }
+        if st.is_inlined() {
+            return Err(Diagnostic::new(
+                first.span,
+                format!("stage `{}` is both inlined and computed at a loop", st.name),
+            )
+            .hint("keep compute_inline() or compute_at(...), not both"));
+        }
+        let (consumer, _, _) = st.compute_at().expect("found above");
+        let later: Vec<&str> = k.stages[i + 1..].iter().map(|s| s.name.as_str()).collect();
+        let Some(c) = k.stages.iter().position(|s| s.name == consumer.name) else {
+            return Err(Diagnostic::new(
+                consumer.span,
+                format!("there is no stage `{}`", consumer.name),
+            )
+            .suggest(&consumer.name, later.iter().copied())
+            .hint(format!(
+                "name a later stage that reads `{}`: {}",
+                st.name,
+                if later.is_empty() {
+                    "there is none, this is the last stage".to_string()
+                } else {
+                    later.join(", ")
+                }
+            )));
+        };
+        if c <= i {
+            return Err(Diagnostic::new(
+                consumer.span,
+                format!(
+                    "`{}` comes {} `{}`: a stage is computed at a later stage, one that reads it",
+                    consumer.name,
+                    if c == i { "as" } else { "before" },
+                    st.name
+                ),
+            ));
+        }
+        if k.stages[c].is_inlined() {
+            return Err(Diagnostic::new(
+                consumer.span,
+                format!("`{}` is inlined and has no loops of its own", consumer.name),
+            )
+            .hint(format!(
+                "compute `{}` at the stage that `{}` is inlined into",
+                st.name, consumer.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The stages placed at one of `consumer`'s loops, latest first (so that
+/// each is put before the ones already placed, which may read it).
+pub(super) fn attached(k: &Kernel, consumer: StageId) -> Vec<StageId> {
+    let name = &k.stage(consumer).name;
+    (0..k.stages.len())
+        .rev()
+        .filter(|i| {
+            k.stages[*i]
+                .compute_at()
+                .is_some_and(|(c, _, _)| &c.name == name)
+        })
+        .map(|i| StageId(i as u32))
+        .collect()
+}
+
+/// What the consumer's lowering has built so far, which a producer extends.
+pub(super) struct Host<'a> {
+    pub nest: &'a LoopNest,
+    pub block: [u32; 3],
+    pub vars: &'a mut Vec<LoopVar>,
+    pub locals: &'a mut Vec<Local>,
+    pub shared: &'a mut Vec<Local>,
+    pub addressing: &'a mut Addressing,
+}
+
+/// Places producer `p` in the consumer's `body` at the loop its
+/// compute_at names.
+pub(super) fn attach(
+    k: &Kernel,
+    p: StageId,
+    body: Vec<Stmt>,
+    host: &mut Host,
+) -> Result<Vec<Stmt>, Diagnostic> {
+    let ps = k.stage(p);
+    let (consumer, at_name, span) = ps.compute_at().expect("attached stages have compute_at");
+    let nest = host.nest;
+    let err = |m: String| Diagnostic::new(span, m);
+
+    let Some(at) = nest
+        .order
+        .iter()
+        .copied()
+        .find(|v| nest.var(*v).name == at_name.name)
+    else {
+        let live: Vec<&str> = nest
+            .order
+            .iter()
+            .map(|v| nest.var(*v).name.as_str())
+            .collect();
+        let consumed = nest.vars.iter().any(|v| v.name == at_name.name);
+        let d = Diagnostic::new(
+            at_name.span,
+            if consumed {
+                format!(
+                    "loop `{}` of `{}` was split or fused by its schedule and no longer exists",
+                    at_name.name, consumer.name
+                )
+            } else {
+                format!("stage `{}` has no loop `{}`", consumer.name, at_name.name)
+            },
+        );
+        return Err(d.suggest(&at_name.name, live.iter().copied()).hint(format!(
+            "`{}`'s loops: {}",
+            consumer.name,
+            live.join(", ")
+        )));
+    };
+    let at_kind = nest.var(at).kind;
+    let top = matches!(at_kind, LoopKind::Bound(_));
+
+    // A producer that binds threads is computed by the whole work-group.
+    let mut cooperative = false;
+    for s in &ps.schedule {
+        if let StepKind::Bind { target, axis } = &s.kind {
+            match axis {
+                GpuAxis::Thread(_) => cooperative = true,
+                GpuAxis::Block(_) => {
+                    return Err(Diagnostic::new(
+                        s.span,
+                        format!(
+                            "stage `{}` is computed inside `{}`'s work-groups and cannot bind `{}` to {axis}",
+                            ps.name, consumer.name, target.name
+                        ),
+                    )
+                    .hint("remove the bind: the consumer's blockIdx loops apply"))
+                }
+            }
+        }
+    }
+    if cooperative {
+        if let LoopKind::Bound(axis @ GpuAxis::Thread(_)) = at_kind {
+            return Err(Diagnostic::new(
+                at_name.span,
+                format!(
+                    "`{}` is bound to {axis}, but `{}` binds threads, so the whole work-group computes it: it needs a loop outside the thread loops",
+                    at_name.name, ps.name
+                ),
+            )
+            .hint("attach it at a blockIdx loop or a serial loop; or bind none of its loops, to compute it per thread"));
+        }
+        if !top {
+            divergence_check(&body, at, host.vars, &err)?;
+        }
+    }
+
+    // The statements the producer serves, and the loops that vary there.
+    let scope: Vec<Stmt> = if top {
+        body.iter()
+            .filter(|s| !matches!(s, Stmt::Bind { .. }))
+            .cloned()
+            .collect()
+    } else {
+        let mut found = None;
+        visit_stmts(&body, &mut |s| {
+            if let Stmt::Loop { var, body, .. } = s {
+                if *var == at {
+                    found = Some(body.clone());
+                }
+            }
+        });
+        found.ok_or_else(|| {
+            err(format!(
+                "loop `{}` is not in `{}`'s kernel",
+                at_name.name, consumer.name
+            ))
+        })?
+    };
+    let mut varying: Vec<VarId> = if cooperative {
+        nest.order
+            .iter()
+            .copied()
+            .filter(|v| matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    visit_stmts(&scope, &mut |s| {
+        if let Stmt::Loop { var, .. } = s {
+            varying.push(*var);
+        }
+    });
+    let mut reads: Vec<Vec<Index>> = Vec::new();
+    visit_stmts(&scope, &mut |s| {
+        if let Some(e) = super::stmt_exprs(s) {
+            e.visit_loads(&mut |t, ix| {
+                if t == ps.output {
+                    reads.push(ix.to_vec());
+                }
+            });
+        }
+    });
+    if reads.is_empty() {
+        return Err(err(format!(
+            "nothing inside loop `{}` of `{}` reads `{}`",
+            at_name.name, consumer.name, ps.name
+        ))
+        .hint(format!(
+            "compute `{}` at a stage that reads it, at a loop around the reads",
+            ps.name
+        )));
+    }
+    let t = k.tensor(ps.output);
+    let region = infer_region(
+        &t.name,
+        t.shape.len(),
+        &reads,
+        &varying,
+        host.vars,
+        &at_name.name,
+        &err,
+    )?;
+
+    // The producer alone, over the part: constant extents, and every use of
+    // an output axis shifted by the part's origin.
+    let mut k2 = k.clone();
+    let shift: HashMap<VarId, Index> = (0..ps.axes.len())
+        .map(|d| {
+            (
+                VarId(d as u32),
+                Index::Var(VarId(d as u32)) + Index::Var(origin_var(d)),
+            )
+        })
+        .collect();
+    {
+        let st = &mut k2.stages[p.0 as usize];
+        for (a, n) in st.axes.iter_mut().zip(&region.size) {
+            a.extent = Index::c(*n);
+        }
+        st.value = st.value.map_indices(&|ix| ix.subst(&shift));
+        if let Some(r) = &mut st.reduce {
+            r.body = r.body.map_indices(&|ix| ix.subst(&shift));
+        }
+    }
+    // Points of the part beyond the tensor are not computed (their inputs
+    // may not exist); the consumer reads them only for results it never stores.
+    let bounds: Vec<(usize, Index)> = (0..ps.axes.len())
+        .filter(|d| !within(&region.base[*d], region.size[*d], &t.shape[*d], nest))
+        .map(|d| (d, t.shape[d].clone()))
+        .collect();
+    let gp = lower_stage_in(&k2, p, &bounds)?;
+    if cooperative && gp.block != host.block {
+        let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
+        return Err(err(format!(
+            "`{}` runs on work-groups of {} threads, but `{}`'s are {}",
+            ps.name,
+            b(gp.block),
+            consumer.name,
+            b(host.block)
+        ))
+        .hint(format!(
+            "bind `{}`'s loops to the same thread extents as `{}`'s",
+            ps.name, consumer.name
+        )));
+    }
+
+    // Where the part lives.
+    let elems: i64 = region.size.iter().product();
+    let id = if cooperative {
+        let used: i64 = host
+            .shared
+            .iter()
+            .chain(&gp.shared)
+            .map(|s| s.len as i64 * s.dtype.size() as i64)
+            .sum();
+        let need = elems * t.dtype.size() as i64;
+        if used + need > LDS_LIMIT {
+            return Err(err(format!(
+                "`{}` computed at `{}` needs {need} bytes of LDS; with the rest of the kernel that exceeds the {LDS_LIMIT} bytes every AMDGPU offers",
+                ps.name, at_name.name
+            ))
+            .hint("attach it at an inner loop, so each iteration needs a smaller part"));
+        }
+        host.shared.len() + gp.shared.len()
+    } else {
+        if elems > MAX_ACCUMULATORS {
+            return Err(err(format!(
+                "`{}` computed at `{}` needs {elems} registers per thread; at most {MAX_ACCUMULATORS} are allowed",
+                ps.name, at_name.name
+            ))
+            .hint("attach it at an inner loop, so each iteration needs a smaller part"));
+        }
+        host.locals.len() + gp.locals.len()
+    } as u32;
+    let flat = |o: &[Index]| {
+        o.iter()
+            .zip(&region.size)
+            .fold(Index::c(0), |acc, (x, n)| acc * Index::c(*n) + x.clone())
+    };
+
+    // Merge: renumber, map thread loops and placeholders, redirect stores.
+    let base = host.vars.len() as u32;
+    let mut map: HashMap<VarId, Index> = HashMap::new();
+    let mut var_map: HashMap<VarId, VarId> = HashMap::new();
+    for (j, _) in gp.vars.iter().enumerate() {
+        let v = VarId(j as u32);
+        var_map.insert(v, VarId(base + j as u32));
+        map.insert(v, Index::Var(VarId(base + j as u32)));
+    }
+    for s in &gp.body {
+        if let Stmt::Bind { var, axis } = s {
+            let to = nest.bound(*axis).map_or(Index::c(0), Index::Var);
+            map.insert(*var, to);
+        }
+    }
+    for (d, b) in region.base.iter().enumerate() {
+        map.insert(origin_var(d), b.clone());
+    }
+    host.vars.extend(gp.vars.iter().map(|v| LoopVar {
+        name: format!("{}.{}", ps.name, v.name),
+        ..v.clone()
+    }));
+    let (dl, ds) = (host.locals.len() as u32, host.shared.len() as u32);
+    host.locals.extend(gp.locals.iter().cloned());
+    host.shared.extend(gp.shared.iter().cloned());
+    let part = Local {
+        name: format!("{}_part", ps.name),
+        dtype: t.dtype,
+        len: elems as u32,
+    };
+    if cooperative {
+        host.shared.push(part);
+    } else {
+        host.locals.push(part);
+    }
+    *host.addressing = (*host.addressing).max(gp.addressing);
+    let fill: Vec<Stmt> = gp
+        .body
+        .into_iter()
+        .filter(|s| !matches!(s, Stmt::Bind { .. }))
+        .collect();
+    let cx = Renumber {
+        map: &map,
+        var_map: &var_map,
+        dl,
+        ds,
+        output: ps.output,
+        part: id,
+        cooperative,
+        flat: &flat,
+    };
+    let fill = cx.stmts(fill);
+
+    let (tensor, dtype, lo) = (ps.output, t.dtype, region.lo.clone());
+    let read = move |ix: &[Index]| {
+        let index = flat(&region_offsets(ix, &varying, &lo));
+        let kind = if cooperative {
+            ExprKind::Shared { shared: id, index }
+        } else {
+            ExprKind::Local { local: id, index }
+        };
+        Expr { kind, dtype }
+    };
+    let rewrite = |e: &Expr| super::replace_loads(e, tensor, &read);
+    Ok(insert_fill(
+        body,
+        at,
+        top,
+        fill,
+        &|inner| super::map_stmt_exprs(inner, &rewrite),
+        cooperative,
+    ))
+}
+
+/// Whether `base + 0..size` provably lies inside `0..extent`: the part is
+/// one point at a loop that runs exactly over the axis, or starts at 0 and
+/// is no longer than a constant extent.
+fn within(base: &Index, size: i64, extent: &Index, nest: &LoopNest) -> bool {
+    match base {
+        Index::Var(v) => {
+            size == 1 && (v.0 as usize) < nest.vars.len() && nest.var(*v).extent == *extent
+        }
+        Index::Const(0) => extent.as_const().is_some_and(|e| size <= e),
+        _ => false,
+    }
+}
+
+/// Renumbers a lowered producer's statements into its consumer's kernel.
+struct Renumber<'a> {
+    /// Producer variables → consumer expressions (fresh variables, thread
+    /// loops, the part's origin).
+    map: &'a HashMap<VarId, Index>,
+    /// Producer loop variables → their fresh numbers.
+    var_map: &'a HashMap<VarId, VarId>,
+    dl: u32,
+    ds: u32,
+    output: TensorId,
+    part: u32,
+    cooperative: bool,
+    flat: &'a dyn Fn(&[Index]) -> Index,
+}
+
+impl Renumber<'_> {
+    fn index(&self, i: &Index) -> Index {
+        i.subst(self.map)
+    }
+
+    fn guards(&self, gs: Vec<Guard>) -> Vec<Guard> {
+        gs.into_iter()
+            .map(|g| Guard {
+                value: self.index(&g.value),
+                extent: self.index(&g.extent),
+            })
+            .collect()
+    }
+
+    fn expr(&self, e: &Expr) -> Expr {
+        e.rewrite(&|x: &Expr| {
+            let kind = match &x.kind {
+                ExprKind::Local { local, index } => ExprKind::Local {
+                    local: local + self.dl,
+                    index: self.index(index),
+                },
+                ExprKind::Shared { shared, index } => ExprKind::Shared {
+                    shared: shared + self.ds,
+                    index: self.index(index),
+                },
+                ExprKind::Load { tensor, indices } => ExprKind::Load {
+                    tensor: *tensor,
+                    indices: indices.iter().map(|i| self.index(i)).collect(),
+                },
+                ExprKind::Index(i) => ExprKind::Index(self.index(i)),
+                _ => return None,
+            };
+            Some(Expr {
+                kind,
+                dtype: x.dtype,
+            })
+        })
+    }
+
+    fn stmts(&self, body: Vec<Stmt>) -> Vec<Stmt> {
+        body.into_iter().map(|s| self.stmt(s)).collect()
+    }
+
+    fn stmt(&self, s: Stmt) -> Stmt {
+        match s {
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } if tensor == self.output => {
+                // Indices of the producer's own stores are offsets in the part.
+                let index = (self.flat)(&indices.iter().map(|i| self.index(i)).collect::<Vec<_>>());
+                let value = self.expr(&value);
+                if self.cooperative {
+                    Stmt::SharedStore {
+                        shared: self.part,
+                        index,
+                        value,
+                    }
+                } else {
+                    Stmt::LocalStore {
+                        local: self.part,
+                        index,
+                        value,
+                    }
+                }
+            }
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => Stmt::Store {
+                tensor,
+                indices: indices.iter().map(|i| self.index(i)).collect(),
+                value: self.expr(&value),
+            },
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => Stmt::LocalStore {
+                local: local + self.dl,
+                index: self.index(&index),
+                value: self.expr(&value),
+            },
+            Stmt::SharedStore {
+                shared,
+                index,
+                value,
+            } => Stmt::SharedStore {
+                shared: shared + self.ds,
+                index: self.index(&index),
+                value: self.expr(&value),
+            },
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var: self.var_map[&var],
+                extent: self.index(&extent),
+                unroll,
+                body: self.stmts(body),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards: self.guards(guards),
+                body: self.stmts(body),
+            },
+            Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
+                guards: self.guards(guards),
+                fast: self.stmts(fast),
+                slow: self.stmts(slow),
+            },
+            Stmt::Bind { .. } | Stmt::Barrier => s,
+        }
+    }
+}
