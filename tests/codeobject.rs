@@ -167,3 +167,30 @@ fn lld_errors_are_values_and_lld_stays_usable() {
     let p = build(d.path(), "gfx90a", 5, false);
     assert!(p.exists());
 }
+
+#[test]
+fn the_lds_rocmc_counts_is_what_the_code_object_declares() {
+    // The per-target LDS check relies on this sum matching what LLVM allocates.
+    for name in examples() {
+        let path = example(&name);
+        let src = std::fs::read_to_string(&path).unwrap();
+        let front = rocmc::frontend(path.to_str().unwrap(), &src).unwrap();
+        let opts = Options::new("gfx90a");
+        let target = rocmc::targets(&opts).unwrap().remove(0);
+        let emit = Emit {
+            code_object: true,
+            ..Default::default()
+        };
+        let art = rocmc::backend(&front, &target, &opts, emit).unwrap();
+        let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
+        for g in &front.program.kernels {
+            let ours: u64 = g.shared.iter().map(|s| s.bytes()).sum();
+            let k = co.kernels.iter().find(|k| k.name == g.name).unwrap();
+            assert_eq!(
+                ours, k.group_segment_fixed_size,
+                "{name}: kernel {}",
+                g.name
+            );
+        }
+    }
+}

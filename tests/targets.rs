@@ -529,3 +529,53 @@ fn inspect_refuses_truncated_and_corrupt_files_cleanly() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn lds_is_checked_against_each_targets_own_limit() {
+    let lds_of = |src: &str, mcpu: &str| -> Result<u64, String> {
+        let emit = Emit {
+            code_object: true,
+            ..Default::default()
+        };
+        match compile("k.toml", src, &Options::new(mcpu), emit) {
+            Ok(a) => {
+                let co = rocmc::linker::codeobject::read(&a.code_object.unwrap()).unwrap();
+                Ok(co
+                    .kernels
+                    .iter()
+                    .map(|k| k.group_segment_fixed_size)
+                    .max()
+                    .unwrap())
+            }
+            Err(e) => {
+                assert_eq!(e.exit_code(), 2, "{e}");
+                Err(e.to_string())
+            }
+        }
+    };
+    // A 64×129 f32 tile (33,024 bytes): over gfx600's 32 KiB, within 64 KiB.
+    let tile = r#"
+[kernel]
+name = "k"
+sizes = ["m", "n"]
+max = { m = 4096, n = 4096 }
+[inputs]
+A = { dtype = "f32", shape = ["n", "m"] }
+[[stage]]
+compute = "B[j, i] = A[i, j]"
+shape = ["m", "n"]
+schedule = ["jo, io, ji, ii = tile(j, i, 128, 64)", "bind(jo, blockIdx.y)", "bind(io, blockIdx.x)", "bind(ii, threadIdx.x)", "AS = cache_read(A, shared, io, pad=1)"]
+"#;
+    assert_eq!(lds_of(tile, "gfx90a"), Ok(64 * 129 * 4));
+    let e = lds_of(tile, "gfx600").unwrap_err();
+    assert!(
+        e.contains("kernel `k` needs 33024 bytes of LDS; a work-group on gfx600 has 32768")
+            && e.contains("AS = cache_read(A, shared, io, pad=1)"),
+        "{e}"
+    );
+    // A 128 KiB compute_at part: only gfx950 (160 KiB) and gfx1250 (320 KiB) take it.
+    let part = std::fs::read_to_string(root().join("tests/bad/compute_at_lds_limit.toml")).unwrap();
+    assert_eq!(lds_of(&part, "gfx950"), Ok(128 * 1024));
+    let e = lds_of(&part, "gfx942").unwrap_err();
+    assert!(e.contains("a work-group on gfx942 has 65536"), "{e}");
+}

@@ -194,6 +194,10 @@ pub struct Frontend {
     pub loops: String,
     /// Wall time of parsing, validation and lowering.
     pub timings: Vec<(&'static str, Duration)>,
+    /// The kernel file's name and text, for messages from later phases.
+    pub file: String,
+    /// See `file`.
+    pub source: String,
 }
 
 /// Parses, validates and lowers kernel source text. `file` names it in diagnostics.
@@ -235,6 +239,8 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
         launch,
         loops,
         timings,
+        file: file.into(),
+        source: source.into(),
     })
 }
 
@@ -245,6 +251,7 @@ pub fn backend(
     opts: &Options,
     emit: Emit,
 ) -> Result<Artifact, Error> {
+    check_lds(front, target)?;
     let mut timings = front.timings.clone();
     let req = Request {
         asm: emit.asm,
@@ -283,6 +290,40 @@ pub fn backend(
         code_object,
         timings,
     })
+}
+
+/// Refuses kernels whose LDS exceeds what one work-group of `target` may
+/// use, pointing at the step that asked for the largest array.
+fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
+    let limit = rocmc_linker::hw::hardware(&target.id.processor).lds_per_workgroup as u64;
+    for g in &front.program.kernels {
+        let used: u64 = g.shared.iter().map(|s| s.bytes()).sum();
+        let Some(big) = g.shared.iter().max_by_key(|s| s.bytes()) else {
+            continue;
+        };
+        if used > limit {
+            let parts: Vec<String> = g
+                .shared
+                .iter()
+                .map(|s| format!("{} {} B", s.name, s.bytes()))
+                .collect();
+            let d = rocmc_ir::Diagnostic::new(
+                big.span,
+                format!(
+                    "kernel `{}` needs {used} bytes of LDS; a work-group on {} has {limit}",
+                    g.name, target.id
+                ),
+            )
+            .hint(format!("LDS arrays: {}", parts.join(", ")))
+            .hint("use smaller tiles, or build for a processor with more LDS (`rocmc targets` lists them)");
+            return Err(Error::Kernel(KernelError {
+                file: front.file.clone(),
+                source: front.source.clone(),
+                diagnostics: vec![d],
+            }));
+        }
+    }
+    Ok(())
 }
 
 /// Compiles kernel source text for the one target `opts.mcpu` names.

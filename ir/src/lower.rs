@@ -79,6 +79,16 @@ pub struct Local {
     pub name: String,
     pub dtype: crate::DType,
     pub len: u32,
+    /// The step that asked for it (a cache, a compute_at, a thread-bound
+    /// reduction loop), for messages about its size.
+    pub span: crate::Span,
+}
+
+impl Local {
+    /// Bytes it occupies, rounded up to 4 as LLVM aligns LDS arrays.
+    pub fn bytes(&self) -> u64 {
+        (self.len as u64 * self.dtype.size() as u64).next_multiple_of(4)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -438,11 +448,13 @@ fn lower_stage_in(
                 name: format!("{}_acc", stage.name),
                 dtype: t,
                 len: 1,
+                span: stage.span,
             });
             shared.push(Local {
                 name: format!("{}_lds", stage.name),
                 dtype: t,
                 len: block.iter().product(),
+                span: nest.var(tr).span,
             });
             let acc = Expr {
                 kind: ExprKind::Local {
@@ -564,6 +576,7 @@ fn lower_stage_in(
                 name: format!("{}_acc", stage.name),
                 dtype: t,
                 len: len as u32,
+                span: stage.span,
             });
             let acc = Expr {
                 kind: ExprKind::Local {
@@ -901,6 +914,15 @@ impl fmt::Display for Pretty<'_> {
             Ok(())
         }
         writeln!(f, "  addressing {:?}", g.addressing)?;
+        for (what, arrays) in [("lds", &g.shared), ("registers", &g.locals)] {
+            if !arrays.is_empty() {
+                let list: Vec<String> = arrays
+                    .iter()
+                    .map(|a| format!("{}: {}[{}]", a.name, a.dtype.name(), a.len))
+                    .collect();
+                writeln!(f, "  {what} {}", list.join(", "))?;
+            }
+        }
         go(f, self, &g.body, 1, &sizes, &vars)
     }
 }
@@ -1072,8 +1094,10 @@ fn replace_loads(e: &Expr, tensor: TensorId, with: &impl Fn(&[Index]) -> Expr) -
     })
 }
 
-/// LDS a work-group may use on every AMDGPU target.
-const LDS_LIMIT: i64 = 64 * 1024;
+/// LDS a work-group may use on the AMDGPU with the most (gfx1250). Each
+/// target's own limit (32 KiB on gfx6, 64 KiB on most, 160 KiB on gfx950)
+/// is checked when compiling for it.
+const MAX_LDS: i64 = 320 * 1024;
 
 /// Applies one cache_read to a lowered body: finds the staging point,
 /// infers the tile every thread and inner iteration reads, copies it into
@@ -1186,20 +1210,19 @@ fn stage_cache(
             name: c.name.clone(),
             dtype: t.dtype,
             len: lds_len as u32,
+            span: c.span,
         });
         locals.len() as u32 - 1
     } else {
-        let used: i64 = shared
-            .iter()
-            .map(|s| s.len as i64 * s.dtype.size() as i64)
-            .sum();
-        if used + lds_len * t.dtype.size() as i64 > LDS_LIMIT {
-            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {LDS_LIMIT} bytes every AMDGPU offers", t.name, lds_len * t.dtype.size() as i64)).hint("use smaller tiles"));
+        let used: i64 = shared.iter().map(|s| s.bytes() as i64).sum();
+        if used + lds_len * t.dtype.size() as i64 > MAX_LDS {
+            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU", t.name, lds_len * t.dtype.size() as i64)).hint("use smaller tiles"));
         }
         shared.push(Local {
             name: c.name.clone(),
             dtype: t.dtype,
             len: lds_len as u32,
+            span: c.span,
         });
         shared.len() as u32 - 1
     };
@@ -1256,11 +1279,19 @@ fn stage_cache(
         .collect();
     let store = if c.write {
         // The tile back to memory, skipping what lies beyond the tensor (never written).
-        let tile = Expr {
-            kind: ExprKind::Shared {
+        let kind = if c.local {
+            ExprKind::Local {
+                local: id,
+                index: flat(&offs),
+            }
+        } else {
+            ExprKind::Shared {
                 shared: id,
                 index: flat(&offs),
-            },
+            }
+        };
+        let tile = Expr {
+            kind,
             dtype: t.dtype,
         };
         Stmt::If {
@@ -1340,10 +1371,20 @@ fn stage_cache(
         body: Vec<Stmt>,
         tensor: TensorId,
         id: u32,
+        local: bool,
         offsets: &dyn Fn(&[Index]) -> Index,
     ) -> Vec<Stmt> {
         body.into_iter()
             .map(|s| match s {
+                Stmt::Store {
+                    tensor: t,
+                    indices,
+                    value,
+                } if t == tensor && local => Stmt::LocalStore {
+                    local: id,
+                    index: offsets(&indices),
+                    value,
+                },
                 Stmt::Store {
                     tensor: t,
                     indices,
@@ -1362,25 +1403,28 @@ fn stage_cache(
                     var,
                     extent,
                     unroll,
-                    body: redirect(body, tensor, id, offsets),
+                    body: redirect(body, tensor, id, local, offsets),
                 },
                 Stmt::If { guards, body } => Stmt::If {
                     guards,
-                    body: redirect(body, tensor, id, offsets),
+                    body: redirect(body, tensor, id, local, offsets),
                 },
                 Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
                     guards,
-                    fast: redirect(fast, tensor, id, offsets),
-                    slow: redirect(slow, tensor, id, offsets),
+                    fast: redirect(fast, tensor, id, local, offsets),
+                    slow: redirect(slow, tensor, id, local, offsets),
                 },
                 other => other,
             })
             .collect()
     }
     if c.write {
+        // A register tile is copied out by its own thread: no barriers.
         let finish = |inner: Vec<Stmt>| {
-            let mut v = redirect(inner, tensor, id, &offsets);
-            v.push(Stmt::Barrier);
+            let mut v = redirect(inner, tensor, id, local, &offsets);
+            if !local {
+                v.push(Stmt::Barrier);
+            }
             v.extend(copy.clone());
             v
         };
@@ -1395,7 +1439,9 @@ fn stage_cache(
         let mut wrap = |inner: Vec<Stmt>| {
             let mut v = finish(inner);
             // The next iteration writes the tile only after it has been copied out.
-            v.push(Stmt::Barrier);
+            if !local {
+                v.push(Stmt::Barrier);
+            }
             v
         };
         return Ok(at_loop(body, c.at, &mut wrap));

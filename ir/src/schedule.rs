@@ -313,7 +313,7 @@ impl Step {
                 let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
                 let local = match scope.name.as_str() {
                     "shared" => false,
-                    "local" if !write => true,
+                    "local" => true,
                     _ => {
                         return Err(Diagnostic::new(scope.span, format!("unknown scope `{}`", scope.name))
                             .hint("cache_read stages tiles in `shared` memory (LDS, per work-group) or `local` (registers, per thread)"))

@@ -577,3 +577,34 @@ fn a_missing_barrier_is_a_race_the_executor_reports() {
         assert!(m.contains("before a barrier"), "{name}: {m}");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// cache_write to registers: each thread's 2×2 outputs go to a register
+    /// tile, then to memory, for random tiles and extents.
+    #[test]
+    fn outputs_staged_in_registers_keep_meaning(m in 1i64..40, n in 1i64..40, ty in 1i64..9, tx in 1i64..17, reduce in any::<bool>()) {
+        let (compute, reduce_decl) = if reduce {
+            ("B[j, i] = sum(A[i, k] * A[k, j], k)", "reduce = { k = \"R\" }\n")
+        } else {
+            ("B[j, i] = A[i, j] * 2", "")
+        };
+        let src = format!(r#"
+[kernel]
+name = "t"
+sizes = ["R"]
+max = {{ R = 4096 }}
+[inputs]
+A = {{ dtype = "f32", shape = ["R", "R"] }}
+[[stage]]
+compute = "{compute}"
+shape = ["R", "R"]
+{reduce_decl}schedule = ["jo, io, ji, ii = tile(j, i, {}, {})", "ty, tx, rj, ri = tile(ji, ii, 2, 2)", "bind(jo, blockIdx.y)", "bind(io, blockIdx.x)", "bind(ty, threadIdx.y)", "bind(tx, threadIdx.x)", "unroll(rj)", "unroll(ri)", "BL = cache_write(B, local, io)"]
+"#, ty * 2, tx * 2);
+        let k = parse_kernel("w.toml", &src).unwrap_or_else(|e| panic!("{}\n{src}", e.render()));
+        let p = lower(&k).unwrap();
+        prop_assert!(p.kernels[0].shared.is_empty());
+        prop_assert_eq!(p.kernels[0].locals.iter().find(|l| l.name == "BL").map(|l| l.len), Some(4));
+        check_same(&k, &[m.max(n)]);
+    }
+}

@@ -14,7 +14,7 @@
 
 use super::{
     divergence_check, infer_region, insert_fill, lower_stage_in, region_offsets, visit_stmts,
-    Addressing, Local, Stmt, LDS_LIMIT, MAX_ACCUMULATORS,
+    Addressing, Local, Stmt, MAX_ACCUMULATORS, MAX_LDS,
 };
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
@@ -320,12 +320,12 @@ pub(super) fn attach(
             .shared
             .iter()
             .chain(&gp.shared)
-            .map(|s| s.len as i64 * s.dtype.size() as i64)
+            .map(|s| s.bytes() as i64)
             .sum();
         let need = elems * t.dtype.size() as i64;
-        if used + need > LDS_LIMIT {
+        if used + need > MAX_LDS {
             return Err(err(format!(
-                "`{}` computed at `{}` needs {need} bytes of LDS; with the rest of the kernel that exceeds the {LDS_LIMIT} bytes every AMDGPU offers",
+                "`{}` computed at `{}` needs {need} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU",
                 ps.name, at_name.name
             ))
             .hint("attach it at an inner loop, so each iteration needs a smaller part"));
@@ -376,6 +376,7 @@ pub(super) fn attach(
         name: format!("{}_part", ps.name),
         dtype: t.dtype,
         len: elems as u32,
+        span,
     };
     if cooperative {
         host.shared.push(part);
