@@ -5,8 +5,10 @@
 //! ```text
 //! kernel.toml ─front::parse_kernel─▶ Kernel (tensor IR, checked)
 //!             ─schedule::apply─────▶ LoopNest per stage
-//!             ─lower::lower────────▶ Program (loop IR: one GPU kernel per stage)
+//!             ─lower::lower────────▶ Program (loop IR: one GPU kernel per stage,
+//!                                    except stages inlined or computed at another)
 //! interp::run: the reference interpreter, the definition of what a Kernel means
+//! interp::run_lowered: loop IR executed block by block, with an LDS race check
 //! ```
 
 pub mod diag;

@@ -1,4 +1,6 @@
-//! Lowering: scheduled stages → loop IR, one GPU kernel per stage.
+//! Lowering: scheduled stages → loop IR, one GPU kernel per stage (a stage
+//! with `compute_inline()` is substituted into its readers; one with
+//! `compute_at` is lowered inside its consumer's kernel, see `lower/compute_at.rs`).
 //!
 //! Loop IR is explicit about everything a back end must not guess: which
 //! variables come from `blockIdx`/`threadIdx`, which loops remain (and
