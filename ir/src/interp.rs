@@ -144,6 +144,12 @@ pub enum InterpError {
         first: (usize, Access),
         second: (usize, Access),
     },
+    /// A barrier reached by only some threads of a work-group (a bug in
+    /// lowering, never in a kernel file).
+    DivergentBarrier {
+        kernel: String,
+        thread: usize,
+    },
     BadInput(String),
 }
 
@@ -191,6 +197,10 @@ impl fmt::Display for InterpError {
                     verb(second.1)
                 )
             }
+            InterpError::DivergentBarrier { kernel, thread } => write!(
+                f,
+                "barrier in kernel `{kernel}` skipped by thread {thread} (under a guard), reached by others"
+            ),
             InterpError::BadInput(m) => f.write_str(m),
         }
     }
@@ -771,7 +781,17 @@ fn exec(
                     exec(env, body, ids, th, &mask, bufs, shared)?;
                 }
             }
-            Stmt::Barrier => env.races.borrow_mut().epoch += 1,
+            Stmt::Barrier => {
+                // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
+                if let Some(t) = active.iter().position(|a| !*a) {
+                    let r = env.races.borrow();
+                    return Err(InterpError::DivergentBarrier {
+                        kernel: r.kernel.clone(),
+                        thread: t,
+                    });
+                }
+                env.races.borrow_mut().epoch += 1;
+            }
             Stmt::Unswitch { guards, fast, slow } => {
                 let mut yes = active.to_vec();
                 for (m, t) in yes.iter_mut().zip(th.iter()) {

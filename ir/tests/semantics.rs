@@ -608,3 +608,30 @@ shape = ["R", "R"]
         check_same(&k, &[m.max(n)]);
     }
 }
+
+#[test]
+fn a_barrier_under_a_thread_guard_is_reported() {
+    use rocmc_ir::lower::Stmt;
+    use rocmc_ir::schedule::Guard;
+    let (_, k) = example("transpose");
+    let mut prog = lower(&k).unwrap();
+    let sizes = [40, 33];
+    let ins = inputs(&k, &sizes, 5);
+    let g = &mut prog.kernels[0];
+    let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = std::mem::take(&mut g.body)
+        .into_iter()
+        .partition(|s| matches!(s, Stmt::Bind { .. }));
+    let Some(Stmt::Bind { var, .. }) = binds.iter().rev().next().cloned() else {
+        panic!("transpose binds threads");
+    };
+    g.body = binds;
+    g.body.push(Stmt::If {
+        guards: vec![Guard {
+            value: rocmc_ir::Index::Var(var),
+            extent: rocmc_ir::Index::c(3),
+        }],
+        body: rest,
+    });
+    let e = run_lowered(&k, &prog, &sizes, &params(&k), &ins).unwrap_err();
+    assert!(e.to_string().contains("skipped by thread"), "{e}");
+}
