@@ -621,7 +621,7 @@ fn a_barrier_under_a_thread_guard_is_reported() {
     let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = std::mem::take(&mut g.body)
         .into_iter()
         .partition(|s| matches!(s, Stmt::Bind { .. }));
-    let Some(Stmt::Bind { var, .. }) = binds.iter().rev().next().cloned() else {
+    let Some(Stmt::Bind { var, .. }) = binds.last().cloned() else {
         panic!("transpose binds threads");
     };
     g.body = binds;
