@@ -273,3 +273,81 @@ fn staged_writes_run_through_llvm() {
         ));
     }
 }
+
+#[test]
+fn compute_at_and_register_writes_run_through_llvm() {
+    let d = tempfile::tempdir().unwrap();
+    let matmul = |producer: &str| {
+        format!(
+            r#"
+[kernel]
+name = "mm"
+sizes = ["M", "N", "K"]
+max = {{ M = 4096, N = 4096, K = 4096 }}
+[inputs]
+A = {{ dtype = "f32", shape = ["M", "K"] }}
+B = {{ dtype = "f32", shape = ["K", "N"] }}
+[[stage]]
+compute = "P[i, k] = A[i, k] * 2.0 + 1.0"
+shape = ["M", "K"]
+schedule = [{producer}]
+[[stage]]
+compute = "C[i, j] = sum(P[i, k] * B[k, j], k)"
+shape = ["M", "N"]
+reduce = {{ k = "K" }}
+schedule = ["io, jo, ii, ji = tile(i, j, 4, 8)", "ko, ki = split(k, 6)", "reorder(ko, ki)", "bind(io, blockIdx.y)", "bind(jo, blockIdx.x)", "bind(ii, threadIdx.y)", "bind(ji, threadIdx.x)"]
+"#
+        )
+    };
+    let kernels = [
+        // P per thread, in registers, at each step of the reduction loop.
+        ("local.toml", matmul(r#""compute_at(C, ko)""#)),
+        // P by the work-group, in LDS, at each step of the reduction loop.
+        (
+            "shared.toml",
+            matmul(
+                r#""compute_at(C, ko)", "po, pi = split(k, 8)", "bind(i, threadIdx.y)", "bind(pi, threadIdx.x)""#,
+            ),
+        ),
+        // Outputs through a per-thread register tile.
+        (
+            "write.toml",
+            std::fs::read_to_string(example("transpose"))
+                .unwrap()
+                .replace(
+                    r#""AS = cache_read(A, shared, io, pad=1)""#,
+                    r#""BL = cache_write(B, local, io)""#,
+                ),
+        ),
+    ];
+    for (name, src) in &kernels {
+        assert!(src.contains("compute_at") || src.contains("cache_write(B, local"));
+        std::fs::write(d.path().join(name), src).unwrap();
+        let sizes: &[&[&str]] = if name.starts_with("write") {
+            &[&["rows=70", "cols=45"], &["rows=1", "cols=3"]]
+        } else {
+            &[
+                &["M=13", "N=17", "K=23"],
+                &["M=1", "N=1", "K=1"],
+                &["M=8", "N=16", "K=12"],
+            ]
+        };
+        for s in sizes {
+            let mut args = vec!["run", name];
+            for kv in *s {
+                args.extend(["--size", kv]);
+            }
+            let table = ok(&rocmc(d.path(), &args));
+            assert!(
+                table.contains(" ok") && !table.contains("MISMATCH"),
+                "{name} {s:?}\n{table}"
+            );
+            // P lives in registers or LDS: only C is compared, so only C is in memory.
+            assert!(!table.contains("\nP "), "{name}\n{table}");
+        }
+        ok(&rocmc(
+            d.path(),
+            &["build", "-q", "--mcpu", "gfx90a,gfx942,gfx1100", name],
+        ));
+    }
+}
