@@ -134,6 +134,36 @@ pub enum Stmt {
     },
 }
 
+impl Stmt {
+    /// Rebuilds the statement with `f` applied to each statement list it
+    /// holds (a loop's or an `If`'s body, both sides of an unswitch).
+    pub fn map_bodies(self, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Stmt {
+        match self {
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: f(body),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards,
+                body: f(body),
+            },
+            Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
+                guards,
+                fast: f(fast),
+                slow: f(slow),
+            },
+            other => other,
+        }
+    }
+}
+
 impl GpuKernel {
     pub fn threads(&self) -> u32 {
         self.block.iter().product()
@@ -1075,6 +1105,21 @@ fn visit_stmts(body: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     }
 }
 
+/// The indices of every load of `tensor` in `body`.
+fn loads_of(body: &[Stmt], tensor: TensorId) -> Vec<Vec<Index>> {
+    let mut out = Vec::new();
+    visit_stmts(body, &mut |s| {
+        if let Some(e) = stmt_exprs(s) {
+            e.visit_loads(&mut |t, ix| {
+                if t == tensor {
+                    out.push(ix.to_vec());
+                }
+            });
+        }
+    });
+    out
+}
+
 fn stmt_exprs(s: &Stmt) -> Option<&Expr> {
     match s {
         Stmt::Store { value, .. }
@@ -1166,22 +1211,18 @@ fn stage_cache(
             varying.push(*var);
         }
     });
-    let mut loads: Vec<Vec<Index>> = Vec::new();
-    visit_stmts(&scope, &mut |s| match s {
-        Stmt::Store {
-            tensor, indices, ..
-        } if c.write && *tensor == c.tensor => loads.push(indices.clone()),
-        _ if c.write => {}
-        _ => {
-            if let Some(e) = stmt_exprs(s) {
-                e.visit_loads(&mut |tt, ix| {
-                    if tt == c.tensor {
-                        loads.push(ix.to_vec());
-                    }
-                });
-            }
-        }
-    });
+    let loads = if c.write {
+        let mut stores = Vec::new();
+        visit_stmts(&scope, &mut |s| match s {
+            Stmt::Store {
+                tensor, indices, ..
+            } if *tensor == c.tensor => stores.push(indices.clone()),
+            _ => {}
+        });
+        stores
+    } else {
+        loads_of(&scope, c.tensor)
+    };
     if loads.is_empty() {
         return Err(err(format!(
             "nothing inside `{}` {} `{}`",
@@ -1396,27 +1437,7 @@ fn stage_cache(
                     index: offsets(&indices),
                     value,
                 },
-                Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body,
-                } => Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body: redirect(body, tensor, id, local, offsets),
-                },
-                Stmt::If { guards, body } => Stmt::If {
-                    guards,
-                    body: redirect(body, tensor, id, local, offsets),
-                },
-                Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
-                    guards,
-                    fast: redirect(fast, tensor, id, local, offsets),
-                    slow: redirect(slow, tensor, id, local, offsets),
-                },
-                other => other,
+                other => other.map_bodies(&mut |b| redirect(b, tensor, id, local, offsets)),
             })
             .collect()
     }
@@ -1500,33 +1521,8 @@ fn insert_fill(
 fn at_loop(body: Vec<Stmt>, at: VarId, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Vec<Stmt> {
     body.into_iter()
         .map(|s| match s {
-            Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body,
-            } if var == at => Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body: f(body),
-            },
-            Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body,
-            } => Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body: at_loop(body, at, f),
-            },
-            Stmt::If { guards, body } => Stmt::If {
-                guards,
-                body: at_loop(body, at, f),
-            },
-            other => other,
+            Stmt::Loop { var, .. } if var == at => s.map_bodies(f),
+            other => other.map_bodies(&mut |b| at_loop(b, at, f)),
         })
         .collect()
 }
@@ -1771,22 +1767,7 @@ fn vectorize(
                         slow,
                     }
                 }
-                Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body,
-                } => Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body: rewrite(body, v, width),
-                },
-                Stmt::If { guards, body } => Stmt::If {
-                    guards,
-                    body: rewrite(body, v, width),
-                },
-                other => other,
+                other => other.map_bodies(&mut |b| rewrite(b, v, width)),
             })
             .collect()
     }

@@ -534,24 +534,7 @@ fn without_barriers(body: Vec<rocmc_ir::lower::Stmt>) -> Vec<rocmc_ir::lower::St
     use rocmc_ir::lower::Stmt;
     body.into_iter()
         .filter(|s| !matches!(s, Stmt::Barrier))
-        .map(|s| match s {
-            Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body,
-            } => Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body: without_barriers(body),
-            },
-            Stmt::If { guards, body } => Stmt::If {
-                guards,
-                body: without_barriers(body),
-            },
-            other => other,
-        })
+        .map(|s| s.map_bodies(&mut without_barriers))
         .collect()
 }
 

@@ -239,16 +239,7 @@ pub(super) fn attach(
             varying.push(*var);
         }
     });
-    let mut reads: Vec<Vec<Index>> = Vec::new();
-    visit_stmts(&scope, &mut |s| {
-        if let Some(e) = super::stmt_exprs(s) {
-            e.visit_loads(&mut |t, ix| {
-                if t == ps.output {
-                    reads.push(ix.to_vec());
-                }
-            });
-        }
-    });
+    let reads = super::loads_of(&scope, ps.output);
     if reads.is_empty() {
         return Err(err(format!(
             "nothing inside loop `{}` of `{}` reads `{}`",
