@@ -1,5 +1,6 @@
 //! Builds the lld shim and links lld's static archives (ELF driver and
-//! common code) against the shared libLLVM-22 that inkwell also uses.
+//! common code) against the static LLVM 22 libraries that inkwell's
+//! llvm-sys links (one LLVM in the process).
 
 use std::process::Command;
 
