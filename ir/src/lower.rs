@@ -1170,29 +1170,12 @@ fn stage_cache(
             nest.var(c.at).name
         )));
     }
-    // The statements the tile serves: the at-loop's body, or the whole body.
-    let mut scope: Option<Vec<Stmt>> = None;
-    visit_stmts(&body, &mut |s| {
-        if let Stmt::Loop { var, body, .. } = s {
-            if *var == c.at {
-                scope = Some(body.clone());
-            }
-        }
-    });
-    let scope = match (at_block, scope) {
-        (true, _) => body
-            .iter()
-            .filter(|s| !matches!(s, Stmt::Bind { .. }))
-            .cloned()
-            .collect(),
-        (false, Some(s)) => s,
-        (false, None) => {
-            return Err(err(format!(
-                "loop `{}` is not in the kernel's body",
-                nest.var(c.at).name
-            )))
-        }
-    };
+    let scope = scope_of(&body, c.at, at_block).ok_or_else(|| {
+        err(format!(
+            "loop `{}` is not in the kernel's body",
+            nest.var(c.at).name
+        ))
+    })?;
     if !c.local && !at_block {
         divergence_check(&body, c.at, vars, &err)?;
     }
@@ -1477,6 +1460,28 @@ fn stage_cache(
         &|inner| map_stmt_exprs(inner, &rewrite),
         !local,
     ))
+}
+
+/// The statements a tile or part placed at loop `at` serves: that loop's
+/// body, or with `top` (a bound loop) everything after the binds.
+fn scope_of(body: &[Stmt], at: VarId, top: bool) -> Option<Vec<Stmt>> {
+    if top {
+        return Some(
+            body.iter()
+                .filter(|s| !matches!(s, Stmt::Bind { .. }))
+                .cloned()
+                .collect(),
+        );
+    }
+    let mut found = None;
+    visit_stmts(body, &mut |s| {
+        if let Stmt::Loop { var, body, .. } = s {
+            if *var == at {
+                found = Some(body.clone());
+            }
+        }
+    });
+    found
 }
 
 /// Puts `fill` first in the body of loop `at` (or, with `top`, first after

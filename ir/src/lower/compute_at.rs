@@ -13,13 +13,13 @@
 //! that array, and barriers separate the writes from the reads.
 
 use super::{
-    divergence_check, infer_region, insert_fill, lower_stage_in, region_offsets, visit_stmts,
-    Addressing, Local, Stmt, MAX_ACCUMULATORS, MAX_LDS,
+    divergence_check, infer_region, insert_fill, lower_stage_in, region_offsets, scope_of,
+    visit_stmts, Addressing, Local, Stmt, MAX_ACCUMULATORS, MAX_LDS,
 };
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
 use crate::kernel::{Expr, ExprKind, Kernel, StageId, TensorId};
-use crate::schedule::{GpuAxis, Guard, LoopKind, LoopNest, LoopVar, StepKind};
+use crate::schedule::{GpuAxis, Guard, LoopKind, LoopNest, LoopVar, Name, StepKind};
 use std::collections::HashMap;
 
 /// Placeholders for the part's origin along each output axis (tensors have
@@ -136,35 +136,7 @@ pub(super) fn attach(
     let nest = host.nest;
     let err = |m: String| Diagnostic::new(span, m);
 
-    let Some(at) = nest
-        .order
-        .iter()
-        .copied()
-        .find(|v| nest.var(*v).name == at_name.name)
-    else {
-        let live: Vec<&str> = nest
-            .order
-            .iter()
-            .map(|v| nest.var(*v).name.as_str())
-            .collect();
-        let consumed = nest.vars.iter().any(|v| v.name == at_name.name);
-        let d = Diagnostic::new(
-            at_name.span,
-            if consumed {
-                format!(
-                    "loop `{}` of `{}` was split or fused by its schedule and no longer exists",
-                    at_name.name, consumer.name
-                )
-            } else {
-                format!("stage `{}` has no loop `{}`", consumer.name, at_name.name)
-            },
-        );
-        return Err(d.suggest(&at_name.name, live.iter().copied()).hint(format!(
-            "`{}`'s loops: {}",
-            consumer.name,
-            live.join(", ")
-        )));
-    };
+    let at = find_loop(nest, &consumer.name, at_name)?;
     let at_kind = nest.var(at).kind;
     let top = matches!(at_kind, LoopKind::Bound(_));
 
@@ -204,27 +176,12 @@ pub(super) fn attach(
     }
 
     // The statements the producer serves, and the loops that vary there.
-    let scope: Vec<Stmt> = if top {
-        body.iter()
-            .filter(|s| !matches!(s, Stmt::Bind { .. }))
-            .cloned()
-            .collect()
-    } else {
-        let mut found = None;
-        visit_stmts(&body, &mut |s| {
-            if let Stmt::Loop { var, body, .. } = s {
-                if *var == at {
-                    found = Some(body.clone());
-                }
-            }
-        });
-        found.ok_or_else(|| {
-            err(format!(
-                "loop `{}` is not in `{}`'s kernel",
-                at_name.name, consumer.name
-            ))
-        })?
-    };
+    let scope = scope_of(&body, at, top).ok_or_else(|| {
+        err(format!(
+            "loop `{}` is not in `{}`'s kernel",
+            at_name.name, consumer.name
+        ))
+    })?;
     let mut varying: Vec<VarId> = if cooperative {
         nest.order
             .iter()
@@ -261,27 +218,7 @@ pub(super) fn attach(
         &err,
     )?;
 
-    // The producer alone, over the part: constant extents, and every use of
-    // an output axis shifted by the part's origin.
-    let mut k2 = k.clone();
-    let shift: HashMap<VarId, Index> = (0..ps.axes.len())
-        .map(|d| {
-            (
-                VarId(d as u32),
-                Index::Var(VarId(d as u32)) + Index::Var(origin_var(d)),
-            )
-        })
-        .collect();
-    {
-        let st = &mut k2.stages[p.0 as usize];
-        for (a, n) in st.axes.iter_mut().zip(&region.size) {
-            a.extent = Index::c(*n);
-        }
-        st.value = st.value.map_indices(&|ix| ix.subst(&shift));
-        if let Some(r) = &mut st.reduce {
-            r.body = r.body.map_indices(&|ix| ix.subst(&shift));
-        }
-    }
+    let k2 = over_part(k, p, &region.size);
     // Points of the part beyond the tensor are not computed (their inputs
     // may not exist); the consumer reads them only for results it never stores.
     let bounds: Vec<(usize, Index)> = (0..ps.axes.len())
@@ -411,6 +348,56 @@ pub(super) fn attach(
         &|inner| super::map_stmt_exprs(inner, &rewrite),
         cooperative,
     ))
+}
+
+/// The kernel with producer `p` alone over a part: its axes get the part's
+/// constant extents, and every use of an output axis is shifted by the
+/// part's origin (the placeholders of [`origin_var`]).
+fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> Kernel {
+    let mut k2 = k.clone();
+    let st = &mut k2.stages[p.0 as usize];
+    let shift: HashMap<VarId, Index> = (0..st.axes.len())
+        .map(|d| {
+            let v = VarId(d as u32);
+            (v, Index::Var(v) + Index::Var(origin_var(d)))
+        })
+        .collect();
+    for (a, n) in st.axes.iter_mut().zip(size) {
+        a.extent = Index::c(*n);
+    }
+    st.value = st.value.map_indices(&|ix| ix.subst(&shift));
+    if let Some(r) = &mut st.reduce {
+        r.body = r.body.map_indices(&|ix| ix.subst(&shift));
+    }
+    k2
+}
+
+/// The consumer's live loop that compute_at names, or an error listing them.
+fn find_loop(nest: &LoopNest, consumer: &str, at: &Name) -> Result<VarId, Diagnostic> {
+    if let Some(v) = nest
+        .order
+        .iter()
+        .copied()
+        .find(|v| nest.var(*v).name == at.name)
+    {
+        return Ok(v);
+    }
+    let live: Vec<&str> = nest
+        .order
+        .iter()
+        .map(|v| nest.var(*v).name.as_str())
+        .collect();
+    let message = if nest.vars.iter().any(|v| v.name == at.name) {
+        format!(
+            "loop `{}` of `{consumer}` was split or fused by its schedule and no longer exists",
+            at.name
+        )
+    } else {
+        format!("stage `{consumer}` has no loop `{}`", at.name)
+    };
+    Err(Diagnostic::new(at.span, message)
+        .suggest(&at.name, live.iter().copied())
+        .hint(format!("`{consumer}`'s loops: {}", live.join(", "))))
 }
 
 /// Whether `base + 0..size` provably lies inside `0..extent`: the part is
