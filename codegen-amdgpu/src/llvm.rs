@@ -448,9 +448,22 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Ok(v)
             }
         };
+        // Constant terms of the last index (unrolled loop steps, `x + 1`)
+        // become a second, constant GEP: accesses that differ only by them
+        // then share one base, and LLVM merges them into vector accesses
+        // with immediate offsets instead of forming each address.
+        let last = indices.len().saturating_sub(1);
+        let (last_value, step) = match indices.last() {
+            Some(ix) => self.split_constant(ix)?,
+            None => (self.i32(0), 0),
+        };
         let mut off = widen(self.i32(0))?;
         for (d, ix) in indices.iter().enumerate() {
-            let i = widen(self.index(ix)?)?;
+            let i = widen(if d == last {
+                last_value
+            } else {
+                self.index(ix)?
+            })?;
             off = if d == 0 {
                 i
             } else {
@@ -480,12 +493,65 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .map_err(llvm_err)?,
         };
         let base = self.bufs[&tensor];
-        // SAFETY: in-bounds by the kernel's guards; inkwell marks GEP unsafe because LLVM cannot check it.
-        unsafe {
+        // SAFETY: in-bounds by the kernel's guards (the first pointer lies at
+        // or before the element); inkwell marks GEP unsafe because LLVM cannot check it.
+        let p = unsafe {
             self.b
                 .build_in_bounds_gep(self.cx.i8_type(), base, &[bytes], "")
         }
-        .map_err(llvm_err)
+        .map_err(llvm_err)?;
+        if step == 0 {
+            return Ok(p);
+        }
+        let k = i64t.const_int(step as u64 * size, false);
+        // SAFETY: as above, `p` plus the constant is the element itself.
+        unsafe { self.b.build_in_bounds_gep(self.cx.i8_type(), p, &[k], "") }.map_err(llvm_err)
+    }
+
+    /// An index as (value without its constant terms, their positive sum),
+    /// when the rest has no subtraction (so it cannot be negative); else
+    /// (value, 0). Unrolled loop variables count as constants.
+    fn split_constant(&self, ix: &Index) -> R<(IntValue<'ctx>, i64)> {
+        fn terms<'a>(e: &'a Index, out: &mut Vec<&'a Index>) {
+            match e {
+                Index::Bin(IOp::Add, a, b) => {
+                    terms(a, out);
+                    terms(b, out);
+                }
+                other => out.push(other),
+            }
+        }
+        fn has_sub(e: &Index) -> bool {
+            match e {
+                Index::Bin(IOp::Sub, ..) => true,
+                Index::Bin(_, a, b) => has_sub(a) || has_sub(b),
+                Index::Const(c) => *c < 0,
+                _ => false,
+            }
+        }
+        let mut ts = Vec::new();
+        terms(ix, &mut ts);
+        if ts.len() < 2 || ts.iter().any(|t| has_sub(t)) {
+            return Ok((self.index(ix)?, 0));
+        }
+        let mut step = 0i64;
+        let mut rest: Option<IntValue<'ctx>> = None;
+        for t in ts {
+            let v = self.index(t)?;
+            match v.get_zero_extended_constant() {
+                Some(c) if v.is_const() => step += c as i64,
+                _ => {
+                    rest = Some(match rest {
+                        None => v,
+                        Some(r) => self.b.build_int_nuw_add(r, v, "").map_err(llvm_err)?,
+                    })
+                }
+            }
+        }
+        Ok(match rest {
+            Some(r) if step > 0 => (r, step),
+            _ => (self.index(ix)?, 0),
+        })
     }
 
     fn body(&mut self, stmts: &[Stmt]) -> R<()> {
@@ -770,14 +836,54 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 b.build_select(c, self.expr(x)?, self.expr(y)?, "")
                     .map_err(llvm_err)?
             }
-            ExprKind::Binary(op, x, y) => {
-                self.binary(*op, x.dtype, self.expr(x)?, self.expr(y)?)?
-            }
+            ExprKind::Binary(op, x, y) => match self.fused(*op, t, x, y)? {
+                Some(v) => v,
+                None => self.binary(*op, x.dtype, self.expr(x)?, self.expr(y)?)?,
+            },
             ExprKind::Call(f, args) => {
                 let xs = args.iter().map(|a| self.expr(a)).collect::<R<Vec<_>>>()?;
                 self.math(*f, t, &xs)?
             }
         })
+    }
+
+    /// `a * b + c` and `a * b - c` (either operand order) as
+    /// `llvm.fmuladd` when contraction is on, as clang emits for
+    /// `-ffp-contract=on`: the multiply and the add stay one operation, so
+    /// the SLP vectorizer cannot pair the multiplies into packed ones and
+    /// leave the adds unfused.
+    fn fused(&self, op: BinOp, t: DType, x: &Expr, y: &Expr) -> R<Option<BasicValueEnum<'ctx>>> {
+        if !self.contract || !matches!(t, DType::F32 | DType::F64 | DType::F16) {
+            return Ok(None);
+        }
+        let product = |e: &'_ Expr| match &e.kind {
+            ExprKind::Binary(BinOp::Mul, a, b) => Some((a.as_ref().clone(), b.as_ref().clone())),
+            _ => None,
+        };
+        // (a, b, c, negate c, negate a): the result is (±a)·b + (±c).
+        let (a, b, c, neg_c, neg_a) = match (op, product(x), product(y)) {
+            (BinOp::Add, Some((a, b)), _) => (a, b, y, false, false),
+            (BinOp::Add, None, Some((a, b))) => (a, b, x, false, false),
+            (BinOp::Sub, Some((a, b)), _) => (a, b, y, true, false),
+            (BinOp::Sub, None, Some((a, b))) => (a, b, x, false, true),
+            _ => return Ok(None),
+        };
+        let bld = &self.b;
+        let neg = |v: BasicValueEnum<'ctx>, yes: bool| -> R<BasicValueEnum<'ctx>> {
+            Ok(if yes {
+                bld.build_float_neg(v.into_float_value(), "")
+                    .map_err(llvm_err)?
+                    .into()
+            } else {
+                v
+            })
+        };
+        let a = neg(self.expr(&a)?, neg_a)?;
+        let b = self.expr(&b)?;
+        let c = neg(self.expr(c)?, neg_c)?;
+        let lt = ty(self.cx, t);
+        self.call("llvm.fmuladd", &[lt], &[a.into(), b.into(), c.into()])
+            .map(Some)
     }
 
     fn binary(
