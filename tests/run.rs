@@ -309,6 +309,16 @@ schedule = ["io, jo, ii, ji = tile(i, j, 4, 8)", "ko, ki = split(k, 6)", "reorde
                 r#""compute_at(C, ko)", "po, pi = split(k, 8)", "bind(i, threadIdx.y)", "bind(pi, threadIdx.x)""#,
             ),
         ),
+        // Row statistics computed in the kernel, each staging its reads of X in LDS.
+        (
+            "cached.toml",
+            std::fs::read_to_string(example("softmax"))
+                .unwrap()
+                .replace(
+                    r#""bind(ci, threadIdx.x)"]"#,
+                    r#""bind(ci, threadIdx.x)", "XS = cache_read(X, shared, co)"]"#,
+                ),
+        ),
         // Outputs through a per-thread register tile.
         (
             "write.toml",
@@ -321,10 +331,18 @@ schedule = ["io, jo, ii, ji = tile(i, j, 4, 8)", "ko, ki = split(k, 6)", "reorde
         ),
     ];
     for (name, src) in &kernels {
-        assert!(src.contains("compute_at") || src.contains("cache_write(B, local"));
+        assert!(
+            src.contains("compute_at") || src.contains("cache_write(B, local"),
+            "{name}"
+        );
+        assert!(!name.starts_with("cached") || src.matches("XS = ").count() == 2);
         std::fs::write(d.path().join(name), src).unwrap();
-        let sizes: &[&[&str]] = if name.starts_with("write") {
-            &[&["rows=70", "cols=45"], &["rows=1", "cols=3"]]
+        let sizes: &[&[&str]] = if name.starts_with("write") || name.starts_with("cached") {
+            &[
+                &["rows=70", "cols=45"],
+                &["rows=1", "cols=3"],
+                &["rows=5", "cols=700"],
+            ]
         } else {
             &[
                 &["M=13", "N=17", "K=23"],

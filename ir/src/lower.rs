@@ -415,12 +415,14 @@ fn lower_stage_in(
         tid = tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
     }
     // Tensors read from LDS or registers: staged by cache_read, or computed
-    // here by compute_at. Their reads are rewritten later, not clamped.
+    // by compute_at (here or in an enclosing kernel, whose part covers every
+    // point read). Their reads are rewritten, not clamped.
     let mut cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
     cached.extend(
-        compute_at::attached(k, sid)
+        k.stages
             .iter()
-            .map(|p| k.stage(*p).output),
+            .filter(|s| s.compute_at().is_some())
+            .map(|s| s.output),
     );
     let mut locals = Vec::new();
     let mut shared = Vec::new();
@@ -528,7 +530,28 @@ fn lower_stage_in(
                 index: Index::c(0),
                 value: combine(acc.clone(), rbody),
             };
-            leaf.extend(build(&nest, inner, &all_guards, vec![update]));
+            // With tiles staged inside the reduction, the barriers there must
+            // be reached by every thread: out-of-range outputs accumulate from
+            // clamped loads (never stored) instead of skipping the loops.
+            if cached.is_empty() || spatial.is_empty() {
+                leaf.extend(build(&nest, inner, &all_guards, vec![update]));
+            } else {
+                let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+                    .map(VarId)
+                    .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
+                    .collect();
+                let reduction_guards: Vec<&Guard> = nest
+                    .guards
+                    .iter()
+                    .filter(|g| !spatial.contains(g))
+                    .collect();
+                leaf.extend(build(
+                    &nest,
+                    inner,
+                    &reduction_guards,
+                    vec![clamp_loads(k, update, &guarded, &cached)],
+                ));
+            }
             leaf.push(Stmt::SharedStore {
                 shared: 0,
                 index: tid.clone(),

@@ -309,8 +309,11 @@ proptest! {
     /// Cooperative reductions over any number of threads, powers of two or
     /// not, and with several rows per work-group on threadIdx.y.
     #[test]
-    fn cooperative_reductions_keep_meaning(rows in 1i64..6, cols in 1i64..300, threads in 1i64..130, rows_per_block in 1i64..4, op in 0usize..4) {
+    fn cooperative_reductions_keep_meaning(rows in 1i64..6, cols in 1i64..300, threads in 1i64..130, rows_per_block in 1i64..4, op in 0usize..4, cache in any::<bool>()) {
         let op = ["sum", "prod", "reduce_max", "reduce_min"][op];
+        // Staging tiles inside the reduction: rows beyond R then accumulate
+        // from clamped loads, so every thread reaches the tile's barriers.
+        let cache = if cache { r#", "AS = cache_read(A, shared, co)""# } else { "" };
         let body = if op == "prod" { "1.0 + A[r, c] * 0.01" } else { "A[r, c]" };
         let src = format!(r#"
 [kernel]
@@ -323,7 +326,7 @@ A = {{ dtype = "f32", shape = ["R", "C"] }}
 compute = "S[r] = {op}({body}, c) * 2"
 shape = ["R"]
 reduce = {{ c = "C" }}
-schedule = ["ro, ri = split(r, {rows_per_block})", "co, ci = split(c, {threads})", "bind(ro, blockIdx.x)", "bind(ri, threadIdx.y)", "bind(ci, threadIdx.x)"]
+schedule = ["ro, ri = split(r, {rows_per_block})", "co, ci = split(c, {threads})", "bind(ro, blockIdx.x)", "bind(ri, threadIdx.y)", "bind(ci, threadIdx.x)"{cache}]
 "#);
         let k = parse_kernel("coop.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
         check_same(&k, &[rows, cols]);
@@ -419,7 +422,9 @@ proptest! {
     /// consumer's blockIdx loop, several rows per work-group (rows not
     /// dividing them included), any thread count; one kernel results.
     #[test]
-    fn stages_computed_at_a_work_group_loop_keep_meaning(rows in 1i64..9, cols in 1i64..200, threads in 1i64..70, rpb in 1i64..4) {
+    fn stages_computed_at_a_work_group_loop_keep_meaning(rows in 1i64..9, cols in 1i64..200, threads in 1i64..70, rpb in 1i64..4, cache in any::<bool>()) {
+        // The producers may stage their own reads, too.
+        let cache = if cache { r#", "XS = cache_read(X, shared, co)""# } else { "" };
         let src = format!(r#"
 [kernel]
 name = "sm"
@@ -431,12 +436,12 @@ X = {{ dtype = "f32", shape = ["R", "C"] }}
 compute = "M[r] = reduce_max(X[r, c], c)"
 shape = ["R"]
 reduce = {{ c = "C" }}
-schedule = ["compute_at(Y, ro)", "co, ci = split(c, {threads})", "bind(r, threadIdx.y)", "bind(ci, threadIdx.x)"]
+schedule = ["compute_at(Y, ro)", "co, ci = split(c, {threads})", "bind(r, threadIdx.y)", "bind(ci, threadIdx.x)"{cache}]
 [[stage]]
 compute = "S[r] = sum(exp(X[r, c] - M[r]), c)"
 shape = ["R"]
 reduce = {{ c = "C" }}
-schedule = ["compute_at(Y, ro)", "co, ci = split(c, {threads})", "bind(r, threadIdx.y)", "bind(ci, threadIdx.x)"]
+schedule = ["compute_at(Y, ro)", "co, ci = split(c, {threads})", "bind(r, threadIdx.y)", "bind(ci, threadIdx.x)"{cache}]
 [[stage]]
 compute = "Y[r, j] = exp(X[r, j] - M[r]) / S[r]"
 shape = ["R", "C"]

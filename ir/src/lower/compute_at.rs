@@ -298,8 +298,17 @@ pub(super) fn attach(
         ..v.clone()
     }));
     let (dl, ds) = (host.locals.len() as u32, host.shared.len() as u32);
-    host.locals.extend(gp.locals.iter().cloned());
-    host.shared.extend(gp.shared.iter().cloned());
+    // The producer's own arrays keep its name, so two producers' caches differ.
+    let own = |l: &Local| Local {
+        name: if l.name.starts_with(&format!("{}_", ps.name)) {
+            l.name.clone()
+        } else {
+            format!("{}.{}", ps.name, l.name)
+        },
+        ..l.clone()
+    };
+    host.locals.extend(gp.locals.iter().map(own));
+    host.shared.extend(gp.shared.iter().map(own));
     let part = Local {
         name: format!("{}_part", ps.name),
         dtype: t.dtype,
