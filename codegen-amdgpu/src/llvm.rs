@@ -856,10 +856,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         if !self.contract || !matches!(t, DType::F32 | DType::F64 | DType::F16) {
             return Ok(None);
         }
-        let product = |e: &'_ Expr| match &e.kind {
-            ExprKind::Binary(BinOp::Mul, a, b) => Some((a.as_ref().clone(), b.as_ref().clone())),
-            _ => None,
-        };
+        fn product(e: &Expr) -> Option<(&Expr, &Expr)> {
+            match &e.kind {
+                ExprKind::Binary(BinOp::Mul, a, b) => Some((a, b)),
+                _ => None,
+            }
+        }
         // (a, b, c, negate c, negate a): the result is (±a)·b + (±c).
         let (a, b, c, neg_c, neg_a) = match (op, product(x), product(y)) {
             (BinOp::Add, Some((a, b)), _) => (a, b, y, false, false),
@@ -878,8 +880,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 v
             })
         };
-        let a = neg(self.expr(&a)?, neg_a)?;
-        let b = self.expr(&b)?;
+        let a = neg(self.expr(a)?, neg_a)?;
+        let b = self.expr(b)?;
         let c = neg(self.expr(c)?, neg_c)?;
         let lt = ty(self.cx, t);
         self.call("llvm.fmuladd", &[lt], &[a.into(), b.into(), c.into()])
