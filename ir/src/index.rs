@@ -13,7 +13,7 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SizeId(pub u32);
 
-/// A loop variable of one stage (see [`crate::lower::LoopVar`]); the first
+/// A loop variable of one stage (see [`crate::schedule::LoopVar`]); the first
 /// variables of a stage are its axes, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VarId(pub u32);

@@ -4,7 +4,7 @@
 //! The state is a list of *leaf loops* (outermost first); every original
 //! axis is an [`Index`] expression of leaf loop variables, and every split
 //! that does not divide its extent adds a [`Guard`]. Applying the steps
-//! yields a [`LoopNest`], which [`crate::lower`] turns into loop IR.
+//! yields a [`LoopNest`], which [`crate::lower()`] turns into loop IR.
 
 use crate::diag::{line_col, Diagnostic, Span};
 use crate::index::{Index, VarId};
