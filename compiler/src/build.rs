@@ -21,7 +21,10 @@
 //! `OUT_DIR/<kernel>.hipfb` and a module of `OUT_DIR/rocmc_kernels.rs` with
 //! the bundle embedded by `include_bytes!` and a typed launcher. The
 //! application depends on `rocmc-runtime-hip` only; `rocmc` is a
-//! build-dependency.
+//! build-dependency. Buffers and parameters map to `f32`, `f64`, `i8`,
+//! `u8`, `i32`, `u32`, `i64` and `rocmc_runtime_hip::{f16, bf16}` (the
+//! `half` crate's types); kernels with other dtypes at their interface
+//! (`bool`) get no launcher.
 
 use crate::{compile_all, Emit, Error, Options};
 use rocmc_ir::lower::ArgKind;
@@ -174,6 +177,8 @@ fn rust_type(t: DType) -> Result<&'static str, Error> {
         DType::I32 => "i32",
         DType::U32 => "u32",
         DType::I64 => "i64",
+        DType::F16 => "rocmc_runtime_hip::f16",
+        DType::BF16 => "rocmc_runtime_hip::bf16",
         other => {
             return Err(Error::Usage(format!(
                 "dtype {other} has no Rust launcher type yet"

@@ -254,6 +254,11 @@ scalar!(u8, "u8");
 scalar!(i32, "i32");
 scalar!(u32, "u32");
 scalar!(i64, "i64");
+scalar!(f16, "f16");
+scalar!(bf16, "bf16");
+
+/// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
+pub use half::{bf16, f16};
 
 /// A selected device.
 pub struct Device {
