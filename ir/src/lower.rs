@@ -1005,10 +1005,11 @@ fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(VarId, i64)>, Ind
                 _ => return None,
             };
             let (cx, rx) = split_varying(x, varying)?;
-            Some((
-                cx.into_iter().map(|(v, k)| (v, k * c)).collect(),
-                rx * Index::c(c),
-            ))
+            let scaled = cx
+                .into_iter()
+                .map(|(v, k)| k.checked_mul(c).map(|kc| (v, kc)))
+                .collect::<Option<Vec<_>>>()?;
+            Some((scaled, rx * Index::c(c)))
         }
         _ => None,
     }
@@ -1035,6 +1036,11 @@ fn infer_region(
     at: &str,
     err: &dyn Fn(String) -> Diagnostic,
 ) -> Result<Region, Diagnostic> {
+    let too_large = || {
+        err(format!(
+            "the part of `{tensor}` accessed inside `{at}` is too large"
+        ))
+    };
     let (mut base, mut lo, mut size) = (Vec::new(), Vec::new(), Vec::new());
     for d in 0..dims {
         let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
@@ -1068,14 +1074,21 @@ fn infer_region(
                         "`{tensor}` is accessed backwards along dimension {d}"
                     )));
                 }
-                hi += coef * (e - 1);
+                hi = coef
+                    .checked_mul(e - 1)
+                    .and_then(|x| hi.checked_add(x))
+                    .ok_or_else(&too_large)?;
             }
             min = min.min(off);
             max = max.max(hi);
         }
         base.push(sym.expect("at least one access") + Index::c(min));
         lo.push(min);
-        size.push(max - min + 1);
+        size.push(
+            max.checked_sub(min)
+                .and_then(|x| x.checked_add(1))
+                .ok_or_else(&too_large)?,
+        );
     }
     Ok(Region { base, lo, size })
 }
@@ -1100,14 +1113,14 @@ fn peel_const(e: &Index) -> (Index, i64) {
     match e {
         Index::Const(c) => (Index::c(0), *c),
         Index::Bin(IOp::Add, a, b) => match (a.as_const(), b.as_const()) {
-            (_, Some(c)) => {
-                let (s, k) = peel_const(a);
-                (s, k + c)
-            }
-            (Some(c), _) => {
-                let (s, k) = peel_const(b);
-                (s, k + c)
-            }
+            (_, Some(c)) => match peel_const(a) {
+                (s, k) if k.checked_add(c).is_some() => (s, k + c),
+                _ => (e.clone(), 0),
+            },
+            (Some(c), _) => match peel_const(b) {
+                (s, k) if k.checked_add(c).is_some() => (s, k + c),
+                _ => (e.clone(), 0),
+            },
             _ => (e.clone(), 0),
         },
         _ => (e.clone(), 0),
@@ -1248,9 +1261,10 @@ fn stage_cache(
     )?;
     let n = size.len();
     let mut padded = size.clone();
-    padded[n - 1] += c.pad;
-    let elems: i64 = size.iter().product();
-    let lds_len: i64 = padded.iter().product();
+    padded[n - 1] = padded[n - 1].saturating_add(c.pad);
+    // Saturating: a product beyond i64 is refused by the size limits below.
+    let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
+    let lds_len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let id = if c.local {
         if lds_len > MAX_ACCUMULATORS {
             return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
@@ -1264,8 +1278,8 @@ fn stage_cache(
         locals.len() as u32 - 1
     } else {
         let used: i64 = shared.iter().map(|s| s.bytes() as i64).sum();
-        if used + lds_len * t.dtype.size() as i64 > MAX_LDS {
-            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU", t.name, lds_len * t.dtype.size() as i64)).hint("use smaller tiles"));
+        if used.saturating_add(lds_len.saturating_mul(t.dtype.size() as i64)) > MAX_LDS {
+            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU", t.name, lds_len.saturating_mul(t.dtype.size() as i64))).hint("use smaller tiles"));
         }
         shared.push(Local {
             name: c.name.clone(),

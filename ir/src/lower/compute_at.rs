@@ -242,7 +242,8 @@ pub(super) fn attach(
     }
 
     // Where the part lives.
-    let elems: i64 = region.size.iter().product();
+    // Saturating: a product beyond i64 is refused by the size limits below.
+    let elems: i64 = region.size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let id = if cooperative {
         let used: i64 = host
             .shared
@@ -250,8 +251,8 @@ pub(super) fn attach(
             .chain(&gp.shared)
             .map(|s| s.bytes() as i64)
             .sum();
-        let need = elems * t.dtype.size() as i64;
-        if used + need > MAX_LDS {
+        let need = elems.saturating_mul(t.dtype.size() as i64);
+        if used.saturating_add(need) > MAX_LDS {
             return Err(err(format!(
                 "`{}` computed at `{}` needs {need} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU",
                 ps.name, at_name.name
