@@ -174,18 +174,26 @@ fn a_wrongly_typed_buffer_does_not_compile() {
         "[kernel]\nname = \"hsaxpy\"\nsizes = [\"n\"]\n[inputs]\nX = { dtype = \"f16\", shape = [\"n\"] }\n[params]\nalpha = \"f16\"\n[[stage]]\ncompute = \"Y[i] = alpha * X[i]\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n",
     )
     .unwrap();
+    // And bool: a mask buffer and a bool parameter.
+    let masked = d.path().join("masked.toml");
+    std::fs::write(
+        &masked,
+        "[kernel]\nname = \"masked\"\nsizes = [\"n\"]\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\nM = { dtype = \"bool\", shape = [\"n\"] }\n[params]\ninvert = \"bool\"\n[[stage]]\ncompute = \"Y[i] = select(M[i] != invert, X[i], 0.0)\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n",
+    )
+    .unwrap();
     std::fs::write(
         app.join("build.rs"),
         format!(
-            "fn main() {{ rocmc::Build::new().kernel({:?}).kernel({:?}).mcpu(\"gfx90a\").compile(); }}\n",
+            "fn main() {{ rocmc::Build::new().kernel({:?}).kernel({:?}).kernel({:?}).mcpu(\"gfx90a\").compile(); }}\n",
             example("vadd"),
-            hsaxpy
+            hsaxpy,
+            masked
         ),
     )
     .unwrap();
     let main = |ty: &str| {
         format!(
-            "include!(concat!(env!(\"OUT_DIR\"), \"/rocmc_kernels.rs\"));\nfn main() -> rocmc_runtime_hip::Result<()> {{\n    let dev = rocmc_runtime_hip::Hip::load()?.device(\"amdgpu\")?;\n    let a = dev.alloc::<f32>(8)?;\n    let c = dev.alloc::<{ty}>(8)?;\n    vadd::Vadd::load(&dev)?.launch(&a, &a, &c, 8)?;\n    let h = dev.alloc::<rocmc_runtime_hip::f16>(8)?;\n    hsaxpy::Hsaxpy::load(&dev)?.launch(&h, &h, 8, rocmc_runtime_hip::f16::from_f32(2.0))\n}}\n"
+            "include!(concat!(env!(\"OUT_DIR\"), \"/rocmc_kernels.rs\"));\nfn main() -> rocmc_runtime_hip::Result<()> {{\n    let dev = rocmc_runtime_hip::Hip::load()?.device(\"amdgpu\")?;\n    let a = dev.alloc::<f32>(8)?;\n    let c = dev.alloc::<{ty}>(8)?;\n    vadd::Vadd::load(&dev)?.launch(&a, &a, &c, 8)?;\n    let h = dev.alloc::<rocmc_runtime_hip::f16>(8)?;\n    hsaxpy::Hsaxpy::load(&dev)?.launch(&h, &h, 8, rocmc_runtime_hip::f16::from_f32(2.0))?;\n    let m = dev.alloc::<rocmc_runtime_hip::Bool8>(8)?;\n    masked::Masked::load(&dev)?.launch(&a, &m, &a, 8, true.into())\n}}\n"
         )
     };
     std::fs::write(app.join("src/main.rs"), main("f64")).unwrap();

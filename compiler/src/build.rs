@@ -22,9 +22,8 @@
 //! the bundle embedded by `include_bytes!` and a typed launcher. The
 //! application depends on `rocmc-runtime-hip` only; `rocmc` is a
 //! build-dependency. Buffers and parameters map to `f32`, `f64`, `i8`,
-//! `u8`, `i32`, `u32`, `i64` and `rocmc_runtime_hip::{f16, bf16}` (the
-//! `half` crate's types); kernels with other dtypes at their interface
-//! (`bool`) get no launcher.
+//! `u8`, `i32`, `u32`, `i64`, `rocmc_runtime_hip::{f16, bf16}` (the
+//! `half` crate's types) and `rocmc_runtime_hip::Bool8` (one byte, 0 or 1).
 
 use crate::{compile_all, Emit, Error, Options};
 use rocmc_ir::lower::ArgKind;
@@ -168,8 +167,8 @@ impl Build {
     }
 }
 
-fn rust_type(t: DType) -> Result<&'static str, Error> {
-    Ok(match t {
+fn rust_type(t: DType) -> &'static str {
+    match t {
         DType::F32 => "f32",
         DType::F64 => "f64",
         DType::I8 => "i8",
@@ -179,12 +178,8 @@ fn rust_type(t: DType) -> Result<&'static str, Error> {
         DType::I64 => "i64",
         DType::F16 => "rocmc_runtime_hip::f16",
         DType::BF16 => "rocmc_runtime_hip::bf16",
-        other => {
-            return Err(Error::Usage(format!(
-                "dtype {other} has no Rust launcher type yet"
-            )))
-        }
-    })
+        DType::Bool => "rocmc_runtime_hip::Bool8",
+    }
 }
 
 fn type_name(kernel: &str) -> String {
@@ -208,12 +203,12 @@ pub fn launcher(k: &Kernel, p: &rocmc_ir::Program, bundle: &Path) -> Result<Stri
         params.push(format!(
             "{}: &rocmc_runtime_hip::DeviceBuffer<{}>",
             t.name,
-            rust_type(t.dtype)?
+            rust_type(t.dtype)
         ));
     }
     params.extend(k.sizes.iter().map(|s| format!("{}: i32", s.name)));
     for q in &k.params {
-        params.push(format!("{}: {}", q.name, rust_type(q.dtype)?));
+        params.push(format!("{}: {}", q.name, rust_type(q.dtype)));
     }
     let mut body = String::new();
     for g in &p.kernels {

@@ -256,6 +256,26 @@ scalar!(u32, "u32");
 scalar!(i64, "i64");
 scalar!(f16, "f16");
 scalar!(bf16, "bf16");
+scalar!(Bool8, "bool");
+
+/// An element of a `bool` buffer or parameter: one byte, 0 or 1, as
+/// kernels store it. (Rust's `bool` cannot be used: any other byte, e.g.
+/// in an uninitialised buffer, would be undefined behaviour.)
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Bool8(pub u8);
+
+impl From<bool> for Bool8 {
+    fn from(b: bool) -> Bool8 {
+        Bool8(b as u8)
+    }
+}
+
+impl From<Bool8> for bool {
+    fn from(b: Bool8) -> bool {
+        b.0 != 0
+    }
+}
 
 /// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
 pub use half::{bf16, f16};
