@@ -548,9 +548,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
             }
         }
+        // Every term is already emitted: reuse them rather than the whole index.
         Ok(match rest {
             Some(r) if step > 0 => (r, step),
-            _ => (self.index(ix)?, 0),
+            Some(r) => (r, 0),
+            None => (self.i32(step), 0),
         })
     }
 
