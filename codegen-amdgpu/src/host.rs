@@ -161,6 +161,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             locals,
             contract: false,
             shared,
+            bounds: crate::index::Bounds::of(k, g),
+            trapping_division: true,
         })
     }
 
@@ -299,6 +301,101 @@ struct Lockstep<'ctx> {
     )>,
 }
 
+extern "C" {
+    // LLVM's process-wide symbol table, which MCJIT searches before dlsym.
+    fn LLVMAddSymbol(name: *const std::ffi::c_char, value: *mut std::ffi::c_void);
+    fn LLVMSearchForAddressOfSymbol(name: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+    fn LLVMLoadLibraryPermanently(filename: *const std::ffi::c_char) -> i32;
+}
+
+// Runtime helpers LLVM calls for bf16 on x86-64 and AArch64 but which
+// libgcc before GCC 13 lacks. A bf16 result travels in the low 16 bits of
+// the first floating-point register, where an f32 result's low bits go too.
+extern "C" fn trunc_f32_bf16(x: f32) -> f32 {
+    f32::from_bits(u32::from(half::bf16::from_f32(x).to_bits()))
+}
+extern "C" fn trunc_f64_bf16(x: f64) -> f32 {
+    f32::from_bits(u32::from(half::bf16::from_f64(x).to_bits()))
+}
+extern "C" fn trunc_f32_f16(x: f32) -> f32 {
+    f32::from_bits(u32::from(half::f16::from_f32(x).to_bits()))
+}
+extern "C" fn trunc_f64_f16(x: f64) -> f32 {
+    f32::from_bits(u32::from(half::f16::from_f64(x).to_bits()))
+}
+extern "C" fn extend_f16_f32(x: f32) -> f32 {
+    half::f16::from_bits(x.to_bits() as u16).to_f32()
+}
+extern "C" fn extend_bf16_f32(x: f32) -> f32 {
+    half::bf16::from_bits(x.to_bits() as u16).to_f32()
+}
+
+/// The helpers rocmc provides to JIT-compiled host code, by symbol name.
+fn helpers() -> [(&'static std::ffi::CStr, *mut std::ffi::c_void); 8] {
+    type F32 = extern "C" fn(f32) -> f32;
+    type F64 = extern "C" fn(f64) -> f32;
+    [
+        (c"__truncsfbf2", trunc_f32_bf16 as F32 as *mut _),
+        (c"__truncdfbf2", trunc_f64_bf16 as F64 as *mut _),
+        (c"__extendbfsf2", extend_bf16_f32 as F32 as *mut _),
+        (c"__truncsfhf2", trunc_f32_f16 as F32 as *mut _),
+        (c"__truncdfhf2", trunc_f64_f16 as F64 as *mut _),
+        (c"__extendhfsf2", extend_f16_f32 as F32 as *mut _),
+        (c"__gnu_f2h_ieee", trunc_f32_f16 as F32 as *mut _),
+        (c"__gnu_h2f_ieee", extend_f16_f32 as F32 as *mut _),
+    ]
+}
+
+/// Registers [`helpers`] and checks that every symbol the host code calls
+/// resolves, compiling a copy of the module to an object to list them: an
+/// unresolved call would otherwise crash the process when the kernel runs.
+fn check_symbols(tm: &TargetMachine, module: &Module) -> R<()> {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: a null name adds the running program (and its libm) to LLVM's search list.
+        unsafe { LLVMLoadLibraryPermanently(std::ptr::null()) };
+        for (name, f) in helpers() {
+            // SAFETY: a NUL-terminated name and the address of a function with the ABI LLVM calls it with.
+            unsafe { LLVMAddSymbol(name.as_ptr(), f) };
+        }
+    });
+    let copy = module.clone();
+    let obj = tm
+        .write_to_memory_buffer(&copy, inkwell::targets::FileType::Object)
+        .map_err(llvm_err)?;
+    let missing = undefined_symbols(obj.as_slice())?
+        .into_iter()
+        .filter(|name| {
+            let Ok(c) = std::ffi::CString::new(name.as_str()) else {
+                return true;
+            };
+            // SAFETY: a NUL-terminated name; the search only reads it.
+            unsafe { LLVMSearchForAddressOfSymbol(c.as_ptr()) }.is_null()
+        })
+        .collect::<Vec<_>>();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CodegenError::Llvm(format!(
+            "the host code calls runtime functions this process does not have: {} (a rocmc bug: \
+             nothing was run)",
+            missing.join(", ")
+        )))
+    }
+}
+
+/// Names of the undefined symbols of an ELF object.
+fn undefined_symbols(obj: &[u8]) -> R<Vec<String>> {
+    let elf = goblin::elf::Elf::parse(obj)
+        .map_err(|e| CodegenError::Llvm(format!("reading the host object: {e}")))?;
+    Ok(elf
+        .syms
+        .iter()
+        .filter(|s| s.st_shndx == 0 && s.st_name != 0)
+        .filter_map(|s| elf.strtab.get_at(s.st_name).map(str::to_string))
+        .collect())
+}
+
 /// Compiles every kernel of `prog` for the host and runs them in order.
 /// `buffers` holds one byte vector per tensor of `k` (by tensor ID), each
 /// exactly as large as its shape for `sizes`; `params` one 8-byte
@@ -334,6 +431,7 @@ pub fn run_on_host(
     module
         .run_passes("default<O2>", &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
+    check_symbols(&tm, &module)?;
     let ee = module
         .create_jit_execution_engine(OptimizationLevel::Default)
         .map_err(llvm_err)?;

@@ -7,6 +7,7 @@
 //! linker crate's job.
 
 pub mod host;
+mod index;
 mod llvm;
 pub mod target;
 

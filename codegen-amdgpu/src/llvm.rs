@@ -166,6 +166,10 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) contract: bool,
     /// LDS arrays of the work-group (host: one array per block being run).
     pub(crate) shared: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
+    /// Upper bounds of sizes and loop variables, for index ranges.
+    pub(crate) bounds: crate::index::Bounds,
+    /// Integer division by zero raises a signal on this target (the host).
+    pub(crate) trapping_division: bool,
 }
 
 extern "C" {
@@ -305,6 +309,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             locals,
             contract: false,
             shared,
+            bounds: crate::index::Bounds::of(k, g),
+            trapping_division: false,
         })
     }
 
@@ -370,7 +376,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .ok_or_else(|| CodegenError::Llvm(format!("cannot declare {name}")))
     }
 
-    fn call(
+    pub(crate) fn call(
         &self,
         name: &str,
         tys: &[BasicTypeEnum<'ctx>],
@@ -384,54 +390,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
     }
 
-    /// Index arithmetic in 32 bits. Index values are non-negative and below
-    /// 2^32 (lowering checks this against the sizes' bounds), so additions and
-    /// products are `nuw` and division and remainder are unsigned.
-    pub(crate) fn index(&self, e: &Index) -> R<IntValue<'ctx>> {
-        Ok(match e {
-            Index::Const(v) => self.i32(*v),
-            Index::Size(s) => self.sizes[s.0 as usize],
-            Index::Var(v) => self.vars[v.0 as usize].ok_or_else(|| {
-                CodegenError::Llvm(format!(
-                    "loop variable {} used outside its loop (a rocmc bug)",
-                    self.g.vars[v.0 as usize].name
-                ))
-            })?,
-            Index::Bin(op, a, b) => {
-                let (x, y) = (self.index(a)?, self.index(b)?);
-                let b = &self.b;
-                match op {
-                    IOp::Add => b.build_int_nuw_add(x, y, ""),
-                    IOp::Sub => b.build_int_sub(x, y, ""),
-                    IOp::Mul => b.build_int_nuw_mul(x, y, ""),
-                    IOp::Div => b.build_int_unsigned_div(x, y, ""),
-                    IOp::Mod => b.build_int_unsigned_rem(x, y, ""),
-                    IOp::CeilDiv => {
-                        let t = b
-                            .build_int_nuw_add(
-                                x,
-                                b.build_int_sub(y, self.i32(1), "").map_err(llvm_err)?,
-                                "",
-                            )
-                            .map_err(llvm_err)?;
-                        b.build_int_unsigned_div(t, y, "")
-                    }
-                    IOp::Min | IOp::Max => {
-                        let name = if *op == IOp::Min {
-                            "llvm.umin"
-                        } else {
-                            "llvm.umax"
-                        };
-                        return Ok(self
-                            .call(name, &[self.cx.i32_type().into()], &[x.into(), y.into()])?
-                            .into_int_value());
-                    }
-                }
-                .map_err(llvm_err)?
-            }
-        })
-    }
-
     /// Address of element `indices` of `tensor`, in the kernel's addressing
     /// mode. With `Offset32` the byte offset is formed in 32 bits and
     /// zero-extended, which lets the backend use the scalar-base + 32-bit
@@ -441,11 +399,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let t = self.k.tensor(tensor);
         let i64t = self.cx.i64_type();
         let wide = self.g.addressing == Addressing::Index64;
-        let widen = |v: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+        let at_width = |ix: &Index| -> R<IntValue<'ctx>> {
             if wide {
-                self.b.build_int_z_extend(v, i64t, "").map_err(llvm_err)
+                self.index_wide(ix)
             } else {
-                Ok(v)
+                self.index(ix)
             }
         };
         // Constant terms of the last index (unrolled loop steps, `x + 1`)
@@ -454,20 +412,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // with immediate offsets instead of forming each address.
         let last = indices.len().saturating_sub(1);
         let (last_value, step) = match indices.last() {
-            Some(ix) => self.split_constant(ix)?,
+            Some(ix) => self.split_constant(ix, wide)?,
             None => (self.i32(0), 0),
         };
-        let mut off = widen(self.i32(0))?;
+        let mut off = if wide { i64t.const_zero() } else { self.i32(0) };
         for (d, ix) in indices.iter().enumerate() {
-            let i = widen(if d == last {
-                last_value
-            } else {
-                self.index(ix)?
-            })?;
+            let i = if d == last { last_value } else { at_width(ix)? };
             off = if d == 0 {
                 i
             } else {
-                let ext = widen(self.index(&t.shape[d])?)?;
+                let ext = at_width(&t.shape[d])?;
                 let m = self.b.build_int_nuw_mul(off, ext, "").map_err(llvm_err)?;
                 self.b.build_int_nuw_add(m, i, "").map_err(llvm_err)?
             };
@@ -509,9 +463,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// An index as (value without its constant terms, their positive sum),
-    /// when the rest has no subtraction (so it cannot be negative); else
-    /// (value, 0). Unrolled loop variables count as constants.
-    fn split_constant(&self, ix: &Index) -> R<(IntValue<'ctx>, i64)> {
+    /// when every term is non-negative (so the rest cannot be negative);
+    /// else (value, 0). Unrolled loop variables count as constants. The
+    /// value is an `i64` when `wide`, else an `i32`.
+    fn split_constant(&self, ix: &Index, wide: bool) -> R<(IntValue<'ctx>, i64)> {
         fn terms<'a>(e: &'a Index, out: &mut Vec<&'a Index>) {
             match e {
                 Index::Bin(IOp::Add, a, b) => {
@@ -529,15 +484,25 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 _ => false,
             }
         }
+        let whole = |ix: &Index| {
+            if wide {
+                self.index_wide(ix)
+            } else {
+                self.index(ix)
+            }
+        };
         let mut ts = Vec::new();
         terms(ix, &mut ts);
-        if ts.len() < 2 || ts.iter().any(|t| has_sub(t)) {
-            return Ok((self.index(ix)?, 0));
+        if ts.len() < 2
+            || self.needs_wide(ix)
+            || ts.iter().any(|t| has_sub(t) || self.range(t).0 < 0)
+        {
+            return Ok((whole(ix)?, 0));
         }
         let mut step = 0i64;
         let mut rest: Option<IntValue<'ctx>> = None;
         for t in ts {
-            let v = self.index(t)?;
+            let v = whole(t)?;
             match v.get_zero_extended_constant() {
                 Some(c) if v.is_const() => step += c as i64,
                 _ => {
@@ -552,6 +517,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(match rest {
             Some(r) if step > 0 => (r, step),
             Some(r) => (r, 0),
+            None if wide => (self.cx.i64_type().const_int(step as u64, false), 0),
             None => (self.i32(step), 0),
         })
     }
@@ -660,11 +626,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(crate) fn all_hold(&self, guards: &[rocmc_ir::schedule::Guard]) -> R<IntValue<'ctx>> {
         let mut cond = self.cx.bool_type().const_int(1, false);
         for g in guards {
-            let (v, e) = (self.index(&g.value)?, self.index(&g.extent)?);
-            let c = self
-                .b
-                .build_int_compare(IntPredicate::ULT, v, e, "")
-                .map_err(llvm_err)?;
+            let c = self.less_than(&g.value, &g.extent)?;
             cond = self.b.build_and(cond, c, "").map_err(llvm_err)?;
         }
         Ok(cond)
@@ -937,6 +899,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Ok(b.build_int_compare(p, x, y, "").map_err(llvm_err)?.into())
         };
         let pick = |sp, up| if s { sp } else { up };
+        let y = if matches!(op, BinOp::Div | BinOp::Rem) {
+            self.safe_divisor(x, y, s)?
+        } else {
+            y
+        };
         Ok(match op {
             BinOp::Add => b.build_int_add(x, y, "").map_err(llvm_err)?.into(),
             BinOp::Sub => b.build_int_sub(x, y, "").map_err(llvm_err)?.into(),
@@ -964,6 +931,48 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             BinOp::Gt => cmp(pick(IntPredicate::SGT, IntPredicate::UGT))?,
             BinOp::Ge => cmp(pick(IntPredicate::SGE, IntPredicate::UGE))?,
         })
+    }
+
+    /// The divisor to use for `x / y` so that the division never traps or
+    /// is undefined: `i32::MIN / -1` wraps, as the kernel format says (the
+    /// divisor becomes 1, giving `x`); on the host, where `idiv` by zero
+    /// raises SIGFPE, a zero divisor becomes 1 too (the interpreter reports
+    /// that division as an error; the result is unspecified).
+    fn safe_divisor(
+        &self,
+        x: IntValue<'ctx>,
+        y: IntValue<'ctx>,
+        signed: bool,
+    ) -> R<IntValue<'ctx>> {
+        let b = &self.b;
+        let it = y.get_type();
+        let one = it.const_int(1, false);
+        let mut y = y;
+        if self.trapping_division {
+            let zero = b
+                .build_int_compare(IntPredicate::EQ, y, it.const_zero(), "")
+                .map_err(llvm_err)?;
+            y = b
+                .build_select(zero, one, y, "")
+                .map_err(llvm_err)?
+                .into_int_value();
+        }
+        if signed {
+            let bits = it.get_bit_width();
+            let min = it.const_int(1u64 << (bits - 1), false);
+            let x_min = b
+                .build_int_compare(IntPredicate::EQ, x, min, "")
+                .map_err(llvm_err)?;
+            let y_m1 = b
+                .build_int_compare(IntPredicate::EQ, y, it.const_all_ones(), "")
+                .map_err(llvm_err)?;
+            let both = b.build_and(x_min, y_m1, "").map_err(llvm_err)?;
+            y = b
+                .build_select(both, one, y, "")
+                .map_err(llvm_err)?
+                .into_int_value();
+        }
+        Ok(y)
     }
 
     fn cast(&self, from: DType, to: DType, v: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {

@@ -97,6 +97,20 @@ impl DType {
         matches!(self, DType::I8 | DType::I32 | DType::I64)
     }
 
+    /// The smallest and largest value of an integer type (bool: 0 and 1);
+    /// `None` for floats. Float → integer conversions saturate to this range.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        Some(match self {
+            DType::Bool => (0, 1),
+            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            DType::U8 => (0, u8::MAX.into()),
+            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::U32 => (0, u32::MAX.into()),
+            DType::I64 => (i64::MIN, i64::MAX),
+            _ => return None,
+        })
+    }
+
     /// Width in bits of the value (1 for bool).
     pub fn bits(self) -> u32 {
         match self {

@@ -140,6 +140,61 @@ impl Index {
         }
     }
 
+    /// The interval `[lo, hi]` the value lies in, given upper bounds of sizes
+    /// and variables (both are never negative). Unlike [`Index::max_value`]
+    /// it tracks negative intermediates (`i - 1` at `i = 0`), so code
+    /// generation can tell where unsigned arithmetic is exact and where
+    /// it must be signed or wider. Saturates at ±2^126.
+    pub fn range(&self, size_max: &[u64], var_max: &[u64]) -> (i128, i128) {
+        const LIM: i128 = 1 << 126;
+        let sat = |v: i128| v.clamp(-LIM, LIM);
+        match self {
+            Index::Const(v) => (*v as i128, *v as i128),
+            Index::Size(s) => (
+                0,
+                size_max.get(s.0 as usize).copied().unwrap_or(u64::MAX) as i128,
+            ),
+            Index::Var(v) => (
+                0,
+                var_max.get(v.0 as usize).copied().unwrap_or(u64::MAX) as i128,
+            ),
+            Index::Bin(op, a, b) => {
+                let (al, ah) = a.range(size_max, var_max);
+                let (bl, bh) = b.range(size_max, var_max);
+                let span = |vs: [i128; 4]| {
+                    let lo = vs.iter().copied().min().unwrap_or(0);
+                    let hi = vs.iter().copied().max().unwrap_or(0);
+                    (sat(lo), sat(hi))
+                };
+                // Bound of |value| over both operands, for divisors that may be ≤ 0.
+                let mag = al.abs().max(ah.abs());
+                match op {
+                    IOp::Add => (sat(al + bl), sat(ah + bh)),
+                    IOp::Sub => (sat(al - bh), sat(ah - bl)),
+                    IOp::Mul => span([
+                        al.saturating_mul(bl),
+                        al.saturating_mul(bh),
+                        ah.saturating_mul(bl),
+                        ah.saturating_mul(bh),
+                    ]),
+                    IOp::Div | IOp::CeilDiv if bl > 0 => {
+                        let d = |x: i128, y: i128| match op {
+                            IOp::Div => x.div_euclid(y),
+                            _ => -((-x).div_euclid(y)),
+                        };
+                        span([d(al, bl), d(al, bh), d(ah, bl), d(ah, bh)])
+                    }
+                    IOp::Div | IOp::CeilDiv => (-mag, mag),
+                    IOp::Mod if bl > 0 && al >= 0 => (0, ah.min(bh - 1)),
+                    IOp::Mod if bl > 0 => (0, bh - 1),
+                    IOp::Mod => (0, sat(bl.abs().max(bh.abs()) - 1).max(0)),
+                    IOp::Min => (al.min(bl), ah.min(bh)),
+                    IOp::Max => (al.max(bl), ah.max(bh)),
+                }
+            }
+        }
+    }
+
     /// Renders with the given names for sizes and variables.
     pub fn display<'a>(
         &'a self,
@@ -285,5 +340,29 @@ mod tests {
         let m = HashMap::from([(VarId(1), Index::c(0))]);
         assert_eq!(e.subst(&m).eval(&[], &[5, 99]), Some(20));
         assert_eq!((Index::c(1) / Index::Var(VarId(0))).eval(&[], &[0]), None);
+    }
+
+    #[test]
+    fn ranges_track_negative_intermediates() {
+        let i = Index::Var(VarId(0));
+        let sub = i.clone() - Index::c(1);
+        assert_eq!(sub.range(&[], &[99]), (-1, 98));
+        let clamp = Index::bin(IOp::Max, sub.clone(), Index::c(0));
+        assert_eq!(clamp.range(&[], &[99]), (0, 98));
+        assert_eq!((sub.clone() / Index::c(2)).range(&[], &[99]), (-1, 49));
+        assert_eq!((sub % Index::c(3)).range(&[], &[99]), (0, 2));
+        let n = Index::Size(SizeId(0));
+        assert_eq!((n - Index::c(1)).range(&[100], &[]), (-1, 99));
+        // Every value the interval claims to cover is inside it.
+        let e = Index::bin(
+            IOp::Min,
+            i.clone() * Index::c(-3) + Index::c(7),
+            Index::c(4),
+        ) / Index::c(5);
+        let (lo, hi) = e.range(&[], &[20]);
+        for v in 0..=20 {
+            let x = e.eval(&[], &[v]).unwrap() as i128;
+            assert!(lo <= x && x <= hi, "{x} outside [{lo}, {hi}]");
+        }
     }
 }

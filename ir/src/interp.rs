@@ -376,13 +376,7 @@ impl Env<'_> {
             }
             ExprKind::Cast(a) => {
                 let x = self.eval(a, vars, bufs, locals, shared)?;
-                match (a.dtype.is_float(), t.is_float()) {
-                    (_, true) => Scalar::F(x.f()),
-                    (true, false) if t == DType::Bool => Scalar::I((x.f() != 0.0) as i64),
-                    // Float to int truncates toward zero, saturating like fptosi.sat.
-                    (true, false) => Scalar::I(x.f() as i64),
-                    (false, false) => Scalar::I(x.i()),
-                }
+                cast(a.dtype, t, x)
             }
             ExprKind::Select(c, a, b) => {
                 if self.eval(c, vars, bufs, locals, shared)?.i() != 0 {
@@ -409,6 +403,34 @@ impl Env<'_> {
             }
         };
         Ok(normalize(t, v))
+    }
+}
+
+/// Converts a value of dtype `from` to `to` by the documented rules (before
+/// the result is rounded or wrapped to `to` by the caller): float → float
+/// and int → float round to nearest (once: an `i64` goes to `f32`
+/// directly, not through `f64`); float → int truncates toward zero and
+/// saturates to `to`'s range, NaN giving 0 (LLVM's `fpto[su]i.sat`);
+/// anything → bool is `x != 0` (NaN is true); int → int wraps.
+pub fn cast(from: DType, to: DType, x: Scalar) -> Scalar {
+    match (from.is_float(), to.is_float()) {
+        (false, true) if to == DType::F32 => Scalar::F(x.i() as f32 as f64),
+        (_, true) => Scalar::F(x.f()),
+        (true, false) if to == DType::Bool => Scalar::I((x.f() != 0.0) as i64),
+        (true, false) => {
+            let v = x.f();
+            let (lo, hi) = to.int_range().expect("an integer dtype");
+            Scalar::I(if v.is_nan() {
+                0
+            } else if v <= lo as f64 {
+                lo
+            } else if v >= hi as f64 {
+                hi
+            } else {
+                v as i64
+            })
+        }
+        (false, false) => Scalar::I(x.i()),
     }
 }
 
