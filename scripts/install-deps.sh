@@ -3,12 +3,13 @@
 # static libraries and headers (llvm-22-dev, and libpolly-22-dev because
 # llvm-config lists Polly among the static libraries), lld 22's static libraries, clang-22 and the LLVM
 # tools used as reference and independent checkers in tests, Debian's HIP
-# runtime (tests of the "no GPU" path use the real library), a C++
+# runtime (tests of the "no GPU" path use the real library), MPFR and GMP
+# (the math accuracy test's high-precision reference), a C++
 # compiler for the two small shims, and zlib/zstd for linking lld.
 # Does nothing when everything is present. Needs root or sudo to install.
 set -euo pipefail
 
-packages=(llvm-22-dev libpolly-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++ libamdhip64-5)
+packages=(llvm-22-dev libpolly-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++ libamdhip64-5 libmpfr-dev libgmp-dev pkg-config)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -9,6 +9,7 @@
 pub mod host;
 mod index;
 mod llvm;
+mod math;
 pub mod target;
 
 pub use llvm::{compile, Emitted, Request};

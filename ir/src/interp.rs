@@ -492,6 +492,16 @@ fn binary(op: BinOp, t: DType, x: Scalar, y: Scalar) -> Option<Scalar> {
 /// √(2/π), the constant of the tanh approximation of GELU.
 pub const GELU_C: f64 = 0.797_884_560_802_865_4;
 
+/// 1/(1 + e^{−x}), in a form whose exponential cannot overflow.
+fn sigmoid(x: f64) -> f64 {
+    let e = (-x.abs()).exp();
+    if x >= 0.0 {
+        1.0 / (1.0 + e)
+    } else {
+        e / (1.0 + e)
+    }
+}
+
 fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
     if !t.is_float() {
         // Only abs accepts integers.
@@ -509,8 +519,11 @@ fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
         MathFn::Floor => x.floor(),
         MathFn::Ceil => x.ceil(),
         MathFn::Tanh => x.tanh(),
-        MathFn::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        MathFn::Gelu => 0.5 * x * (1.0 + (GELU_C * (x + 0.044715 * x * x * x)).tanh()),
+        MathFn::Sigmoid => sigmoid(x),
+        // 0.5·x·(1 + tanh(z)) written as x·sigmoid(2z), which does not
+        // cancel for negative x.
+        MathFn::Gelu if x.is_infinite() => x.max(-0.0),
+        MathFn::Gelu => x * sigmoid(2.0 * GELU_C * (x + 0.044715 * x * x * x)),
         MathFn::Erf => libm::erf(x),
         MathFn::Pow => x.powf(xs[1].f()),
         MathFn::Fma => x.mul_add(xs[1].f(), xs[2].f()),

@@ -1,0 +1,651 @@
+//! Differential fuzzing, the way compiler projects find miscompilations
+//! (Csmith, YARPGen): generate random *valid* kernels, run each on the CPU
+//! path and with the reference interpreter, and compile it for a fixed list
+//! of AMDGPU targets. A kernel fails when
+//!
+//! - the compiled kernel and the interpreter disagree beyond the dtype's
+//!   tolerance (contraction off, so only math expansions may differ);
+//! - the interpreter refuses it (every generated subscript is in bounds by
+//!   construction, so an out-of-bounds access is a lowering bug);
+//! - any step reports an internal error or panics.
+//!
+//! Kernels the front end refuses with a diagnostic (a schedule the
+//! generator could not know to be illegal, e.g. a vectorized loop over a
+//! strided access) are counted, not failures; at least half must be
+//! accepted, so the generator cannot quietly stop testing anything.
+//!
+//! Generated: subscripts with affine and non-affine forms (min, max, floor
+//! division and modulo, negative intermediates, clamps), every dtype,
+//! casts, comparisons, select and math functions; one or two stages
+//! (elementwise, reductions); schedules with split (by factor and parts),
+//! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
+//! (shared and local), compute_inline, compute_at and cooperative
+//! reductions, with random factors; sizes 1, 2, 3 and non-divisible ones.
+//!
+//! `ROCMC_DIFFUZZ_SECS` sets the running time (default 20), `ROCMC_DIFFUZZ_SEED`
+//! the seed (default fixed). Failing kernels are written to
+//! `target/difffuzz/`; reduce one by hand into tests/regress/.
+//!
+//! ```sh
+//! ROCMC_DIFFUZZ_SECS=1800 ROCMC_DIFFUZZ_SEED=$RANDOM cargo test --release -p rocmc-tests --test difffuzz -- --nocapture
+//! ```
+
+use rocmc::ir::DType;
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const FLOATS: &[DType] = &[DType::F32, DType::F32, DType::F64, DType::F16, DType::BF16];
+const INTS: &[DType] = &[DType::I32, DType::I8, DType::U8, DType::U32, DType::I64];
+
+/// One input tensor: its name, dtype and which axes its dimensions follow
+/// ("n" = rows, "m" = columns).
+struct Input {
+    name: &'static str,
+    dtype: DType,
+    dims: &'static [&'static str],
+}
+
+struct Gen<'r> {
+    rng: &'r mut Rng,
+    inputs: Vec<Input>,
+    /// The axis names of the stage being generated, by size: ("n" → i, "m" → j).
+    axes: HashMap<&'static str, String>,
+}
+
+impl Gen<'_> {
+    /// A subscript over `size` from its axis, in bounds for every value of
+    /// the axis in [0, size) by construction.
+    fn subscript(&mut self, size: &str) -> String {
+        let Some(a) = self.axes.get(size).cloned() else {
+            // No axis for this size: a constant-ish in-bounds index.
+            return match self.rng.below(3) {
+                0 => "0".into(),
+                1 => format!("{size} - 1"),
+                _ => format!("{size} / 2"),
+            };
+        };
+        let c = 1 + self.rng.below(5);
+        let d = 1 + self.rng.below(4);
+        match self.rng.below(13) {
+            0 | 1 => a,
+            2 => format!("max({a} - {c}, 0)"),
+            3 => format!("min({a} + {c}, {size} - 1)"),
+            4 => format!("({a} * {d} + {c}) % {size}"),
+            5 => format!("{a} / {d}"),
+            6 => format!("{size} - 1 - {a}"),
+            7 => format!("min(max({a} - {c}, 0) + {d}, {size} - 1)"),
+            8 => format!("({a} - {c}) % {size}"),
+            9 => format!("max(min({a} * 2 - {c}, {size} - 1), 0)"),
+            10 => format!("({a} - {c}) / {d} + {c} / {d}"),
+            11 => format!("min(({a} - {c}) % {d} + {a} / 2, {size} - 1)"),
+            _ => format!("max({a} - {c}, 0) / {d}"),
+        }
+    }
+
+    fn load(&mut self, want: DType) -> (String, bool) {
+        let k = self.rng.below(self.inputs.len());
+        let (name, dtype, dims) = {
+            let i = &self.inputs[k];
+            (i.name, i.dtype, i.dims)
+        };
+        let subs: Vec<String> = dims.iter().map(|d| self.subscript(d)).collect();
+        let e = format!("{name}[{}]", subs.join(", "));
+        if dtype == want {
+            (e, true)
+        } else if want.is_float() || !dtype.is_float() {
+            (format!("{}({e})", want.name()), true)
+        } else {
+            // Float → int: scaled so values spread over the integer range.
+            (format!("{}({e} * 100.0)", want.name()), true)
+        }
+    }
+
+    /// An expression of dtype `t`; the flag says whether it is exact (no
+    /// approximated math function inside), so float → int casts of it
+    /// cannot land on either side of a rounding boundary.
+    fn expr(&mut self, t: DType, depth: usize) -> (String, bool) {
+        if depth == 0 || self.rng.chance(25) {
+            return match self.rng.below(6) {
+                0 if t.is_float() => (
+                    self.rng.pick(&["0.5", "2.0", "-1.25", "3.0"]).to_string(),
+                    true,
+                ),
+                0 => (self.rng.pick(&["1", "3", "7"]).to_string(), true),
+                1 => {
+                    let a = self.axes.values().next().cloned().unwrap_or("0".into());
+                    if t == DType::I32 {
+                        (a, true)
+                    } else {
+                        (format!("{}({a})", t.name()), true)
+                    }
+                }
+                _ => self.load(t),
+            };
+        }
+        if t.is_float() {
+            match self.rng.below(12) {
+                0..=2 => {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    let op = self.rng.pick(&["+", "-", "*"]);
+                    (format!("({a} {op} {b})"), ea && eb)
+                }
+                3 => {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    (format!("({a} / (abs({b}) + 1.0))"), ea && eb)
+                }
+                4 => {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    let f = self.rng.pick(&["min", "max"]);
+                    (format!("{f}({a}, {b})"), ea && eb)
+                }
+                5 => {
+                    let (c, ec) = self.cond(depth - 1);
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    (format!("select({c}, {a}, {b})"), ec && ea && eb)
+                }
+                6 => {
+                    // Through another dtype and back.
+                    let u = *self.rng.pick(FLOATS);
+                    let (a, ea) = self.expr(u, depth - 1);
+                    (format!("{}({a})", t.name()), ea)
+                }
+                7 => {
+                    let u = *self.rng.pick(INTS);
+                    let (a, ea) = self.expr(u, depth - 1);
+                    (format!("{}({a})", t.name()), ea)
+                }
+                8 => {
+                    let (a, _) = self.expr(t, depth - 1);
+                    let (b, _) = self.expr(t, depth - 1);
+                    let (c, _) = self.expr(t, depth - 1);
+                    (format!("fma({a}, {b}, {c})"), false)
+                }
+                _ => {
+                    let (a, _) = self.expr(t, depth - 1);
+                    let e = match self.rng.below(15) {
+                        0 => format!("exp({a} * 0.5)"),
+                        1 => format!("exp2({a})"),
+                        2 => format!("log(abs({a}) + 0.25)"),
+                        3 => format!("log2(abs({a}) + 1.0)"),
+                        4 => format!("sqrt(abs({a}))"),
+                        5 => format!("rsqrt(abs({a}) + 1.0)"),
+                        6 => format!("tanh({a})"),
+                        7 => format!("sigmoid({a})"),
+                        8 => format!("gelu({a})"),
+                        9 => format!("erf({a})"),
+                        10 => format!(
+                            "pow(abs({a}) + 0.5, {})",
+                            self.rng.pick(&["2.0", "-1.5", "0.5", "3.0"])
+                        ),
+                        11 => format!("floor({a} * 4.0)"),
+                        12 => format!("ceil({a})"),
+                        13 => format!("abs({a})"),
+                        _ => format!("-{a}"),
+                    };
+                    (e, false)
+                }
+            }
+        } else {
+            match self.rng.below(8) {
+                0..=2 => {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    let op = self.rng.pick(&["+", "-", "*"]);
+                    (format!("({a} {op} {b})"), ea && eb)
+                }
+                3 => {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let d = if t.is_signed() {
+                        self.rng.pick(&["3", "-7", "5", "2"])
+                    } else {
+                        self.rng.pick(&["3", "7", "5", "2"])
+                    };
+                    let op = self.rng.pick(&["/", "%"]);
+                    (format!("({a} {op} {d})"), ea)
+                }
+                4 => {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    let f = self.rng.pick(&["min", "max"]);
+                    (format!("{f}({a}, {b})"), ea && eb)
+                }
+                5 => {
+                    let (c, ec) = self.cond(depth - 1);
+                    let (a, ea) = self.expr(t, depth - 1);
+                    let (b, eb) = self.expr(t, depth - 1);
+                    (format!("select({c}, {a}, {b})"), ec && ea && eb)
+                }
+                6 => {
+                    // From a float, only when exactly computed.
+                    let u = *self.rng.pick(FLOATS);
+                    let (a, ea) = self.expr(u, depth - 1);
+                    if ea && u != DType::F16 && u != DType::BF16 {
+                        (format!("{}({a} * 10.0)", t.name()), true)
+                    } else {
+                        self.load(t)
+                    }
+                }
+                _ => {
+                    let u = *self.rng.pick(INTS);
+                    let (a, ea) = self.expr(u, depth - 1);
+                    (format!("{}({a})", t.name()), ea)
+                }
+            }
+        }
+    }
+
+    fn cond(&mut self, depth: usize) -> (String, bool) {
+        let t = if self.rng.chance(50) {
+            *self.rng.pick(FLOATS)
+        } else {
+            *self.rng.pick(INTS)
+        };
+        let (a, ea) = self.expr(t, depth);
+        let (b, eb) = self.expr(t, depth);
+        let op = self.rng.pick(&["<", "<=", ">", ">=", "==", "!="]);
+        (format!("({a} {op} {b})"), ea && eb)
+    }
+}
+
+fn factor(rng: &mut Rng) -> usize {
+    *rng.pick(&[1, 2, 3, 4, 5, 7, 8, 16, 32, 64])
+}
+
+/// A schedule for a 2-D elementwise stage over (i, j).
+fn schedule_2d(rng: &mut Rng, vec_ok: bool) -> Vec<String> {
+    let (fy, fx) = (*rng.pick(&[1, 2, 4, 8]), *rng.pick(&[8, 16, 32, 64]));
+    let mut s = Vec::new();
+    match rng.below(5) {
+        0 => {
+            s.push(format!("io, jo, ii, ji = tile(i, j, {fy}, {fx})"));
+            s.push("bind(io, blockIdx.y)".into());
+            s.push("bind(jo, blockIdx.x)".into());
+            s.push("bind(ii, threadIdx.y)".into());
+            s.push("bind(ji, threadIdx.x)".into());
+        }
+        1 => {
+            s.push("f = fuse(i, j)".into());
+            s.push(format!("fo, fi = split(f, {})", fx * fy));
+            s.push("bind(fo, blockIdx.x)".into());
+            s.push("bind(fi, threadIdx.x)".into());
+        }
+        2 => {
+            s.push(format!("jo, ji = split(j, nparts={})", 1 + rng.below(4)));
+            s.push(format!("ji, jt = split(ji, {fx})"));
+            s.push("bind(i, blockIdx.x)".into());
+            s.push("bind(jt, threadIdx.x)".into());
+            if rng.chance(50) {
+                s.push("reorder(ji, jo)".into());
+            }
+        }
+        3 if vec_ok => {
+            let w = *rng.pick(&[2, 4]);
+            s.push(format!("jo, jt = split(j, {})", fx * w));
+            s.push(format!("jt, jv = split(jt, {w})"));
+            s.push("bind(i, blockIdx.y)".into());
+            s.push("bind(jo, blockIdx.x)".into());
+            s.push("bind(jt, threadIdx.x)".into());
+            s.push("vectorize(jv)".into());
+        }
+        _ => {
+            s.push(format!("jo, ji = split(j, {fx})"));
+            s.push(format!("ji, ju = split(ji, {})", factor(rng).min(4)));
+            s.push("bind(i, blockIdx.y)".into());
+            s.push("bind(jo, blockIdx.x)".into());
+            s.push("bind(ji, threadIdx.x)".into());
+            s.push("unroll(ju)".into());
+        }
+    }
+    s
+}
+
+fn quoted(steps: &[String]) -> String {
+    let v: Vec<String> = steps.iter().map(|s| format!("\"{s}\"")).collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// A random kernel file.
+fn kernel(rng: &mut Rng, id: u64) -> String {
+    let dt = |rng: &mut Rng| {
+        if rng.chance(70) {
+            *rng.pick(FLOATS)
+        } else {
+            *rng.pick(INTS)
+        }
+    };
+    let inputs = vec![
+        Input {
+            name: "A",
+            dtype: dt(rng),
+            dims: &["n", "m"],
+        },
+        Input {
+            name: "B",
+            dtype: dt(rng),
+            dims: &["n"],
+        },
+        Input {
+            name: "C",
+            dtype: dt(rng),
+            dims: &["m"],
+        },
+    ];
+    let mut src = String::new();
+    writeln!(src, "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]").unwrap();
+    if rng.chance(60) {
+        writeln!(src, "max = {{ n = 4096, m = 4096 }}").unwrap();
+    }
+    writeln!(src, "\n[inputs]").unwrap();
+    for i in &inputs {
+        let dims: Vec<String> = i.dims.iter().map(|d| format!("\"{d}\"")).collect();
+        writeln!(
+            src,
+            "{} = {{ dtype = \"{}\", shape = [{}] }}",
+            i.name,
+            i.dtype.name(),
+            dims.join(", ")
+        )
+        .unwrap();
+    }
+    let pt = dt(rng);
+    let depth = 1 + rng.below(3);
+    let mut g = Gen {
+        rng,
+        inputs,
+        axes: HashMap::from([("n", "i".to_string()), ("m", "j".to_string())]),
+    };
+    let (pe, _) = g.expr(pt, depth);
+    let shape = match g.rng.below(4) {
+        // A reduction over j.
+        0 => "reduce",
+        // Consumed by a second elementwise stage.
+        1 => "consumer",
+        _ => "alone",
+    };
+    let rng = g.rng;
+    match shape {
+        "reduce" => {
+            // P[i, j] feeds R[i] = sum/max over k.
+            let p_sched: Vec<String> = match rng.below(3) {
+                0 => vec!["compute_inline()".into()],
+                _ => schedule_2d(rng, false),
+            };
+            writeln!(
+                src,
+                "\n[[stage]]\ncompute = \"P[i, j] = {pe}\"\nshape = [\"n\", \"m\"]\nschedule = {}",
+                quoted(&p_sched)
+            )
+            .unwrap();
+            let acc = if matches!(pt, DType::F16 | DType::BF16 | DType::U8 | DType::I8)
+                || rng.chance(40)
+            {
+                "reduce_max"
+            } else {
+                "sum"
+            };
+            let extra = match rng.below(3) {
+                0 => "P[i, k]".to_string(),
+                1 => format!("P[i, k] * {}(C[k])", pt.name()),
+                _ => format!("{}(A[i, k]) + P[i, k]", pt.name()),
+            };
+            let r_sched: Vec<String> = match rng.below(5) {
+                0 => vec![
+                    format!("bx, tx = split(i, {})", factor(rng)),
+                    "bind(bx, blockIdx.x)".into(),
+                    "bind(tx, threadIdx.x)".into(),
+                ],
+                1 => vec![
+                    "bind(i, blockIdx.x)".into(),
+                    format!("ko, ki = split(k, {})", rng.pick(&[32, 64, 128])),
+                    "bind(ki, threadIdx.x)".into(),
+                ],
+                2 => vec![
+                    format!("bx, tx = split(i, {})", rng.pick(&[16, 32])),
+                    "bind(bx, blockIdx.x)".into(),
+                    "bind(tx, threadIdx.x)".into(),
+                    format!("ko, ki = split(k, {})", rng.pick(&[4, 8])),
+                    format!("CS = cache_read(C, {}, ko)", rng.pick(&["shared", "local"])),
+                    "unroll(ki)".into(),
+                ],
+                3 => vec![
+                    format!("bx, tx = split(i, {})", rng.pick(&[16, 64])),
+                    "bind(bx, blockIdx.x)".into(),
+                    "bind(tx, threadIdx.x)".into(),
+                    format!("ko, ki = split(k, {})", rng.pick(&[2, 4, 8])),
+                    "unroll(ki)".into(),
+                ],
+                _ => vec![
+                    format!("bx, tx = split(i, {})", rng.pick(&[32, 64])),
+                    "bind(bx, blockIdx.x)".into(),
+                    "bind(tx, threadIdx.x)".into(),
+                    "RL = cache_write(R, local, bx)".into(),
+                ],
+            };
+            writeln!(src, "\n[[stage]]\ncompute = \"R[i] = {acc}({extra}, k)\"\nshape = [\"n\"]\nreduce = {{ k = \"m\" }}\nschedule = {}", quoted(&r_sched)).unwrap();
+        }
+        "consumer" => {
+            let p_sched: Vec<String> = match rng.below(4) {
+                0 => vec!["compute_inline()".into()],
+                1 => vec!["compute_at(Q, jo)".into()],
+                _ => schedule_2d(rng, false),
+            };
+            writeln!(
+                src,
+                "\n[[stage]]\ncompute = \"P[i, j] = {pe}\"\nshape = [\"n\", \"m\"]\nschedule = {}",
+                quoted(&p_sched)
+            )
+            .unwrap();
+            let sub = match rng.below(4) {
+                0 => "P[i, j]".to_string(),
+                1 => "P[i, max(j - 1, 0)]".to_string(),
+                2 => "P[i, min(j + 1, m - 1)]".to_string(),
+                _ => "P[n - 1 - i, j]".to_string(),
+            };
+            let qt = pt;
+            let q_sched = if p_sched[0].starts_with("compute_at") {
+                vec![
+                    "bind(i, blockIdx.y)".into(),
+                    format!("jo, ji = split(j, {})", rng.pick(&[4, 8, 16])),
+                    "bind(jo, blockIdx.x)".into(),
+                    "unroll(ji)".into(),
+                ]
+            } else {
+                let mut s = schedule_2d(rng, true);
+                if rng.chance(30) {
+                    s.push(format!(
+                        "QS = cache_write(Q, {}, {})",
+                        rng.pick(&["shared", "local"]),
+                        "jo"
+                    ));
+                }
+                s
+            };
+            let op = if qt == DType::Bool { "&&" } else { "+" };
+            let two = if qt.is_float() {
+                "2.0".to_string()
+            } else if qt == DType::Bool {
+                "true".into()
+            } else {
+                "2".into()
+            };
+            let two = if qt == DType::Bool {
+                two
+            } else {
+                format!("{sub} * {two}")
+            };
+            writeln!(src, "\n[[stage]]\ncompute = \"Q[i, j] = {sub} {op} {two}\"\nshape = [\"n\", \"m\"]\nschedule = {}", quoted(&q_sched)).unwrap();
+        }
+        _ => {
+            let s = schedule_2d(rng, true);
+            writeln!(
+                src,
+                "\n[[stage]]\ncompute = \"P[i, j] = {pe}\"\nshape = [\"n\", \"m\"]\nschedule = {}",
+                quoted(&s)
+            )
+            .unwrap();
+        }
+    }
+    src
+}
+
+#[derive(Default)]
+struct Stats {
+    generated: usize,
+    rejected: usize,
+    executed: usize,
+    compiled: usize,
+    failures: Vec<(String, String)>,
+}
+
+fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
+    let front = match rocmc::frontend("fuzz.toml", src) {
+        Ok(f) => f,
+        Err(rocmc::Error::Kernel(_)) => {
+            st.rejected += 1;
+            return;
+        }
+        Err(e) => {
+            st.failures
+                .push((src.to_string(), format!("front end: {e}")));
+            return;
+        }
+    };
+    for _ in 0..2 {
+        let sizes: Vec<i64> = front
+            .kernel
+            .sizes
+            .iter()
+            .map(|_| *rng.pick(&[1, 2, 3, 5, 17, 33, 64, 65, 100]))
+            .collect();
+        match rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), rng.next() % 1000, false) {
+            Ok(cmp) => {
+                st.executed += 1;
+                for c in cmp.iter().filter(|c| !c.ok()) {
+                    st.failures.push((
+                        src.to_string(),
+                        format!("sizes {sizes:?}: {} differs from the interpreter by {:e} (tolerance {:e})", c.tensor, c.max_error, c.tolerance),
+                    ));
+                }
+            }
+            Err(e) => st
+                .failures
+                .push((src.to_string(), format!("sizes {sizes:?}: {e}"))),
+        }
+    }
+    for t in TARGETS {
+        let target = rocmc::targets(&rocmc::Options::new(t)).unwrap().remove(0);
+        let emit = rocmc::Emit {
+            object: true,
+            ..Default::default()
+        };
+        match rocmc::backend(&front, &target, &rocmc::Options::new(t), emit) {
+            Ok(_) => st.compiled += 1,
+            // Over this target's LDS limit: a user error, reported as such.
+            Err(rocmc::Error::Kernel(_)) => {}
+            Err(e) => st.failures.push((src.to_string(), format!("{t}: {e}"))),
+        }
+    }
+}
+
+#[test]
+fn random_kernels_agree_with_the_interpreter() {
+    let secs: u64 = std::env::var("ROCMC_DIFFUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let seed: u64 = std::env::var("ROCMC_DIFFUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0xd1ff);
+    let mut rng = Rng(seed);
+    let mut st = Stats::default();
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut id = 0u64;
+    while Instant::now() < end {
+        id += 1;
+        let src = kernel(&mut rng, id);
+        st.generated += 1;
+        let mut sub = Rng(rng.next());
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let mut local = Stats::default();
+            check(&src, &mut sub, &mut local);
+            local
+        }));
+        match r {
+            Ok(l) => {
+                st.rejected += l.rejected;
+                st.executed += l.executed;
+                st.compiled += l.compiled;
+                st.failures.extend(l.failures);
+            }
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                st.failures.push((src.clone(), format!("panic: {msg}")));
+            }
+        }
+    }
+    println!(
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end, {} runs on the CPU path compared, {} compilations, {} failures",
+        st.generated,
+        st.rejected,
+        st.executed,
+        st.compiled,
+        st.failures.len()
+    );
+    let accepted = st.generated - st.rejected;
+    assert!(
+        st.generated >= 10 && accepted * 2 >= st.generated,
+        "the generator makes too few valid kernels: {accepted} of {}",
+        st.generated
+    );
+    if !st.failures.is_empty() {
+        let dir = rocmc_tests::root().join("target/difffuzz");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut report = String::new();
+        for (i, (src, why)) in st.failures.iter().enumerate() {
+            let path = dir.join(format!("fail{i}.toml"));
+            std::fs::write(&path, format!("# {why}\n{src}")).unwrap();
+            if i < 5 {
+                writeln!(report, "{}: {why}\n{src}", path.display()).unwrap();
+            }
+        }
+        panic!(
+            "{} failing kernels (first ones below, all in {}):\n{report}",
+            st.failures.len(),
+            dir.display()
+        );
+    }
+}
