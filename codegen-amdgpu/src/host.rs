@@ -396,6 +396,10 @@ fn undefined_symbols(obj: &[u8]) -> R<Vec<String>> {
         .collect())
 }
 
+/// Bytes of guard band on each side of every buffer, and their value.
+const GUARD: usize = 1 << 16;
+const GUARD_BYTE: u8 = 0xA5;
+
 /// Compiles every kernel of `prog` for the host and runs them in order.
 /// `buffers` holds one byte vector per tensor of `k` (by tensor ID), each
 /// exactly as large as its shape for `sizes`; `params` one 8-byte
@@ -416,6 +420,25 @@ pub fn run_on_host(
             "run_on_host: argument counts do not match the kernel".into(),
         ));
     }
+    let size_vals: Vec<i64> = sizes.iter().map(|s| i64::from(*s)).collect();
+    for (t, b) in k.tensors.iter().zip(buffers.iter()) {
+        let elems = t
+            .shape
+            .iter()
+            .try_fold(1i64, |acc, e| e.eval(&size_vals, &[])?.checked_mul(acc));
+        let want = elems
+            .filter(|e| *e >= 0)
+            .and_then(|e| usize::try_from(e).ok())
+            .and_then(|e| e.checked_mul(t.dtype.size()));
+        if want != Some(b.len()) {
+            return Err(CodegenError::Llvm(format!(
+                "run_on_host: tensor `{}` has {} bytes; its shape needs {:?}",
+                t.name,
+                b.len(),
+                want
+            )));
+        }
+    }
     let tm = host_machine()?;
     let cx = Context::create();
     let module = cx.create_module(&format!("{}_host", k.name));
@@ -435,13 +458,46 @@ pub fn run_on_host(
     let ee = module
         .create_jit_execution_engine(OptimizationLevel::Default)
         .map_err(llvm_err)?;
-    let ptrs: Vec<*mut u8> = buffers.iter_mut().map(|b| b.as_mut_ptr()).collect();
+    // Each buffer runs inside a larger allocation with a guard band on both
+    // sides: a kernel that writes out of bounds (a lowering bug) is then
+    // reported instead of silently corrupting this process's heap.
+    let mut guarded: Vec<Vec<u8>> = buffers
+        .iter()
+        .map(|b| {
+            let mut g = vec![GUARD_BYTE; b.len() + 2 * GUARD];
+            g[GUARD..GUARD + b.len()].copy_from_slice(b);
+            g
+        })
+        .collect();
+    let ptrs: Vec<*mut u8> = guarded
+        .iter_mut()
+        // SAFETY: GUARD is within the allocation.
+        .map(|b| unsafe { b.as_mut_ptr().add(GUARD) })
+        .collect();
     for g in &prog.kernels {
         // SAFETY: the function was generated above with exactly the HostFn signature.
         let f: JitFunction<HostFn> = unsafe { ee.get_function(&g.name) }.map_err(llvm_err)?;
-        // SAFETY: every buffer the kernel touches has the size its shape implies (checked by the
-        // caller), sizes and params have one slot each; the kernel only reads and writes in bounds.
+        // SAFETY: every buffer the kernel touches has the size its shape implies (checked
+        // above), sizes and params have one slot each; the loop IR keeps accesses in bounds,
+        // and the guard bands catch the writes of a kernel that does not.
         unsafe { f.call(ptrs.as_ptr(), sizes.as_ptr(), params.as_ptr()) };
+        for (t, b) in k.tensors.iter().zip(&guarded) {
+            let n = b.len() - 2 * GUARD;
+            if b[..GUARD]
+                .iter()
+                .chain(&b[GUARD + n..])
+                .any(|x| *x != GUARD_BYTE)
+            {
+                return Err(CodegenError::Llvm(format!(
+                    "kernel `{}` wrote outside tensor `{}` on the host (a rocmc bug)",
+                    g.name, t.name
+                )));
+            }
+        }
+    }
+    for (b, g) in buffers.iter_mut().zip(&guarded) {
+        let n = b.len();
+        b.copy_from_slice(&g[GUARD..GUARD + n]);
     }
     Ok(())
 }

@@ -979,6 +979,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let b = &self.b;
         let lt = ty(self.cx, to);
         Ok(match (from.is_float(), to.is_float()) {
+            // f16 ↔ bf16: neither holds the other, so through f32 (exact), then one rounding.
+            (true, true) if from != to && from.size() == 2 && to.size() == 2 => {
+                let wide = b
+                    .build_float_ext(v.into_float_value(), self.cx.f32_type(), "")
+                    .map_err(llvm_err)?;
+                b.build_float_trunc(wide, lt.into_float_type(), "")
+                    .map_err(llvm_err)?
+                    .into()
+            }
             (true, true) => b
                 .build_float_cast(v.into_float_value(), lt.into_float_type(), "")
                 .map_err(llvm_err)?
