@@ -23,4 +23,8 @@ pub enum CodegenError {
     Target(#[from] TargetError),
     #[error("LLVM: {0}")]
     Llvm(String),
+    /// LLVM's backend reported an error for a module rocmc built (e.g. an
+    /// operation it cannot lower for this target), instead of exiting.
+    #[error("LLVM's backend: {0}")]
+    Backend(String),
 }

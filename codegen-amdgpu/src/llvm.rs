@@ -88,7 +88,9 @@ pub fn compile(
 ) -> Result<Emitted, CodegenError> {
     let t0 = std::time::Instant::now();
     let tm = target_machine(t)?;
+    let diags = Diagnostics::default();
     let cx = Context::create();
+    diags.capture(&cx);
     let module = cx.create_module(&k.name);
     module.set_triple(&TargetTriple::create(TRIPLE));
     module.set_data_layout(&tm.get_target_data().get_data_layout());
@@ -129,6 +131,7 @@ pub fn compile(
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Assembly)
             .map_err(llvm_err)?;
+        diags.check()?;
         out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
     }
     if req.object {
@@ -137,6 +140,7 @@ pub fn compile(
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Object)
             .map_err(llvm_err)?;
+        diags.check()?;
         out.object = Some(buf.as_slice().to_vec());
     }
     out.timings = vec![
@@ -145,6 +149,64 @@ pub fn compile(
         ("llvm codegen", t2.elapsed()),
     ];
     Ok(out)
+}
+
+/// Error diagnostics LLVM reports while compiling (e.g. "no libcall
+/// available for fexp" from instruction selection). Without a handler LLVM
+/// prints them and exits the process; with this one they are collected and
+/// returned as [`CodegenError::Backend`].
+#[derive(Default)]
+pub(crate) struct Diagnostics {
+    errors: Box<std::cell::RefCell<Vec<String>>>,
+}
+
+extern "C" {
+    fn LLVMContextSetDiagnosticHandler(
+        c: *mut std::ffi::c_void,
+        handler: Option<extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void)>,
+        ctx: *mut std::ffi::c_void,
+    );
+    fn LLVMGetDiagInfoDescription(di: *mut std::ffi::c_void) -> *mut std::ffi::c_char;
+    fn LLVMGetDiagInfoSeverity(di: *mut std::ffi::c_void) -> std::ffi::c_int;
+    fn LLVMDisposeMessage(m: *mut std::ffi::c_char);
+}
+
+extern "C" fn on_diagnostic(di: *mut std::ffi::c_void, ctx: *mut std::ffi::c_void) {
+    // LLVMDSError is 0; warnings, remarks and notes are not failures.
+    // SAFETY: `di` is the diagnostic LLVM passes for the duration of this call.
+    if unsafe { LLVMGetDiagInfoSeverity(di) } != 0 {
+        return;
+    }
+    // SAFETY: as above; the returned string is ours to dispose of.
+    let text = unsafe {
+        let p = LLVMGetDiagInfoDescription(di);
+        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        LLVMDisposeMessage(p);
+        s
+    };
+    // SAFETY: `ctx` is the RefCell registered by `capture`, alive while the context is
+    // (declared before it), and LLVM calls back on the compiling thread only.
+    let cell = unsafe { &*(ctx as *const std::cell::RefCell<Vec<String>>) };
+    cell.borrow_mut().push(text);
+}
+
+impl Diagnostics {
+    /// Routes `cx`'s diagnostics here. `self` must outlive `cx`.
+    pub(crate) fn capture(&self, cx: &Context) {
+        let ctx = &*self.errors as *const std::cell::RefCell<Vec<String>> as *mut std::ffi::c_void;
+        // SAFETY: a live context; the handler and its data stay valid while it exists.
+        unsafe { LLVMContextSetDiagnosticHandler(cx.raw().cast(), Some(on_diagnostic), ctx) };
+    }
+
+    /// The errors so far, as one [`CodegenError::Backend`].
+    pub(crate) fn check(&self) -> Result<(), CodegenError> {
+        let errors = self.errors.borrow();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(CodegenError::Backend(errors.join("; ")))
+        }
+    }
 }
 
 pub(crate) struct FnCx<'a, 'ctx> {
@@ -1051,4 +1113,38 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
 fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// LLVM's own error path, unreachable through rocmc's lowering (which
+    /// never emits `llvm.exp.f64` for AMDGPU): the backend's "no libcall"
+    /// error becomes a value instead of ending the process.
+    #[test]
+    fn backend_errors_are_values() {
+        let t = crate::Target::new(crate::TargetId::parse("gfx90a").unwrap(), None, 5).unwrap();
+        let tm = target_machine(&t).unwrap();
+        let diags = Diagnostics::default();
+        let cx = Context::create();
+        diags.capture(&cx);
+        let m = cx.create_module("k");
+        m.set_triple(&TargetTriple::create(TRIPLE));
+        let f64t = cx.f64_type();
+        let f = m.add_function("k", cx.void_type().fn_type(&[f64t.into(), cx.ptr_type(AddressSpace::from(1u16)).into()], false), None);
+        f.set_call_conventions(AMDGPU_KERNEL_CC);
+        let b = cx.create_builder();
+        b.position_at_end(cx.append_basic_block(f, "entry"));
+        let exp = Intrinsic::find("llvm.exp").unwrap().get_declaration(&m, &[f64t.into()]).unwrap();
+        let x = f.get_nth_param(0).unwrap();
+        let v = b.build_call(exp, &[x.into()], "").unwrap().try_as_basic_value().unwrap_basic();
+        b.build_store(f.get_nth_param(1).unwrap().into_pointer_value(), v).unwrap();
+        b.build_return(None).unwrap();
+        let _ = tm.write_to_memory_buffer(&m, FileType::Object);
+        match diags.check() {
+            Err(CodegenError::Backend(msg)) => assert!(msg.contains("libcall"), "{msg}"),
+            other => panic!("expected a backend error, got {other:?}"),
+        }
+    }
 }

@@ -17,7 +17,7 @@ use rocmc_codegen_amdgpu::{
     target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, TargetId,
 };
 use rocmc_ir::lower::{ArgKind, GpuKernel, Pretty};
-use rocmc_ir::{Index, Kernel, KernelError, Program};
+use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
     ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, FORMAT_VERSION,
 };
@@ -119,6 +119,10 @@ pub enum Error {
     #[error("code generation failed: {0}")]
     /// LLVM refused the module rocmc built (a rocmc bug).
     Codegen(String),
+    /// LLVM's backend could not compile something for the target; rendered
+    /// with the kernel file, line and column of the stage it comes from.
+    #[error("{0}")]
+    Backend(KernelError),
     #[error("linking failed: {0}")]
     /// lld failed.
     Link(String),
@@ -147,6 +151,7 @@ impl Error {
         match self {
             Error::Kernel(_) | Error::Target(_) | Error::Usage(_) => 2,
             Error::Codegen(_)
+            | Error::Backend(_)
             | Error::Link(_)
             | Error::Io { .. }
             | Error::Mismatch(_)
@@ -267,6 +272,9 @@ pub fn backend(
     )
     .map_err(|e| match e {
         rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
+        rocmc_codegen_amdgpu::CodegenError::Backend(msg) => {
+            Error::Backend(backend_diagnostic(front, &target.id.to_string(), &msg))
+        }
         other => Error::Codegen(other.to_string()),
     })?;
     let t1 = Instant::now();
@@ -290,6 +298,47 @@ pub fn backend(
         code_object,
         timings,
     })
+}
+
+/// Points an error of LLVM's backend at the kernel file: at the first stage
+/// calling the math function the message names (LLVM says `fexp` for
+/// `exp`), else at the first stage.
+pub fn backend_diagnostic(front: &Frontend, target: &str, msg: &str) -> KernelError {
+    use rocmc_ir::kernel::{Expr, ExprKind};
+    fn calls(e: &Expr, f: MathFn) -> bool {
+        match &e.kind {
+            ExprKind::Call(g, args) => *g == f || args.iter().any(|a| calls(a, f)),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => calls(a, f),
+            ExprKind::Binary(_, a, b) => calls(a, f) || calls(b, f),
+            ExprKind::Select(c, a, b) => calls(c, f) || calls(a, f) || calls(b, f),
+            _ => false,
+        }
+    }
+    let k = &front.kernel;
+    let named = MathFn::ALL.into_iter().find(|f| {
+        msg.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| w == f.name() || w.strip_prefix('f') == Some(f.name()))
+    });
+    let stage = named
+        .and_then(|f| {
+            k.stages.iter().find(|s| {
+                calls(&s.value, f) || s.reduce.as_ref().is_some_and(|r| calls(&r.body, f))
+            })
+        })
+        .or(k.stages.first());
+    let what = named.map_or("this kernel".to_string(), |f| format!("`{}`", f.name()));
+    let span = stage.map_or(rocmc_ir::diag::Span::new(0, 0), |s| s.span);
+    KernelError {
+        file: front.file.clone(),
+        source: front.source.clone(),
+        diagnostics: vec![rocmc_ir::diag::Diagnostic::new(
+            span,
+            format!("LLVM's AMDGPU backend cannot compile {what} for {target}"),
+        )
+        .label("in this stage")
+        .hint(format!("LLVM said: {msg}"))
+        .hint("this is a rocmc bug (rocmc expands every math function itself): please report it with this kernel")],
+    }
 }
 
 /// Refuses kernels whose LDS exceeds what one work-group of `target` may
@@ -524,5 +573,21 @@ fn extent_text(e: &Extent) -> String {
         Extent::Mod(a, b) => format!("{} % {}", sub(a), sub(b)),
         Extent::Min(a, b) => format!("min({}, {})", extent_text(a), extent_text(b)),
         Extent::Max(a, b) => format!("max({}, {})", extent_text(a), extent_text(b)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_errors_point_at_the_stage_that_calls_the_function() {
+        let src = "[kernel]\nname = \"k\"\nsizes = [\"n\"]\n\n[inputs]\nx = { dtype = \"f64\", shape = [\"n\"] }\n\n[[stage]]\ncompute = \"A[i] = x[i] * 2.0\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n\n[[stage]]\ncompute = \"B[i] = exp(A[i])\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n";
+        let front = frontend("k.toml", src).unwrap();
+        let e = backend_diagnostic(&front, "gfx90a", "no libcall available for fexp");
+        let text = e.render();
+        assert!(text.contains("cannot compile `exp` for gfx90a"), "{text}");
+        assert!(text.contains("k.toml:13:"), "{text}");
+        assert!(text.contains("LLVM said: no libcall available for fexp"), "{text}");
     }
 }
