@@ -217,7 +217,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // Flags only where the interval proves them: `nuw` for the unsigned
         // reading, `nsw` in 64 bits (ranges there are far inside i64).
         let nuw = unsigned && lo >= 0 && hi < if wide { i128::from(u64::MAX) } else { U32 };
-        Ok(match op {
+        match op {
             IOp::Add if nuw && !wide => b.build_int_nuw_add(x, y, ""),
             IOp::Add if wide => b.build_int_nsw_add(x, y, ""),
             IOp::Add => b.build_int_add(x, y, ""),
@@ -289,6 +289,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
             }
         }
-        .map_err(llvm_err)?)
+        .map_err(llvm_err)
     }
 }

@@ -1132,14 +1132,29 @@ mod tests {
         let m = cx.create_module("k");
         m.set_triple(&TargetTriple::create(TRIPLE));
         let f64t = cx.f64_type();
-        let f = m.add_function("k", cx.void_type().fn_type(&[f64t.into(), cx.ptr_type(AddressSpace::from(1u16)).into()], false), None);
+        let f = m.add_function(
+            "k",
+            cx.void_type().fn_type(
+                &[f64t.into(), cx.ptr_type(AddressSpace::from(1u16)).into()],
+                false,
+            ),
+            None,
+        );
         f.set_call_conventions(AMDGPU_KERNEL_CC);
         let b = cx.create_builder();
         b.position_at_end(cx.append_basic_block(f, "entry"));
-        let exp = Intrinsic::find("llvm.exp").unwrap().get_declaration(&m, &[f64t.into()]).unwrap();
+        let exp = Intrinsic::find("llvm.exp")
+            .unwrap()
+            .get_declaration(&m, &[f64t.into()])
+            .unwrap();
         let x = f.get_nth_param(0).unwrap();
-        let v = b.build_call(exp, &[x.into()], "").unwrap().try_as_basic_value().unwrap_basic();
-        b.build_store(f.get_nth_param(1).unwrap().into_pointer_value(), v).unwrap();
+        let v = b
+            .build_call(exp, &[x.into()], "")
+            .unwrap()
+            .try_as_basic_value()
+            .unwrap_basic();
+        b.build_store(f.get_nth_param(1).unwrap().into_pointer_value(), v)
+            .unwrap();
         b.build_return(None).unwrap();
         let _ = tm.write_to_memory_buffer(&m, FileType::Object);
         match diags.check() {

@@ -588,6 +588,9 @@ mod tests {
         let text = e.render();
         assert!(text.contains("cannot compile `exp` for gfx90a"), "{text}");
         assert!(text.contains("k.toml:13:"), "{text}");
-        assert!(text.contains("LLVM said: no libcall available for fexp"), "{text}");
+        assert!(
+            text.contains("LLVM said: no libcall available for fexp"),
+            "{text}"
+        );
     }
 }
