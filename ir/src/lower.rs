@@ -289,6 +289,21 @@ fn build(
     body
 }
 
+/// `ix` clamped into `0..=extent-1`: `min(ix, extent - 1)`, and `max(…, 0)`
+/// around it when `ix` can be negative (`n - 1 - i` or `i - 1` for the
+/// padding threads of a partial tile, which run but whose results are never
+/// stored). Loop variables count as unbounded, so only sizes' bounds decide.
+fn clamp_into(k: &Kernel, ix: Index, extent: &Index) -> Index {
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let negative = ix.range(&size_max, &[]).0 < 0;
+    let upper = Index::bin(IOp::Min, ix, extent.clone() - Index::c(1));
+    if negative {
+        Index::bin(IOp::Max, upper, Index::c(0))
+    } else {
+        upper
+    }
+}
+
 /// Clamps every load index that depends on one of the `guarded` loop
 /// variables into `0..=extent-1` of its dimension.
 fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
@@ -301,7 +316,7 @@ fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> St
                     .zip(shape)
                     .map(|(ix, ext)| {
                         if guarded.iter().any(|v| ix.uses_var(*v)) {
-                            Index::bin(IOp::Min, ix.clone(), ext.clone() - Index::c(1))
+                            clamp_into(k, ix.clone(), ext)
                         } else {
                             ix.clone()
                         }
@@ -1324,11 +1339,7 @@ fn stage_cache(
         global.push(if c.write {
             base[d].clone() + o.clone()
         } else {
-            Index::bin(
-                IOp::Min,
-                base[d].clone() + o.clone(),
-                t.shape[d].clone() - Index::c(1),
-            )
+            clamp_into(k, base[d].clone() + o.clone(), &t.shape[d])
         });
         offs.push(o);
     }
