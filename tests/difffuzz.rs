@@ -24,7 +24,9 @@
 //!
 //! `ROCMC_DIFFUZZ_SECS` sets the running time (default 20), `ROCMC_DIFFUZZ_SEED`
 //! the seed (default fixed). Failing kernels are written to
-//! `target/difffuzz/`; reduce one by hand into tests/regress/.
+//! `target/difffuzz/`; reduce one by hand into tests/regress/. The kernel
+//! being checked is always in `target/difffuzz-current.toml`, so one that
+//! kills the process with a signal can be found.
 //!
 //! ```sh
 //! ROCMC_DIFFUZZ_SECS=1800 ROCMC_DIFFUZZ_SEED=$RANDOM cargo test --release -p rocmc-tests --test difffuzz -- --nocapture
@@ -594,6 +596,7 @@ fn random_kernels_agree_with_the_interpreter() {
     let mut st = Stats::default();
     let end = Instant::now() + Duration::from_secs(secs);
     let mut id = 0u64;
+    let current = rocmc_tests::root().join("target/difffuzz-current.toml");
     while Instant::now() < end {
         id += 1;
         let src = kernel(&mut rng, id);

@@ -73,7 +73,10 @@ fn clamps_survive_optimisation() {
         "clamp_max_negative.toml",
         &src,
         &rocmc::Options::new("gfx90a"),
-        rocmc::Emit::default(),
+        rocmc::Emit {
+            llvm: true,
+            ..Default::default()
+        },
     )
     .unwrap();
     assert!(art.llvm_ir.contains("@llvm.smax.i32"), "{}", art.llvm_ir);

@@ -1,6 +1,7 @@
-//! Snapshots of the optimised LLVM IR and the GCN assembly of every example,
-//! for a CDNA (wave64) and an RDNA (wave32) target. Review changes with
-//! `cargo insta review`; CI refuses mismatches.
+//! Snapshots of every example: its loop IR (target-independent, one per
+//! example), and its optimised LLVM IR and GCN assembly for a CDNA (wave64)
+//! and an RDNA (wave32) target. Review changes with `cargo insta review`;
+//! CI refuses mismatches.
 
 use rocmc::{compile, Emit, Options};
 use rocmc_tests::*;
@@ -15,21 +16,44 @@ fn every_example_through_every_form() {
     settings.bind(|| {
         for name in &examples {
             let src = std::fs::read_to_string(example(name)).unwrap();
+            let front = rocmc::frontend(&format!("{name}.toml"), &src)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            insta::assert_snapshot!(format!("{name}.loops"), front.loops);
             for mcpu in ["gfx90a", "gfx1100"] {
                 let art = compile(
                     &format!("{name}.toml"),
                     &src,
                     &Options::new(mcpu),
                     Emit {
+                        llvm: true,
                         asm: true,
                         ..Emit::default()
                     },
                 )
                 .unwrap_or_else(|e| panic!("{name} for {mcpu}: {e}"));
-                insta::assert_snapshot!(format!("{name}.{mcpu}.loops"), art.loops);
+                assert_eq!(
+                    art.loops, front.loops,
+                    "{name}: the loop IR depends on the target"
+                );
                 insta::assert_snapshot!(format!("{name}.{mcpu}.ll"), art.llvm_ir);
                 insta::assert_snapshot!(format!("{name}.{mcpu}.s"), art.asm.unwrap());
             }
         }
     });
+}
+
+/// The LLVM module is printed only when asked for (printing it costs as
+/// much as a small kernel's code generation).
+#[test]
+fn llvm_ir_only_when_asked() {
+    let src = std::fs::read_to_string(example("vadd")).unwrap();
+    let opts = Options::new("gfx90a");
+    let obj = Emit {
+        object: true,
+        ..Emit::default()
+    };
+    let art = compile("vadd.toml", &src, &opts, obj).unwrap();
+    assert!(art.llvm_ir.is_empty() && art.object.is_some());
+    let art = compile("vadd.toml", &src, &opts, Emit { llvm: true, ..obj }).unwrap();
+    assert!(art.llvm_ir.contains("define amdgpu_kernel void @vadd"));
 }

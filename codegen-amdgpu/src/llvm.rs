@@ -31,6 +31,8 @@ const AMDGPU_KERNEL_CC: u32 = 91;
 /// What to produce besides the optimised LLVM IR.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Request {
+    /// The optimised module as text ([`Emitted::llvm_ir`]).
+    pub llvm_ir: bool,
     pub asm: bool,
     pub object: bool,
     /// Forbid fusing `a * b + c` into one fused multiply-add. By default
@@ -43,7 +45,7 @@ pub struct Request {
 /// The outputs of one compilation for one target.
 #[derive(Clone, Debug, Default)]
 pub struct Emitted {
-    /// Optimised LLVM IR, as text.
+    /// Optimised LLVM IR, as text (empty unless [`Request::llvm_ir`]).
     pub llvm_ir: String,
     pub asm: Option<String>,
     /// ELF relocatable object (input to the linker).
@@ -119,11 +121,14 @@ pub fn compile(
         .run_passes("default<O3>", &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
     let t2 = std::time::Instant::now();
-    let mut out = Emitted {
-        llvm_ir: module.print_to_string().to_string(),
-        ..Default::default()
-    };
-    // Codegen mutates the module (see DESIGN.md): each emission gets its own clone.
+    let mut out = Emitted::default();
+    if req.llvm_ir {
+        out.llvm_ir = module.print_to_string().to_string();
+    }
+    // Codegen mutates the module (see DESIGN.md), so each emission works on
+    // a clone. Always a clone, even for a single emission: LLVM's code for a
+    // clone differs slightly from the original's (use-list order), and the
+    // assembly shown must be the code in the object, however they are asked for.
     if req.asm {
         // Verbose assembly carries LLVM's per-kernel resource and occupancy comments.
         tm.set_asm_verbosity(true);

@@ -60,9 +60,13 @@ impl Options {
     }
 }
 
-/// Which forms to produce. LLVM IR and loop IR are always produced.
+/// Which forms to produce. The loop IR is always produced; the rest only
+/// when asked (printing the LLVM module costs as much as a small kernel's
+/// code generation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Emit {
+    /// Optimised LLVM IR, as text ([`Artifact::llvm_ir`]; empty otherwise).
+    pub llvm: bool,
     /// GCN assembly.
     pub asm: bool,
     /// The relocatable object (before linking).
@@ -75,6 +79,7 @@ impl Emit {
     /// Every form.
     pub fn all() -> Emit {
         Emit {
+            llvm: true,
             asm: true,
             object: true,
             code_object: true,
@@ -259,6 +264,7 @@ pub fn backend(
     check_lds(front, target)?;
     let mut timings = front.timings.clone();
     let req = Request {
+        llvm_ir: emit.llvm,
         asm: emit.asm,
         object: emit.object || emit.code_object,
         no_fp_contract: !opts.fp_contract,

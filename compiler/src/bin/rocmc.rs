@@ -217,6 +217,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm) can be combined".into()));
     }
     let emit = Emit {
+        llvm: kinds.contains(&Kind::Llvm),
         asm: kinds.contains(&Kind::Asm),
         object: kinds.contains(&Kind::Obj),
         code_object: kinds.contains(&Kind::Hsaco),
