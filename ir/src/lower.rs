@@ -14,6 +14,7 @@ use crate::kernel::{Expr, ExprKind, Kernel, ParamId, StageId, TensorId, TensorKi
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 use std::fmt;
 
+pub mod barriers;
 mod compute_at;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -742,6 +743,7 @@ fn lower_stage_in(
     for (v, span) in &nest.vectorized {
         body = vectorize(k, &nest, *v, *span, body)?;
     }
+    body = barriers::remove_redundant(body);
     // The buffers are the tensors the body reads or writes, in tensor order.
     let mut touched: Vec<TensorId> = Vec::new();
     visit_stmts(&body, &mut |s| {
