@@ -874,6 +874,65 @@ pub struct Pretty<'a> {
     pub gpu: &'a GpuKernel,
 }
 
+/// An expression of the loop IR as text: loads, LDS and register reads by
+/// name, indices with the loops' names, operators infix (parenthesised).
+fn expr_text(p: &Pretty<'_>, e: &Expr, sizes: &[String], vars: &[String]) -> String {
+    let go = |x: &Expr| expr_text(p, x, sizes, vars);
+    match &e.kind {
+        ExprKind::Int(v) => v.to_string(),
+        ExprKind::Float(v) => format!("{v:?}"),
+        ExprKind::Param(id) => p.kernel.params[id.0 as usize].name.clone(),
+        ExprKind::Index(i) => i.display(sizes, vars).to_string(),
+        ExprKind::Load { tensor, indices } => {
+            let ix: Vec<String> = indices
+                .iter()
+                .map(|i| i.display(sizes, vars).to_string())
+                .collect();
+            format!("{}[{}]", p.kernel.tensor(*tensor).name, ix.join(", "))
+        }
+        ExprKind::Local { local, index } => format!(
+            "{}[{}]",
+            p.gpu.locals[*local as usize].name,
+            index.display(sizes, vars)
+        ),
+        ExprKind::Shared { shared, index } => format!(
+            "{}[{}]",
+            p.gpu.shared[*shared as usize].name,
+            index.display(sizes, vars)
+        ),
+        ExprKind::Reduced => "<reduced>".into(),
+        ExprKind::Unary(crate::kernel::UnaryOp::Neg, a) => format!("-{}", go(a)),
+        ExprKind::Unary(crate::kernel::UnaryOp::Not, a) => format!("!{}", go(a)),
+        ExprKind::Cast(a) => format!("{}({})", e.dtype.name(), go(a)),
+        ExprKind::Select(c, a, b) => format!("select({}, {}, {})", go(c), go(a), go(b)),
+        ExprKind::Call(m, args) => {
+            let a: Vec<String> = args.iter().map(go).collect();
+            format!("{}({})", m.name(), a.join(", "))
+        }
+        ExprKind::Binary(op, a, b) => {
+            use crate::kernel::BinOp::*;
+            let sym = match op {
+                Min => return format!("min({}, {})", go(a), go(b)),
+                Max => return format!("max({}, {})", go(a), go(b)),
+                Add => "+",
+                Sub => "-",
+                Mul => "*",
+                Div => "/",
+                Rem => "%",
+                Eq => "==",
+                Ne => "!=",
+                Lt => "<",
+                Le => "<=",
+                Gt => ">",
+                Ge => ">=",
+                And => "&&",
+                Or => "||",
+            };
+            format!("({} {sym} {})", go(a), go(b))
+        }
+    }
+}
+
 impl fmt::Display for Pretty<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sizes = self.kernel.size_names();
@@ -902,12 +961,17 @@ impl fmt::Display for Pretty<'_> {
             let pad = "  ".repeat(ind);
             for st in s {
                 match st {
-                    Stmt::SharedStore { shared, index, .. } => {
+                    Stmt::SharedStore {
+                        shared,
+                        index,
+                        value,
+                    } => {
                         writeln!(
                             f,
-                            "{pad}{}[{}] = ... (LDS)",
+                            "{pad}{}[{}] = {} (LDS)",
                             p.gpu.shared[*shared as usize].name,
-                            index.display(sizes, vars)
+                            index.display(sizes, vars),
+                            expr_text(p, value, sizes, vars)
                         )?;
                     }
                     Stmt::Barrier => writeln!(f, "{pad}barrier")?,
@@ -959,16 +1023,23 @@ impl fmt::Display for Pretty<'_> {
                         writeln!(f, "{pad}if {}:", c.join(" && "))?;
                         go(f, p, body, ind + 1, sizes, vars)?;
                     }
-                    Stmt::LocalStore { local, index, .. } => {
+                    Stmt::LocalStore {
+                        local,
+                        index,
+                        value,
+                    } => {
                         writeln!(
                             f,
-                            "{pad}{}[{}] = ...",
+                            "{pad}{}[{}] = {}",
                             p.gpu.locals[*local as usize].name,
-                            index.display(sizes, vars)
+                            index.display(sizes, vars),
+                            expr_text(p, value, sizes, vars)
                         )?;
                     }
                     Stmt::Store {
-                        tensor, indices, ..
+                        tensor,
+                        indices,
+                        value,
                     } => {
                         let ix: Vec<String> = indices
                             .iter()
@@ -976,9 +1047,10 @@ impl fmt::Display for Pretty<'_> {
                             .collect();
                         writeln!(
                             f,
-                            "{pad}{}[{}] = ...",
+                            "{pad}{}[{}] = {}",
                             p.kernel.tensor(*tensor).name,
-                            ix.join(", ")
+                            ix.join(", "),
+                            expr_text(p, value, sizes, vars)
                         )?;
                     }
                 }

@@ -37,10 +37,6 @@ impl Access {
             .any(|a| o.reads.contains(a) || o.writes.contains(a))
             || o.writes.iter().any(|a| self.reads.contains(a))
     }
-    fn merge(&mut self, o: &Access) {
-        self.reads.extend(&o.reads);
-        self.writes.extend(&o.writes);
-    }
 }
 
 fn expr_reads(e: &Expr, out: &RefCell<BTreeSet<u32>>) {
