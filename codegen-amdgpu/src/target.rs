@@ -1,440 +1,74 @@
-//! AMDGPU targets: target IDs (`gfx90a:xnack-`), wave size and code-object
-//! version, checked against LLVM's own processor table.
+//! AMDGPU targets. The model itself (processors, target IDs, wave sizes,
+//! limits) is rocmc-target's, in pure Rust; this module re-exports it and
+//! checks its processor table against the LLVM that rocmc links.
 
-use std::ffi::{c_char, CString};
-use std::fmt;
-
-extern "C" {
-    fn rocmc_amdgcn_processors(buf: *mut c_char, cap: usize) -> usize;
-    fn rocmc_amdgcn_arch_features(name: *const c_char) -> i64;
-    fn rocmc_amdgcn_canonical_name(name: *const c_char, buf: *mut c_char, cap: usize) -> usize;
-}
-
-/// Product names accepted for `--mcpu`, and the processor each one is.
-pub const PRODUCT_ALIASES: &[(&str, &str)] = &[
-    ("mi50", "gfx906"),
-    ("mi60", "gfx906"),
-    ("radeon-vii", "gfx906"),
-    ("vega64", "gfx900"),
-    ("mi100", "gfx908"),
-    ("mi210", "gfx90a"),
-    ("mi250", "gfx90a"),
-    ("mi250x", "gfx90a"),
-    ("mi300a", "gfx942"),
-    ("mi300x", "gfx942"),
-    ("mi325x", "gfx942"),
-    ("mi350x", "gfx950"),
-    ("mi355x", "gfx950"),
-    ("rx6800xt", "gfx1030"),
-    ("rx6900xt", "gfx1030"),
-    ("w6800", "gfx1030"),
-    ("rx6700xt", "gfx1031"),
-    ("rx7900xtx", "gfx1100"),
-    ("rx7900xt", "gfx1100"),
-    ("w7900", "gfx1100"),
-    ("rx7800xt", "gfx1101"),
-    ("rx7600", "gfx1102"),
-    ("rx9070xt", "gfx1201"),
-    ("rx9070", "gfx1201"),
-    ("rx9060xt", "gfx1200"),
-];
-
-/// The canonical `gfx` name of `name`: itself, a product alias
-/// (`mi300x` → `gfx942`, case and `-`/`_` ignored) or one of LLVM's legacy
-/// names (`tahiti` → `gfx600`). `None` if nothing matches.
-pub fn canonical_processor(name: &str) -> Option<String> {
-    let key: String = name
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| !matches!(c, '-' | '_' | ' '))
-        .collect();
-    if let Some((_, p)) = PRODUCT_ALIASES
-        .iter()
-        .find(|(a, _)| a.replace('-', "") == key)
-    {
-        return Some(p.to_string());
-    }
-    if !processors().iter().any(|p| p == name) {
-        return None;
-    }
-    let c = CString::new(name).ok()?;
-    let mut buf = [0u8; 64];
-    // SAFETY: c is NUL-terminated; the shim writes at most buf.len() bytes including the terminator.
-    let n = unsafe { rocmc_amdgcn_canonical_name(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    let s = String::from_utf8_lossy(&buf[..n.min(buf.len() - 1)]).into_owned();
-    (!s.is_empty()).then_some(s)
-}
-
-/// Every processor under its canonical name (no legacy names), in LLVM's order.
-pub fn canonical_processors() -> Vec<String> {
-    processors()
-        .into_iter()
-        .filter(|p| p.starts_with("gfx"))
-        .collect()
-}
-
-/// Other names for a processor: LLVM's legacy names and product aliases.
-pub fn aliases_of(processor: &str) -> Vec<String> {
-    let mut v: Vec<String> = processors()
-        .into_iter()
-        .filter(|p| !p.starts_with("gfx") && canonical_processor(p).as_deref() == Some(processor))
-        .collect();
-    v.extend(
-        PRODUCT_ALIASES
-            .iter()
-            .filter(|(_, p)| *p == processor)
-            .map(|(a, _)| a.to_string()),
-    );
-    v
-}
-
-// llvm::AMDGPU::ArchFeatureKind bits (llvm/TargetParser/TargetParser.h).
-const FEATURE_WAVE32: i64 = 1 << 6;
-const FEATURE_XNACK: i64 = 1 << 7;
-const FEATURE_SRAMECC: i64 = 1 << 8;
-
-/// Every AMDGCN processor LLVM 22 knows, in LLVM's order.
-pub fn processors() -> Vec<String> {
-    // SAFETY: the shim only reads LLVM's static tables and writes at most `cap` bytes.
-    let n = unsafe { rocmc_amdgcn_processors(std::ptr::null_mut(), 0) };
-    let mut buf = vec![0u8; n + 1];
-    // SAFETY: buf has n + 1 bytes, the size the first call asked for.
-    unsafe { rocmc_amdgcn_processors(buf.as_mut_ptr().cast(), buf.len()) };
-    String::from_utf8_lossy(&buf[..n])
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-fn features_of(name: &str) -> Option<i64> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: c is a valid NUL-terminated string for the duration of the call.
-    let f = unsafe { rocmc_amdgcn_arch_features(c.as_ptr()) };
-    (f >= 0).then_some(f)
-}
-
-/// A processor's properties as LLVM's table gives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessorInfo {
-    pub supports_xnack: bool,
-    pub supports_sramecc: bool,
-    /// gfx10 and later run wave32 by default and may choose wave64.
-    pub wave32: bool,
-}
-
-pub fn processor_info(name: &str) -> Option<ProcessorInfo> {
-    // `parseArchAMDGCN` also accepts a few legacy aliases; only canonical names are target IDs.
-    if !processors().iter().any(|p| p == name) {
-        return None;
-    }
-    features_of(name).map(|f| ProcessorInfo {
-        supports_xnack: f & FEATURE_XNACK != 0,
-        supports_sramecc: f & FEATURE_SRAMECC != 0,
-        wave32: f & FEATURE_WAVE32 != 0,
-    })
-}
-
-/// The state of a target feature in a target ID. `Any` (unset) makes code
-/// that loads in either mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum FeatureMode {
-    #[default]
-    Any,
-    On,
-    Off,
-}
-
-/// A processor plus its xnack/sramecc settings, e.g. `gfx942:sramecc+:xnack-`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TargetId {
-    pub processor: String,
-    pub sramecc: FeatureMode,
-    pub xnack: FeatureMode,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
-    #[error("unknown AMDGPU processor `{name}`{}", suggestion(.near))]
-    UnknownProcessor { name: String, near: Vec<String> },
-    #[error("target ID `{id}`: {reason}")]
-    BadFeature { id: String, reason: String },
-    #[error("{0}")]
-    Unsupported(String),
-}
-
-fn suggestion(near: &[String]) -> String {
-    if near.is_empty() {
-        "; run `rocmc targets` for the list".into()
-    } else {
-        format!(
-            "; did you mean {}? (run `rocmc targets` for the list)",
-            near.iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    }
-}
-
-/// Nearest processor names, by edit distance on the part after `gfx`.
-fn nearest(name: &str, all: &[String]) -> Vec<String> {
-    let mut scored: Vec<(usize, &String)> = all
-        .iter()
-        .map(|p| (strsim::damerau_levenshtein(&name.to_lowercase(), p), p))
-        .collect();
-    scored.sort();
-    let best = scored.first().map_or(usize::MAX, |s| s.0);
-    scored
-        .into_iter()
-        .filter(|(d, _)| *d <= best.max(1) && *d <= 3)
-        .take(4)
-        .map(|(_, p)| p.clone())
-        .collect()
-}
-
-impl TargetId {
-    pub fn parse(s: &str) -> Result<TargetId, TargetError> {
-        let mut parts = s.split(':');
-        let written = parts.next().unwrap_or_default().to_string();
-        let Some(processor) = canonical_processor(&written) else {
-            let mut all = canonical_processors();
-            all.extend(PRODUCT_ALIASES.iter().map(|(a, _)| a.to_string()));
-            return Err(TargetError::UnknownProcessor {
-                near: nearest(&written, &all),
-                name: written,
-            });
-        };
-        let Some(info) = processor_info(&processor) else {
-            return Err(TargetError::UnknownProcessor {
-                near: vec![],
-                name: written,
-            });
-        };
-        let mut id = TargetId {
-            processor,
-            sramecc: FeatureMode::Any,
-            xnack: FeatureMode::Any,
-        };
-        let bad = |reason: String| TargetError::BadFeature {
-            id: s.to_string(),
-            reason,
-        };
-        let mut seen = Vec::new();
-        for f in parts {
-            let (name, mode) = match f.strip_suffix('+') {
-                Some(n) => (n, FeatureMode::On),
-                None => match f.strip_suffix('-') {
-                    Some(n) => (n, FeatureMode::Off),
-                    None => {
-                        return Err(bad(format!(
-                            "feature `{f}` needs `+` or `-` (e.g. `xnack-`)"
-                        )))
-                    }
-                },
-            };
-            if seen.contains(&name) {
-                return Err(bad(format!("`{name}` is given more than once")));
-            }
-            seen.push(name);
-            match name {
-                "xnack" if info.supports_xnack => id.xnack = mode,
-                "sramecc" if info.supports_sramecc => id.sramecc = mode,
-                "xnack" | "sramecc" => {
-                    return Err(bad(format!("{} has no `{name}` setting", id.processor)))
-                }
-                other => {
-                    return Err(bad(format!(
-                        "unknown feature `{other}`; target IDs accept `xnack` and `sramecc`"
-                    )))
-                }
-            }
-        }
-        Ok(id)
-    }
-
-    pub fn info(&self) -> ProcessorInfo {
-        processor_info(&self.processor).expect("a parsed target ID names a known processor")
-    }
-
-    /// LLVM subtarget features for this ID (`+xnack`, `-sramecc`, ...).
-    pub fn llvm_features(&self) -> Vec<String> {
-        let mut f = Vec::new();
-        for (name, mode) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
-            match mode {
-                FeatureMode::On => f.push(format!("+{name}")),
-                FeatureMode::Off => f.push(format!("-{name}")),
-                FeatureMode::Any => {}
-            }
-        }
-        f
-    }
-}
-
-impl fmt::Display for TargetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.processor)?;
-        // Canonical order is alphabetical: sramecc before xnack.
-        for (name, mode) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
-            match mode {
-                FeatureMode::On => write!(f, ":{name}+")?,
-                FeatureMode::Off => write!(f, ":{name}-")?,
-                FeatureMode::Any => {}
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Everything that selects the machine code: target ID, wave size, code-object version.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Target {
-    pub id: TargetId,
-    pub wave64: bool,
-    pub code_object_version: u32,
-}
-
-pub const CODE_OBJECT_VERSIONS: [u32; 3] = [4, 5, 6];
-pub const DEFAULT_CODE_OBJECT_VERSION: u32 = 5;
-
-impl Target {
-    /// `wave_size`: `None` for the processor's default (64 on gfx9 and
-    /// older, 32 on gfx10 and later), or 32 / 64 explicitly.
-    pub fn new(
-        id: TargetId,
-        wave_size: Option<u32>,
-        code_object_version: u32,
-    ) -> Result<Target, TargetError> {
-        if !CODE_OBJECT_VERSIONS.contains(&code_object_version) {
-            return Err(TargetError::Unsupported(format!(
-                "code object version {code_object_version} is not supported; choose 4, 5 (default) or 6"
-            )));
-        }
-        if id.processor.contains("generic") && code_object_version < 6 {
-            return Err(TargetError::Unsupported(format!(
-                "{} is a generic target and needs code object version 6 (--code-object-version 6)",
-                id.processor
-            )));
-        }
-        let has_wave32 = id.info().wave32;
-        let wave64 = match wave_size {
-            None => !has_wave32,
-            Some(64) => true,
-            Some(32) if has_wave32 => false,
-            Some(32) => {
-                return Err(TargetError::Unsupported(format!(
-                    "{} runs only 64-wide waves; wave32 needs gfx10 or later",
-                    id.processor
-                )))
-            }
-            Some(w) => {
-                return Err(TargetError::Unsupported(format!(
-                    "wave size {w} does not exist; AMD GPUs run 32- or 64-wide waves"
-                )))
-            }
-        };
-        Ok(Target {
-            id,
-            wave64,
-            code_object_version,
-        })
-    }
-
-    pub fn wavefront_size(&self) -> u32 {
-        if self.wave64 {
-            64
-        } else {
-            32
-        }
-    }
-
-    pub fn llvm_features(&self) -> String {
-        let mut f = self.id.llvm_features();
-        if self.id.info().wave32 {
-            f.push(if self.wave64 {
-                "+wavefrontsize64".into()
-            } else {
-                "+wavefrontsize32".into()
-            });
-        }
-        f.join(",")
-    }
-}
+pub use rocmc_target::amdgpu::*;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod llvm_table {
+    use std::ffi::{c_char, CString};
 
-    #[test]
-    fn llvm_table_has_the_processors_we_test() {
-        let p = processors();
-        for name in [
-            "gfx900", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
-        ] {
-            assert!(p.iter().any(|x| x == name), "{name} missing from {p:?}");
-        }
+    extern "C" {
+        fn rocmc_amdgcn_processors(buf: *mut c_char, cap: usize) -> usize;
+        fn rocmc_amdgcn_arch_features(name: *const c_char) -> i64;
+        fn rocmc_amdgcn_canonical_name(name: *const c_char, buf: *mut c_char, cap: usize) -> usize;
     }
 
-    #[test]
-    fn target_ids_parse_and_print_canonically() {
-        let t = TargetId::parse("gfx942:xnack-:sramecc+").unwrap();
-        assert_eq!(t.to_string(), "gfx942:sramecc+:xnack-");
-        assert_eq!(TargetId::parse("gfx90a").unwrap().xnack, FeatureMode::Any);
+    // llvm::AMDGPU::ArchFeatureKind bits (llvm/TargetParser/TargetParser.h).
+    const FEATURE_WAVE32: i64 = 1 << 6;
+    const FEATURE_XNACK: i64 = 1 << 7;
+    const FEATURE_SRAMECC: i64 = 1 << 8;
+
+    /// LLVM's processor names, in its order.
+    pub fn processors() -> Vec<String> {
+        // SAFETY: the shim only reads LLVM's static tables and writes at most `cap` bytes.
+        let n = unsafe { rocmc_amdgcn_processors(std::ptr::null_mut(), 0) };
+        let mut buf = vec![0u8; n + 1];
+        // SAFETY: buf has n + 1 bytes, the size the first call asked for.
+        unsafe { rocmc_amdgcn_processors(buf.as_mut_ptr().cast(), buf.len()) };
+        String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
-    #[test]
-    fn bad_target_ids_are_refused() {
-        match TargetId::parse("gfx9O0") {
-            Err(TargetError::UnknownProcessor { near, .. }) => {
-                assert!(near.contains(&"gfx900".to_string()), "{near:?}")
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            TargetId::parse("gfx1100:xnack+"),
-            Err(TargetError::BadFeature { .. })
-        ));
-        assert!(matches!(
-            TargetId::parse("gfx90a:xnack+:xnack-"),
-            Err(TargetError::BadFeature { .. })
-        ));
-        assert!(matches!(
-            TargetId::parse("gfx90a:xnack"),
-            Err(TargetError::BadFeature { .. })
-        ));
+    /// (canonical name, xnack, sramecc, wave32) as LLVM's tables give them.
+    pub fn entry(name: &str) -> (String, bool, bool, bool) {
+        let c = CString::new(name).unwrap();
+        let mut buf = [0u8; 64];
+        // SAFETY: c is NUL-terminated; the shim writes at most buf.len() bytes including the terminator.
+        let n =
+            unsafe { rocmc_amdgcn_canonical_name(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        let canonical = String::from_utf8_lossy(&buf[..n.min(buf.len() - 1)]).into_owned();
+        let cc = CString::new(canonical.as_str()).unwrap();
+        // SAFETY: cc is a valid NUL-terminated string for the duration of the call.
+        let f = unsafe { rocmc_amdgcn_arch_features(cc.as_ptr()) };
+        (
+            canonical,
+            f & FEATURE_XNACK != 0,
+            f & FEATURE_SRAMECC != 0,
+            f & FEATURE_WAVE32 != 0,
+        )
     }
 
+    /// rocmc-target's table is LLVM's: the same names in the same order,
+    /// each with the same canonical processor and features.
     #[test]
-    fn aliases_resolve_to_processors() {
-        assert_eq!(TargetId::parse("mi300x").unwrap().processor, "gfx942");
+    fn rocmc_target_table_matches_llvm() {
+        let llvm = processors();
+        let ours: Vec<&str> = super::PROCESSORS.iter().map(|e| e.name).collect();
         assert_eq!(
-            TargetId::parse("MI250X:xnack-").unwrap().to_string(),
-            "gfx90a:xnack-"
+            ours, llvm,
+            "processor lists differ: update rocmc-target's PROCESSORS"
         );
-        assert_eq!(TargetId::parse("rx7900xtx").unwrap().processor, "gfx1100");
-        assert_eq!(TargetId::parse("tahiti").unwrap().processor, "gfx600");
-        assert!(aliases_of("gfx942").contains(&"mi300x".to_string()));
-        for (_, p) in PRODUCT_ALIASES {
-            assert!(
-                processor_info(p).is_some(),
-                "alias target {p} unknown to LLVM"
+        for e in super::PROCESSORS {
+            let (canonical, xnack, sramecc, wave32) = entry(e.name);
+            assert_eq!(
+                (e.canonical, e.xnack, e.sramecc, e.wave32),
+                (canonical.as_str(), xnack, sramecc, wave32),
+                "{}",
+                e.name
             );
         }
-    }
-
-    #[test]
-    fn wave_size_follows_the_family() {
-        let t = |s: &str, w| {
-            Target::new(TargetId::parse(s).unwrap(), w, 5)
-                .unwrap()
-                .wavefront_size()
-        };
-        assert_eq!(t("gfx900", None), 64);
-        assert_eq!(t("gfx1100", None), 32);
-        assert_eq!(t("gfx1100", Some(64)), 64);
-        assert_eq!(t("gfx1030", Some(32)), 32);
-        assert!(Target::new(TargetId::parse("gfx900").unwrap(), Some(32), 5).is_err());
-        assert!(Target::new(TargetId::parse("gfx900").unwrap(), None, 3).is_err());
-        assert!(Target::new(TargetId::parse("gfx11-generic").unwrap(), None, 5).is_err());
-        assert!(Target::new(TargetId::parse("gfx11-generic").unwrap(), None, 6).is_ok());
     }
 }

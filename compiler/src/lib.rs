@@ -350,7 +350,7 @@ pub fn backend_diagnostic(front: &Frontend, target: &str, msg: &str) -> KernelEr
 /// Refuses kernels whose LDS exceeds what one work-group of `target` may
 /// use, pointing at the step that asked for the largest array.
 fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
-    let limit = rocmc_linker::hw::hardware(&target.id.processor).lds_per_workgroup as u64;
+    let limit = u64::from(target.lds_limit());
     for g in &front.program.kernels {
         let used: u64 = g.shared.iter().map(|s| s.bytes()).sum();
         let Some(big) = g.shared.iter().max_by_key(|s| s.bytes()) else {

@@ -1269,7 +1269,7 @@ fn replace_loads(e: &Expr, tensor: TensorId, with: &impl Fn(&[Index]) -> Expr) -
 /// LDS a work-group may use on the AMDGPU with the most (gfx1250). Each
 /// target's own limit (32 KiB on gfx6, 64 KiB on most, 160 KiB on gfx950)
 /// is checked when compiling for it.
-const MAX_LDS: i64 = 320 * 1024;
+const MAX_LDS: i64 = rocmc_target::hardware::MAX_LDS_PER_WORKGROUP as i64;
 
 /// Applies one cache_read to a lowered body: finds the staging point,
 /// infers the tile every thread and inner iteration reads, copies it into

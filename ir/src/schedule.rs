@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 /// The most threads a work-group may have on any AMDGPU target.
-pub const MAX_BLOCK_THREADS: i64 = 1024;
+pub const MAX_BLOCK_THREADS: i64 = rocmc_target::MAX_THREADS_PER_BLOCK as i64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dim {

@@ -4,50 +4,15 @@
 
 use crate::error::{Error, Result};
 
-/// A target ID split into processor and features (`gfx90a:sramecc+:xnack-`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetId {
-    /// The processor, e.g. `gfx90a`.
-    pub processor: String,
-    /// `(feature, on)`; a feature absent here is "any".
-    pub features: Vec<(String, bool)>,
-}
-
-impl TargetId {
-    /// Splits a target ID; malformed features are ignored.
-    pub fn parse(s: &str) -> TargetId {
-        let mut it = s.split(':');
-        let processor = it.next().unwrap_or_default().to_string();
-        let features = it
-            .filter_map(|f| match f.strip_suffix('+') {
-                Some(n) => Some((n.to_string(), true)),
-                None => f.strip_suffix('-').map(|n| (n.to_string(), false)),
-            })
-            .collect();
-        TargetId {
-            processor,
-            features,
-        }
-    }
-
-    fn feature(&self, name: &str) -> Option<bool> {
-        self.features
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, on)| *on)
-    }
-}
+/// Target IDs are rocmc-target's: the one model the compiler uses too.
+pub use rocmc_target::TargetId;
 
 /// Whether code built for `code` runs on a device whose `gcnArchName` is
 /// `device`: same processor, and every feature the code fixes (`+`/`-`) is
 /// set the same way on the device. Features the code leaves unset run in
 /// either mode.
 pub fn compatible(code: &str, device: &str) -> bool {
-    let (c, d) = (TargetId::parse(code), TargetId::parse(device));
-    c.processor == d.processor
-        && c.features
-            .iter()
-            .all(|(n, on)| d.feature(n).is_none_or(|dv| dv == *on))
+    TargetId::parse_lenient(code).runs_on(&TargetId::parse_lenient(device))
 }
 
 /// Checks a code object's target ID against a device, with an actionable message.
@@ -55,7 +20,7 @@ pub fn check_target(code: &str, device: &str, device_index: usize) -> Result<()>
     if compatible(code, device) {
         return Ok(());
     }
-    let d = TargetId::parse(device);
+    let d = TargetId::parse_lenient(device);
     Err(Error::Incompatible(format!(
         "the code object is for {code} but device {device_index} is {device}; rebuild with `--mcpu {}` (or `--mcpu {device}`)",
         d.processor
@@ -166,10 +131,13 @@ mod tests {
     #[test]
     fn every_real_device_accepts_its_own_processor_and_refuses_others() {
         for d in DEVICES {
-            let p = TargetId::parse(d).processor;
+            let p = TargetId::parse_lenient(d).processor;
             assert!(compatible(&p, d), "{d}");
             assert!(compatible(d, d), "{d}");
-            for other in DEVICES.iter().filter(|o| TargetId::parse(o).processor != p) {
+            for other in DEVICES
+                .iter()
+                .filter(|o| TargetId::parse_lenient(o).processor != p)
+            {
                 assert!(!compatible(other, d), "{other} on {d}");
             }
         }

@@ -331,7 +331,7 @@ impl Device {
                     have.join(", "),
                     self.info.index,
                     self.info.arch,
-                    compat::TargetId::parse(&self.info.arch).processor
+                    compat::TargetId::parse_lenient(&self.info.arch).processor
                 )));
             };
             codeobject::read(&bytes[e.range.clone()])?
