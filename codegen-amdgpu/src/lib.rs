@@ -12,7 +12,7 @@ mod llvm;
 mod math;
 pub mod target;
 
-pub use llvm::{compile, Emitted, Request};
+pub use llvm::{compile, set_crash_context, Emitted, Request};
 pub use target::{FeatureMode, Target, TargetError, TargetId};
 
 /// Errors of the back end. User mistakes (an unknown target) are

@@ -60,7 +60,45 @@ pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
 
 fn init() {
     static INIT: Once = Once::new();
-    INIT.call_once(|| LlvmTarget::initialize_amd_gpu(&InitializationConfig::default()));
+    INIT.call_once(|| {
+        LlvmTarget::initialize_amd_gpu(&InitializationConfig::default());
+        // SAFETY: installs a plain function; LLVM calls it with a NUL-terminated reason.
+        unsafe { LLVMInstallFatalErrorHandler(Some(on_fatal_error)) };
+    });
+}
+
+extern "C" {
+    fn LLVMInstallFatalErrorHandler(handler: Option<extern "C" fn(*const std::ffi::c_char)>);
+}
+
+/// The kernel file and (kernel, target) being compiled, for the message of
+/// an LLVM fatal error.
+static CRASH_FILE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+static CRASH_KERNEL: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Names the kernel file being compiled, for the message LLVM's fatal
+/// errors print (see [`compile`]).
+pub fn set_crash_context(file: &str) {
+    if let Ok(mut c) = CRASH_FILE.lock() {
+        *c = file.to_string();
+    }
+}
+
+/// LLVM's fatal errors ("Cannot select", failed assertions of the backend)
+/// cannot be recovered from: LLVM exits after this handler. It replaces
+/// LLVM's abort (a signal, a core dump and a raw dump of the selection DAG)
+/// with a message naming the kernel and the target, and exit code 1.
+extern "C" fn on_fatal_error(reason: *const std::ffi::c_char) {
+    // SAFETY: LLVM passes a valid NUL-terminated string.
+    let reason = unsafe { std::ffi::CStr::from_ptr(reason) }.to_string_lossy();
+    let first = reason.lines().next().unwrap_or_default();
+    let file = CRASH_FILE.lock().map(|c| c.clone()).unwrap_or_default();
+    let kernel = CRASH_KERNEL.lock().map(|c| c.clone()).unwrap_or_default();
+    let what = format!("{file} ({kernel})");
+    eprintln!(
+        "error: LLVM's backend failed while compiling {what}: {first}\n  = help: this is a rocmc bug (no output was written): please report it with the kernel file"
+    );
+    std::process::exit(1);
 }
 
 pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
@@ -90,6 +128,9 @@ pub fn compile(
 ) -> Result<Emitted, CodegenError> {
     let t0 = std::time::Instant::now();
     let tm = target_machine(t)?;
+    if let Ok(mut c) = CRASH_KERNEL.lock() {
+        *c = format!("kernel `{}` for {}", k.name, t.id);
+    }
     let diags = Diagnostics::default();
     let cx = Context::create();
     diags.capture(&cx);

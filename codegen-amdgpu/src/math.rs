@@ -519,9 +519,33 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         )?;
         let is_small = self.cmp(FloatPredicate::OLT, ax, self.c(x, 0.55))?;
         let v = self.sel(is_small, small, big)?;
-        Ok(self
-            .cx
-            .call("llvm.copysign", &[self.ty(x)], &[v.into(), x.into()])?
+        self.with_sign_of(v, x)
+    }
+
+    /// |v| with the sign bit of x, for v ≥ 0 (or NaN): the sign bit ORed in
+    /// with integer operations. Not `llvm.copysign`: for an f16 result
+    /// computed in f32, LLVM folds the final `fptrunc` into an f16
+    /// `fcopysign` that AMDGPU instruction selection cannot match ("Cannot
+    /// select", a fatal error; found by tests/difffuzz.rs).
+    fn with_sign_of(&self, v: F<'ctx>, x: F<'ctx>) -> R<F<'ctx>> {
+        let b = &self.cx.b;
+        let is64 = x.get_type() == self.cx.cx.f64_type();
+        let (it, sign) = if is64 {
+            (self.cx.cx.i64_type(), 1u64 << 63)
+        } else {
+            (self.cx.cx.i32_type(), 1u64 << 31)
+        };
+        let bits = |f: F<'ctx>| -> R<IntValue<'ctx>> {
+            Ok(b.build_bit_cast(f, it, "")
+                .map_err(llvm_err)?
+                .into_int_value())
+        };
+        let s = b
+            .build_and(bits(x)?, it.const_int(sign, false), "")
+            .map_err(llvm_err)?;
+        let r = b.build_or(bits(v)?, s, "").map_err(llvm_err)?;
+        Ok(b.build_bit_cast(r, x.get_type(), "")
+            .map_err(llvm_err)?
             .into_float_value())
     }
 
@@ -605,10 +629,7 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         let big = self.cmp(FloatPredicate::OGE, ax, self.c(x, 6.0))?;
         let v3 = self.sel(big, self.c(x, 1.0), v3)?;
         let v23 = self.sel(r2, v2, v3)?;
-        let v23 = self
-            .cx
-            .call("llvm.copysign", &[self.ty(x)], &[v23.into(), x.into()])?
-            .into_float_value();
+        let v23 = self.with_sign_of(v23, x)?;
         let v = self.sel(r1, v1, v23)?;
         // NaN stays NaN (every comparison above is false for it).
         let nan = self.cmp(FloatPredicate::UNO, x, x)?;

@@ -262,6 +262,7 @@ pub fn backend(
     emit: Emit,
 ) -> Result<Artifact, Error> {
     check_lds(front, target)?;
+    rocmc_codegen_amdgpu::set_crash_context(&front.file);
     let mut timings = front.timings.clone();
     let req = Request {
         llvm_ir: emit.llvm,
