@@ -16,6 +16,7 @@ use std::fmt;
 
 pub mod barriers;
 mod compute_at;
+pub mod verify;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
@@ -351,8 +352,21 @@ fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> St
 /// Accumulators a thread may keep; more would not fit in registers.
 const MAX_ACCUMULATORS: i64 = 1024;
 
+/// Lowers one kernel-producing stage, then runs the loop-IR passes, each
+/// followed by the verifier in debug builds (tests included).
 fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
-    lower_stage_in(k, sid, &[])
+    let mut g = lower_stage_in(k, sid, &[])?;
+    let check = |g: &GpuKernel, pass| -> Result<(), Diagnostic> {
+        if cfg!(debug_assertions) {
+            verify::verify(k, g, pass)
+                .map_err(|e| Diagnostic::new(k.stage(sid).span, e.to_string()))?;
+        }
+        Ok(())
+    };
+    check(&g, "lower")?;
+    g.body = barriers::remove_redundant(std::mem::take(&mut g.body));
+    check(&g, "barriers")?;
+    Ok(g)
 }
 
 /// Lowers one stage; `bounds` (for a stage computed at another) lists
@@ -743,7 +757,6 @@ fn lower_stage_in(
     for (v, span) in &nest.vectorized {
         body = vectorize(k, &nest, *v, *span, body)?;
     }
-    body = barriers::remove_redundant(body);
     // The buffers are the tensors the body reads or writes, in tensor order.
     let mut touched: Vec<TensorId> = Vec::new();
     visit_stmts(&body, &mut |s| {

@@ -1,0 +1,346 @@
+//! The loop-IR verifier, in the spirit of Cranelift's `verify_if`: run
+//! after lowering and after each rewriting pass in debug builds and tests,
+//! it turns a malformed kernel into a precise internal error naming the
+//! pass, instead of wrong code or a crash much later.
+//!
+//! It checks that every loop variable is used only inside the loop or
+//! binding that defines it; that barriers sit in uniform control flow (no
+//! enclosing guard depends on a thread index, so every thread of the
+//! work-group reaches them); that LDS and register arrays and tensors
+//! exist and no access lies wholly outside its array (from the intervals
+//! of [`Index::range`], refined by simple guards); and that the kernel's
+//! LDS fits every AMDGPU.
+
+use super::{GpuKernel, Stmt};
+use crate::index::Index;
+use crate::kernel::{Expr, ExprKind, Kernel};
+use crate::schedule::GpuAxis;
+use crate::VarId;
+use std::cell::RefCell;
+
+/// A loop-IR invariant that does not hold: always a bug in rocmc.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("internal error after pass `{pass}` in kernel `{kernel}`: {message} (a rocmc bug)")]
+pub struct VerifyError {
+    pub pass: &'static str,
+    pub kernel: String,
+    pub message: String,
+}
+
+struct Cx<'a> {
+    k: &'a Kernel,
+    g: &'a GpuKernel,
+    pass: &'static str,
+    size_max: Vec<u64>,
+    var_max: Vec<u64>,
+    /// Variables defined here (loops and bindings enclosing this point).
+    scope: Vec<VarId>,
+    /// Thread-bound variables.
+    threads: Vec<VarId>,
+}
+
+impl Cx<'_> {
+    fn err(&self, message: String) -> VerifyError {
+        VerifyError {
+            pass: self.pass,
+            kernel: self.g.name.clone(),
+            message,
+        }
+    }
+
+    fn var_name(&self, v: VarId) -> String {
+        self.g
+            .vars
+            .get(v.0 as usize)
+            .map_or(format!("#{}", v.0), |l| l.name.clone())
+    }
+
+    fn index(&self, ix: &Index, what: &str) -> Result<(), VerifyError> {
+        let mut bad = None;
+        visit_vars(ix, &mut |v| {
+            if bad.is_none() && !self.scope.contains(&v) {
+                bad = Some(v);
+            }
+        });
+        match bad {
+            Some(v) if (v.0 as usize) >= self.g.vars.len() => Err(self.err(format!(
+                "{what} uses variable #{} that the kernel does not have",
+                v.0
+            ))),
+            Some(v) => Err(self.err(format!(
+                "{what} uses loop variable `{}` outside its loop",
+                self.var_name(v)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// An access to element `ix` of an array of `len` elements.
+    fn element(&self, ix: &Index, len: u32, what: &str) -> Result<(), VerifyError> {
+        self.index(ix, what)?;
+        // Intervals ignore most guards (`ty * 32 + tx < 64`), so only an
+        // access that can never be inside the array is certain to be wrong;
+        // the interpreter's bounds checks cover the rest.
+        let (lo, hi) = ix.range(&self.size_max, &self.var_max);
+        if hi < 0 || lo >= i128::from(len) {
+            return Err(self.err(format!(
+                "{what} reaches elements {lo}..={hi} of an array of {len}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn expr(&self, e: &Expr) -> Result<(), VerifyError> {
+        let found = RefCell::new(Ok(()));
+        e.rewrite(&|x: &Expr| {
+            if found.borrow().is_err() {
+                return None;
+            }
+            let r = match &x.kind {
+                ExprKind::Load { tensor, indices } => {
+                    if (tensor.0 as usize) >= self.k.tensors.len() {
+                        Err(self.err(format!(
+                            "a load of tensor #{} that does not exist",
+                            tensor.0
+                        )))
+                    } else {
+                        let t = self.k.tensor(*tensor);
+                        indices
+                            .iter()
+                            .try_for_each(|ix| self.index(ix, &format!("a load of `{}`", t.name)))
+                    }
+                }
+                ExprKind::Index(ix) => self.index(ix, "an index value"),
+                ExprKind::Local { local, index } => match self.g.locals.get(*local as usize) {
+                    Some(l) => self.element(index, l.len, &format!("a read of `{}`", l.name)),
+                    None => Err(self.err(format!(
+                        "a read of register array #{local} that does not exist"
+                    ))),
+                },
+                ExprKind::Shared { shared, index } => match self.g.shared.get(*shared as usize) {
+                    Some(l) => self.element(index, l.len, &format!("a read of LDS `{}`", l.name)),
+                    None => {
+                        Err(self.err(format!("a read of LDS array #{shared} that does not exist")))
+                    }
+                },
+                ExprKind::Reduced => Err(self.err("a reduction result outside its stage".into())),
+                _ => Ok(()),
+            };
+            *found.borrow_mut() = r;
+            None
+        });
+        found.into_inner()
+    }
+
+    fn body(&mut self, body: &[Stmt], divergent: bool) -> Result<(), VerifyError> {
+        let depth = self.scope.len();
+        for s in body {
+            match s {
+                Stmt::Bind { var, axis } => {
+                    self.scope.push(*var);
+                    if matches!(axis, GpuAxis::Thread(_)) {
+                        self.threads.push(*var);
+                    }
+                }
+                Stmt::Loop {
+                    var, extent, body, ..
+                } => {
+                    self.index(extent, "a loop extent")?;
+                    self.scope.push(*var);
+                    self.body(body, divergent)?;
+                    self.scope.pop();
+                }
+                Stmt::If { guards, body } => {
+                    let mut thread_dependent = false;
+                    let saved = self.var_max.clone();
+                    for g in guards {
+                        self.index(&g.value, "a guard")?;
+                        self.index(&g.extent, "a guard")?;
+                        thread_dependent |= self.threads.iter().any(|t| g.value.uses_var(*t))
+                            || self.threads.iter().any(|t| g.extent.uses_var(*t));
+                        // `v < e` bounds v inside the guard (reduction trees: `tx < 64`).
+                        if let Index::Var(v) = &g.value {
+                            let (_, hi) = g.extent.range(&self.size_max, &self.var_max);
+                            if let (Some(m), Ok(hi)) = (self.var_max.get_mut(v.0 as usize), u64::try_from(hi - 1)) {
+                                *m = (*m).min(hi);
+                            }
+                        }
+                    }
+                    self.body(body, divergent || thread_dependent)?;
+                    self.var_max = saved;
+                }
+                Stmt::Unswitch { guards, fast, slow } => {
+                    let mut thread_dependent = false;
+                    for g in guards {
+                        self.index(&g.value, "a guard")?;
+                        self.index(&g.extent, "a guard")?;
+                        thread_dependent |= self.threads.iter().any(|t| g.value.uses_var(*t));
+                    }
+                    self.body(fast, divergent || thread_dependent)?;
+                    self.body(slow, divergent || thread_dependent)?;
+                }
+                Stmt::Store {
+                    tensor,
+                    indices,
+                    value,
+                } => {
+                    if (tensor.0 as usize) >= self.k.tensors.len() {
+                        return Err(self.err(format!("a store to tensor #{} that does not exist", tensor.0)));
+                    }
+                    let name = &self.k.tensor(*tensor).name;
+                    for ix in indices {
+                        self.index(ix, &format!("a store to `{name}`"))?;
+                    }
+                    self.expr(value)?;
+                }
+                Stmt::SharedStore {
+                    shared,
+                    index,
+                    value,
+                } => {
+                    let Some(l) = self.g.shared.get(*shared as usize) else {
+                        return Err(self.err(format!("a store to LDS array #{shared} that does not exist")));
+                    };
+                    self.element(index, l.len, &format!("a store to LDS `{}`", l.name))?;
+                    self.expr(value)?;
+                }
+                Stmt::LocalStore {
+                    local,
+                    index,
+                    value,
+                } => {
+                    let Some(l) = self.g.locals.get(*local as usize) else {
+                        return Err(self.err(format!("a store to register array #{local} that does not exist")));
+                    };
+                    self.element(index, l.len, &format!("a store to `{}`", l.name))?;
+                    self.expr(value)?;
+                }
+                Stmt::Barrier if divergent => {
+                    return Err(self.err(
+                        "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)".into(),
+                    ))
+                }
+                Stmt::Barrier => {}
+            }
+        }
+        self.scope.truncate(depth);
+        Ok(())
+    }
+}
+
+fn visit_vars(ix: &Index, f: &mut impl FnMut(VarId)) {
+    match ix {
+        Index::Var(v) => f(*v),
+        Index::Bin(_, a, b) => {
+            visit_vars(a, f);
+            visit_vars(b, f);
+        }
+        _ => {}
+    }
+}
+
+/// Checks `g` (a kernel of `k`), naming `pass` in the error.
+pub fn verify(k: &Kernel, g: &GpuKernel, pass: &'static str) -> Result<(), VerifyError> {
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let var_max = g
+        .vars
+        .iter()
+        .map(|v| {
+            u64::try_from(v.extent.max_value(&size_max, &[]).saturating_sub(1)).unwrap_or(u64::MAX)
+        })
+        .collect();
+    let mut cx = Cx {
+        k,
+        g,
+        pass,
+        size_max,
+        var_max,
+        scope: Vec::new(),
+        threads: Vec::new(),
+    };
+    let lds: u64 = g.shared.iter().map(|s| s.bytes()).sum();
+    let most = u64::from(rocmc_target::hardware::MAX_LDS_PER_WORKGROUP);
+    if lds > most {
+        return Err(cx.err(format!(
+            "{lds} bytes of LDS, more than any AMDGPU has ({most})"
+        )));
+    }
+    let body = g.body.clone();
+    cx.body(&body, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+
+    fn kernel(src_body: &str) -> (Kernel, GpuKernel) {
+        let src = format!(
+            "[kernel]\nname = \"k\"\nsizes = [\"n\"]\nmax = {{ n = 1000 }}\n[inputs]\nA = {{ dtype = \"f32\", shape = [\"n\"] }}\n[[stage]]\ncompute = \"{src_body}\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n"
+        );
+        let k = crate::parse_kernel("k.toml", &src).unwrap();
+        let p = crate::lower(&k).unwrap();
+        let g = p.kernels[0].clone();
+        (k, g)
+    }
+
+    #[test]
+    fn lowered_kernels_verify() {
+        let (k, g) = kernel("Y[i] = A[max(i - 1, 0)] * 2.0");
+        verify(&k, &g, "lower").unwrap();
+    }
+
+    #[test]
+    fn a_variable_outside_its_loop_is_caught() {
+        let (k, mut g) = kernel("Y[i] = A[i]");
+        // Use the thread variable before it is bound.
+        let tx = VarId(2);
+        g.body.insert(
+            0,
+            Stmt::Store {
+                tensor: crate::TensorId(1),
+                indices: vec![Index::Var(tx)],
+                value: Expr {
+                    kind: ExprKind::Float(0.0),
+                    dtype: DType::F32,
+                },
+            },
+        );
+        let e = verify(&k, &g, "test").unwrap_err();
+        assert!(e.message.contains("outside its loop"), "{e}");
+        assert_eq!(e.pass, "test");
+    }
+
+    #[test]
+    fn an_access_outside_its_array_is_caught() {
+        let (k, mut g) = kernel("Y[i] = A[i]");
+        g.locals.push(crate::lower::Local {
+            name: "acc".into(),
+            dtype: DType::F32,
+            len: 4,
+            span: crate::Span::new(0, 0),
+        });
+        g.body.push(Stmt::LocalStore {
+            local: 0,
+            index: Index::c(7),
+            value: Expr {
+                kind: ExprKind::Float(0.0),
+                dtype: DType::F32,
+            },
+        });
+        let e = verify(&k, &g, "test").unwrap_err();
+        assert!(e.message.contains("elements 7..=7 of an array of 4"), "{e}");
+    }
+
+    #[test]
+    fn a_divergent_barrier_is_caught() {
+        let (k, mut g) = kernel("Y[i] = A[i]");
+        // The body ends with the guarded store: put a barrier under that guard.
+        let Some(Stmt::If { body, .. }) = g.body.last_mut() else {
+            panic!("{:?}", g.body)
+        };
+        body.push(Stmt::Barrier);
+        let e = verify(&k, &g, "test").unwrap_err();
+        assert!(e.message.contains("barrier under a guard"), "{e}");
+    }
+}
