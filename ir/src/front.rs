@@ -648,7 +648,7 @@ impl<'s> Cx<'s> {
             kind: TensorKind::Stage(stage_id),
             span: stmt.target_span,
         });
-        let stage = Stage {
+        let mut stage = Stage {
             name: stmt.target.clone(),
             output,
             axes,
@@ -656,13 +656,17 @@ impl<'s> Cx<'s> {
             value,
             schedule: steps,
             span: span_of(decl),
+            nest: None,
         };
         // Applying the schedule here reports its errors with the kernel's
-        // other errors. A stage computed at another's loop has the extents
-        // of the part computed there, known only when lowering.
-        if stage.compute_at().is_some() {
-        } else if let Err(e) = schedule::apply_with_source(k, &stage, self.src) {
-            self.error(e);
+        // other errors, and lowering reuses the result. A stage computed at
+        // another's loop has the extents of the part computed there, known
+        // only when lowering.
+        if stage.compute_at().is_none() {
+            match schedule::apply_with_source(k, &stage, self.src) {
+                Ok(nest) => stage.nest = Some(nest),
+                Err(e) => self.error(e),
+            }
         }
         k.stages.push(stage);
     }

@@ -88,6 +88,9 @@ pub struct Stage {
     pub value: Expr,
     pub schedule: Vec<Step>,
     pub span: Span,
+    /// The schedule applied, once, while the kernel is checked (absent for
+    /// a stage computed at another's loop, whose extents lowering decides).
+    pub nest: Option<crate::schedule::LoopNest>,
 }
 
 /// A reduction over named axes: `value` is combined with `op` over every

@@ -377,7 +377,12 @@ fn lower_stage_in(
     bounds: &[(usize, Index)],
 ) -> Result<GpuKernel, Diagnostic> {
     let stage = k.stage(sid);
-    let mut nest = schedule::apply(k, stage)?;
+    // Applied once, when the kernel was checked; compute_at producers
+    // (whose part extents depend on the consumer) are applied here.
+    let mut nest = match &stage.nest {
+        Some(n) => n.clone(),
+        None => schedule::apply(k, stage)?,
+    };
     for (d, extent) in bounds {
         nest.guards.push(Guard {
             value: nest.axis_values[*d].clone() + Index::Var(compute_at::origin_var(*d)),
