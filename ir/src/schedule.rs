@@ -79,8 +79,7 @@ pub enum StepKind {
     /// `outer, inner = split(loop, factor)`; or `nparts=` for the outer extent.
     Split {
         target: Name,
-        factor: Option<i64>,
-        nparts: Option<i64>,
+        by: SplitBy,
         outer: Name,
         inner: Name,
     },
@@ -221,9 +220,9 @@ impl Step {
                 let r = results(s, 2, EX)?;
                 arity(s, 2, EX)?;
                 let target = arg_name(&s.args[0], "the loop to split")?;
-                let (factor, nparts) = match s.args[1].key.as_ref().map(|k| k.0.as_str()) {
-                    None | Some("factor") => (Some(arg_int(&s.args[1], "the split factor")?), None),
-                    Some("nparts") => (None, Some(arg_int(&s.args[1], "nparts")?)),
+                let by = match s.args[1].key.as_ref().map(|k| k.0.as_str()) {
+                    None | Some("factor") => SplitBy::Factor(arg_int(&s.args[1], "the split factor")?),
+                    Some("nparts") => SplitBy::Parts(arg_int(&s.args[1], "nparts")?),
                     Some(other) => {
                         return Err(Diagnostic::new(
                             s.args[1].key.as_ref().map_or(s.span, |k| k.1),
@@ -237,8 +236,7 @@ impl Step {
                     .map_err(|_| Diagnostic::new(s.span, "internal: result count"))?;
                 StepKind::Split {
                     target,
-                    factor,
-                    nparts,
+                    by,
                     outer,
                     inner,
                 }
@@ -424,6 +422,15 @@ pub struct CacheRead {
     pub span: Span,
 }
 
+/// How a split divides its loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitBy {
+    /// `split(i, 64)` or `factor=64`: the inner loop has this many iterations.
+    Factor(i64),
+    /// `nparts=4`: the outer loop has this many iterations.
+    Parts(i64),
+}
+
 /// A scheduled stage: loops, how axes map onto them, and the guards.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopNest {
@@ -565,8 +572,7 @@ impl State<'_> {
     fn split(
         &mut self,
         target: &Name,
-        factor: Option<i64>,
-        nparts: Option<i64>,
+        by: SplitBy,
         outer: &Name,
         inner: &Name,
         span: Span,
@@ -582,10 +588,9 @@ impl State<'_> {
             ));
         }
         let ext = self.nest.var(v).extent.clone();
-        let (oe, ie) = match (factor, nparts) {
-            (Some(f), _) => (ext.clone().ceil_div(Index::c(f)), Index::c(f)),
-            (_, Some(p)) => (Index::c(p), ext.clone().ceil_div(Index::c(p))),
-            _ => unreachable!("split has a factor or nparts"),
+        let (oe, ie) = match by {
+            SplitBy::Factor(f) => (ext.clone().ceil_div(Index::c(f)), Index::c(f)),
+            SplitBy::Parts(p) => (Index::c(p), ext.clone().ceil_div(Index::c(p))),
         };
         let exact = match (&ext, &oe, &ie) {
             (Index::Const(e), Index::Const(o), Index::Const(i)) => o * i == *e,
@@ -613,11 +618,10 @@ impl State<'_> {
         match &step.kind {
             StepKind::Split {
                 target,
-                factor,
-                nparts,
+                by,
                 outer,
                 inner,
-            } => self.split(target, *factor, *nparts, outer, inner, step.span),
+            } => self.split(target, *by, outer, inner, step.span),
             StepKind::Tile {
                 x,
                 y,
@@ -626,8 +630,8 @@ impl State<'_> {
                 results,
             } => {
                 let [xo, yo, xi, yi] = results;
-                self.split(x, Some(*fx), None, xo, xi, step.span)?;
-                self.split(y, Some(*fy), None, yo, yi, step.span)?;
+                self.split(x, SplitBy::Factor(*fx), xo, xi, step.span)?;
+                self.split(y, SplitBy::Factor(*fy), yo, yi, step.span)?;
                 self.reorder(&[xo.clone(), yo.clone(), xi.clone(), yi.clone()])
             }
             StepKind::Fuse {
