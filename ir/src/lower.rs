@@ -1296,7 +1296,7 @@ const MAX_LDS: i64 = rocmc_target::hardware::MAX_LDS_PER_WORKGROUP as i64;
 fn stage_cache(
     k: &Kernel,
     nest: &schedule::LoopNest,
-    c: &schedule::CacheRead,
+    c: &schedule::Cache,
     body: Vec<Stmt>,
     block: [u32; 3],
     tid: &Index,
@@ -1319,11 +1319,11 @@ fn stage_cache(
             nest.var(c.at).name
         ))
     })?;
-    if !c.local && !at_block {
+    if !c.kind.local() && !at_block {
         divergence_check(&body, c.at, vars, &err)?;
     }
     // A shared tile serves every thread of the work-group; a local one only its own.
-    let mut varying: Vec<VarId> = if c.local {
+    let mut varying: Vec<VarId> = if c.kind.local() {
         Vec::new()
     } else {
         nest.order
@@ -1337,7 +1337,7 @@ fn stage_cache(
             varying.push(*var);
         }
     });
-    let loads = if c.write {
+    let loads = if c.kind.write() {
         let mut stores = Vec::new();
         visit_stmts(&scope, &mut |s| match s {
             Stmt::Store {
@@ -1353,7 +1353,7 @@ fn stage_cache(
         return Err(err(format!(
             "nothing inside `{}` {} `{}`",
             nest.var(c.at).name,
-            if c.write { "writes" } else { "reads" },
+            if c.kind.write() { "writes" } else { "reads" },
             t.name
         )));
     }
@@ -1372,7 +1372,7 @@ fn stage_cache(
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let lds_len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
-    let id = if c.local {
+    let id = if c.kind.local() {
         if lds_len > MAX_ACCUMULATORS {
             return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
         }
@@ -1404,12 +1404,16 @@ fn stage_cache(
 
     // The cooperative copy: element e of the tile goes to thread e % threads;
     // a register tile is copied by its own thread.
-    let threads: i64 = if c.local {
+    let threads: i64 = if c.kind.local() {
         1
     } else {
         block.iter().map(|b| *b as i64).product()
     };
-    let tid = if c.local { Index::c(0) } else { tid.clone() };
+    let tid = if c.kind.local() {
+        Index::c(0)
+    } else {
+        tid.clone()
+    };
     let iters = (elems + threads - 1) / threads;
     vars.push(LoopVar {
         name: format!("{}_copy", c.name),
@@ -1428,7 +1432,7 @@ fn stage_cache(
         let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
         // Reads are clamped: parts of the tile beyond the tensor feed only
         // results that are never stored. Writes are guarded instead.
-        global.push(if c.write {
+        global.push(if c.kind.write() {
             base[d].clone() + o.clone()
         } else {
             clamp_into(k, base[d].clone() + o.clone(), &t.shape[d])
@@ -1443,9 +1447,9 @@ fn stage_cache(
             extent: ext.clone(),
         })
         .collect();
-    let store = if c.write {
+    let store = if c.kind.write() {
         // The tile back to memory, skipping what lies beyond the tensor (never written).
-        let kind = if c.local {
+        let kind = if c.kind.local() {
             ExprKind::Local {
                 local: id,
                 index: flat(&offs),
@@ -1476,7 +1480,7 @@ fn stage_cache(
             },
             dtype: t.dtype,
         };
-        if c.local {
+        if c.kind.local() {
             Stmt::LocalStore {
                 local: id,
                 index: flat(&offs),
@@ -1510,11 +1514,11 @@ fn stage_cache(
             var: it,
             extent: Index::c(iters),
             // A register tile needs constant indices: unrolled.
-            unroll: iters <= 8 || c.local,
+            unroll: iters <= 8 || c.kind.local(),
             body: guarded,
         }]
     };
-    let (tensor, dtype, local) = (c.tensor, t.dtype, c.local);
+    let (tensor, dtype, local) = (c.tensor, t.dtype, c.kind.local());
     // Offset in the tile of an access of the tensor (read or written).
     let offsets = |ix: &[Index]| -> Index { flat(&region_offsets(ix, &varying, &lo)) };
     let rewrite = |ex: &Expr| {
@@ -1564,7 +1568,7 @@ fn stage_cache(
             })
             .collect()
     }
-    if c.write {
+    if c.kind.write() {
         // A register tile is copied out by its own thread: no barriers.
         let finish = |inner: Vec<Stmt>| {
             let mut v = redirect(inner, tensor, id, local, &offsets);

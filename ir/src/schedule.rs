@@ -124,14 +124,11 @@ pub enum StepKind {
     /// work-group copies the part of `A` that the loops inside read into
     /// LDS, and those reads come from LDS. `pad` widens the last dimension
     /// of the tile to avoid bank conflicts.
-    CacheRead {
+    Cache {
         tensor: Name,
         at: Name,
         pad: i64,
-        /// In registers of each thread rather than LDS.
-        local: bool,
-        /// `cache_write`: the stage's stores go to the tile, then to memory.
-        write: bool,
+        kind: CacheKind,
         result: Name,
     },
 }
@@ -221,7 +218,9 @@ impl Step {
                 arity(s, 2, EX)?;
                 let target = arg_name(&s.args[0], "the loop to split")?;
                 let by = match s.args[1].key.as_ref().map(|k| k.0.as_str()) {
-                    None | Some("factor") => SplitBy::Factor(arg_int(&s.args[1], "the split factor")?),
+                    None | Some("factor") => {
+                        SplitBy::Factor(arg_int(&s.args[1], "the split factor")?)
+                    }
                     Some("nparts") => SplitBy::Parts(arg_int(&s.args[1], "nparts")?),
                     Some(other) => {
                         return Err(Diagnostic::new(
@@ -333,12 +332,11 @@ impl Step {
                     }
                     Some(a) => return Err(Diagnostic::new(a.value.span, "expected `pad=N`")),
                 };
-                StepKind::CacheRead {
+                StepKind::Cache {
                     tensor,
                     at,
                     pad,
-                    local,
-                    write,
+                    kind: CacheKind::of(write, local),
                     result: r.remove(0),
                 }
             }
@@ -407,17 +405,47 @@ pub struct Guard {
     pub extent: Index,
 }
 
-/// A tensor to stage through LDS (see [`StepKind::CacheRead`]).
+/// Which of the four staging steps a cache is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheKind {
+    /// `cache_read(A, shared, at)`: the work-group copies A's tile into LDS.
+    ReadShared,
+    /// `cache_read(A, local, at)`: each thread copies its part into registers.
+    ReadLocal,
+    /// `cache_write(C, shared, at)`: the stage's stores go to an LDS tile,
+    /// which the work-group then copies to memory.
+    WriteShared,
+    /// `cache_write(C, local, at)`: the stores go to a per-thread register
+    /// array, which the thread then copies to memory.
+    WriteLocal,
+}
+
+impl CacheKind {
+    fn of(write: bool, local: bool) -> CacheKind {
+        match (write, local) {
+            (false, false) => CacheKind::ReadShared,
+            (false, true) => CacheKind::ReadLocal,
+            (true, false) => CacheKind::WriteShared,
+            (true, true) => CacheKind::WriteLocal,
+        }
+    }
+    /// In registers of each thread rather than LDS.
+    pub fn local(self) -> bool {
+        matches!(self, CacheKind::ReadLocal | CacheKind::WriteLocal)
+    }
+    /// Stages the stage's own stores rather than reads.
+    pub fn write(self) -> bool {
+        matches!(self, CacheKind::WriteShared | CacheKind::WriteLocal)
+    }
+}
+
+/// A tensor staged through LDS or registers (see [`StepKind::Cache`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct CacheRead {
+pub struct Cache {
     pub tensor: crate::TensorId,
     pub at: VarId,
     pub pad: i64,
-    /// In registers of each thread (`local`) rather than LDS (`shared`).
-    pub local: bool,
-    /// `cache_write`: the stage's stores of its output go to the LDS tile,
-    /// which the work-group then copies to memory.
-    pub write: bool,
+    pub kind: CacheKind,
     pub name: String,
     pub span: Span,
 }
@@ -435,7 +463,7 @@ pub enum SplitBy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopNest {
     /// Tensors staged through LDS, in schedule order.
-    pub caches: Vec<CacheRead>,
+    pub caches: Vec<Cache>,
     /// Vectorized loops and the steps that asked for them.
     pub vectorized: Vec<(VarId, Span)>,
     /// Every variable ever created; the stage's axes come first.
@@ -689,12 +717,11 @@ impl State<'_> {
                 self.nest.vectorized.push((v, step.span));
                 Ok(())
             }
-            StepKind::CacheRead {
+            StepKind::Cache {
                 tensor,
                 at,
                 pad,
-                local,
-                write,
+                kind,
                 result,
             } => {
                 let Some(t) = self.k.tensors.iter().position(|x| x.name == tensor.name) else {
@@ -704,7 +731,7 @@ impl State<'_> {
                     )
                     .suggest(&tensor.name, self.k.tensors.iter().map(|t| t.name.as_str())));
                 };
-                if *write && self.stage_output != Some(crate::TensorId(t as u32)) {
+                if kind.write() && self.stage_output != Some(crate::TensorId(t as u32)) {
                     return Err(Diagnostic::new(
                         tensor.span,
                         format!(
@@ -715,12 +742,11 @@ impl State<'_> {
                 }
                 let v = self.lookup(at)?;
                 self.fresh(result)?;
-                self.nest.caches.push(CacheRead {
+                self.nest.caches.push(Cache {
                     tensor: crate::TensorId(t as u32),
                     at: v,
                     pad: *pad,
-                    local: *local,
-                    write: *write,
+                    kind: *kind,
                     name: result.name.clone(),
                     span: step.span,
                 });
