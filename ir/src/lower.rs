@@ -161,7 +161,12 @@ impl Stmt {
                 fast: f(fast),
                 slow: f(slow),
             },
-            other => other,
+            // Listed, not `_`: a new statement kind with a body must be handled.
+            s @ (Stmt::Bind { .. }
+            | Stmt::Store { .. }
+            | Stmt::SharedStore { .. }
+            | Stmt::Barrier
+            | Stmt::LocalStore { .. }) => s,
         }
     }
 }
@@ -1787,7 +1792,19 @@ fn map_stmts(
                     .collect(),
                 body: map_stmts(body, fi, fe),
             },
-            other => other,
+            Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
+                guards: guards
+                    .into_iter()
+                    .map(|g| Guard {
+                        value: fi(&g.value),
+                        extent: fi(&g.extent),
+                    })
+                    .collect(),
+                fast: map_stmts(fast, fi, fe),
+                slow: map_stmts(slow, fi, fe),
+            },
+            // Listed, not `_`: a new statement kind must say what it maps.
+            s @ (Stmt::Bind { .. } | Stmt::Barrier) => s,
         })
         .collect()
 }
