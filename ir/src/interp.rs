@@ -899,3 +899,130 @@ fn exec(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod cast_tests {
+    use super::*;
+
+    /// What `to(x)` must give, from Rust's own conversions: `as` between
+    /// numeric types truncates toward zero and saturates (NaN → 0) for float →
+    /// int, wraps for int → int, and rounds to nearest for → float; `half`
+    /// rounds to nearest for f16 and bf16.
+    fn expected(from: DType, to: DType, x: f64) -> Scalar {
+        // The value as its source type holds it.
+        let i = x as i64;
+        let f = match from {
+            DType::F32 => x as f32 as f64,
+            DType::F16 => half::f16::from_f64(x).to_f64(),
+            DType::BF16 => half::bf16::from_f64(x).to_f64(),
+            _ => x,
+        };
+        let as_float = |v: f64| -> f64 {
+            match to {
+                DType::F32 => v as f32 as f64,
+                DType::F16 => half::f16::from_f64(v).to_f64(),
+                DType::BF16 => half::bf16::from_f64(v).to_f64(),
+                _ => v,
+            }
+        };
+        if from.is_float() {
+            match to {
+                DType::Bool => Scalar::I((f != 0.0) as i64),
+                DType::I8 => Scalar::I(f as i8 as i64),
+                DType::U8 => Scalar::I(f as u8 as i64),
+                DType::I32 => Scalar::I(f as i32 as i64),
+                DType::U32 => Scalar::I(f as u32 as i64),
+                DType::I64 => Scalar::I(f as i64),
+                _ => Scalar::F(as_float(f)),
+            }
+        } else {
+            let i = normalize_int(from, i);
+            match to {
+                DType::Bool => Scalar::I((i != 0) as i64),
+                DType::I8 => Scalar::I(i as i8 as i64),
+                DType::U8 => Scalar::I(i as u8 as i64),
+                DType::I32 => Scalar::I(i as i32 as i64),
+                DType::U32 => Scalar::I(i as u32 as i64),
+                DType::I64 => Scalar::I(i),
+                DType::F32 => Scalar::F(i as f32 as f64),
+                _ => Scalar::F(as_float(i as f64)),
+            }
+        }
+    }
+
+    fn same(a: Scalar, b: Scalar) -> bool {
+        match (a, b) {
+            (Scalar::F(x), Scalar::F(y)) => x == y || (x.is_nan() && y.is_nan()),
+            (a, b) => a == b,
+        }
+    }
+
+    /// Every cast between every pair of dtypes, on the values where the
+    /// rules differ: both sides of each type's range, fractions, ±0, ±inf,
+    /// NaN, and integers beyond f32's exact range.
+    #[test]
+    fn every_cast_follows_the_documented_rules() {
+        let values = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            0.99,
+            -0.99,
+            1.0,
+            -1.0,
+            1.5,
+            -1.5,
+            2.5,
+            127.0,
+            127.9,
+            128.0,
+            -128.0,
+            -128.9,
+            -129.0,
+            255.0,
+            255.5,
+            256.0,
+            300.0,
+            -300.0,
+            65504.0,
+            65520.0,
+            2147483647.0,
+            2147483648.0,
+            -2147483648.0,
+            -2147483649.0,
+            4294967295.0,
+            4294967296.0,
+            16777217.0,
+            9.3e18,
+            -9.3e18,
+            1e30,
+            -1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        for from in DType::ALL {
+            for to in DType::ALL {
+                for &x in &values {
+                    if !from.is_float() && !x.is_finite() {
+                        continue;
+                    }
+                    let src = if from.is_float() {
+                        normalize(from, Scalar::F(x))
+                    } else {
+                        Scalar::I(normalize_int(from, x as i64))
+                    };
+                    let got = normalize(to, cast(from, to, src));
+                    let want = expected(from, to, x);
+                    assert!(
+                        same(got, want),
+                        "{}({}: {x}) = {got:?}, want {want:?}",
+                        to.name(),
+                        from.name()
+                    );
+                }
+            }
+        }
+    }
+}
