@@ -260,7 +260,13 @@ fn fuzz_kernel_pipeline() {
                 // Every error renders without panicking and has an exit code.
                 let _ = e.to_string();
                 assert!(matches!(e.exit_code(), 1 | 2));
-                if let rocmc::Error::Codegen(m) | rocmc::Error::Link(m) = &e {
+                let backend = match &e {
+                    rocmc::Error::Codegen(m) => Some(m.clone()),
+                    rocmc::Error::Link(l) => Some(l.to_string()),
+                    rocmc::Error::Backend(b) => Some(b.to_string()),
+                    _ => None,
+                };
+                if let Some(m) = backend {
                     report(
                         "kernel",
                         seed,

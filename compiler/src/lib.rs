@@ -129,8 +129,8 @@ pub enum Error {
     #[error("{0}")]
     Backend(KernelError),
     #[error("linking failed: {0}")]
-    /// lld failed.
-    Link(String),
+    /// lld failed (its diagnostics and exit code are in the error).
+    Link(#[from] rocmc_linker::LinkError),
     #[error("{path}: {source}")]
     /// Reading or writing a file failed.
     Io {
@@ -287,9 +287,7 @@ pub fn backend(
     let t1 = Instant::now();
     timings.extend(out.timings.iter().copied());
     let code_object = match (&out.object, emit.code_object) {
-        (Some(obj), true) => {
-            Some(rocmc_linker::link_code_object(obj).map_err(|e| Error::Link(e.to_string()))?)
-        }
+        (Some(obj), true) => Some(rocmc_linker::link_code_object(obj)?),
         _ => None,
     };
     timings.push(("link", t1.elapsed()));
