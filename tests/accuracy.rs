@@ -163,36 +163,20 @@ fn ulp_error(t: DType, got: f64, exact: &Float) -> f64 {
     (diff / ulp).to_f64()
 }
 
-struct Rng(u64);
+use rocmc::run::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-    /// Any finite value: random sign, exponent and significand.
-    fn any(&mut self, t: DType) -> f64 {
-        let (p, emin) = format(t);
-        let emax = -emin + 1;
-        let e = (self.next() % (emax - emin + p) as u64) as i32 + emin - p;
-        let v = (1.0 + self.unit()) * 2f64.powi(e);
-        if self.next() & 1 == 1 {
-            -v
-        } else {
-            v
-        }
+/// Any finite value of dtype `t`: random sign, exponent and significand.
+fn any(rng: &mut Rng, t: DType) -> f64 {
+    let (p, emin) = format(t);
+    let emax = -emin + 1;
+    let e = (rng.next() % (emax - emin + p) as u64) as i32 + emin - p;
+    let v = (1.0 + rng.unit()) * 2f64.powi(e);
+    if rng.next() & 1 == 1 {
+        -v
+    } else {
+        v
     }
 }
-
 fn next_up(v: f64, t: DType) -> f64 {
     // One step of the dtype's grid above v (v finite), found by bisection-free nudging.
     let (p, emin) = format(t);
@@ -271,7 +255,7 @@ fn inputs(f: Fx, t: DType) -> Vec<f64> {
     let mut rng = Rng(0xacc0 + f as u64 * 31 + p as u64);
     let n = if t == DType::F64 { 3000 } else { 1500 };
     for _ in 0..n {
-        v.push(rng.any(t));
+        v.push(any(&mut rng, t));
         v.push(rng.uniform(-20.0, 20.0));
         v.push(rng.uniform(-1.0, 1.0) * 2f64.powi(-((rng.next() % 30) as i32)));
     }

@@ -40,19 +40,15 @@ use std::time::{Duration, Instant};
 
 const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
 
-struct Rng(u64);
+use rocmc::run::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// Choices for the generator, over the fixed generator of `rocmc run`.
+trait Pick {
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T;
+    fn chance(&mut self, percent: usize) -> bool;
+}
+
+impl Pick for Rng {
     fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len())]
     }

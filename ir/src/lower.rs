@@ -1742,6 +1742,14 @@ fn map_stmts(
     fi: &impl Fn(&Index) -> Index,
     fe: &impl Fn(&Expr) -> Expr,
 ) -> Vec<Stmt> {
+    let map_guards = |gs: Vec<Guard>| -> Vec<Guard> {
+        gs.into_iter()
+            .map(|g| Guard {
+                value: fi(&g.value),
+                extent: fi(&g.extent),
+            })
+            .collect()
+    };
     body.into_iter()
         .map(|s| match s {
             Stmt::Store {
@@ -1783,23 +1791,11 @@ fn map_stmts(
                 body: map_stmts(body, fi, fe),
             },
             Stmt::If { guards, body } => Stmt::If {
-                guards: guards
-                    .into_iter()
-                    .map(|g| Guard {
-                        value: fi(&g.value),
-                        extent: fi(&g.extent),
-                    })
-                    .collect(),
+                guards: map_guards(guards),
                 body: map_stmts(body, fi, fe),
             },
             Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
-                guards: guards
-                    .into_iter()
-                    .map(|g| Guard {
-                        value: fi(&g.value),
-                        extent: fi(&g.extent),
-                    })
-                    .collect(),
+                guards: map_guards(guards),
                 fast: map_stmts(fast, fi, fe),
                 slow: map_stmts(slow, fi, fe),
             },
