@@ -169,9 +169,9 @@ use rocmc::run::Rng;
 fn any(rng: &mut Rng, t: DType) -> f64 {
     let (p, emin) = format(t);
     let emax = -emin + 1;
-    let e = (rng.next() % (emax - emin + p) as u64) as i32 + emin - p;
+    let e = (rng.next_u64() % (emax - emin + p) as u64) as i32 + emin - p;
     let v = (1.0 + rng.unit()) * 2f64.powi(e);
-    if rng.next() & 1 == 1 {
+    if rng.next_u64() & 1 == 1 {
         -v
     } else {
         v
@@ -257,7 +257,7 @@ fn inputs(f: Fx, t: DType) -> Vec<f64> {
     for _ in 0..n {
         v.push(any(&mut rng, t));
         v.push(rng.uniform(-20.0, 20.0));
-        v.push(rng.uniform(-1.0, 1.0) * 2f64.powi(-((rng.next() % 30) as i32)));
+        v.push(rng.uniform(-1.0, 1.0) * 2f64.powi(-((rng.next_u64() % 30) as i32)));
     }
     if f == Fx::Pow {
         // Bases for pow: positive over the whole range and near 1.
@@ -294,10 +294,10 @@ fn exponents(t: DType, xs: &[f64]) -> Vec<f64> {
             round_to(
                 t,
                 match i % 4 {
-                    0 => special[(rng.next() % special.len() as u64) as usize],
-                    1 => (rng.next() % 41) as f64 - 20.0,
+                    0 => special[(rng.next_u64() % special.len() as u64) as usize],
+                    1 => (rng.next_u64() % 41) as f64 - 20.0,
                     2 => rng.uniform(-40.0, 40.0),
-                    _ => rng.uniform(-1.0, 1.0) * 2f64.powi((rng.next() % 12) as i32),
+                    _ => rng.uniform(-1.0, 1.0) * 2f64.powi((rng.next_u64() % 12) as i32),
                 },
             )
         })

@@ -548,7 +548,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             .iter()
             .map(|_| *rng.pick(&[1, 2, 3, 5, 17, 33, 64, 65, 100]))
             .collect();
-        match rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), rng.next() % 1000, false) {
+        match rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), rng.next_u64() % 1000, false) {
             Ok(cmp) => {
                 st.executed += 1;
                 for c in cmp.iter().filter(|c| !c.ok()) {
@@ -599,7 +599,7 @@ fn random_kernels_agree_with_the_interpreter() {
         st.generated += 1;
         // A kernel that kills the process (a signal, not a panic) is left here.
         std::fs::write(&current, &src).unwrap();
-        let mut sub = Rng(rng.next());
+        let mut sub = Rng(rng.next_u64());
         let r = catch_unwind(AssertUnwindSafe(|| {
             let mut local = Stats::default();
             check(&src, &mut sub, &mut local);

@@ -51,7 +51,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -60,7 +60,7 @@ impl Rng {
     }
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     /// Uniform in [lo, hi).
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
@@ -68,7 +68,7 @@ impl Rng {
     }
     /// Uniform in 0..n (0 when n is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -79,9 +79,9 @@ fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
                 .map(|_| rocmc_ir::front::round_to(rng.uniform(-1.0, 1.0), t))
                 .collect(),
         ),
-        DType::Bool => Data::I((0..n).map(|_| (rng.next() & 1) as i64).collect()),
-        DType::U8 | DType::U32 => Data::I((0..n).map(|_| (rng.next() % 100) as i64).collect()),
-        _ => Data::I((0..n).map(|_| (rng.next() % 201) as i64 - 100).collect()),
+        DType::Bool => Data::I((0..n).map(|_| (rng.next_u64() & 1) as i64).collect()),
+        DType::U8 | DType::U32 => Data::I((0..n).map(|_| (rng.next_u64() % 100) as i64).collect()),
+        _ => Data::I((0..n).map(|_| (rng.next_u64() % 201) as i64 - 100).collect()),
     };
     Buffer { dtype: t, data }
 }
