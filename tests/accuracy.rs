@@ -119,9 +119,19 @@ fn round_to(t: DType, v: f64) -> f64 {
     match t {
         DType::F64 => v,
         DType::F32 => v as f32 as f64,
-        DType::F16 => half::f16::from_f64(v).to_f64(),
-        _ => half::bf16::from_f64(v).to_f64(),
+        DType::F16 => rocmc::ir::dtype::f64_to_f16(v).to_f64(),
+        _ => rocmc::ir::dtype::f64_to_bf16(v).to_f64(),
     }
+}
+
+/// The exact value rounded to f32 to odd (toward zero, last bit set when
+/// inexact): rounding that to f16 or bf16 is correct.
+fn odd_f32(exact: &Float) -> f32 {
+    let t = exact.to_f32_round(rug::float::Round::Zero);
+    if !t.is_finite() || Float::with_val(PREC, t) == *exact {
+        return t;
+    }
+    f32::from_bits(t.to_bits() | 1)
 }
 
 /// The exact value rounded to the dtype.
@@ -129,9 +139,10 @@ fn rounded(t: DType, exact: &Float) -> f64 {
     match t {
         DType::F64 => exact.to_f64(),
         DType::F32 => exact.to_f32() as f64,
-        // Through f64: 53 bits leave ties to f16/bf16 resolved as MPFR would.
-        DType::F16 => half::f16::from_f64(exact.to_f64()).to_f64(),
-        _ => half::bf16::from_f64(exact.to_f64()).to_f64(),
+        // Through f64 rounded to odd (MPFR's own rounding mode), then once
+        // more: correctly rounded.
+        DType::F16 => half::f16::from_f32(odd_f32(exact)).to_f64(),
+        _ => half::bf16::from_f32(odd_f32(exact)).to_f64(),
     }
 }
 

@@ -315,13 +315,13 @@ extern "C" fn trunc_f32_bf16(x: f32) -> f32 {
     f32::from_bits(u32::from(half::bf16::from_f32(x).to_bits()))
 }
 extern "C" fn trunc_f64_bf16(x: f64) -> f32 {
-    f32::from_bits(u32::from(half::bf16::from_f64(x).to_bits()))
+    f32::from_bits(u32::from(rocmc_ir::dtype::f64_to_bf16(x).to_bits()))
 }
 extern "C" fn trunc_f32_f16(x: f32) -> f32 {
     f32::from_bits(u32::from(half::f16::from_f32(x).to_bits()))
 }
 extern "C" fn trunc_f64_f16(x: f64) -> f32 {
-    f32::from_bits(u32::from(half::f16::from_f64(x).to_bits()))
+    f32::from_bits(u32::from(rocmc_ir::dtype::f64_to_f16(x).to_bits()))
 }
 extern "C" fn extend_f16_f32(x: f32) -> f32 {
     half::f16::from_bits(x.to_bits() as u16).to_f32()

@@ -39,7 +39,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> R<BasicValueEnum<'ctx>> {
         let m = Mb { cx: self };
         let args: Vec<FloatValue<'ctx>> = xs.iter().map(|v| v.into_float_value()).collect();
-        if matches!(t, DType::F16 | DType::BF16) && !matches!(f, MathFn::Abs | MathFn::Fma) {
+        // AMDGPU's v_fma_f16 rounds once; bf16 (and f16 on the host, where
+        // LLVM goes through an f32 fma) needs the emulation.
+        if f == MathFn::Fma && (t == DType::BF16 || t == DType::F16 && self.trapping_division) {
+            return Ok(m.fma16(&args)?.into());
+        }
+        if matches!(t, DType::F16 | DType::BF16) && f != MathFn::Abs {
             let f32t = self.cx.f32_type();
             let wide = args
                 .iter()
@@ -399,6 +404,71 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         let v = self.sel(one, self.c(x, 1.0), v)?;
         let y0 = self.cmp(FloatPredicate::OEQ, y, self.c(x, 0.0))?;
         self.sel(y0, self.c(x, 1.0), v)
+    }
+
+    /// fma of three f16 or bf16 values, rounded once. Through an f32 fma
+    /// the result would be rounded twice (to f32, then to 16 bits), which is
+    /// wrong where the first rounding lands on a 16-bit tie (found by
+    /// tests/difffuzz.rs). Instead: a·b is exact in f32 (at most 22
+    /// significant bits), the sum is rounded to f32 *to odd* using its exact
+    /// error from TwoSum, and rounding that to 16 bits is then correct.
+    fn fma16(&self, xs: &[F<'ctx>]) -> R<F<'ctx>> {
+        let b = &self.cx.b;
+        let t16 = xs[0].get_type();
+        let f32t = self.cx.cx.f32_type();
+        let (a, bb, c) = (
+            self.ext(xs[0], f32t)?,
+            self.ext(xs[1], f32t)?,
+            self.ext(xs[2], f32t)?,
+        );
+        let p = self.mul(a, bb)?;
+        let (s, e) = self.two_sum(p, c)?;
+        let i32t = self.cx.cx.i32_type();
+        let bits = |f: F<'ctx>| -> R<IntValue<'ctx>> {
+            Ok(b.build_bit_cast(f, i32t, "")
+                .map_err(llvm_err)?
+                .into_int_value())
+        };
+        let (sb, eb) = (bits(s)?, bits(e)?);
+        let inexact = self.cmp(FloatPredicate::ONE, e, self.c(e, 0.0))?;
+        let even = b
+            .build_int_compare(
+                IntPredicate::EQ,
+                b.build_and(sb, i32t.const_int(1, false), "")
+                    .map_err(llvm_err)?,
+                i32t.const_zero(),
+                "",
+            )
+            .map_err(llvm_err)?;
+        // Toward the exact value: up in magnitude when e has s's sign.
+        let same_sign = b
+            .build_int_compare(
+                IntPredicate::SGE,
+                b.build_xor(sb, eb, "").map_err(llvm_err)?,
+                i32t.const_zero(),
+                "",
+            )
+            .map_err(llvm_err)?;
+        let step = b
+            .build_select(
+                same_sign,
+                i32t.const_int(1, false),
+                i32t.const_all_ones(),
+                "",
+            )
+            .map_err(llvm_err)?
+            .into_int_value();
+        let nudge = self.and(inexact, even)?;
+        let step = b
+            .build_select(nudge, step, i32t.const_zero(), "")
+            .map_err(llvm_err)?
+            .into_int_value();
+        let odd = b.build_int_add(sb, step, "").map_err(llvm_err)?;
+        let r = b
+            .build_bit_cast(odd, f32t, "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        self.trunc(r, t16)
     }
 
     /// (a·b, its rounding error), exact with an FMA.

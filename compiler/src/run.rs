@@ -81,7 +81,11 @@ fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
         ),
         DType::Bool => Data::I((0..n).map(|_| (rng.next_u64() & 1) as i64).collect()),
         DType::U8 | DType::U32 => Data::I((0..n).map(|_| (rng.next_u64() % 100) as i64).collect()),
-        _ => Data::I((0..n).map(|_| (rng.next_u64() % 201) as i64 - 100).collect()),
+        _ => Data::I(
+            (0..n)
+                .map(|_| (rng.next_u64() % 201) as i64 - 100)
+                .collect(),
+        ),
     };
     Buffer { dtype: t, data }
 }

@@ -120,6 +120,34 @@ impl DType {
     }
 }
 
+/// `x` rounded to f32 *to odd*: truncated toward zero, with the last bit
+/// set when anything was cut off. Rounding that to a format with at least
+/// two fewer bits (f16, bf16) gives the correctly rounded result of `x`,
+/// which rounding to nearest twice does not (ties would be broken twice).
+pub fn f64_to_f32_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if !r.is_finite() || f64::from(r) == x {
+        return r;
+    }
+    let mut bits = r.to_bits();
+    // Toward zero first: round-to-nearest may have gone up in magnitude.
+    if f64::from(r).abs() > x.abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// `x` correctly rounded to f16 (the `half` crate's f64 conversion ignores
+/// the low 32 bits of the significand and so breaks some ties wrongly).
+pub fn f64_to_f16(x: f64) -> half::f16 {
+    half::f16::from_f32(f64_to_f32_odd(x))
+}
+
+/// `x` correctly rounded to bf16 (see [`f64_to_f16`]).
+pub fn f64_to_bf16(x: f64) -> half::bf16 {
+    half::bf16::from_f32(f64_to_f32_odd(x))
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -129,6 +157,25 @@ impl fmt::Display for DType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_to_16_bits_is_correct_at_sticky_ties() {
+        // Halfway between two bf16 values in the top bits, with a bit set far
+        // below (beyond f32): must round up, not to even.
+        let x = f64::from_bits(0x3FF0_1000_0000_0001); // 1 + 2^-8 + 2^-52
+        assert_eq!(f64_to_bf16(x).to_f64(), 1.0 + 2f64.powi(-7));
+        assert_eq!(f64_to_bf16(1.0 + 2f64.powi(-8)).to_f64(), 1.0); // an exact tie: to even
+        let y = 1.0 + 2f64.powi(-11) + 2f64.powi(-50);
+        assert_eq!(f64_to_f16(y).to_f64(), 1.0 + 2f64.powi(-10));
+        for v in [0.1, -3.7e-5, 65504.0, 1e10, f64::INFINITY, -0.0] {
+            assert_eq!(
+                f64_to_f16(v).to_f64(),
+                half::f16::from_f32(v as f32).to_f64().max(f64::MIN),
+                "{v}"
+            );
+        }
+        assert!(f64_to_bf16(f64::NAN).is_nan());
+    }
 
     #[test]
     fn names_round_trip() {

@@ -1180,8 +1180,8 @@ impl<'s> Cx<'s> {
 pub fn round_to(v: f64, t: DType) -> f64 {
     match t {
         DType::F32 => v as f32 as f64,
-        DType::F16 => half::f16::from_f64(v).to_f64(),
-        DType::BF16 => half::bf16::from_f64(v).to_f64(),
+        DType::F16 => crate::dtype::f64_to_f16(v).to_f64(),
+        DType::BF16 => crate::dtype::f64_to_bf16(v).to_f64(),
         _ => v,
     }
 }
