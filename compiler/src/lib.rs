@@ -409,7 +409,18 @@ pub fn compile_all(
     opts: &Options,
     emit: Emit,
 ) -> Result<Vec<Artifact>, Error> {
-    let ts = targets(opts)?;
+    compile_for(file, source, &targets(opts)?, opts, emit)
+}
+
+/// [`compile_all`] for targets already parsed (with [`targets`]): the
+/// target IDs are parsed once, at the boundary.
+pub fn compile_for(
+    file: &str,
+    source: &str,
+    ts: &[Target],
+    opts: &Options,
+    emit: Emit,
+) -> Result<Vec<Artifact>, Error> {
     let front = frontend(file, source)?;
     if ts.len() == 1 {
         return Ok(vec![backend(&front, &ts[0], opts, emit)?]);

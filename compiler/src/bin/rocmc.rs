@@ -209,7 +209,8 @@ fn build(a: BuildArgs) -> Result<(), Error> {
             None
         },
     };
-    let multi = rocmc::targets(&opts)?.len() > 1;
+    let targets = rocmc::targets(&opts)?;
+    let multi = targets.len() > 1;
     if to_stdout
         && kinds.iter().any(|k| !k.is_text())
         && (kinds.len() > 1 || (multi && kinds != [Kind::Hsaco]))
@@ -222,7 +223,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         object: kinds.contains(&Kind::Obj),
         code_object: kinds.contains(&Kind::Hsaco),
     };
-    let arts = rocmc::compile_all(&file, &source, &opts, emit)?;
+    let arts = rocmc::compile_for(&file, &source, &targets, &opts, emit)?;
     let first = &arts[0];
     let header = |art: &rocmc::Artifact, comment: &str| {
         format!(
