@@ -459,9 +459,16 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             writeln!(src, "\n[[stage]]\ncompute = \"R[i] = {acc}({extra}, k)\"\nshape = [\"n\"]\nreduce = {{ k = \"m\" }}\nschedule = {}", quoted(&r_sched)).unwrap();
         }
         "consumer" => {
-            let p_sched: Vec<String> = match rng.below(4) {
+            // A work-group part (into LDS) needs the consumer's block: T threads.
+            let threads = *rng.pick(&[8, 16, 32]);
+            let p_sched: Vec<String> = match rng.below(5) {
                 0 => vec!["compute_inline()".into()],
                 1 => vec!["compute_at(Q, jo)".into()],
+                2 => vec![
+                    "compute_at(Q, jo)".into(),
+                    format!("pj, pt = split(j, {threads})"),
+                    "bind(pt, threadIdx.x)".into(),
+                ],
                 _ => schedule_2d(rng, false, bounded),
             };
             writeln!(
@@ -477,7 +484,14 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 _ => "P[n - 1 - i, j]".to_string(),
             };
             let qt = pt;
-            let q_sched = if p_sched[0].starts_with("compute_at") {
+            let q_sched = if p_sched.len() > 1 && p_sched[0].starts_with("compute_at") {
+                vec![
+                    "bind(i, blockIdx.y)".into(),
+                    format!("jo, ji = split(j, {threads})"),
+                    "bind(jo, blockIdx.x)".into(),
+                    "bind(ji, threadIdx.x)".into(),
+                ]
+            } else if p_sched[0].starts_with("compute_at") {
                 vec![
                     "bind(i, blockIdx.y)".into(),
                     format!("jo, ji = split(j, {})", rng.pick(&[4, 8, 16])),
