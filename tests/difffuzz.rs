@@ -147,29 +147,14 @@ impl Gen<'_> {
         }
         if t.is_float() {
             match self.rng.below(12) {
-                0..=2 => {
-                    let (a, ea) = self.expr(t, depth - 1);
-                    let (b, eb) = self.expr(t, depth - 1);
-                    let op = self.rng.pick(&["+", "-", "*"]);
-                    (format!("({a} {op} {b})"), ea && eb)
-                }
+                0..=2 => self.arith(t, depth),
                 3 => {
                     let (a, ea) = self.expr(t, depth - 1);
                     let (b, eb) = self.expr(t, depth - 1);
                     (format!("({a} / (abs({b}) + 1.0))"), ea && eb)
                 }
-                4 => {
-                    let (a, ea) = self.expr(t, depth - 1);
-                    let (b, eb) = self.expr(t, depth - 1);
-                    let f = self.rng.pick(&["min", "max"]);
-                    (format!("{f}({a}, {b})"), ea && eb)
-                }
-                5 => {
-                    let (c, ec) = self.cond(depth - 1);
-                    let (a, ea) = self.expr(t, depth - 1);
-                    let (b, eb) = self.expr(t, depth - 1);
-                    (format!("select({c}, {a}, {b})"), ec && ea && eb)
-                }
+                4 => self.min_max(t, depth),
+                5 => self.select(t, depth),
                 6 => {
                     // Through another dtype and back. An approximated value
                     // is not widened: its error is the narrow type's, beyond
@@ -221,12 +206,7 @@ impl Gen<'_> {
             }
         } else {
             match self.rng.below(8) {
-                0..=2 => {
-                    let (a, ea) = self.expr(t, depth - 1);
-                    let (b, eb) = self.expr(t, depth - 1);
-                    let op = self.rng.pick(&["+", "-", "*"]);
-                    (format!("({a} {op} {b})"), ea && eb)
-                }
+                0..=2 => self.arith(t, depth),
                 3 => {
                     let (a, ea) = self.expr(t, depth - 1);
                     let d = if t.is_signed() {
@@ -237,18 +217,8 @@ impl Gen<'_> {
                     let op = self.rng.pick(&["/", "%"]);
                     (format!("({a} {op} {d})"), ea)
                 }
-                4 => {
-                    let (a, ea) = self.expr(t, depth - 1);
-                    let (b, eb) = self.expr(t, depth - 1);
-                    let f = self.rng.pick(&["min", "max"]);
-                    (format!("{f}({a}, {b})"), ea && eb)
-                }
-                5 => {
-                    let (c, ec) = self.cond(depth - 1);
-                    let (a, ea) = self.expr(t, depth - 1);
-                    let (b, eb) = self.expr(t, depth - 1);
-                    (format!("select({c}, {a}, {b})"), ec && ea && eb)
-                }
+                4 => self.min_max(t, depth),
+                5 => self.select(t, depth),
                 6 => {
                     // From a float, only when exactly computed.
                     let u = *self.rng.pick(FLOATS);
@@ -266,6 +236,28 @@ impl Gen<'_> {
                 }
             }
         }
+    }
+
+    /// `a + b`, `a - b` or `a * b` of dtype `t`.
+    fn arith(&mut self, t: DType, depth: usize) -> (String, bool) {
+        let (a, ea) = self.expr(t, depth - 1);
+        let (b, eb) = self.expr(t, depth - 1);
+        let op = self.rng.pick(&["+", "-", "*"]);
+        (format!("({a} {op} {b})"), ea && eb)
+    }
+
+    fn min_max(&mut self, t: DType, depth: usize) -> (String, bool) {
+        let (a, ea) = self.expr(t, depth - 1);
+        let (b, eb) = self.expr(t, depth - 1);
+        let f = self.rng.pick(&["min", "max"]);
+        (format!("{f}({a}, {b})"), ea && eb)
+    }
+
+    fn select(&mut self, t: DType, depth: usize) -> (String, bool) {
+        let (c, ec) = self.cond(depth - 1);
+        let (a, ea) = self.expr(t, depth - 1);
+        let (b, eb) = self.expr(t, depth - 1);
+        (format!("select({c}, {a}, {b})"), ec && ea && eb)
     }
 
     fn cond(&mut self, depth: usize) -> (String, bool) {
