@@ -325,6 +325,21 @@ fn schedule_2d(rng: &mut Rng, vec_ok: bool, bounded: bool) -> Vec<String> {
     s
 }
 
+/// Appends a stage over (n) or (n, m); a 1-D stage reduces over k in 0..m.
+fn stage(src: &mut String, compute: &str, dims: usize, schedule: &[String]) {
+    let (shape, reduce) = if dims == 1 {
+        ("[\"n\"]", "reduce = { k = \"m\" }\n")
+    } else {
+        ("[\"n\", \"m\"]", "")
+    };
+    writeln!(
+        src,
+        "\n[[stage]]\ncompute = \"{compute}\"\nshape = {shape}\n{reduce}schedule = {}",
+        quoted(schedule)
+    )
+    .unwrap();
+}
+
 fn quoted(steps: &[String]) -> String {
     let v: Vec<String> = steps.iter().map(|s| format!("\"{s}\"")).collect();
     format!("[{}]", v.join(", "))
@@ -397,12 +412,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 0 => vec!["compute_inline()".into()],
                 _ => schedule_2d(rng, false, bounded),
             };
-            writeln!(
-                src,
-                "\n[[stage]]\ncompute = \"P[i, j] = {pe}\"\nshape = [\"n\", \"m\"]\nschedule = {}",
-                quoted(&p_sched)
-            )
-            .unwrap();
+            stage(&mut src, &format!("P[i, j] = {pe}"), 2, &p_sched);
             let acc = if matches!(pt, DType::F16 | DType::BF16 | DType::U8 | DType::I8)
                 || rng.chance(40)
             {
@@ -448,7 +458,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     "RL = cache_write(R, local, bx)".into(),
                 ],
             };
-            writeln!(src, "\n[[stage]]\ncompute = \"R[i] = {acc}({extra}, k)\"\nshape = [\"n\"]\nreduce = {{ k = \"m\" }}\nschedule = {}", quoted(&r_sched)).unwrap();
+            stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &r_sched);
         }
         "consumer" => {
             // A work-group part (into LDS) needs the consumer's block: T threads.
@@ -463,12 +473,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 ],
                 _ => schedule_2d(rng, false, bounded),
             };
-            writeln!(
-                src,
-                "\n[[stage]]\ncompute = \"P[i, j] = {pe}\"\nshape = [\"n\", \"m\"]\nschedule = {}",
-                quoted(&p_sched)
-            )
-            .unwrap();
+            stage(&mut src, &format!("P[i, j] = {pe}"), 2, &p_sched);
             let sub = match rng.below(4) {
                 0 => "P[i, j]".to_string(),
                 1 => "P[i, max(j - 1, 0)]".to_string(),
@@ -514,16 +519,16 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             } else {
                 format!("{sub} * {two}")
             };
-            writeln!(src, "\n[[stage]]\ncompute = \"Q[i, j] = {sub} {op} {two}\"\nshape = [\"n\", \"m\"]\nschedule = {}", quoted(&q_sched)).unwrap();
+            stage(
+                &mut src,
+                &format!("Q[i, j] = {sub} {op} {two}"),
+                2,
+                &q_sched,
+            );
         }
         _ => {
             let s = schedule_2d(rng, true, bounded);
-            writeln!(
-                src,
-                "\n[[stage]]\ncompute = \"P[i, j] = {pe}\"\nshape = [\"n\", \"m\"]\nschedule = {}",
-                quoted(&s)
-            )
-            .unwrap();
+            stage(&mut src, &format!("P[i, j] = {pe}"), 2, &s);
         }
     }
     src

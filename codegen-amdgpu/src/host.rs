@@ -162,7 +162,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             contract: false,
             shared,
             bounds: crate::index::Bounds::of(k, g),
-            trapping_division: true,
+            on_host: true,
         })
     }
 

@@ -176,7 +176,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Index::Bin(op, a, c) => {
                 let (ra, rc) = (self.range(a), self.range(c));
                 let (x, mut y) = (self.emit(a, wide)?, self.emit(c, wide)?);
-                if self.trapping_division
+                if self.on_host
                     && matches!(op, IOp::Div | IOp::Mod | IOp::CeilDiv)
                     && rc.0 <= 0
                     && rc.1 >= 0

@@ -276,8 +276,9 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) shared: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
     /// Upper bounds of sizes and loop variables, for index ranges.
     pub(crate) bounds: crate::index::Bounds,
-    /// Integer division by zero raises a signal on this target (the host).
-    pub(crate) trapping_division: bool,
+    /// Compiling for the host CPU path: integer division by zero raises a
+    /// signal there, and f16 fma goes through an f32 fma (rounding twice).
+    pub(crate) on_host: bool,
 }
 
 extern "C" {
@@ -418,7 +419,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             contract: false,
             shared,
             bounds: crate::index::Bounds::of(k, g),
-            trapping_division: false,
+            on_host: false,
         })
     }
 
@@ -1056,7 +1057,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let it = y.get_type();
         let one = it.const_int(1, false);
         let mut y = y;
-        if self.trapping_division {
+        if self.on_host {
             let zero = b
                 .build_int_compare(IntPredicate::EQ, y, it.const_zero(), "")
                 .map_err(llvm_err)?;

@@ -28,6 +28,7 @@ const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
 const INV_LN2_LO: f64 = 2.035_527_374_093_103_3e-17;
 const LN2: f64 = std::f64::consts::LN_2;
+const LN2_REST: f64 = 2.319_046_813_846_299_6e-17; // ln 2 − LN2
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// `f(xs)` at dtype `t` (a float type).
@@ -41,7 +42,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let args: Vec<FloatValue<'ctx>> = xs.iter().map(|v| v.into_float_value()).collect();
         // AMDGPU's v_fma_f16 rounds once; bf16 (and f16 on the host, where
         // LLVM goes through an f32 fma) needs the emulation.
-        if f == MathFn::Fma && (t == DType::BF16 || t == DType::F16 && self.trapping_division) {
+        if f == MathFn::Fma && (t == DType::BF16 || t == DType::F16 && self.on_host) {
             return Ok(m.fma16(&args)?.into());
         }
         if matches!(t, DType::F16 | DType::BF16) && f != MathFn::Abs {
@@ -248,7 +249,7 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         let f = self.sub(x, k)?;
         let hi = self.mul(f, self.c(x, LN2))?;
         let lo = self.fma(f, self.c(x, LN2), self.neg(hi)?)?;
-        let lo = self.fma(f, self.c(x, 2.319_046_813_846_299_6e-17), lo)?;
+        let lo = self.fma(f, self.c(x, LN2_REST), lo)?;
         let p = self.add(self.expm1_reduced(self.add(hi, lo)?)?, self.c(x, 1.0))?;
         self.ldexp(p, ki)
     }
@@ -640,27 +641,18 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
             self.div(self.c(x, 1.0), sq)?,
         )?;
         // Numerator P (degree 7) and denominator Q (degree 8, Q(0) = 1),
-        // highest degree first; the regions' shorter polynomials are padded with 0.
-        let mut p = pick([0.0, 0.0, ERF_RA[7], 0.0])?;
-        for i in (0..7).rev() {
-            let c = pick([
-                *ERF_PP.get(i).unwrap_or(&0.0),
-                ERF_PA[i],
-                ERF_RA[i],
-                ERF_RB[i],
-            ])?;
-            p = self.fma(p, t, c)?;
-        }
-        let mut q = pick([0.0, 0.0, ERF_SA[7], 0.0])?;
-        for i in (0..7).rev() {
-            let c = pick([
-                *ERF_QQ.get(i).unwrap_or(&0.0),
-                ERF_QA[i],
-                ERF_SA[i],
-                ERF_SB[i],
-            ])?;
-            q = self.fma(q, t, c)?;
-        }
+        // highest degree first; the regions' shorter polynomials count as padded with 0.
+        // Horner over the coefficients of every region, selected per element.
+        let poly = |top: f64, tables: [&[f64]; 4]| -> R<F<'ctx>> {
+            let mut acc = pick([0.0, 0.0, top, 0.0])?;
+            for i in (0..7).rev() {
+                let at = |tb: &[f64]| tb.get(i).copied().unwrap_or(0.0);
+                acc = self.fma(acc, t, pick(tables.map(at))?)?;
+            }
+            Ok(acc)
+        };
+        let p = poly(ERF_RA[7], [&ERF_PP, &ERF_PA, &ERF_RA, &ERF_RB])?;
+        let mut q = poly(ERF_SA[7], [&ERF_QQ, &ERF_QA, &ERF_SA, &ERF_SB])?;
         q = self.fma(q, t, self.c(x, 1.0))?;
         let rq = self.div(p, q)?;
         // |x| < 0.84375: x + x·R
@@ -728,13 +720,12 @@ const ERF_PP: [f64; 5] = [
     -5.770_270_296_489_442e-3,
     -2.376_301_665_665_016_3e-5,
 ];
-const ERF_QQ: [f64; 6] = [
+const ERF_QQ: [f64; 5] = [
     3.979_172_239_591_553_5e-1,
     6.502_224_998_876_73e-2,
     5.081_306_281_875_766e-3,
     1.324_947_380_043_216_4e-4,
     -3.960_228_278_775_368e-6,
-    0.0,
 ];
 // 0.84375 ≤ |x| < 1.25, in |x| − 1.
 const ERF_PA: [f64; 7] = [
@@ -746,14 +737,13 @@ const ERF_PA: [f64; 7] = [
     3.547_830_432_561_823_6e-2,
     -2.166_375_594_868_791e-3,
 ];
-const ERF_QA: [f64; 7] = [
+const ERF_QA: [f64; 6] = [
     1.064_208_804_008_442_3e-1,
     5.403_979_177_021_71e-1,
     7.182_865_441_419_627e-2,
     1.261_712_198_087_616_4e-1,
     1.363_708_391_202_905e-2,
     1.198_449_984_679_910_7e-2,
-    0.0,
 ];
 // 1.25 ≤ |x| < 1/0.35, in 1/x².
 const ERF_RA: [f64; 8] = [

@@ -90,6 +90,45 @@ impl Cx<'_> {
         Ok(())
     }
 
+    /// LDS array `id` (`shared`) or register array `id`, with a name for messages.
+    fn array(&self, shared: bool, id: u32) -> Result<(&super::Local, String), VerifyError> {
+        let (arrays, what) = if shared {
+            (&self.g.shared, "LDS array")
+        } else {
+            (&self.g.locals, "register array")
+        };
+        match arrays.get(id as usize) {
+            Some(l) => Ok((l, format!("{what} `{}`", l.name))),
+            None => Err(self.err(format!("{what} #{id} does not exist"))),
+        }
+    }
+
+    /// Checks an access `index` of an array; `verb` says how it is accessed.
+    fn array_access(
+        &self,
+        shared: bool,
+        id: u32,
+        index: &Index,
+        verb: &str,
+    ) -> Result<(), VerifyError> {
+        let (l, name) = self.array(shared, id)?;
+        self.element(index, l.len, &format!("a {verb} {name}"))
+    }
+
+    /// Checks guards; whether any depends on a thread index.
+    fn guards(&self, guards: &[crate::schedule::Guard]) -> Result<bool, VerifyError> {
+        let mut thread_dependent = false;
+        for g in guards {
+            self.index(&g.value, "a guard")?;
+            self.index(&g.extent, "a guard")?;
+            thread_dependent |= self
+                .threads
+                .iter()
+                .any(|t| g.value.uses_var(*t) || g.extent.uses_var(*t));
+        }
+        Ok(thread_dependent)
+    }
+
     fn expr(&self, e: &Expr) -> Result<(), VerifyError> {
         let found = RefCell::new(Ok(()));
         e.rewrite(&|x: &Expr| {
@@ -111,18 +150,12 @@ impl Cx<'_> {
                     }
                 }
                 ExprKind::Index(ix) => self.index(ix, "an index value"),
-                ExprKind::Local { local, index } => match self.g.locals.get(*local as usize) {
-                    Some(l) => self.element(index, l.len, &format!("a read of `{}`", l.name)),
-                    None => Err(self.err(format!(
-                        "a read of register array #{local} that does not exist"
-                    ))),
-                },
-                ExprKind::Shared { shared, index } => match self.g.shared.get(*shared as usize) {
-                    Some(l) => self.element(index, l.len, &format!("a read of LDS `{}`", l.name)),
-                    None => {
-                        Err(self.err(format!("a read of LDS array #{shared} that does not exist")))
-                    }
-                },
+                ExprKind::Local { local, index } => {
+                    self.array_access(false, *local, index, "read of")
+                }
+                ExprKind::Shared { shared, index } => {
+                    self.array_access(true, *shared, index, "read of")
+                }
                 ExprKind::Reduced => Err(self.err("a reduction result outside its stage".into())),
                 _ => Ok(()),
             };
@@ -151,17 +184,15 @@ impl Cx<'_> {
                     self.scope.pop();
                 }
                 Stmt::If { guards, body } => {
-                    let mut thread_dependent = false;
+                    let thread_dependent = self.guards(guards)?;
                     let saved = self.var_max.clone();
                     for g in guards {
-                        self.index(&g.value, "a guard")?;
-                        self.index(&g.extent, "a guard")?;
-                        thread_dependent |= self.threads.iter().any(|t| g.value.uses_var(*t))
-                            || self.threads.iter().any(|t| g.extent.uses_var(*t));
                         // `v < e` bounds v inside the guard (reduction trees: `tx < 64`).
                         if let Index::Var(v) = &g.value {
                             let (_, hi) = g.extent.range(&self.size_max, &self.var_max);
-                            if let (Some(m), Ok(hi)) = (self.var_max.get_mut(v.0 as usize), u64::try_from(hi - 1)) {
+                            if let (Some(m), Ok(hi)) =
+                                (self.var_max.get_mut(v.0 as usize), u64::try_from(hi - 1))
+                            {
                                 *m = (*m).min(hi);
                             }
                         }
@@ -170,12 +201,7 @@ impl Cx<'_> {
                     self.var_max = saved;
                 }
                 Stmt::Unswitch { guards, fast, slow } => {
-                    let mut thread_dependent = false;
-                    for g in guards {
-                        self.index(&g.value, "a guard")?;
-                        self.index(&g.extent, "a guard")?;
-                        thread_dependent |= self.threads.iter().any(|t| g.value.uses_var(*t));
-                    }
+                    let thread_dependent = self.guards(guards)?;
                     self.body(fast, divergent || thread_dependent)?;
                     self.body(slow, divergent || thread_dependent)?;
                 }
@@ -198,10 +224,7 @@ impl Cx<'_> {
                     index,
                     value,
                 } => {
-                    let Some(l) = self.g.shared.get(*shared as usize) else {
-                        return Err(self.err(format!("a store to LDS array #{shared} that does not exist")));
-                    };
-                    self.element(index, l.len, &format!("a store to LDS `{}`", l.name))?;
+                    self.array_access(true, *shared, index, "store to")?;
                     self.expr(value)?;
                 }
                 Stmt::LocalStore {
@@ -209,10 +232,7 @@ impl Cx<'_> {
                     index,
                     value,
                 } => {
-                    let Some(l) = self.g.locals.get(*local as usize) else {
-                        return Err(self.err(format!("a store to register array #{local} that does not exist")));
-                    };
-                    self.element(index, l.len, &format!("a store to `{}`", l.name))?;
+                    self.array_access(false, *local, index, "store to")?;
                     self.expr(value)?;
                 }
                 Stmt::Barrier if divergent => {
@@ -265,8 +285,7 @@ pub fn verify(k: &Kernel, g: &GpuKernel, pass: &'static str) -> Result<(), Verif
             "{lds} bytes of LDS, more than any AMDGPU has ({most})"
         )));
     }
-    let body = g.body.clone();
-    cx.body(&body, false)
+    cx.body(&g.body, false)
 }
 
 #[cfg(test)]
