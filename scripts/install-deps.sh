@@ -5,11 +5,13 @@
 # tools used as reference and independent checkers in tests, Debian's HIP
 # runtime (tests of the "no GPU" path use the real library), MPFR and GMP
 # (the math accuracy test's high-precision reference), a C++
-# compiler for the two small shims, and zlib/zstd for linking lld.
-# Does nothing when everything is present. Needs root or sudo to install.
+# compiler for the two small shims, zlib/zstd for linking lld, and pip to
+# fetch NVIDIA's PTX assembler (scripts/install-ptxas.sh), which checks the
+# PTX rocmc writes. Does nothing when everything is present. Needs root or
+# sudo to install packages.
 set -euo pipefail
 
-packages=(llvm-22-dev libpolly-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++ libamdhip64-5 libmpfr-dev libgmp-dev pkg-config)
+packages=(llvm-22-dev libpolly-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++ libamdhip64-5 libmpfr-dev libgmp-dev pkg-config python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -17,7 +19,9 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  exec "$(dirname "$0")/install-ptxas.sh"
+fi
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -29,3 +33,4 @@ echo "rocmc: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >&2
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+exec "$(dirname "$0")/install-ptxas.sh"

@@ -175,7 +175,7 @@ fn examples_compile_for_three_targets_without_spills() {
         for a in arts {
             let co = rocmc::linker::codeobject::read(&a.code_object.unwrap()).unwrap();
             for k in &co.kernels {
-                let ctx = format!("{name} / {} on {}", k.name, a.target.id);
+                let ctx = format!("{name} / {} on {}", k.name, a.target);
                 assert_eq!(k.private_segment_fixed_size, 0, "{ctx}: scratch");
                 assert_eq!(k.vgpr_spill_count + k.sgpr_spill_count, 0, "{ctx}: spills");
             }

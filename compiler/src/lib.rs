@@ -13,9 +13,7 @@
 
 #![deny(missing_docs)]
 
-use rocmc_codegen_amdgpu::{
-    target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, TargetId,
-};
+use rocmc_codegen::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, Vendor};
 use rocmc_ir::lower::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
@@ -28,7 +26,7 @@ pub mod run;
 
 pub use build::Build;
 
-pub use rocmc_codegen_amdgpu as codegen;
+pub use rocmc_codegen as codegen;
 pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
 pub use rocmc_runtime_hip as runtime_hip;
@@ -165,6 +163,19 @@ impl Error {
     }
 }
 
+/// What selects the machine code besides the processor, for people:
+/// `code object v5, wave64` (AMD), `PTX 7.8, warp 32` (NVIDIA).
+pub fn target_summary(t: &Target) -> String {
+    match t {
+        Target::Amd(a) => format!(
+            "code object v{}, wave{}",
+            a.code_object_version,
+            a.wavefront_size()
+        ),
+        Target::Nvidia(n) => format!("PTX {}, warp 32", n.ptx_text()),
+    }
+}
+
 /// Parses `--mcpu` (one target ID, or several separated by commas) into targets.
 pub fn targets(opts: &Options) -> Result<Vec<Target>, Error> {
     let mut out: Vec<Target> = Vec::new();
@@ -175,16 +186,9 @@ pub fn targets(opts: &Options) -> Result<Vec<Target>, Error> {
                 opts.mcpu
             )));
         }
-        let t = Target::new(
-            TargetId::parse(part)?,
-            opts.wave_size,
-            opts.code_object_version,
-        )?;
-        if out.iter().any(|o| o.id == t.id) {
-            return Err(Error::Usage(format!(
-                "--mcpu: target {} is given twice",
-                t.id
-            )));
+        let t = Target::parse(part, opts.wave_size, opts.code_object_version)?;
+        if out.iter().any(|o| o.to_string() == t.to_string()) {
+            return Err(Error::Usage(format!("--mcpu: target {t} is given twice")));
         }
         out.push(t);
     }
@@ -262,28 +266,33 @@ pub fn backend(
     emit: Emit,
 ) -> Result<Artifact, Error> {
     check_lds(front, target)?;
-    rocmc_codegen_amdgpu::set_crash_context(&front.file);
+    rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();
+    let amd = target.vendor() == Vendor::Amd;
+    if !amd && (emit.object || emit.code_object) {
+        return Err(Error::Usage(format!(
+            "{target} is an NVIDIA target: rocmc writes PTX for it (the CUDA driver compiles PTX \
+             when it loads it), not objects or code objects; ask for `asm`/`ptx`"
+        )));
+    }
     let req = Request {
         llvm_ir: emit.llvm,
         asm: emit.asm,
-        object: emit.object || emit.code_object,
+        object: amd && (emit.object || emit.code_object),
         no_fp_contract: !opts.fp_contract,
     };
-    let out = rocmc_codegen_amdgpu::compile(
-        &front.kernel,
-        &front.program,
-        target,
-        &front.launch.module_asm(),
-        req,
-    )
-    .map_err(|e| match e {
-        rocmc_codegen_amdgpu::CodegenError::Target(t) => Error::Target(t),
-        rocmc_codegen_amdgpu::CodegenError::Backend(msg) => {
-            Error::Backend(backend_diagnostic(front, &target.id.to_string(), &msg))
-        }
-        other => Error::Codegen(other.to_string()),
-    })?;
+    let module_asm = match target {
+        Target::Amd(_) => front.launch.module_asm(),
+        Target::Nvidia(_) => front.launch.ptx_comment(),
+    };
+    let out = rocmc_codegen::compile(&front.kernel, &front.program, target, &module_asm, req)
+        .map_err(|e| match e {
+            rocmc_codegen::CodegenError::Target(t) => Error::Target(t),
+            rocmc_codegen::CodegenError::Backend(msg) => {
+                Error::Backend(backend_diagnostic(front, target, &msg))
+            }
+            other => Error::Codegen(other.to_string()),
+        })?;
     let t1 = Instant::now();
     timings.extend(out.timings.iter().copied());
     let code_object = match (&out.object, emit.code_object) {
@@ -308,7 +317,7 @@ pub fn backend(
 /// Points an error of LLVM's backend at the kernel file: at the first stage
 /// calling the math function the message names (LLVM says `fexp` for
 /// `exp`), else at the first stage.
-pub fn backend_diagnostic(front: &Frontend, target: &str, msg: &str) -> KernelError {
+pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> KernelError {
     use rocmc_ir::kernel::{Expr, ExprKind};
     fn calls(e: &Expr, f: MathFn) -> bool {
         match &e.kind {
@@ -338,7 +347,13 @@ pub fn backend_diagnostic(front: &Frontend, target: &str, msg: &str) -> KernelEr
         source: front.source.clone(),
         diagnostics: vec![rocmc_ir::diag::Diagnostic::new(
             span,
-            format!("LLVM's AMDGPU backend cannot compile {what} for {target}"),
+            format!(
+                "LLVM's {} backend cannot compile {what} for {target}",
+                match target.vendor() {
+                    Vendor::Amd => "AMDGPU",
+                    Vendor::Nvidia => "NVPTX",
+                }
+            ),
         )
         .label("in this stage")
         .hint(format!("LLVM said: {msg}"))
@@ -364,11 +379,16 @@ fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
             let d = rocmc_ir::Diagnostic::new(
                 big.span,
                 format!(
-                    "kernel `{}` needs {used} bytes of LDS; a work-group on {} has {limit}",
-                    g.name, target.id
+                    "kernel `{}` needs {used} bytes of {}; a {} on {target} has {limit}",
+                    g.name,
+                    target.shared_memory_name(),
+                    match target.vendor() {
+                        Vendor::Amd => "work-group",
+                        Vendor::Nvidia => "block",
+                    }
                 ),
             )
-            .hint(format!("LDS arrays: {}", parts.join(", ")))
+            .hint(format!("{} arrays: {}", target.shared_memory_name(), parts.join(", ")))
             .hint("use smaller tiles, or build for a processor with more LDS (`rocmc targets` lists them)");
             return Err(Error::Kernel(KernelError {
                 file: front.file.clone(),
@@ -447,7 +467,7 @@ pub fn compile_for(
 pub fn bundle(artifacts: &[Artifact]) -> Vec<u8> {
     let entries: Vec<(String, Vec<u8>)> = artifacts
         .iter()
-        .filter_map(|a| a.code_object.clone().map(|c| (a.target.id.to_string(), c)))
+        .filter_map(|a| a.code_object.clone().map(|c| (a.target.to_string(), c)))
         .collect();
     rocmc_linker::bundle::write(&entries)
 }
@@ -600,7 +620,8 @@ mod tests {
     fn backend_errors_point_at_the_stage_that_calls_the_function() {
         let src = "[kernel]\nname = \"k\"\nsizes = [\"n\"]\n\n[inputs]\nx = { dtype = \"f64\", shape = [\"n\"] }\n\n[[stage]]\ncompute = \"A[i] = x[i] * 2.0\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n\n[[stage]]\ncompute = \"B[i] = exp(A[i])\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n";
         let front = frontend("k.toml", src).unwrap();
-        let e = backend_diagnostic(&front, "gfx90a", "no libcall available for fexp");
+        let t = Target::parse("gfx90a", None, 5).unwrap();
+        let e = backend_diagnostic(&front, &t, "no libcall available for fexp");
         let text = e.render();
         assert!(text.contains("cannot compile `exp` for gfx90a"), "{text}");
         assert!(text.contains("k.toml:13:"), "{text}");

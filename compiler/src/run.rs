@@ -270,15 +270,8 @@ pub fn run_cpu(
         ))
     })?;
     let sizes32: Vec<i32> = sizes.iter().map(|s| *s as i32).collect();
-    rocmc_codegen_amdgpu::host::run_on_host(
-        k,
-        &front.program,
-        &sizes32,
-        &pbytes,
-        &mut host,
-        fp_contract,
-    )
-    .map_err(|e| Error::Codegen(e.to_string()))?;
+    rocmc_codegen::host::run_on_host(k, &front.program, &sizes32, &pbytes, &mut host, fp_contract)
+        .map_err(|e| Error::Codegen(e.to_string()))?;
     compare(k, &want, |i| Ok(std::mem::take(&mut host[i])))
 }
 

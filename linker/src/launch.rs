@@ -1,4 +1,5 @@
-//! rocmc's launch geometry, stored in code objects.
+//! rocmc's launch geometry, stored in code objects (and, for NVIDIA, in a
+//! comment line of the PTX).
 //!
 //! HIP's loader ignores non-allocated ELF sections, so each code object rocmc
 //! writes carries a `.rocmc.launch` section holding this JSON document: for
@@ -12,6 +13,8 @@ use std::collections::HashMap;
 /// Name of the ELF section holding the launch document.
 pub const SECTION: &str = ".rocmc.launch";
 pub const FORMAT_VERSION: u32 = 1;
+/// Start of the PTX comment line holding the launch document.
+pub const PTX_MARKER: &str = "// rocmc.launch ";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LaunchInfo {
@@ -135,6 +138,22 @@ impl LaunchInfo {
         out
     }
 
+    /// The document as one PTX comment line (PTX has no sections; the CUDA
+    /// driver skips comments, rocmc's CUDA runtime reads this line back).
+    pub fn ptx_comment(&self) -> String {
+        // serde_json escapes every control character, so the line cannot end early.
+        format!("{PTX_MARKER}{}\n", self.to_json())
+    }
+
+    /// The document a PTX module carries: `None` when it has none (not
+    /// rocmc's), else the parsed document or why it does not parse.
+    pub fn from_ptx(ptx: &str) -> Option<Result<LaunchInfo, serde_json::Error>> {
+        let line = ptx
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix(PTX_MARKER))?;
+        Some(LaunchInfo::from_json(line.as_bytes()))
+    }
+
     pub fn kernel(&self, name: &str) -> Option<&KernelLaunch> {
         self.kernels.iter().find(|k| k.name == name)
     }
@@ -179,5 +198,8 @@ mod tests {
         };
         assert_eq!(LaunchInfo::from_json(l.to_json().as_bytes()).unwrap(), l);
         assert!(l.module_asm().contains(".pushsection .rocmc.launch"));
+        let ptx = format!(".version 7.8\n{}.target sm_90\n", l.ptx_comment());
+        assert_eq!(LaunchInfo::from_ptx(&ptx).unwrap().unwrap(), l);
+        assert!(LaunchInfo::from_ptx(".version 7.8\n").is_none());
     }
 }

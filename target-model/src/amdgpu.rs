@@ -1,7 +1,7 @@
 //! AMDGPU targets: processors, target IDs (`gfx90a:xnack-`), wave size and
 //! code-object version. The processor table is LLVM 22's, copied here so
 //! that the runtimes (which link no LLVM) share it; a test in
-//! rocmc-codegen-amdgpu compares it with the linked LLVM.
+//! rocmc-codegen compares it with the linked LLVM.
 
 use std::fmt;
 
@@ -81,7 +81,7 @@ pub fn aliases_of(processor: &str) -> Vec<String> {
 /// One entry of LLVM 22's AMDGCN processor table (`llvm::AMDGPU`'s
 /// `parseArchAMDGCN`/`getArchAttrAMDGCN`): a name (canonical `gfxNNN` or a
 /// legacy one), the canonical processor it is, and its xnack, sramecc and
-/// wave32 support. rocmc-codegen-amdgpu's tests check this table against
+/// wave32 support. rocmc-codegen's tests check this table against
 /// the LLVM it links, entry by entry, so it cannot drift.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TableEntry {
@@ -231,6 +231,8 @@ pub struct TargetId {
 pub enum TargetError {
     #[error("unknown AMDGPU processor `{name}`{}", suggestion(.near))]
     UnknownProcessor { name: String, near: Vec<String> },
+    #[error("unknown NVIDIA processor `{name}`{}", suggestion(.near))]
+    UnknownNvidiaProcessor { name: String, near: Vec<String> },
     #[error("target ID `{id}`: {reason}")]
     BadFeature { id: String, reason: String },
     #[error("{0}")]
@@ -249,6 +251,11 @@ fn suggestion(near: &[String]) -> String {
                 .join(", ")
         )
     }
+}
+
+/// Nearest names to `name` among `all`, by edit distance.
+pub(crate) fn nearest_of(name: &str, all: &[String]) -> Vec<String> {
+    nearest(name, all)
 }
 
 /// Nearest processor names, by edit distance on the part after `gfx`.
@@ -362,7 +369,7 @@ impl fmt::Display for TargetId {
 
 /// Everything that selects the machine code: target ID, wave size, code-object version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Target {
+pub struct AmdTarget {
     pub id: TargetId,
     pub wave64: bool,
     pub code_object_version: u32,
@@ -371,14 +378,14 @@ pub struct Target {
 pub const CODE_OBJECT_VERSIONS: [u32; 3] = [4, 5, 6];
 pub const DEFAULT_CODE_OBJECT_VERSION: u32 = 5;
 
-impl Target {
+impl AmdTarget {
     /// `wave_size`: `None` for the processor's default (64 on gfx9 and
     /// older, 32 on gfx10 and later), or 32 / 64 explicitly.
     pub fn new(
         id: TargetId,
         wave_size: Option<u32>,
         code_object_version: u32,
-    ) -> Result<Target, TargetError> {
+    ) -> Result<AmdTarget, TargetError> {
         if !CODE_OBJECT_VERSIONS.contains(&code_object_version) {
             return Err(TargetError::Unsupported(format!(
                 "code object version {code_object_version} is not supported; choose 4, 5 (default) or 6"
@@ -407,7 +414,7 @@ impl Target {
                 )))
             }
         };
-        Ok(Target {
+        Ok(AmdTarget {
             id,
             wave64,
             code_object_version,
@@ -499,7 +506,7 @@ mod tests {
     #[test]
     fn wave_size_follows_the_family() {
         let t = |s: &str, w| {
-            Target::new(TargetId::parse(s).unwrap(), w, 5)
+            AmdTarget::new(TargetId::parse(s).unwrap(), w, 5)
                 .unwrap()
                 .wavefront_size()
         };
@@ -507,9 +514,9 @@ mod tests {
         assert_eq!(t("gfx1100", None), 32);
         assert_eq!(t("gfx1100", Some(64)), 64);
         assert_eq!(t("gfx1030", Some(32)), 32);
-        assert!(Target::new(TargetId::parse("gfx900").unwrap(), Some(32), 5).is_err());
-        assert!(Target::new(TargetId::parse("gfx900").unwrap(), None, 3).is_err());
-        assert!(Target::new(TargetId::parse("gfx11-generic").unwrap(), None, 5).is_err());
-        assert!(Target::new(TargetId::parse("gfx11-generic").unwrap(), None, 6).is_ok());
+        assert!(AmdTarget::new(TargetId::parse("gfx900").unwrap(), Some(32), 5).is_err());
+        assert!(AmdTarget::new(TargetId::parse("gfx900").unwrap(), None, 3).is_err());
+        assert!(AmdTarget::new(TargetId::parse("gfx11-generic").unwrap(), None, 5).is_err());
+        assert!(AmdTarget::new(TargetId::parse("gfx11-generic").unwrap(), None, 6).is_ok());
     }
 }

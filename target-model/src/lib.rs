@@ -1,49 +1,168 @@
-//! rocmc's target model: everything rocmc knows about a GPU target, in pure
-//! Rust, so the compiler, the linker and the runtimes (which link no LLVM)
+//! rocmc's target model: everything rocmc knows about a GPU target (AMD or
+//! NVIDIA), in pure Rust, so the compiler, the linker and the runtimes (which link no LLVM)
 //! share one definition.
 //!
 //! A [`Target`] is parsed once, at the CLI or library boundary, from a
 //! target ID (`gfx942:sramecc+:xnack-`, or a product name such as `mi300x`)
 //! and the wave size and code-object version options; every later phase
 //! takes the typed value. The processor table is LLVM 22's
-//! ([`amdgpu::PROCESSORS`]); a test in rocmc-codegen-amdgpu checks it against
+//! ([`amdgpu::PROCESSORS`]); a test in rocmc-codegen checks it against
 //! the LLVM that rocmc links.
 
 pub mod amdgpu;
 pub mod hardware;
+pub mod nvptx;
 
 pub use amdgpu::{
-    FeatureMode, ProcessorInfo, Target, TargetError, TargetId, CODE_OBJECT_VERSIONS,
+    AmdTarget, FeatureMode, ProcessorInfo, TargetError, TargetId, CODE_OBJECT_VERSIONS,
     DEFAULT_CODE_OBJECT_VERSION,
 };
+pub use nvptx::NvidiaTarget;
+
+use std::fmt;
 
 /// Who makes the GPU a target is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Vendor {
     Amd,
+    Nvidia,
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Vendor::Amd => "AMD",
+            Vendor::Nvidia => "NVIDIA",
+        })
+    }
 }
 
 /// Threads in one work-group, at most, on every AMD GPU.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 
+/// A GPU target, parsed once from `--mcpu` and passed to every later phase.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// An AMDGPU target ID with its wave size and code-object version.
+    Amd(AmdTarget),
+    /// An NVIDIA `sm_NN` processor with its PTX ISA version.
+    Nvidia(NvidiaTarget),
+}
+
 impl Target {
+    /// Parses one `--mcpu` entry: an AMDGPU target ID or product
+    /// (`gfx942:xnack-`, `mi300x`), or an NVIDIA processor or product
+    /// (`sm_90`, `h100`). `wave_size` and `code_object_version` apply to AMD
+    /// targets; NVIDIA warps are 32 wide.
+    pub fn parse(
+        s: &str,
+        wave_size: Option<u32>,
+        code_object_version: u32,
+    ) -> Result<Target, TargetError> {
+        if nvptx::is_nvidia_name(s) {
+            let t = NvidiaTarget::parse(s).ok_or_else(|| TargetError::UnknownNvidiaProcessor {
+                near: amdgpu::nearest_of(
+                    s,
+                    &nvptx::PROCESSORS
+                        .iter()
+                        .map(|p| p.name.to_string())
+                        .chain(nvptx::PRODUCT_ALIASES.iter().map(|(a, _)| a.to_string()))
+                        .collect::<Vec<_>>(),
+                ),
+                name: s.to_string(),
+            })?;
+            if let Some(w) = wave_size.filter(|w| *w != 32) {
+                return Err(TargetError::Unsupported(format!(
+                    "{t}: NVIDIA GPUs run 32-wide warps; --wave-size {w} applies to AMD targets"
+                )));
+            }
+            return Ok(Target::Nvidia(t));
+        }
+        Ok(Target::Amd(AmdTarget::new(
+            TargetId::parse(s)?,
+            wave_size,
+            code_object_version,
+        )?))
+    }
+
     pub fn vendor(&self) -> Vendor {
-        Vendor::Amd
+        match self {
+            Target::Amd(_) => Vendor::Amd,
+            Target::Nvidia(_) => Vendor::Nvidia,
+        }
     }
 
-    /// The hardware facts of the target's processor.
-    pub fn hardware(&self) -> hardware::Hardware {
-        hardware::hardware(&self.id.processor)
+    /// The AMDGPU target, if this is one.
+    pub fn amd(&self) -> Option<&AmdTarget> {
+        match self {
+            Target::Amd(t) => Some(t),
+            Target::Nvidia(_) => None,
+        }
     }
 
-    /// LDS (shared memory) one work-group may use, in bytes.
+    /// The NVIDIA target, if this is one.
+    pub fn nvidia(&self) -> Option<&NvidiaTarget> {
+        match self {
+            Target::Nvidia(t) => Some(t),
+            Target::Amd(_) => None,
+        }
+    }
+
+    /// The processor: `gfx942`, `sm_90`.
+    pub fn processor(&self) -> &str {
+        match self {
+            Target::Amd(t) => &t.id.processor,
+            Target::Nvidia(t) => &t.processor,
+        }
+    }
+
+    /// Shared memory (AMD's LDS) one work-group may use, in bytes.
     pub fn lds_limit(&self) -> u32 {
-        self.hardware().lds_per_workgroup
+        match self {
+            Target::Amd(t) => t.hardware().lds_per_workgroup,
+            Target::Nvidia(_) => nvptx::SHARED_PER_BLOCK,
+        }
+    }
+
+    /// What the vendor calls that memory, for messages.
+    pub fn shared_memory_name(&self) -> &'static str {
+        match self {
+            Target::Amd(_) => "LDS",
+            Target::Nvidia(_) => "shared memory",
+        }
     }
 
     /// Threads one work-group may have.
     pub fn max_threads_per_block(&self) -> u32 {
-        MAX_THREADS_PER_BLOCK
+        match self {
+            Target::Amd(_) => MAX_THREADS_PER_BLOCK,
+            Target::Nvidia(_) => nvptx::MAX_THREADS_PER_BLOCK,
+        }
+    }
+
+    /// Threads that run in lockstep: AMD's wave, NVIDIA's warp.
+    pub fn wave_size(&self) -> u32 {
+        match self {
+            Target::Amd(t) => t.wavefront_size(),
+            Target::Nvidia(_) => 32,
+        }
+    }
+}
+
+/// The target ID (AMD) or processor (NVIDIA), as `--mcpu` takes it.
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Amd(t) => t.id.fmt(f),
+            Target::Nvidia(t) => t.fmt(f),
+        }
+    }
+}
+
+impl AmdTarget {
+    /// The hardware facts of the target's processor.
+    pub fn hardware(&self) -> hardware::Hardware {
+        hardware::hardware(&self.id.processor)
     }
 }
 
@@ -94,12 +213,22 @@ mod tests {
 
     #[test]
     fn limits_come_from_the_processor() {
-        let t = |s: &str| Target::new(TargetId::parse(s).unwrap(), None, 5).unwrap();
+        let t = |s: &str| Target::parse(s, None, 5).unwrap();
         assert_eq!(t("gfx600").lds_limit(), 32 * 1024);
         assert_eq!(t("gfx90a").lds_limit(), 64 * 1024);
         assert_eq!(t("gfx950").lds_limit(), 160 * 1024);
         assert_eq!(t("gfx1100").max_threads_per_block(), 1024);
         assert_eq!(t("mi300x").vendor(), Vendor::Amd);
+        assert_eq!(t("h100").vendor(), Vendor::Nvidia);
+        assert_eq!(t("sm_90").lds_limit(), 48 * 1024);
+        assert_eq!(t("sm_90").wave_size(), 32);
+        assert!(Target::parse("sm_90", Some(64), 5).is_err());
+        match Target::parse("sm_91", None, 5) {
+            Err(TargetError::UnknownNvidiaProcessor { near, .. }) => {
+                assert!(near.contains(&"sm_90".to_string()), "{near:?}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

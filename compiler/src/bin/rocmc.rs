@@ -37,8 +37,10 @@ enum Kind {
     Loops,
     /// Optimised LLVM IR (.ll)
     Llvm,
-    /// GCN assembly (.s)
+    /// Assembly: GCN (.s), or PTX for NVIDIA targets (.ptx)
     Asm,
+    /// PTX for NVIDIA targets (.ptx): the same as asm there
+    Ptx,
     /// Relocatable ELF object, before linking (.o)
     Obj,
     /// Linked code object that HIP loads (.hsaco)
@@ -51,12 +53,13 @@ impl Kind {
             Kind::Loops => "loops",
             Kind::Llvm => "ll",
             Kind::Asm => "s",
+            Kind::Ptx => "ptx",
             Kind::Obj => "o",
             Kind::Hsaco => "hsaco",
         }
     }
     fn is_text(self) -> bool {
-        matches!(self, Kind::Loops | Kind::Llvm | Kind::Asm)
+        matches!(self, Kind::Loops | Kind::Llvm | Kind::Asm | Kind::Ptx)
     }
 }
 
@@ -122,18 +125,14 @@ enum FpContract {
 struct BuildArgs {
     /// The kernel file (kernel.toml format, see docs/kernel-format.md).
     kernel: PathBuf,
-    /// Target ID(s) to compile for, e.g. gfx90a, gfx942:sramecc+:xnack-, mi300x, or a comma list
-    /// (gfx90a,gfx942,gfx1100: compiled in parallel, packed into one offload bundle). Required.
+    /// Target(s) to compile for: an AMDGPU target ID (gfx90a, gfx942:sramecc+:xnack-, mi300x) or
+    /// an NVIDIA processor (sm_90, h100), or a comma list of one vendor's (gfx90a,gfx942,gfx1100:
+    /// compiled in parallel, packed into one offload bundle). Required.
     #[arg(long, value_name = "TARGET")]
     mcpu: String,
-    /// What to write: loops, llvm, asm, obj, hsaco. A comma list or repeated.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "hsaco",
-        value_name = "KINDS"
-    )]
+    /// What to write: loops, llvm, asm, obj, hsaco (AMD), ptx (NVIDIA). A comma list or repeated.
+    /// Default: hsaco for AMD targets, ptx for NVIDIA ones.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KINDS")]
     emit: Vec<Kind>,
     /// Output path; `-` writes to stdout. With several outputs, the path's extension is replaced per
     /// kind (and target). Default: the kernel's name in the current folder, e.g. vadd.hsaco, or
@@ -211,15 +210,54 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     };
     let targets = rocmc::targets(&opts)?;
     let multi = targets.len() > 1;
+    let nvidia = targets[0].vendor() == rocmc::codegen::Vendor::Nvidia;
+    if targets.iter().any(|t| t.vendor() != targets[0].vendor()) {
+        return Err(Error::Usage(format!(
+            "--mcpu {}: AMD and NVIDIA targets cannot share one build (their outputs differ: code \
+             objects and PTX); build once per vendor",
+            a.mcpu
+        )));
+    }
+    if kinds.is_empty() {
+        kinds.push(if nvidia { Kind::Ptx } else { Kind::Hsaco });
+    }
+    // For NVIDIA the assembly is the PTX: one output, written as .ptx.
+    if nvidia && kinds.contains(&Kind::Asm) {
+        kinds.retain(|k| *k != Kind::Asm);
+        kinds.push(Kind::Ptx);
+        kinds.sort();
+        kinds.dedup();
+    }
+    if let Some(k) = kinds.iter().find(|k| {
+        if nvidia {
+            matches!(k, Kind::Obj | Kind::Hsaco)
+        } else {
+            **k == Kind::Ptx
+        }
+    }) {
+        return Err(Error::Usage(if nvidia {
+            format!(
+                "--emit {}: {} is an NVIDIA target; rocmc writes PTX for it (--emit ptx), which \
+                 the CUDA driver compiles when it loads it",
+                k.ext(),
+                targets[0]
+            )
+        } else {
+            format!(
+                "--emit ptx: {} is an AMD target; PTX is for NVIDIA targets (sm_NN)",
+                targets[0]
+            )
+        }));
+    }
     if to_stdout
         && kinds.iter().any(|k| !k.is_text())
         && (kinds.len() > 1 || (multi && kinds != [Kind::Hsaco]))
     {
-        return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm) can be combined".into()));
+        return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm, ptx) can be combined".into()));
     }
     let emit = Emit {
         llvm: kinds.contains(&Kind::Llvm),
-        asm: kinds.contains(&Kind::Asm),
+        asm: kinds.contains(&Kind::Asm) || kinds.contains(&Kind::Ptx),
         object: kinds.contains(&Kind::Obj),
         code_object: kinds.contains(&Kind::Hsaco),
     };
@@ -227,11 +265,10 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     let first = &arts[0];
     let header = |art: &rocmc::Artifact, comment: &str| {
         format!(
-            "{comment} rocmc {} for {} (code object v{}, wave{})\n{}",
+            "{comment} rocmc {} for {} ({})\n{}",
             env!("CARGO_PKG_VERSION"),
-            art.target.id,
-            art.target.code_object_version,
-            art.target.wavefront_size(),
+            art.target,
+            rocmc::target_summary(&art.target),
             rocmc::launch_summary(&art.launch, &format!("{comment} "))
         )
     };
@@ -251,10 +288,16 @@ fn build(a: BuildArgs) -> Result<(), Error> {
                             art.asm.clone().unwrap_or_default()
                         )
                         .into_bytes(),
+                        Kind::Ptx => format!(
+                            "{}{}",
+                            header(art, "//"),
+                            art.asm.clone().unwrap_or_default()
+                        )
+                        .into_bytes(),
                         Kind::Obj => art.object.clone().unwrap_or_default(),
                         _ => art.code_object.clone().unwrap_or_default(),
                     };
-                    let suffix = multi.then(|| art.target.id.to_string().replace(':', "_"));
+                    let suffix = multi.then(|| art.target.to_string().replace(':', "_"));
                     outputs.push((*k, suffix, bytes));
                 }
             }
@@ -299,7 +342,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
             let mut timings = art.timings.clone();
             timings.push(("write", t_write.elapsed()));
             let total: f64 = timings.iter().map(|(_, d)| d.as_secs_f64()).sum();
-            eprintln!("phase ({:<16})     time (ms)", art.target.id);
+            eprintln!("phase ({:<16})     time (ms)", art.target.to_string());
             for (name, d) in &timings {
                 eprintln!("{name:<26} {:>9.3}", d.as_secs_f64() * 1e3);
             }
@@ -307,17 +350,11 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         }
     }
     if !a.quiet && !to_stdout {
-        let targets: Vec<String> = arts.iter().map(|a| a.target.id.to_string()).collect();
-        eprintln!(
-            "wrote {} ({}, code object v{}, wave{})",
-            written.join(", "),
-            targets.join(", "),
-            first.target.code_object_version,
-            arts.iter()
-                .map(|a| a.target.wavefront_size().to_string())
-                .collect::<Vec<_>>()
-                .join("/")
-        );
+        let targets: Vec<String> = arts
+            .iter()
+            .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
+            .collect();
+        eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
         eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
     }
     Ok(())

@@ -1,258 +1,30 @@
-//! Loop IR → LLVM IR through inkwell, then the AMDGPU backend.
+//! The target-neutral half of code generation: one loop-IR kernel becomes
+//! the body of one LLVM function (loops, guards, index arithmetic,
+//! addresses, loads and stores, expressions; math in `math.rs`, indices in
+//! `index.rs`). Everything a target decides is asked of its
+//! [`Backend`](crate::backend::Backend).
 
-use crate::{CodegenError, Target};
-use inkwell::attributes::{Attribute, AttributeLoc};
+use crate::backend::Backend;
+use crate::CodegenError;
+use inkwell::attributes::Attribute;
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
-use inkwell::module::{FlagBehavior, Module};
-use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{
-    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
-    TargetTriple,
-};
-use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::module::Module;
+use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValue, BasicValueEnum, FloatValue, FunctionValue, IntValue,
     PointerValue,
 };
-use inkwell::{AddressSpace, FloatPredicate, IntPredicate, OptimizationLevel};
+use inkwell::{FloatPredicate, IntPredicate};
 use rocmc_ir::index::IOp;
-use rocmc_ir::lower::{Addressing, ArgKind, GpuKernel, Stmt};
-use rocmc_ir::schedule::GpuAxis;
-use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, Program, TensorId, UnaryOp};
+use rocmc_ir::lower::{Addressing, GpuKernel, Stmt};
+use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, TensorId, UnaryOp};
 use std::collections::HashMap;
-use std::sync::Once;
-
-pub const TRIPLE: &str = "amdgcn-amd-amdhsa";
-const AMDGPU_KERNEL_CC: u32 = 91;
-
-/// What to produce besides the optimised LLVM IR.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Request {
-    /// The optimised module as text ([`Emitted::llvm_ir`]).
-    pub llvm_ir: bool,
-    pub asm: bool,
-    pub object: bool,
-    /// Forbid fusing `a * b + c` into one fused multiply-add. By default
-    /// contraction is allowed, as clang's HIP default (`-ffp-contract=fast`)
-    /// does; the results then differ from the reference interpreter's
-    /// separately rounded operations by rounding error.
-    pub no_fp_contract: bool,
-}
-
-/// The outputs of one compilation for one target.
-#[derive(Clone, Debug, Default)]
-pub struct Emitted {
-    /// Optimised LLVM IR, as text (empty unless [`Request::llvm_ir`]).
-    pub llvm_ir: String,
-    pub asm: Option<String>,
-    /// ELF relocatable object (input to the linker).
-    pub object: Option<Vec<u8>>,
-    /// Wall time of building the LLVM module, optimising it, and code generation.
-    pub timings: Vec<(&'static str, std::time::Duration)>,
-}
 
 pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Llvm(e.to_string())
-}
-
-fn init() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        LlvmTarget::initialize_amd_gpu(&InitializationConfig::default());
-        // SAFETY: installs a plain function; LLVM calls it with a NUL-terminated reason.
-        unsafe { LLVMInstallFatalErrorHandler(Some(on_fatal_error)) };
-    });
-}
-
-extern "C" {
-    fn LLVMInstallFatalErrorHandler(handler: Option<extern "C" fn(*const std::ffi::c_char)>);
-}
-
-/// The kernel file and (kernel, target) being compiled, for the message of
-/// an LLVM fatal error.
-static CRASH_FILE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-static CRASH_KERNEL: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-
-/// Names the kernel file being compiled, for the message LLVM's fatal
-/// errors print (see [`compile`]).
-pub fn set_crash_context(file: &str) {
-    if let Ok(mut c) = CRASH_FILE.lock() {
-        *c = file.to_string();
-    }
-}
-
-/// LLVM's fatal errors ("Cannot select", failed assertions of the backend)
-/// cannot be recovered from: LLVM exits after this handler. It replaces
-/// LLVM's abort (a signal, a core dump and a raw dump of the selection DAG)
-/// with a message naming the kernel and the target, and exit code 1.
-extern "C" fn on_fatal_error(reason: *const std::ffi::c_char) {
-    // SAFETY: LLVM passes a valid NUL-terminated string.
-    let reason = unsafe { std::ffi::CStr::from_ptr(reason) }.to_string_lossy();
-    let first = reason.lines().next().unwrap_or_default();
-    let file = CRASH_FILE.lock().map(|c| c.clone()).unwrap_or_default();
-    let kernel = CRASH_KERNEL.lock().map(|c| c.clone()).unwrap_or_default();
-    let what = format!("{file} ({kernel})");
-    eprintln!(
-        "error: LLVM's backend failed while compiling {what}: {first}\n  = help: this is a rocmc bug (no output was written): please report it with the kernel file"
-    );
-    std::process::exit(1);
-}
-
-pub fn target_machine(t: &Target) -> Result<TargetMachine, CodegenError> {
-    init();
-    let triple = TargetTriple::create(TRIPLE);
-    let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
-    target
-        .create_target_machine(
-            &triple,
-            &t.id.processor,
-            &t.llvm_features(),
-            OptimizationLevel::Aggressive,
-            RelocMode::PIC,
-            CodeModel::Default,
-        )
-        .ok_or_else(|| CodegenError::Llvm(format!("cannot create a target machine for {}", t.id)))
-}
-
-/// Compiles a lowered program for one target. `module_asm` is appended to
-/// the module as top-level assembly (rocmc's launch-geometry section).
-pub fn compile(
-    k: &Kernel,
-    prog: &Program,
-    t: &Target,
-    module_asm: &str,
-    req: Request,
-) -> Result<Emitted, CodegenError> {
-    let t0 = std::time::Instant::now();
-    let tm = target_machine(t)?;
-    if let Ok(mut c) = CRASH_KERNEL.lock() {
-        *c = format!("kernel `{}` for {}", k.name, t.id);
-    }
-    let diags = Diagnostics::default();
-    let cx = Context::create();
-    diags.capture(&cx);
-    let module = cx.create_module(&k.name);
-    module.set_triple(&TargetTriple::create(TRIPLE));
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    module.add_basic_value_flag(
-        "amdhsa_code_object_version",
-        FlagBehavior::Error,
-        cx.i32_type()
-            .const_int(t.code_object_version as u64 * 100, false),
-    );
-    for g in &prog.kernels {
-        let mut fcx = FnCx::new(&cx, &module, k, g)?;
-        fcx.contract = !req.no_fp_contract;
-        fcx.body(&g.body)?;
-        fcx.b.build_return(None).map_err(llvm_err)?;
-    }
-    if !module_asm.is_empty() {
-        module.set_inline_assembly(module_asm);
-    }
-    module.verify().map_err(|e| {
-        CodegenError::Llvm(format!(
-            "invalid module before optimisation (a rocmc bug): {e}"
-        ))
-    })?;
-    let t1 = std::time::Instant::now();
-    module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-        .map_err(llvm_err)?;
-    let t2 = std::time::Instant::now();
-    let mut out = Emitted::default();
-    if req.llvm_ir {
-        out.llvm_ir = module.print_to_string().to_string();
-    }
-    // Codegen mutates the module (see DESIGN.md), so each emission works on
-    // a clone. Always a clone, even for a single emission: LLVM's code for a
-    // clone differs slightly from the original's (use-list order), and the
-    // assembly shown must be the code in the object, however they are asked for.
-    if req.asm {
-        // Verbose assembly carries LLVM's per-kernel resource and occupancy comments.
-        tm.set_asm_verbosity(true);
-        let m = module.clone();
-        let buf = tm
-            .write_to_memory_buffer(&m, FileType::Assembly)
-            .map_err(llvm_err)?;
-        diags.check()?;
-        out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
-    }
-    if req.object {
-        tm.set_asm_verbosity(false);
-        let m = module.clone();
-        let buf = tm
-            .write_to_memory_buffer(&m, FileType::Object)
-            .map_err(llvm_err)?;
-        diags.check()?;
-        out.object = Some(buf.as_slice().to_vec());
-    }
-    out.timings = vec![
-        ("llvm build", t1 - t0),
-        ("llvm optimise (O3)", t2 - t1),
-        ("llvm codegen", t2.elapsed()),
-    ];
-    Ok(out)
-}
-
-/// Error diagnostics LLVM reports while compiling (e.g. "no libcall
-/// available for fexp" from instruction selection). Without a handler LLVM
-/// prints them and exits the process; with this one they are collected and
-/// returned as [`CodegenError::Backend`].
-#[derive(Default)]
-pub(crate) struct Diagnostics {
-    errors: Box<std::cell::RefCell<Vec<String>>>,
-}
-
-extern "C" {
-    fn LLVMContextSetDiagnosticHandler(
-        c: *mut std::ffi::c_void,
-        handler: Option<extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void)>,
-        ctx: *mut std::ffi::c_void,
-    );
-    fn LLVMGetDiagInfoDescription(di: *mut std::ffi::c_void) -> *mut std::ffi::c_char;
-    fn LLVMGetDiagInfoSeverity(di: *mut std::ffi::c_void) -> std::ffi::c_int;
-    fn LLVMDisposeMessage(m: *mut std::ffi::c_char);
-}
-
-extern "C" fn on_diagnostic(di: *mut std::ffi::c_void, ctx: *mut std::ffi::c_void) {
-    // LLVMDSError is 0; warnings, remarks and notes are not failures.
-    // SAFETY: `di` is the diagnostic LLVM passes for the duration of this call.
-    if unsafe { LLVMGetDiagInfoSeverity(di) } != 0 {
-        return;
-    }
-    // SAFETY: as above; the returned string is ours to dispose of.
-    let text = unsafe {
-        let p = LLVMGetDiagInfoDescription(di);
-        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
-        LLVMDisposeMessage(p);
-        s
-    };
-    // SAFETY: `ctx` is the RefCell registered by `capture`, alive while the context is
-    // (declared before it), and LLVM calls back on the compiling thread only.
-    let cell = unsafe { &*(ctx as *const std::cell::RefCell<Vec<String>>) };
-    cell.borrow_mut().push(text);
-}
-
-impl Diagnostics {
-    /// Routes `cx`'s diagnostics here. `self` must outlive `cx`.
-    pub(crate) fn capture(&self, cx: &Context) {
-        let ctx = &*self.errors as *const std::cell::RefCell<Vec<String>> as *mut std::ffi::c_void;
-        // SAFETY: a live context; the handler and its data stay valid while it exists.
-        unsafe { LLVMContextSetDiagnosticHandler(cx.raw().cast(), Some(on_diagnostic), ctx) };
-    }
-
-    /// The errors so far, as one [`CodegenError::Backend`].
-    pub(crate) fn check(&self) -> Result<(), CodegenError> {
-        let errors = self.errors.borrow();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(CodegenError::Backend(errors.join("; ")))
-        }
-    }
 }
 
 pub(crate) struct FnCx<'a, 'ctx> {
@@ -276,29 +48,9 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) shared: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
     /// Upper bounds of sizes and loop variables, for index ranges.
     pub(crate) bounds: crate::index::Bounds,
-    /// Compiling for the host CPU path: integer division by zero raises a
-    /// signal there, and f16 fma goes through an f32 fma (rounding twice).
-    pub(crate) on_host: bool,
+    /// The target's dialect.
+    pub(crate) be: &'a dyn Backend,
 }
-
-extern "C" {
-    // Not wrapped by inkwell: fences with a synchronisation scope.
-    fn LLVMGetSyncScopeID(
-        c: *mut std::ffi::c_void,
-        name: *const std::ffi::c_char,
-        len: usize,
-    ) -> std::ffi::c_uint;
-    fn LLVMBuildFenceSyncScope(
-        b: *mut std::ffi::c_void,
-        ordering: std::ffi::c_int,
-        ssid: std::ffi::c_uint,
-        name: *const std::ffi::c_char,
-    ) -> *mut std::ffi::c_void;
-}
-
-// LLVMAtomicOrdering values.
-const ORDERING_ACQUIRE: std::ffi::c_int = 4;
-const ORDERING_RELEASE: std::ffi::c_int = 5;
 
 pub(crate) fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
     match d {
@@ -325,102 +77,51 @@ fn mem_ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
 pub(crate) type R<T> = Result<T, CodegenError>;
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    fn new(cx: &'ctx Context, m: &'a Module<'ctx>, k: &'a Kernel, g: &'a GpuKernel) -> R<Self> {
-        let ptr = cx.ptr_type(AddressSpace::from(1u16));
-        let params: Vec<BasicMetadataTypeEnum> = g
-            .args
-            .iter()
-            .map(|a| match &a.kind {
-                ArgKind::Buffer { .. } => ptr.into(),
-                ArgKind::Size(_) => cx.i32_type().into(),
-                ArgKind::Param(p) => ty(cx, k.params[p.0 as usize].dtype).into(),
-            })
-            .collect();
-        let f = m.add_function(&g.name, cx.void_type().fn_type(&params, false), None);
-        f.set_call_conventions(AMDGPU_KERNEL_CC);
-        let s = |k: &str, v: &str| cx.create_string_attribute(k, v);
-        let threads = g.threads().to_string();
-        f.add_attribute(
-            AttributeLoc::Function,
-            s(
-                "amdgpu-flat-work-group-size",
-                &format!("{threads},{threads}"),
-            ),
-        );
-        f.add_attribute(AttributeLoc::Function, s("uniform-work-group-size", "true"));
-        f.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind", 0));
-        f.add_attribute(AttributeLoc::Function, enum_attr(cx, "mustprogress", 0));
-        let mut bufs = HashMap::new();
-        let mut sizes = Vec::new();
-        let mut pvals = Vec::new();
-        for (i, a) in g.args.iter().enumerate() {
-            let p = f.get_nth_param(i as u32).expect("declared above");
-            p.set_name(&a.name);
-            let loc = AttributeLoc::Param(i as u32);
-            match &a.kind {
-                ArgKind::Buffer { tensor, access } => {
-                    // Distinct tensors are distinct allocations: the kernel format has no aliasing.
-                    f.add_attribute(loc, enum_attr(cx, "noalias", 0));
-                    f.add_attribute(loc, enum_attr(cx, "captures", 0));
-                    f.add_attribute(loc, enum_attr(cx, "noundef", 0));
-                    f.add_attribute(
-                        loc,
-                        enum_attr(cx, "align", k.tensor(*tensor).dtype.size() as u64),
-                    );
-                    let acc = match access {
-                        rocmc_ir::lower::Access::Read => "readonly",
-                        rocmc_ir::lower::Access::Write => "writeonly",
-                    };
-                    f.add_attribute(loc, enum_attr(cx, acc, 0));
-                    bufs.insert(*tensor, p.into_pointer_value());
-                }
-                ArgKind::Size(_) => {
-                    f.add_attribute(loc, enum_attr(cx, "noundef", 0));
-                    sizes.push(p.into_int_value());
-                }
-                ArgKind::Param(_) => {
-                    f.add_attribute(loc, enum_attr(cx, "noundef", 0));
-                    pvals.push(p);
-                }
-            }
-        }
+    /// Declares `g`'s kernel function through `be` and allocates its arrays.
+    pub(crate) fn new(
+        cx: &'ctx Context,
+        m: &'a Module<'ctx>,
+        k: &'a Kernel,
+        g: &'a GpuKernel,
+        be: &'a dyn Backend,
+    ) -> R<Self> {
         let b = cx.create_builder();
-        b.position_at_end(cx.append_basic_block(f, "entry"));
+        let abi = be.declare_kernel(cx, m, &b, k, g)?;
         let mut locals = Vec::new();
         for l in &g.locals {
             let at = ty(cx, l.dtype).array_type(l.len);
-            locals.push((b.build_alloca(at, &l.name).map_err(llvm_err)?, at));
+            locals.push((be.local_array(&b, g, l, at)?, at));
         }
         let mut shared = Vec::new();
         for l in &g.shared {
             let at = ty(cx, l.dtype).array_type(l.len);
-            let gv = m.add_global(
-                at,
-                Some(AddressSpace::from(3u16)),
-                &format!("{}.{}", g.name, l.name),
-            );
-            gv.set_initializer(&at.get_poison());
-            gv.set_linkage(inkwell::module::Linkage::Internal);
-            gv.set_alignment(l.dtype.size().max(4) as u32);
-            shared.push((gv.as_pointer_value(), at));
+            shared.push((be.shared_array(cx, m, &b, g, l, at)?, at));
         }
         Ok(FnCx {
             cx,
             m,
             k,
             g,
-            f,
+            f: abi.f,
             b,
-            bufs,
-            sizes,
-            params: pvals,
+            bufs: abi.bufs,
+            sizes: abi.sizes,
+            params: abi.params,
             vars: vec![None; g.vars.len()],
             locals,
             contract: false,
             shared,
             bounds: crate::index::Bounds::of(k, g),
-            on_host: false,
+            be,
         })
+    }
+
+    /// Emits `g`'s body and the return: the whole kernel function.
+    pub(crate) fn kernel(&mut self) -> R<()> {
+        let g = self.g;
+        self.body(&g.body)?;
+        self.b.build_return(None).map_err(llvm_err)?;
+        Ok(())
     }
 
     /// Address of `shared[shared][index]` in LDS.
@@ -431,36 +132,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         unsafe { self.b.build_in_bounds_gep(at, p, &[self.i32(0), i], "") }.map_err(llvm_err)
     }
 
-    /// `__syncthreads()`: release fence, s_barrier, acquire fence, at work-group scope.
-    fn barrier(&self) -> R<()> {
-        let name = "workgroup";
-        // SAFETY: the context and builder are live; the scope name is valid for the call.
-        let ssid =
-            unsafe { LLVMGetSyncScopeID(self.cx.raw().cast(), name.as_ptr().cast(), name.len()) };
-        let empty = c"";
-        // SAFETY: the builder is positioned in a basic block.
-        unsafe {
-            LLVMBuildFenceSyncScope(
-                self.b.as_mut_ptr().cast(),
-                ORDERING_RELEASE,
-                ssid,
-                empty.as_ptr(),
-            )
-        };
-        self.call_void("llvm.amdgcn.s.barrier")?;
-        // SAFETY: as above.
-        unsafe {
-            LLVMBuildFenceSyncScope(
-                self.b.as_mut_ptr().cast(),
-                ORDERING_ACQUIRE,
-                ssid,
-                empty.as_ptr(),
-            )
-        };
-        Ok(())
-    }
-
-    fn call_void(&self, name: &str) -> R<()> {
+    pub(crate) fn call_void(&self, name: &str) -> R<()> {
         let f = self.intrinsic(name, &[])?;
         self.b.build_call(f, &[], "").map_err(llvm_err)?;
         Ok(())
@@ -478,7 +150,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.cx.i32_type().const_int(v as u64, true)
     }
 
-    fn intrinsic(&self, name: &str, tys: &[BasicTypeEnum<'ctx>]) -> R<FunctionValue<'ctx>> {
+    pub(crate) fn intrinsic(
+        &self,
+        name: &str,
+        tys: &[BasicTypeEnum<'ctx>],
+    ) -> R<FunctionValue<'ctx>> {
         let i = Intrinsic::find(name)
             .ok_or_else(|| CodegenError::Llvm(format!("no intrinsic {name}")))?;
         i.get_declaration(self.m, tys)
@@ -631,16 +307,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         })
     }
 
-    fn body(&mut self, stmts: &[Stmt]) -> R<()> {
+    pub(crate) fn body(&mut self, stmts: &[Stmt]) -> R<()> {
         for s in stmts {
             match s {
                 Stmt::Bind { var, axis } => {
-                    let (name, d) = match axis {
-                        GpuAxis::Block(d) => ("llvm.amdgcn.workgroup.id", d),
-                        GpuAxis::Thread(d) => ("llvm.amdgcn.workitem.id", d),
-                    };
-                    let full = format!("{name}.{}", ["x", "y", "z"][d.index()]);
-                    let v = self.call(&full, &[], &[])?.into_int_value();
+                    let v = self.be.axis_index(self, *axis)?;
                     self.vars[var.0 as usize] = Some(v);
                 }
                 Stmt::Loop {
@@ -667,7 +338,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     body,
                 } => self.serial_loop(*var, extent, body)?,
                 Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
-                Stmt::Barrier => self.barrier()?,
+                Stmt::Barrier => self.be.barrier(self)?,
                 Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
                 leaf
                 @ (Stmt::Store { .. } | Stmt::LocalStore { .. } | Stmt::SharedStore { .. }) => {
@@ -1057,7 +728,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let it = y.get_type();
         let one = it.const_int(1, false);
         let mut y = y;
-        if self.on_host {
+        if self.be.zero_divisor_traps() {
             let zero = b
                 .build_int_compare(IntPredicate::EQ, y, it.const_zero(), "")
                 .map_err(llvm_err)?;
@@ -1158,55 +829,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 }
 
-fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
+pub(crate) fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// LLVM's own error path, unreachable through rocmc's lowering (which
-    /// never emits `llvm.exp.f64` for AMDGPU): the backend's "no libcall"
-    /// error becomes a value instead of ending the process.
-    #[test]
-    fn backend_errors_are_values() {
-        let t = crate::Target::new(crate::TargetId::parse("gfx90a").unwrap(), None, 5).unwrap();
-        let tm = target_machine(&t).unwrap();
-        let diags = Diagnostics::default();
-        let cx = Context::create();
-        diags.capture(&cx);
-        let m = cx.create_module("k");
-        m.set_triple(&TargetTriple::create(TRIPLE));
-        let f64t = cx.f64_type();
-        let f = m.add_function(
-            "k",
-            cx.void_type().fn_type(
-                &[f64t.into(), cx.ptr_type(AddressSpace::from(1u16)).into()],
-                false,
-            ),
-            None,
-        );
-        f.set_call_conventions(AMDGPU_KERNEL_CC);
-        let b = cx.create_builder();
-        b.position_at_end(cx.append_basic_block(f, "entry"));
-        let exp = Intrinsic::find("llvm.exp")
-            .unwrap()
-            .get_declaration(&m, &[f64t.into()])
-            .unwrap();
-        let x = f.get_nth_param(0).unwrap();
-        let v = b
-            .build_call(exp, &[x.into()], "")
-            .unwrap()
-            .try_as_basic_value()
-            .unwrap_basic();
-        b.build_store(f.get_nth_param(1).unwrap().into_pointer_value(), v)
-            .unwrap();
-        b.build_return(None).unwrap();
-        let _ = tm.write_to_memory_buffer(&m, FileType::Object);
-        match diags.check() {
-            Err(CodegenError::Backend(msg)) => assert!(msg.contains("libcall"), "{msg}"),
-            other => panic!("expected a backend error, got {other:?}"),
-        }
-    }
 }

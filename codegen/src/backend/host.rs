@@ -9,8 +9,10 @@
 //! it. Lockstep is one legal interleaving of the GPU's threads, and it keeps
 //! barrier semantics for free. Per-thread arrays get one slice per thread.
 
-use crate::llvm::{llvm_err, ty, FnCx, R};
+use super::{Backend, KernelAbi};
+use crate::function::{llvm_err, ty, FnCx, R};
 use crate::CodegenError;
+use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::execution_engine::JitFunction;
 use inkwell::module::Module;
@@ -18,12 +20,12 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
 };
-use inkwell::types::BasicType;
-use inkwell::values::IntValue;
+use inkwell::types::{ArrayType, BasicType};
+use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AddressSpace, OptimizationLevel};
-use rocmc_ir::lower::{ArgKind, GpuKernel, Stmt};
+use rocmc_ir::lower::{ArgKind, GpuKernel, Local, Stmt};
 use rocmc_ir::schedule::{GpuAxis, Guard};
-use rocmc_ir::{Kernel, Program, VarId};
+use rocmc_ir::{DType, Kernel, MathFn, Program, VarId};
 use std::collections::HashMap;
 use std::sync::Once;
 
@@ -50,13 +52,33 @@ fn host_machine() -> R<TargetMachine> {
         .ok_or_else(|| CodegenError::Llvm("cannot create a target machine for the host".into()))
 }
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    fn new_host(
+/// The host CPU as a backend: a kernel is `void f(ptr buffers_by_tensor_id,
+/// ptr i32_sizes, ptr params_8_byte_slots)`, shared arrays live on the
+/// stack (blocks run one after another), and per-thread arrays get one
+/// slice per thread of the block. Thread indices and barriers do not exist
+/// as such: the lockstep walk below provides them.
+struct Host;
+
+impl Backend for Host {
+    fn triple(&self) -> String {
+        TargetMachine::get_default_triple()
+            .as_str()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn target_machine(&self) -> R<TargetMachine> {
+        host_machine()
+    }
+
+    fn declare_kernel<'ctx>(
+        &self,
         cx: &'ctx Context,
-        m: &'a Module<'ctx>,
-        k: &'a Kernel,
-        g: &'a GpuKernel,
-    ) -> R<Self> {
+        m: &Module<'ctx>,
+        b: &Builder<'ctx>,
+        k: &Kernel,
+        g: &GpuKernel,
+    ) -> R<KernelAbi<'ctx>> {
         let ptr = cx.ptr_type(AddressSpace::default());
         let f = m.add_function(
             &g.name,
@@ -64,7 +86,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .fn_type(&[ptr.into(), ptr.into(), ptr.into()], false),
             None,
         );
-        let b = cx.create_builder();
         b.position_at_end(cx.append_basic_block(f, "entry"));
         let arg = |i: u32| {
             f.get_nth_param(i)
@@ -73,28 +94,24 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         };
         let (bufs_p, sizes_p, params_p) = (arg(0), arg(1), arg(2));
         let mut bufs = HashMap::new();
-        let mut pvals = Vec::new();
         for a in &g.args {
-            match &a.kind {
-                ArgKind::Buffer { tensor, .. } => {
-                    // SAFETY: the caller passes one pointer per tensor of the kernel.
-                    let slot = unsafe {
-                        b.build_in_bounds_gep(
-                            ptr,
-                            bufs_p,
-                            &[cx.i32_type().const_int(tensor.0 as u64, false)],
-                            "",
-                        )
-                    }
-                    .map_err(llvm_err)?;
-                    bufs.insert(
-                        *tensor,
-                        b.build_load(ptr, slot, &a.name)
-                            .map_err(llvm_err)?
-                            .into_pointer_value(),
-                    );
+            if let ArgKind::Buffer { tensor, .. } = &a.kind {
+                // SAFETY: the caller passes one pointer per tensor of the kernel.
+                let slot = unsafe {
+                    b.build_in_bounds_gep(
+                        ptr,
+                        bufs_p,
+                        &[cx.i32_type().const_int(tensor.0 as u64, false)],
+                        "",
+                    )
                 }
-                ArgKind::Size(_) | ArgKind::Param(_) => {}
+                .map_err(llvm_err)?;
+                bufs.insert(
+                    *tensor,
+                    b.build_load(ptr, slot, &a.name)
+                        .map_err(llvm_err)?
+                        .into_pointer_value(),
+                );
             }
         }
         let mut sizes = Vec::new();
@@ -115,6 +132,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .into_int_value(),
             );
         }
+        let mut params = Vec::new();
         for (i, p) in k.params.iter().enumerate() {
             // SAFETY: the caller passes one 8-byte slot per parameter.
             let slot = unsafe {
@@ -126,46 +144,72 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 )
             }
             .map_err(llvm_err)?;
-            pvals.push(
+            params.push(
                 b.build_load(ty(cx, p.dtype), slot, &p.name)
                     .map_err(llvm_err)?,
             );
         }
-        let threads = g.threads();
-        let mut locals = Vec::new();
-        for l in &g.locals {
-            let at = ty(cx, l.dtype).array_type(l.len);
-            // One slice per thread of the block; `leaf_for_threads` points at the current one.
-            let all = b
-                .build_alloca(ty(cx, l.dtype).array_type(l.len * threads), &l.name)
-                .map_err(llvm_err)?;
-            locals.push((all, at));
-        }
-        // One LDS array per kernel: blocks run one after another.
-        let mut shared = Vec::new();
-        for l in &g.shared {
-            let at = ty(cx, l.dtype).array_type(l.len);
-            shared.push((b.build_alloca(at, &l.name).map_err(llvm_err)?, at));
-        }
-        Ok(FnCx {
-            cx,
-            m,
-            k,
-            g,
+        Ok(KernelAbi {
             f,
-            b,
             bufs,
             sizes,
-            params: pvals,
-            vars: vec![None; g.vars.len()],
-            locals,
-            contract: false,
-            shared,
-            bounds: crate::index::Bounds::of(k, g),
-            on_host: true,
+            params,
         })
     }
 
+    /// One array per kernel: blocks run one after another.
+    fn shared_array<'ctx>(
+        &self,
+        _cx: &'ctx Context,
+        _m: &Module<'ctx>,
+        b: &Builder<'ctx>,
+        _g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        b.build_alloca(at, &l.name).map_err(llvm_err)
+    }
+
+    /// One slice per thread of the block; `leaf_for_threads` points at the current one.
+    fn local_array<'ctx>(
+        &self,
+        b: &Builder<'ctx>,
+        g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        let all = at.get_element_type().array_type(l.len * g.threads());
+        b.build_alloca(all, &l.name).map_err(llvm_err)
+    }
+
+    fn axis_index<'ctx>(&self, _fcx: &FnCx<'_, 'ctx>, _axis: GpuAxis) -> R<IntValue<'ctx>> {
+        Err(CodegenError::Llvm(
+            "the host path binds indices in its lockstep walk (a rocmc bug)".into(),
+        ))
+    }
+
+    /// Lockstep already orders every thread's writes before later reads.
+    fn barrier(&self, _fcx: &FnCx<'_, '_>) -> R<()> {
+        Ok(())
+    }
+
+    /// `idiv` by zero raises SIGFPE.
+    fn zero_divisor_traps(&self) -> bool {
+        true
+    }
+
+    /// LLVM's x86 lowering of half-precision fma goes through an f32 fma.
+    fn fma_rounds_once(&self, t: DType) -> bool {
+        !matches!(t, DType::F16 | DType::BF16)
+    }
+
+    /// libm's.
+    fn native_f32_math(&self, _f: MathFn) -> bool {
+        true
+    }
+}
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// Emits the whole kernel: loops over work-groups around the body.
     fn host_kernel(&mut self, contract: bool) -> R<()> {
         self.contract = contract;
@@ -445,7 +489,7 @@ pub fn run_on_host(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     for g in &prog.kernels {
-        let mut f = FnCx::new_host(&cx, &module, k, g)?;
+        let mut f = FnCx::new(&cx, &module, k, g, &Host)?;
         f.host_kernel(fp_contract)?;
     }
     module

@@ -17,7 +17,7 @@
 //!   full precision; `tanh` uses `expm1` where `1 − e^{−2|x|}` would cancel;
 //!   `erf` is the rational approximation of FreeBSD's msun (below).
 
-use crate::llvm::{llvm_err, FnCx, R};
+use crate::function::{llvm_err, FnCx, R};
 use inkwell::types::{BasicTypeEnum, FloatType};
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
@@ -40,9 +40,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> R<BasicValueEnum<'ctx>> {
         let m = Mb { cx: self };
         let args: Vec<FloatValue<'ctx>> = xs.iter().map(|v| v.into_float_value()).collect();
-        // AMDGPU's v_fma_f16 rounds once; bf16 (and f16 on the host, where
-        // LLVM goes through an f32 fma) needs the emulation.
-        if f == MathFn::Fma && (t == DType::BF16 || t == DType::F16 && self.on_host) {
+        // Where the target's half-precision fma goes through a wider one
+        // (rounding twice), rocmc rounds once itself.
+        if f == MathFn::Fma && matches!(t, DType::F16 | DType::BF16) && !self.be.fma_rounds_once(t)
+        {
             return Ok(m.fma16(&args)?.into());
         }
         if matches!(t, DType::F16 | DType::BF16) && f != MathFn::Abs {
@@ -56,7 +57,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 DType::F32,
                 &wide.iter().map(|v| (*v).into()).collect::<Vec<_>>(),
             )?;
-            let lt = crate::llvm::ty(self.cx, t).into_float_type();
+            let lt = crate::function::ty(self.cx, t).into_float_type();
             return Ok(m.trunc(r.into_float_value(), lt)?.into());
         }
         let x = args[0];
@@ -129,6 +130,27 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         a.get_type().into()
     }
     fn un(&self, name: &str, a: F<'ctx>) -> R<F<'ctx>> {
+        let f32_fallback = match name {
+            "llvm.exp" => Some(MathFn::Exp),
+            "llvm.exp2" => Some(MathFn::Exp2),
+            "llvm.log" => Some(MathFn::Log),
+            "llvm.log2" => Some(MathFn::Log2),
+            _ => None,
+        };
+        let narrow = a.get_type() != self.cx.cx.f64_type();
+        if let Some(f) = f32_fallback.filter(|f| narrow && !self.cx.be.native_f32_math(*f)) {
+            // Through the f64 expansion: one more rounding of a result good
+            // to 2^-52 relative, so within half an f32 ulp and a hair.
+            let f64t = self.cx.cx.f64_type();
+            let x = self.ext(a, f64t)?;
+            let r = match f {
+                MathFn::Exp => self.exp64(x)?,
+                MathFn::Exp2 => self.exp2_64(x)?,
+                MathFn::Log => self.log64(x)?,
+                _ => self.log2_64(x)?,
+            };
+            return self.trunc(r, a.get_type());
+        }
         Ok(self
             .cx
             .call(name, &[self.ty(a)], &[a.into()])?

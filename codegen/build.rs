@@ -1,4 +1,5 @@
-//! Builds the C++ shim over LLVM's AMDGPU target parser against LLVM 22.
+//! Builds the C++ shim over LLVM's processor tables (AMDGPU target parser,
+//! NVPTX subtarget info) against LLVM 22.
 //! LLVM itself is linked by llvm-sys (through inkwell), statically: a
 //! process that loads libLLVM-22.so spends ~15 ms in the loader and in
 //! LLVM's static constructors before compiling anything (measured: 16 ms

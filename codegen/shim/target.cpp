@@ -48,3 +48,34 @@ size_t rocmc_amdgcn_canonical_name(const char *name, char *buf, size_t cap) {
   return s.size();
 }
 }
+
+// The NVPTX processors of LLVM's registered NVPTX target (the caller
+// initialises it first), newline-separated, into buf. Returns the length
+// needed (excluding the terminator), or 0 when the target is not registered.
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/TargetParser/Triple.h"
+#include <memory>
+
+extern "C" size_t rocmc_nvptx_processors(char *buf, size_t cap) {
+  std::string err;
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!t)
+    return 0;
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      t->createMCSubtargetInfo(triple, "", ""));
+  if (!sti)
+    return 0;
+  std::string all;
+  for (const auto &p : sti->getAllProcessorDescriptions()) {
+    all += p.Key;
+    all += '\n';
+  }
+  if (buf && cap) {
+    size_t k = all.size() < cap - 1 ? all.size() : cap - 1;
+    std::memcpy(buf, all.data(), k);
+    buf[k] = 0;
+  }
+  return all.size();
+}

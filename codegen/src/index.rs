@@ -13,7 +13,7 @@
 //! - otherwise (no size bounds and a negative intermediate): the whole
 //!   expression in 64 bits, signed.
 
-use crate::llvm::{llvm_err, FnCx, R};
+use crate::function::{llvm_err, FnCx, R};
 use crate::CodegenError;
 use inkwell::types::IntType;
 use inkwell::values::IntValue;
@@ -176,7 +176,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Index::Bin(op, a, c) => {
                 let (ra, rc) = (self.range(a), self.range(c));
                 let (x, mut y) = (self.emit(a, wide)?, self.emit(c, wide)?);
-                if self.on_host
+                if self.be.zero_divisor_traps()
                     && matches!(op, IOp::Div | IOp::Mod | IOp::CeilDiv)
                     && rc.0 <= 0
                     && rc.1 >= 0

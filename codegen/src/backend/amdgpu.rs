@@ -1,0 +1,246 @@
+//! AMDGPU (`amdgcn-amd-amdhsa`): the HSA kernel ABI, LDS in address space 3,
+//! `llvm.amdgcn.*` indices and `s_barrier` between work-group-scope fences.
+
+use super::{Backend, KernelAbi};
+use crate::function::{enum_attr, llvm_err, ty, FnCx, R};
+use crate::{CodegenError, Target};
+use inkwell::attributes::AttributeLoc;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{FlagBehavior, Module};
+use inkwell::targets::{
+    CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
+};
+use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
+use inkwell::values::{IntValue, PointerValue};
+use inkwell::{AddressSpace, OptimizationLevel};
+use rocmc_ir::lower::{Access, ArgKind, GpuKernel, Local};
+use rocmc_ir::schedule::GpuAxis;
+use rocmc_ir::{DType, Kernel, MathFn};
+use std::collections::HashMap;
+
+pub const TRIPLE: &str = "amdgcn-amd-amdhsa";
+pub(crate) const AMDGPU_KERNEL_CC: u32 = 91;
+const GLOBAL: u16 = 1;
+const LDS: u16 = 3;
+
+/// The AMDGPU backend for one target (processor, features, wave size, code-object version).
+pub(crate) struct AmdGpu<'t> {
+    t: &'t rocmc_target::AmdTarget,
+}
+
+impl<'t> AmdGpu<'t> {
+    pub(crate) fn new(t: &'t rocmc_target::AmdTarget) -> Self {
+        AmdGpu { t }
+    }
+}
+
+/// LLVM's target machine for an AMDGPU target.
+pub fn target_machine(t: &rocmc_target::AmdTarget) -> R<TargetMachine> {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| LlvmTarget::initialize_amd_gpu(&InitializationConfig::default()));
+    let triple = TargetTriple::create(TRIPLE);
+    let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
+    target
+        .create_target_machine(
+            &triple,
+            &t.id.processor,
+            &t.llvm_features(),
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| {
+            CodegenError::Llvm(format!(
+                "cannot create a target machine for {}",
+                Target::Amd(t.clone())
+            ))
+        })
+}
+
+extern "C" {
+    // Not wrapped by inkwell: fences with a synchronisation scope.
+    fn LLVMGetSyncScopeID(
+        c: *mut std::ffi::c_void,
+        name: *const std::ffi::c_char,
+        len: usize,
+    ) -> std::ffi::c_uint;
+    fn LLVMBuildFenceSyncScope(
+        b: *mut std::ffi::c_void,
+        ordering: std::ffi::c_int,
+        ssid: std::ffi::c_uint,
+        name: *const std::ffi::c_char,
+    ) -> *mut std::ffi::c_void;
+}
+
+// LLVMAtomicOrdering values.
+const ORDERING_ACQUIRE: std::ffi::c_int = 4;
+const ORDERING_RELEASE: std::ffi::c_int = 5;
+
+/// A fence at work-group scope.
+fn workgroup_fence(fcx: &FnCx<'_, '_>, ordering: std::ffi::c_int) {
+    let name = "workgroup";
+    // SAFETY: the context is live; the scope name is valid for the call.
+    let ssid = unsafe { LLVMGetSyncScopeID(fcx.cx.raw().cast(), name.as_ptr().cast(), name.len()) };
+    // SAFETY: the builder is live and positioned in a basic block.
+    unsafe { LLVMBuildFenceSyncScope(fcx.b.as_mut_ptr().cast(), ordering, ssid, c"".as_ptr()) };
+}
+
+/// Declares a GPU kernel whose buffers are `ptr addrspace(global)` with
+/// `noalias`, `readonly`/`writeonly` and their element alignment, and whose
+/// sizes and parameters are passed by value; the AMDGPU and NVPTX ABIs agree
+/// on all of it but the calling convention and the function attributes.
+pub(crate) fn declare_gpu_kernel<'ctx>(
+    cx: &'ctx Context,
+    m: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    k: &Kernel,
+    g: &GpuKernel,
+    global: u16,
+) -> R<KernelAbi<'ctx>> {
+    let ptr = cx.ptr_type(AddressSpace::from(global));
+    let params: Vec<BasicMetadataTypeEnum> = g
+        .args
+        .iter()
+        .map(|a| match &a.kind {
+            ArgKind::Buffer { .. } => ptr.into(),
+            ArgKind::Size(_) => cx.i32_type().into(),
+            ArgKind::Param(p) => ty(cx, k.params[p.0 as usize].dtype).into(),
+        })
+        .collect();
+    let f = m.add_function(&g.name, cx.void_type().fn_type(&params, false), None);
+    f.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind", 0));
+    f.add_attribute(AttributeLoc::Function, enum_attr(cx, "mustprogress", 0));
+    let mut abi = KernelAbi {
+        f,
+        bufs: HashMap::new(),
+        sizes: Vec::new(),
+        params: Vec::new(),
+    };
+    for (i, a) in g.args.iter().enumerate() {
+        let p = f.get_nth_param(i as u32).expect("declared above");
+        p.set_name(&a.name);
+        let loc = AttributeLoc::Param(i as u32);
+        f.add_attribute(loc, enum_attr(cx, "noundef", 0));
+        match &a.kind {
+            ArgKind::Buffer { tensor, access } => {
+                // Distinct tensors are distinct allocations: the kernel format has no aliasing.
+                f.add_attribute(loc, enum_attr(cx, "noalias", 0));
+                f.add_attribute(loc, enum_attr(cx, "captures", 0));
+                let align = k.tensor(*tensor).dtype.size() as u64;
+                f.add_attribute(loc, enum_attr(cx, "align", align));
+                let acc = match access {
+                    Access::Read => "readonly",
+                    Access::Write => "writeonly",
+                };
+                f.add_attribute(loc, enum_attr(cx, acc, 0));
+                abi.bufs.insert(*tensor, p.into_pointer_value());
+            }
+            ArgKind::Size(_) => abi.sizes.push(p.into_int_value()),
+            ArgKind::Param(_) => abi.params.push(p),
+        }
+    }
+    b.position_at_end(cx.append_basic_block(f, "entry"));
+    Ok(abi)
+}
+
+/// A work-group's array as an internal, uninitialised global in `space`.
+pub(crate) fn shared_global<'ctx>(
+    m: &Module<'ctx>,
+    g: &GpuKernel,
+    l: &Local,
+    at: ArrayType<'ctx>,
+    space: u16,
+) -> PointerValue<'ctx> {
+    let gv = m.add_global(
+        at,
+        Some(AddressSpace::from(space)),
+        &format!("{}.{}", g.name, l.name),
+    );
+    gv.set_initializer(&at.get_poison());
+    gv.set_linkage(inkwell::module::Linkage::Internal);
+    gv.set_alignment(l.dtype.size().max(4) as u32);
+    gv.as_pointer_value()
+}
+
+impl Backend for AmdGpu<'_> {
+    fn triple(&self) -> String {
+        TRIPLE.into()
+    }
+
+    fn target_machine(&self) -> R<TargetMachine> {
+        target_machine(self.t)
+    }
+
+    fn configure_module<'ctx>(&self, cx: &'ctx Context, m: &Module<'ctx>) {
+        m.add_basic_value_flag(
+            "amdhsa_code_object_version",
+            FlagBehavior::Error,
+            cx.i32_type()
+                .const_int(self.t.code_object_version as u64 * 100, false),
+        );
+    }
+
+    fn declare_kernel<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        b: &Builder<'ctx>,
+        k: &Kernel,
+        g: &GpuKernel,
+    ) -> R<KernelAbi<'ctx>> {
+        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL)?;
+        let f = abi.f;
+        f.set_call_conventions(AMDGPU_KERNEL_CC);
+        let s = |k: &str, v: &str| cx.create_string_attribute(k, v);
+        let threads = g.threads();
+        f.add_attribute(
+            AttributeLoc::Function,
+            s(
+                "amdgpu-flat-work-group-size",
+                &format!("{threads},{threads}"),
+            ),
+        );
+        f.add_attribute(AttributeLoc::Function, s("uniform-work-group-size", "true"));
+        Ok(abi)
+    }
+
+    fn shared_array<'ctx>(
+        &self,
+        _cx: &'ctx Context,
+        m: &Module<'ctx>,
+        _b: &Builder<'ctx>,
+        g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        Ok(shared_global(m, g, l, at, LDS))
+    }
+
+    fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
+        let (name, d) = match axis {
+            GpuAxis::Block(d) => ("llvm.amdgcn.workgroup.id", d),
+            GpuAxis::Thread(d) => ("llvm.amdgcn.workitem.id", d),
+        };
+        let full = format!("{name}.{}", ["x", "y", "z"][d.index()]);
+        Ok(fcx.call(&full, &[], &[])?.into_int_value())
+    }
+
+    /// Release fence, `s_barrier`, acquire fence, at work-group scope.
+    fn barrier(&self, fcx: &FnCx<'_, '_>) -> R<()> {
+        workgroup_fence(fcx, ORDERING_RELEASE);
+        fcx.call_void("llvm.amdgcn.s.barrier")?;
+        workgroup_fence(fcx, ORDERING_ACQUIRE);
+        Ok(())
+    }
+
+    /// `v_fma_f16` rounds once; bf16 has no fma before gfx950 and LLVM goes through f32.
+    fn fma_rounds_once(&self, t: DType) -> bool {
+        t != DType::BF16
+    }
+
+    /// LLVM expands AMDGPU's f32 exp/log around `v_exp_f32`/`v_log_f32` to about 1 ulp.
+    fn native_f32_math(&self, _f: MathFn) -> bool {
+        true
+    }
+}

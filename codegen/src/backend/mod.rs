@@ -1,0 +1,119 @@
+//! What differs between the machines rocmc generates LLVM IR for.
+//!
+//! The loop-IR → LLVM lowering ([`crate::function::FnCx`]) is target-neutral:
+//! loops, guards, index arithmetic, addresses, expressions, math expansions.
+//! Everything a target decides goes through [`Backend`] (in the spirit of
+//! CubeCL's `Dialect`): the triple and target machine, module flags, the
+//! kernel's ABI (calling convention, attributes, argument address spaces),
+//! where shared and per-thread arrays live, thread and block indices,
+//! barriers, and which operations the target does natively. A new LLVM
+//! backend is one more implementation of this trait in its own module.
+
+pub mod amdgpu;
+pub mod host;
+pub mod nvptx;
+
+use crate::function::{FnCx, R};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::TargetMachine;
+use inkwell::types::ArrayType;
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use rocmc_ir::lower::{GpuKernel, Local};
+use rocmc_ir::schedule::GpuAxis;
+use rocmc_ir::{DType, Kernel, MathFn, TensorId};
+use std::collections::HashMap;
+
+/// A kernel function as a backend declared it: the function and the values
+/// of its arguments, by role.
+pub(crate) struct KernelAbi<'ctx> {
+    pub f: FunctionValue<'ctx>,
+    /// The buffer of each tensor the kernel touches.
+    pub bufs: HashMap<TensorId, PointerValue<'ctx>>,
+    /// The size arguments, in the kernel's order.
+    pub sizes: Vec<IntValue<'ctx>>,
+    /// The scalar parameters, in the kernel's order.
+    pub params: Vec<BasicValueEnum<'ctx>>,
+}
+
+/// One target's dialect of LLVM IR.
+pub(crate) trait Backend {
+    /// LLVM's target triple.
+    fn triple(&self) -> String;
+
+    /// The target machine code is generated with.
+    fn target_machine(&self) -> R<TargetMachine>;
+
+    /// Module-level flags the target's ABI needs.
+    fn configure_module<'ctx>(&self, _cx: &'ctx Context, _m: &Module<'ctx>) {}
+
+    /// Declares the kernel function of `g` with the target's calling
+    /// convention and attributes, positions `b` in its entry block, and
+    /// returns its arguments.
+    fn declare_kernel<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        b: &Builder<'ctx>,
+        k: &Kernel,
+        g: &GpuKernel,
+    ) -> R<KernelAbi<'ctx>>;
+
+    /// Storage of one work-group's shared array (AMD's LDS, NVIDIA's shared memory).
+    fn shared_array<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        b: &Builder<'ctx>,
+        g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>>;
+
+    /// Storage of one thread's private array (reduction accumulators),
+    /// allocated in the entry block.
+    fn local_array<'ctx>(
+        &self,
+        b: &Builder<'ctx>,
+        _g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        b.build_alloca(at, &l.name)
+            .map_err(crate::function::llvm_err)
+    }
+
+    /// The index of the current thread in its block, or of the block in the grid.
+    fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>>;
+
+    /// `__syncthreads()`: every thread of the block reaches it, and shared
+    /// memory written before it is visible after it.
+    fn barrier(&self, fcx: &FnCx<'_, '_>) -> R<()>;
+
+    /// Whether integer division by zero traps (the host's `idiv` does), so
+    /// that divisors that may be zero must be replaced first.
+    fn zero_divisor_traps(&self) -> bool {
+        false
+    }
+
+    /// Whether `llvm.fma` at `t` rounds once on this target; where it does
+    /// not (LLVM goes through a wider fma and rounds twice), rocmc emulates it.
+    fn fma_rounds_once(&self, t: DType) -> bool;
+
+    /// Whether `f` at `t` (f32) may use LLVM's own intrinsic (`llvm.exp`,
+    /// `llvm.log`, ...) with an accurate expansion on this target; otherwise
+    /// rocmc computes it through its f64 expansion and rounds once.
+    fn native_f32_math(&self, f: MathFn) -> bool;
+
+    /// Called after the body of the kernel function is emitted.
+    fn finish_kernel<'ctx>(
+        &self,
+        _cx: &'ctx Context,
+        _m: &Module<'ctx>,
+        _f: FunctionValue<'ctx>,
+        _g: &GpuKernel,
+    ) -> R<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+//! NVPTX (`nvptx64-nvidia-cuda`): `ptx_kernel` functions whose buffers are
+//! global-space pointers, shared memory in address space 3, `%tid`/`%ctaid`
+//! through `llvm.nvvm.read.ptx.sreg.*`, `bar.sync 0`, and the block size as
+//! `.reqntid`/`.maxntid`. The output is PTX text; the CUDA driver compiles
+//! it for the device when the module is loaded.
+
+use super::amdgpu::{declare_gpu_kernel, shared_global};
+use super::{Backend, KernelAbi};
+use crate::function::{llvm_err, FnCx, R};
+use crate::CodegenError;
+use inkwell::attributes::AttributeLoc;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::{
+    CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
+};
+use inkwell::types::ArrayType;
+use inkwell::values::{IntValue, PointerValue};
+use inkwell::OptimizationLevel;
+use rocmc_ir::lower::{GpuKernel, Local};
+use rocmc_ir::schedule::GpuAxis;
+use rocmc_ir::{DType, Kernel, MathFn};
+use rocmc_target::NvidiaTarget;
+
+pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
+/// LLVM's `ptx_kernel` calling convention (CallingConv::PTX_Kernel).
+const PTX_KERNEL_CC: u32 = 71;
+const GLOBAL: u16 = 1;
+const SHARED: u16 = 3;
+
+/// The NVPTX backend for one processor and PTX version.
+pub(crate) struct Nvptx<'t> {
+    t: &'t NvidiaTarget,
+}
+
+impl<'t> Nvptx<'t> {
+    pub(crate) fn new(t: &'t NvidiaTarget) -> Self {
+        Nvptx { t }
+    }
+}
+
+/// LLVM's target machine for an NVIDIA processor, with the PTX ISA version set.
+pub fn target_machine(t: &NvidiaTarget) -> R<TargetMachine> {
+    target_machine_with(t, &t.llvm_features())
+}
+
+/// The same with the subtarget features given (none: LLVM's default PTX version).
+pub(crate) fn target_machine_with(t: &NvidiaTarget, features: &str) -> R<TargetMachine> {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| LlvmTarget::initialize_nvptx(&InitializationConfig::default()));
+    let triple = TargetTriple::create(TRIPLE);
+    let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
+    target
+        .create_target_machine(
+            &triple,
+            &t.processor,
+            features,
+            OptimizationLevel::Aggressive,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CodegenError::Llvm(format!("cannot create a target machine for {t}")))
+}
+
+impl Backend for Nvptx<'_> {
+    fn triple(&self) -> String {
+        TRIPLE.into()
+    }
+
+    fn target_machine(&self) -> R<TargetMachine> {
+        target_machine(self.t)
+    }
+
+    fn declare_kernel<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        b: &Builder<'ctx>,
+        k: &Kernel,
+        g: &GpuKernel,
+    ) -> R<KernelAbi<'ctx>> {
+        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL)?;
+        let f = abi.f;
+        f.set_call_conventions(PTX_KERNEL_CC);
+        // The block size is a constant of the kernel: `.reqntid` lets ptxas
+        // budget registers for exactly that many threads (as AMDGPU's
+        // flat-work-group-size does), and the driver refuses other sizes.
+        let [x, y, z] = g.block;
+        let s = |k: &str, v: &str| cx.create_string_attribute(k, v);
+        f.add_attribute(
+            AttributeLoc::Function,
+            s("nvvm.reqntid", &format!("{x},{y},{z}")),
+        );
+        f.add_attribute(
+            AttributeLoc::Function,
+            s("nvvm.maxntid", &format!("{x},{y},{z}")),
+        );
+        Ok(abi)
+    }
+
+    fn shared_array<'ctx>(
+        &self,
+        _cx: &'ctx Context,
+        m: &Module<'ctx>,
+        _b: &Builder<'ctx>,
+        g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        Ok(shared_global(m, g, l, at, SHARED))
+    }
+
+    fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
+        let (reg, d) = match axis {
+            GpuAxis::Block(d) => ("ctaid", d),
+            GpuAxis::Thread(d) => ("tid", d),
+        };
+        let name = format!(
+            "llvm.nvvm.read.ptx.sreg.{reg}.{}",
+            ["x", "y", "z"][d.index()]
+        );
+        Ok(fcx.call(&name, &[], &[])?.into_int_value())
+    }
+
+    /// `bar.sync 0`, which also orders shared and global memory among the block's threads.
+    fn barrier(&self, fcx: &FnCx<'_, '_>) -> R<()> {
+        let f = fcx.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", &[])?;
+        fcx.b
+            .build_call(f, &[fcx.i32(0).into()], "")
+            .map_err(llvm_err)?;
+        Ok(())
+    }
+
+    /// `fma.rn.f16` from sm_53, `fma.rn.bf16` from sm_90; before, LLVM
+    /// goes through a wider fma and rounds twice.
+    fn fma_rounds_once(&self, t: DType) -> bool {
+        match t {
+            DType::F16 => self.t.has_f16_math(),
+            DType::BF16 => self.t.has_bf16_math(),
+            _ => true,
+        }
+    }
+
+    /// NVPTX has only `ex2.approx`/`lg2.approx` (about 2 ulp, no denormals)
+    /// and no libdevice here: f32 exp/log go through rocmc's f64 expansions.
+    fn native_f32_math(&self, f: MathFn) -> bool {
+        !matches!(f, MathFn::Exp | MathFn::Exp2 | MathFn::Log | MathFn::Log2)
+    }
+}

@@ -1,0 +1,35 @@
+//! rocmc's code generators.
+//!
+//! Loop IR ([`rocmc_ir::Program`]) becomes an LLVM module: the
+//! target-neutral lowering (`function.rs`, with `index.rs` and `math.rs`)
+//! writes each kernel's body, and a [`backend`] supplies what the target
+//! decides (ABI, address spaces, indices, barriers). The module is
+//! optimised with `default<O3>` and emitted as LLVM IR text, assembly (GCN,
+//! or PTX for NVIDIA) or, for AMDGPU, an ELF relocatable object; linking a
+//! code object is the linker crate's job. [`host`] runs the same lowering
+//! on the host CPU through LLVM's JIT.
+
+pub mod backend;
+mod function;
+mod index;
+mod llvm;
+mod math;
+pub mod target;
+
+pub use backend::host;
+pub use llvm::{compile, set_crash_context, Emitted, Request};
+pub use target::{AmdTarget, FeatureMode, NvidiaTarget, Target, TargetError, TargetId, Vendor};
+
+/// Errors of the back end. User mistakes (an unknown target) are
+/// [`TargetError`]s; the rest mean LLVM refused what we built.
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("LLVM: {0}")]
+    Llvm(String),
+    /// LLVM's backend reported an error for a module rocmc built (e.g. an
+    /// operation it cannot lower for this target), instead of exiting.
+    #[error("LLVM's backend: {0}")]
+    Backend(String),
+}

@@ -1,0 +1,130 @@
+//! The NVPTX backend: every example's PTX for sm_90 as a snapshot, every
+//! example assembled by NVIDIA's own ptxas for each generation it still
+//! supports, the launch document carried in the PTX, and the errors of the
+//! NVIDIA path. Running the PTX needs a GPU: scripts/gpu-check.sh does that.
+
+use rocmc::{compile, Emit, Options};
+use rocmc_tests::*;
+
+fn ptx(name: &str, mcpu: &str) -> String {
+    let src = std::fs::read_to_string(example(name)).unwrap();
+    let art = compile(
+        &format!("{name}.toml"),
+        &src,
+        &Options::new(mcpu),
+        Emit {
+            asm: true,
+            ..Emit::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name} for {mcpu}: {e}"));
+    art.asm.expect("PTX")
+}
+
+#[test]
+fn every_example_as_ptx() {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path(root().join("tests/snapshots"));
+    settings.bind(|| {
+        for name in examples() {
+            insta::assert_snapshot!(format!("{name}.sm_90.ptx"), ptx(&name, "sm_90"));
+        }
+    });
+}
+
+/// ptxas (CUDA 12.9) accepts every example for every generation from
+/// Maxwell to Blackwell, with no spills, and each kernel's shared memory is
+/// what the loop IR declares.
+#[test]
+fn ptxas_accepts_every_example() {
+    let archs = ["sm_52", "sm_70", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"];
+    for name in examples() {
+        let src = std::fs::read_to_string(example(&name)).unwrap();
+        let front = rocmc::frontend(&format!("{name}.toml"), &src).unwrap();
+        for arch in archs {
+            let text = ptx(&name, arch);
+            let reports = assemble_ptx(&text, arch)
+                .unwrap_or_else(|e| panic!("ptxas refused {name} for {arch}:\n{e}"));
+            assert_eq!(reports.len(), front.program.kernels.len(), "{name} {arch}");
+            for (r, g) in reports.iter().zip(&front.program.kernels) {
+                assert_eq!(r.kernel, g.name);
+                let declared: u64 = g.shared.iter().map(|s| s.bytes()).sum();
+                assert_eq!(u64::from(r.shared_bytes), declared, "{name} {arch}: {r:?}");
+                assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "{name} {arch}: {r:?}");
+            }
+        }
+    }
+}
+
+/// The launch document travels in the PTX and says what the loop IR says.
+#[test]
+fn ptx_carries_the_launch_document() {
+    let src = std::fs::read_to_string(example("softmax")).unwrap();
+    let front = rocmc::frontend("softmax.toml", &src).unwrap();
+    let text = ptx("softmax", "sm_90");
+    let doc = rocmc::linker::launch::LaunchInfo::from_ptx(&text)
+        .expect("a launch line")
+        .expect("valid JSON");
+    assert_eq!(doc, front.launch);
+    for k in &doc.kernels {
+        let [x, y, z] = k.block;
+        assert!(text.contains(&format!(".reqntid {x}, {y}, {z}")), "{}", k.name);
+    }
+}
+
+#[test]
+fn nvidia_build_errors_are_clear() {
+    let d = tempfile::tempdir().unwrap();
+    let vadd = example("vadd");
+    let vadd = vadd.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--mcpu", "sm_90", "--emit", "hsaco"], "NVIDIA target"),
+        (&["--mcpu", "sm_90,gfx90a"], "cannot share one build"),
+        (&["--mcpu", "gfx90a", "--emit", "ptx"], "PTX is for NVIDIA targets"),
+        (&["--mcpu", "sm_91"], "did you mean `sm_90`"),
+        (&["--mcpu", "sm_90", "--wave64"], "32-wide warps"),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["build", vadd];
+        all.extend_from_slice(args);
+        let out = rocmc(d.path(), &all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(std::fs::read_dir(d.path()).unwrap().next().is_none(), "a failed build wrote a file");
+}
+
+#[test]
+fn the_cli_writes_ptx_by_default_for_nvidia() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc(d.path(), &["build", example("vadd").to_str().unwrap(), "--mcpu", "h100"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(d.path().join("vadd.ptx")).unwrap();
+    assert!(text.contains(".target sm_90") && text.contains(".version 7.8"));
+    assert!(text.contains(".visible .entry vadd("));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrote vadd.ptx (sm_90, PTX 7.8, warp 32)"));
+}
+
+/// Shared memory over NVIDIA's 48 KiB of static shared memory per block
+/// is refused at the step that asked for it, as LDS is on AMD.
+#[test]
+fn shared_memory_over_the_limit_is_refused() {
+    let src = std::fs::read_to_string(example("matmul_lds")).unwrap();
+    // 128-wide k tiles: 64x129 + 128x64 floats, 65 KiB of shared memory.
+    let big = src.replace("split(k, 16)", "split(k, 128)");
+    assert_ne!(big, src);
+    match compile("m.toml", &big, &Options::new("sm_90"), Emit::default()) {
+        Err(rocmc::Error::Kernel(e)) => {
+            let text = e.render();
+            assert!(
+                text.contains("bytes of shared memory; a block on sm_90 has 49152"),
+                "{text}"
+            );
+            assert!(text.contains("m.toml:"), "{text}");
+        }
+        other => panic!("expected a shared-memory error, got {:?}", other.map(|_| ())),
+    }
+}
