@@ -145,4 +145,22 @@ fn every_math_function_compiles_for_every_target_and_the_host() {
         };
         rocmc::backend(&front, &target, &opts, emit).unwrap_or_else(|e| panic!("{p}: {e}"));
     }
+    // NVIDIA: every processor LLVM knows writes PTX (rocmc expands exp/log
+    // itself; there is no libdevice), and ptxas accepts it where its
+    // release (CUDA 12.9: sm_50 and later, PTX up to 8.8) can check it.
+    for p in rocmc::codegen::target::nvptx::PROCESSORS {
+        let opts = rocmc::Options::new(p.name);
+        let target = rocmc::targets(&opts).unwrap().remove(0);
+        let emit = rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        let art = rocmc::backend(&front, &target, &opts, emit)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        let cc = target.nvidia().unwrap().compute_capability();
+        if cc >= (5, 0) && p.ptx <= 88 {
+            assemble_ptx(art.asm.as_deref().unwrap(), p.name)
+                .unwrap_or_else(|e| panic!("ptxas refused {}:\n{e}", p.name));
+        }
+    }
 }

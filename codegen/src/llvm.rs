@@ -122,6 +122,7 @@ pub fn compile(
     module
         .run_passes("default<O3>", &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
+    be.after_optimise(&module);
     let t2 = std::time::Instant::now();
     let mut out = Emitted::default();
     if req.llvm_ir {

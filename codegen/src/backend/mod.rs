@@ -106,6 +106,9 @@ pub(crate) trait Backend {
     /// rocmc computes it through its f64 expansion and rounds once.
     fn native_f32_math(&self, f: MathFn) -> bool;
 
+    /// Called on the module after optimisation, before code generation.
+    fn after_optimise(&self, _m: &Module<'_>) {}
+
     /// Called after the body of the kernel function is emitted.
     fn finish_kernel<'ctx>(
         &self,

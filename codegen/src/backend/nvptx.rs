@@ -142,6 +142,21 @@ impl Backend for Nvptx<'_> {
         }
     }
 
+    /// Keeps one launch-bound directive per kernel: PTX ISA versions before
+    /// 8.x refuse `.maxntid` beside `.reqntid`, which LLVM's O3 pipeline
+    /// derives from it. `.reqntid` stays: rocmc always launches the block
+    /// size of the launch document.
+    fn after_optimise(&self, m: &Module<'_>) {
+        let mut f = m.get_first_function();
+        while let Some(func) = f {
+            let loc = AttributeLoc::Function;
+            if func.get_string_attribute(loc, "nvvm.reqntid").is_some() {
+                func.remove_string_attribute(loc, "nvvm.maxntid");
+            }
+            f = func.get_next_function();
+        }
+    }
+
     /// NVPTX has only `ex2.approx`/`lg2.approx` (about 2 ulp, no denormals)
     /// and no libdevice here: f32 exp/log go through rocmc's f64 expansions.
     fn native_f32_math(&self, f: MathFn) -> bool {
