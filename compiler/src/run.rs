@@ -2,215 +2,11 @@
 //! the host through LLVM and compare it with the reference interpreter.
 
 use crate::{Error, Frontend};
-use rocmc_ir::interp::{self, Buffer, Data, Scalar};
-use rocmc_ir::{DType, Kernel, TensorKind};
+use rocmc_ir::interp::{self, Buffer, Data};
+use rocmc_ir::reference::{compare, random_buffer, random_inputs, Inputs};
+pub use rocmc_ir::reference::{errors, flops, tolerance, Comparison, Rng};
+use rocmc_ir::{DType, Kernel};
 use std::collections::HashMap;
-
-/// How one output tensor compares with the interpreter.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Comparison {
-    /// The tensor's name.
-    pub tensor: String,
-    /// Its element type.
-    pub dtype: DType,
-    /// Number of elements compared.
-    pub elements: usize,
-    /// Largest |got − want|.
-    pub max_abs_error: f64,
-    /// Largest |got − want| / (1 + |want|).
-    pub max_error: f64,
-    /// The tolerance for `max_error` (see [`tolerance`]).
-    pub tolerance: f64,
-}
-
-impl Comparison {
-    /// Whether the tensor is within tolerance.
-    pub fn ok(&self) -> bool {
-        self.max_error <= self.tolerance
-    }
-}
-
-/// Tolerance on |got − want| / (1 + |want|) by dtype: the scheduled kernel
-/// may reorder, contract (FMA) and approximate (exp, tanh) where the
-/// interpreter rounds each operation; integers must match exactly.
-pub fn tolerance(t: DType) -> f64 {
-    match t {
-        DType::F64 => 1e-9,
-        DType::F32 => 1e-4,
-        DType::F16 => 1e-2,
-        DType::BF16 => 5e-2,
-        _ => 0.0,
-    }
-}
-
-/// The seeded generator of `rocmc run`'s inputs (and of the tests' random
-/// kernels and sweeps): splitmix64, fixed and documented, so a seed gives
-/// the same values in every version.
-#[derive(Clone, Debug)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in [lo, hi).
-    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-    /// Uniform in 0..n (0 when n is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
-}
-
-fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
-    let data = match t {
-        t if t.is_float() => Data::F(
-            (0..n)
-                .map(|_| rocmc_ir::front::round_to(rng.uniform(-1.0, 1.0), t))
-                .collect(),
-        ),
-        DType::Bool => Data::I((0..n).map(|_| (rng.next_u64() & 1) as i64).collect()),
-        DType::U8 | DType::U32 => Data::I((0..n).map(|_| (rng.next_u64() % 100) as i64).collect()),
-        _ => Data::I(
-            (0..n)
-                .map(|_| (rng.next_u64() % 201) as i64 - 100)
-                .collect(),
-        ),
-    };
-    Buffer { dtype: t, data }
-}
-
-/// Seeded random inputs, parameter values and their 8-byte slots.
-fn random_inputs(
-    k: &Kernel,
-    sizes: &[i64],
-    params: &HashMap<String, f64>,
-    seed: u64,
-) -> Result<Inputs, Error> {
-    let mut rng = Rng(seed);
-    let mut pvals = Vec::new();
-    let mut pbytes = Vec::new();
-    for name in params.keys() {
-        if !k.params.iter().any(|p| &p.name == name) {
-            return Err(Error::Usage(format!(
-                "--param {name}: the kernel has no parameter `{name}`"
-            )));
-        }
-    }
-    for p in &k.params {
-        let v = params
-            .get(&p.name)
-            .copied()
-            .unwrap_or_else(|| rng.uniform(0.5, 1.5));
-        let (s, bytes): (Scalar, Vec<u8>) = match p.dtype {
-            DType::F32 => (
-                Scalar::F(v as f32 as f64),
-                (v as f32).to_le_bytes().to_vec(),
-            ),
-            DType::F64 => (Scalar::F(v), v.to_le_bytes().to_vec()),
-            t if t.is_float() => {
-                let b = Buffer {
-                    dtype: t,
-                    data: Data::F(vec![v]),
-                };
-                (Scalar::F(rocmc_ir::front::round_to(v, t)), b.to_bytes())
-            }
-            t => {
-                let i = interp::normalize_int(t, v as i64);
-                (Scalar::I(i), i.to_le_bytes()[..t.size()].to_vec())
-            }
-        };
-        pvals.push(s);
-        let mut slot = bytes;
-        slot.resize(8, 0);
-        pbytes.extend(slot);
-    }
-    let shapes: Vec<Vec<i64>> = k
-        .tensors
-        .iter()
-        .map(|t| interp::shape_of(t, sizes))
-        .collect::<Result<_, _>>()
-        .map_err(|e| Error::Usage(e.to_string()))?;
-    let inputs: Vec<Buffer> = k
-        .inputs()
-        .map(|(id, t)| {
-            random_buffer(
-                &mut rng,
-                t.dtype,
-                shapes[id.0 as usize].iter().product::<i64>() as usize,
-            )
-        })
-        .collect();
-    let host = host_buffers(k, &shapes, &inputs);
-    Ok(Inputs {
-        inputs,
-        pvals,
-        pbytes,
-        host,
-    })
-}
-
-/// Seeded random inputs and everything derived from them.
-struct Inputs {
-    inputs: Vec<Buffer>,
-    pvals: Vec<Scalar>,
-    /// One 8-byte slot per parameter.
-    pbytes: Vec<u8>,
-    /// One byte vector per tensor: inputs filled, outputs zeroed.
-    host: Vec<Vec<u8>>,
-}
-
-fn host_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Vec<u8>> {
-    let mut ins = inputs.iter();
-    k.tensors
-        .iter()
-        .zip(shapes)
-        .map(|(t, shape)| match t.kind {
-            TensorKind::Input => ins.next().expect("one buffer per input").to_bytes(),
-            TensorKind::Stage(_) => {
-                vec![0u8; shape.iter().product::<i64>() as usize * t.dtype.size()]
-            }
-        })
-        .collect()
-}
-
-/// Compares every tensor in memory (not inlined or computed at another stage) of `got` with `want`.
-fn compare(
-    k: &Kernel,
-    want: &[Buffer],
-    mut got: impl FnMut(usize) -> Result<Vec<u8>, Error>,
-) -> Result<Vec<Comparison>, Error> {
-    let mut out = Vec::new();
-    for (i, t) in k.tensors.iter().enumerate() {
-        let TensorKind::Stage(s) = t.kind else {
-            continue;
-        };
-        if k.stage(s).is_internal() {
-            continue;
-        }
-        let g = Buffer::from_bytes(t.dtype, &got(i)?);
-        let (max_abs_error, max_error) = errors(&g, &want[i]);
-        out.push(Comparison {
-            tensor: t.name.clone(),
-            dtype: t.dtype,
-            elements: want[i].len(),
-            max_abs_error,
-            max_error,
-            tolerance: tolerance(t.dtype),
-        });
-    }
-    Ok(out)
-}
 
 /// Sizes in kernel order from `name=value` pairs; every size must be given,
 /// non-negative and within its declared maximum.
@@ -263,7 +59,7 @@ pub fn run_cpu(
         pvals,
         pbytes,
         mut host,
-    } = random_inputs(k, sizes, params, seed)?;
+    } = random_inputs(k, sizes, params, seed).map_err(Error::Usage)?;
     let want = interp::run(k, sizes, &pvals, &inputs).map_err(|e| {
         Error::Usage(format!(
             "the reference interpreter refused these inputs: {e}"
@@ -273,24 +69,6 @@ pub fn run_cpu(
     rocmc_codegen::host::run_on_host(k, &front.program, &sizes32, &pbytes, &mut host, fp_contract)
         .map_err(|e| Error::Codegen(e.to_string()))?;
     compare(k, &want, |i| Ok(std::mem::take(&mut host[i])))
-}
-
-/// Largest |got − want| and largest |got − want| / (1 + |want|); NaN where
-/// the other is not NaN counts as an infinite error.
-pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
-    let (mut max_abs, mut max_err) = (0f64, 0f64);
-    for j in 0..want.len() {
-        let (g, w) = (scalar_f(got.get(j)), scalar_f(want.get(j)));
-        let d = if g == w || (g.is_nan() && w.is_nan()) {
-            0.0
-        } else {
-            (g - w).abs()
-        };
-        let d = if d.is_nan() { f64::INFINITY } else { d };
-        max_abs = max_abs.max(d);
-        max_err = max_err.max(d / (1.0 + w.abs()));
-    }
-    (max_abs, max_err)
 }
 
 /// Result of a GPU run: comparisons (with `--check`) and kernel times.
@@ -369,7 +147,7 @@ pub fn run_gpu(
         pvals,
         pbytes,
         host,
-    } = random_inputs(k, sizes, params, seed)?;
+    } = random_inputs(k, sizes, params, seed).map_err(Error::Usage)?;
     let mut bufs = Vec::new();
     for (t, bytes) in k.tensors.iter().zip(&host) {
         let b = dev.alloc::<u8>(bytes.len()).map_err(rt)?;
@@ -440,52 +218,6 @@ pub fn run_gpu(
     report.bytes_moved = host.iter().map(|b| b.len() as u64).sum();
     report.flops = flops(k, sizes);
     Ok(report)
-}
-
-/// Floating-point operations of the plain kernel for these sizes: each
-/// float arithmetic operation or math call once per point it is evaluated.
-pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
-    fn count(e: &rocmc_ir::Expr) -> u64 {
-        use rocmc_ir::ExprKind::*;
-        let own =
-            u64::from(e.dtype.is_float() && matches!(e.kind, Binary(..) | Call(..) | Unary(..)));
-        own + match &e.kind {
-            Unary(_, a) | Cast(a) => count(a),
-            Binary(_, a, b) => count(a) + count(b),
-            Select(c, a, b) => count(c) + count(a) + count(b),
-            Call(_, xs) => xs.iter().map(count).sum(),
-            _ => 0,
-        }
-    }
-    k.stages
-        .iter()
-        .filter(|s| !s.is_inlined())
-        .map(|s| {
-            let points: i64 = s
-                .axes
-                .iter()
-                .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
-                .product();
-            let (red_points, body_ops) = match &s.reduce {
-                Some(r) => (
-                    r.axes
-                        .iter()
-                        .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
-                        .product::<i64>(),
-                    count(&r.body) + 1,
-                ),
-                None => (0, 0),
-            };
-            points as u64 * (count(&s.value) + red_points as u64 * body_ops)
-        })
-        .sum()
-}
-
-fn scalar_f(s: Scalar) -> f64 {
-    match s {
-        Scalar::F(x) => x,
-        Scalar::I(x) => x as f64,
-    }
 }
 
 /// Runs a compiled code object or bundle on a GPU, with inputs generated

@@ -18,6 +18,7 @@ pub mod index;
 pub mod interp;
 pub mod kernel;
 pub mod lower;
+pub mod reference;
 pub mod schedule;
 pub mod syntax;
 

@@ -107,7 +107,132 @@ impl Extent {
     }
 }
 
+/// One argument as the caller passes it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgValue {
+    /// A device buffer: its element type name (`f32`) and length in elements.
+    /// A device buffer of `len` elements of dtype `dtype`.
+    Buffer {
+        /// Element type name (`f32`).
+        dtype: &'static str,
+        /// Length in elements.
+        len: usize,
+    },
+    /// A 32-bit size argument.
+    Size(i32),
+    /// A by-value scalar: its type name and little-endian bytes.
+    /// A by-value scalar of dtype `dtype` and its bytes.
+    Scalar {
+        /// Type name (`f32`).
+        dtype: &'static str,
+        /// Little-endian value.
+        bytes: Vec<u8>,
+    },
+}
+
+impl ArgValue {
+    /// The argument for people: `a buffer of 10 f32`.
+    pub fn describe(&self) -> String {
+        match self {
+            ArgValue::Buffer { dtype, len } => format!("a buffer of {len} {dtype}"),
+            ArgValue::Size(v) => format!("the size {v}"),
+            ArgValue::Scalar { dtype, .. } => format!("a {dtype} scalar"),
+        }
+    }
+}
+
+impl LaunchArg {
+    /// What the role is called in messages.
+    pub fn role_name(&self) -> &'static str {
+        match self.role {
+            ArgRole::Buffer => "buffer",
+            ArgRole::Size => "size",
+            ArgRole::Scalar => "scalar",
+        }
+    }
+}
+
 impl LaunchInfo {
+    /// Checks a launch of `kl` (one of this document's kernels) with `args`:
+    /// their number and kinds, dtypes, sizes within the bounds the kernel
+    /// was compiled for, buffers long enough for the shapes those sizes
+    /// give. Returns the grid and block to launch with, or what is wrong.
+    pub fn check_args(
+        &self,
+        kl: &KernelLaunch,
+        args: &[ArgValue],
+    ) -> Result<([u32; 3], [u32; 3]), String> {
+        if kl.args.len() != args.len() {
+            return Err(format!(
+                "the kernel takes {} arguments, {} given",
+                kl.args.len(),
+                args.len()
+            ));
+        }
+        let mut sizes: HashMap<String, i64> = HashMap::new();
+        for (la, a) in kl.args.iter().zip(args) {
+            if let (ArgRole::Size, ArgValue::Size(v)) = (&la.role, a) {
+                let max = self
+                    .sizes
+                    .iter()
+                    .find(|s| s.name == la.name)
+                    .map_or(i32::MAX as u64, |s| s.max);
+                if *v < 0 || *v as u64 > max {
+                    return Err(format!(
+                    "size `{}` = {v} is outside 0..={max}, the range the kernel was compiled for",
+                    la.name
+                ));
+                }
+                sizes.insert(la.name.clone(), *v as i64);
+            }
+        }
+        for (la, a) in kl.args.iter().zip(args) {
+            match (&la.role, a) {
+                (ArgRole::Buffer, ArgValue::Buffer { dtype, len }) => {
+                    if *dtype != la.dtype {
+                        return Err(format!(
+                            "buffer `{}` holds {}, but a buffer of {dtype} was given",
+                            la.name, la.dtype
+                        ));
+                    }
+                    let mut need: i64 = 1;
+                    for e in &la.shape {
+                        need = need.saturating_mul(e.eval(&sizes).ok_or_else(|| {
+                            format!("cannot evaluate the shape of `{}`", la.name)
+                        })?);
+                    }
+                    if (*len as i64) < need {
+                        return Err(format!("buffer `{}` must hold at least {need} elements for these sizes, but has {len}", la.name));
+                    }
+                }
+                (ArgRole::Scalar, ArgValue::Scalar { dtype, .. }) if *dtype != la.dtype => {
+                    return Err(format!(
+                        "scalar `{}` is {}, but a {dtype} was given",
+                        la.name, la.dtype
+                    ));
+                }
+                (ArgRole::Size, ArgValue::Size(_)) | (ArgRole::Scalar, ArgValue::Scalar { .. }) => {
+                }
+                _ => {
+                    return Err(format!(
+                        "argument `{}` is a {}, but {} was given",
+                        la.name,
+                        la.role_name(),
+                        a.describe()
+                    ))
+                }
+            }
+        }
+        let mut grid = [1u32; 3];
+        for (d, e) in kl.grid.iter().enumerate() {
+            let v = e
+                .eval(&sizes)
+                .ok_or_else(|| "cannot evaluate the grid".to_string())?;
+            grid[d] = u32::try_from(v).map_err(|_| format!("grid dimension {d} would be {v}"))?;
+        }
+        Ok((grid, kl.block))
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("launch info is always serialisable")
     }

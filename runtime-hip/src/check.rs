@@ -3,41 +3,9 @@
 
 use crate::error::{Error, Result};
 use rocmc_linker::codeobject::KernelInfo;
-use rocmc_linker::launch::{ArgRole, KernelLaunch, LaunchInfo};
-use std::collections::HashMap;
+use rocmc_linker::launch::{KernelLaunch, LaunchInfo};
 
-/// One argument as the caller passes it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ArgValue {
-    /// A device buffer: its element type name (`f32`) and length in elements.
-    /// A device buffer of `len` elements of dtype `dtype`.
-    Buffer {
-        /// Element type name (`f32`).
-        dtype: &'static str,
-        /// Length in elements.
-        len: usize,
-    },
-    /// A 32-bit size argument.
-    Size(i32),
-    /// A by-value scalar: its type name and little-endian bytes.
-    /// A by-value scalar of dtype `dtype` and its bytes.
-    Scalar {
-        /// Type name (`f32`).
-        dtype: &'static str,
-        /// Little-endian value.
-        bytes: Vec<u8>,
-    },
-}
-
-impl ArgValue {
-    fn describe(&self) -> String {
-        match self {
-            ArgValue::Buffer { dtype, len } => format!("a buffer of {len} {dtype}"),
-            ArgValue::Size(v) => format!("the size {v}"),
-            ArgValue::Scalar { dtype, .. } => format!("a {dtype} scalar"),
-        }
-    }
-}
+pub use rocmc_linker::launch::ArgValue;
 
 /// Checks `args` against the kernel's metadata (count, size and kind of each
 /// explicit argument) and, when rocmc's launch geometry is present, against
@@ -97,58 +65,7 @@ fn check_against_geometry(
         kernel: meta.name.clone(),
         reason,
     };
-    let mut sizes: HashMap<String, i64> = HashMap::new();
-    for (la, a) in kl.args.iter().zip(args) {
-        if let (ArgRole::Size, ArgValue::Size(v)) = (&la.role, a) {
-            let max = launch
-                .sizes
-                .iter()
-                .find(|s| s.name == la.name)
-                .map_or(i32::MAX as u64, |s| s.max);
-            if *v < 0 || *v as u64 > max {
-                return Err(bad(format!(
-                    "size `{}` = {v} is outside 0..={max}, the range the kernel was compiled for",
-                    la.name
-                )));
-            }
-            sizes.insert(la.name.clone(), *v as i64);
-        }
-    }
-    for (la, a) in kl.args.iter().zip(args) {
-        match (&la.role, a) {
-            (ArgRole::Buffer, ArgValue::Buffer { dtype, len }) => {
-                if *dtype != la.dtype {
-                    return Err(bad(format!(
-                        "buffer `{}` holds {}, but a buffer of {dtype} was given",
-                        la.name, la.dtype
-                    )));
-                }
-                let mut need: i64 = 1;
-                for e in &la.shape {
-                    need = need.saturating_mul(e.eval(&sizes).ok_or_else(|| {
-                        bad(format!("cannot evaluate the shape of `{}`", la.name))
-                    })?);
-                }
-                if (*len as i64) < need {
-                    return Err(bad(format!("buffer `{}` must hold at least {need} elements for these sizes, but has {len}", la.name)));
-                }
-            }
-            (ArgRole::Scalar, ArgValue::Scalar { dtype, .. }) if *dtype != la.dtype => {
-                return Err(bad(format!(
-                    "scalar `{}` is {}, but a {dtype} was given",
-                    la.name, la.dtype
-                )));
-            }
-            _ => {}
-        }
-    }
-    let mut grid = [1u32; 3];
-    for (d, e) in kl.grid.iter().enumerate() {
-        let v = e
-            .eval(&sizes)
-            .ok_or_else(|| bad("cannot evaluate the grid".into()))?;
-        grid[d] = u32::try_from(v).map_err(|_| bad(format!("grid dimension {d} would be {v}")))?;
-    }
+    let (grid, block) = launch.check_args(kl, args).map_err(bad)?;
     let threads: u64 = kl.block.iter().map(|b| *b as u64).product();
     if threads > meta.max_flat_workgroup_size {
         return Err(bad(format!(
@@ -156,5 +73,5 @@ fn check_against_geometry(
             meta.max_flat_workgroup_size
         )));
     }
-    Ok((grid, kl.block))
+    Ok((grid, block))
 }
