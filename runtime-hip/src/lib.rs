@@ -235,47 +235,7 @@ fn arch_name(props: &[u8]) -> Option<String> {
         })
 }
 
-/// Element types of device buffers.
-pub trait DeviceScalar: Copy + Default + 'static {
-    /// rocmc's dtype name, as in kernel files and launch geometry.
-    const DTYPE: &'static str;
-}
-macro_rules! scalar {
-    ($t:ty, $n:literal) => {
-        impl DeviceScalar for $t {
-            const DTYPE: &'static str = $n;
-        }
-    };
-}
-scalar!(f32, "f32");
-scalar!(f64, "f64");
-scalar!(i8, "i8");
-scalar!(u8, "u8");
-scalar!(i32, "i32");
-scalar!(u32, "u32");
-scalar!(i64, "i64");
-scalar!(f16, "f16");
-scalar!(bf16, "bf16");
-scalar!(Bool8, "bool");
-
-/// An element of a `bool` buffer or parameter: one byte, 0 or 1, as
-/// kernels store it. (Rust's `bool` cannot be used: any other byte, e.g.
-/// in an uninitialised buffer, would be undefined behaviour.)
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Bool8(pub u8);
-
-impl From<bool> for Bool8 {
-    fn from(b: bool) -> Bool8 {
-        Bool8(b as u8)
-    }
-}
-
-impl From<Bool8> for bool {
-    fn from(b: Bool8) -> bool {
-        b.0 != 0
-    }
-}
+pub use rocmc_linker::launch::{Bool8, DeviceScalar};
 
 /// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
 pub use half::{bf16, f16};

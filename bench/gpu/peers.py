@@ -1,0 +1,201 @@
+"""The peers of rocmc's examples on the same GPU, at the sizes of plan.json:
+PyTorch (cuBLAS, cuDNN and its own kernels) and a Triton kernel written for
+the same computation. Prints one JSON line per (tool, kernel), timed as
+rocmc-gpu-check times rocmc: warm-up, then the median of many launches,
+each between two CUDA events. fp32 throughout: TF32 is off everywhere."""
+import json, sys, math
+import torch
+import triton
+import triton.language as tl
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.set_float32_matmul_precision("highest")
+REPS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+plan = json.load(open(sys.argv[1]))
+dev = "cuda"
+
+
+def timed(fn):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(REPS):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    ts.sort()
+    return ts[len(ts) // 2], ts[0]
+
+
+def rnd(*shape):
+    return torch.rand(*shape, device=dev, dtype=torch.float32) * 2 - 1
+
+
+@triton.jit
+def k_vadd(a, b, c, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(c + i, tl.load(a + i, mask=m) + tl.load(b + i, mask=m), mask=m)
+
+
+@triton.jit
+def k_saxpy(x, y, out, alpha, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(out + i, alpha * tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
+
+
+@triton.jit
+def k_bias2d(x, bias, y, scale, rows, cols, BR: tl.constexpr, BC: tl.constexpr):
+    r = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    c = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    m = (r < rows) & (c < cols)
+    v = tl.load(x + r * cols + c, mask=m) * scale + tl.load(bias + c, mask=c < cols)
+    tl.store(y + r * cols + c, v, mask=m)
+
+
+@triton.jit
+def k_transpose(a, b, rows, cols, B: tl.constexpr):
+    r = tl.program_id(0) * B + tl.arange(0, B)[:, None]
+    c = tl.program_id(1) * B + tl.arange(0, B)[None, :]
+    v = tl.load(a + r * cols + c, mask=(r < rows) & (c < cols))
+    rt = tl.program_id(0) * B + tl.arange(0, B)[None, :]
+    ct = tl.program_id(1) * B + tl.arange(0, B)[:, None]
+    tl.store(b + ct * rows + rt, tl.trans(v), mask=(ct < cols) & (rt < rows))
+
+
+@triton.jit
+def k_softmax(x, y, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    v = tl.load(x + row * cols + c, mask=c < cols, other=-float("inf"))
+    v = v - tl.max(v, axis=0)
+    e = tl.exp(v)
+    tl.store(y + row * cols + c, e / tl.sum(e, axis=0), mask=c < cols)
+
+
+@triton.jit
+def k_layernorm(x, g, bta, y, cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    m = c < cols
+    v = tl.load(x + row * cols + c, mask=m, other=0.0)
+    mean = tl.sum(v, axis=0) / cols
+    d = tl.where(m, v - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / cols + eps)
+    out = d * rstd * tl.load(g + c, mask=m) + tl.load(bta + c, mask=m)
+    tl.store(y + row * cols + c, out, mask=m)
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BM": 128, "BN": 128, "BK": 32}, num_warps=8, num_stages=3),
+        triton.Config({"BM": 128, "BN": 64, "BK": 32}, num_warps=4, num_stages=4),
+        triton.Config({"BM": 64, "BN": 128, "BK": 32}, num_warps=4, num_stages=4),
+    ],
+    key=["M", "N", "K"],
+)
+@triton.jit
+def k_matmul(a, b, c, bias, M, N, K, GELU: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        ka = k0 + rk
+        x = tl.load(a + rm[:, None] * K + ka[None, :], mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
+        w = tl.load(b + ka[:, None] * N + rn[None, :], mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w, input_precision="ieee")
+    if GELU:
+        acc += tl.load(bias + rn, mask=rn < N)[None, :]
+        z = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+        acc = acc / (1.0 + tl.exp(-2.0 * z))
+    tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul_triton(a, b, c, bias=None):
+    M, K = a.shape
+    N = b.shape[1]
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]), triton.cdiv(N, meta["BN"]))
+    k_matmul[grid](a, b, c, bias if bias is not None else c, M, N, K, GELU=bias is not None)
+
+
+def report(tool, kernel, sizes, ms, bytes_=0, flops=0):
+    med, lo = ms
+    print(json.dumps({"tool": tool, "kernel": kernel, "sizes": sizes, "ms": med, "min_ms": lo,
+                      "gbps": bytes_ / med / 1e6, "tflops": flops / med / 1e9}), flush=True)
+
+
+def run(name, s):
+    F = torch.nn.functional
+    if name == "vadd":
+        n = s["n"]; a, b, c = rnd(n), rnd(n), torch.empty(n, device=dev)
+        by = 12 * n
+        report("pytorch", name, s, timed(lambda: torch.add(a, b, out=c)), by)
+        report("triton", name, s, timed(lambda: k_vadd[(triton.cdiv(n, 1024),)](a, b, c, n, BLOCK=1024)), by)
+    elif name == "saxpy":
+        n = s["n"]; x, y, o = rnd(n), rnd(n), torch.empty(n, device=dev)
+        by = 12 * n
+        report("pytorch", name, s, timed(lambda: torch.add(y, x, alpha=1.5, out=o)), by)
+        report("triton", name, s, timed(lambda: k_saxpy[(triton.cdiv(n, 1024),)](x, y, o, 1.5, n, BLOCK=1024)), by)
+    elif name == "bias2d":
+        r, c = s["rows"], s["cols"]; x, bias, y = rnd(r, c), rnd(c), torch.empty(r, c, device=dev)
+        by = 8 * r * c + 4 * c
+        report("pytorch", name, s, timed(lambda: torch.add(bias, x, alpha=1.5, out=y)), by)
+        grid = (triton.cdiv(r, 32), triton.cdiv(c, 128))
+        report("triton", name, s, timed(lambda: k_bias2d[grid](x, bias, y, 1.5, r, c, BR=32, BC=128)), by)
+    elif name == "transpose":
+        r, c = s["rows"], s["cols"]; a, b = rnd(r, c), torch.empty(c, r, device=dev)
+        by = 8 * r * c
+        report("pytorch", name, s, timed(lambda: b.copy_(a.t())), by)
+        grid = (triton.cdiv(r, 64), triton.cdiv(c, 64))
+        report("triton", name, s, timed(lambda: k_transpose[grid](a, b, r, c, B=64)), by)
+    elif name == "softmax":
+        r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
+        by = 8 * r * c
+        report("pytorch", name, s, timed(lambda: torch.softmax(x, dim=1, out=y)), by)
+        B = triton.next_power_of_2(c)
+        report("triton", name, s, timed(lambda: k_softmax[(r,)](x, y, c, BLOCK=B, num_warps=8)), by)
+    elif name == "layernorm":
+        r, c = s["rows"], s["cols"]; x, g, bt = rnd(r, c), rnd(c), rnd(c)
+        y = torch.empty(r, c, device=dev)
+        by = 8 * r * c + 8 * c
+        report("pytorch", name, s, timed(lambda: F.layer_norm(x, (c,), g, bt, 1e-5)), by)
+        B = triton.next_power_of_2(c)
+        report("triton", name, s, timed(lambda: k_layernorm[(r,)](x, g, bt, y, c, 1e-5, BLOCK=B, num_warps=8)), by)
+    elif name in ("matmul", "matmul_lds", "matmul_regtile", "gelu_linear"):
+        M, N, K = s["M"], s["N"], s["K"]
+        a, b, c = rnd(M, K), rnd(K, N), torch.empty(M, N, device=dev)
+        fl = 2 * M * N * K
+        if name == "gelu_linear":
+            bias = rnd(N)
+            report("pytorch", name, s, timed(lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh")), 0, fl)
+            report("triton", name, s, timed(lambda: matmul_triton(a, b, c, bias)), 0, fl)
+        else:
+            report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
+            report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
+    elif name == "conv2d":
+        n, ch, h, w, k = s["N"], s["C"], s["H"], s["W"], s["K"]
+        i, f = rnd(n, ch, h, w), rnd(k, ch, 3, 3)
+        fl = 2 * n * k * (h - 2) * (w - 2) * ch * 9
+        report("pytorch", name, s, timed(lambda: F.conv2d(i, f)), 0, fl)
+
+
+def copy_bw():
+    n = 1 << 28
+    a, b = torch.empty(n, device=dev), torch.empty(n, device=dev)
+    report("pytorch", "copy", {"n": n}, timed(lambda: b.copy_(a)), 8 * n)
+
+
+copy_bw()
+for name, sizes in plan.items():
+    try:
+        run(name, sizes)
+    except Exception as e:  # a peer that fails is reported, not fatal
+        print(json.dumps({"tool": "error", "kernel": name, "error": str(e)[:300]}), flush=True)

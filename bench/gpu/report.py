@@ -1,0 +1,88 @@
+"""Combines rocmc-gpu-check's and peers.py's JSON lines into a table
+(printed) and bench/gpu-results.md with an SVG chart beside it."""
+import json, sys, os
+
+rows = []
+for path in sys.argv[1:-1]:
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            rows.append(json.loads(line))
+out_md = sys.argv[-1]
+by = {}
+for r in rows:
+    by.setdefault(r["kernel"], {})[r["tool"]] = r
+copy_bw = max((r["gbps"] for r in rows if r["kernel"] == "copy"), default=0.0)
+MEM = {"vadd": 0.90, "saxpy": 0.90, "bias2d": 0.90, "transpose": 0.80}
+RELATIVE = {"softmax": 1.0, "layernorm": 1.0}
+MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "gelu_linear"}
+order = ["vadd", "saxpy", "bias2d", "transpose", "softmax", "layernorm",
+         "matmul", "matmul_lds", "matmul_regtile", "gelu_linear", "conv2d"]
+table = []
+for k in order:
+    t = by.get(k, {})
+    if "rocmc" not in t:
+        continue
+    r = t["rocmc"]
+    pt, tr = t.get("pytorch"), t.get("triton")
+    peers = [p for p in (pt, tr) if p]
+    best = min(peers, key=lambda p: p["ms"]) if peers else None
+    unit = "TFLOP/s" if k in MATMUL or k == "conv2d" else "GB/s"
+    val = (lambda p: p["tflops"]) if unit == "TFLOP/s" else (lambda p: p["gbps"])
+    if k in MEM:
+        target = f"≥ {MEM[k]:.0%} of copy ({MEM[k] * copy_bw:.0f} GB/s)"
+        ok = r["gbps"] >= MEM[k] * copy_bw
+        vs = f"{r['gbps'] / copy_bw:.0%} of copy" if copy_bw else "-"
+    elif k in RELATIVE and pt:
+        target = "≥ PyTorch's speed"
+        ok = r["ms"] <= pt["ms"]
+        vs = f"{pt['ms'] / r['ms']:.2f}× PyTorch"
+    elif k in MATMUL and pt:
+        target = "≥ 60 % of cuBLAS" if k != "gelu_linear" else "(no target)"
+        ok = r["tflops"] >= 0.6 * pt["tflops"] if k != "gelu_linear" else None
+        vs = f"{r['tflops'] / pt['tflops']:.0%} of cuBLAS"
+    else:
+        target, ok, vs = "(no target)", None, f"{best['ms'] / r['ms']:.2f}× best peer" if best else "-"
+    sizes = ",".join(f"{a}={b}" for a, b in r["sizes"].items())
+    table.append((k, sizes, r["ms"], f"{val(r):.1f}", f"{val(pt):.1f}" if pt else "-",
+                  f"{val(tr):.1f}" if tr else "-", f"{best['ms'] / r['ms']:.2f}" if best else "-",
+                  vs, target, "yes" if ok else ("no" if ok is False else "-"), unit, val(r),
+                  val(pt) if pt else 0, val(tr) if tr else 0))
+
+hdr = ["kernel", "sizes", "rocmc ms", "rocmc", "PyTorch", "Triton", "speed vs best peer", "measure", "target", "met", "unit"]
+lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+for t in table:
+    lines.append("| " + " | ".join(str(x if not isinstance(x, float) else f"{x:.3f}") for x in t[:11]) + " |")
+print("\n".join(lines))
+print(f"device-to-device copy: {copy_bw:.0f} GB/s")
+
+# SVG: per kernel, three bars (rocmc, PyTorch, Triton) as a fraction of the best of the three.
+W, BH, GAP = 760, 12, 10
+h = 40 + len(table) * (3 * BH + GAP)
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" font-family="sans-serif" font-size="11">',
+       '<text x="10" y="16" font-size="13">Throughput relative to the fastest of rocmc / PyTorch / Triton (longer is faster)</text>']
+colors = {"rocmc": "#c0392b", "PyTorch": "#2c3e50", "Triton": "#7f8c8d"}
+y = 30
+for t in table:
+    vals = {"rocmc": t[11], "PyTorch": t[12], "Triton": t[13]}
+    top = max(vals.values()) or 1.0
+    svg.append(f'<text x="10" y="{y + 2 * BH}">{t[0]}</text>')
+    for i, (tool, v) in enumerate(vals.items()):
+        wbar = 0 if not v else int(420 * v / top)
+        svg.append(f'<rect x="150" y="{y + i * BH}" width="{wbar}" height="{BH - 2}" fill="{colors[tool]}"/>')
+        label = f"{tool} {v:.1f} {t[10]}" if v else f"{tool} -"
+        svg.append(f'<text x="{155 + wbar}" y="{y + i * BH + BH - 3}">{label}</text>')
+    y += 3 * BH + GAP
+svg.append("</svg>")
+svg_path = os.path.splitext(out_md)[0] + ".svg"
+open(svg_path, "w").write("\n".join(svg))
+dev = next((r for r in rows if r.get("tool") == "device"), None)
+md = ["# GPU benchmark: rocmc against PyTorch and Triton", "",
+      "Written by `scripts/bench-gpu.sh` (see README). Times are medians of many launches, each between two CUDA events, after warm-up;",
+      "inputs are random and non-zero; fp32 throughout, TF32 off. GB/s counts each tensor once (inputs read, outputs written).", "",
+      f"Device-to-device copy bandwidth, the reference for memory-bound kernels: **{copy_bw:.0f} GB/s**.", "",
+      *lines, "", f"![chart]({os.path.basename(svg_path)})", ""]
+errors = [r for r in rows if r.get("tool") == "error"]
+for e in errors:
+    md.append(f"- peer failed for {e['kernel']}: {e['error']}")
+open(out_md, "w").write("\n".join(md) + "\n")

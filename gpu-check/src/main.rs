@@ -1,0 +1,354 @@
+//! `rocmc-gpu-check`: the GPU half of "compile here, run there" for NVIDIA.
+//!
+//! rocmc compiles kernels to PTX where LLVM is; this binary, which links no
+//! LLVM, runs them where the GPU is:
+//!
+//! - `rocmc-gpu-check check DIR [--cases N] [--seed S]` runs every
+//!   `DIR/<name>.ptx` on seeded random inputs at fixed awkward sizes and at
+//!   `N` random sizes, and compares every output with the reference
+//!   interpreter run on the kernel file `DIR/<name>.toml`;
+//! - `rocmc-gpu-check bench DIR PLAN.json [--reps R]` times each kernel at
+//!   the sizes the plan gives (median of `R` launches after warm-up, CUDA
+//!   events) and prints GB/s and TFLOP/s as JSON lines;
+//! - `rocmc-gpu-check copy` measures device-to-device copy bandwidth, the
+//!   reference for memory-bound kernels.
+
+use rocmc_ir::interp;
+use rocmc_ir::reference::{compare, random_inputs, Comparison, Rng};
+use rocmc_ir::{Kernel, TensorKind};
+use rocmc_linker::launch::{ArgRole, LaunchInfo};
+use rocmc_runtime_cuda::{Cuda, Device, DeviceBuffer, KernelArg, Module};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+type Res<T> = Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let r = match args.first().map(String::as_str) {
+        Some("check") => check(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        Some("copy") => copy(),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy".into()),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn flag(args: &[String], name: &str, default: u64) -> Res<u64> {
+    match args.iter().position(|a| a == name) {
+        None => Ok(default),
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{name} needs a number")),
+    }
+}
+
+/// The kernels of a folder: (name, kernel file, PTX), sorted by name.
+fn kernels(dir: &Path) -> Res<Vec<(String, Kernel, String)>> {
+    let mut out = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ptx"))
+        .collect();
+    entries.sort();
+    for ptx_path in entries {
+        let name = ptx_path.file_stem().unwrap().to_string_lossy().into_owned();
+        let toml = ptx_path.with_extension("toml");
+        let src = std::fs::read_to_string(&toml).map_err(|e| format!("{}: {e}", toml.display()))?;
+        let k = rocmc_ir::front::parse_kernel(&toml.display().to_string(), &src)
+            .map_err(|e| e.render())?;
+        let ptx = std::fs::read_to_string(&ptx_path)
+            .map_err(|e| format!("{}: {e}", ptx_path.display()))?;
+        out.push((name, k, ptx));
+    }
+    Ok(out)
+}
+
+/// Device buffers for every tensor, filled from `host`.
+fn upload(dev: &Device, host: &[Vec<u8>]) -> Res<Vec<DeviceBuffer<u8>>> {
+    host.iter()
+        .map(|b| {
+            let d = dev.alloc::<u8>(b.len()).map_err(|e| e.to_string())?;
+            d.copy_from_host(b).map_err(|e| e.to_string())?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// Launches every kernel of the module in order, arguments matched to
+/// tensors, sizes and parameters by name through the launch document.
+fn launch_all(
+    m: &Module,
+    k: &Kernel,
+    bufs: &[DeviceBuffer<u8>],
+    sizes: &[i64],
+    pbytes: &[u8],
+) -> Res<()> {
+    for kl in &m.launch.kernels {
+        let kern = m.kernel(&kl.name).map_err(|e| e.to_string())?;
+        let mut args = Vec::new();
+        for a in &kl.args {
+            args.push(match a.role {
+                ArgRole::Buffer => {
+                    let i = k
+                        .tensors
+                        .iter()
+                        .position(|t| t.name == a.name)
+                        .ok_or_else(|| format!("no tensor `{}`", a.name))?;
+                    let t = &k.tensors[i];
+                    KernelArg::raw_buffer(&bufs[i], t.dtype.name(), bufs[i].len() / t.dtype.size())
+                }
+                ArgRole::Size => {
+                    let i = k
+                        .sizes
+                        .iter()
+                        .position(|s| s.name == a.name)
+                        .ok_or("size")?;
+                    KernelArg::size(sizes[i] as i32)
+                }
+                ArgRole::Scalar => {
+                    let i = k
+                        .params
+                        .iter()
+                        .position(|p| p.name == a.name)
+                        .ok_or("param")?;
+                    let t = k.params[i].dtype;
+                    KernelArg::raw_scalar(t.name(), pbytes[i * 8..i * 8 + t.size()].to_vec())
+                }
+            });
+        }
+        kern.launch(&args, None).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Sizes to check a kernel at: awkward fixed ones (1, a prime, not a
+/// multiple of any tile) and seeded random ones, each within the kernel's
+/// bounds and small enough for the interpreter.
+fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>> {
+    let dims = k.sizes.len() as u32;
+    // The interpreter's work grows with the product of the sizes.
+    let cap = match dims {
+        1 => 200_000,
+        2 => 700,
+        3 => 160,
+        _ => 20,
+    };
+    let clamp = |v: i64, max: u64| v.clamp(1, (max as i64).min(cap));
+    let mut out: Vec<Vec<i64>> = [1, 7, 65, 129]
+        .iter()
+        .map(|v| k.sizes.iter().map(|s| clamp(*v, s.max)).collect())
+        .collect();
+    out.push(k.sizes.iter().map(|s| clamp(cap - 3, s.max)).collect());
+    for _ in 0..cases {
+        out.push(
+            k.sizes
+                .iter()
+                .map(|s| clamp(1 + rng.below(cap as usize) as i64, s.max))
+                .collect(),
+        );
+    }
+    // conv2d: the window needs H, W of at least 3; keep tiny batches.
+    for c in &mut out {
+        for (v, s) in c.iter_mut().zip(&k.sizes) {
+            if matches!(s.name.as_str(), "H" | "W") {
+                *v = (*v).max(3);
+            }
+            if dims > 3 && matches!(s.name.as_str(), "N") {
+                *v = (*v).min(2);
+            }
+        }
+    }
+    out
+}
+
+fn check(args: &[String]) -> Res<bool> {
+    let dir = PathBuf::from(args.first().ok_or("check needs a folder")?);
+    let cases = flag(args, "--cases", 6)?;
+    let seed = flag(args, "--seed", 1)?;
+    let cuda = Cuda::load().map_err(|e| e.to_string())?;
+    let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+    let (a, b) = cuda.driver_version();
+    println!(
+        "device: {} ({}, {} SMs), driver for CUDA {a}.{b}",
+        dev.info.name,
+        dev.info.processor(),
+        dev.info.sm_count
+    );
+    let mut rng = Rng(seed);
+    let mut all_ok = true;
+    println!(
+        "{:<16} {:<28} {:>8} {:>12} {:>10}  result",
+        "kernel", "sizes", "tensor", "max error", "tolerance"
+    );
+    for (name, k, ptx) in kernels(&dir)? {
+        let m = dev.load_ptx(&ptx).map_err(|e| format!("{name}: {e}"))?;
+        for sizes in size_cases(&k, cases, &mut rng) {
+            let seed = rng.next_u64();
+            let inputs = random_inputs(&k, &sizes, &HashMap::new(), seed)?;
+            let want = interp::run(&k, &sizes, &inputs.pvals, &inputs.inputs)
+                .map_err(|e| format!("{name}: interpreter: {e}"))?;
+            let bufs = upload(&dev, &inputs.host)?;
+            launch_all(&m, &k, &bufs, &sizes, &inputs.pbytes)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let cmp: Vec<Comparison> =
+                compare(&k, &want, |i| bufs[i].to_vec().map_err(|e| e.to_string()))?;
+            let text: Vec<String> = k
+                .sizes
+                .iter()
+                .zip(&sizes)
+                .map(|(s, v)| format!("{}={v}", s.name))
+                .collect();
+            for c in cmp {
+                all_ok &= c.ok();
+                println!(
+                    "{:<16} {:<28} {:>8} {:>12.3e} {:>10.0e}  {}",
+                    name,
+                    text.join(","),
+                    c.tensor,
+                    c.max_error,
+                    c.tolerance,
+                    if c.ok() { "ok" } else { "MISMATCH" }
+                );
+            }
+        }
+    }
+    println!(
+        "{}",
+        if all_ok {
+            "all kernels match the reference interpreter"
+        } else {
+            "MISMATCHES found"
+        }
+    );
+    Ok(all_ok)
+}
+
+/// Bytes of every tensor a kernel of the module reads or writes, once.
+fn bytes_moved(k: &Kernel, launch: &LaunchInfo, host: &[Vec<u8>]) -> u64 {
+    let mut seen = Vec::new();
+    for kl in &launch.kernels {
+        for a in &kl.args {
+            if a.role == ArgRole::Buffer && !seen.contains(&a.name) {
+                seen.push(a.name.clone());
+            }
+        }
+    }
+    k.tensors
+        .iter()
+        .zip(host)
+        .filter(|(t, _)| seen.contains(&t.name))
+        .filter(|(t, _)| match t.kind {
+            TensorKind::Input => true,
+            TensorKind::Stage(s) => !k.stage(s).is_internal(),
+        })
+        .map(|(_, b)| b.len() as u64)
+        .sum()
+}
+
+fn bench(args: &[String]) -> Res<bool> {
+    let dir = PathBuf::from(args.first().ok_or("bench needs a folder")?);
+    let plan_path = args
+        .get(1)
+        .ok_or("bench needs a plan (JSON: name -> {size: value})")?;
+    let reps = flag(args, "--reps", 50)? as usize;
+    let plan: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(plan_path).map_err(|e| format!("{plan_path}: {e}"))?,
+    )
+    .map_err(|e| format!("{plan_path}: {e}"))?;
+    let cuda = Cuda::load().map_err(|e| e.to_string())?;
+    let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+    for (name, k, ptx) in kernels(&dir)? {
+        let Some(given) = plan.get(&name) else {
+            continue;
+        };
+        let sizes: Vec<i64> = k
+            .sizes
+            .iter()
+            .map(|s| {
+                given
+                    .get(&s.name)
+                    .and_then(|v| v.as_i64())
+                    .ok_or(format!("{name}: plan lacks size {}", s.name))
+            })
+            .collect::<Res<_>>()?;
+        let m = dev.load_ptx(&ptx).map_err(|e| format!("{name}: {e}"))?;
+        let inputs = random_inputs(&k, &sizes, &HashMap::new(), 42)?;
+        let bufs = upload(&dev, &inputs.host)?;
+        let run = || launch_all(&m, &k, &bufs, &sizes, &inputs.pbytes);
+        for _ in 0..3 {
+            run()?;
+        }
+        dev.synchronize().map_err(|e| e.to_string())?;
+        let mut ms = Vec::new();
+        for _ in 0..reps {
+            let (a, b) = (
+                dev.event().map_err(|e| e.to_string())?,
+                dev.event().map_err(|e| e.to_string())?,
+            );
+            a.record(None).map_err(|e| e.to_string())?;
+            run()?;
+            b.record(None).map_err(|e| e.to_string())?;
+            ms.push(f64::from(b.elapsed_since(&a).map_err(|e| e.to_string())?));
+        }
+        ms.sort_by(f64::total_cmp);
+        let median = ms[ms.len() / 2];
+        let bytes = bytes_moved(&k, &m.launch, &inputs.host);
+        let flops = rocmc_ir::reference::flops(&k, &sizes);
+        let sz: serde_json::Map<String, serde_json::Value> = k
+            .sizes
+            .iter()
+            .zip(&sizes)
+            .map(|(s, v)| (s.name.clone(), (*v).into()))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "tool": "rocmc", "kernel": name, "sizes": sz, "ms": median,
+                "min_ms": ms[0], "gbps": bytes as f64 / median / 1e6,
+                "tflops": flops as f64 / median / 1e9, "bytes": bytes, "flops": flops,
+            })
+        );
+        drop(bufs);
+    }
+    Ok(true)
+}
+
+fn copy() -> Res<bool> {
+    let cuda = Cuda::load().map_err(|e| e.to_string())?;
+    let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+    let n = 1usize << 28; // 1 GiB of f32
+    let a = dev.alloc::<f32>(n).map_err(|e| e.to_string())?;
+    let b = dev.alloc::<f32>(n).map_err(|e| e.to_string())?;
+    b.copy_from_device(&a).map_err(|e| e.to_string())?;
+    let mut ms = Vec::new();
+    for _ in 0..20 {
+        let (s, e) = (
+            dev.event().map_err(|e| e.to_string())?,
+            dev.event().map_err(|e| e.to_string())?,
+        );
+        s.record(None).map_err(|e| e.to_string())?;
+        b.copy_from_device(&a).map_err(|e| e.to_string())?;
+        e.record(None).map_err(|e| e.to_string())?;
+        ms.push(f64::from(e.elapsed_since(&s).map_err(|e| e.to_string())?));
+    }
+    ms.sort_by(f64::total_cmp);
+    let median = ms[ms.len() / 2];
+    // A copy reads and writes every byte.
+    let gbps = 2.0 * (n * 4) as f64 / median / 1e6;
+    println!(
+        "{}",
+        serde_json::json!({"tool": "cuMemcpyDtoD", "kernel": "copy", "ms": median, "gbps": gbps})
+    );
+    Ok(true)
+}
