@@ -150,7 +150,7 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: torch.add(bias, x, alpha=1.5, out=y)), by)
         grid = (triton.cdiv(r, 32), triton.cdiv(c, 128))
         report("triton", name, s, timed(lambda: k_bias2d[grid](x, bias, y, 1.5, r, c, BR=32, BC=128)), by)
-    elif name == "transpose":
+    elif name in ("transpose", "transpose_coarse"):
         r, c = s["rows"], s["cols"]; a, b = rnd(r, c), torch.empty(c, r, device=dev)
         by = 8 * r * c
         report("pytorch", name, s, timed(lambda: b.copy_(a.t())), by)
@@ -169,7 +169,7 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: F.layer_norm(x, (c,), g, bt, 1e-5)), by)
         B = triton.next_power_of_2(c)
         report("triton", name, s, timed(lambda: k_layernorm[(r,)](x, g, bt, y, c, 1e-5, BLOCK=B, num_warps=8)), by)
-    elif name in ("matmul", "matmul_lds", "matmul_regtile", "gelu_linear"):
+    elif name in ("matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "gelu_linear"):
         M, N, K = s["M"], s["N"], s["K"]
         a, b, c = rnd(M, K), rnd(K, N), torch.empty(M, N, device=dev)
         fl = 2 * M * N * K

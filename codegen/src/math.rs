@@ -29,6 +29,10 @@ const INV_LN2: f64 = std::f64::consts::LOG2_E;
 const INV_LN2_LO: f64 = 2.035_527_374_093_103_3e-17;
 const LN2: f64 = std::f64::consts::LN_2;
 const LN2_REST: f64 = 2.319_046_813_846_299_6e-17; // ln 2 − LN2
+/// ln 2 split for f32 Cody–Waite: 16 significant bits, and the rest.
+const LN2_HI_F32: f64 = 0.693_145_751_953_125;
+const LN2_LO_F32: f64 = 1.428_606_820_286_226_8e-6;
+
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// `f(xs)` at dtype `t` (a float type).
@@ -137,14 +141,16 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
             "llvm.log2" => Some(MathFn::Log2),
             _ => None,
         };
-        let narrow = a.get_type() != self.cx.cx.f64_type();
+        let narrow = a.get_type() == self.cx.cx.f32_type();
         if let Some(f) = f32_fallback.filter(|f| narrow && !self.cx.be.native_f32_math(*f)) {
+            if f == MathFn::Exp {
+                // The hot one (softmax, sigmoid, tanh, gelu): in f32.
+                return self.exp32(a);
+            }
             // Through the f64 expansion: one more rounding of a result good
             // to 2^-52 relative, so within half an f32 ulp and a hair.
-            let f64t = self.cx.cx.f64_type();
-            let x = self.ext(a, f64t)?;
+            let x = self.ext(a, self.cx.cx.f64_type())?;
             let r = match f {
-                MathFn::Exp => self.exp64(x)?,
                 MathFn::Exp2 => self.exp2_64(x)?,
                 MathFn::Log => self.log64(x)?,
                 _ => self.log2_64(x)?,
@@ -257,6 +263,23 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
 
     fn exp64(&self, x: F<'ctx>) -> R<F<'ctx>> {
         self.exp_dd(x, self.c(x, 0.0))
+    }
+
+    /// e^x in f32 arithmetic, for targets without an accurate `llvm.exp.f32`:
+    /// Cody–Waite reduction by ln 2 (k·LN2_HI_F32 is exact for |k| < 2^8),
+    /// the degree-8 polynomial of `expm1_reduced`, `llvm.ldexp` (which also
+    /// rounds denormal results once). Within about 1 ulp.
+    fn exp32(&self, x: F<'ctx>) -> R<F<'ctx>> {
+        let (k, ki) = self.rint_i32(self.mul(x, self.c(x, INV_LN2))?)?;
+        let r = self.fma(self.neg(k)?, self.c(x, LN2_HI_F32), x)?;
+        let r = self.fma(self.neg(k)?, self.c(x, LN2_LO_F32), r)?;
+        let p = self.add(self.expm1_reduced(r)?, self.c(x, 1.0))?;
+        let v = self.ldexp(p, ki)?;
+        // Past these e^x rounds to ∞ or 0 in f32; NaN compares false and stays.
+        let over = self.cmp(FloatPredicate::OGT, x, self.c(x, 88.722_839_355_468_75))?;
+        let under = self.cmp(FloatPredicate::OLT, x, self.c(x, -103.972_084))?;
+        let v = self.sel(over, self.c(x, f64::INFINITY), v)?;
+        self.sel(under, self.c(x, 0.0), v)
     }
 
     /// 2^x = 2^k · e^{(x − k)·ln 2}: x − k is exact, its product with ln 2

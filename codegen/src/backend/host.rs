@@ -57,7 +57,19 @@ fn host_machine() -> R<TargetMachine> {
 /// stack (blocks run one after another), and per-thread arrays get one
 /// slice per thread of the block. Thread indices and barriers do not exist
 /// as such: the lockstep walk below provides them.
-struct Host;
+struct Host {
+    math: HostMath,
+}
+
+/// Which f32 exp/exp2/log/log2 the host code uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostMath {
+    /// libm's, through LLVM's intrinsics (what AMDGPU's code corresponds to).
+    #[default]
+    Native,
+    /// rocmc's own expansions, as on NVPTX: lets the host test them.
+    Expanded,
+}
 
 impl Backend for Host {
     fn triple(&self) -> String {
@@ -203,9 +215,8 @@ impl Backend for Host {
         !matches!(t, DType::F16 | DType::BF16)
     }
 
-    /// libm's.
     fn native_f32_math(&self, _f: MathFn) -> bool {
-        true
+        self.math == HostMath::Native
     }
 }
 
@@ -444,10 +455,8 @@ fn undefined_symbols(obj: &[u8]) -> R<Vec<String>> {
 const GUARD: usize = 1 << 16;
 const GUARD_BYTE: u8 = 0xA5;
 
-/// Compiles every kernel of `prog` for the host and runs them in order.
-/// `buffers` holds one byte vector per tensor of `k` (by tensor ID), each
-/// exactly as large as its shape for `sizes`; `params` one 8-byte
-/// little-endian slot per parameter.
+/// Compiles every kernel of `prog` for the host and runs them in order,
+/// with libm's f32 exp and log ([`run_on_host_with`] chooses).
 pub fn run_on_host(
     k: &Kernel,
     prog: &Program,
@@ -456,6 +465,23 @@ pub fn run_on_host(
     buffers: &mut [Vec<u8>],
     fp_contract: bool,
 ) -> Result<(), CodegenError> {
+    run_on_host_with(k, prog, sizes, params, buffers, fp_contract, HostMath::Native)
+}
+
+/// Compiles every kernel of `prog` for the host and runs them in order.
+/// `buffers` holds one byte vector per tensor of `k` (by tensor ID), each
+/// exactly as large as its shape for `sizes`; `params` one 8-byte
+/// little-endian slot per parameter.
+pub fn run_on_host_with(
+    k: &Kernel,
+    prog: &Program,
+    sizes: &[i32],
+    params: &[u8],
+    buffers: &mut [Vec<u8>],
+    fp_contract: bool,
+    math: HostMath,
+) -> Result<(), CodegenError> {
+    let host = Host { math };
     if sizes.len() != k.sizes.len()
         || params.len() != 8 * k.params.len()
         || buffers.len() != k.tensors.len()
@@ -489,7 +515,7 @@ pub fn run_on_host(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     for g in &prog.kernels {
-        let mut f = FnCx::new(&cx, &module, k, g, &Host)?;
+        let mut f = FnCx::new(&cx, &module, k, g, &host)?;
         f.host_kernel(fp_contract)?;
     }
     module

@@ -158,7 +158,8 @@ impl Backend for Nvptx<'_> {
     }
 
     /// NVPTX has only `ex2.approx`/`lg2.approx` (about 2 ulp, no denormals)
-    /// and no libdevice here: f32 exp/log go through rocmc's f64 expansions.
+    /// and no libdevice here: f32 exp is rocmc's f32 expansion, exp2, log
+    /// and log2 go through its f64 ones.
     fn native_f32_math(&self, f: MathFn) -> bool {
         !matches!(f, MathFn::Exp | MathFn::Exp2 | MathFn::Log | MathFn::Log2)
     }
