@@ -9,7 +9,8 @@ arch=${1:-sm_90}
 dir=target/gpu-bundle
 rm -rf "$dir" && mkdir -p "$dir/kernels"
 cargo build -q --release -p rocmc -p rocmc-gpu-check
-for f in examples/*.toml; do
+# Every example, and the variants the benchmark compares with them.
+for f in examples/*.toml bench/gpu/variants/*.toml; do
   name=$(basename "$f" .toml)
   cp "$f" "$dir/kernels/"
   target/release/rocmc build -q --mcpu "$arch" "$f" -o "$dir/kernels/$name.ptx"

@@ -90,6 +90,8 @@ fn workgroup_fence(fcx: &FnCx<'_, '_>, ordering: std::ffi::c_int) {
 /// `noalias`, `readonly`/`writeonly` and their element alignment, and whose
 /// sizes and parameters are passed by value; the AMDGPU and NVPTX ABIs agree
 /// on all of it but the calling convention and the function attributes.
+/// `min_align` raises the buffers' alignment where the runtime guarantees
+/// more than the element size.
 pub(crate) fn declare_gpu_kernel<'ctx>(
     cx: &'ctx Context,
     m: &Module<'ctx>,
@@ -97,6 +99,7 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
     k: &Kernel,
     g: &GpuKernel,
     global: u16,
+    min_align: u64,
 ) -> R<KernelAbi<'ctx>> {
     let ptr = cx.ptr_type(AddressSpace::from(global));
     let params: Vec<BasicMetadataTypeEnum> = g
@@ -127,7 +130,7 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
                 // Distinct tensors are distinct allocations: the kernel format has no aliasing.
                 f.add_attribute(loc, enum_attr(cx, "noalias", 0));
                 f.add_attribute(loc, enum_attr(cx, "captures", 0));
-                let align = k.tensor(*tensor).dtype.size() as u64;
+                let align = (k.tensor(*tensor).dtype.size() as u64).max(min_align);
                 f.add_attribute(loc, enum_attr(cx, "align", align));
                 let acc = match access {
                     Access::Read => "readonly",
@@ -189,7 +192,7 @@ impl Backend for AmdGpu<'_> {
         k: &Kernel,
         g: &GpuKernel,
     ) -> R<KernelAbi<'ctx>> {
-        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL)?;
+        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, 1)?;
         let f = abi.f;
         f.set_call_conventions(AMDGPU_KERNEL_CC);
         let s = |k: &str, v: &str| cx.create_string_attribute(k, v);

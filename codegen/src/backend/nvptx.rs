@@ -28,6 +28,8 @@ pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
 const PTX_KERNEL_CC: u32 = 71;
 const GLOBAL: u16 = 1;
 const SHARED: u16 = 3;
+/// The alignment rocmc's CUDA runtime guarantees for every buffer argument.
+pub const BUFFER_ALIGN: u64 = 16;
 
 /// The NVPTX backend for one processor and PTX version.
 pub(crate) struct Nvptx<'t> {
@@ -80,7 +82,11 @@ impl Backend for Nvptx<'_> {
         k: &Kernel,
         g: &GpuKernel,
     ) -> R<KernelAbi<'ctx>> {
-        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL)?;
+        // cuMemAlloc returns 256-byte aligned memory and rocmc's CUDA runtime
+        // passes whole allocations: 16-byte alignment lets LLVM form the
+        // 16-byte vector accesses `vectorize` asks for (NVPTX, unlike
+        // AMDGPU, has no misaligned vector loads).
+        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, BUFFER_ALIGN)?;
         let f = abi.f;
         f.set_call_conventions(PTX_KERNEL_CC);
         // The block size is a constant of the kernel: `.reqntid` lets ptxas
