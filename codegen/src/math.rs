@@ -33,7 +33,6 @@ const LN2_REST: f64 = 2.319_046_813_846_299_6e-17; // ln 2 − LN2
 const LN2_HI_F32: f64 = 0.693_145_751_953_125;
 const LN2_LO_F32: f64 = 1.428_606_820_286_226_8e-6;
 
-
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// `f(xs)` at dtype `t` (a float type).
     pub(crate) fn math_float(

@@ -465,7 +465,15 @@ pub fn run_on_host(
     buffers: &mut [Vec<u8>],
     fp_contract: bool,
 ) -> Result<(), CodegenError> {
-    run_on_host_with(k, prog, sizes, params, buffers, fp_contract, HostMath::Native)
+    run_on_host_with(
+        k,
+        prog,
+        sizes,
+        params,
+        buffers,
+        fp_contract,
+        HostMath::Native,
+    )
 }
 
 /// Compiles every kernel of `prog` for the host and runs them in order.
