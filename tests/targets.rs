@@ -18,6 +18,12 @@ fn vadd() -> String {
 fn targets_lists_every_processor_with_family_waves_lds_and_aliases() {
     let d = tempfile::tempdir().unwrap();
     let list = ok(&rocmc(d.path(), &["targets"]));
+    assert!(list.contains("NVIDIA (PTX"), "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("sm_90 ") && l.contains("9.0 and later") && l.contains("7.8") && l.contains("h100")),
+        "{list}"
+    );
     let row = |p: &str| {
         list.lines()
             .find(|l| l.split_whitespace().next() == Some(p))
@@ -36,6 +42,10 @@ fn targets_lists_every_processor_with_family_waves_lds_and_aliases() {
         "gfx1201",
         "gfx9-generic",
         "gfx11-generic",
+        "sm_52",
+        "sm_90",
+        "sm_90a",
+        "sm_120",
     ] {
         row(p);
     }
@@ -51,10 +61,12 @@ fn targets_lists_every_processor_with_family_waves_lds_and_aliases() {
     assert!(row("gfx900").contains(" 64 ") && !row("gfx900").contains("32 (default)"));
     assert!(row("gfx11-generic").contains("code object v6"));
     assert!(row("gfx950").contains("160 KiB"));
-    // Every processor LLVM knows is listed, under its canonical name.
+    // Every processor LLVM knows is listed, under its canonical name: the
+    // AMD table (header, rows), a blank line, the NVIDIA title, header, rows.
     assert_eq!(
-        list.lines().count() - 1,
+        list.lines().count() - 4,
         rocmc::codegen::target::canonical_processors().len()
+            + rocmc::codegen::target::nvptx::PROCESSORS.len()
     );
 }
 

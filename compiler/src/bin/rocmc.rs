@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "rocmc", version, about = "Ahead-of-time GPU kernel compiler for AMD GPUs", long_about = None)]
+#[command(name = "rocmc", version, about = "Ahead-of-time GPU kernel compiler for AMD and NVIDIA GPUs", long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -19,7 +19,7 @@ enum Command {
     Build(BuildArgs),
     /// Run a kernel on seeded random inputs and compare with the reference interpreter.
     Run(RunArgs),
-    /// List the AMDGPU processors LLVM supports (valid --mcpu values).
+    /// List the AMDGPU and NVIDIA processors LLVM supports (valid --mcpu values).
     Targets,
     /// Show what a code object or offload bundle contains: target, kernels, arguments, resources, occupancy.
     Inspect {
@@ -550,6 +550,28 @@ fn targets() -> Result<(), Error> {
                 feats.join(", ")
             },
             target::aliases_of(&p).join(", ")
+        ));
+    }
+    out.push_str("\nNVIDIA (PTX; the CUDA driver compiles it when it loads the module)\n");
+    out.push_str(&format!(
+        "{:<16} {:<24} {:<17} {:>8}  {:<15} {}\n",
+        "processor", "compute capability", "warps", "smem/blk", "PTX ISA", "aliases"
+    ));
+    for p in target::nvptx::PROCESSORS {
+        let t = rocmc::codegen::NvidiaTarget::parse(p.name).expect("a processor of the table");
+        let (a, b) = t.compute_capability();
+        let runs = match p.name.chars().last() {
+            Some('a') => format!("{a}.{b} only"),
+            Some('f') => format!("{a}.{b}+ ({a}.x)"),
+            _ => format!("{a}.{b} and later"),
+        };
+        out.push_str(&format!(
+            "{:<16} {runs:<24} {:<17} {:>5} KiB  {:<15} {}\n",
+            p.name,
+            "32",
+            target::nvptx::SHARED_PER_BLOCK / 1024,
+            t.ptx_text(),
+            target::nvptx::aliases_of(p.name).join(", ")
         ));
     }
     std::io::stdout()
