@@ -20,8 +20,10 @@ fn targets_lists_every_processor_with_family_waves_lds_and_aliases() {
     let list = ok(&rocmc(d.path(), &["targets"]));
     assert!(list.contains("NVIDIA (PTX"), "{list}");
     assert!(
-        list.lines()
-            .any(|l| l.starts_with("sm_90 ") && l.contains("9.0 and later") && l.contains("7.8") && l.contains("h100")),
+        list.lines().any(|l| l.starts_with("sm_90 ")
+            && l.contains("9.0 and later")
+            && l.contains("7.8")
+            && l.contains("h100")),
         "{list}"
     );
     let row = |p: &str| {

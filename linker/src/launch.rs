@@ -342,6 +342,58 @@ mod tests {
     }
 
     #[test]
+    fn launches_are_checked_against_the_document() {
+        let l = LaunchInfo {
+            version: FORMAT_VERSION,
+            sizes: vec![SizeBound {
+                name: "n".into(),
+                max: 1000,
+            }],
+            kernels: vec![KernelLaunch {
+                name: "k".into(),
+                block: [64, 1, 1],
+                grid: [
+                    Extent::CeilDiv(
+                        Box::new(Extent::Size("n".into())),
+                        Box::new(Extent::Const(64)),
+                    ),
+                    Extent::Const(1),
+                    Extent::Const(1),
+                ],
+                grid_text: ["ceil(n / 64)".into(), "1".into(), "1".into()],
+                args: vec![
+                    LaunchArg {
+                        name: "x".into(),
+                        role: ArgRole::Buffer,
+                        dtype: "f32".into(),
+                        shape: vec![Extent::Size("n".into())],
+                        written: false,
+                    },
+                    LaunchArg {
+                        name: "n".into(),
+                        role: ArgRole::Size,
+                        dtype: "i32".into(),
+                        shape: vec![],
+                        written: false,
+                    },
+                ],
+            }],
+        };
+        let k = &l.kernels[0];
+        let buf = |dtype, len| ArgValue::Buffer { dtype, len };
+        assert_eq!(
+            l.check_args(k, &[buf("f32", 100), ArgValue::Size(100)]),
+            Ok(([2, 1, 1], [64, 1, 1]))
+        );
+        let err = |args: &[ArgValue]| l.check_args(k, args).unwrap_err();
+        assert!(err(&[buf("f32", 100)]).contains("takes 2 arguments, 1 given"));
+        assert!(err(&[buf("f64", 100), ArgValue::Size(100)]).contains("holds f32"));
+        assert!(err(&[buf("f32", 99), ArgValue::Size(100)]).contains("at least 100 elements"));
+        assert!(err(&[buf("f32", 2000), ArgValue::Size(1001)]).contains("outside 0..=1000"));
+        assert!(err(&[ArgValue::Size(3), ArgValue::Size(3)]).contains("is a buffer"));
+    }
+
+    #[test]
     fn json_round_trips() {
         let l = LaunchInfo {
             version: FORMAT_VERSION,
