@@ -24,6 +24,18 @@ fn the_example_app_builds_and_fails_clearly_without_a_gpu() {
         "{}",
         text(&run.stderr)
     );
+    // The same kernels for NVIDIA, through the CUDA driver, which is not here either.
+    let run = Command::new(&exe)
+        .arg("cuda")
+        .env("ROCMC_CUDA_LIBRARY", root().join("no-such-libcuda.so.1"))
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        text(&run.stderr).starts_with("vadd-app: CUDA driver not found"),
+        "{}",
+        text(&run.stderr)
+    );
     // The build script declared its inputs and the override variable to Cargo.
     let outputs: Vec<String> = std::fs::read_dir(root().join("target/debug/build"))
         .unwrap()
@@ -148,6 +160,57 @@ fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no target") && e.contains("ROCMC_MCPU"), "{e}");
+    let e = rocmc::Build::new()
+        .kernel(example("vadd"))
+        .mcpu("gfx90a")
+        .mcpu("sm_90")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mix AMD and NVIDIA"), "{e}");
+}
+
+/// NVIDIA targets: one PTX file per target, checked by ptxas, and
+/// launchers over rocmc-runtime-cuda that embed them all.
+#[test]
+fn build_writes_ptx_and_cuda_launchers_for_nvidia_targets() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc::Build::new()
+        .kernel(example("vadd"))
+        .kernel(example("softmax"))
+        .mcpu("sm_80")
+        .mcpu("h100")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap();
+    let names: Vec<String> = out
+        .bundles
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "vadd.sm_80.ptx",
+            "vadd.sm_90.ptx",
+            "softmax.sm_80.ptx",
+            "softmax.sm_90.ptx"
+        ]
+    );
+    for (p, arch) in out.bundles.iter().zip(["sm_80", "sm_90", "sm_80", "sm_90"]) {
+        assemble_ptx(&std::fs::read_to_string(p).unwrap(), arch).unwrap();
+    }
+    let src = std::fs::read_to_string(&out.launchers).unwrap();
+    assert!(src.contains("device.load_best_ptx(PTX)?"), "{src}");
+    assert!(
+        src.contains("vadd.sm_80.ptx") && src.contains("vadd.sm_90.ptx"),
+        "{src}"
+    );
+    assert!(src.contains("X: &rocmc_runtime_cuda::DeviceBuffer<f32>, Y: &rocmc_runtime_cuda::DeviceBuffer<f32>, rows: i32, cols: i32"), "{src}");
+    assert!(!src.contains("rocmc_runtime_hip"), "{src}");
 }
 
 /// A buffer of the wrong element type is a compile error in the

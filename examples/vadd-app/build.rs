@@ -1,8 +1,20 @@
 fn main() {
-    rocmc::Build::new()
-        .kernel("../vadd.toml")
-        .kernel("../saxpy.toml")
-        .mcpu("gfx90a")
-        .mcpu("gfx1100")
-        .compile();
+    // One Build per vendor, each into its own folder: AMD code objects for
+    // rocmc-runtime-hip, NVIDIA PTX for rocmc-runtime-cuda.
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("run by Cargo"));
+    for (vendor, targets) in [
+        ("amd", ["gfx90a", "gfx1100"]),
+        ("nvidia", ["sm_80", "sm_90"]),
+    ] {
+        let dir = out.join(vendor);
+        std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
+        let mut b = rocmc::Build::new();
+        b.kernel("../vadd.toml")
+            .kernel("../saxpy.toml")
+            .out_dir(&dir);
+        for t in targets {
+            b.mcpu(t);
+        }
+        b.compile();
+    }
 }

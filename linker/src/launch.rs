@@ -183,6 +183,79 @@ impl From<Bool8> for bool {
     }
 }
 
+/// Device memory a kernel argument can point at: each runtime's buffers.
+pub trait DeviceMemory {
+    /// The element type.
+    type Elem: DeviceScalar;
+    /// The address the kernel receives.
+    fn device_address(&self) -> u64;
+    /// Length in elements.
+    fn elements(&self) -> usize;
+}
+
+/// One argument of a launch, with its bytes as the kernel receives them;
+/// every runtime launches these and checks them with
+/// [`LaunchInfo::check_args`].
+#[derive(Clone, Debug)]
+pub struct KernelArg {
+    value: ArgValue,
+    bytes: Vec<u8>,
+}
+
+impl KernelArg {
+    /// A device buffer, passed by pointer.
+    pub fn buffer<B: DeviceMemory>(b: &B) -> KernelArg {
+        KernelArg::raw_buffer(b, B::Elem::DTYPE, b.elements())
+    }
+
+    /// Device memory holding `len` elements of the dtype named `dtype`
+    /// (for callers that handle dtypes at run time, like `rocmc run`).
+    pub fn raw_buffer<B: DeviceMemory>(b: &B, dtype: &'static str, len: usize) -> KernelArg {
+        KernelArg {
+            value: ArgValue::Buffer { dtype, len },
+            bytes: b.device_address().to_le_bytes().to_vec(),
+        }
+    }
+
+    /// A size argument (`i32`).
+    pub fn size(n: i32) -> KernelArg {
+        KernelArg {
+            value: ArgValue::Size(n),
+            bytes: n.to_le_bytes().to_vec(),
+        }
+    }
+
+    /// A by-value argument of the dtype named `dtype`, as little-endian bytes.
+    pub fn raw_scalar(dtype: &'static str, bytes: Vec<u8>) -> KernelArg {
+        KernelArg {
+            value: ArgValue::Scalar {
+                dtype,
+                bytes: bytes.clone(),
+            },
+            bytes,
+        }
+    }
+
+    /// A by-value scalar of a supported element type.
+    pub fn scalar<T: DeviceScalar>(v: T) -> KernelArg {
+        let n = std::mem::size_of::<T>();
+        // SAFETY: T is a plain scalar of n bytes (the DeviceScalar types).
+        let bytes =
+            unsafe { std::slice::from_raw_parts((&v as *const T).cast::<u8>(), n) }.to_vec();
+        KernelArg::raw_scalar(T::DTYPE, bytes)
+    }
+
+    /// What the argument is, for the launch checks.
+    pub fn value(&self) -> &ArgValue {
+        &self.value
+    }
+
+    /// Its bytes, as the kernel receives them.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 impl LaunchArg {
     /// What the role is called in messages.
     pub fn role_name(&self) -> &'static str {

@@ -27,8 +27,11 @@ mod error;
 mod ffi;
 
 pub use error::{Error, Result};
-pub use rocmc_linker::launch::{ArgValue, Bool8, DeviceScalar};
+pub use rocmc_linker::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
 pub use rocmc_target::nvptx::ComputeCapability;
+
+/// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
+pub use half::{bf16, f16};
 
 use ffi::{Api, CuDevice, CuDevicePtr, Handle};
 use rocmc_linker::launch::LaunchInfo;
@@ -397,6 +400,45 @@ impl Device {
         })
     }
 
+    /// Loads the best of several PTX modules of one kernel built for
+    /// different processors (what `rocmc::Build` embeds): among those that
+    /// run on this device and this driver, the one for the newest
+    /// processor (an exact `sm_90a`-style match first).
+    pub fn load_best_ptx(&self, candidates: &[&str]) -> Result<Module> {
+        let cc = self.info.compute_capability;
+        let driver = self.cuda.driver_version();
+        let mut best: Option<(bool, ComputeCapability, &str)> = None;
+        let mut seen = Vec::new();
+        for ptx in candidates {
+            let t = ptx_target(ptx)?;
+            seen.push(t.processor.clone());
+            if !t.runs_on(cc) || driver < rocmc_target::nvptx::cuda_for_ptx(t.ptx_version) {
+                continue;
+            }
+            let key = (t.processor.ends_with('a'), t.compute_capability());
+            let better = match best {
+                None => true,
+                Some((a, c, _)) => key > (a, c),
+            };
+            if better {
+                best = Some((key.0, key.1, ptx));
+            }
+        }
+        match best {
+            Some((_, _, ptx)) => self.load_ptx(ptx),
+            None => Err(Error::Incompatible(format!(
+                "no PTX for device {} ({}, {}, driver for CUDA {}.{}): the module has {}; rebuild with .mcpu(\"{}\")",
+                self.info.index,
+                self.info.name,
+                self.info.processor(),
+                driver.0,
+                driver.1,
+                seen.join(", "),
+                self.info.processor()
+            ))),
+        }
+    }
+
     /// A new stream.
     pub fn stream(&self) -> Result<Stream> {
         let api = self.current()?;
@@ -676,59 +718,13 @@ impl Drop for Module {
     }
 }
 
-/// One argument of a launch, with its bytes as the kernel receives them.
-pub struct KernelArg {
-    value: ArgValue,
-    bytes: Vec<u8>,
-}
-
-impl KernelArg {
-    /// A byte buffer holding `len` elements of the dtype named `dtype`
-    /// (for callers that handle dtypes at run time).
-    pub fn raw_buffer(b: &DeviceBuffer<u8>, dtype: &'static str, len: usize) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Buffer { dtype, len },
-            bytes: b.ptr.to_le_bytes().to_vec(),
-        }
+impl<T: DeviceScalar> DeviceMemory for DeviceBuffer<T> {
+    type Elem = T;
+    fn device_address(&self) -> u64 {
+        self.ptr
     }
-
-    /// A by-value argument of the dtype named `dtype`, as little-endian bytes.
-    pub fn raw_scalar(dtype: &'static str, bytes: Vec<u8>) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Scalar {
-                dtype,
-                bytes: bytes.clone(),
-            },
-            bytes,
-        }
-    }
-
-    /// A device buffer, passed by pointer.
-    pub fn buffer<T: DeviceScalar>(b: &DeviceBuffer<T>) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Buffer {
-                dtype: T::DTYPE,
-                len: b.len,
-            },
-            bytes: b.ptr.to_le_bytes().to_vec(),
-        }
-    }
-
-    /// A size argument (`i32`).
-    pub fn size(n: i32) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Size(n),
-            bytes: n.to_le_bytes().to_vec(),
-        }
-    }
-
-    /// A by-value scalar of a supported element type.
-    pub fn scalar<T: DeviceScalar>(v: T) -> KernelArg {
-        let n = std::mem::size_of::<T>();
-        // SAFETY: T is a plain scalar of n bytes.
-        let bytes =
-            unsafe { std::slice::from_raw_parts((&v as *const T).cast::<u8>(), n) }.to_vec();
-        KernelArg::raw_scalar(T::DTYPE, bytes)
+    fn elements(&self) -> usize {
+        self.len
     }
 }
 
@@ -744,7 +740,7 @@ impl Kernel<'_> {
     /// dtypes, size bounds, buffer lengths), then launches with the grid
     /// and block rocmc computed.
     pub fn launch(&self, args: &[KernelArg], stream: Option<&Stream>) -> Result<()> {
-        let values: Vec<ArgValue> = args.iter().map(|a| a.value.clone()).collect();
+        let values: Vec<ArgValue> = args.iter().map(|a| a.value().clone()).collect();
         let kl = self
             .module
             .launch
@@ -768,7 +764,7 @@ impl Kernel<'_> {
         if grid.contains(&0) {
             return Ok(());
         }
-        let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes.clone()).collect();
+        let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().to_vec()).collect();
         let mut params: Vec<*mut c_void> =
             storage.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
         let api = &self.module.api;

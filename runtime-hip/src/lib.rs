@@ -235,7 +235,7 @@ fn arch_name(props: &[u8]) -> Option<String> {
         })
 }
 
-pub use rocmc_linker::launch::{Bool8, DeviceScalar};
+pub use rocmc_linker::launch::{Bool8, DeviceMemory, DeviceScalar, KernelArg};
 
 /// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
 pub use half::{bf16, f16};
@@ -558,63 +558,13 @@ impl Drop for Module {
     }
 }
 
-/// One argument of a launch, with its bytes as the kernel receives them.
-pub struct KernelArg {
-    value: ArgValue,
-    bytes: Vec<u8>,
-}
-
-impl KernelArg {
-    /// A byte buffer holding `len` elements of the dtype named `dtype`
-    /// (for callers that handle dtypes at run time, like `rocmc run`).
-    pub fn raw_buffer(b: &DeviceBuffer<u8>, dtype: &'static str, len: usize) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Buffer { dtype, len },
-            bytes: (b.ptr as usize as u64).to_le_bytes().to_vec(),
-        }
+impl<T: DeviceScalar> DeviceMemory for DeviceBuffer<T> {
+    type Elem = T;
+    fn device_address(&self) -> u64 {
+        self.ptr as usize as u64
     }
-
-    /// A by-value argument of the dtype named `dtype`, as little-endian bytes.
-    pub fn raw_scalar(dtype: &'static str, bytes: Vec<u8>) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Scalar {
-                dtype,
-                bytes: bytes.clone(),
-            },
-            bytes,
-        }
-    }
-
-    /// A device buffer, passed by pointer.
-    pub fn buffer<T: DeviceScalar>(b: &DeviceBuffer<T>) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Buffer {
-                dtype: T::DTYPE,
-                len: b.len,
-            },
-            bytes: (b.ptr as usize as u64).to_le_bytes().to_vec(),
-        }
-    }
-    /// A size argument (`i32`).
-    pub fn size(n: i32) -> KernelArg {
-        KernelArg {
-            value: ArgValue::Size(n),
-            bytes: n.to_le_bytes().to_vec(),
-        }
-    }
-    /// A by-value scalar of a supported element type.
-    pub fn scalar<T: DeviceScalar>(v: T) -> KernelArg {
-        let n = std::mem::size_of::<T>();
-        // SAFETY: T is a plain scalar of n bytes.
-        let bytes =
-            unsafe { std::slice::from_raw_parts((&v as *const T).cast::<u8>(), n) }.to_vec();
-        KernelArg {
-            value: ArgValue::Scalar {
-                dtype: T::DTYPE,
-                bytes: bytes.clone(),
-            },
-            bytes,
-        }
+    fn elements(&self) -> usize {
+        self.len
     }
 }
 
@@ -631,12 +581,12 @@ impl Kernel<'_> {
     /// launches with the grid and block rocmc computed. Hidden arguments
     /// (code object v5) are filled in by HIP.
     pub fn launch(&self, args: &[KernelArg], stream: Option<&Stream>) -> Result<()> {
-        let values: Vec<ArgValue> = args.iter().map(|a| a.value.clone()).collect();
+        let values: Vec<ArgValue> = args.iter().map(|a| a.value().clone()).collect();
         let (grid, block) = check::check_launch(&self.meta, self.module.launch.as_ref(), &values)?;
         if grid.contains(&0) {
             return Ok(());
         }
-        let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes.clone()).collect();
+        let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().to_vec()).collect();
         let mut params: Vec<*mut c_void> =
             storage.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
         let api = &self.module.api;

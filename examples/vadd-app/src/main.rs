@@ -1,42 +1,105 @@
 //! Adds two vectors and computes a saxpy on the GPU with kernels compiled
-//! by rocmc at build time, then checks the results on the host.
+//! by rocmc at build time, then checks the results on the host. `vadd-app`
+//! runs on an AMD GPU through HIP, `vadd-app cuda` on an NVIDIA GPU through
+//! the CUDA driver; the same kernel files are compiled for both.
 
-use rocmc_runtime_hip::{DeviceBuffer, Hip};
 use std::process::ExitCode;
 
-include!(concat!(env!("OUT_DIR"), "/rocmc_kernels.rs"));
+mod amd {
+    include!(concat!(env!("OUT_DIR"), "/amd/rocmc_kernels.rs"));
+}
+mod nvidia {
+    include!(concat!(env!("OUT_DIR"), "/nvidia/rocmc_kernels.rs"));
+}
 
-fn run() -> rocmc_runtime_hip::Result<()> {
-    let hip = Hip::load()?;
-    let dev = hip.device("amdgpu")?;
+const N: usize = 1 << 20;
+
+fn inputs() -> (Vec<f32>, Vec<f32>) {
+    let a = (0..N).map(|i| i as f32).collect();
+    let b = (0..N).map(|i| 2.0 * i as f32).collect();
+    (a, b)
+}
+
+/// The number of wrong results.
+fn wrong(a: &[f32], b: &[f32], c: &[f32], y: &[f32]) -> usize {
+    (0..N)
+        .filter(|&i| c[i] != a[i] + b[i] || y[i] != 0.5 * a[i] + b[i])
+        .count()
+}
+
+fn on_amd() -> Result<usize, String> {
+    use rocmc_runtime_hip::Hip;
+    let e = |e: rocmc_runtime_hip::Error| e.to_string();
+    let dev = Hip::load().map_err(e)?.device("amdgpu").map_err(e)?;
     println!(
         "device {}: {} ({})",
         dev.info.index, dev.info.name, dev.info.arch
     );
-    let n = 1 << 20;
-    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let b: Vec<f32> = (0..n).map(|i| 2.0 * i as f32).collect();
-    let (da, db): (DeviceBuffer<f32>, DeviceBuffer<f32>) = (dev.upload(&a)?, dev.upload(&b)?);
-    let dc = dev.alloc::<f32>(n)?;
-    vadd::Vadd::load(&dev)?.launch(&da, &db, &dc, n as i32)?;
-    let c = dc.to_vec()?;
-    let dy = dev.alloc::<f32>(n)?;
-    saxpy::Saxpy::load(&dev)?.launch(&da, &db, &dy, n as i32, 0.5)?;
-    let y = dy.to_vec()?;
-    let bad = (0..n)
-        .filter(|&i| c[i] != a[i] + b[i] || y[i] != 0.5 * a[i] + b[i])
-        .count();
-    if bad > 0 {
-        eprintln!("{bad} of {n} results are wrong");
-        std::process::exit(1);
-    }
-    println!("vadd and saxpy on {n} elements: all results correct");
-    Ok(())
+    let (a, b) = inputs();
+    let (da, db) = (dev.upload(&a).map_err(e)?, dev.upload(&b).map_err(e)?);
+    let (dc, dy) = (
+        dev.alloc::<f32>(N).map_err(e)?,
+        dev.alloc::<f32>(N).map_err(e)?,
+    );
+    amd::vadd::Vadd::load(&dev)
+        .map_err(e)?
+        .launch(&da, &db, &dc, N as i32)
+        .map_err(e)?;
+    amd::saxpy::Saxpy::load(&dev)
+        .map_err(e)?
+        .launch(&da, &db, &dy, N as i32, 0.5)
+        .map_err(e)?;
+    Ok(wrong(
+        &a,
+        &b,
+        &dc.to_vec().map_err(e)?,
+        &dy.to_vec().map_err(e)?,
+    ))
+}
+
+fn on_nvidia() -> Result<usize, String> {
+    use rocmc_runtime_cuda::Cuda;
+    let e = |e: rocmc_runtime_cuda::Error| e.to_string();
+    let dev = Cuda::load().map_err(e)?.device("cuda").map_err(e)?;
+    println!(
+        "device {}: {} ({})",
+        dev.info.index,
+        dev.info.name,
+        dev.info.processor()
+    );
+    let (a, b) = inputs();
+    let (da, db) = (dev.upload(&a).map_err(e)?, dev.upload(&b).map_err(e)?);
+    let (dc, dy) = (
+        dev.alloc::<f32>(N).map_err(e)?,
+        dev.alloc::<f32>(N).map_err(e)?,
+    );
+    nvidia::vadd::Vadd::load(&dev)
+        .map_err(e)?
+        .launch(&da, &db, &dc, N as i32)
+        .map_err(e)?;
+    nvidia::saxpy::Saxpy::load(&dev)
+        .map_err(e)?
+        .launch(&da, &db, &dy, N as i32, 0.5)
+        .map_err(e)?;
+    Ok(wrong(
+        &a,
+        &b,
+        &dc.to_vec().map_err(e)?,
+        &dy.to_vec().map_err(e)?,
+    ))
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
+    let cuda = std::env::args().nth(1).as_deref() == Some("cuda");
+    match if cuda { on_nvidia() } else { on_amd() } {
+        Ok(0) => {
+            println!("vadd and saxpy on {N} elements: all results correct");
+            ExitCode::SUCCESS
+        }
+        Ok(bad) => {
+            eprintln!("{bad} of {N} results are wrong");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("vadd-app: {e}");
             ExitCode::FAILURE
