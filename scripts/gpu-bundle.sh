@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Where rocmc is built: compiles every example to PTX for one NVIDIA
 # processor (default sm_90) and puts it, the kernel files and the
-# runtime-only checker (no LLVM in it) into target/gpu-bundle, which
+# runtime-only checker and the example application (no LLVM in either)
+# into target/gpu-bundle, which
 # scripts/bench-gpu.sh runs on the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${1:-sm_90}
 dir=target/gpu-bundle
 rm -rf "$dir" && mkdir -p "$dir/kernels"
-cargo build -q --release -p rocmc -p rocmc-gpu-check
+cargo build -q --release -p rocmc -p rocmc-gpu-check -p vadd-app
 # Every example, and the variants the benchmark compares with them.
 for f in examples/*.toml bench/gpu/variants/*.toml; do
   name=$(basename "$f" .toml)
   cp "$f" "$dir/kernels/"
   target/release/rocmc build -q --mcpu "$arch" "$f" -o "$dir/kernels/$name.ptx"
 done
-cp target/release/rocmc-gpu-check "$dir/"
+cp target/release/rocmc-gpu-check target/release/vadd-app "$dir/"
+# PTX for a GPU newer than the one at hand: the runtime must refuse it.
+mkdir -p "$dir/extra"
+target/release/rocmc build -q --mcpu sm_100 examples/vadd.toml -o "$dir/extra/vadd.sm_100.ptx"
 du -sh "$dir"

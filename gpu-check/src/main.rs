@@ -11,7 +11,11 @@
 //!   the sizes the plan gives (median of `R` launches after warm-up, CUDA
 //!   events) and prints GB/s and TFLOP/s as JSON lines;
 //! - `rocmc-gpu-check copy` measures device-to-device copy bandwidth, the
-//!   reference for memory-bound kernels.
+//!   reference for memory-bound kernels;
+//! - `rocmc-gpu-check errors VADD_PTX NEWER_PTX` checks the runtime's
+//!   refusals on the real driver: PTX for a newer GPU, PTX the driver's
+//!   compiler rejects (its log must be the error), and launches whose
+//!   arguments disagree with the launch document.
 
 use rocmc_ir::interp;
 use rocmc_ir::reference::{compare, random_inputs, Comparison, Rng};
@@ -30,7 +34,8 @@ fn main() -> ExitCode {
         Some("check") => check(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("copy") => copy(),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy".into()),
+        Some("errors") => errors(&args[1..]),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
@@ -351,4 +356,92 @@ fn copy() -> Res<bool> {
         serde_json::json!({"tool": "cuMemcpyDtoD", "kernel": "copy", "ms": median, "gbps": gbps})
     );
     Ok(true)
+}
+
+/// Each refusal the CUDA runtime promises, provoked on the real driver.
+fn errors(args: &[String]) -> Res<bool> {
+    let [vadd_path, newer_path] = args else {
+        return Err("errors needs the vadd PTX and one built for a newer GPU".into());
+    };
+    let read = |p: &String| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
+    let (vadd, newer) = (read(vadd_path)?, read(newer_path)?);
+    let cuda = Cuda::load().map_err(|e| e.to_string())?;
+    let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+    let mut ok = true;
+    let mut expect = |what: &str, r: Result<(), String>, want: &str| {
+        let pass = matches!(&r, Err(e) if e.contains(want));
+        ok &= pass;
+        println!(
+            "{:<44} {}  {}",
+            what,
+            if pass { "refused as expected" } else { "WRONG" },
+            r.err()
+                .unwrap_or_else(|| "(accepted)".into())
+                .lines()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    };
+    expect(
+        "PTX for a newer GPU",
+        dev.load_ptx(&newer).map(|_| ()).map_err(|e| e.to_string()),
+        "rebuild with --mcpu",
+    );
+    let broken = vadd.replacen("add.f32", "add.f33", 1);
+    expect(
+        "PTX the driver's compiler rejects",
+        dev.load_ptx(&broken).map(|_| ()).map_err(|e| e.to_string()),
+        "ptxas application ptx input",
+    );
+    let m = dev.load_ptx(&vadd).map_err(|e| e.to_string())?;
+    let k = m.kernel("vadd").map_err(|e| e.to_string())?;
+    let a = dev.alloc::<f32>(100).map_err(|e| e.to_string())?;
+    let short = dev.alloc::<f32>(10).map_err(|e| e.to_string())?;
+    let ints = dev.alloc::<i32>(100).map_err(|e| e.to_string())?;
+    let launch = |args: &[KernelArg]| k.launch(args, None).map_err(|e| e.to_string());
+    expect(
+        "a buffer shorter than the sizes need",
+        launch(&[
+            KernelArg::buffer(&a),
+            KernelArg::buffer(&short),
+            KernelArg::buffer(&a),
+            KernelArg::size(100),
+        ]),
+        "at least 100 elements",
+    );
+    expect(
+        "a buffer of the wrong dtype",
+        launch(&[
+            KernelArg::buffer(&a),
+            KernelArg::buffer(&ints),
+            KernelArg::buffer(&a),
+            KernelArg::size(100),
+        ]),
+        "holds f32",
+    );
+    expect(
+        "too few arguments",
+        launch(&[KernelArg::buffer(&a), KernelArg::size(100)]),
+        "takes 4 arguments",
+    );
+    expect(
+        "a kernel the module does not have",
+        m.kernel("saxpy").map(|_| ()).map_err(|e| e.to_string()),
+        "no such kernel",
+    );
+    // And the same launch, right, runs.
+    let good = launch(&[
+        KernelArg::buffer(&a),
+        KernelArg::buffer(&a),
+        KernelArg::buffer(&a),
+        KernelArg::size(100),
+    ]);
+    println!(
+        "{:<44} {}",
+        "the correct launch",
+        if good.is_ok() { "runs" } else { "WRONG" }
+    );
+    ok &= good.is_ok();
+    Ok(ok)
 }
