@@ -123,98 +123,18 @@ pub fn clang_hip(dir: &Path, src: &str, mcpu: &str, cov: u32) -> PathBuf {
     out
 }
 
-/// NVIDIA's PTX assembler: `ROCMC_PTXAS`, else the copy
-/// scripts/install-ptxas.sh puts in ~/.cache/rocmc, else `ptxas` on PATH.
-/// Panics with the way to get it when there is none: the PTX tests need
-/// this independent checker and must not pass without it.
+/// NVIDIA's PTX assembler (see [`rocmc::ptxas::find`]). Panics with the way
+/// to get it when there is none: the PTX tests need this independent
+/// checker and must not pass without it.
 pub fn ptxas() -> PathBuf {
-    if let Some(p) = std::env::var_os("ROCMC_PTXAS") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("ROCMC_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rocmc")));
-    if let Some(c) = cache {
-        if let Ok(dir) = std::fs::read_dir(&c) {
-            let mut found: Vec<PathBuf> = dir
-                .filter_map(|e| e.ok())
-                .map(|e| e.path().join("ptxas"))
-                .filter(|p| p.exists())
-                .collect();
-            found.sort();
-            if let Some(p) = found.pop() {
-                return p;
-            }
-        }
-    }
-    if Command::new("ptxas").arg("--version").output().is_ok() {
-        return PathBuf::from("ptxas");
-    }
-    panic!("ptxas not found: run scripts/install-ptxas.sh (or set ROCMC_PTXAS)")
+    rocmc::ptxas::find().unwrap_or_else(|| {
+        panic!("ptxas not found: run scripts/install-ptxas.sh (or set ROCMC_PTXAS)")
+    })
 }
 
-/// What ptxas reports for one kernel: registers, shared memory, spills.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PtxasReport {
-    pub kernel: String,
-    pub registers: u32,
-    pub shared_bytes: u32,
-    pub spill_stores: u32,
-    pub spill_loads: u32,
-    pub stack_bytes: u32,
-}
+pub use rocmc::ptxas::Report as PtxasReport;
 
-/// Assembles `ptx` for `arch` with ptxas (`-v`, warnings as errors) and
-/// returns its per-kernel report, or ptxas's output as the error.
+/// Assembles `ptx` for `arch` with ptxas; its per-kernel report, or its output as the error.
 pub fn assemble_ptx(ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("k.ptx");
-    std::fs::write(&src, ptx).unwrap();
-    let out = Command::new(ptxas())
-        .args(["-v", "--warning-as-error", "-arch", arch, "-o"])
-        .arg(dir.path().join("k.cubin"))
-        .arg(&src)
-        .output()
-        .expect("run ptxas");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        return Err(text);
-    }
-    Ok(parse_ptxas(&text))
-}
-
-/// Parses `ptxas -v` output.
-pub fn parse_ptxas(text: &str) -> Vec<PtxasReport> {
-    let num = |line: &str, before: &str| -> u32 {
-        line.split(before)
-            .next()
-            .and_then(|s| s.split_whitespace().last())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    let mut out: Vec<PtxasReport> = Vec::new();
-    for line in text.lines() {
-        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
-            out.push(PtxasReport {
-                kernel: rest.split('\'').next().unwrap_or_default().to_string(),
-                ..Default::default()
-            });
-        } else if let Some(r) = out.last_mut() {
-            if line.contains("bytes stack frame") {
-                r.stack_bytes = num(line, " bytes stack frame");
-                r.spill_stores = num(line, " bytes spill stores");
-                r.spill_loads = num(line, " bytes spill loads");
-            } else if line.contains("Used ") && line.contains(" registers") {
-                r.registers = num(line, " registers");
-                if line.contains(" bytes smem") {
-                    r.shared_bytes = num(line, " bytes smem");
-                }
-            }
-        }
-    }
-    out
+    rocmc::ptxas::assemble(&ptxas(), ptx, arch)
 }

@@ -223,6 +223,7 @@ fn main() {
         "\n## One rocmc compile by phase (matmul_regtile, gfx90a)\n\n```\n{}```\n",
         String::from_utf8_lossy(&out.stderr)
     ));
+    md.push_str(&nvidia_section(&rocmc, &root, tmp.path()));
     md.push_str("\n![compile time](compile_time.svg)\n");
     print!("{md}");
     std::fs::write(root.join("bench/results.md"), &md).unwrap();
@@ -262,4 +263,57 @@ fn svg(rows: &[Row]) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Every example for NVIDIA (sm_90): rocmc's compile time to PTX, and what
+/// NVIDIA's own assembler reports for that PTX, next to the AMDGPU figures
+/// of rocmc's code object for gfx90a.
+fn nvidia_section(rocmc: &Path, root: &Path, tmp: &Path) -> String {
+    let Some(ptxas) = rocmc_linker::ptxas::find() else {
+        return "\n## NVIDIA\n\nptxas not found (scripts/install-ptxas.sh): not measured.\n".into();
+    };
+    let mut names: Vec<String> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut md = String::from(
+        "\n## The same kernels for NVIDIA (sm_90), beside gfx90a\n\nrocmc's compile time to PTX (median of 5 cold processes), and NVIDIA's assembler's report for that PTX (`ptxas -v -arch sm_90`, CUDA 12.9; max over a file's kernels, spills summed), beside rocmc's gfx90a code object. Run time on a real GPU: bench/gpu-results.md.\n\n| kernel | rocmc → PTX ms | registers sm_90 | VGPRs gfx90a | shared B sm_90 | LDS B gfx90a | spill bytes sm_90 | spills gfx90a |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for n in &names {
+        let kernel = root.join("examples").join(format!("{n}.toml"));
+        let ptx = tmp.join(format!("{n}.ptx"));
+        let hsaco = tmp.join(format!("{n}.hsaco"));
+        let ms = median(
+            (0..5)
+                .map(|_| {
+                    run(Command::new(rocmc)
+                        .args(["build", "-q", "--mcpu", "sm_90"])
+                        .arg(&kernel)
+                        .arg("-o")
+                        .arg(&ptx))
+                })
+                .collect(),
+        );
+        run(Command::new(rocmc)
+            .args(["build", "-q", "--mcpu", "gfx90a"])
+            .arg(&kernel)
+            .arg("-o")
+            .arg(&hsaco));
+        let reports =
+            rocmc_linker::ptxas::assemble(&ptxas, &std::fs::read_to_string(&ptx).unwrap(), "sm_90")
+                .unwrap_or_else(|e| panic!("ptxas refused {n}: {e}"));
+        let amd = resources(&hsaco, "gfx90a");
+        let regs = reports.iter().map(|r| r.registers).max().unwrap_or(0);
+        let smem = reports.iter().map(|r| r.shared_bytes).max().unwrap_or(0);
+        let spills: u32 = reports.iter().map(|r| r.spill_stores + r.spill_loads).sum();
+        md.push_str(&format!(
+            "| {n} | {ms:.1} | {regs} | {} | {smem} | {} | {spills} | {} |\n",
+            amd.vgpr, amd.lds, amd.spills
+        ));
+    }
+    md
 }

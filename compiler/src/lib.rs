@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 pub mod build;
 pub mod run;
 
+pub use rocmc_linker::ptxas;
+
 pub use build::Build;
 
 pub use rocmc_codegen as codegen;

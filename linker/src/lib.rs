@@ -6,6 +6,7 @@
 //! - [`launch`]: rocmc's launch-geometry document stored in code objects.
 //! - [`bundle`]: clang offload bundles (several code objects in one file).
 //! - [`hw`]: per-processor hardware limits, for occupancy estimates.
+//! - [`ptxas`]: NVIDIA's PTX assembler as an independent checker of PTX.
 
 pub mod bundle;
 pub mod codeobject;
@@ -13,6 +14,7 @@ pub mod hw;
 pub mod launch;
 #[cfg(feature = "lld")]
 mod lld;
+pub mod ptxas;
 
 #[cfg(feature = "lld")]
 pub use lld::{link_code_object, run_lld, LinkError};

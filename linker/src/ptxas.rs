@@ -1,0 +1,126 @@
+//! NVIDIA's PTX assembler as an independent checker of the PTX rocmc
+//! writes (rocmc itself never needs it: the CUDA driver compiles PTX when
+//! it loads it). The tests and the benchmark use it; scripts/install-ptxas.sh
+//! installs it from PyPI without CUDA.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// ptxas: `ROCMC_PTXAS`, else the newest copy scripts/install-ptxas.sh put
+/// in `~/.cache/rocmc` (or `ROCMC_CACHE`), else `ptxas` on PATH.
+pub fn find() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ROCMC_PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("ROCMC_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rocmc")));
+    if let Some(dir) = cache.and_then(|c| std::fs::read_dir(c).ok()) {
+        let mut found: Vec<PathBuf> = dir
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("ptxas"))
+            .filter(|p| p.exists())
+            .collect();
+        found.sort();
+        if let Some(p) = found.pop() {
+            return Some(p);
+        }
+    }
+    Command::new("ptxas")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|_| PathBuf::from("ptxas"))
+}
+
+/// What ptxas reports for one kernel: registers, shared memory, spills.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The kernel (`.entry`) name.
+    pub kernel: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory, bytes.
+    pub shared_bytes: u32,
+    /// Bytes of spill stores.
+    pub spill_stores: u32,
+    /// Bytes of spill loads.
+    pub spill_loads: u32,
+    /// Stack frame, bytes.
+    pub stack_bytes: u32,
+}
+
+/// Assembles `ptx` for `arch` with the ptxas at `ptxas` (`-v`, warnings as
+/// errors); its per-kernel report, or ptxas's output as the error.
+pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<Report>, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let src = dir.path().join("k.ptx");
+    std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
+    let out = Command::new(ptxas)
+        .args(["-v", "--warning-as-error", "-arch", arch, "-o"])
+        .arg(dir.path().join("k.cubin"))
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("{}: {e}", ptxas.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(text);
+    }
+    Ok(parse(&text))
+}
+
+/// Parses `ptxas -v` output.
+pub fn parse(text: &str) -> Vec<Report> {
+    let num = |line: &str, before: &str| -> u32 {
+        line.split(before)
+            .next()
+            .and_then(|s| s.split_whitespace().last())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut out: Vec<Report> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            out.push(Report {
+                kernel: rest.split('\'').next().unwrap_or_default().to_string(),
+                ..Default::default()
+            });
+        } else if let Some(r) = out.last_mut() {
+            if line.contains("bytes stack frame") {
+                r.stack_bytes = num(line, " bytes stack frame");
+                r.spill_stores = num(line, " bytes spill stores");
+                r.spill_loads = num(line, " bytes spill loads");
+            } else if line.contains("Used ") && line.contains(" registers") {
+                r.registers = num(line, " registers");
+                if line.contains(" bytes smem") {
+                    r.shared_bytes = num(line, " bytes smem");
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ptxas_reports_parse() {
+        let text = "ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'k' for 'sm_90'\nptxas info    : Function properties for k\n    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\nptxas info    : Used 40 registers, used 1 barriers, 8448 bytes smem, 380 bytes cmem[0]\n";
+        let r = &super::parse(text)[0];
+        assert_eq!(
+            (
+                r.kernel.as_str(),
+                r.registers,
+                r.shared_bytes,
+                r.spill_stores,
+                r.spill_loads,
+                r.stack_bytes
+            ),
+            ("k", 40, 8448, 8, 4, 16)
+        );
+    }
+}
