@@ -238,8 +238,7 @@ impl Cuda {
         )?;
         Ok(Device {
             cuda: self.clone(),
-            dev,
-            ctx: Arc::new(Context(ctx)),
+            ctx: Arc::new(Context(ctx, dev, self.api.clone())),
             info,
         })
     }
@@ -257,9 +256,18 @@ fn uuid_text(u: &[u8; 16]) -> String {
     )
 }
 
-/// A retained primary context; cuCtxSetCurrent is called before each
+/// A retained primary context, released when the last device, buffer or
+/// module using it is dropped; cuCtxSetCurrent is called before each
 /// operation, so a device may be used from any thread.
-struct Context(Handle);
+struct Context(Handle, CuDevice, Arc<Api>);
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: the primary context retained in `Cuda::device`, released once, after
+        // everything allocated in it (which holds this Arc) is gone.
+        let _ = unsafe { (self.2.primary_ctx_release)(self.1) };
+    }
+}
 // SAFETY: a CUDA context handle may be made current on any thread.
 unsafe impl Send for Context {}
 // SAFETY: as above; the driver serialises what it must.
@@ -268,17 +276,9 @@ unsafe impl Sync for Context {}
 /// A selected device, with its primary context.
 pub struct Device {
     cuda: Cuda,
-    dev: CuDevice,
     ctx: Arc<Context>,
     /// What the driver reports about this device.
     pub info: DeviceInfo,
-}
-
-impl Drop for Device {
-    fn drop(&mut self) {
-        // SAFETY: the primary context retained in `Cuda::device`, released once.
-        let _ = unsafe { (self.cuda.api.primary_ctx_release)(self.dev) };
-    }
 }
 
 impl Device {
