@@ -9,14 +9,23 @@ cd "$(dirname "$0")/.."
 arch=${1:-sm_90}
 dir=target/gpu-bundle
 rm -rf "$dir" && mkdir -p "$dir/kernels"
-cargo build -q --release -p rocmc -p rocmc-gpu-check -p vadd-app
+cargo build -q --release -p rocmc
+# Separately: built together with rocmc, Cargo would unify the linker
+# crate's features and link LLVM into the runtime-only binaries.
+cargo build -q --release -p rocmc-gpu-check -p vadd-app
 # Every example, and the variants the benchmark compares with them.
 for f in examples/*.toml bench/gpu/variants/*.toml; do
   name=$(basename "$f" .toml)
   cp "$f" "$dir/kernels/"
   target/release/rocmc build -q --mcpu "$arch" "$f" -o "$dir/kernels/$name.ptx"
 done
-cp target/release/rocmc-gpu-check target/release/vadd-app "$dir/"
+for exe in rocmc-gpu-check vadd-app; do
+  if ldd "target/release/$exe" | grep -q libLLVM; then
+    echo "gpu-bundle: $exe links LLVM; the GPU machine has none" >&2
+    exit 1
+  fi
+  cp "target/release/$exe" "$dir/"
+done
 # PTX for a GPU newer than the one at hand: the runtime must refuse it.
 mkdir -p "$dir/extra"
 target/release/rocmc build -q --mcpu sm_100 examples/vadd.toml -o "$dir/extra/vadd.sm_100.ptx"
