@@ -1,0 +1,578 @@
+//! Schedules: how a stage's iteration space maps onto the GPU.
+//!
+//! A schedule is a list of [`Step`]s applied in order to the stage's axes.
+//! The state is a list of *leaf loops* (outermost first); every original
+//! axis is an [`Index`] expression of leaf loop variables, and every split
+//! that does not divide its extent adds a [`Guard`]. Applying the steps
+//! yields a [`LoopNest`], which [`crate::lower()`] turns into loop IR.
+
+use crate::diag::{line_col, Diagnostic, Span};
+use crate::index::{Index, VarId};
+use crate::kernel::{Kernel, Stage};
+use crate::syntax::{AstKind, StepStmt};
+use std::collections::HashMap;
+use std::fmt;
+
+pub mod steps;
+
+/// The most threads a work-group may have on any AMDGPU target.
+pub const MAX_BLOCK_THREADS: i64 = rocmc_target::MAX_THREADS_PER_BLOCK as i64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dim {
+    X,
+    Y,
+    Z,
+}
+
+impl Dim {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A hardware index a loop can be bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuAxis {
+    Block(Dim),
+    Thread(Dim),
+}
+
+impl GpuAxis {
+    pub const ALL: [&'static str; 6] = [
+        "blockIdx.x",
+        "blockIdx.y",
+        "blockIdx.z",
+        "threadIdx.x",
+        "threadIdx.y",
+        "threadIdx.z",
+    ];
+
+    pub fn parse(s: &str) -> Option<GpuAxis> {
+        let i = GpuAxis::ALL.iter().position(|a| *a == s)?;
+        let d = [Dim::X, Dim::Y, Dim::Z][i % 3];
+        Some(if i < 3 {
+            GpuAxis::Block(d)
+        } else {
+            GpuAxis::Thread(d)
+        })
+    }
+}
+
+impl fmt::Display for GpuAxis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, d) = match self {
+            GpuAxis::Block(d) => ("blockIdx", d),
+            GpuAxis::Thread(d) => ("threadIdx", d),
+        };
+        write!(f, "{kind}.{}", ["x", "y", "z"][d.index()])
+    }
+}
+
+/// A name in a step, with where it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Name {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepKind {
+    /// `outer, inner = split(loop, factor)`; or `nparts=` for the outer extent.
+    Split {
+        target: Name,
+        by: SplitBy,
+        outer: Name,
+        inner: Name,
+    },
+    /// `fused = fuse(outer, inner)`; the two loops must be adjacent.
+    Fuse {
+        outer: Name,
+        inner: Name,
+        fused: Name,
+    },
+    /// `reorder(a, b, ...)`: these loops take the positions they occupy, in this order.
+    Reorder(Vec<Name>),
+    /// `xo, yo, xi, yi = tile(x, y, fx, fy)`
+    Tile {
+        x: Name,
+        y: Name,
+        fx: i64,
+        fy: i64,
+        results: [Name; 4],
+    },
+    Bind {
+        target: Name,
+        axis: GpuAxis,
+    },
+    Unroll(Name),
+    /// `vectorize(v)`: the innermost loop `v` (2, 4, 8 or 16 iterations)
+    /// becomes vector loads and stores where every lane is in range.
+    Vectorize(Name),
+    /// `compute_inline()`: no kernel for this stage; its expression is
+    /// substituted into every stage that reads it.
+    ComputeInline,
+    /// `compute_at(Y, r)`: no kernel for this stage; it is computed inside
+    /// stage `Y`'s kernel at each iteration of `Y`'s loop `r`, only over
+    /// the part `Y` reads there, into LDS (when this stage binds threads:
+    /// the work-group computes it together) or registers (when it binds
+    /// none: each thread computes its own part).
+    ComputeAt {
+        consumer: Name,
+        at: Name,
+    },
+    /// `AS = cache_read(A, shared, at, pad=1)`: at each iteration of loop
+    /// `at` (or once per work-group if `at` is bound to a blockIdx), the
+    /// work-group copies the part of `A` that the loops inside read into
+    /// LDS, and those reads come from LDS. `pad` widens the last dimension
+    /// of the tile to avoid bank conflicts.
+    Cache {
+        tensor: Name,
+        at: Name,
+        pad: i64,
+        kind: CacheKind,
+        result: Name,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub kind: StepKind,
+    pub span: Span,
+}
+
+pub(crate) fn arg_name(a: &crate::syntax::Arg, what: &str) -> Result<Name, Diagnostic> {
+    match &a.value.kind {
+        AstKind::Name(n) => Ok(Name {
+            name: n.clone(),
+            span: a.value.span,
+        }),
+        _ => Err(Diagnostic::new(a.value.span, format!("expected {what}"))),
+    }
+}
+
+pub(crate) fn arg_int(a: &crate::syntax::Arg, what: &str) -> Result<i64, Diagnostic> {
+    match &a.value.kind {
+        AstKind::Int(v) if *v > 0 => Ok(*v),
+        AstKind::Int(v) => Err(Diagnostic::new(
+            a.value.span,
+            format!("{what} must be positive, not {v}"),
+        )),
+        _ => Err(Diagnostic::new(
+            a.value.span,
+            format!("{what} must be an integer constant"),
+        )),
+    }
+}
+
+pub(crate) fn results(s: &StepStmt, n: usize, example: &str) -> Result<Vec<Name>, Diagnostic> {
+    if s.results.len() != n {
+        return Err(Diagnostic::new(
+            s.span,
+            format!(
+                "`{}` makes {n} loop(s) and needs {n} name(s) for them",
+                s.name
+            ),
+        )
+        .hint(format!("write `{example}`")));
+    }
+    Ok(s.results
+        .iter()
+        .map(|(n, sp)| Name {
+            name: n.clone(),
+            span: *sp,
+        })
+        .collect())
+}
+
+pub(crate) fn arity(s: &StepStmt, n: usize, example: &str) -> Result<(), Diagnostic> {
+    if s.args.len() != n {
+        return Err(Diagnostic::new(
+            s.span,
+            format!("`{}` takes {n} argument(s), {} given", s.name, s.args.len()),
+        )
+        .hint(format!("write `{example}`")));
+    }
+    Ok(())
+}
+
+/// Every step's name, from the registry of primitives ([`steps::PRIMITIVES`]).
+pub const STEP_NAMES: [&str; steps::PRIMITIVES.len()] = {
+    let mut names = [""; steps::PRIMITIVES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = steps::PRIMITIVES[i].name;
+        i += 1;
+    }
+    names
+};
+
+impl Step {
+    /// Checks a parsed step's shape (names, argument kinds and counts).
+    pub fn from_syntax(s: &StepStmt) -> Result<Step, Diagnostic> {
+        let Some(p) = steps::PRIMITIVES.iter().find(|p| p.name == s.name) else {
+            return Err(Diagnostic::new(
+                s.name_span,
+                format!("unknown schedule step `{}`", s.name),
+            )
+            .suggest(&s.name, STEP_NAMES)
+            .hint(format!("steps: {}", STEP_NAMES.join(", "))));
+        };
+        Ok(Step {
+            kind: (p.parse)(s)?,
+            span: s.span,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopKind {
+    Serial,
+    Unrolled,
+    /// Unrolled, with the guards hoisted so contiguous accesses become vectors.
+    Vectorized,
+    Bound(GpuAxis),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopVar {
+    pub name: String,
+    /// Whether the loop iterates a reduction axis (or a split of one).
+    pub reduce: bool,
+    /// Trip count; an expression of sizes and constants.
+    pub extent: Index,
+    pub kind: LoopKind,
+    /// The step that made it (the axis declaration for original axes).
+    pub span: Span,
+}
+
+/// `value < extent` must hold for an iteration to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Guard {
+    pub value: Index,
+    pub extent: Index,
+}
+
+/// Which of the four staging steps a cache is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheKind {
+    /// `cache_read(A, shared, at)`: the work-group copies A's tile into LDS.
+    ReadShared,
+    /// `cache_read(A, local, at)`: each thread copies its part into registers.
+    ReadLocal,
+    /// `cache_write(C, shared, at)`: the stage's stores go to an LDS tile,
+    /// which the work-group then copies to memory.
+    WriteShared,
+    /// `cache_write(C, local, at)`: the stores go to a per-thread register
+    /// array, which the thread then copies to memory.
+    WriteLocal,
+}
+
+impl CacheKind {
+    fn of(write: bool, local: bool) -> CacheKind {
+        match (write, local) {
+            (false, false) => CacheKind::ReadShared,
+            (false, true) => CacheKind::ReadLocal,
+            (true, false) => CacheKind::WriteShared,
+            (true, true) => CacheKind::WriteLocal,
+        }
+    }
+    /// In registers of each thread rather than LDS.
+    pub fn local(self) -> bool {
+        matches!(self, CacheKind::ReadLocal | CacheKind::WriteLocal)
+    }
+    /// Stages the stage's own stores rather than reads.
+    pub fn write(self) -> bool {
+        matches!(self, CacheKind::WriteShared | CacheKind::WriteLocal)
+    }
+}
+
+/// A tensor staged through LDS or registers (see [`StepKind::Cache`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cache {
+    pub tensor: crate::TensorId,
+    pub at: VarId,
+    pub pad: i64,
+    pub kind: CacheKind,
+    pub name: String,
+    pub span: Span,
+}
+
+/// How a split divides its loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitBy {
+    /// `split(i, 64)` or `factor=64`: the inner loop has this many iterations.
+    Factor(i64),
+    /// `nparts=4`: the outer loop has this many iterations.
+    Parts(i64),
+}
+
+/// A scheduled stage: loops, how axes map onto them, and the guards.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopNest {
+    /// Tensors staged through LDS, in schedule order.
+    pub caches: Vec<Cache>,
+    /// Vectorized loops and the steps that asked for them.
+    pub vectorized: Vec<(VarId, Span)>,
+    /// Every variable ever created; the stage's axes come first.
+    pub vars: Vec<LoopVar>,
+    /// Leaf loops, outermost first.
+    pub order: Vec<VarId>,
+    /// Value of each original axis in leaf variables.
+    pub axis_values: Vec<Index>,
+    pub guards: Vec<Guard>,
+}
+
+impl LoopNest {
+    pub fn var(&self, v: VarId) -> &LoopVar {
+        &self.vars[v.0 as usize]
+    }
+    pub fn var_names(&self) -> Vec<String> {
+        self.vars.iter().map(|v| v.name.clone()).collect()
+    }
+    /// The loop bound to a GPU index, if any.
+    pub fn bound(&self, axis: GpuAxis) -> Option<VarId> {
+        self.order
+            .iter()
+            .copied()
+            .find(|v| self.var(*v).kind == LoopKind::Bound(axis))
+    }
+}
+
+pub(crate) struct State<'a> {
+    k: &'a Kernel,
+    /// The kernel file, so messages can cite the line of an earlier step.
+    src: &'a str,
+    /// Names of sizes, parameters and tensors, which loops may not reuse.
+    taken: Vec<String>,
+    nest: LoopNest,
+    /// The tensor the stage computes.
+    stage_output: Option<crate::TensorId>,
+    /// Which step consumed a variable, for "already split" messages.
+    consumed: HashMap<VarId, Span>,
+    bind_spans: HashMap<VarId, Span>,
+}
+
+impl State<'_> {
+    pub(crate) fn lookup(&self, n: &Name) -> Result<VarId, Diagnostic> {
+        if let Some(v) = self
+            .nest
+            .order
+            .iter()
+            .copied()
+            .find(|v| self.nest.var(*v).name == n.name)
+        {
+            return Ok(v);
+        }
+        if let Some((v, _)) = self
+            .nest
+            .vars
+            .iter()
+            .enumerate()
+            .find(|(_, x)| x.name == n.name)
+        {
+            if let Some(sp) = self.consumed.get(&VarId(v as u32)) {
+                return Err(
+                    Diagnostic::new(n.span, format!("loop `{}` no longer exists", n.name))
+                        .label("already consumed")
+                        .hint(format!(
+                            "it was replaced by the step at {}; use the loops that step made",
+                            self.at(*sp)
+                        )),
+                );
+            }
+        }
+        let live: Vec<&str> = self
+            .nest
+            .order
+            .iter()
+            .map(|v| self.nest.var(*v).name.as_str())
+            .collect();
+        Err(
+            Diagnostic::new(n.span, format!("unknown loop `{}`", n.name))
+                .suggest(&n.name, live.iter().copied())
+                .hint(format!("the loops at this point are: {}", live.join(", "))),
+        )
+    }
+
+    pub(crate) fn at(&self, sp: Span) -> String {
+        format!("line {}", line_col(self.src, sp.start).0)
+    }
+
+    pub(crate) fn fresh(&self, n: &Name) -> Result<(), Diagnostic> {
+        if self.nest.vars.iter().any(|v| v.name == n.name) || self.taken.contains(&n.name) {
+            return Err(
+                Diagnostic::new(n.span, format!("the name `{}` is already used", n.name))
+                    .hint("give each new loop a fresh name"),
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn new_var(&mut self, n: &Name, extent: Index, span: Span, reduce: bool) -> VarId {
+        self.nest.vars.push(LoopVar {
+            name: n.name.clone(),
+            reduce,
+            extent,
+            kind: LoopKind::Serial,
+            span,
+        });
+        VarId(self.nest.vars.len() as u32 - 1)
+    }
+
+    pub(crate) fn replace(&mut self, old: VarId, with: Index, span: Span) {
+        let m = HashMap::from([(old, with)]);
+        for a in &mut self.nest.axis_values {
+            *a = a.subst(&m);
+        }
+        for g in &mut self.nest.guards {
+            g.value = g.value.subst(&m);
+        }
+        self.consumed.insert(old, span);
+    }
+
+    pub(crate) fn not_bound(&self, v: VarId, n: &Name) -> Result<(), Diagnostic> {
+        if let LoopKind::Bound(a) = self.nest.var(v).kind {
+            return Err(Diagnostic::new(
+                n.span,
+                format!(
+                    "loop `{}` is bound to {a} and cannot be transformed further",
+                    n.name
+                ),
+            )
+            .hint("split, fuse or reorder a loop before binding it"));
+        }
+        Ok(())
+    }
+
+    /// Applies one step: the one place that lists every primitive's `apply`
+    /// (a new `StepKind` variant does not compile until it is added here).
+    fn apply(&mut self, step: &Step) -> Result<(), Diagnostic> {
+        let span = step.span;
+        match &step.kind {
+            StepKind::Split {
+                target,
+                by,
+                outer,
+                inner,
+            } => steps::split::apply(self, target, *by, outer, inner, span),
+            StepKind::Tile {
+                x,
+                y,
+                fx,
+                fy,
+                results,
+            } => steps::tile::apply(self, x, y, *fx, *fy, results, span),
+            StepKind::Fuse {
+                outer,
+                inner,
+                fused,
+            } => steps::fuse::apply(self, outer, inner, fused, span),
+            StepKind::Reorder(names) => steps::reorder::apply(self, names),
+            StepKind::ComputeInline => unreachable!("handled before the steps are applied"),
+            // Placement among stages, handled by lowering; the loops stay as they are.
+            StepKind::ComputeAt { .. } => Ok(()),
+            StepKind::Vectorize(n) => steps::vectorize::apply(self, n, span),
+            StepKind::Cache {
+                tensor,
+                at,
+                pad,
+                kind,
+                result,
+            } => steps::cache::apply(self, tensor, at, *pad, *kind, result, span),
+            StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
+            StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
+        }
+    }
+
+    pub(crate) fn threads(&self) -> i64 {
+        self.nest
+            .order
+            .iter()
+            .filter(|v| matches!(self.nest.var(**v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+            .map(|v| self.nest.var(*v).extent.as_const().unwrap_or(1))
+            .product()
+    }
+
+    pub(crate) fn size_names(&self) -> Vec<String> {
+        self.k.size_names()
+    }
+
+    pub(crate) fn bind_span(&self, v: VarId) -> Span {
+        self.bind_spans.get(&v).copied().unwrap_or_default()
+    }
+}
+
+/// Applies a stage's schedule. Errors name the step that cannot apply.
+pub fn apply(k: &Kernel, stage: &Stage) -> Result<LoopNest, Diagnostic> {
+    apply_with_source(k, stage, "")
+}
+
+/// Like [`apply`], with the kernel's source text so messages can cite lines.
+pub fn apply_with_source<'a>(
+    k: &'a Kernel,
+    stage: &Stage,
+    src: &'a str,
+) -> Result<LoopNest, Diagnostic> {
+    let vars: Vec<LoopVar> = stage
+        .all_axes()
+        .enumerate()
+        .map(|(i, a)| LoopVar {
+            name: a.name.clone(),
+            reduce: i >= stage.axes.len(),
+            extent: a.extent.clone(),
+            kind: LoopKind::Serial,
+            span: a.span,
+        })
+        .collect();
+    let n = vars.len();
+    let mut names: Vec<String> = Vec::new();
+    names.extend(k.sizes.iter().map(|s| s.name.clone()));
+    names.extend(k.params.iter().map(|s| s.name.clone()));
+    names.extend(k.tensors.iter().map(|s| s.name.clone()));
+    let mut st = State {
+        k,
+        src,
+        taken: names,
+        nest: LoopNest {
+            caches: Vec::new(),
+            vectorized: Vec::new(),
+            vars,
+            order: (0..n as u32).map(VarId).collect(),
+            axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
+            guards: Vec::new(),
+        },
+        consumed: HashMap::new(),
+        bind_spans: HashMap::new(),
+        stage_output: Some(stage.output),
+    };
+    if stage.is_inlined() {
+        let step = stage
+            .schedule
+            .iter()
+            .find(|s| s.kind == StepKind::ComputeInline)
+            .expect("inlined");
+        if stage.schedule.len() > 1 {
+            return Err(Diagnostic::new(
+                step.span,
+                "compute_inline() must be the stage's only schedule step",
+            )
+            .hint("an inlined stage has no loops of its own: its consumers' schedules apply"));
+        }
+        if stage.reduce.is_some() {
+            return Err(Diagnostic::new(
+                step.span,
+                format!(
+                    "stage `{}` is a reduction and cannot be inlined",
+                    stage.name
+                ),
+            )
+            .hint("a reduction must be computed once into its own tensor"));
+        }
+        return Ok(st.nest);
+    }
+    for step in &stage.schedule {
+        st.apply(step)?;
+    }
+    Ok(st.nest)
+}
