@@ -407,35 +407,24 @@ impl Device {
     pub fn load_best_ptx(&self, candidates: &[&str]) -> Result<Module> {
         let cc = self.info.compute_capability;
         let driver = self.cuda.driver_version();
-        let mut best: Option<(bool, ComputeCapability, &str)> = None;
-        let mut seen = Vec::new();
-        for ptx in candidates {
-            let t = ptx_target(ptx)?;
-            seen.push(t.processor.clone());
-            if !t.runs_on(cc) || driver < rocmc_target::nvptx::cuda_for_ptx(t.ptx_version) {
-                continue;
+        match best_ptx(candidates, cc, driver)? {
+            Some(i) => self.load_ptx(candidates[i]),
+            None => {
+                let seen: Vec<String> = candidates
+                    .iter()
+                    .map(|p| ptx_target(p).map(|t| t.processor))
+                    .collect::<Result<_>>()?;
+                Err(Error::Incompatible(format!(
+                    "no PTX for device {} ({}, {}, driver for CUDA {}.{}): the module has {}; rebuild with .mcpu(\"{}\")",
+                    self.info.index,
+                    self.info.name,
+                    self.info.processor(),
+                    driver.0,
+                    driver.1,
+                    seen.join(", "),
+                    self.info.processor()
+                )))
             }
-            let key = (t.processor.ends_with('a'), t.compute_capability());
-            let better = match best {
-                None => true,
-                Some((a, c, _)) => key > (a, c),
-            };
-            if better {
-                best = Some((key.0, key.1, ptx));
-            }
-        }
-        match best {
-            Some((_, _, ptx)) => self.load_ptx(ptx),
-            None => Err(Error::Incompatible(format!(
-                "no PTX for device {} ({}, {}, driver for CUDA {}.{}): the module has {}; rebuild with .mcpu(\"{}\")",
-                self.info.index,
-                self.info.name,
-                self.info.processor(),
-                driver.0,
-                driver.1,
-                seen.join(", "),
-                self.info.processor()
-            ))),
         }
     }
 
@@ -475,6 +464,33 @@ impl Device {
             "synchronising the device".into()
         })
     }
+}
+
+/// Which of several PTX modules to load on a device of capability `cc`
+/// whose driver is for CUDA `driver`: among those that run there, the one
+/// for the newest processor, an exact `sm_90a`-style match first. `None`
+/// when none runs there.
+fn best_ptx(
+    candidates: &[&str],
+    cc: ComputeCapability,
+    driver: (u32, u32),
+) -> Result<Option<usize>> {
+    let mut best: Option<((bool, ComputeCapability), usize)> = None;
+    for (i, ptx) in candidates.iter().enumerate() {
+        let t = ptx_target(ptx)?;
+        if !t.runs_on(cc) || driver < rocmc_target::nvptx::cuda_for_ptx(t.ptx_version) {
+            continue;
+        }
+        let key = (t.processor.ends_with('a'), t.compute_capability());
+        let better = match &best {
+            None => true,
+            Some((k, _)) => key > *k,
+        };
+        if better {
+            best = Some((key, i));
+        }
+    }
+    Ok(best.map(|(_, i)| i))
 }
 
 /// The `.target` and `.version` of a PTX module.
@@ -806,6 +822,28 @@ mod tests {
         assert_eq!((t.processor.as_str(), t.ptx_version), ("sm_90a", 80));
         assert!(ptx_target(".version 7.8\n").is_err());
         assert!(ptx_target(".version 7.8\n.target sm_91\n").is_err());
+    }
+
+    #[test]
+    fn the_best_ptx_is_the_newest_that_runs() {
+        let ptx = |sm: &str, v: &str| format!(".version {v}\n.target {sm}\n");
+        let (s80, s90, s90a, s100) = (
+            ptx("sm_80", "7.0"),
+            ptx("sm_90", "7.8"),
+            ptx("sm_90a", "8.0"),
+            ptx("sm_100", "8.6"),
+        );
+        let all = [s80.as_str(), s90.as_str(), s90a.as_str(), s100.as_str()];
+        // An H100 with a CUDA 13 driver: the exact sm_90a first.
+        assert_eq!(best_ptx(&all, (9, 0), (13, 0)).unwrap(), Some(2));
+        // Without sm_90a, sm_90; on an A100, sm_80; on a B200, sm_100.
+        assert_eq!(best_ptx(&all[..2], (9, 0), (13, 0)).unwrap(), Some(1));
+        assert_eq!(best_ptx(&all, (8, 0), (13, 0)).unwrap(), Some(0));
+        assert_eq!(best_ptx(&all, (10, 0), (13, 0)).unwrap(), Some(3));
+        // A driver too old for PTX 8.6 falls back to what it can load.
+        assert_eq!(best_ptx(&all, (10, 0), (12, 4)).unwrap(), Some(1));
+        // Nothing for a Turing GPU.
+        assert_eq!(best_ptx(&all, (7, 5), (13, 0)).unwrap(), None);
     }
 
     #[test]
