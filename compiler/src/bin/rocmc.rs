@@ -288,12 +288,12 @@ fn build(a: BuildArgs) -> Result<(), Error> {
                             art.asm.clone().unwrap_or_default()
                         )
                         .into_bytes(),
-                        Kind::Ptx => format!(
-                            "{}{}",
-                            header(art, "//"),
-                            art.asm.clone().unwrap_or_default()
-                        )
-                        .into_bytes(),
+                        Kind::Ptx => {
+                            let ptx = art.asm.clone().unwrap_or_default();
+                            // LLVM ends the PTX without a newline; text files end with one.
+                            let nl = if ptx.ends_with('\n') { "" } else { "\n" };
+                            format!("{}{ptx}{nl}", header(art, "//")).into_bytes()
+                        }
                         Kind::Obj => art.object.clone().unwrap_or_default(),
                         _ => art.code_object.clone().unwrap_or_default(),
                     };
