@@ -11,10 +11,10 @@ use inkwell::module::{FlagBehavior, Module};
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
-use inkwell::types::{ArrayType, BasicMetadataTypeEnum};
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::IntValue;
 use inkwell::{AddressSpace, OptimizationLevel};
-use rocmc_ir::lower::{Access, ArgKind, GpuKernel, Local};
+use rocmc_ir::lower::{Access, ArgKind, GpuKernel};
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn};
 use std::collections::HashMap;
@@ -22,7 +22,6 @@ use std::collections::HashMap;
 pub const TRIPLE: &str = "amdgcn-amd-amdhsa";
 pub(crate) const AMDGPU_KERNEL_CC: u32 = 91;
 const GLOBAL: u16 = 1;
-const LDS: u16 = 3;
 
 /// The AMDGPU backend for one target (processor, features, wave size, code-object version).
 pub(crate) struct AmdGpu<'t> {
@@ -147,25 +146,6 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
     Ok(abi)
 }
 
-/// A work-group's array as an internal, uninitialised global in `space`.
-pub(crate) fn shared_global<'ctx>(
-    m: &Module<'ctx>,
-    g: &GpuKernel,
-    l: &Local,
-    at: ArrayType<'ctx>,
-    space: u16,
-) -> PointerValue<'ctx> {
-    let gv = m.add_global(
-        at,
-        Some(AddressSpace::from(space)),
-        &format!("{}.{}", g.name, l.name),
-    );
-    gv.set_initializer(&at.get_poison());
-    gv.set_linkage(inkwell::module::Linkage::Internal);
-    gv.set_alignment(l.dtype.size().max(4) as u32);
-    gv.as_pointer_value()
-}
-
 impl Backend for AmdGpu<'_> {
     fn triple(&self) -> String {
         TRIPLE.into()
@@ -206,18 +186,6 @@ impl Backend for AmdGpu<'_> {
         );
         f.add_attribute(AttributeLoc::Function, s("uniform-work-group-size", "true"));
         Ok(abi)
-    }
-
-    fn shared_array<'ctx>(
-        &self,
-        _cx: &'ctx Context,
-        m: &Module<'ctx>,
-        _b: &Builder<'ctx>,
-        g: &GpuKernel,
-        l: &Local,
-        at: ArrayType<'ctx>,
-    ) -> R<PointerValue<'ctx>> {
-        Ok(shared_global(m, g, l, at, LDS))
     }
 
     fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {

@@ -20,6 +20,7 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use inkwell::types::ArrayType;
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::AddressSpace;
 use rocmc_ir::lower::{GpuKernel, Local};
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn, TensorId};
@@ -35,6 +36,28 @@ pub(crate) struct KernelAbi<'ctx> {
     pub sizes: Vec<IntValue<'ctx>>,
     /// The scalar parameters, in the kernel's order.
     pub params: Vec<BasicValueEnum<'ctx>>,
+}
+
+/// The address space of work-group memory on both GPU targets.
+const SHARED_ADDRESS_SPACE: u16 = 3;
+
+/// A work-group's array as an internal, uninitialised global in `space`.
+fn shared_global<'ctx>(
+    m: &Module<'ctx>,
+    g: &GpuKernel,
+    l: &Local,
+    at: ArrayType<'ctx>,
+    space: u16,
+) -> PointerValue<'ctx> {
+    let gv = m.add_global(
+        at,
+        Some(AddressSpace::from(space)),
+        &format!("{}.{}", g.name, l.name),
+    );
+    gv.set_initializer(&at.get_poison());
+    gv.set_linkage(inkwell::module::Linkage::Internal);
+    gv.set_alignment(l.dtype.size().max(4) as u32);
+    gv.as_pointer_value()
 }
 
 /// One target's dialect of LLVM IR.
@@ -60,16 +83,20 @@ pub(crate) trait Backend {
         g: &GpuKernel,
     ) -> R<KernelAbi<'ctx>>;
 
-    /// Storage of one work-group's shared array (AMD's LDS, NVIDIA's shared memory).
+    /// Storage of one work-group's shared array: by default an internal
+    /// global in address space 3, which is AMD's LDS and NVIDIA's shared
+    /// memory alike.
     fn shared_array<'ctx>(
         &self,
-        cx: &'ctx Context,
+        _cx: &'ctx Context,
         m: &Module<'ctx>,
-        b: &Builder<'ctx>,
+        _b: &Builder<'ctx>,
         g: &GpuKernel,
         l: &Local,
         at: ArrayType<'ctx>,
-    ) -> R<PointerValue<'ctx>>;
+    ) -> R<PointerValue<'ctx>> {
+        Ok(shared_global(m, g, l, at, SHARED_ADDRESS_SPACE))
+    }
 
     /// Storage of one thread's private array (reduction accumulators),
     /// allocated in the entry block.

@@ -4,7 +4,7 @@
 //! `.reqntid`/`.maxntid`. The output is PTX text; the CUDA driver compiles
 //! it for the device when the module is loaded.
 
-use super::amdgpu::{declare_gpu_kernel, shared_global};
+use super::amdgpu::declare_gpu_kernel;
 use super::{Backend, KernelAbi};
 use crate::function::{llvm_err, FnCx, R};
 use crate::CodegenError;
@@ -15,10 +15,9 @@ use inkwell::module::Module;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
-use inkwell::types::ArrayType;
-use inkwell::values::{IntValue, PointerValue};
+use inkwell::values::IntValue;
 use inkwell::OptimizationLevel;
-use rocmc_ir::lower::{GpuKernel, Local};
+use rocmc_ir::lower::GpuKernel;
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn};
 use rocmc_target::NvidiaTarget;
@@ -27,7 +26,6 @@ pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
 /// LLVM's `ptx_kernel` calling convention (CallingConv::PTX_Kernel).
 const PTX_KERNEL_CC: u32 = 71;
 const GLOBAL: u16 = 1;
-const SHARED: u16 = 3;
 /// The alignment rocmc's CUDA runtime guarantees for every buffer argument.
 pub const BUFFER_ALIGN: u64 = 16;
 
@@ -103,18 +101,6 @@ impl Backend for Nvptx<'_> {
             s("nvvm.maxntid", &format!("{x},{y},{z}")),
         );
         Ok(abi)
-    }
-
-    fn shared_array<'ctx>(
-        &self,
-        _cx: &'ctx Context,
-        m: &Module<'ctx>,
-        _b: &Builder<'ctx>,
-        g: &GpuKernel,
-        l: &Local,
-        at: ArrayType<'ctx>,
-    ) -> R<PointerValue<'ctx>> {
-        Ok(shared_global(m, g, l, at, SHARED))
     }
 
     fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
