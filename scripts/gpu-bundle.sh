@@ -13,8 +13,9 @@ cargo build -q --release -p rocmc
 # Separately: built together with rocmc, Cargo would unify the linker
 # crate's features and link LLVM into the runtime-only binaries.
 cargo build -q --release -p rocmc-gpu-check -p vadd-app
-# Every example, and the variants the benchmark compares with them.
-for f in examples/*.toml bench/gpu/variants/*.toml; do
+# Every example, the variants the benchmark compares with them, and the
+# regression kernels (checked against the interpreter, not timed).
+for f in examples/*.toml bench/gpu/variants/*.toml tests/regress/*.toml; do
   name=$(basename "$f" .toml)
   cp "$f" "$dir/kernels/"
   target/release/rocmc build -q --mcpu "$arch" "$f" -o "$dir/kernels/$name.ptx"

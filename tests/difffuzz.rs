@@ -38,7 +38,8 @@ use std::fmt::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
+/// AMD targets get a code object; NVIDIA ones PTX, which ptxas then assembles.
+const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_70", "sm_90"];
 
 use rocmc::run::Rng;
 
@@ -589,11 +590,21 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     }
     for t in TARGETS {
         let target = rocmc::targets(&rocmc::Options::new(t)).unwrap().remove(0);
+        let nvidia = target.nvidia().is_some();
         let emit = rocmc::Emit {
-            object: true,
+            object: !nvidia,
+            asm: nvidia,
             ..Default::default()
         };
         match rocmc::backend(&front, &target, &rocmc::Options::new(t), emit) {
+            Ok(art) if nvidia => {
+                match rocmc_tests::assemble_ptx(art.asm.as_deref().unwrap_or_default(), t) {
+                    Ok(_) => st.compiled += 1,
+                    Err(e) => st
+                        .failures
+                        .push((src.to_string(), format!("ptxas {t}: {e}"))),
+                }
+            }
             Ok(_) => st.compiled += 1,
             // Over this target's LDS limit: a user error, reported as such.
             Err(rocmc::Error::Kernel(_)) => {}

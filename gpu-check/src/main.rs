@@ -90,15 +90,17 @@ fn upload(dev: &Device, host: &[Vec<u8>]) -> Res<Vec<DeviceBuffer<u8>>> {
         .collect()
 }
 
-/// Launches every kernel of the module in order, arguments matched to
-/// tensors, sizes and parameters by name through the launch document.
-fn launch_all(
-    m: &Module,
+/// Every kernel of the module in order, with its arguments matched to
+/// tensors, sizes and parameters by name through the launch document:
+/// looked up once, so that launching (and timing) does nothing else.
+fn prepare<'m>(
+    m: &'m Module,
     k: &Kernel,
     bufs: &[DeviceBuffer<u8>],
     sizes: &[i64],
     pbytes: &[u8],
-) -> Res<()> {
+) -> Res<Vec<(rocmc_runtime_cuda::Kernel<'m>, Vec<KernelArg>)>> {
+    let mut out = Vec::new();
     for kl in &m.launch.kernels {
         let kern = m.kernel(&kl.name).map_err(|e| e.to_string())?;
         let mut args = Vec::new();
@@ -132,7 +134,15 @@ fn launch_all(
                 }
             });
         }
-        kern.launch(&args, None).map_err(|e| e.to_string())?;
+        out.push((kern, args));
+    }
+    Ok(out)
+}
+
+/// Launches what [`prepare`] made, in order.
+fn launch_all(kernels: &[(rocmc_runtime_cuda::Kernel<'_>, Vec<KernelArg>)]) -> Res<()> {
+    for (kern, args) in kernels {
+        kern.launch(args, None).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -204,7 +214,8 @@ fn check(args: &[String]) -> Res<bool> {
             let want = interp::run(&k, &sizes, &inputs.pvals, &inputs.inputs)
                 .map_err(|e| format!("{name}: interpreter: {e}"))?;
             let bufs = upload(&dev, &inputs.host)?;
-            launch_all(&m, &k, &bufs, &sizes, &inputs.pbytes)
+            prepare(&m, &k, &bufs, &sizes, &inputs.pbytes)
+                .and_then(|ks| launch_all(&ks))
                 .map_err(|e| format!("{name}: {e}"))?;
             let cmp: Vec<Comparison> =
                 compare(&k, &want, |i| bufs[i].to_vec().map_err(|e| e.to_string()))?;
@@ -290,7 +301,8 @@ fn bench(args: &[String]) -> Res<bool> {
         let m = dev.load_ptx(&ptx).map_err(|e| format!("{name}: {e}"))?;
         let inputs = random_inputs(&k, &sizes, &HashMap::new(), 42)?;
         let bufs = upload(&dev, &inputs.host)?;
-        let run = || launch_all(&m, &k, &bufs, &sizes, &inputs.pbytes);
+        let prepared = prepare(&m, &k, &bufs, &sizes, &inputs.pbytes)?;
+        let run = || launch_all(&prepared);
         for _ in 0..3 {
             run()?;
         }

@@ -20,7 +20,7 @@ use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
 };
-use inkwell::types::{ArrayType, BasicType};
+use inkwell::types::{ArrayType, BasicType, BasicTypeEnum};
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AddressSpace, OptimizationLevel};
 use rocmc_ir::lower::{ArgKind, GpuKernel, Local, Stmt};
@@ -105,62 +105,38 @@ impl Backend for Host {
                 .into_pointer_value()
         };
         let (bufs_p, sizes_p, params_p) = (arg(0), arg(1), arg(2));
+        // Entry `i` of an argument table whose entries are `slot` wide, read as `load`.
+        let read = |table, slot: BasicTypeEnum<'ctx>, i: u64, load: BasicTypeEnum<'ctx>, name| {
+            let index = cx.i32_type().const_int(i, false);
+            // SAFETY: the caller passes a table with an entry for every tensor, size and
+            // parameter of the kernel (see `HostFn`).
+            let p =
+                unsafe { b.build_in_bounds_gep(slot, table, &[index], "") }.map_err(llvm_err)?;
+            b.build_load(load, p, name).map_err(llvm_err)
+        };
         let mut bufs = HashMap::new();
         for a in &g.args {
             if let ArgKind::Buffer { tensor, .. } = &a.kind {
-                // SAFETY: the caller passes one pointer per tensor of the kernel.
-                let slot = unsafe {
-                    b.build_in_bounds_gep(
-                        ptr,
-                        bufs_p,
-                        &[cx.i32_type().const_int(tensor.0 as u64, false)],
-                        "",
-                    )
-                }
-                .map_err(llvm_err)?;
-                bufs.insert(
-                    *tensor,
-                    b.build_load(ptr, slot, &a.name)
-                        .map_err(llvm_err)?
-                        .into_pointer_value(),
-                );
+                let v = read(bufs_p, ptr.into(), u64::from(tensor.0), ptr.into(), &a.name)?;
+                bufs.insert(*tensor, v.into_pointer_value());
             }
         }
-        let mut sizes = Vec::new();
-        for (i, s) in k.sizes.iter().enumerate() {
-            // SAFETY: the caller passes one i32 per size.
-            let slot = unsafe {
-                b.build_in_bounds_gep(
-                    cx.i32_type(),
-                    sizes_p,
-                    &[cx.i32_type().const_int(i as u64, false)],
-                    "",
-                )
-            }
-            .map_err(llvm_err)?;
-            sizes.push(
-                b.build_load(cx.i32_type(), slot, &s.name)
-                    .map_err(llvm_err)?
-                    .into_int_value(),
-            );
-        }
-        let mut params = Vec::new();
-        for (i, p) in k.params.iter().enumerate() {
-            // SAFETY: the caller passes one 8-byte slot per parameter.
-            let slot = unsafe {
-                b.build_in_bounds_gep(
-                    cx.i8_type(),
+        let i32t: BasicTypeEnum = cx.i32_type().into();
+        let sizes = (k.sizes.iter().enumerate())
+            .map(|(i, s)| Ok(read(sizes_p, i32t, i as u64, i32t, &s.name)?.into_int_value()))
+            .collect::<R<Vec<_>>>()?;
+        // Parameters sit in 8-byte slots whatever their type.
+        let params = (k.params.iter().enumerate())
+            .map(|(i, p)| {
+                read(
                     params_p,
-                    &[cx.i32_type().const_int(i as u64 * 8, false)],
-                    "",
+                    cx.i64_type().into(),
+                    i as u64,
+                    ty(cx, p.dtype),
+                    &p.name,
                 )
-            }
-            .map_err(llvm_err)?;
-            params.push(
-                b.build_load(ty(cx, p.dtype), slot, &p.name)
-                    .map_err(llvm_err)?,
-            );
-        }
+            })
+            .collect::<R<Vec<_>>>()?;
         Ok(KernelAbi {
             f,
             bufs,

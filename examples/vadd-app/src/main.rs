@@ -27,66 +27,56 @@ fn wrong(a: &[f32], b: &[f32], c: &[f32], y: &[f32]) -> usize {
         .count()
 }
 
+/// Runs both kernels on a device of either runtime (their APIs are the
+/// same, their types are not) and counts the wrong results.
+macro_rules! run_on {
+    ($rt:ident, $kernels:ident, $dev:expr, $arch:expr) => {{
+        let e = |e: $rt::Error| e.to_string();
+        let dev = $dev.map_err(e)?;
+        println!(
+            "device {}: {} ({})",
+            dev.info.index,
+            dev.info.name,
+            $arch(&dev)
+        );
+        let (a, b) = inputs();
+        let (da, db) = (dev.upload(&a).map_err(e)?, dev.upload(&b).map_err(e)?);
+        let (dc, dy) = (
+            dev.alloc::<f32>(N).map_err(e)?,
+            dev.alloc::<f32>(N).map_err(e)?,
+        );
+        $kernels::vadd::Vadd::load(&dev)
+            .map_err(e)?
+            .launch(&da, &db, &dc, N as i32)
+            .map_err(e)?;
+        $kernels::saxpy::Saxpy::load(&dev)
+            .map_err(e)?
+            .launch(&da, &db, &dy, N as i32, 0.5)
+            .map_err(e)?;
+        Ok(wrong(
+            &a,
+            &b,
+            &dc.to_vec().map_err(e)?,
+            &dy.to_vec().map_err(e)?,
+        ))
+    }};
+}
+
 fn on_amd() -> Result<usize, String> {
-    use rocmc_runtime_hip::Hip;
-    let e = |e: rocmc_runtime_hip::Error| e.to_string();
-    let dev = Hip::load().map_err(e)?.device("amdgpu").map_err(e)?;
-    println!(
-        "device {}: {} ({})",
-        dev.info.index, dev.info.name, dev.info.arch
-    );
-    let (a, b) = inputs();
-    let (da, db) = (dev.upload(&a).map_err(e)?, dev.upload(&b).map_err(e)?);
-    let (dc, dy) = (
-        dev.alloc::<f32>(N).map_err(e)?,
-        dev.alloc::<f32>(N).map_err(e)?,
-    );
-    amd::vadd::Vadd::load(&dev)
-        .map_err(e)?
-        .launch(&da, &db, &dc, N as i32)
-        .map_err(e)?;
-    amd::saxpy::Saxpy::load(&dev)
-        .map_err(e)?
-        .launch(&da, &db, &dy, N as i32, 0.5)
-        .map_err(e)?;
-    Ok(wrong(
-        &a,
-        &b,
-        &dc.to_vec().map_err(e)?,
-        &dy.to_vec().map_err(e)?,
-    ))
+    use rocmc_runtime_hip::{Device, Hip};
+    let dev = Hip::load().and_then(|h| h.device("amdgpu"));
+    run_on!(rocmc_runtime_hip, amd, dev, |d: &Device| d
+        .info
+        .arch
+        .clone())
 }
 
 fn on_nvidia() -> Result<usize, String> {
-    use rocmc_runtime_cuda::Cuda;
-    let e = |e: rocmc_runtime_cuda::Error| e.to_string();
-    let dev = Cuda::load().map_err(e)?.device("cuda").map_err(e)?;
-    println!(
-        "device {}: {} ({})",
-        dev.info.index,
-        dev.info.name,
-        dev.info.processor()
-    );
-    let (a, b) = inputs();
-    let (da, db) = (dev.upload(&a).map_err(e)?, dev.upload(&b).map_err(e)?);
-    let (dc, dy) = (
-        dev.alloc::<f32>(N).map_err(e)?,
-        dev.alloc::<f32>(N).map_err(e)?,
-    );
-    nvidia::vadd::Vadd::load(&dev)
-        .map_err(e)?
-        .launch(&da, &db, &dc, N as i32)
-        .map_err(e)?;
-    nvidia::saxpy::Saxpy::load(&dev)
-        .map_err(e)?
-        .launch(&da, &db, &dy, N as i32, 0.5)
-        .map_err(e)?;
-    Ok(wrong(
-        &a,
-        &b,
-        &dc.to_vec().map_err(e)?,
-        &dy.to_vec().map_err(e)?,
-    ))
+    use rocmc_runtime_cuda::{Cuda, Device};
+    let dev = Cuda::load().and_then(|c| c.device("cuda"));
+    run_on!(rocmc_runtime_cuda, nvidia, dev, |d: &Device| d
+        .info
+        .processor())
 }
 
 fn main() -> ExitCode {
