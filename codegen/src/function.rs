@@ -19,7 +19,7 @@ use inkwell::values::{
 };
 use inkwell::{FloatPredicate, IntPredicate};
 use rocmc_ir::index::IOp;
-use rocmc_ir::lower::{Addressing, GpuKernel, Stmt};
+use rocmc_ir::loops::{Addressing, GpuKernel, Stmt};
 use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, TensorId, UnaryOp};
 use std::collections::HashMap;
 

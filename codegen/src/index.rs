@@ -19,7 +19,7 @@ use inkwell::types::IntType;
 use inkwell::values::IntValue;
 use inkwell::IntPredicate;
 use rocmc_ir::index::IOp;
-use rocmc_ir::lower::GpuKernel;
+use rocmc_ir::loops::GpuKernel;
 use rocmc_ir::{Index, Kernel};
 
 const U32: i128 = 1 << 32;

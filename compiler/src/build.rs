@@ -32,7 +32,7 @@
 //! both runs two, each with its own `out_dir`.
 
 use crate::{Emit, Error, Options};
-use rocmc_ir::lower::ArgKind;
+use rocmc_ir::loops::ArgKind;
 use rocmc_ir::{DType, Kernel, TensorKind};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

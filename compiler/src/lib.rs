@@ -14,7 +14,7 @@
 #![deny(missing_docs)]
 
 use rocmc_codegen::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, Vendor};
-use rocmc_ir::lower::{ArgKind, GpuKernel, Pretty};
+use rocmc_ir::loops::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
     ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, FORMAT_VERSION,
@@ -520,7 +520,7 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                         role: ArgRole::Buffer,
                         dtype: t.dtype.to_string(),
                         shape: t.shape.iter().map(|e| extent(e, &names)).collect(),
-                        written: *access == rocmc_ir::lower::Access::Write,
+                        written: *access == rocmc_ir::loops::Access::Write,
                     }
                 }
                 ArgKind::Size(_) => LaunchArg {

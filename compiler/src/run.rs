@@ -166,14 +166,14 @@ pub fn run_gpu(
                 .args
                 .iter()
                 .map(|a| match &a.kind {
-                    rocmc_ir::lower::ArgKind::Buffer { tensor, .. } => {
+                    rocmc_ir::loops::ArgKind::Buffer { tensor, .. } => {
                         let (b, n) = &bufs[tensor.0 as usize];
                         KernelArg::raw_buffer(b, k.tensor(*tensor).dtype.name(), *n)
                     }
-                    rocmc_ir::lower::ArgKind::Size(s) => {
+                    rocmc_ir::loops::ArgKind::Size(s) => {
                         KernelArg::size(sizes[s.0 as usize] as i32)
                     }
-                    rocmc_ir::lower::ArgKind::Param(p) => {
+                    rocmc_ir::loops::ArgKind::Param(p) => {
                         let t = k.params[p.0 as usize].dtype;
                         KernelArg::raw_scalar(
                             t.name(),

@@ -85,6 +85,15 @@ impl Index {
         }
     }
 
+    /// Replaces sizes by expressions.
+    pub fn subst_sizes(&self, map: &HashMap<SizeId, Index>) -> Index {
+        match self {
+            Index::Size(s) => map.get(s).cloned().unwrap_or(Index::Size(*s)),
+            Index::Bin(op, a, b) => Index::bin(*op, a.subst_sizes(map), b.subst_sizes(map)),
+            other => other.clone(),
+        }
+    }
+
     pub fn uses_var(&self, v: VarId) -> bool {
         match self {
             Index::Var(x) => *x == v,

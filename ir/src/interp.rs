@@ -12,7 +12,7 @@
 use crate::dtype::DType;
 use crate::index::Index;
 use crate::kernel::*;
-use crate::lower::{Program, Stmt};
+use crate::loops::{Program, Stmt};
 use crate::schedule::GpuAxis;
 use std::fmt;
 

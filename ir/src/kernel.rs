@@ -193,7 +193,7 @@ pub enum ExprKind {
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     Call(MathFn, Vec<Expr>),
     /// Element of a per-thread local array (loop IR only: reduction
-    /// accumulators, see [`crate::lower::Local`]).
+    /// accumulators, see [`crate::loops::Local`]).
     Local {
         local: u32,
         index: Index,
@@ -201,7 +201,7 @@ pub enum ExprKind {
     /// The result of the stage's reduction (tensor IR only).
     Reduced,
     /// Element of an LDS array shared by the work-group (loop IR only:
-    /// cooperative reductions, see [`crate::lower::GpuKernel::shared`]).
+    /// cooperative reductions, see [`crate::loops::GpuKernel::shared`]).
     Shared {
         shared: u32,
         index: Index,

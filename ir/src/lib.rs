@@ -5,8 +5,9 @@
 //! ```text
 //! kernel.toml ─front::parse_kernel─▶ Kernel (tensor IR, checked)
 //!             ─schedule::apply─────▶ LoopNest per stage
-//!             ─lower::lower────────▶ Program (loop IR: one GPU kernel per stage,
-//!                                    except stages inlined or computed at another)
+//!             ─lower::lower────────▶ loops::Program (loop IR: one GPU kernel per stage,
+//!                                    except stages inlined or computed at another;
+//!                                    lower::PASSES, loops::verify after each)
 //! interp::run: the reference interpreter, the definition of what a Kernel means
 //! interp::run_lowered: loop IR executed block by block, with an LDS race check
 //! ```
@@ -17,6 +18,7 @@ pub mod front;
 pub mod index;
 pub mod interp;
 pub mod kernel;
+pub mod loops;
 pub mod lower;
 pub mod reference;
 pub mod schedule;
@@ -27,4 +29,5 @@ pub use dtype::DType;
 pub use front::parse_kernel;
 pub use index::{IOp, Index, SizeId, VarId};
 pub use kernel::*;
-pub use lower::{lower, Program};
+pub use loops::Program;
+pub use lower::lower;

@@ -193,7 +193,7 @@ fn lowering_records_launch_geometry_and_guards() {
         g.grid[0].display(&k.size_names(), &[]).to_string(),
         "ceil(n / 64)"
     );
-    let text = rocmc_ir::lower::Pretty { kernel: &k, gpu: g }.to_string();
+    let text = rocmc_ir::loops::Pretty { kernel: &k, gpu: g }.to_string();
     assert!(text.contains("if (bx * 64) + tx < n:"), "{text}");
     let args: Vec<&str> = g.args.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(args, ["A", "B", "C", "n"]);
@@ -244,7 +244,7 @@ fn vadd_with(extra: &str) -> Kernel {
 
 #[test]
 fn size_bounds_choose_the_addressing_mode() {
-    use rocmc_ir::lower::Addressing;
+    use rocmc_ir::loops::Addressing;
     let mode = |k: &Kernel| lower(k).unwrap().kernels[0].addressing;
     // n ≤ 2^31 - 1 f32 elements: the index fits 32 bits, the byte offset does not.
     assert_eq!(mode(&vadd_with("")), Addressing::Index32);
@@ -535,8 +535,8 @@ schedule = ["bind(r, blockIdx.x)", "jo, ji = split(j, 32)", "bind(ji, threadIdx.
 }
 
 /// Removes every barrier of a lowered kernel.
-fn without_barriers(body: Vec<rocmc_ir::lower::Stmt>) -> Vec<rocmc_ir::lower::Stmt> {
-    use rocmc_ir::lower::Stmt;
+fn without_barriers(body: Vec<rocmc_ir::loops::Stmt>) -> Vec<rocmc_ir::loops::Stmt> {
+    use rocmc_ir::loops::Stmt;
     body.into_iter()
         .filter(|s| !matches!(s, Stmt::Barrier))
         .map(|s| s.map_bodies(&mut without_barriers))
@@ -599,7 +599,7 @@ shape = ["R", "R"]
 
 #[test]
 fn a_barrier_under_a_thread_guard_is_reported() {
-    use rocmc_ir::lower::Stmt;
+    use rocmc_ir::loops::Stmt;
     use rocmc_ir::schedule::Guard;
     let (_, k) = example("transpose");
     let mut prog = lower(&k).unwrap();

@@ -14,7 +14,7 @@ use inkwell::targets::{
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::IntValue;
 use inkwell::{AddressSpace, OptimizationLevel};
-use rocmc_ir::lower::{Access, ArgKind, GpuKernel};
+use rocmc_ir::loops::{Access, ArgKind, GpuKernel};
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn};
 use std::collections::HashMap;

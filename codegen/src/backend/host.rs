@@ -23,7 +23,7 @@ use inkwell::targets::{
 use inkwell::types::{ArrayType, BasicType, BasicTypeEnum};
 use inkwell::values::{IntValue, PointerValue};
 use inkwell::{AddressSpace, OptimizationLevel};
-use rocmc_ir::lower::{ArgKind, GpuKernel, Local, Stmt};
+use rocmc_ir::loops::{ArgKind, GpuKernel, Local, Stmt};
 use rocmc_ir::schedule::{GpuAxis, Guard};
 use rocmc_ir::{DType, Kernel, MathFn, Program, VarId};
 use std::collections::HashMap;

@@ -21,7 +21,7 @@ use inkwell::targets::TargetMachine;
 use inkwell::types::ArrayType;
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
-use rocmc_ir::lower::{GpuKernel, Local};
+use rocmc_ir::loops::{GpuKernel, Local};
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn, TensorId};
 use std::collections::HashMap;

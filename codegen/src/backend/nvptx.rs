@@ -17,7 +17,7 @@ use inkwell::targets::{
 };
 use inkwell::values::IntValue;
 use inkwell::OptimizationLevel;
-use rocmc_ir::lower::GpuKernel;
+use rocmc_ir::loops::GpuKernel;
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn};
 use rocmc_target::NvidiaTarget;

@@ -12,22 +12,34 @@
 //! producer that binds none). The consumer's loads of the producer read
 //! that array, and barriers separate the writes from the reads.
 
+use super::region::{
+    divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads, scope_of,
+};
 use super::{
-    divergence_check, infer_region, insert_fill, lower_stage_in, region_offsets, scope_of,
-    visit_stmts, Addressing, Local, Stmt, MAX_ACCUMULATORS, MAX_LDS,
+    lower_stage_in, Addressing, Local, Lowering, PartBound, Stmt, MAX_ACCUMULATORS, MAX_LDS,
 };
 use crate::diag::Diagnostic;
-use crate::index::{Index, VarId};
-use crate::kernel::{Expr, ExprKind, Kernel, StageId, TensorId};
-use crate::schedule::{GpuAxis, Guard, LoopKind, LoopNest, LoopVar, Name, StepKind};
+use crate::index::{Index, SizeId, VarId};
+use crate::kernel::{Expr, ExprKind, Kernel, SizeVar, StageId, TensorId};
+use crate::loops::visit::{fold_stmt, map_values, walk, Fold};
+use crate::schedule::{GpuAxis, LoopKind, LoopNest, LoopVar, Name, StepKind};
 use std::collections::HashMap;
 
-/// Placeholders for the part's origin along each output axis (tensors have
-/// at most 4 dimensions), far above any real variable.
-const ORIGIN: u32 = u32::MAX - 8;
-
-pub(super) fn origin_var(d: usize) -> VarId {
-    VarId(ORIGIN + d as u32)
+/// Pass `compute_at`: places each producer computed at one of this
+/// kernel's loops, latest first.
+pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    for p in attached(l.k, l.sid) {
+        let mut host = Host {
+            nest: &l.nest,
+            block: l.g.block,
+            vars: &mut l.g.vars,
+            locals: &mut l.g.locals,
+            shared: &mut l.g.shared,
+            addressing: &mut l.g.addressing,
+        };
+        l.g.body = attach(l.k, p, std::mem::take(&mut l.g.body), &mut host)?;
+    }
+    Ok(())
 }
 
 /// Checks the compute_at steps against the list of stages.
@@ -191,12 +203,12 @@ pub(super) fn attach(
     } else {
         Vec::new()
     };
-    visit_stmts(&scope, &mut |s| {
+    walk(&scope, &mut |s| {
         if let Stmt::Loop { var, .. } = s {
             varying.push(*var);
         }
     });
-    let reads = super::loads_of(&scope, ps.output);
+    let reads = loads_of(&scope, ps.output);
     if reads.is_empty() {
         return Err(err(format!(
             "nothing inside loop `{}` of `{}` reads `{}`",
@@ -218,14 +230,19 @@ pub(super) fn attach(
         &err,
     )?;
 
-    let k2 = over_part(k, p, &region.size);
+    let (k2, origins) = over_part(k, p, &region.size);
     // Points of the part beyond the tensor are not computed (their inputs
     // may not exist); the consumer reads them only for results it never stores.
-    let bounds: Vec<(usize, Index)> = (0..ps.axes.len())
+    let bounds: Vec<PartBound> = (0..ps.axes.len())
         .filter(|d| !within(&region.base[*d], region.size[*d], &t.shape[*d], nest))
-        .map(|d| (d, t.shape[d].clone()))
+        .map(|d| PartBound {
+            axis: d,
+            origin: Index::Size(origins[d]),
+            extent: t.shape[d].clone(),
+        })
         .collect();
-    let gp = lower_stage_in(&k2, p, &bounds)?;
+    // Verified and cleaned of barriers as part of the consumer.
+    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()))?;
     if cooperative && gp.block != host.block {
         let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
         return Err(err(format!(
@@ -291,9 +308,11 @@ pub(super) fn attach(
             map.insert(*var, to);
         }
     }
-    for (d, b) in region.base.iter().enumerate() {
-        map.insert(origin_var(d), b.clone());
-    }
+    let origin_map: HashMap<SizeId, Index> = origins
+        .iter()
+        .copied()
+        .zip(region.base.iter().cloned())
+        .collect();
     host.vars.extend(gp.vars.iter().map(|v| LoopVar {
         name: format!("{}.{}", ps.name, v.name),
         ..v.clone()
@@ -327,8 +346,9 @@ pub(super) fn attach(
         .into_iter()
         .filter(|s| !matches!(s, Stmt::Bind { .. }))
         .collect();
-    let cx = Renumber {
+    let mut cx = Renumber {
         map: &map,
+        origins: &origin_map,
         var_map: &var_map,
         dl,
         ds,
@@ -337,7 +357,7 @@ pub(super) fn attach(
         cooperative,
         flat: &flat,
     };
-    let fill = cx.stmts(fill);
+    let fill: Vec<Stmt> = fill.into_iter().map(|s| cx.stmt(s)).collect();
 
     let (tensor, dtype, lo) = (ps.output, t.dtype, region.lo.clone());
     let read = move |ix: &[Index]| {
@@ -349,27 +369,43 @@ pub(super) fn attach(
         };
         Expr { kind, dtype }
     };
-    let rewrite = |e: &Expr| super::replace_loads(e, tensor, &read);
+    let rewrite = |e: &Expr| replace_loads(e, tensor, &read);
     Ok(insert_fill(
         body,
         at,
         top,
         fill,
-        &|inner| super::map_stmt_exprs(inner, &rewrite),
+        &|inner| map_values(inner, &rewrite),
         cooperative,
     ))
 }
 
 /// The kernel with producer `p` alone over a part: its axes get the part's
-/// constant extents, and every use of an output axis is shifted by the
-/// part's origin (the placeholders of [`origin_var`]).
-fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> Kernel {
+/// constant extents, and every use of output axis `d` is shifted by the
+/// part's origin there, a size the part's kernel gains (`Y.origin0` ...;
+/// its ids are returned), replaced by the consumer's expression when the
+/// part is merged.
+fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
     let mut k2 = k.clone();
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let out = k.tensor(k.stage(p).output);
+    let origins: Vec<SizeId> = (0..out.shape.len())
+        .map(|d| {
+            let id = SizeId(k2.sizes.len() as u32);
+            k2.sizes.push(SizeVar {
+                name: format!("{}.origin{d}", k.stage(p).name),
+                // An origin lies inside the tensor.
+                max: u64::try_from(out.shape[d].max_value(&size_max, &[])).unwrap_or(u64::MAX),
+                span: k.stage(p).span,
+            });
+            id
+        })
+        .collect();
     let st = &mut k2.stages[p.0 as usize];
     let shift: HashMap<VarId, Index> = (0..st.axes.len())
         .map(|d| {
             let v = VarId(d as u32);
-            (v, Index::Var(v) + Index::Var(origin_var(d)))
+            (v, Index::Var(v) + Index::Size(origins[d]))
         })
         .collect();
     for (a, n) in st.axes.iter_mut().zip(size) {
@@ -379,7 +415,7 @@ fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> Kernel {
     if let Some(r) = &mut st.reduce {
         r.body = r.body.map_indices(&|ix| ix.subst(&shift));
     }
-    k2
+    (k2, origins)
 }
 
 /// The consumer's live loop that compute_at names, or an error listing them.
@@ -426,8 +462,10 @@ fn within(base: &Index, size: i64, extent: &Index, nest: &LoopNest) -> bool {
 /// Renumbers a lowered producer's statements into its consumer's kernel.
 struct Renumber<'a> {
     /// Producer variables → consumer expressions (fresh variables, thread
-    /// loops, the part's origin).
+    /// loops).
     map: &'a HashMap<VarId, Index>,
+    /// The part's origin sizes → where the part starts in the consumer.
+    origins: &'a HashMap<SizeId, Index>,
     /// Producer loop variables → their fresh numbers.
     var_map: &'a HashMap<VarId, VarId>,
     dl: u32,
@@ -439,35 +477,32 @@ struct Renumber<'a> {
 }
 
 impl Renumber<'_> {
-    fn index(&self, i: &Index) -> Index {
-        i.subst(self.map)
+    fn ix(&self, i: &Index) -> Index {
+        i.subst(self.map).subst_sizes(self.origins)
+    }
+}
+
+impl Fold for Renumber<'_> {
+    fn index(&mut self, i: Index) -> Index {
+        self.ix(&i)
     }
 
-    fn guards(&self, gs: Vec<Guard>) -> Vec<Guard> {
-        gs.into_iter()
-            .map(|g| Guard {
-                value: self.index(&g.value),
-                extent: self.index(&g.extent),
-            })
-            .collect()
-    }
-
-    fn expr(&self, e: &Expr) -> Expr {
+    fn expr(&mut self, e: Expr) -> Expr {
         e.rewrite(&|x: &Expr| {
             let kind = match &x.kind {
                 ExprKind::Local { local, index } => ExprKind::Local {
                     local: local + self.dl,
-                    index: self.index(index),
+                    index: self.ix(index),
                 },
                 ExprKind::Shared { shared, index } => ExprKind::Shared {
                     shared: shared + self.ds,
-                    index: self.index(index),
+                    index: self.ix(index),
                 },
                 ExprKind::Load { tensor, indices } => ExprKind::Load {
                     tensor: *tensor,
-                    indices: indices.iter().map(|i| self.index(i)).collect(),
+                    indices: indices.iter().map(|i| self.ix(i)).collect(),
                 },
-                ExprKind::Index(i) => ExprKind::Index(self.index(i)),
+                ExprKind::Index(i) => ExprKind::Index(self.ix(i)),
                 _ => return None,
             };
             Some(Expr {
@@ -477,11 +512,20 @@ impl Renumber<'_> {
         })
     }
 
-    fn stmts(&self, body: Vec<Stmt>) -> Vec<Stmt> {
-        body.into_iter().map(|s| self.stmt(s)).collect()
+    fn var(&mut self, v: VarId) -> VarId {
+        // Bindings are dropped before renumbering; loops get fresh numbers.
+        self.var_map[&v]
     }
 
-    fn stmt(&self, s: Stmt) -> Stmt {
+    fn local(&mut self, l: u32) -> u32 {
+        l + self.dl
+    }
+
+    fn shared(&mut self, s: u32) -> u32 {
+        s + self.ds
+    }
+
+    fn stmt(&mut self, s: Stmt) -> Stmt {
         match s {
             Stmt::Store {
                 tensor,
@@ -489,8 +533,8 @@ impl Renumber<'_> {
                 value,
             } if tensor == self.output => {
                 // Indices of the producer's own stores are offsets in the part.
-                let index = (self.flat)(&indices.iter().map(|i| self.index(i)).collect::<Vec<_>>());
-                let value = self.expr(&value);
+                let index = (self.flat)(&indices.iter().map(|i| self.ix(i)).collect::<Vec<_>>());
+                let value = self.expr(value);
                 if self.cooperative {
                     Stmt::SharedStore {
                         shared: self.part,
@@ -505,54 +549,7 @@ impl Renumber<'_> {
                     }
                 }
             }
-            Stmt::Store {
-                tensor,
-                indices,
-                value,
-            } => Stmt::Store {
-                tensor,
-                indices: indices.iter().map(|i| self.index(i)).collect(),
-                value: self.expr(&value),
-            },
-            Stmt::LocalStore {
-                local,
-                index,
-                value,
-            } => Stmt::LocalStore {
-                local: local + self.dl,
-                index: self.index(&index),
-                value: self.expr(&value),
-            },
-            Stmt::SharedStore {
-                shared,
-                index,
-                value,
-            } => Stmt::SharedStore {
-                shared: shared + self.ds,
-                index: self.index(&index),
-                value: self.expr(&value),
-            },
-            Stmt::Loop {
-                var,
-                extent,
-                unroll,
-                body,
-            } => Stmt::Loop {
-                var: self.var_map[&var],
-                extent: self.index(&extent),
-                unroll,
-                body: self.stmts(body),
-            },
-            Stmt::If { guards, body } => Stmt::If {
-                guards: self.guards(guards),
-                body: self.stmts(body),
-            },
-            Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
-                guards: self.guards(guards),
-                fast: self.stmts(fast),
-                slow: self.stmts(slow),
-            },
-            Stmt::Bind { .. } | Stmt::Barrier => s,
+            other => fold_stmt(self, other),
         }
     }
 }

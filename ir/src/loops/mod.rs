@@ -1,0 +1,185 @@
+//! The loop IR: what lowering produces and every back end (LLVM codegen,
+//! the host JIT, the interpreter's loop-IR mode) consumes.
+//!
+//! It is explicit about everything a back end must not guess: which
+//! variables come from `blockIdx`/`threadIdx`, which loops remain (and
+//! whether they are unrolled), where guards sit, the launch geometry, and
+//! the kernel's argument list in order: the buffers the stage touches (in
+//! tensor order), then every size (`i32`), then every parameter.
+//!
+//! Expressions are the tensor IR's [`Expr`](crate::kernel::Expr); which of
+//! its variants may appear here (register and LDS reads, not the
+//! `Reduced` placeholder) is enforced by [`verify`], run after every
+//! lowering pass in debug builds and tests. Rewriters go through the one
+//! exhaustive traversal in [`visit`], so a new statement kind fails to
+//! compile until each of them says what it does with it.
+
+use crate::index::{Index, SizeId, VarId};
+use crate::kernel::{Expr, ParamId, StageId, TensorId};
+use crate::schedule::{GpuAxis, Guard, LoopVar};
+
+mod print;
+pub mod verify;
+pub mod visit;
+
+pub use print::Pretty;
+pub use verify::{verify, VerifyError};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub kernels: Vec<GpuKernel>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgKind {
+    Buffer { tensor: TensorId, access: Access },
+    Size(SizeId),
+    Param(ParamId),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelArg {
+    pub name: String,
+    pub kind: ArgKind,
+}
+
+/// How a kernel forms addresses. Chosen from the sizes' upper bounds
+/// (`[kernel] max`, else `i32::MAX`) so that no index arithmetic overflows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Addressing {
+    /// Every tensor is under 4 GiB: byte offsets are formed in 32 bits and
+    /// zero-extended (the scalar base + 32-bit vector offset mode).
+    Offset32,
+    /// Element indices stay below 2^31 but byte offsets may not: the index is
+    /// formed in 32 bits, the byte offset in 64.
+    Index32,
+    /// Element indices may reach 2^31 or more: flattening is done in 64 bits.
+    Index64,
+}
+
+/// One GPU kernel: a stage with its launch geometry and loop body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuKernel {
+    /// Symbol name: the kernel's name, or `kernel_stage` when there are several stages.
+    pub name: String,
+    pub stage: StageId,
+    pub args: Vec<KernelArg>,
+    /// Work-group size (threads in x, y, z); a constant.
+    pub block: [u32; 3],
+    /// Work-groups in x, y, z; expressions of sizes.
+    pub grid: [Index; 3],
+    pub vars: Vec<LoopVar>,
+    pub body: Vec<Stmt>,
+    pub addressing: Addressing,
+    /// Per-thread arrays (reduction accumulators), indexed by [`ExprKind::Local`].
+    pub locals: Vec<Local>,
+    /// LDS arrays shared by the work-group, indexed by [`ExprKind::Shared`].
+    pub shared: Vec<Local>,
+}
+
+/// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
+/// in registers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Local {
+    pub name: String,
+    pub dtype: crate::DType,
+    pub len: u32,
+    /// The step that asked for it (a cache, a compute_at, a thread-bound
+    /// reduction loop), for messages about its size.
+    pub span: crate::Span,
+}
+
+impl Local {
+    /// Bytes it occupies, rounded up to 4 as LLVM aligns LDS arrays.
+    pub fn bytes(&self) -> u64 {
+        (self.len as u64 * self.dtype.size() as u64).next_multiple_of(4)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `var` is the value of a hardware index.
+    Bind { var: VarId, axis: GpuAxis },
+    Loop {
+        var: VarId,
+        extent: Index,
+        unroll: bool,
+        body: Vec<Stmt>,
+    },
+    /// Runs `body` when every guard holds.
+    If { guards: Vec<Guard>, body: Vec<Stmt> },
+    Store {
+        tensor: TensorId,
+        indices: Vec<Index>,
+        value: Expr,
+    },
+    /// Runs `fast` when every guard holds, else `slow` (a vectorized loop:
+    /// the fast path has no per-lane guards).
+    Unswitch {
+        guards: Vec<Guard>,
+        fast: Vec<Stmt>,
+        slow: Vec<Stmt>,
+    },
+    /// `shared[shared][index] = value`, in the work-group's LDS.
+    SharedStore {
+        shared: u32,
+        index: Index,
+        value: Expr,
+    },
+    /// Every thread of the work-group waits here, and LDS writes before it
+    /// are visible to reads after it.
+    Barrier,
+    /// `locals[local][index] = value`
+    LocalStore {
+        local: u32,
+        index: Index,
+        value: Expr,
+    },
+}
+
+impl Stmt {
+    /// Rebuilds the statement with `f` applied to each statement list it
+    /// holds (a loop's or an `If`'s body, both sides of an unswitch).
+    pub fn map_bodies(self, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Stmt {
+        match self {
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body,
+            } => Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: f(body),
+            },
+            Stmt::If { guards, body } => Stmt::If {
+                guards,
+                body: f(body),
+            },
+            Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
+                guards,
+                fast: f(fast),
+                slow: f(slow),
+            },
+            // Listed, not `_`: a new statement kind with a body must be handled.
+            s @ (Stmt::Bind { .. }
+            | Stmt::Store { .. }
+            | Stmt::SharedStore { .. }
+            | Stmt::Barrier
+            | Stmt::LocalStore { .. }) => s,
+        }
+    }
+}
+
+impl GpuKernel {
+    pub fn threads(&self) -> u32 {
+        self.block.iter().product()
+    }
+}

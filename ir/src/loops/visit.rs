@@ -1,0 +1,256 @@
+//! The one traversal of loop-IR statements. Every match on [`Stmt`] here
+//! lists each variant (no `_` arm), so adding a statement kind fails to
+//! compile until the traversal says what it holds; every rewriter in
+//! lowering is a [`Fold`] or uses [`walk`], and so inherits that.
+
+use super::Stmt;
+use crate::index::{Index, VarId};
+use crate::kernel::Expr;
+use crate::schedule::Guard;
+
+impl Stmt {
+    /// The value the statement stores, if it stores one.
+    pub fn value(&self) -> Option<&Expr> {
+        match self {
+            Stmt::Store { value, .. }
+            | Stmt::LocalStore { value, .. }
+            | Stmt::SharedStore { value, .. } => Some(value),
+            Stmt::Bind { .. }
+            | Stmt::Loop { .. }
+            | Stmt::If { .. }
+            | Stmt::Unswitch { .. }
+            | Stmt::Barrier => None,
+        }
+    }
+
+    /// The statement lists it holds (a loop's or an `If`'s body, both sides
+    /// of an unswitch).
+    pub fn bodies(&self) -> Vec<&[Stmt]> {
+        match self {
+            Stmt::Loop { body, .. } | Stmt::If { body, .. } => vec![body],
+            Stmt::Unswitch { fast, slow, .. } => vec![fast, slow],
+            Stmt::Bind { .. }
+            | Stmt::Store { .. }
+            | Stmt::SharedStore { .. }
+            | Stmt::Barrier
+            | Stmt::LocalStore { .. } => Vec::new(),
+        }
+    }
+}
+
+/// Calls `f` on every statement of `body`, outer before inner, in order.
+pub fn walk(body: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+    for s in body {
+        f(s);
+        for b in s.bodies() {
+            walk(b, f);
+        }
+    }
+}
+
+/// A rewriter of loop IR. Each hook defaults to leaving its part alone;
+/// [`fold_stmt`] applies them to every part of every statement.
+pub trait Fold {
+    /// An index expression: a guard's sides, a loop extent, store indices.
+    fn index(&mut self, i: Index) -> Index {
+        i
+    }
+    /// A stored value.
+    fn expr(&mut self, e: Expr) -> Expr {
+        e
+    }
+    /// A variable a loop or binding defines.
+    fn var(&mut self, v: VarId) -> VarId {
+        v
+    }
+    /// A register array's number.
+    fn local(&mut self, l: u32) -> u32 {
+        l
+    }
+    /// An LDS array's number.
+    fn shared(&mut self, s: u32) -> u32 {
+        s
+    }
+    /// A whole statement; override to replace statements (the default
+    /// rewrites its parts).
+    fn stmt(&mut self, s: Stmt) -> Stmt
+    where
+        Self: Sized,
+    {
+        fold_stmt(self, s)
+    }
+}
+
+/// `body` with [`Fold::stmt`] applied to each statement.
+pub fn fold_body<F: Fold>(f: &mut F, body: Vec<Stmt>) -> Vec<Stmt> {
+    body.into_iter().map(|s| f.stmt(s)).collect()
+}
+
+fn fold_guards<F: Fold>(f: &mut F, gs: Vec<Guard>) -> Vec<Guard> {
+    gs.into_iter()
+        .map(|g| Guard {
+            value: f.index(g.value),
+            extent: f.index(g.extent),
+        })
+        .collect()
+}
+
+/// `s` with every part rewritten by `f`'s hooks, nested statements through
+/// [`Fold::stmt`].
+pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
+    match s {
+        Stmt::Bind { var, axis } => Stmt::Bind {
+            var: f.var(var),
+            axis,
+        },
+        Stmt::Loop {
+            var,
+            extent,
+            unroll,
+            body,
+        } => Stmt::Loop {
+            var: f.var(var),
+            extent: f.index(extent),
+            unroll,
+            body: fold_body(f, body),
+        },
+        Stmt::If { guards, body } => Stmt::If {
+            guards: fold_guards(f, guards),
+            body: fold_body(f, body),
+        },
+        Stmt::Store {
+            tensor,
+            indices,
+            value,
+        } => Stmt::Store {
+            tensor,
+            indices: indices.into_iter().map(|i| f.index(i)).collect(),
+            value: f.expr(value),
+        },
+        Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
+            guards: fold_guards(f, guards),
+            fast: fold_body(f, fast),
+            slow: fold_body(f, slow),
+        },
+        Stmt::SharedStore {
+            shared,
+            index,
+            value,
+        } => Stmt::SharedStore {
+            shared: f.shared(shared),
+            index: f.index(index),
+            value: f.expr(value),
+        },
+        Stmt::Barrier => Stmt::Barrier,
+        Stmt::LocalStore {
+            local,
+            index,
+            value,
+        } => Stmt::LocalStore {
+            local: f.local(local),
+            index: f.index(index),
+            value: f.expr(value),
+        },
+    }
+}
+
+/// A [`Fold`] from two closures: index expressions (guards, extents, store
+/// indices) and stored values.
+pub struct MapParts<FI, FE> {
+    pub index: FI,
+    pub expr: FE,
+}
+
+impl<FI: FnMut(&Index) -> Index, FE: FnMut(&Expr) -> Expr> Fold for MapParts<FI, FE> {
+    fn index(&mut self, i: Index) -> Index {
+        (self.index)(&i)
+    }
+    fn expr(&mut self, e: Expr) -> Expr {
+        (self.expr)(&e)
+    }
+}
+
+/// Rewrites statements: index expressions with `fi`, stored values with `fe`.
+pub fn map_stmts(
+    body: Vec<Stmt>,
+    fi: impl FnMut(&Index) -> Index,
+    fe: impl FnMut(&Expr) -> Expr,
+) -> Vec<Stmt> {
+    fold_body(
+        &mut MapParts {
+            index: fi,
+            expr: fe,
+        },
+        body,
+    )
+}
+
+/// Rewrites every index expression in statements (guards, extents,
+/// indices, and those inside stored values).
+pub fn map_indices(body: Vec<Stmt>, f: &impl Fn(&Index) -> Index) -> Vec<Stmt> {
+    map_stmts(body, f, |e: &Expr| e.map_indices(f))
+}
+
+/// Rewrites every stored value.
+pub fn map_values(body: Vec<Stmt>, f: impl FnMut(&Expr) -> Expr) -> Vec<Stmt> {
+    map_stmts(body, |i: &Index| i.clone(), f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ExprKind;
+    use crate::DType;
+
+    fn store(i: i64) -> Stmt {
+        Stmt::LocalStore {
+            local: 0,
+            index: Index::c(i),
+            value: Expr {
+                kind: ExprKind::Int(i),
+                dtype: DType::I32,
+            },
+        }
+    }
+
+    #[test]
+    fn every_nested_statement_is_rewritten() {
+        // One of each statement holding others: a fold that misses one
+        // (as `map_stmts` once skipped `Unswitch`) leaves a 1 behind.
+        let body = vec![Stmt::Loop {
+            var: VarId(0),
+            extent: Index::c(4),
+            unroll: false,
+            body: vec![
+                Stmt::If {
+                    guards: vec![Guard {
+                        value: Index::c(1),
+                        extent: Index::c(2),
+                    }],
+                    body: vec![store(1)],
+                },
+                Stmt::Unswitch {
+                    guards: vec![],
+                    fast: vec![store(1)],
+                    slow: vec![store(1), Stmt::Barrier],
+                },
+            ],
+        }];
+        let out = map_indices(body, &|i: &Index| match i {
+            Index::Const(1) => Index::c(7),
+            other => other.clone(),
+        });
+        let mut ones = 0;
+        let mut stores = 0;
+        walk(&out, &mut |s| {
+            if let Stmt::LocalStore { index, .. } = s {
+                stores += 1;
+                ones += (*index == Index::c(1)) as u32;
+            }
+            if let Stmt::If { guards, .. } = s {
+                assert_eq!(guards[0].value, Index::c(7));
+            }
+        });
+        assert_eq!((stores, ones), (3, 0));
+    }
+}

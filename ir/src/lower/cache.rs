@@ -1,0 +1,349 @@
+//! Pass `caches`: each cache_read/cache_write of the schedule stages a
+//! tile in LDS (shared by the work-group) or registers (per thread) at the
+//! loop it names, and rewrites the accesses it serves.
+
+use super::nest::clamp_into;
+use super::region::{
+    at_loop, divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads,
+    scope_of, Region,
+};
+use super::{Local, Lowering, Stmt, MAX_ACCUMULATORS, MAX_LDS};
+use crate::diag::Diagnostic;
+use crate::index::{Index, VarId};
+use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
+use crate::loops::visit::{map_indices, map_values, walk};
+use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
+
+pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    for c in &l.nest.caches {
+        l.g.body = stage_cache(
+            l.k,
+            &l.nest,
+            c,
+            std::mem::take(&mut l.g.body),
+            l.g.block,
+            &l.tid,
+            &mut l.g.vars,
+            &mut l.g.shared,
+            &mut l.g.locals,
+        )?;
+    }
+    Ok(())
+}
+
+/// Applies one cache_read to a lowered body: finds the staging point,
+/// infers the tile every thread and inner iteration reads, copies it into
+/// LDS cooperatively and rewrites the reads.
+#[allow(clippy::too_many_arguments)]
+fn stage_cache(
+    k: &Kernel,
+    nest: &schedule::LoopNest,
+    c: &schedule::Cache,
+    body: Vec<Stmt>,
+    block: [u32; 3],
+    tid: &Index,
+    vars: &mut Vec<LoopVar>,
+    shared: &mut Vec<Local>,
+    locals: &mut Vec<Local>,
+) -> Result<Vec<Stmt>, Diagnostic> {
+    let t = k.tensor(c.tensor);
+    let err = |m: String| Diagnostic::new(c.span, m);
+    let at_block = matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Block(_)));
+    if matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Thread(_))) {
+        return Err(err(format!(
+            "`{}` is bound to threads; stage the tile at a serial loop or at a blockIdx loop",
+            nest.var(c.at).name
+        )));
+    }
+    let scope = scope_of(&body, c.at, at_block).ok_or_else(|| {
+        err(format!(
+            "loop `{}` is not in the kernel's body",
+            nest.var(c.at).name
+        ))
+    })?;
+    if !c.kind.local() && !at_block {
+        divergence_check(&body, c.at, vars, &err)?;
+    }
+    // A shared tile serves every thread of the work-group; a local one only its own.
+    let mut varying: Vec<VarId> = if c.kind.local() {
+        Vec::new()
+    } else {
+        nest.order
+            .iter()
+            .copied()
+            .filter(|v| matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+            .collect()
+    };
+    walk(&scope, &mut |s| {
+        if let Stmt::Loop { var, .. } = s {
+            varying.push(*var);
+        }
+    });
+    let loads = if c.kind.write() {
+        let mut stores = Vec::new();
+        walk(&scope, &mut |s| match s {
+            Stmt::Store {
+                tensor, indices, ..
+            } if *tensor == c.tensor => stores.push(indices.clone()),
+            _ => {}
+        });
+        stores
+    } else {
+        loads_of(&scope, c.tensor)
+    };
+    if loads.is_empty() {
+        return Err(err(format!(
+            "nothing inside `{}` {} `{}`",
+            nest.var(c.at).name,
+            if c.kind.write() { "writes" } else { "reads" },
+            t.name
+        )));
+    }
+    let Region { base, lo, size } = infer_region(
+        &t.name,
+        t.shape.len(),
+        &loads,
+        &varying,
+        vars,
+        &nest.var(c.at).name,
+        &err,
+    )?;
+    let n = size.len();
+    let mut padded = size.clone();
+    padded[n - 1] = padded[n - 1].saturating_add(c.pad);
+    // Saturating: a product beyond i64 is refused by the size limits below.
+    let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
+    let lds_len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
+    let id = if c.kind.local() {
+        if lds_len > MAX_ACCUMULATORS {
+            return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
+        }
+        locals.push(Local {
+            name: c.name.clone(),
+            dtype: t.dtype,
+            len: lds_len as u32,
+            span: c.span,
+        });
+        locals.len() as u32 - 1
+    } else {
+        let used: i64 = shared.iter().map(|s| s.bytes() as i64).sum();
+        if used.saturating_add(lds_len.saturating_mul(t.dtype.size() as i64)) > MAX_LDS {
+            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU", t.name, lds_len.saturating_mul(t.dtype.size() as i64))).hint("use smaller tiles"));
+        }
+        shared.push(Local {
+            name: c.name.clone(),
+            dtype: t.dtype,
+            len: lds_len as u32,
+            span: c.span,
+        });
+        shared.len() as u32 - 1
+    };
+    let flat = |o: &[Index]| {
+        o.iter()
+            .zip(&padded)
+            .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
+    };
+
+    // The cooperative copy: element e of the tile goes to thread e % threads;
+    // a register tile is copied by its own thread.
+    let threads: i64 = if c.kind.local() {
+        1
+    } else {
+        block.iter().map(|b| *b as i64).product()
+    };
+    let tid = if c.kind.local() {
+        Index::c(0)
+    } else {
+        tid.clone()
+    };
+    let iters = (elems + threads - 1) / threads;
+    vars.push(LoopVar {
+        name: format!("{}_copy", c.name),
+        reduce: false,
+        extent: Index::c(iters),
+        kind: LoopKind::Serial,
+        span: c.span,
+    });
+    let it = VarId(vars.len() as u32 - 1);
+    let e = Index::Var(it) * Index::c(threads) + tid;
+    let mut stride = elems;
+    let mut offs = Vec::new();
+    let mut global = Vec::new();
+    for d in 0..n {
+        stride /= size[d];
+        let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
+        // Reads are clamped: parts of the tile beyond the tensor feed only
+        // results that are never stored. Writes are guarded instead.
+        global.push(if c.kind.write() {
+            base[d].clone() + o.clone()
+        } else {
+            clamp_into(k, base[d].clone() + o.clone(), &t.shape[d])
+        });
+        offs.push(o);
+    }
+    let in_bounds: Vec<Guard> = global
+        .iter()
+        .zip(&t.shape)
+        .map(|(g, ext)| Guard {
+            value: g.clone(),
+            extent: ext.clone(),
+        })
+        .collect();
+    let store = if c.kind.write() {
+        // The tile back to memory, skipping what lies beyond the tensor (never written).
+        let kind = if c.kind.local() {
+            ExprKind::Local {
+                local: id,
+                index: flat(&offs),
+            }
+        } else {
+            ExprKind::Shared {
+                shared: id,
+                index: flat(&offs),
+            }
+        };
+        let tile = Expr {
+            kind,
+            dtype: t.dtype,
+        };
+        Stmt::If {
+            guards: in_bounds,
+            body: vec![Stmt::Store {
+                tensor: c.tensor,
+                indices: global,
+                value: tile,
+            }],
+        }
+    } else {
+        let loaded = Expr {
+            kind: ExprKind::Load {
+                tensor: c.tensor,
+                indices: global,
+            },
+            dtype: t.dtype,
+        };
+        if c.kind.local() {
+            Stmt::LocalStore {
+                local: id,
+                index: flat(&offs),
+                value: loaded,
+            }
+        } else {
+            Stmt::SharedStore {
+                shared: id,
+                index: flat(&offs),
+                value: loaded,
+            }
+        }
+    };
+    // No guard when the threads divide the tile; no loop for a single pass.
+    let guarded = if elems % threads == 0 {
+        vec![store]
+    } else {
+        vec![Stmt::If {
+            guards: vec![Guard {
+                value: e,
+                extent: Index::c(elems),
+            }],
+            body: vec![store],
+        }]
+    };
+    let copy = if iters == 1 {
+        let zero = std::collections::HashMap::from([(it, Index::c(0))]);
+        map_indices(guarded, &|ix| ix.subst(&zero))
+    } else {
+        vec![Stmt::Loop {
+            var: it,
+            extent: Index::c(iters),
+            // A register tile needs constant indices: unrolled.
+            unroll: iters <= 8 || c.kind.local(),
+            body: guarded,
+        }]
+    };
+    let (tensor, dtype, local) = (c.tensor, t.dtype, c.kind.local());
+    // Offset in the tile of an access of the tensor (read or written).
+    let offsets = |ix: &[Index]| -> Index { flat(&region_offsets(ix, &varying, &lo)) };
+    let rewrite = |ex: &Expr| {
+        replace_loads(ex, tensor, &|ix: &[Index]| {
+            let kind = if local {
+                ExprKind::Local {
+                    local: id,
+                    index: offsets(ix),
+                }
+            } else {
+                ExprKind::Shared {
+                    shared: id,
+                    index: offsets(ix),
+                }
+            };
+            Expr { kind, dtype }
+        })
+    };
+    fn redirect(
+        body: Vec<Stmt>,
+        tensor: TensorId,
+        id: u32,
+        local: bool,
+        offsets: &dyn Fn(&[Index]) -> Index,
+    ) -> Vec<Stmt> {
+        body.into_iter()
+            .map(|s| match s {
+                Stmt::Store {
+                    tensor: t,
+                    indices,
+                    value,
+                } if t == tensor && local => Stmt::LocalStore {
+                    local: id,
+                    index: offsets(&indices),
+                    value,
+                },
+                Stmt::Store {
+                    tensor: t,
+                    indices,
+                    value,
+                } if t == tensor => Stmt::SharedStore {
+                    shared: id,
+                    index: offsets(&indices),
+                    value,
+                },
+                other => other.map_bodies(&mut |b| redirect(b, tensor, id, local, offsets)),
+            })
+            .collect()
+    }
+    if c.kind.write() {
+        // A register tile is copied out by its own thread: no barriers.
+        let finish = |inner: Vec<Stmt>| {
+            let mut v = redirect(inner, tensor, id, local, &offsets);
+            if !local {
+                v.push(Stmt::Barrier);
+            }
+            v.extend(copy.clone());
+            v
+        };
+        if at_block {
+            let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
+                .into_iter()
+                .partition(|s| matches!(s, Stmt::Bind { .. }));
+            let mut out = binds;
+            out.extend(finish(rest));
+            return Ok(out);
+        }
+        let mut wrap = |inner: Vec<Stmt>| {
+            let mut v = finish(inner);
+            // The next iteration writes the tile only after it has been copied out.
+            if !local {
+                v.push(Stmt::Barrier);
+            }
+            v
+        };
+        return Ok(at_loop(body, c.at, &mut wrap));
+    }
+    Ok(insert_fill(
+        body,
+        c.at,
+        at_block,
+        copy,
+        &|inner| map_values(inner, &rewrite),
+        !local,
+    ))
+}

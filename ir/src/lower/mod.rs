@@ -1,0 +1,221 @@
+//! Lowering: scheduled stages → loop IR ([`crate::loops`]), one GPU kernel
+//! per stage (a stage with `compute_inline()` is substituted into its
+//! readers; one with `compute_at` is lowered inside its consumer's kernel).
+//!
+//! A kernel is built by the passes of [`PASSES`], in order, each in its own
+//! module; in debug builds and tests the loop-IR verifier runs after each
+//! and names the pass that broke an invariant. Barrier placement
+//! ([`barriers`]) runs last, on whole kernels only (a compute_at part is
+//! verified and cleaned as part of its consumer).
+
+use crate::diag::{Diagnostic, KernelError};
+use crate::index::Index;
+use crate::kernel::{Expr, Kernel, StageId, TensorId, TensorKind};
+use crate::loops::verify;
+use crate::loops::visit::walk;
+use crate::schedule::{self, Guard, LoopNest};
+
+pub use crate::loops::{
+    Access, Addressing, ArgKind, GpuKernel, KernelArg, Local, Pretty, Program, Stmt,
+};
+
+mod addressing;
+pub mod barriers;
+mod cache;
+mod compute_at;
+mod nest;
+mod region;
+mod vectorize;
+
+/// A lowering pass: extends or rewrites the kernel being built.
+type PassFn = fn(&mut Lowering) -> Result<(), Diagnostic>;
+
+/// The passes that build a kernel from its stage, in order.
+pub(crate) const PASSES: [(&str, PassFn); 5] = [
+    // Bindings, launch geometry, loops, guards, the store or the reduction.
+    ("nest", nest::run),
+    // Tiles staged in LDS or registers by cache_read / cache_write.
+    ("caches", cache::run),
+    // Producers placed at one of this kernel's loops.
+    ("compute_at", compute_at::run),
+    // Vectorized loops become unswitched guard-free lanes.
+    ("vectorize", vectorize::run),
+    // Argument list and address arithmetic width.
+    ("addressing", addressing::run),
+];
+
+/// What the passes share: the kernel being built and what the schedule
+/// decided for its stage.
+pub(crate) struct Lowering<'k> {
+    k: &'k Kernel,
+    sid: StageId,
+    nest: LoopNest,
+    g: GpuKernel,
+    /// Linear thread index within the work-group (x fastest); set by `nest`.
+    tid: Index,
+}
+
+/// Lowers every stage of a checked kernel. Inlined stages produce no kernel.
+/// Stages computed at another stage's loop are lowered inside that stage's kernel.
+pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
+    compute_at::check(k)?;
+    let kernels: Vec<GpuKernel> = (0..k.stages.len())
+        .filter(|s| !k.stages[*s].is_internal())
+        .map(|s| lower_stage(k, StageId(s as u32)))
+        .collect::<Result<_, _>>()?;
+    // What compute_at computes lives only where it was placed.
+    for g in &kernels {
+        let mut stray = None;
+        walk(&g.body, &mut |s| {
+            if let Some(e) = s.value() {
+                e.visit_loads(&mut |t, _| {
+                    if let TensorKind::Stage(p) = k.tensor(t).kind {
+                        if k.stage(p).compute_at().is_some() {
+                            stray.get_or_insert(p);
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(p) = stray {
+            let ps = k.stage(p);
+            let (consumer, at, span) = ps.compute_at().expect("checked");
+            let readers: Vec<&str> = k
+                .stages
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| {
+                    let mut reads = false;
+                    let sid = StageId(*i as u32);
+                    let mut f = |t: TensorId, _: &[Index]| reads |= t == ps.output;
+                    inline_producers(k, sid, &s.value).visit_loads(&mut f);
+                    if let Some(r) = &s.reduce {
+                        inline_producers(k, sid, &r.body).visit_loads(&mut f);
+                    }
+                    reads && !s.is_inlined()
+                })
+                .map(|(_, s)| s.name.as_str())
+                .collect();
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "`{}` is computed only inside loop `{}` of `{}`, but is also read outside it",
+                    ps.name, at.name, consumer.name
+                ),
+            )
+            .hint(format!(
+                "compute it at a loop that encloses every stage reading it ({}), or compute those stages at `{}` too",
+                readers.join(", "),
+                consumer.name
+            )));
+        }
+    }
+    Ok(Program { kernels })
+}
+
+/// [`lower`] with errors rendered against the kernel file.
+pub fn lower_file(k: &Kernel, file: &str, source: &str) -> Result<Program, KernelError> {
+    lower(k).map_err(|d| KernelError {
+        file: file.into(),
+        source: source.into(),
+        diagnostics: vec![d],
+    })
+}
+
+/// `e`, an expression of stage `sid`, with every inlined producer
+/// substituted, latest first so that producers of producers are substituted too.
+pub fn inline_producers(k: &Kernel, sid: StageId, e: &Expr) -> Expr {
+    let mut e = e.clone();
+    for st in k.stages[..sid.0 as usize]
+        .iter()
+        .rev()
+        .filter(|s| s.is_inlined())
+    {
+        e = st.inline_into(&e);
+    }
+    e
+}
+
+/// Lowers one kernel-producing stage through [`PASSES`] and the barrier
+/// pass, verifying after each in debug builds (tests included).
+fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
+    let check = |g: &GpuKernel, pass| -> Result<(), Diagnostic> {
+        if cfg!(debug_assertions) {
+            verify::verify(k, g, pass)
+                .map_err(|e| Diagnostic::new(k.stage(sid).span, e.to_string()))?;
+        }
+        Ok(())
+    };
+    let mut g = lower_stage_in(k, sid, &[], &check)?;
+    g.body = barriers::remove_redundant(std::mem::take(&mut g.body));
+    check(&g, "barriers")?;
+    Ok(g)
+}
+
+/// A bound on one output axis of a compute_at part: the axis value plus
+/// the part's origin must stay below the extent.
+pub(crate) struct PartBound {
+    pub axis: usize,
+    pub origin: Index,
+    pub extent: Index,
+}
+
+/// Runs [`PASSES`] over stage `sid`, calling `check` after each.
+fn lower_stage_in(
+    k: &Kernel,
+    sid: StageId,
+    bounds: &[PartBound],
+    check: &dyn Fn(&GpuKernel, &'static str) -> Result<(), Diagnostic>,
+) -> Result<GpuKernel, Diagnostic> {
+    let stage = k.stage(sid);
+    // Applied once, when the kernel was checked; compute_at producers
+    // (whose part extents depend on the consumer) are applied here.
+    let mut nest = match &stage.nest {
+        Some(n) => n.clone(),
+        None => schedule::apply(k, stage)?,
+    };
+    for b in bounds {
+        nest.guards.push(Guard {
+            value: nest.axis_values[b.axis].clone() + b.origin.clone(),
+            extent: b.extent.clone(),
+        });
+    }
+    let kernels = k.stages.iter().filter(|s| !s.is_internal()).count();
+    let name = if kernels == 1 {
+        k.name.clone()
+    } else {
+        format!("{}_{}", k.name, stage.name)
+    };
+    let g = GpuKernel {
+        name,
+        stage: sid,
+        args: Vec::new(),
+        block: [1; 3],
+        grid: [Index::c(1), Index::c(1), Index::c(1)],
+        vars: nest.vars.clone(),
+        body: Vec::new(),
+        addressing: Addressing::Offset32,
+        locals: Vec::new(),
+        shared: Vec::new(),
+    };
+    let mut l = Lowering {
+        k,
+        sid,
+        nest,
+        g,
+        tid: Index::c(0),
+    };
+    for (name, pass) in PASSES {
+        pass(&mut l)?;
+        check(&l.g, name)?;
+    }
+    Ok(l.g)
+}
+
+/// Accumulators a thread may keep; more would not fit in registers.
+const MAX_ACCUMULATORS: i64 = 1024;
+
+/// LDS a work-group may use on the AMDGPU with the most (gfx1250). Each
+/// target's own limit (32 KiB on gfx6, 64 KiB on most, 160 KiB on gfx950)
+/// is checked when compiling for it.
+const MAX_LDS: i64 = rocmc_target::hardware::MAX_LDS_PER_WORKGROUP as i64;

@@ -1,0 +1,456 @@
+//! Pass `nest`: the stage's loop nest as statements. Bound loops become
+//! bindings and the launch geometry; the remaining loops wrap either the
+//! store of the stage's value or its reduction, serial (per-thread
+//! accumulators) or cooperative (threads combine partial results through
+//! LDS in a tree).
+
+use super::{inline_producers, Local, Lowering, Stmt, MAX_ACCUMULATORS};
+use crate::diag::Diagnostic;
+use crate::index::{IOp, Index, VarId};
+use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
+use crate::schedule::{self, GpuAxis, Guard, LoopKind};
+
+pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    let (k, sid, nest) = (l.k, l.sid, &l.nest);
+    let stage = k.stage(sid);
+    let value = inline_producers(k, sid, &stage.value);
+    let reduce_body = stage
+        .reduce
+        .as_ref()
+        .map(|r| inline_producers(k, sid, &r.body));
+
+    let mut block = [1u32; 3];
+    let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
+    let mut body = Vec::new();
+    let mut loops = Vec::new();
+    for v in &nest.order {
+        let lv = nest.var(*v);
+        match lv.kind {
+            LoopKind::Bound(axis @ GpuAxis::Thread(d)) => {
+                // Thread extents were checked constant and within limits by the schedule.
+                block[d.index()] = lv.extent.as_const().unwrap_or(1) as u32;
+                body.push(Stmt::Bind { var: *v, axis });
+            }
+            LoopKind::Bound(axis @ GpuAxis::Block(d)) => {
+                grid[d.index()] = lv.extent.clone();
+                body.push(Stmt::Bind { var: *v, axis });
+            }
+            LoopKind::Serial | LoopKind::Unrolled | LoopKind::Vectorized => loops.push(*v),
+        }
+    }
+
+    let subst: std::collections::HashMap<VarId, Index> = nest
+        .axis_values
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (VarId(i as u32), e.clone()))
+        .collect();
+    let indices: Vec<Index> = (0..stage.axes.len())
+        .map(|i| subst[&VarId(i as u32)].clone())
+        .collect();
+    let value = value.map_indices(&|ix| ix.subst(&subst));
+    let all_guards: Vec<&Guard> = nest.guards.iter().collect();
+    let rbody = reduce_body
+        .as_ref()
+        .map(|b| b.map_indices(&|ix| ix.subst(&subst)));
+    // Linear thread index within the work-group (x fastest).
+    let thread_var = |d: usize| {
+        nest.order.iter().copied().find(|v| {
+            nest.var(*v).kind
+                == LoopKind::Bound(GpuAxis::Thread(
+                    [schedule::Dim::X, schedule::Dim::Y, schedule::Dim::Z][d],
+                ))
+        })
+    };
+    let mut tid = Index::c(0);
+    for d in (0..3).rev() {
+        tid = tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
+    }
+    // Tensors read from LDS or registers: staged by cache_read, or computed
+    // by compute_at (here or in an enclosing kernel, whose part covers every
+    // point read). Their reads are rewritten, not clamped.
+    let mut cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
+    cached.extend(
+        k.stages
+            .iter()
+            .filter(|s| s.compute_at().is_some())
+            .map(|s| s.output),
+    );
+    let mut locals = Vec::new();
+    let mut shared = Vec::new();
+    match &stage.reduce {
+        None => body.extend(build(
+            nest,
+            &loops,
+            &all_guards,
+            vec![Stmt::Store {
+                tensor: stage.output,
+                indices,
+                value,
+            }],
+        )),
+        Some(red)
+            if nest.order.iter().any(|v| {
+                nest.var(*v).reduce
+                    && matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+            }) =>
+        {
+            // A cooperative reduction: each thread reduces its share serially,
+            // then the threads bound to the reduction loop combine their
+            // partial results through LDS in a tree, with barriers between
+            // steps. Barriers are never under a guard: every thread reaches them.
+            let tr = *nest
+                .order
+                .iter()
+                .find(|v| {
+                    nest.var(**v).reduce
+                        && matches!(nest.var(**v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+                })
+                .expect("found above");
+            let LoopKind::Bound(GpuAxis::Thread(dim)) = nest.var(tr).kind else {
+                unreachable!("a thread-bound loop")
+            };
+            let t_count = nest.var(tr).extent.as_const().unwrap_or(1);
+            let r0 = loops
+                .iter()
+                .position(|v| nest.var(*v).reduce)
+                .unwrap_or(loops.len());
+            let (outer, inner) = loops.split_at(r0);
+            if let Some(v) = inner.iter().find(|v| !nest.var(**v).reduce) {
+                return Err(Diagnostic::new(
+                    nest.var(*v).span,
+                    format!(
+                        "loop `{}` runs inside the reduction loops of a cooperative reduction",
+                        nest.var(*v).name
+                    ),
+                )
+                .hint("move output loops outside the reduction loops with reorder"));
+            }
+            // The stride of the reduction's dimension in the linear thread index.
+            let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
+            let rbody = rbody.clone().expect("a reduction has a body");
+            let t = rbody.dtype;
+            locals.push(Local {
+                name: format!("{}_acc", stage.name),
+                dtype: t,
+                len: 1,
+                span: stage.span,
+            });
+            shared.push(Local {
+                name: format!("{}_lds", stage.name),
+                dtype: t,
+                len: block.iter().product(),
+                span: nest.var(tr).span,
+            });
+            let acc = Expr {
+                kind: ExprKind::Local {
+                    local: 0,
+                    index: Index::c(0),
+                },
+                dtype: t,
+            };
+            let lds = |ix: Index| Expr {
+                kind: ExprKind::Shared {
+                    shared: 0,
+                    index: ix,
+                },
+                dtype: t,
+            };
+            let combine = |a: Expr, b: Expr| Expr {
+                kind: ExprKind::Binary(red.op.combine(), Box::new(a), Box::new(b)),
+                dtype: t,
+            };
+            let spatial: Vec<Guard> = nest
+                .guards
+                .iter()
+                .filter(|g| {
+                    !nest
+                        .vars
+                        .iter()
+                        .enumerate()
+                        .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+                })
+                .cloned()
+                .collect();
+            let mut leaf = vec![Stmt::LocalStore {
+                local: 0,
+                index: Index::c(0),
+                value: red.op.identity(t),
+            }];
+            let update = Stmt::LocalStore {
+                local: 0,
+                index: Index::c(0),
+                value: combine(acc.clone(), rbody),
+            };
+            // With tiles staged inside the reduction, the barriers there must
+            // be reached by every thread: out-of-range outputs accumulate from
+            // clamped loads (never stored) instead of skipping the loops.
+            if cached.is_empty() || spatial.is_empty() {
+                leaf.extend(build(nest, inner, &all_guards, vec![update]));
+            } else {
+                let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+                    .map(VarId)
+                    .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
+                    .collect();
+                let reduction_guards: Vec<&Guard> = nest
+                    .guards
+                    .iter()
+                    .filter(|g| !spatial.contains(g))
+                    .collect();
+                leaf.extend(build(
+                    nest,
+                    inner,
+                    &reduction_guards,
+                    vec![clamp_loads(k, update, &guarded, &cached)],
+                ));
+            }
+            leaf.push(Stmt::SharedStore {
+                shared: 0,
+                index: tid.clone(),
+                value: acc,
+            });
+            leaf.push(Stmt::Barrier);
+            let mut step = (t_count as u64).next_power_of_two() as i64 / 2;
+            while step >= 1 {
+                let guards = vec![
+                    Guard {
+                        value: Index::Var(tr),
+                        extent: Index::c(step),
+                    },
+                    Guard {
+                        value: Index::Var(tr) + Index::c(step),
+                        extent: Index::c(t_count),
+                    },
+                ];
+                let partner = tid.clone() + Index::c(step * stride);
+                leaf.push(Stmt::If {
+                    guards,
+                    body: vec![Stmt::SharedStore {
+                        shared: 0,
+                        index: tid.clone(),
+                        value: combine(lds(tid.clone()), lds(partner)),
+                    }],
+                });
+                leaf.push(Stmt::Barrier);
+                step /= 2;
+            }
+            let mut guards = vec![Guard {
+                value: Index::Var(tr),
+                extent: Index::c(1),
+            }];
+            guards.extend(spatial);
+            leaf.push(Stmt::If {
+                guards,
+                body: vec![Stmt::Store {
+                    tensor: stage.output,
+                    indices,
+                    value: value.replace_reduced(&lds(tid.clone())),
+                }],
+            });
+            body.extend(build(nest, outer, &[], leaf));
+        }
+        Some(red) => {
+            // Loops from the first reduction loop inward accumulate; the
+            // output loops among them index a per-thread accumulator array.
+            let r0 = loops
+                .iter()
+                .position(|v| nest.var(*v).reduce)
+                .unwrap_or(loops.len());
+            let (outer, inner) = loops.split_at(r0);
+            let acc_loops: Vec<VarId> = inner
+                .iter()
+                .copied()
+                .filter(|v| !nest.var(*v).reduce)
+                .collect();
+            let mut len: i64 = 1;
+            let mut acc_index = Index::c(0);
+            for v in &acc_loops {
+                let lv = nest.var(*v);
+                let Some(e) = lv.extent.as_const() else {
+                    return Err(Diagnostic::new(lv.span, format!("loop `{}` runs inside a reduction loop but has a symbolic extent", lv.name))
+                        .hint("its iterations each keep an accumulator: split it by a constant factor, or move it outside the reduction loops with reorder"));
+                };
+                len *= e;
+                acc_index = acc_index * Index::c(e) + Index::Var(*v);
+            }
+            if len > MAX_ACCUMULATORS {
+                return Err(Diagnostic::new(stage.span, format!("stage `{}` needs {len} accumulators per thread; at most {MAX_ACCUMULATORS} are allowed", stage.name))
+                    .hint("use smaller factors for the output loops inside the reduction loops"));
+            }
+            let rbody = rbody.clone().expect("a reduction has a body");
+            let t = rbody.dtype;
+            locals.push(Local {
+                name: format!("{}_acc", stage.name),
+                dtype: t,
+                len: len as u32,
+                span: stage.span,
+            });
+            let acc = Expr {
+                kind: ExprKind::Local {
+                    local: 0,
+                    index: acc_index.clone(),
+                },
+                dtype: t,
+            };
+            let spatial: Vec<&Guard> = nest
+                .guards
+                .iter()
+                .filter(|g| {
+                    !nest
+                        .vars
+                        .iter()
+                        .enumerate()
+                        .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+                })
+                .collect();
+            let init = Stmt::LocalStore {
+                local: 0,
+                index: acc_index.clone(),
+                value: red.op.identity(t),
+            };
+            let combined = Expr {
+                kind: ExprKind::Binary(red.op.combine(), Box::new(acc.clone()), Box::new(rbody)),
+                dtype: t,
+            };
+            let update = Stmt::LocalStore {
+                local: 0,
+                index: acc_index,
+                value: combined,
+            };
+            let store = Stmt::Store {
+                tensor: stage.output,
+                indices,
+                value: value.replace_reduced(&acc),
+            };
+            // With several accumulators per thread, the accumulation keeps only
+            // the reduction's guards: out-of-range outputs accumulate values
+            // that are never stored, and loads indexed by guarded loops are
+            // clamped into bounds instead of branched around, so loads shared
+            // by several accumulators (A[i, k] for every j) are loaded once.
+            // With one accumulator, one branch around the reduction is cheaper.
+            let (update, update_guards): (Stmt, Vec<&Guard>) =
+                if (acc_loops.is_empty() && cached.is_empty()) || spatial.is_empty() {
+                    (update, all_guards.clone())
+                } else {
+                    let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+                        .map(VarId)
+                        .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
+                        .collect();
+                    (
+                        clamp_loads(k, update, &guarded, &cached),
+                        nest.guards
+                            .iter()
+                            .filter(|g| !spatial.contains(g))
+                            .collect(),
+                    )
+                };
+            let mut leaf = build(nest, &acc_loops, &[], vec![init]);
+            leaf.extend(build(nest, inner, &update_guards, vec![update]));
+            leaf.extend(build(nest, &acc_loops, &spatial, vec![store]));
+            body.extend(build(nest, outer, &[], leaf));
+        }
+    }
+    l.g.block = block;
+    l.g.grid = grid;
+    l.g.body = body;
+    l.g.locals = locals;
+    l.g.shared = shared;
+    l.tid = tid;
+    Ok(())
+}
+
+/// Wraps `leaf` in `loops` (outermost first); each guard goes just inside
+/// the innermost of these loops it depends on.
+fn build(
+    nest: &schedule::LoopNest,
+    loops: &[VarId],
+    guards: &[&Guard],
+    leaf: Vec<Stmt>,
+) -> Vec<Stmt> {
+    let depth_of = |g: &Guard| {
+        loops
+            .iter()
+            .rposition(|l| g.value.uses_var(*l))
+            .map_or(0, |p| p + 1)
+    };
+    let mut at_depth: Vec<Vec<Guard>> = vec![Vec::new(); loops.len() + 1];
+    for g in guards {
+        at_depth[depth_of(g)].push((*g).clone());
+    }
+    let mut body = leaf;
+    for d in (0..=loops.len()).rev() {
+        let gs = std::mem::take(&mut at_depth[d]);
+        if !gs.is_empty() {
+            body = vec![Stmt::If { guards: gs, body }];
+        }
+        if d > 0 {
+            let v = loops[d - 1];
+            let lv = nest.var(v);
+            body = vec![Stmt::Loop {
+                var: v,
+                extent: lv.extent.clone(),
+                unroll: matches!(lv.kind, LoopKind::Unrolled | LoopKind::Vectorized),
+                body,
+            }];
+        }
+    }
+    body
+}
+
+/// `ix` clamped into `0..=extent-1`: `min(ix, extent - 1)`, and `max(…, 0)`
+/// around it when `ix` can be negative (`n - 1 - i` or `i - 1` for the
+/// padding threads of a partial tile, which run but whose results are never
+/// stored). Loop variables count as unbounded, so only sizes' bounds decide.
+pub(super) fn clamp_into(k: &Kernel, ix: Index, extent: &Index) -> Index {
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let negative = ix.range(&size_max, &[]).0 < 0;
+    let upper = Index::bin(IOp::Min, ix, extent.clone() - Index::c(1));
+    if negative {
+        Index::bin(IOp::Max, upper, Index::c(0))
+    } else {
+        upper
+    }
+}
+
+/// Clamps every load index that depends on one of the `guarded` loop
+/// variables into `0..=extent-1` of its dimension.
+fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
+    let clamp = |e: &Expr| {
+        e.rewrite(&|x: &Expr| match &x.kind {
+            ExprKind::Load { tensor, indices } if !skip.contains(tensor) => {
+                let shape = &k.tensor(*tensor).shape;
+                let indices = indices
+                    .iter()
+                    .zip(shape)
+                    .map(|(ix, ext)| {
+                        if guarded.iter().any(|v| ix.uses_var(*v)) {
+                            clamp_into(k, ix.clone(), ext)
+                        } else {
+                            ix.clone()
+                        }
+                    })
+                    .collect();
+                Some(Expr {
+                    kind: ExprKind::Load {
+                        tensor: *tensor,
+                        indices,
+                    },
+                    dtype: x.dtype,
+                })
+            }
+            _ => None,
+        })
+    };
+    match st {
+        Stmt::LocalStore {
+            local,
+            index,
+            value,
+        } => Stmt::LocalStore {
+            local,
+            index,
+            value: clamp(&value),
+        },
+        other => other,
+    }
+}

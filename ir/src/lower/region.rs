@@ -1,0 +1,301 @@
+//! Where tiles and parts go: the box of a tensor a set of accesses
+//! touches, the statements a loop's tile serves, and inserting a fill
+//! there. Shared by the `caches` and `compute_at` passes.
+
+use super::{Diagnostic, Stmt};
+use crate::index::{IOp, Index, VarId};
+use crate::kernel::{Expr, ExprKind, TensorId};
+use crate::loops::visit::walk;
+use crate::schedule::{GpuAxis, Guard, LoopKind, LoopVar};
+
+/// `e` as Σ coefᵥ·v over the `varying` variables plus a rest free of them;
+/// `None` if a varying variable appears other than with a constant
+/// coefficient (under a division, a minimum, a product of variables...).
+pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(VarId, i64)>, Index)> {
+    let uses = |x: &Index| varying.iter().any(|v| x.uses_var(*v));
+    if !uses(e) {
+        return Some((Vec::new(), e.clone()));
+    }
+    match e {
+        Index::Var(v) => Some((vec![(*v, 1)], Index::c(0))),
+        Index::Bin(IOp::Add, a, b) => {
+            let (mut ca, ra) = split_varying(a, varying)?;
+            let (cb, rb) = split_varying(b, varying)?;
+            ca.extend(cb);
+            Some((ca, ra + rb))
+        }
+        Index::Bin(IOp::Mul, a, b) => {
+            let (x, c) = match (a.as_const(), b.as_const()) {
+                (_, Some(c)) => (a, c),
+                (Some(c), _) => (b, c),
+                _ => return None,
+            };
+            let (cx, rx) = split_varying(x, varying)?;
+            let scaled = cx
+                .into_iter()
+                .map(|(v, k)| k.checked_mul(c).map(|kc| (v, kc)))
+                .collect::<Option<Vec<_>>>()?;
+            Some((scaled, rx * Index::c(c)))
+        }
+        _ => None,
+    }
+}
+
+/// The box of a tensor that a set of accesses touches while the `varying`
+/// loops run: per dimension a base (free of the varying loops; the lowest
+/// constant offset included), that lowest offset, and the extent.
+pub(super) struct Region {
+    pub(super) base: Vec<Index>,
+    pub(super) lo: Vec<i64>,
+    pub(super) size: Vec<i64>,
+}
+
+/// Infers the [`Region`] of `accesses`: each dimension must be affine in the
+/// `varying` loops with non-negative coefficients, the loops must have
+/// constant extents, and every access must share one symbolic base.
+pub(super) fn infer_region(
+    tensor: &str,
+    dims: usize,
+    accesses: &[Vec<Index>],
+    varying: &[VarId],
+    vars: &[LoopVar],
+    at: &str,
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<Region, Diagnostic> {
+    let too_large = || {
+        err(format!(
+            "the part of `{tensor}` accessed inside `{at}` is too large"
+        ))
+    };
+    let (mut base, mut lo, mut size) = (Vec::new(), Vec::new(), Vec::new());
+    for d in 0..dims {
+        let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
+        for l in accesses {
+            let (coefs, rest) = split_varying(&l[d], varying).ok_or_else(|| {
+                err(format!(
+                    "the accesses of `{tensor}` are not affine in the loops inside `{at}` (dimension {d})"
+                ))
+            })?;
+            let (s, off) = peel_const(&rest);
+            match &sym {
+                None => sym = Some(s),
+                Some(x) if *x == s => {}
+                Some(_) => {
+                    return Err(err(format!(
+                        "the accesses of `{tensor}` do not share one tile (dimension {d})"
+                    )))
+                }
+            }
+            let mut hi = off;
+            for (v, coef) in &coefs {
+                let lv = &vars[v.0 as usize];
+                let e = lv.extent.as_const().ok_or_else(|| {
+                    err(format!(
+                        "loop `{}` inside `{at}` has a symbolic extent, so the part of `{tensor}` it touches has no fixed size",
+                        lv.name
+                    ))
+                })?;
+                if *coef < 0 {
+                    return Err(err(format!(
+                        "`{tensor}` is accessed backwards along dimension {d}"
+                    )));
+                }
+                hi = coef
+                    .checked_mul(e - 1)
+                    .and_then(|x| hi.checked_add(x))
+                    .ok_or_else(&too_large)?;
+            }
+            min = min.min(off);
+            max = max.max(hi);
+        }
+        base.push(sym.expect("at least one access") + Index::c(min));
+        lo.push(min);
+        size.push(
+            max.checked_sub(min)
+                .and_then(|x| x.checked_add(1))
+                .ok_or_else(&too_large)?,
+        );
+    }
+    Ok(Region { base, lo, size })
+}
+
+/// Per dimension, the offset of an access inside its [`Region`].
+pub(super) fn region_offsets(ix: &[Index], varying: &[VarId], lo: &[i64]) -> Vec<Index> {
+    ix.iter()
+        .enumerate()
+        .map(|(d, x)| {
+            let (coefs, rest) = split_varying(x, varying).expect("checked by infer_region");
+            coefs
+                .iter()
+                .fold(Index::c(peel_const(&rest).1 - lo[d]), |acc, (v, k)| {
+                    acc + Index::Var(*v) * Index::c(*k)
+                })
+        })
+        .collect()
+}
+
+/// A symbolic part and a constant offset: `s + 3` → (`s`, 3).
+pub(super) fn peel_const(e: &Index) -> (Index, i64) {
+    match e {
+        Index::Const(c) => (Index::c(0), *c),
+        Index::Bin(IOp::Add, a, b) => match (a.as_const(), b.as_const()) {
+            (_, Some(c)) => match peel_const(a) {
+                (s, k) if k.checked_add(c).is_some() => (s, k + c),
+                _ => (e.clone(), 0),
+            },
+            (Some(c), _) => match peel_const(b) {
+                (s, k) if k.checked_add(c).is_some() => (s, k + c),
+                _ => (e.clone(), 0),
+            },
+            _ => (e.clone(), 0),
+        },
+        _ => (e.clone(), 0),
+    }
+}
+
+/// The indices of every load of `tensor` in `body`.
+pub(super) fn loads_of(body: &[Stmt], tensor: TensorId) -> Vec<Vec<Index>> {
+    let mut out = Vec::new();
+    walk(body, &mut |s| {
+        if let Some(e) = s.value() {
+            e.visit_loads(&mut |t, ix| {
+                if t == tensor {
+                    out.push(ix.to_vec());
+                }
+            });
+        }
+    });
+    out
+}
+
+/// Replaces loads of `tensor` by `with(indices)`.
+pub(super) fn replace_loads(e: &Expr, tensor: TensorId, with: &impl Fn(&[Index]) -> Expr) -> Expr {
+    e.rewrite(&|x: &Expr| match &x.kind {
+        ExprKind::Load { tensor: t, indices } if *t == tensor => Some(with(indices)),
+        _ => None,
+    })
+}
+
+/// The statements a tile or part placed at loop `at` serves: that loop's
+/// body, or with `top` (a bound loop) everything after the binds.
+pub(super) fn scope_of(body: &[Stmt], at: VarId, top: bool) -> Option<Vec<Stmt>> {
+    if top {
+        return Some(
+            body.iter()
+                .filter(|s| !matches!(s, Stmt::Bind { .. }))
+                .cloned()
+                .collect(),
+        );
+    }
+    let mut found = None;
+    walk(body, &mut |s| {
+        if let Stmt::Loop { var, body, .. } = s {
+            if *var == at {
+                found = Some(body.clone());
+            }
+        }
+    });
+    found
+}
+
+/// Puts `fill` first in the body of loop `at` (or, with `top`, first after
+/// the binds), applies `rewrite` to what follows it there, and with `sync`
+/// separates the two by a barrier, and one iteration of `at` from the next
+/// by another, so nothing is overwritten while another thread still reads it.
+pub(super) fn insert_fill(
+    body: Vec<Stmt>,
+    at: VarId,
+    top: bool,
+    fill: Vec<Stmt>,
+    rewrite: &dyn Fn(Vec<Stmt>) -> Vec<Stmt>,
+    sync: bool,
+) -> Vec<Stmt> {
+    if top {
+        let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
+            .into_iter()
+            .partition(|s| matches!(s, Stmt::Bind { .. }));
+        let mut out = binds;
+        out.extend(fill);
+        if sync {
+            out.push(Stmt::Barrier);
+        }
+        out.extend(rewrite(rest));
+        return out;
+    }
+    let mut wrap = |inner: Vec<Stmt>| {
+        let mut v = fill.clone();
+        if sync {
+            v.push(Stmt::Barrier);
+        }
+        v.extend(rewrite(inner));
+        if sync {
+            v.push(Stmt::Barrier);
+        }
+        v
+    };
+    at_loop(body, at, &mut wrap)
+}
+
+/// Applies `f` to the body of loop `at`.
+pub(super) fn at_loop(
+    body: Vec<Stmt>,
+    at: VarId,
+    f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>,
+) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Loop { var, .. } if var == at => s.map_bodies(f),
+            other => other.map_bodies(&mut |b| at_loop(b, at, f)),
+        })
+        .collect()
+}
+
+/// Refuses to put barriers inside loop `at` when it runs under a guard that
+/// depends on the thread: threads that skip it would never reach them.
+pub(super) fn divergence_check(
+    body: &[Stmt],
+    at: VarId,
+    vars: &[LoopVar],
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<(), Diagnostic> {
+    let thread_dependent = |g: &Guard| {
+        vars.iter().enumerate().any(|(i, lv)| {
+            matches!(lv.kind, LoopKind::Bound(GpuAxis::Thread(_)))
+                && g.value.uses_var(VarId(i as u32))
+        })
+    };
+    if guards_around(body, at)
+        .unwrap_or_default()
+        .iter()
+        .any(thread_dependent)
+    {
+        return Err(err(format!(
+            "loop `{}` runs only in some threads (under a guard on a thread index), so the work-group cannot synchronise inside it",
+            vars[at.0 as usize].name
+        ))
+        .hint("choose a loop outside the guarded part, or split so that the thread loops divide their extents"));
+    }
+    Ok(())
+}
+
+/// The guards of the `If`s around loop `at`, outermost first.
+pub(super) fn guards_around(body: &[Stmt], at: VarId) -> Option<Vec<Guard>> {
+    for s in body {
+        match s {
+            Stmt::Loop { var, .. } if *var == at => return Some(Vec::new()),
+            Stmt::Loop { body, .. } => {
+                if let Some(g) = guards_around(body, at) {
+                    return Some(g);
+                }
+            }
+            Stmt::If { guards, body } => {
+                if let Some(mut g) = guards_around(body, at) {
+                    g.splice(0..0, guards.iter().cloned());
+                    return Some(g);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
