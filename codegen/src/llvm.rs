@@ -91,6 +91,7 @@ pub fn compile(
     let be: Box<dyn Backend> = match t {
         Target::Amd(t) => Box::new(AmdGpu::new(t)),
         Target::Nvidia(t) => Box::new(Nvptx::new(t)),
+        Target::Cpu(t) => crate::backend::host::cpu_backend(t),
     };
     install_fatal_error_handler();
     let tm = be.target_machine()?;
@@ -107,11 +108,18 @@ pub fn compile(
     for g in &prog.kernels {
         let mut fcx = FnCx::new(&cx, &module, k, g, &*be)?;
         fcx.contract = !req.no_fp_contract;
-        fcx.kernel()?;
+        if let Target::Cpu(_) = t {
+            fcx.host_kernel(!req.no_fp_contract)?;
+        } else {
+            fcx.kernel()?;
+        }
         be.finish_kernel(&cx, &module, fcx.f, g)?;
     }
     if !module_asm.is_empty() {
         module.set_inline_assembly(module_asm);
+    }
+    if let Target::Cpu(_) = t {
+        crate::backend::host::link_cpu_helpers(&cx, &module)?;
     }
     module.verify().map_err(|e| {
         CodegenError::Llvm(format!(

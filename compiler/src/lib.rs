@@ -175,6 +175,10 @@ pub fn target_summary(t: &Target) -> String {
             a.wavefront_size()
         ),
         Target::Nvidia(n) => format!("PTX {}, warp 32", n.ptx_text()),
+        Target::Cpu(_) => format!(
+            "ELF shared object for {}, rocmc's CPU runtime",
+            rocmc_codegen::target::cpu::LLVM_CPU
+        ),
     }
 }
 
@@ -271,7 +275,8 @@ pub fn backend(
     rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();
     let amd = target.vendor() == Vendor::Amd;
-    if !amd && (emit.object || emit.code_object) {
+    let cpu = target.vendor() == Vendor::Cpu;
+    if target.vendor() == Vendor::Nvidia && (emit.object || emit.code_object) {
         return Err(Error::Usage(format!(
             "{target} is an NVIDIA target: rocmc writes PTX for it (the CUDA driver compiles PTX \
              when it loads it), not objects or code objects; ask for `asm`/`ptx`"
@@ -280,12 +285,14 @@ pub fn backend(
     let req = Request {
         llvm_ir: emit.llvm,
         asm: emit.asm,
-        object: amd && (emit.object || emit.code_object),
+        object: (amd || cpu) && (emit.object || emit.code_object),
         no_fp_contract: !opts.fp_contract,
     };
     let module_asm = match target {
         Target::Amd(_) => front.launch.module_asm(),
         Target::Nvidia(_) => front.launch.ptx_comment(),
+        // The same section as in an AMDGPU code object, in the shared object.
+        Target::Cpu(_) => front.launch.module_asm(),
     };
     let out = rocmc_codegen::compile(&front.kernel, &front.program, target, &module_asm, req)
         .map_err(|e| match e {
@@ -298,6 +305,7 @@ pub fn backend(
     let t1 = Instant::now();
     timings.extend(out.timings.iter().copied());
     let code_object = match (&out.object, emit.code_object) {
+        (Some(obj), true) if cpu => Some(rocmc_linker::link_shared_object(obj)?),
         (Some(obj), true) => Some(rocmc_linker::link_code_object(obj)?),
         _ => None,
     };
@@ -354,6 +362,7 @@ pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> Kerne
                 match target.vendor() {
                     Vendor::Amd => "AMDGPU",
                     Vendor::Nvidia => "NVPTX",
+                    Vendor::Cpu => "x86-64",
                 }
             ),
         )
@@ -385,7 +394,7 @@ fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
                     g.name,
                     target.shared_memory_name(),
                     match target.vendor() {
-                        Vendor::Amd => "work-group",
+                        Vendor::Amd | Vendor::Cpu => "work-group",
                         Vendor::Nvidia => "block",
                     }
                 ),

@@ -17,4 +17,4 @@ mod lld;
 pub mod ptxas;
 
 #[cfg(feature = "lld")]
-pub use lld::{link_code_object, run_lld, LinkError};
+pub use lld::{link_code_object, link_shared_object, run_lld, LinkError};

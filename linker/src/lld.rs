@@ -82,3 +82,29 @@ pub fn link_code_object(object: &[u8]) -> Result<Vec<u8>, LinkError> {
     run_lld(&["-shared", "--threads=1", "--no-undefined", "-o", &o, &i])?;
     Ok(std::fs::read(&output)?)
 }
+
+/// Links one x86-64 relocatable object (a `--mcpu x86-64` build) into an
+/// ELF shared object that rocmc's CPU runtime loads. The only symbols it
+/// may leave undefined are libm's, which every process that can run Rust
+/// (the runtime) has loaded.
+pub fn link_shared_object(object: &[u8]) -> Result<Vec<u8>, LinkError> {
+    let dir = tempfile::Builder::new().prefix("rocmc-link").tempdir()?;
+    let input = dir.path().join("kernel.o");
+    let output = dir.path().join("kernel.so");
+    std::fs::write(&input, object)?;
+    let (i, o) = (input.to_string_lossy(), output.to_string_lossy());
+    run_lld(&[
+        "-shared",
+        "--threads=1",
+        "--hash-style=gnu",
+        "-z",
+        "noexecstack",
+        "-z",
+        "now",
+        "--build-id=none",
+        "-o",
+        &o,
+        &i,
+    ])?;
+    Ok(std::fs::read(&output)?)
+}

@@ -10,6 +10,7 @@
 //! the LLVM that rocmc links.
 
 pub mod amdgpu;
+pub mod cpu;
 pub mod hardware;
 pub mod nvptx;
 
@@ -17,6 +18,7 @@ pub use amdgpu::{
     AmdTarget, FeatureMode, ProcessorInfo, TargetError, TargetId, CODE_OBJECT_VERSIONS,
     DEFAULT_CODE_OBJECT_VERSION,
 };
+pub use cpu::CpuTarget;
 pub use nvptx::NvidiaTarget;
 
 use std::fmt;
@@ -26,6 +28,8 @@ use std::fmt;
 pub enum Vendor {
     Amd,
     Nvidia,
+    /// The host CPU (x86-64), through rocmc's CPU runtime.
+    Cpu,
 }
 
 impl fmt::Display for Vendor {
@@ -33,6 +37,7 @@ impl fmt::Display for Vendor {
         f.write_str(match self {
             Vendor::Amd => "AMD",
             Vendor::Nvidia => "NVIDIA",
+            Vendor::Cpu => "CPU",
         })
     }
 }
@@ -47,6 +52,8 @@ pub enum Target {
     Amd(AmdTarget),
     /// An NVIDIA `sm_NN` processor with its PTX ISA version.
     Nvidia(NvidiaTarget),
+    /// The host CPU: shared objects for rocmc's CPU runtime.
+    Cpu(CpuTarget),
 }
 
 impl Target {
@@ -59,6 +66,14 @@ impl Target {
         wave_size: Option<u32>,
         code_object_version: u32,
     ) -> Result<Target, TargetError> {
+        if let Some(t) = CpuTarget::parse(s) {
+            if let Some(w) = wave_size {
+                return Err(TargetError::Unsupported(format!(
+                    "{t}: CPU targets have no waves; --wave-size {w} applies to AMD targets"
+                )));
+            }
+            return Ok(Target::Cpu(t));
+        }
         if nvptx::is_nvidia_name(s) {
             let t = NvidiaTarget::parse(s).ok_or_else(|| TargetError::UnknownNvidiaProcessor {
                 near: amdgpu::nearest_of(
@@ -89,6 +104,7 @@ impl Target {
         match self {
             Target::Amd(_) => Vendor::Amd,
             Target::Nvidia(_) => Vendor::Nvidia,
+            Target::Cpu(_) => Vendor::Cpu,
         }
     }
 
@@ -96,7 +112,7 @@ impl Target {
     pub fn amd(&self) -> Option<&AmdTarget> {
         match self {
             Target::Amd(t) => Some(t),
-            Target::Nvidia(_) => None,
+            Target::Nvidia(_) | Target::Cpu(_) => None,
         }
     }
 
@@ -104,7 +120,7 @@ impl Target {
     pub fn nvidia(&self) -> Option<&NvidiaTarget> {
         match self {
             Target::Nvidia(t) => Some(t),
-            Target::Amd(_) => None,
+            Target::Amd(_) | Target::Cpu(_) => None,
         }
     }
 
@@ -113,6 +129,7 @@ impl Target {
         match self {
             Target::Amd(t) => &t.id.processor,
             Target::Nvidia(t) => &t.processor,
+            Target::Cpu(t) => &t.arch,
         }
     }
 
@@ -121,6 +138,7 @@ impl Target {
         match self {
             Target::Amd(t) => t.hardware().lds_per_workgroup,
             Target::Nvidia(_) => nvptx::SHARED_PER_BLOCK,
+            Target::Cpu(_) => cpu::SHARED_PER_BLOCK,
         }
     }
 
@@ -128,7 +146,7 @@ impl Target {
     pub fn shared_memory_name(&self) -> &'static str {
         match self {
             Target::Amd(_) => "LDS",
-            Target::Nvidia(_) => "shared memory",
+            Target::Nvidia(_) | Target::Cpu(_) => "shared memory",
         }
     }
 
@@ -137,6 +155,7 @@ impl Target {
         match self {
             Target::Amd(_) => MAX_THREADS_PER_BLOCK,
             Target::Nvidia(_) => nvptx::MAX_THREADS_PER_BLOCK,
+            Target::Cpu(_) => cpu::MAX_THREADS_PER_BLOCK,
         }
     }
 
@@ -145,6 +164,8 @@ impl Target {
         match self {
             Target::Amd(t) => t.wavefront_size(),
             Target::Nvidia(_) => 32,
+            // The threads of a work-group run in lockstep, one at a time.
+            Target::Cpu(_) => 1,
         }
     }
 }
@@ -155,6 +176,7 @@ impl fmt::Display for Target {
         match self {
             Target::Amd(t) => t.id.fmt(f),
             Target::Nvidia(t) => t.fmt(f),
+            Target::Cpu(t) => t.fmt(f),
         }
     }
 }

@@ -22,15 +22,19 @@ use inkwell::targets::{
 };
 use inkwell::types::{ArrayType, BasicType, BasicTypeEnum};
 use inkwell::values::{IntValue, PointerValue};
-use inkwell::{AddressSpace, OptimizationLevel};
+use inkwell::{AddressSpace, IntPredicate, OptimizationLevel};
 use rocmc_ir::loops::{ArgKind, GpuKernel, Local, Stmt};
 use rocmc_ir::schedule::{GpuAxis, Guard};
 use rocmc_ir::{DType, Kernel, MathFn, Program, VarId};
 use std::collections::HashMap;
 use std::sync::Once;
 
-/// `void kernel(ptr buffers_by_tensor_id, ptr i32_sizes, ptr params_8_byte_slots)`
-type HostFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8);
+/// `void kernel(ptr buffers_in_argument_order, ptr i32_sizes,
+/// ptr params_8_byte_slots, i64 first_group, i64 group_count)`: runs the
+/// work-groups `first_group ..` (linear, x fastest), at most `group_count`
+/// of them, stopping at the grid's end. The CPU runtime spreads ranges of
+/// work-groups over threads; the JIT runs them all in one call.
+pub type HostFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8, i64, i64);
 
 fn host_machine() -> R<TargetMachine> {
     static INIT: Once = Once::new();
@@ -59,6 +63,49 @@ fn host_machine() -> R<TargetMachine> {
 /// as such: the lockstep walk below provides them.
 struct Host {
     math: HostMath,
+    /// For `--mcpu x86-64`: a position-independent shared object for a
+    /// portable processor, not JIT code for this machine.
+    aot: Option<rocmc_target::CpuTarget>,
+}
+
+/// The host backend for an ahead-of-time CPU target.
+pub(crate) fn cpu_backend(t: &rocmc_target::CpuTarget) -> Box<dyn Backend> {
+    Box::new(Host {
+        math: HostMath::Native,
+        aot: Some(t.clone()),
+    })
+}
+
+/// Adds the conversion functions of `cpu_helpers.ll` to a CPU module.
+pub(crate) fn link_cpu_helpers<'ctx>(cx: &'ctx Context, m: &Module<'ctx>) -> R<()> {
+    let ir = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+        include_bytes!("cpu_helpers.ll"),
+        "cpu_helpers.ll",
+    );
+    let helpers = cx
+        .create_module_from_ir(ir)
+        .map_err(|e| CodegenError::Llvm(format!("cpu_helpers.ll (a rocmc bug): {e}")))?;
+    helpers.set_triple(&m.get_triple());
+    helpers.set_data_layout(&m.get_data_layout());
+    m.link_in_module(helpers)
+        .map_err(|e| CodegenError::Llvm(format!("linking cpu_helpers.ll (a rocmc bug): {e}")))
+}
+
+fn aot_machine(t: &rocmc_target::CpuTarget) -> R<TargetMachine> {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| LlvmTarget::initialize_x86(&InitializationConfig::default()));
+    let triple = inkwell::targets::TargetTriple::create(t.triple());
+    let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
+    target
+        .create_target_machine(
+            &triple,
+            rocmc_target::cpu::LLVM_CPU,
+            "",
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CodegenError::Llvm(format!("cannot create a target machine for {t}")))
 }
 
 /// Which f32 exp/exp2/log/log2 the host code uses.
@@ -73,6 +120,9 @@ pub enum HostMath {
 
 impl Backend for Host {
     fn triple(&self) -> String {
+        if let Some(t) = &self.aot {
+            return t.triple().to_string();
+        }
         TargetMachine::get_default_triple()
             .as_str()
             .to_string_lossy()
@@ -80,7 +130,10 @@ impl Backend for Host {
     }
 
     fn target_machine(&self) -> R<TargetMachine> {
-        host_machine()
+        match &self.aot {
+            Some(t) => aot_machine(t),
+            None => host_machine(),
+        }
     }
 
     fn declare_kernel<'ctx>(
@@ -94,14 +147,22 @@ impl Backend for Host {
         let ptr = cx.ptr_type(AddressSpace::default());
         let f = m.add_function(
             &g.name,
-            cx.void_type()
-                .fn_type(&[ptr.into(), ptr.into(), ptr.into()], false),
+            cx.void_type().fn_type(
+                &[
+                    ptr.into(),
+                    ptr.into(),
+                    ptr.into(),
+                    cx.i64_type().into(),
+                    cx.i64_type().into(),
+                ],
+                false,
+            ),
             None,
         );
         b.position_at_end(cx.append_basic_block(f, "entry"));
         let arg = |i: u32| {
             f.get_nth_param(i)
-                .expect("three parameters")
+                .expect("five parameters")
                 .into_pointer_value()
         };
         let (bufs_p, sizes_p, params_p) = (arg(0), arg(1), arg(2));
@@ -115,11 +176,13 @@ impl Backend for Host {
             b.build_load(load, p, name).map_err(llvm_err)
         };
         let mut bufs = HashMap::new();
-        for a in &g.args {
-            if let ArgKind::Buffer { tensor, .. } = &a.kind {
-                let v = read(bufs_p, ptr.into(), u64::from(tensor.0), ptr.into(), &a.name)?;
-                bufs.insert(*tensor, v.into_pointer_value());
-            }
+        let buffers = g.args.iter().filter_map(|a| match &a.kind {
+            ArgKind::Buffer { tensor, .. } => Some((*tensor, &a.name)),
+            ArgKind::Size(_) | ArgKind::Param(_) => None,
+        });
+        for (i, (tensor, name)) in buffers.enumerate() {
+            let v = read(bufs_p, ptr.into(), i as u64, ptr.into(), name)?;
+            bufs.insert(tensor, v.into_pointer_value());
         }
         let i32t: BasicTypeEnum = cx.i32_type().into();
         let sizes = (k.sizes.iter().enumerate())
@@ -197,8 +260,9 @@ impl Backend for Host {
 }
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    /// Emits the whole kernel: loops over work-groups around the body.
-    fn host_kernel(&mut self, contract: bool) -> R<()> {
+    /// Emits the whole kernel: a loop over the work-groups of its range
+    /// around the body.
+    pub(crate) fn host_kernel(&mut self, contract: bool) -> R<()> {
         self.contract = contract;
         let grid: Vec<IntValue<'ctx>> = self
             .g
@@ -206,21 +270,78 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .iter()
             .map(|e| self.index(e))
             .collect::<R<_>>()?;
+        let i64t = self.cx.i64_type();
+        let b = &self.b;
+        let wide = |v: IntValue<'ctx>| b.build_int_z_extend(v, i64t, "").map_err(llvm_err);
+        let (gx, gy, gz) = (wide(grid[0])?, wide(grid[1])?, wide(grid[2])?);
+        let gxy = b.build_int_nuw_mul(gx, gy, "").map_err(llvm_err)?;
+        let total = b.build_int_nuw_mul(gxy, gz, "groups").map_err(llvm_err)?;
+        let param = |i: u32| {
+            self.f
+                .get_nth_param(i)
+                .expect("five parameters")
+                .into_int_value()
+        };
+        let (first, count) = (param(3), param(4));
+        // end = first + min(count, total - first), computed without overflow
+        // (count may be i64::MAX: "to the end").
+        let first_ok = b
+            .build_int_compare(IntPredicate::ULT, first, total, "")
+            .map_err(llvm_err)?;
+        let room = b.build_int_sub(total, first, "").map_err(llvm_err)?;
+        let room = b
+            .build_select(first_ok, room, i64t.const_zero(), "")
+            .map_err(llvm_err)?
+            .into_int_value();
+        let less = b
+            .build_int_compare(IntPredicate::ULT, count, room, "")
+            .map_err(llvm_err)?;
+        let n = b
+            .build_select(less, count, room, "n")
+            .map_err(llvm_err)?
+            .into_int_value();
         let whole = self.locals.clone();
-        self.counted_loop(grid[2], "bz", |me, bz| {
-            me.counted_loop(grid[1], "by", |me, by| {
-                me.counted_loop(grid[0], "bx", |me, bx| {
-                    let mut st = Lockstep {
-                        block: [bx, by, bz],
-                        threads: Vec::new(),
-                        guards: Vec::new(),
-                        negated: Vec::new(),
-                        whole: whole.clone(),
-                    };
-                    me.host_body(&me.g.body.clone(), &mut st)
-                })
-            })
-        })?;
+        let pre = b.get_insert_block().expect("positioned");
+        let header = self.cx.append_basic_block(self.f, "groups");
+        let inner = self.cx.append_basic_block(self.f, "group");
+        let exit = self.cx.append_basic_block(self.f, "done");
+        b.build_unconditional_branch(header).map_err(llvm_err)?;
+        b.position_at_end(header);
+        let phi = b.build_phi(i64t, "i").map_err(llvm_err)?;
+        let i = phi.as_basic_value().into_int_value();
+        let go = b
+            .build_int_compare(IntPredicate::ULT, i, n, "")
+            .map_err(llvm_err)?;
+        b.build_conditional_branch(go, inner, exit)
+            .map_err(llvm_err)?;
+        b.position_at_end(inner);
+        let g = b.build_int_nuw_add(first, i, "").map_err(llvm_err)?;
+        let narrow = |v: IntValue<'ctx>| {
+            b.build_int_truncate(v, self.cx.i32_type(), "")
+                .map_err(llvm_err)
+        };
+        let bx = narrow(b.build_int_unsigned_rem(g, gx, "").map_err(llvm_err)?)?;
+        let rest = b.build_int_unsigned_div(g, gx, "").map_err(llvm_err)?;
+        let by = narrow(b.build_int_unsigned_rem(rest, gy, "").map_err(llvm_err)?)?;
+        let bz = narrow(b.build_int_unsigned_div(g, gxy, "").map_err(llvm_err)?)?;
+        let mut st = Lockstep {
+            block: [bx, by, bz],
+            threads: Vec::new(),
+            guards: Vec::new(),
+            negated: Vec::new(),
+            whole,
+        };
+        self.host_body(&self.g.body.clone(), &mut st)?;
+        let latch = self.b.get_insert_block().expect("positioned");
+        let next = self
+            .b
+            .build_int_nuw_add(i, i64t.const_int(1, false), "")
+            .map_err(llvm_err)?;
+        self.b
+            .build_unconditional_branch(header)
+            .map_err(llvm_err)?;
+        phi.add_incoming(&[(&i64t.const_zero(), pre), (&next, latch)]);
+        self.b.position_at_end(exit);
         self.b.build_return(None).map_err(llvm_err)?;
         Ok(())
     }
@@ -465,7 +586,7 @@ pub fn run_on_host_with(
     fp_contract: bool,
     math: HostMath,
 ) -> Result<(), CodegenError> {
-    let host = Host { math };
+    let host = Host { math, aot: None };
     if sizes.len() != k.sizes.len()
         || params.len() != 8 * k.params.len()
         || buffers.len() != k.tensors.len()
@@ -531,10 +652,18 @@ pub fn run_on_host_with(
     for g in &prog.kernels {
         // SAFETY: the function was generated above with exactly the HostFn signature.
         let f: JitFunction<HostFn> = unsafe { ee.get_function(&g.name) }.map_err(llvm_err)?;
+        let table: Vec<*mut u8> = g
+            .args
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ArgKind::Buffer { tensor, .. } => Some(ptrs[tensor.0 as usize]),
+                ArgKind::Size(_) | ArgKind::Param(_) => None,
+            })
+            .collect();
         // SAFETY: every buffer the kernel touches has the size its shape implies (checked
         // above), sizes and params have one slot each; the loop IR keeps accesses in bounds,
         // and the guard bands catch the writes of a kernel that does not.
-        unsafe { f.call(ptrs.as_ptr(), sizes.as_ptr(), params.as_ptr()) };
+        unsafe { f.call(table.as_ptr(), sizes.as_ptr(), params.as_ptr(), 0, i64::MAX) };
         for (t, b) in k.tensors.iter().zip(&guarded) {
             let n = b.len() - 2 * GUARD;
             if b[..GUARD]

@@ -45,6 +45,8 @@ enum Kind {
     Obj,
     /// Linked code object that HIP loads (.hsaco)
     Hsaco,
+    /// Shared object that rocmc's CPU runtime loads (.so), for `--mcpu x86-64`
+    So,
 }
 
 impl Kind {
@@ -56,6 +58,7 @@ impl Kind {
             Kind::Ptx => "ptx",
             Kind::Obj => "o",
             Kind::Hsaco => "hsaco",
+            Kind::So => "so",
         }
     }
     fn is_text(self) -> bool {
@@ -210,16 +213,44 @@ fn build(a: BuildArgs) -> Result<(), Error> {
     };
     let targets = rocmc::targets(&opts)?;
     let multi = targets.len() > 1;
-    let nvidia = targets[0].vendor() == rocmc::codegen::Vendor::Nvidia;
-    if targets.iter().any(|t| t.vendor() != targets[0].vendor()) {
+    let vendor = targets[0].vendor();
+    let nvidia = vendor == rocmc::codegen::Vendor::Nvidia;
+    let cpu = vendor == rocmc::codegen::Vendor::Cpu;
+    if targets.iter().any(|t| t.vendor() != vendor) {
         return Err(Error::Usage(format!(
-            "--mcpu {}: AMD and NVIDIA targets cannot share one build (their outputs differ: code \
-             objects and PTX); build once per vendor",
+            "--mcpu {}: AMD, NVIDIA and CPU targets cannot share one build (their outputs differ: \
+             code objects, PTX, shared objects); build once per vendor",
             a.mcpu
         )));
     }
     if kinds.is_empty() {
-        kinds.push(if nvidia { Kind::Ptx } else { Kind::Hsaco });
+        kinds.push(if nvidia {
+            Kind::Ptx
+        } else if cpu {
+            Kind::So
+        } else {
+            Kind::Hsaco
+        });
+    }
+    if let Some(k) = kinds.iter().find(|k| {
+        if cpu {
+            matches!(k, Kind::Hsaco | Kind::Ptx)
+        } else {
+            **k == Kind::So
+        }
+    }) {
+        return Err(Error::Usage(if cpu {
+            format!(
+                "--emit {}: {} is the CPU target; rocmc writes a shared object for it (--emit so)",
+                k.ext(),
+                targets[0]
+            )
+        } else {
+            format!(
+                "--emit so: {} is a GPU target; shared objects are for the CPU target (--mcpu x86-64)",
+                targets[0]
+            )
+        }));
     }
     // For NVIDIA the assembly is the PTX: one output, written as .ptx.
     if nvidia && kinds.contains(&Kind::Asm) {
@@ -232,7 +263,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         if nvidia {
             matches!(k, Kind::Obj | Kind::Hsaco)
         } else {
-            **k == Kind::Ptx
+            **k == Kind::Ptx && !cpu
         }
     }) {
         return Err(Error::Usage(if nvidia {
@@ -259,7 +290,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         llvm: kinds.contains(&Kind::Llvm),
         asm: kinds.contains(&Kind::Asm) || kinds.contains(&Kind::Ptx),
         object: kinds.contains(&Kind::Obj),
-        code_object: kinds.contains(&Kind::Hsaco),
+        code_object: kinds.contains(&Kind::Hsaco) || kinds.contains(&Kind::So),
     };
     let arts = rocmc::compile_for(&file, &source, &targets, &opts, emit)?;
     let first = &arts[0];

@@ -1,0 +1,462 @@
+//! rocmc's CPU runtime: the host CPU as an ahead-of-time device.
+//!
+//! `rocmc build --mcpu x86-64` writes an ELF shared object with one
+//! function per kernel, `void k(ptr buffers, ptr sizes, ptr params, i64
+//! first_group, i64 group_count)`, and rocmc's launch document in a
+//! `.rocmc.launch` section. This crate loads it (no LLVM, nothing to
+//! install), checks every launch against the document exactly as the GPU
+//! runtimes do, and runs the grid's work-groups spread over a pool of OS
+//! threads. The threads of one work-group run in lockstep inside one OS
+//! thread, which honours barriers by construction.
+//!
+//! ```no_run
+//! use rocmc_runtime_cpu::{Cpu, KernelArg};
+//! let dev = Cpu::new();
+//! let module = dev.load(&std::fs::read("vadd.so").unwrap())?;
+//! let vadd = module.kernel("vadd")?;
+//! let a = dev.upload(&[1.0f32; 1000]);
+//! let b = dev.upload(&[2.0f32; 1000]);
+//! let c = dev.alloc::<f32>(1000);
+//! vadd.launch(&[KernelArg::buffer(&a), KernelArg::buffer(&b), KernelArg::buffer(&c), KernelArg::size(1000)])?;
+//! assert_eq!(c.to_vec()[0], 3.0);
+//! # Ok::<(), rocmc_runtime_cpu::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+pub use half::{bf16, f16};
+pub use rocmc_linker::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
+
+use rocmc_linker::launch::{ArgRole, KernelLaunch, LaunchInfo, SECTION};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+/// What can go wrong loading or launching.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The bytes are not a shared object rocmc built for this CPU.
+    #[error("not a rocmc CPU shared object: {0}")]
+    BadModule(String),
+    /// The dynamic loader refused the shared object.
+    #[error("loading the shared object: {0}")]
+    Load(String),
+    /// The module has no kernel of that name.
+    #[error("no kernel `{name}` in the module (it has: {have})")]
+    NoKernel {
+        /// The name asked for.
+        name: String,
+        /// The kernels it has.
+        have: String,
+    },
+    /// A launch that does not match the kernel's launch document.
+    #[error("launch of `{kernel}` refused: {reason}")]
+    BadLaunch {
+        /// The kernel.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Writing the shared object where the loader can read it.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8, i64, i64);
+
+/// The allocations of one device: address → (length in bytes, storage).
+/// Launches accept only buffers registered here, so a forged address in a
+/// [`KernelArg`] is refused instead of being written through.
+#[derive(Default)]
+struct Heap {
+    live: HashMap<u64, usize>,
+}
+
+/// The host CPU as a device.
+#[derive(Clone)]
+pub struct Cpu {
+    heap: Arc<Mutex<Heap>>,
+    threads: usize,
+}
+
+impl Default for Cpu {
+    fn default() -> Self {
+        Cpu::new()
+    }
+}
+
+impl Cpu {
+    /// A device using every hardware thread (`ROCMC_CPU_THREADS` overrides).
+    pub fn new() -> Cpu {
+        let threads = std::env::var("ROCMC_CPU_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n: &usize| *n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Cpu::with_threads(threads)
+    }
+
+    /// A device running work-groups on `threads` OS threads (at least 1).
+    pub fn with_threads(threads: usize) -> Cpu {
+        Cpu {
+            heap: Arc::default(),
+            threads: threads.max(1),
+        }
+    }
+
+    /// OS threads a launch uses.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The target this device runs: `x86-64`.
+    pub fn target(&self) -> rocmc_target::CpuTarget {
+        rocmc_target::CpuTarget::parse("x86-64").expect("a CPU target name")
+    }
+
+    /// A zero-filled buffer of `len` elements.
+    pub fn alloc<T: DeviceScalar>(&self, len: usize) -> CpuBuffer<T> {
+        // u64 storage keeps every element type aligned.
+        let words = (len * std::mem::size_of::<T>()).div_ceil(8).max(1);
+        let mut store = vec![0u64; words].into_boxed_slice();
+        let addr = store.as_mut_ptr() as u64;
+        self.heap
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .live
+            .insert(addr, len * std::mem::size_of::<T>());
+        CpuBuffer {
+            store: std::cell::UnsafeCell::new(store),
+            addr,
+            len,
+            heap: self.heap.clone(),
+            _t: PhantomData,
+        }
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: DeviceScalar>(&self, data: &[T]) -> CpuBuffer<T> {
+        let b = self.alloc::<T>(data.len());
+        b.copy_from_host(data);
+        b
+    }
+
+    /// Loads a shared object built by `rocmc build --mcpu x86-64`.
+    pub fn load(&self, so: &[u8]) -> Result<Module> {
+        let info = read_launch(so)?;
+        if !self.target().runs_here() {
+            return Err(Error::Load(
+                "x86-64 shared objects run only on x86-64 Linux".into(),
+            ));
+        }
+        // The loader reads files: a private one, removed once loaded.
+        let mut file = tempfile::Builder::new()
+            .prefix("rocmc-kernel")
+            .suffix(".so")
+            .tempfile()?;
+        std::io::Write::write_all(&mut file, so)?;
+        let path = file.into_temp_path();
+        // SAFETY: the object is rocmc's (checked above): it has no initialisers and
+        // only calls libm, which this process has loaded.
+        let lib = unsafe {
+            libloading::os::unix::Library::open(
+                Some(&*path),
+                libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+            )
+        }
+        .map_err(|e| Error::Load(e.to_string()))?;
+        drop(path);
+        let mut fns = HashMap::new();
+        for k in &info.kernels {
+            let name = std::ffi::CString::new(k.name.as_str())
+                .map_err(|_| Error::BadModule(format!("kernel name {:?}", k.name)))?;
+            // SAFETY: rocmc's CPU kernels have exactly the KernelFn signature.
+            let f: libloading::os::unix::Symbol<KernelFn> = unsafe { lib.get(name.as_bytes()) }
+                .map_err(|e| Error::BadModule(format!("kernel `{}`: {e}", k.name)))?;
+            fns.insert(k.name.clone(), *f);
+        }
+        Ok(Module {
+            cpu: self.clone(),
+            info,
+            fns,
+            _lib: Arc::new(lib),
+        })
+    }
+}
+
+/// Reads and checks the launch document of a CPU shared object.
+pub fn read_launch(so: &[u8]) -> Result<LaunchInfo> {
+    let elf = goblin::elf::Elf::parse(so).map_err(|e| Error::BadModule(e.to_string()))?;
+    if elf.header.e_type != goblin::elf::header::ET_DYN
+        || elf.header.e_machine != goblin::elf::header::EM_X86_64
+    {
+        return Err(Error::BadModule(
+            "not an x86-64 ELF shared object (built with --mcpu x86-64?)".into(),
+        ));
+    }
+    let sh = elf
+        .section_headers
+        .iter()
+        .find(|s| elf.shdr_strtab.get_at(s.sh_name) == Some(SECTION))
+        .ok_or_else(|| Error::BadModule(format!("no {SECTION} section")))?;
+    let range = sh
+        .file_range()
+        .filter(|r| r.end <= so.len())
+        .ok_or_else(|| Error::BadModule(format!("{SECTION} lies outside the file")))?;
+    LaunchInfo::from_json(&so[range]).map_err(|e| Error::BadModule(format!("{SECTION}: {e}")))
+}
+
+/// A buffer in the CPU device's memory. Its bytes are read and written
+/// (by copies and by kernels) only under the device's heap lock.
+pub struct CpuBuffer<T: DeviceScalar> {
+    store: std::cell::UnsafeCell<Box<[u64]>>,
+    addr: u64,
+    len: usize,
+    heap: Arc<Mutex<Heap>>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: every access to the store goes through the heap lock.
+unsafe impl<T: DeviceScalar> Sync for CpuBuffer<T> {}
+// SAFETY: the store is owned memory; T is a plain scalar.
+unsafe impl<T: DeviceScalar> Send for CpuBuffer<T> {}
+
+impl<T: DeviceScalar> CpuBuffer<T> {
+    /// Length in elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` (at most the buffer's length) into the buffer.
+    pub fn copy_from_host(&self, data: &[T]) {
+        let n = data.len().min(self.len) * std::mem::size_of::<T>();
+        let _heap = self.heap.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the heap lock excludes every other access to the store; both
+        // ranges hold at least n bytes; T is a plain scalar.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr().cast::<u8>(),
+                (*self.store.get()).as_mut_ptr().cast::<u8>(),
+                n,
+            )
+        };
+    }
+
+    /// The buffer's elements.
+    pub fn to_vec(&self) -> Vec<T> {
+        let mut out = vec![T::default(); self.len];
+        let _heap = self.heap.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the heap lock excludes kernels writing the store; it holds
+        // len elements' bytes; T is a plain scalar for which every bit
+        // pattern is a value (the DeviceScalar types).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (*self.store.get()).as_ptr().cast::<u8>(),
+                out.as_mut_ptr().cast::<u8>(),
+                self.len * std::mem::size_of::<T>(),
+            )
+        };
+        out
+    }
+}
+
+impl<T: DeviceScalar> Drop for CpuBuffer<T> {
+    fn drop(&mut self) {
+        self.heap
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .live
+            .remove(&self.addr);
+    }
+}
+
+impl<T: DeviceScalar> DeviceMemory for CpuBuffer<T> {
+    type Elem = T;
+    fn device_address(&self) -> u64 {
+        self.addr
+    }
+    fn elements(&self) -> usize {
+        self.len
+    }
+}
+
+/// A loaded shared object.
+pub struct Module {
+    cpu: Cpu,
+    info: LaunchInfo,
+    fns: HashMap<String, KernelFn>,
+    _lib: Arc<libloading::os::unix::Library>,
+}
+
+impl Module {
+    /// The launch document.
+    pub fn launch_info(&self) -> &LaunchInfo {
+        &self.info
+    }
+
+    /// One of the module's kernels.
+    pub fn kernel(&self, name: &str) -> Result<Kernel<'_>> {
+        let launch = self.info.kernels.iter().find(|k| k.name == name);
+        match (launch, self.fns.get(name)) {
+            (Some(launch), Some(f)) => Ok(Kernel {
+                module: self,
+                launch,
+                f: *f,
+            }),
+            _ => Err(Error::NoKernel {
+                name: name.into(),
+                have: self
+                    .info
+                    .kernels
+                    .iter()
+                    .map(|k| k.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+}
+
+/// A kernel of a loaded module.
+pub struct Kernel<'m> {
+    module: &'m Module,
+    launch: &'m KernelLaunch,
+    f: KernelFn,
+}
+
+/// Raw argument tables, shared by the threads of one launch.
+struct Tables {
+    bufs: Vec<*mut u8>,
+    sizes: Vec<i32>,
+    params: Vec<u8>,
+}
+
+// SAFETY: the tables are only read during the launch; the buffers they point
+// at are device memory the launch holds the heap lock for.
+unsafe impl Sync for Tables {}
+
+impl Kernel<'_> {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.launch.name
+    }
+
+    /// Runs the kernel over its whole grid and returns when it is done.
+    pub fn launch(&self, args: &[KernelArg]) -> Result<()> {
+        let refuse = |reason: String| Error::BadLaunch {
+            kernel: self.launch.name.clone(),
+            reason,
+        };
+        let values: Vec<ArgValue> = args.iter().map(|a| a.value().clone()).collect();
+        let (grid, _block) = self
+            .module
+            .info
+            .check_args(self.launch, &values)
+            .map_err(refuse)?;
+        // Held for the launch: no buffer is freed while the kernel runs.
+        let heap = self
+            .module
+            .cpu
+            .heap
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut t = Tables {
+            bufs: Vec::new(),
+            sizes: Vec::new(),
+            params: Vec::new(),
+        };
+        for ((la, a), v) in self.launch.args.iter().zip(args).zip(&values) {
+            let bytes = a.bytes();
+            match la.role {
+                ArgRole::Buffer => {
+                    let addr = u64::from_le_bytes(bytes.try_into().map_err(|_| {
+                        refuse(format!("buffer `{}` is not an address", la.name))
+                    })?);
+                    let have = heap.live.get(&addr).copied().ok_or_else(|| {
+                        refuse(format!(
+                            "buffer `{}` is not memory of this CPU device",
+                            la.name
+                        ))
+                    })?;
+                    let ArgValue::Buffer { dtype: _, len } = v else {
+                        unreachable!("checked by check_args")
+                    };
+                    let elem = dtype_size(&la.dtype);
+                    if len.saturating_mul(elem) > have {
+                        return Err(refuse(format!(
+                            "buffer `{}` claims {len} elements but holds {} bytes",
+                            la.name, have
+                        )));
+                    }
+                    t.bufs.push(addr as *mut u8);
+                }
+                ArgRole::Size => t.sizes.push(i32::from_le_bytes(
+                    bytes
+                        .try_into()
+                        .map_err(|_| refuse(format!("size `{}` is not an i32", la.name)))?,
+                )),
+                ArgRole::Scalar => {
+                    let mut slot = [0u8; 8];
+                    let n = bytes.len().min(8);
+                    slot[..n].copy_from_slice(&bytes[..n]);
+                    t.params.extend_from_slice(&slot);
+                }
+            }
+        }
+        // Non-empty tables, so every pointer handed to the kernel is valid.
+        t.sizes.push(0);
+        t.params.extend_from_slice(&[0; 8]);
+        t.bufs.push(std::ptr::null_mut());
+        let groups: i64 = grid.iter().map(|g| i64::from(*g)).product();
+        if groups == 0 {
+            return Ok(());
+        }
+        let workers = (self.module.cpu.threads as i64).min(groups);
+        // Several chunks per worker even out work-groups of unequal cost.
+        let chunk = (groups / (workers * 4)).max(1);
+        let next = std::sync::atomic::AtomicI64::new(0);
+        let f = self.f;
+        let t = &t;
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let first = next.fetch_add(chunk, std::sync::atomic::Ordering::Relaxed);
+                    if first >= groups {
+                        break;
+                    }
+                    // SAFETY: the arguments passed check_args (kinds, dtypes, sizes within the
+                    // compiled bounds, buffers long enough for the shapes) and every buffer is
+                    // live memory of this device of the length claimed; the kernel keeps its
+                    // accesses inside the shapes, and work-groups write disjoint outputs.
+                    unsafe {
+                        f(
+                            t.bufs.as_ptr(),
+                            t.sizes.as_ptr(),
+                            t.params.as_ptr(),
+                            first,
+                            chunk,
+                        )
+                    };
+                });
+            }
+        });
+        Ok(())
+    }
+}
+
+fn dtype_size(d: &str) -> usize {
+    match d {
+        "f64" | "i64" => 8,
+        "f32" | "i32" | "u32" => 4,
+        "f16" | "bf16" => 2,
+        _ => 1,
+    }
+}
