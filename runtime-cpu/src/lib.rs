@@ -152,6 +152,7 @@ impl Cpu {
                 "x86-64 shared objects run only on x86-64 Linux".into(),
             ));
         }
+        libm()?;
         // The loader reads files: a private one, removed once loaded.
         let mut file = tempfile::Builder::new()
             .prefix("rocmc-kernel")
@@ -185,6 +186,26 @@ impl Cpu {
             _lib: Arc::new(lib),
         })
     }
+}
+
+/// Makes libm's symbols visible to the shared objects loaded later (their
+/// only undefined symbols): a Rust program need not have loaded it.
+fn libm() -> Result<()> {
+    static LIBM: std::sync::OnceLock<std::result::Result<libloading::os::unix::Library, String>> =
+        std::sync::OnceLock::new();
+    LIBM.get_or_init(|| {
+        // SAFETY: glibc's libm has no initialisers with preconditions.
+        unsafe {
+            libloading::os::unix::Library::open(
+                Some("libm.so.6"),
+                libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL,
+            )
+        }
+        .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map(|_| ())
+    .map_err(|e| Error::Load(format!("libm: {e}")))
 }
 
 /// Reads and checks the launch document of a CPU shared object.

@@ -1,0 +1,496 @@
+//! The client: a device on a remote worker (`remote://HOST:PORT/DEVICE`).
+//!
+//! Asynchronous requests (allocations, writes, fills, frees, launches) are
+//! queued and sent together with the next synchronous one, in one write;
+//! an error among them comes back from that synchronous request. Launches
+//! are checked against the module's launch document here, before anything
+//! is sent, with the same checks as the local runtimes.
+
+use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, WireArg, VERSION};
+use crate::tls::{client_config, Pin, PinOutcome, PinVerifier};
+use rocmc_linker::launch::{ArgValue, LaunchInfo};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// What can go wrong talking to a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// A device address that does not parse.
+    #[error("{0}")]
+    Address(String),
+    /// Connecting, TLS, or the connection breaking.
+    #[error("worker {addr}: {message}")]
+    Connection {
+        /// `host:port`.
+        addr: String,
+        /// What happened.
+        message: String,
+    },
+    /// The worker's certificate is not the pinned one.
+    #[error("worker {addr}: its certificate changed: pinned {expected}, presented {got}. If the worker was re-installed, remove its line from {file}; otherwise someone may be intercepting the connection")]
+    PinMismatch {
+        /// `host:port`.
+        addr: String,
+        /// Pinned fingerprint.
+        expected: String,
+        /// Presented fingerprint.
+        got: String,
+        /// Where pins are kept.
+        file: String,
+    },
+    /// The worker refused the connection.
+    #[error("worker {addr} refused the connection: {reason}")]
+    Refused {
+        /// `host:port`.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The worker reported an error for a request.
+    #[error("worker {addr}: {message}")]
+    Worker {
+        /// `host:port`.
+        addr: String,
+        /// Its message.
+        message: String,
+    },
+    /// A launch that the launch document refuses (nothing was sent).
+    #[error("launch of `{kernel}` refused: {reason}")]
+    BadLaunch {
+        /// Kernel.
+        kernel: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// `Result` with [`RemoteError`].
+pub type Result<T> = std::result::Result<T, RemoteError>;
+
+/// A parsed `remote://HOST:PORT/DEVICE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteAddress {
+    /// `host:port`.
+    pub host_port: String,
+    /// The host.
+    pub host: String,
+    /// The device on the worker: `cpu`, `cuda:0`, `amdgpu:1`.
+    pub device: String,
+}
+
+impl RemoteAddress {
+    /// Parses `remote://HOST:PORT/DEVICE` (DEVICE defaults to the worker's first).
+    pub fn parse(s: &str) -> Result<RemoteAddress> {
+        let bad = |why: &str| {
+            RemoteError::Address(format!(
+                "device `{s}`: {why} (expected remote://HOST:PORT/DEVICE, e.g. remote://gpu-host:7000/amdgpu:0)"
+            ))
+        };
+        let rest = s
+            .strip_prefix("remote://")
+            .ok_or_else(|| bad("not a remote:// address"))?;
+        let (hp, device) = rest.split_once('/').unwrap_or((rest, ""));
+        let (host, port) = hp.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        port.parse::<u16>().map_err(|_| bad("the port is not a number"))?;
+        Ok(RemoteAddress {
+            host_port: hp.to_string(),
+            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            device: device.to_string(),
+        })
+    }
+}
+
+/// How to authenticate a worker and to it.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// The worker's secret (`ROCMC_WORKER_SECRET` by default).
+    pub secret: String,
+    /// Certificate pinning; `None`: the known-workers file.
+    pub pin: Option<Pin>,
+    /// Plain TCP: no encryption, no certificate (only to a worker started `--insecure`).
+    pub insecure: bool,
+    /// How long to wait for the worker at any point.
+    pub timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            secret: std::env::var("ROCMC_WORKER_SECRET").unwrap_or_default(),
+            pin: std::env::var("ROCMC_WORKER_FINGERPRINT").ok().map(Pin::Exact),
+            insecure: std::env::var("ROCMC_WORKER_INSECURE").is_ok_and(|v| v == "1"),
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+enum Conn {
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Plain(TcpStream),
+}
+
+impl Read for Conn {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tls(s) => s.read(b),
+            Conn::Plain(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tls(s) => s.write(b),
+            Conn::Plain(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Tls(s) => s.flush(),
+            Conn::Plain(s) => s.flush(),
+        }
+    }
+}
+
+/// A session with one device of a worker.
+pub struct RemoteDevice {
+    addr: String,
+    conn: Conn,
+    /// Asynchronous requests not yet sent.
+    pending: Vec<u8>,
+    devices: Vec<DeviceInfo>,
+    device: DeviceInfo,
+    next_id: u32,
+    /// Whether the last connection pinned the certificate for the first time.
+    pub first_use: Option<String>,
+}
+
+/// Flush queued requests beyond this many bytes.
+const COALESCE: usize = 1 << 20;
+
+impl RemoteDevice {
+    /// Connects to `remote://HOST:PORT/DEVICE` and opens the device.
+    pub fn connect(address: &str, opts: &ConnectOptions) -> Result<RemoteDevice> {
+        let a = RemoteAddress::parse(address)?;
+        let conn_err = |m: String| RemoteError::Connection {
+            addr: a.host_port.clone(),
+            message: m,
+        };
+        let tcp = TcpStream::connect(&a.host_port).map_err(|e| conn_err(e.to_string()))?;
+        tcp.set_read_timeout(Some(opts.timeout))
+            .and_then(|_| tcp.set_nodelay(true))
+            .map_err(|e| conn_err(e.to_string()))?;
+        let pin = opts
+            .pin
+            .clone()
+            .unwrap_or_else(|| Pin::default_for(&a.host_port));
+        let mut first_use = None;
+        let mut conn = if opts.insecure {
+            Conn::Plain(tcp)
+        } else {
+            let v = PinVerifier::new(pin.clone());
+            let cfg = client_config(v.clone()).map_err(|e| conn_err(e.to_string()))?;
+            let name = rustls::pki_types::ServerName::try_from(a.host.clone())
+                .map_err(|e| conn_err(format!("host name: {e}")))?;
+            let c = rustls::ClientConnection::new(cfg, name).map_err(|e| conn_err(e.to_string()))?;
+            let mut s = rustls::StreamOwned::new(c, tcp);
+            let mut handshake = Ok(());
+            while s.conn.is_handshaking() {
+                if let Err(e) = s.conn.complete_io(&mut s.sock) {
+                    handshake = Err(e);
+                    break;
+                }
+            }
+            let outcome = v.outcome.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(PinOutcome::Mismatch { expected, got }) = outcome {
+                return Err(RemoteError::PinMismatch {
+                    addr: a.host_port.clone(),
+                    expected,
+                    got,
+                    file: match &pin {
+                        Pin::KnownWorkers { file, .. } => file.display().to_string(),
+                        Pin::Exact(_) => "the pin given (ROCMC_WORKER_FINGERPRINT)".into(),
+                    },
+                });
+            }
+            if let Some(PinOutcome::FirstUse(f)) = outcome {
+                first_use = Some(f);
+            }
+            handshake.map_err(|e| {
+                conn_err(format!(
+                    "TLS handshake failed ({e}); is the worker started with --insecure? (then connect with ROCMC_WORKER_INSECURE=1)"
+                ))
+            })?;
+            Conn::Tls(Box::new(s))
+        };
+        proto::send(
+            &mut conn,
+            &Hello {
+                version: VERSION,
+                secret: opts.secret.clone(),
+            },
+        )
+        .and_then(|_| conn.flush().map_err(FrameError::from))
+        .map_err(|e| conn_err(e.to_string()))?;
+        let welcome: Welcome = proto::recv(&mut conn, 1 << 20).map_err(|e| {
+            conn_err(match e {
+                FrameError::Malformed(_) | FrameError::TooLarge { .. } => format!(
+                    "it does not speak rocmc's protocol ({e}); if it is a TLS worker, do not set ROCMC_WORKER_INSECURE"
+                ),
+                other => other.to_string(),
+            })
+        })?;
+        let devices = match welcome {
+            Welcome::Ok { devices, .. } => devices,
+            Welcome::Refused(reason) => {
+                return Err(RemoteError::Refused {
+                    addr: a.host_port.clone(),
+                    reason,
+                })
+            }
+        };
+        let device = if a.device.is_empty() {
+            devices.first().cloned()
+        } else {
+            devices.iter().find(|d| d.name == a.device).cloned()
+        }
+        .ok_or_else(|| RemoteError::Worker {
+            addr: a.host_port.clone(),
+            message: format!(
+                "no device `{}`; it serves: {}",
+                a.device,
+                devices
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.target))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })?;
+        let mut me = RemoteDevice {
+            addr: a.host_port.clone(),
+            conn,
+            pending: Vec::new(),
+            devices,
+            device: device.clone(),
+            next_id: 0,
+            first_use,
+        };
+        me.call(Request::Open {
+            device: device.name,
+        })?;
+        Ok(me)
+    }
+
+    /// The device this session uses.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.device
+    }
+
+    /// Every device the worker serves.
+    pub fn worker_devices(&self) -> &[DeviceInfo] {
+        &self.devices
+    }
+
+    fn err(&self, message: String) -> RemoteError {
+        RemoteError::Worker {
+            addr: self.addr.clone(),
+            message,
+        }
+    }
+
+    fn queue(&mut self, r: Request) -> Result<()> {
+        proto::send(&mut self.pending, &r).map_err(|e| self.err(e.to_string()))?;
+        if self.pending.len() > COALESCE {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let p = std::mem::take(&mut self.pending);
+        self.conn
+            .write_all(&p)
+            .and_then(|_| self.conn.flush())
+            .map_err(|e| self.lost(FrameError::from(e)))
+    }
+
+    fn lost(&self, e: FrameError) -> RemoteError {
+        RemoteError::Connection {
+            addr: self.addr.clone(),
+            message: format!("the connection was lost ({e})"),
+        }
+    }
+
+    /// Sends queued requests and `r`, and waits for `r`'s reply.
+    fn call(&mut self, r: Request) -> Result<Reply> {
+        proto::send(&mut self.pending, &r).map_err(|e| self.err(e.to_string()))?;
+        self.flush()?;
+        match proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1) {
+            Ok(Reply::Error(m)) => Err(self.err(m)),
+            Ok(r) => Ok(r),
+            Err(e) => Err(self.lost(e)),
+        }
+    }
+
+    /// Loads a module (code object, PTX or shared object), sending its
+    /// bytes only if the worker has not seen them. Returns its hash.
+    pub fn load_module(&mut self, bytes: &[u8]) -> Result<String> {
+        let hash = proto::content_hash(bytes);
+        let cached = matches!(
+            self.call(Request::HasModule { hash: hash.clone() })?,
+            Reply::Has(true)
+        );
+        self.call(Request::LoadModule {
+            hash: hash.clone(),
+            bytes: (!cached).then(|| bytes.to_vec()),
+        })?;
+        Ok(hash)
+    }
+
+    /// Allocates a zeroed buffer of `bytes` bytes (asynchronous).
+    pub fn alloc(&mut self, bytes: u64) -> Result<u32> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.queue(Request::Alloc { id, bytes })?;
+        Ok(id)
+    }
+
+    /// Writes `data` at the start of buffer `id` (asynchronous).
+    pub fn write(&mut self, id: u32, data: &[u8]) -> Result<()> {
+        self.queue(Request::Write {
+            id,
+            data: data.to_vec(),
+        })
+    }
+
+    /// Fills buffer `id` with seeded random `dtype` values on the worker (asynchronous).
+    pub fn fill(&mut self, id: u32, dtype: &str, seed: u64) -> Result<()> {
+        self.queue(Request::Fill {
+            id,
+            dtype: dtype.into(),
+            seed,
+        })
+    }
+
+    /// Frees buffer `id` (asynchronous).
+    pub fn free(&mut self, id: u32) -> Result<()> {
+        self.queue(Request::Free { id })
+    }
+
+    /// Reads buffer `id`.
+    pub fn read(&mut self, id: u32) -> Result<Vec<u8>> {
+        match self.call(Request::Read { id })? {
+            Reply::Data(d) => Ok(d),
+            other => Err(self.err(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Waits for everything sent; reports an earlier asynchronous failure.
+    pub fn sync(&mut self) -> Result<()> {
+        self.call(Request::Sync).map(|_| ())
+    }
+
+    fn checked(info: &LaunchInfo, kernel: &str, args: &[WireArg]) -> Result<()> {
+        let refuse = |reason: String| RemoteError::BadLaunch {
+            kernel: kernel.into(),
+            reason,
+        };
+        let kl = info
+            .kernels
+            .iter()
+            .find(|k| k.name == kernel)
+            .ok_or_else(|| refuse("the module has no such kernel".into()))?;
+        let values: Vec<ArgValue> = args
+            .iter()
+            .map(|a| match a {
+                WireArg::Buffer { dtype, len, .. } => ArgValue::Buffer {
+                    dtype: leak_dtype(dtype),
+                    len: *len as usize,
+                },
+                WireArg::Size(v) => ArgValue::Size(*v),
+                WireArg::Scalar { dtype, bytes } => ArgValue::Scalar {
+                    dtype: leak_dtype(dtype),
+                    bytes: bytes.clone(),
+                },
+            })
+            .collect();
+        info.check_args(kl, &values).map(|_| ()).map_err(refuse)
+    }
+
+    /// Launches `kernel` of module `hash` (asynchronous), after checking the
+    /// arguments against `info` here.
+    pub fn launch(&mut self, hash: &str, info: &LaunchInfo, kernel: &str, args: Vec<WireArg>) -> Result<()> {
+        Self::checked(info, kernel, &args)?;
+        self.queue(Request::Launch {
+            module: hash.into(),
+            kernel: kernel.into(),
+            args,
+        })
+    }
+
+    /// Times `reps` launches (after `warmup`) with the device's clock; ms each.
+    pub fn time(
+        &mut self,
+        hash: &str,
+        info: &LaunchInfo,
+        kernel: &str,
+        args: Vec<WireArg>,
+        warmup: u32,
+        reps: u32,
+    ) -> Result<Vec<f64>> {
+        Self::checked(info, kernel, &args)?;
+        match self.call(Request::Time {
+            module: hash.into(),
+            kernel: kernel.into(),
+            args,
+            warmup,
+            reps,
+        })? {
+            Reply::Times(t) => Ok(t),
+            other => Err(self.err(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Asks the session process to crash (tests of isolation).
+    pub fn crash(&mut self) -> Result<()> {
+        self.call(Request::Crash).map(|_| ())
+    }
+
+    /// Sends raw bytes (tests of malformed input).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<Reply> {
+        self.flush()?;
+        self.conn
+            .write_all(bytes)
+            .and_then(|_| self.conn.flush())
+            .map_err(|e| self.lost(FrameError::from(e)))?;
+        proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1).map_err(|e| self.lost(e))
+    }
+}
+
+/// The `&'static` name of a dtype, as launch checks take it.
+fn leak_dtype(d: &str) -> &'static str {
+    const ALL: [&str; 10] = [
+        "f32", "f64", "f16", "bf16", "i8", "u8", "i32", "u32", "i64", "bool",
+    ];
+    ALL.iter().copied().find(|x| *x == d).unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_and_bad_ones_say_why() {
+        let a = RemoteAddress::parse("remote://gpu-host:7000/amdgpu:0").unwrap();
+        assert_eq!((a.host.as_str(), a.device.as_str()), ("gpu-host", "amdgpu:0"));
+        assert_eq!(RemoteAddress::parse("remote://h:1").unwrap().device, "");
+        for bad in ["remote://h/cpu", "remote://:7/cpu", "remote://h:x/cpu", "h:7/cpu"] {
+            assert!(RemoteAddress::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! rocmc's remote execution: compile here, run on a worker there.
+//!
+//! - [`proto`]: the versioned frame protocol (MessagePack over TLS).
+//! - [`tls`]: the worker's identity, certificate pinning, the shared secret.
+//! - [`server`]: the worker (accepts, authenticates, one session process per client).
+//! - [`session`]: the session process, the only one that touches a device.
+//! - [`client`]: a worker's device as a [`client::RemoteDevice`].
+//!
+//! The crate links no LLVM: the worker binary (`rocmc-worker`) is built from it.
+
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod proto;
+pub mod server;
+pub mod session;
+pub mod tls;
+
+pub use client::{ConnectOptions, RemoteAddress, RemoteDevice, RemoteError};

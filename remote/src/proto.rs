@@ -1,0 +1,318 @@
+//! The wire protocol: length-prefixed frames, each one MessagePack-encoded
+//! message (rmp-serde: compact, no schema compiler, the same serde types
+//! on both ends; an RPC framework would add a runtime and per-call
+//! allocations for what is a single ordered stream per session).
+//!
+//! A frame is a 4-byte little-endian length, then that many bytes. The
+//! first frame each way is a [`Hello`] carrying [`VERSION`]; a peer with
+//! another version is refused with a message naming both.
+//!
+//! Requests are either synchronous (the worker answers each with one
+//! [`Reply`]) or asynchronous ([`Request::is_async`]: launches, writes,
+//! frees, fills — no reply; the first error among them is reported by the
+//! next synchronous request, which fails with it).
+
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+
+/// Protocol version; bumped on any incompatible change.
+pub const VERSION: u32 = 1;
+
+/// Largest frame a peer accepts by default (a code object or a buffer
+/// upload is one frame).
+pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
+
+/// The first frame from the client.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Hello {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The worker's shared secret.
+    pub secret: String,
+}
+
+/// The first frame from the worker, answering [`Hello`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum Welcome {
+    /// Accepted: the worker's version and devices.
+    Ok {
+        /// [`VERSION`].
+        version: u32,
+        /// What it serves.
+        devices: Vec<DeviceInfo>,
+    },
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// One device a worker serves.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DeviceInfo {
+    /// How clients name it: `cpu`, `cuda:0`, `amdgpu:1`.
+    pub name: String,
+    /// Its `--mcpu`: `x86-64`, `sm_90`, `gfx942:sramecc+:xnack-`.
+    pub target: String,
+    /// For people: `NVIDIA H100 80GB HBM3`.
+    pub description: String,
+    /// Device memory in bytes (0: the host's).
+    pub memory: u64,
+    /// Highest code-object version its runtime loads (AMD only; 0 otherwise).
+    pub code_object_version: u32,
+}
+
+/// A kernel argument on the wire.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum WireArg {
+    /// A buffer of the session, with its dtype and length in elements.
+    Buffer {
+        /// Buffer id.
+        id: u32,
+        /// Element type name.
+        dtype: String,
+        /// Elements.
+        len: u64,
+    },
+    /// A size.
+    Size(i32),
+    /// A scalar: dtype and little-endian bytes.
+    Scalar {
+        /// Type name.
+        dtype: String,
+        /// Value.
+        bytes: Vec<u8>,
+    },
+}
+
+/// What a client asks of its session.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum Request {
+    /// Selects the device the session uses (once, first).
+    Open {
+        /// A [`DeviceInfo::name`].
+        device: String,
+    },
+    /// Whether the worker's cache has a module (by SHA-256 of its bytes).
+    HasModule {
+        /// Hex SHA-256.
+        hash: String,
+    },
+    /// Loads a module: its bytes when the worker does not have them yet.
+    LoadModule {
+        /// Hex SHA-256 of the bytes.
+        hash: String,
+        /// The code object, PTX or shared object; `None` to use the cache.
+        bytes: Option<Vec<u8>>,
+    },
+    /// Allocates a zeroed buffer of `bytes` bytes under id `id` (async).
+    Alloc {
+        /// Client-chosen id.
+        id: u32,
+        /// Size.
+        bytes: u64,
+    },
+    /// Writes `data` into buffer `id` from its start (async).
+    Write {
+        /// Buffer.
+        id: u32,
+        /// Bytes.
+        data: Vec<u8>,
+    },
+    /// Fills buffer `id` with seeded random values of `dtype` in the worker,
+    /// so that benchmarks need not send inputs (async).
+    Fill {
+        /// Buffer.
+        id: u32,
+        /// Element type.
+        dtype: String,
+        /// Seed.
+        seed: u64,
+    },
+    /// Frees buffer `id` (async).
+    Free {
+        /// Buffer.
+        id: u32,
+    },
+    /// Launches a kernel of a loaded module (async).
+    Launch {
+        /// Module hash.
+        module: String,
+        /// Kernel name.
+        kernel: String,
+        /// Arguments in kernel order.
+        args: Vec<WireArg>,
+    },
+    /// Launches `reps` times after `warmup` untimed launches and returns
+    /// each launch's time measured by the device (sync).
+    Time {
+        /// Module hash.
+        module: String,
+        /// Kernel name.
+        kernel: String,
+        /// Arguments.
+        args: Vec<WireArg>,
+        /// Untimed launches first.
+        warmup: u32,
+        /// Timed launches.
+        reps: u32,
+    },
+    /// Reads buffer `id` (sync).
+    Read {
+        /// Buffer.
+        id: u32,
+    },
+    /// Waits for everything sent before; reports the first error of the
+    /// asynchronous requests since the last synchronisation (sync).
+    Sync,
+    /// Crashes the session process on purpose (tests of isolation; only a
+    /// worker started with `--allow-crash-requests` obeys).
+    Crash,
+}
+
+impl Request {
+    /// Whether the worker answers it (`false`: fire-and-forget).
+    pub fn is_async(&self) -> bool {
+        matches!(
+            self,
+            Request::Alloc { .. }
+                | Request::Write { .. }
+                | Request::Fill { .. }
+                | Request::Free { .. }
+                | Request::Launch { .. }
+        )
+    }
+}
+
+/// The worker's answer to a synchronous request.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum Reply {
+    /// Done.
+    Ok,
+    /// [`Request::HasModule`]'s answer.
+    Has(bool),
+    /// A buffer's bytes.
+    Data(Vec<u8>),
+    /// Launch times, milliseconds.
+    Times(Vec<f64>),
+    /// The request (or an asynchronous one before it) failed.
+    Error(String),
+}
+
+/// Errors of the frame layer.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The peer closed the connection.
+    #[error("the connection was closed")]
+    Closed,
+    /// A frame longer than allowed.
+    #[error("a frame of {len} bytes is over the limit of {max}")]
+    TooLarge {
+        /// Its announced length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Bytes that do not decode as the expected message.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// The socket.
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for FrameError {
+    fn from(e: std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe => FrameError::Closed,
+            _ => FrameError::Io(e),
+        }
+    }
+}
+
+/// Reads one frame's bytes, refusing lengths over `max` before reading them.
+pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    let mut buf = vec![0u8; len];
+    r.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// Writes one frame (not flushed: callers coalesce).
+pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> Result<(), FrameError> {
+    let len = u32::try_from(payload.len()).map_err(|_| FrameError::TooLarge {
+        len: payload.len(),
+        max: u32::MAX as usize,
+    })?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(payload)?;
+    Ok(())
+}
+
+/// Encodes a message.
+pub fn encode<T: Serialize>(m: &T) -> Vec<u8> {
+    rmp_serde::to_vec(m).expect("protocol messages always encode")
+}
+
+/// Decodes a message.
+pub fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, FrameError> {
+    rmp_serde::from_slice(b).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Reads and decodes one message.
+pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read, max: usize) -> Result<T, FrameError> {
+    decode(&read_frame(r, max)?)
+}
+
+/// Encodes and writes one message (not flushed).
+pub fn send<T: Serialize>(w: &mut impl Write, m: &T) -> Result<(), FrameError> {
+    write_frame(w, &encode(m))
+}
+
+/// Hex SHA-256 of `bytes`: how modules are named.
+pub fn content_hash(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_limits_hold() {
+        let mut buf = Vec::new();
+        let m = Request::Launch {
+            module: "ab".into(),
+            kernel: "k".into(),
+            args: vec![WireArg::Size(3)],
+        };
+        send(&mut buf, &m).unwrap();
+        let back: Request = recv(&mut buf.as_slice(), 1 << 10).unwrap();
+        assert_eq!(back, m);
+        assert!(matches!(
+            read_frame(&mut buf.as_slice(), 4),
+            Err(FrameError::TooLarge { .. })
+        ));
+        // Truncated: a length with fewer bytes behind it.
+        assert!(matches!(
+            read_frame(&mut &buf[..buf.len() - 1], 1 << 10),
+            Err(FrameError::Closed)
+        ));
+        // Garbage that frames correctly but does not decode.
+        let mut g = Vec::new();
+        write_frame(&mut g, &[0xc1, 0xff, 0x00]).unwrap();
+        assert!(matches!(
+            recv::<Request>(&mut g.as_slice(), 1 << 10),
+            Err(FrameError::Malformed(_))
+        ));
+    }
+}

@@ -1,0 +1,302 @@
+//! The worker: accepts connections, authenticates them (TLS with its own
+//! certificate, then the shared secret), and gives each one a session
+//! process of its own, relaying frames between the two.
+//!
+//! The worker process never loads a GPU runtime: it learns its devices
+//! from a short-lived child (`--list-devices`), and every session is a
+//! fresh `exec` of this binary (`--session`), never a fork of a process
+//! that initialised HIP or CUDA (ROCm's runtime is not fork-safe). A
+//! session that crashes (a kernel faulting, a driver abort) ends its own
+//! connection with an error; the worker and other sessions go on.
+
+use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, VERSION};
+use crate::tls::{secrets_match, Identity};
+use std::io::{BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Certificate, key, secret, module cache.
+    pub state: PathBuf,
+    /// Plain TCP, no TLS (refused unless asked for explicitly).
+    pub insecure: bool,
+    /// Concurrent sessions.
+    pub max_sessions: usize,
+    /// Device memory per session, bytes.
+    pub session_memory: u64,
+    /// A connection silent this long is closed.
+    pub idle_timeout: Duration,
+    /// Largest frame, bytes.
+    pub max_frame: usize,
+    /// Names for the certificate (host names the worker is reached by).
+    pub names: Vec<String>,
+    /// Obey crash requests (isolation tests).
+    pub allow_crash: bool,
+}
+
+/// A worker bound to its address, ready to serve.
+pub struct Worker {
+    listener: TcpListener,
+    cfg: WorkerConfig,
+    identity: Identity,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    devices: Vec<DeviceInfo>,
+    sessions: Arc<AtomicUsize>,
+}
+
+impl Worker {
+    /// Binds `addr`, loads or creates the identity, asks a fresh process for the devices.
+    pub fn bind(addr: &str, cfg: WorkerConfig) -> std::io::Result<Worker> {
+        let identity = Identity::load_or_create(&cfg.state, &cfg.names)?;
+        let tls = if cfg.insecure {
+            None
+        } else {
+            Some(identity.server_config().map_err(std::io::Error::other)?)
+        };
+        std::fs::create_dir_all(cfg.state.join("modules"))?;
+        let devices = discover_devices()?;
+        Ok(Worker {
+            listener: TcpListener::bind(addr)?,
+            cfg,
+            identity,
+            tls,
+            devices,
+            sessions: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The certificate fingerprint clients pin.
+    pub fn fingerprint(&self) -> String {
+        self.identity.fingerprint()
+    }
+
+    /// Where the shared secret is kept.
+    pub fn secret_file(&self) -> PathBuf {
+        self.cfg.state.join("secret")
+    }
+
+    /// The devices served.
+    pub fn devices(&self) -> &[DeviceInfo] {
+        &self.devices
+    }
+
+    /// Serves connections forever, one thread each.
+    pub fn serve(self) -> std::io::Result<()> {
+        let me = Arc::new(self);
+        for conn in me.listener.incoming() {
+            let Ok(stream) = conn else { continue };
+            let me = me.clone();
+            std::thread::spawn(move || {
+                let peer = stream
+                    .peer_addr()
+                    .map_or_else(|_| "?".into(), |a| a.to_string());
+                if let Err(e) = me.connection(stream) {
+                    eprintln!("rocmc-worker: {peer}: {e}");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn connection(&self, tcp: TcpStream) -> Result<(), String> {
+        tcp.set_read_timeout(Some(self.cfg.idle_timeout))
+            .and_then(|_| tcp.set_nodelay(true))
+            .map_err(|e| e.to_string())?;
+        match &self.tls {
+            Some(cfg) => {
+                let conn = rustls::ServerConnection::new(cfg.clone()).map_err(|e| e.to_string())?;
+                let mut s = rustls::StreamOwned::new(conn, tcp);
+                // Completes the handshake before anything else: a client
+                // speaking plain frames fails here.
+                while s.conn.is_handshaking() {
+                    s.conn
+                        .complete_io(&mut s.sock)
+                        .map_err(|e| format!("TLS handshake: {e}"))?;
+                }
+                self.session(&mut s)
+            }
+            None => {
+                let mut s = tcp;
+                self.session(&mut s)
+            }
+        }
+    }
+
+    fn session<S: Read + Write>(&self, s: &mut S) -> Result<(), String> {
+        let hello: Hello = proto::recv(s, 64 << 10).map_err(|e| format!("hello: {e}"))?;
+        let refuse = |s: &mut S, why: String| -> Result<(), String> {
+            let _ = proto::send(s, &Welcome::Refused(why.clone()));
+            let _ = s.flush();
+            Err(why)
+        };
+        if hello.version != VERSION {
+            return refuse(
+                s,
+                format!(
+                    "protocol version {} is not this worker's ({VERSION}): use the same rocmc version on both ends",
+                    hello.version
+                ),
+            );
+        }
+        if !secrets_match(&hello.secret, &self.identity.secret) {
+            return refuse(s, "wrong secret".into());
+        }
+        let _slot = match SessionSlot::take(&self.sessions, self.cfg.max_sessions) {
+            Some(slot) => slot,
+            None => {
+                return refuse(
+                    s,
+                    format!(
+                        "the worker already runs its limit of {} sessions; try again later",
+                        self.cfg.max_sessions
+                    ),
+                )
+            }
+        };
+        let mut child = self.spawn_session().map_err(|e| format!("starting a session: {e}"))?;
+        proto::send(
+            s,
+            &Welcome::Ok {
+                version: VERSION,
+                devices: self.devices.clone(),
+            },
+        )
+        .and_then(|_| s.flush().map_err(FrameError::from))
+        .map_err(|e| e.to_string())?;
+        let r = relay(s, &mut child, self.cfg.max_frame);
+        drop(child.stdin.take());
+        // A session that does not exit once its input is closed is ended.
+        for _ in 0..50 {
+            if let Ok(Some(_)) = child.try_wait() {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        r
+    }
+
+    fn spawn_session(&self) -> std::io::Result<Child> {
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("--session")
+            .arg("--state")
+            .arg(&self.cfg.state)
+            .arg("--session-memory")
+            .arg(self.cfg.session_memory.to_string())
+            .arg("--max-frame")
+            .arg(self.cfg.max_frame.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if self.cfg.allow_crash {
+            cmd.arg("--allow-crash-requests");
+        }
+        cmd.spawn()
+    }
+}
+
+/// Counts a session while it lives.
+struct SessionSlot(Arc<AtomicUsize>);
+
+impl SessionSlot {
+    fn take(n: &Arc<AtomicUsize>, max: usize) -> Option<SessionSlot> {
+        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| (v < max).then_some(v + 1))
+            .ok()
+            .map(|_| SessionSlot(n.clone()))
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Relays requests to the session process and its replies back, checking
+/// each request decodes (a malformed frame ends the connection with the
+/// reason) and is within the frame limit.
+fn relay<S: Read + Write>(s: &mut S, child: &mut Child, max: usize) -> Result<(), String> {
+    let mut to = child.stdin.take().expect("piped");
+    let mut from = BufReader::new(child.stdout.take().expect("piped"));
+    loop {
+        let frame = match proto::read_frame(s, max) {
+            Ok(f) => f,
+            Err(FrameError::Closed) => return Ok(()),
+            Err(e) => {
+                let _ = proto::send(s, &Reply::Error(e.to_string()));
+                let _ = s.flush();
+                return Err(e.to_string());
+            }
+        };
+        let req: Request = match proto::decode(&frame) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = proto::send(s, &Reply::Error(e.to_string()));
+                let _ = s.flush();
+                return Err(e.to_string());
+            }
+        };
+        let died = |child: &mut Child| {
+            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+            format!("the session process died ({status}); the worker and other sessions are unaffected")
+        };
+        if proto::write_frame(&mut to, &frame)
+            .and_then(|_| to.flush().map_err(FrameError::from))
+            .is_err()
+        {
+            let why = died(child);
+            let _ = proto::send(s, &Reply::Error(why.clone()));
+            let _ = s.flush();
+            return Err(why);
+        }
+        if req.is_async() {
+            continue;
+        }
+        match proto::read_frame(&mut from, usize::MAX) {
+            Ok(reply) => {
+                proto::write_frame(s, &reply)
+                    .and_then(|_| s.flush().map_err(FrameError::from))
+                    .map_err(|e| e.to_string())?;
+            }
+            Err(_) => {
+                let why = died(child);
+                let _ = proto::send(s, &Reply::Error(why.clone()));
+                let _ = s.flush();
+                return Err(why);
+            }
+        }
+    }
+}
+
+/// Runs `--list-devices` in a fresh process and reads its answer.
+fn discover_devices() -> std::io::Result<Vec<DeviceInfo>> {
+    let out = Command::new(std::env::current_exe()?)
+        .arg("--list-devices")
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "listing devices failed: {}",
+            out.status
+        )));
+    }
+    proto::decode(&out.stdout).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// `--list-devices`: prints the devices as one message on stdout.
+pub fn print_devices() -> std::io::Result<()> {
+    std::io::stdout().write_all(&proto::encode(&crate::session::list_devices()))
+}

@@ -1,0 +1,118 @@
+//! `rocmc-worker`: runs on the GPU machine and serves its devices to
+//! `rocmc run --device remote://HOST:PORT/DEVICE` and the library API.
+
+use clap::Parser;
+use rocmc_remote::server::{Worker, WorkerConfig};
+use rocmc_remote::session::SessionConfig;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "rocmc-worker", version, about = "Serves this machine's devices (CPU, CUDA, AMD GPUs) to rocmc clients over TLS")]
+struct Args {
+    /// Address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    listen: String,
+    /// Folder for the certificate, key, secret and module cache.
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Host names clients use for this machine (put in the certificate).
+    #[arg(long = "name", value_name = "HOST")]
+    names: Vec<String>,
+    /// Plain TCP without TLS: anyone on the network can read and alter traffic.
+    #[arg(long)]
+    insecure: bool,
+    /// Concurrent sessions.
+    #[arg(long, default_value_t = 32)]
+    max_sessions: usize,
+    /// Device memory one session may allocate, bytes.
+    #[arg(long, default_value_t = 8 << 30)]
+    session_memory: u64,
+    /// Seconds of silence after which a connection is closed.
+    #[arg(long, default_value_t = 600)]
+    idle_timeout: u64,
+    /// Largest frame (one upload or module), bytes.
+    #[arg(long, default_value_t = rocmc_remote::proto::DEFAULT_MAX_FRAME)]
+    max_frame: usize,
+    /// Obey clients' requests to crash their session (isolation tests only).
+    #[arg(long, hide = true)]
+    allow_crash_requests: bool,
+    /// Internal: run one session on stdin/stdout.
+    #[arg(long, hide = true)]
+    session: bool,
+    /// Internal: print the devices and exit.
+    #[arg(long, hide = true)]
+    list_devices: bool,
+}
+
+fn default_state() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("rocmc-worker")
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let state = a.state.clone().unwrap_or_else(default_state);
+    if a.list_devices {
+        return match rocmc_remote::server::print_devices() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    if a.session {
+        let cfg = SessionConfig {
+            cache: state.join("modules"),
+            memory_limit: a.session_memory,
+            max_frame: a.max_frame,
+            allow_crash: a.allow_crash_requests,
+        };
+        return match rocmc_remote::session::run(cfg) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    let mut names = a.names.clone();
+    names.extend(["localhost".to_string()]);
+    let cfg = WorkerConfig {
+        state,
+        insecure: a.insecure,
+        max_sessions: a.max_sessions,
+        session_memory: a.session_memory,
+        idle_timeout: Duration::from_secs(a.idle_timeout),
+        max_frame: a.max_frame,
+        names,
+        allow_crash: a.allow_crash_requests,
+    };
+    let w = match Worker::bind(&a.listen, cfg) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: rocmc-worker: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let addr = w.local_addr().map_or(a.listen.clone(), |x| x.to_string());
+    if a.insecure {
+        eprintln!("WARNING: --insecure: plain TCP without TLS. Anyone who can reach {addr} can read and alter kernels and data, and the secret travels in clear. Use only on a trusted, isolated network.");
+    }
+    println!("rocmc-worker listening on {addr}");
+    if !a.insecure {
+        println!("certificate fingerprint {}", w.fingerprint());
+    }
+    println!("secret in {}", w.secret_file().display());
+    for d in w.devices() {
+        println!("device {} {} ({})", d.name, d.target, d.description);
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    match w.serve() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: rocmc-worker: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
