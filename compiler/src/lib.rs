@@ -31,6 +31,7 @@ pub use build::Build;
 pub use rocmc_codegen as codegen;
 pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
+pub use rocmc_remote as remote;
 pub use rocmc_runtime_hip as runtime_hip;
 
 /// How to compile.

@@ -392,3 +392,130 @@ mod tests {
         assert!(errors(&i, &j).1 > tolerance(DType::I32));
     }
 }
+
+/// Runs the kernel on a worker's device (`remote://HOST:PORT/DEVICE`):
+/// asks the worker for the device's target, compiles here for it, uploads
+/// the module (only if the worker has not seen it) and the inputs, runs,
+/// compares with the interpreter here (`check`) and times with the
+/// device's own clock (`bench`).
+pub fn run_remote(
+    front: &Frontend,
+    device: &str,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+    what: GpuRun,
+    opts: &crate::Options,
+) -> Result<GpuReport, Error> {
+    use rocmc_remote::proto::WireArg;
+    let rt = |e: rocmc_remote::RemoteError| match e {
+        rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
+            Error::Usage(e.to_string())
+        }
+        other => Error::Runtime(other.to_string()),
+    };
+    let mut dev = rocmc_remote::RemoteDevice::connect(device, &Default::default()).map_err(rt)?;
+    if let Some(f) = &dev.first_use {
+        eprintln!(
+            "note: first connection to this worker: its certificate {f} is now pinned in the known-workers file"
+        );
+    }
+    let info = dev.info().clone();
+    let mut o = opts.clone();
+    o.mcpu = info.target.split(':').next().unwrap_or_default().to_string();
+    if info.code_object_version > 0 {
+        o.code_object_version = o.code_object_version.min(info.code_object_version);
+    }
+    let target = crate::targets(&o)?.remove(0);
+    let ptx = target.vendor() == rocmc_codegen::Vendor::Nvidia;
+    let art = crate::backend(
+        front,
+        &target,
+        &o,
+        crate::Emit {
+            code_object: !ptx,
+            asm: ptx,
+            ..Default::default()
+        },
+    )?;
+    let module_bytes = if ptx {
+        art.asm.clone().unwrap_or_default().into_bytes()
+    } else {
+        art.code_object.clone().unwrap_or_default()
+    };
+    let hash = dev.load_module(&module_bytes).map_err(rt)?;
+    let k = &front.kernel;
+    let Inputs {
+        inputs,
+        pvals,
+        pbytes,
+        host,
+    } = random_inputs(k, sizes, params, seed).map_err(Error::Usage)?;
+    let mut ids = Vec::new();
+    for bytes in &host {
+        let id = dev.alloc(bytes.len() as u64).map_err(rt)?;
+        dev.write(id, bytes).map_err(rt)?;
+        ids.push(id);
+    }
+    let args_of = |g: &rocmc_ir::loops::GpuKernel| -> Vec<WireArg> {
+        g.args
+            .iter()
+            .map(|a| match &a.kind {
+                rocmc_ir::loops::ArgKind::Buffer { tensor, .. } => {
+                    let t = k.tensor(*tensor);
+                    WireArg::Buffer {
+                        id: ids[tensor.0 as usize],
+                        dtype: t.dtype.name().into(),
+                        len: (host[tensor.0 as usize].len() / t.dtype.size()) as u64,
+                    }
+                }
+                rocmc_ir::loops::ArgKind::Size(s) => WireArg::Size(sizes[s.0 as usize] as i32),
+                rocmc_ir::loops::ArgKind::Param(p) => {
+                    let t = k.params[p.0 as usize].dtype;
+                    WireArg::Scalar {
+                        dtype: t.name().into(),
+                        bytes: pbytes[p.0 as usize * 8..p.0 as usize * 8 + t.size()].to_vec(),
+                    }
+                }
+            })
+            .collect()
+    };
+    for g in &front.program.kernels {
+        dev.launch(&hash, &art.launch, &g.name, args_of(g))
+            .map_err(rt)?;
+    }
+    dev.sync().map_err(rt)?;
+    let mut report = GpuReport {
+        device: format!(
+            "{} on {} ({})",
+            info.name,
+            device.trim_start_matches("remote://").split('/').next().unwrap_or(""),
+            info.target
+        ),
+        ..Default::default()
+    };
+    if what.check {
+        let want = interp::run(k, sizes, &pvals, &inputs).map_err(|e| {
+            Error::Usage(format!(
+                "the reference interpreter refused these inputs: {e}"
+            ))
+        })?;
+        report.comparisons = compare(k, &want, |i| dev.read(ids[i]).map_err(rt))?;
+    }
+    if what.bench > 0 {
+        for g in &front.program.kernels {
+            let mut ts = dev
+                .time(&hash, &art.launch, &g.name, args_of(g), 2, what.bench as u32)
+                .map_err(rt)?;
+            ts.sort_by(f64::total_cmp);
+            report.kernel_ms.push((g.name.clone(), ts[ts.len() / 2]));
+        }
+    }
+    for id in ids {
+        dev.free(id).map_err(rt)?;
+    }
+    dev.sync().map_err(rt)?;
+    report.bytes_moved = host.iter().map(|b| b.len() as u64).sum();
+    report.flops = flops(k, sizes);
+    Ok(report)
+}

@@ -71,8 +71,10 @@ struct RunArgs {
     /// The kernel file, or a code object / bundle built by rocmc (.hsaco, .hipfb: GPU only, no --check).
     kernel: PathBuf,
     /// Where to run: `cpu` (the scheduled kernel compiled for this machine by LLVM, blocks and
-    /// threads as loops), or an AMD GPU: `amdgpu`, `amdgpu:N`, `amdgpu://GPU-<uuid>` (the HIP
-    /// runtime is loaded from ROCMC_HIP_LIBRARY or libamdhip64.so.7/.6/.5).
+    /// threads as loops), an AMD GPU: `amdgpu`, `amdgpu:N`, `amdgpu://GPU-<uuid>` (the HIP
+    /// runtime is loaded from ROCMC_HIP_LIBRARY or libamdhip64.so.7/.6/.5), or a worker's
+    /// device: `remote://HOST:PORT/DEVICE` (DEVICE: cpu, cuda:N, amdgpu:N; secret from
+    /// ROCMC_WORKER_SECRET, see docs/remote.md).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// A size argument, `name=value`; every size of the kernel must be given.
@@ -425,22 +427,19 @@ fn run(a: RunArgs) -> Result<(), Error> {
             )?,
         )
     } else {
-        rocmc::runtime_hip::DeviceSelector::parse(&a.device)
-            .map_err(|e| Error::Usage(e.to_string()))?;
         let mut opts = Options::new("gfx900");
         opts.fp_contract = a.fp_contract == FpContract::Fast;
-        let r = rocmc::run::run_gpu(
-            &front,
-            &a.device,
-            &sizes,
-            &params,
-            a.seed,
-            rocmc::run::GpuRun {
-                check: a.check,
-                bench: a.bench,
-            },
-            &opts,
-        )?;
+        let what = rocmc::run::GpuRun {
+            check: a.check,
+            bench: a.bench,
+        };
+        let r = if a.device.starts_with("remote://") {
+            rocmc::run::run_remote(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
+        } else {
+            rocmc::runtime_hip::DeviceSelector::parse(&a.device)
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            rocmc::run::run_gpu(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
+        };
         for (name, ms) in &r.kernel_ms {
             println!("{name}: median {ms:.4} ms over {} runs", a.bench);
         }
