@@ -422,7 +422,12 @@ pub fn run_remote(
     }
     let info = dev.info().clone();
     let mut o = opts.clone();
-    o.mcpu = info.target.split(':').next().unwrap_or_default().to_string();
+    o.mcpu = info
+        .target
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     if info.code_object_version > 0 {
         o.code_object_version = o.code_object_version.min(info.code_object_version);
     }
@@ -489,7 +494,11 @@ pub fn run_remote(
         device: format!(
             "{} on {} ({})",
             info.name,
-            device.trim_start_matches("remote://").split('/').next().unwrap_or(""),
+            device
+                .trim_start_matches("remote://")
+                .split('/')
+                .next()
+                .unwrap_or(""),
             info.target
         ),
         ..Default::default()
@@ -505,7 +514,14 @@ pub fn run_remote(
     if what.bench > 0 {
         for g in &front.program.kernels {
             let mut ts = dev
-                .time(&hash, &art.launch, &g.name, args_of(g), 2, what.bench as u32)
+                .time(
+                    &hash,
+                    &art.launch,
+                    &g.name,
+                    args_of(g),
+                    2,
+                    what.bench as u32,
+                )
                 .map_err(rt)?;
             ts.sort_by(f64::total_cmp);
             report.kernel_ms.push((g.name.clone(), ts[ts.len() / 2]));

@@ -6,7 +6,9 @@
 //! are checked against the module's launch document here, before anything
 //! is sent, with the same checks as the local runtimes.
 
-use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, WireArg, VERSION};
+use crate::proto::{
+    self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, WireArg, VERSION,
+};
 use crate::tls::{client_config, Pin, PinOutcome, PinVerifier};
 use rocmc_linker::launch::{ArgValue, LaunchInfo};
 use std::io::{Read, Write};
@@ -95,10 +97,14 @@ impl RemoteAddress {
         if host.is_empty() {
             return Err(bad("no host"));
         }
-        port.parse::<u16>().map_err(|_| bad("the port is not a number"))?;
+        port.parse::<u16>()
+            .map_err(|_| bad("the port is not a number"))?;
         Ok(RemoteAddress {
             host_port: hp.to_string(),
-            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
             device: device.to_string(),
         })
     }
@@ -121,7 +127,9 @@ impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
             secret: std::env::var("ROCMC_WORKER_SECRET").unwrap_or_default(),
-            pin: std::env::var("ROCMC_WORKER_FINGERPRINT").ok().map(Pin::Exact),
+            pin: std::env::var("ROCMC_WORKER_FINGERPRINT")
+                .ok()
+                .map(Pin::Exact),
             insecure: std::env::var("ROCMC_WORKER_INSECURE").is_ok_and(|v| v == "1"),
             timeout: Duration::from_secs(120),
         }
@@ -165,6 +173,7 @@ pub struct RemoteDevice {
     pending: Vec<u8>,
     devices: Vec<DeviceInfo>,
     device: DeviceInfo,
+    max_frame: usize,
     next_id: u32,
     /// Whether the last connection pinned the certificate for the first time.
     pub first_use: Option<String>,
@@ -197,7 +206,8 @@ impl RemoteDevice {
             let cfg = client_config(v.clone()).map_err(|e| conn_err(e.to_string()))?;
             let name = rustls::pki_types::ServerName::try_from(a.host.clone())
                 .map_err(|e| conn_err(format!("host name: {e}")))?;
-            let c = rustls::ClientConnection::new(cfg, name).map_err(|e| conn_err(e.to_string()))?;
+            let c =
+                rustls::ClientConnection::new(cfg, name).map_err(|e| conn_err(e.to_string()))?;
             let mut s = rustls::StreamOwned::new(c, tcp);
             let mut handshake = Ok(());
             while s.conn.is_handshaking() {
@@ -245,8 +255,10 @@ impl RemoteDevice {
                 other => other.to_string(),
             })
         })?;
-        let devices = match welcome {
-            Welcome::Ok { devices, .. } => devices,
+        let (devices, max_frame) = match welcome {
+            Welcome::Ok {
+                devices, max_frame, ..
+            } => (devices, max_frame as usize),
             Welcome::Refused(reason) => {
                 return Err(RemoteError::Refused {
                     addr: a.host_port.clone(),
@@ -277,6 +289,7 @@ impl RemoteDevice {
             pending: Vec::new(),
             devices,
             device: device.clone(),
+            max_frame,
             next_id: 0,
             first_use,
         };
@@ -303,8 +316,21 @@ impl RemoteDevice {
         }
     }
 
+    /// Appends `r`'s frame to the queue, refusing frames over the worker's limit.
+    fn enqueue(&mut self, r: &Request) -> Result<()> {
+        let bytes = proto::encode(r);
+        if bytes.len() > self.max_frame {
+            return Err(self.err(format!(
+                "a frame of {} bytes is over the limit of {} (send it in parts, or raise the worker's --max-frame)",
+                bytes.len(),
+                self.max_frame
+            )));
+        }
+        proto::write_frame(&mut self.pending, &bytes).map_err(|e| self.err(e.to_string()))
+    }
+
     fn queue(&mut self, r: Request) -> Result<()> {
-        proto::send(&mut self.pending, &r).map_err(|e| self.err(e.to_string()))?;
+        self.enqueue(&r)?;
         if self.pending.len() > COALESCE {
             self.flush()?;
         }
@@ -328,7 +354,7 @@ impl RemoteDevice {
 
     /// Sends queued requests and `r`, and waits for `r`'s reply.
     fn call(&mut self, r: Request) -> Result<Reply> {
-        proto::send(&mut self.pending, &r).map_err(|e| self.err(e.to_string()))?;
+        self.enqueue(&r)?;
         self.flush()?;
         match proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1) {
             Ok(Reply::Error(m)) => Err(self.err(m)),
@@ -424,7 +450,13 @@ impl RemoteDevice {
 
     /// Launches `kernel` of module `hash` (asynchronous), after checking the
     /// arguments against `info` here.
-    pub fn launch(&mut self, hash: &str, info: &LaunchInfo, kernel: &str, args: Vec<WireArg>) -> Result<()> {
+    pub fn launch(
+        &mut self,
+        hash: &str,
+        info: &LaunchInfo,
+        kernel: &str,
+        args: Vec<WireArg>,
+    ) -> Result<()> {
         Self::checked(info, kernel, &args)?;
         self.queue(Request::Launch {
             module: hash.into(),
@@ -487,9 +519,17 @@ mod tests {
     #[test]
     fn addresses_parse_and_bad_ones_say_why() {
         let a = RemoteAddress::parse("remote://gpu-host:7000/amdgpu:0").unwrap();
-        assert_eq!((a.host.as_str(), a.device.as_str()), ("gpu-host", "amdgpu:0"));
+        assert_eq!(
+            (a.host.as_str(), a.device.as_str()),
+            ("gpu-host", "amdgpu:0")
+        );
         assert_eq!(RemoteAddress::parse("remote://h:1").unwrap().device, "");
-        for bad in ["remote://h/cpu", "remote://:7/cpu", "remote://h:x/cpu", "h:7/cpu"] {
+        for bad in [
+            "remote://h/cpu",
+            "remote://:7/cpu",
+            "remote://h:x/cpu",
+            "h:7/cpu",
+        ] {
             assert!(RemoteAddress::parse(bad).is_err(), "{bad}");
         }
     }

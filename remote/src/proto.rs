@@ -40,6 +40,8 @@ pub enum Welcome {
         version: u32,
         /// What it serves.
         devices: Vec<DeviceInfo>,
+        /// Its frame limit: the client refuses to send larger frames.
+        max_frame: u64,
     },
     /// Refused, and why.
     Refused(String),

@@ -164,12 +164,15 @@ impl Worker {
                 )
             }
         };
-        let mut child = self.spawn_session().map_err(|e| format!("starting a session: {e}"))?;
+        let mut child = self
+            .spawn_session()
+            .map_err(|e| format!("starting a session: {e}"))?;
         proto::send(
             s,
             &Welcome::Ok {
                 version: VERSION,
                 devices: self.devices.clone(),
+                max_frame: self.cfg.max_frame as u64,
             },
         )
         .and_then(|_| s.flush().map_err(FrameError::from))
@@ -213,9 +216,11 @@ struct SessionSlot(Arc<AtomicUsize>);
 
 impl SessionSlot {
     fn take(n: &Arc<AtomicUsize>, max: usize) -> Option<SessionSlot> {
-        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| (v < max).then_some(v + 1))
-            .ok()
-            .map(|_| SessionSlot(n.clone()))
+        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+            (v < max).then_some(v + 1)
+        })
+        .ok()
+        .map(|_| SessionSlot(n.clone()))
     }
 }
 
@@ -250,8 +255,12 @@ fn relay<S: Read + Write>(s: &mut S, child: &mut Child, max: usize) -> Result<()
             }
         };
         let died = |child: &mut Child| {
-            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
-            format!("the session process died ({status}); the worker and other sessions are unaffected")
+            let status = child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            format!(
+                "the session process died ({status}); the worker and other sessions are unaffected"
+            )
         };
         if proto::write_frame(&mut to, &frame)
             .and_then(|_| to.flush().map_err(FrameError::from))

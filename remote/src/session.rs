@@ -332,9 +332,9 @@ impl Session {
                 args,
                 warmup,
                 reps,
-            } => Ok(Reply::Times(self.launch(
-                &module, &kernel, &args, warmup, reps, true,
-            )?)),
+            } => Ok(Reply::Times(
+                self.launch(&module, &kernel, &args, warmup, reps, true)?,
+            )),
             Request::Read { id } => Ok(Reply::Data(match self.dev()? {
                 Device::Cpu { bufs, .. } => bufs
                     .get(&id)
@@ -383,21 +383,27 @@ impl Session {
         };
         match self.dev()? {
             Device::Cpu { bufs, .. } => {
-                let b = bufs.get(&id).ok_or_else(|| format!("buffer #{id} does not exist"))?;
+                let b = bufs
+                    .get(&id)
+                    .ok_or_else(|| format!("buffer #{id} does not exist"))?;
                 if data.len() > b.len() {
                     return Err(too_long(b.len()));
                 }
                 b.copy_from_host(data);
             }
             Device::Cuda { bufs, .. } => {
-                let b = bufs.get(&id).ok_or_else(|| format!("buffer #{id} does not exist"))?;
+                let b = bufs
+                    .get(&id)
+                    .ok_or_else(|| format!("buffer #{id} does not exist"))?;
                 if data.len() > b.len() {
                     return Err(too_long(b.len()));
                 }
                 b.copy_from_host(data).map_err(|e| e.to_string())?;
             }
             Device::Hip { bufs, .. } => {
-                let b = bufs.get(&id).ok_or_else(|| format!("buffer #{id} does not exist"))?;
+                let b = bufs
+                    .get(&id)
+                    .ok_or_else(|| format!("buffer #{id} does not exist"))?;
                 if data.len() > b.len() {
                     return Err(too_long(b.len()));
                 }

@@ -25,7 +25,11 @@ impl Identity {
     /// the owner only.
     pub fn load_or_create(dir: &Path, names: &[String]) -> std::io::Result<Identity> {
         std::fs::create_dir_all(dir)?;
-        let (cp, kp, sp) = (dir.join("cert.der"), dir.join("key.der"), dir.join("secret"));
+        let (cp, kp, sp) = (
+            dir.join("cert.der"),
+            dir.join("key.der"),
+            dir.join("secret"),
+        );
         if !cp.exists() || !kp.exists() {
             let ck = rcgen::generate_simple_self_signed(names.to_vec())
                 .map_err(|e| std::io::Error::other(format!("generating a certificate: {e}")))?;
@@ -119,7 +123,8 @@ impl Pin {
         let file = std::env::var_os("ROCMC_KNOWN_WORKERS")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
-                let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+                let home =
+                    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
                 home.join(".config/rocmc/known_workers")
             });
         Pin::KnownWorkers {
@@ -215,7 +220,9 @@ impl ServerCertVerifier for PinVerifier {
         if ok {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::General("certificate fingerprint mismatch".into()))
+            Err(rustls::Error::General(
+                "certificate fingerprint mismatch".into(),
+            ))
         }
     }
 

@@ -398,9 +398,10 @@ impl Kernel<'_> {
             let bytes = a.bytes();
             match la.role {
                 ArgRole::Buffer => {
-                    let addr = u64::from_le_bytes(bytes.try_into().map_err(|_| {
-                        refuse(format!("buffer `{}` is not an address", la.name))
-                    })?);
+                    let addr =
+                        u64::from_le_bytes(bytes.try_into().map_err(|_| {
+                            refuse(format!("buffer `{}` is not an address", la.name))
+                        })?);
                     let have = heap.live.get(&addr).copied().ok_or_else(|| {
                         refuse(format!(
                             "buffer `{}` is not memory of this CPU device",

@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "rocmc-worker", version, about = "Serves this machine's devices (CPU, CUDA, AMD GPUs) to rocmc clients over TLS")]
+#[command(
+    name = "rocmc-worker",
+    version,
+    about = "Serves this machine's devices (CPU, CUDA, AMD GPUs) to rocmc clients over TLS"
+)]
 struct Args {
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:7070")]

@@ -1,0 +1,392 @@
+//! Remote execution on loopback, with real TLS, real sockets, real session
+//! processes and real kernels on the worker's CPU device.
+
+use rocmc::remote::client::{ConnectOptions, RemoteDevice};
+use rocmc::remote::proto::{self, Reply, WireArg};
+use rocmc::remote::tls::Pin;
+use rocmc_tests::{example, examples, rocmc_bin, root};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The worker binary, built on its own (so it links no LLVM).
+fn worker_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "rocmc-worker"])
+            .current_dir(root())
+            .status()
+            .expect("cargo build");
+        assert!(status.success());
+        let dir = rocmc_bin().parent().unwrap().to_path_buf();
+        dir.join("rocmc-worker")
+    })
+}
+
+struct Worker {
+    child: Child,
+    addr: String,
+    state: tempfile::TempDir,
+    secret: String,
+}
+
+impl Worker {
+    fn start(extra: &[&str]) -> Worker {
+        let state = tempfile::tempdir().unwrap();
+        let mut child = Command::new(worker_bin())
+            .args(["--listen", "127.0.0.1:0", "--state"])
+            .arg(state.path())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr = first.rsplit(' ').next().unwrap().to_string();
+        // Keep reading so the worker never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let secret = std::fs::read_to_string(state.path().join("secret"))
+            .unwrap()
+            .trim()
+            .to_string();
+        Worker {
+            child,
+            addr,
+            state,
+            secret,
+        }
+    }
+
+    fn opts(&self) -> ConnectOptions {
+        ConnectOptions {
+            secret: self.secret.clone(),
+            pin: Some(Pin::KnownWorkers {
+                file: self.state.path().join("known_workers_client"),
+                key: self.addr.clone(),
+            }),
+            insecure: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn url(&self, dev: &str) -> String {
+        format!("remote://{}/{dev}", self.addr)
+    }
+
+    fn connect(&self) -> RemoteDevice {
+        RemoteDevice::connect(&self.url("cpu"), &self.opts()).unwrap()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// vadd compiled for the CPU: the shared object and its launch document.
+fn vadd() -> (Vec<u8>, rocmc::linker::launch::LaunchInfo) {
+    let src = std::fs::read_to_string(example("vadd")).unwrap();
+    let front = rocmc::frontend("vadd.toml", &src).unwrap();
+    let opts = rocmc::Options::new("x86-64");
+    let t = rocmc::targets(&opts).unwrap().remove(0);
+    let art = rocmc::backend(
+        &front,
+        &t,
+        &opts,
+        rocmc::Emit {
+            code_object: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (art.code_object.unwrap(), art.launch)
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Runs vadd on `d` with inputs from `seed`; checks C = A + B exactly.
+fn vadd_on(d: &mut RemoteDevice, so: &[u8], info: &rocmc::linker::launch::LaunchInfo, seed: u32) {
+    let n = 1000 + seed as usize;
+    let a: Vec<f32> = (0..n).map(|i| (i as f32) * 0.5 + seed as f32).collect();
+    let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
+    let h = d.load_module(so).unwrap();
+    let ids: Vec<u32> = (0..3).map(|_| d.alloc(4 * n as u64).unwrap()).collect();
+    d.write(ids[0], &f32s(&a)).unwrap();
+    d.write(ids[1], &f32s(&b)).unwrap();
+    let buf = |id| WireArg::Buffer {
+        id,
+        dtype: "f32".into(),
+        len: n as u64,
+    };
+    d.launch(
+        &h,
+        info,
+        "vadd",
+        vec![
+            buf(ids[0]),
+            buf(ids[1]),
+            buf(ids[2]),
+            WireArg::Size(n as i32),
+        ],
+    )
+    .unwrap();
+    let c = d.read(ids[2]).unwrap();
+    for i in 0..n {
+        let got = f32::from_le_bytes(c[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(got, a[i] + b[i], "element {i} (seed {seed})");
+    }
+}
+
+#[test]
+fn every_example_runs_through_a_worker_and_matches_the_interpreter() {
+    let w = Worker::start(&[]);
+    let known = w.state.path().join("known_workers");
+    for name in examples() {
+        let src = std::fs::read_to_string(example(&name)).unwrap();
+        let k = rocmc::ir::parse_kernel(&name, &src).unwrap();
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            example(&name).display().to_string(),
+            "--device".into(),
+            w.url("cpu"),
+            "--check".into(),
+        ];
+        for (i, s) in k.sizes.iter().enumerate() {
+            let span = if k.sizes.len() > 3 { 6 } else { 60 };
+            args.push("--size".into());
+            args.push(format!("{}={}", s.name, 3 + (i * 37 + 11) % span));
+        }
+        let out = Command::new(rocmc_bin())
+            .args(&args)
+            .env("ROCMC_WORKER_SECRET", &w.secret)
+            .env("ROCMC_KNOWN_WORKERS", &known)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(" ok") && !text.contains("FAIL"),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("x86-64"),
+            "{name} ran on the worker's CPU: {text}"
+        );
+    }
+    // The first run pinned the certificate; it is the worker's.
+    let pinned = std::fs::read_to_string(&known).unwrap();
+    assert_eq!(pinned.lines().count(), 1, "{pinned}");
+}
+
+#[test]
+fn authentication_refuses_wrong_secrets_certificates_and_protocols() {
+    let w = Worker::start(&[]);
+    let mut o = w.opts();
+    o.secret = "not-the-secret".into();
+    let e = RemoteDevice::connect(&w.url("cpu"), &o)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("wrong secret"), "{e}");
+
+    let mut o = w.opts();
+    o.pin = Some(Pin::Exact(format!("sha256:{}", "0".repeat(64))));
+    let e = RemoteDevice::connect(&w.url("cpu"), &o)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("certificate changed"), "{e}");
+
+    let mut o = w.opts();
+    o.insecure = true;
+    let e = RemoteDevice::connect(&w.url("cpu"), &o)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("does not speak rocmc's protocol") || e.contains("connection"),
+        "{e}"
+    );
+
+    // A TLS client to a plain worker.
+    let plain = Worker::start(&["--insecure"]);
+    let e = RemoteDevice::connect(&plain.url("cpu"), &plain.opts())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("TLS handshake failed"), "{e}");
+    let mut o = plain.opts();
+    o.insecure = true;
+    let (so, info) = vadd();
+    vadd_on(
+        &mut RemoteDevice::connect(&plain.url("cpu"), &o).unwrap(),
+        &so,
+        &info,
+        1,
+    );
+
+    // After all that, the TLS worker still serves a correct client.
+    vadd_on(&mut w.connect(), &so, &info, 2);
+    let e = RemoteDevice::connect(&w.url("cuda:7"), &w.opts())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("no device `cuda:7`") && e.contains("cpu (x86-64)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn malformed_truncated_and_oversized_frames_end_only_their_session() {
+    let w = Worker::start(&["--max-frame", "65536"]);
+    let (so, info) = vadd();
+    let mut d = w.connect();
+    let mut garbage = Vec::new();
+    proto::write_frame(&mut garbage, &[0xc1, 0x00, 0x13]).unwrap();
+    match d.send_raw(&garbage).unwrap() {
+        Reply::Error(m) => assert!(m.contains("malformed"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let mut d = w.connect();
+    match d.send_raw(&(1u32 << 30).to_le_bytes()).unwrap() {
+        Reply::Error(m) => assert!(m.contains("over the limit"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Half a frame, then the client goes away.
+    let mut d = w.connect();
+    let mut half = Vec::new();
+    proto::write_frame(&mut half, &[1, 2, 3, 4, 5, 6]).unwrap();
+    let _ = d.send_raw(&half[..5]).err();
+    drop(d);
+    // A client that disconnects with a launch queued and never synchronised.
+    let mut d = w.connect();
+    let h = d.load_module(&so).unwrap();
+    let id = d.alloc(4000).unwrap();
+    let b = WireArg::Buffer {
+        id,
+        dtype: "f32".into(),
+        len: 1000,
+    };
+    d.launch(
+        &h,
+        &info,
+        "vadd",
+        vec![b.clone(), b.clone(), b, WireArg::Size(1000)],
+    )
+    .unwrap();
+    drop(d);
+    vadd_on(&mut w.connect(), &so, &info, 3);
+    // An upload over the frame limit is refused before it is sent, and says so.
+    let mut d = w.connect();
+    let id = d.alloc(1 << 20).unwrap();
+    let e = d.write(id, &vec![0u8; 1 << 20]).err().unwrap().to_string();
+    assert!(e.contains("over the limit of 65536"), "{e}");
+    vadd_on(&mut d, &so, &info, 11);
+    vadd_on(&mut w.connect(), &so, &info, 4);
+}
+
+#[test]
+fn a_crashing_session_does_not_take_down_the_worker_or_other_sessions() {
+    let w = Worker::start(&["--allow-crash-requests"]);
+    let (so, info) = vadd();
+    let mut bystander = w.connect();
+    vadd_on(&mut bystander, &so, &info, 5);
+    let mut victim = w.connect();
+    let e = victim.crash().err().unwrap().to_string();
+    assert!(e.contains("session process died"), "{e}");
+    vadd_on(&mut bystander, &so, &info, 6);
+    vadd_on(&mut w.connect(), &so, &info, 7);
+    // The second load used the worker's cache: the module was not re-sent.
+    assert!(w.state.path().join("modules").read_dir().unwrap().count() >= 1);
+}
+
+#[test]
+fn sixteen_concurrent_clients_all_get_correct_results() {
+    let w = Worker::start(&[]);
+    let (so, info) = vadd();
+    std::thread::scope(|s| {
+        for seed in 0..16 {
+            let (w, so, info) = (&w, &so, &info);
+            s.spawn(move || {
+                let mut d = w.connect();
+                for round in 0..3 {
+                    vadd_on(&mut d, so, info, seed * 10 + round);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_session_over_its_memory_limit_is_refused_and_nothing_else_is_affected() {
+    let w = Worker::start(&["--session-memory", "100000"]);
+    let (so, info) = vadd();
+    let mut d = w.connect();
+    let _ = d.alloc(60_000).unwrap();
+    let _ = d.alloc(60_000).unwrap();
+    let e = d.sync().err().unwrap().to_string();
+    assert!(e.contains("memory limit of 100000 bytes"), "{e}");
+    vadd_on(&mut d, &so, &info, 8);
+    vadd_on(&mut w.connect(), &so, &info, 9);
+}
+
+#[test]
+fn launches_are_checked_on_the_client_before_anything_is_sent() {
+    let w = Worker::start(&[]);
+    let (so, info) = vadd();
+    let mut d = w.connect();
+    let h = d.load_module(&so).unwrap();
+    let id = d.alloc(400).unwrap();
+    let b = WireArg::Buffer {
+        id,
+        dtype: "f32".into(),
+        len: 100,
+    };
+    let e = d
+        .launch(
+            &h,
+            &info,
+            "vadd",
+            vec![b.clone(), b.clone(), b, WireArg::Size(1000)],
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("must hold at least 1000 elements"), "{e}");
+    d.sync().unwrap();
+}
+
+#[test]
+fn a_killed_worker_gives_a_clear_error_and_nothing_hangs() {
+    let mut w = Worker::start(&[]);
+    let (so, info) = vadd();
+    let mut d = w.connect();
+    vadd_on(&mut d, &so, &info, 10);
+    w.child.kill().unwrap();
+    w.child.wait().unwrap();
+    let t = std::time::Instant::now();
+    let e = d.sync().err().unwrap().to_string();
+    assert!(e.contains("connection was lost"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+    let e = RemoteDevice::connect(&w.url("cpu"), &w.opts())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("Connection refused") || e.contains("connection"),
+        "{e}"
+    );
+}
