@@ -141,6 +141,23 @@ impl ArgValue {
     }
 }
 
+/// The dtype names of device buffers and scalars, as `'static` strings.
+pub const DTYPES: [&str; 10] = [
+    "f32", "f64", "f16", "bf16", "i8", "u8", "i32", "u32", "i64", "bool",
+];
+
+/// The `'static` name of dtype `d` and its size in bytes, if it is one of [`DTYPES`].
+pub fn dtype(d: &str) -> Option<(&'static str, usize)> {
+    let name = DTYPES.iter().copied().find(|x| *x == d)?;
+    let size = match name {
+        "f64" | "i64" => 8,
+        "f32" | "i32" | "u32" => 4,
+        "f16" | "bf16" => 2,
+        _ => 1,
+    };
+    Some((name, size))
+}
+
 /// Element types of device buffers.
 pub trait DeviceScalar: Copy + Default + 'static {
     /// rocmc's dtype name, as in kernel files and launch geometry.

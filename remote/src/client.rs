@@ -504,12 +504,10 @@ impl RemoteDevice {
     }
 }
 
-/// The `&'static` name of a dtype, as launch checks take it.
+/// The `&'static` name of a dtype, as launch checks take it (an unknown
+/// one fails the dtype check).
 fn leak_dtype(d: &str) -> &'static str {
-    const ALL: [&str; 10] = [
-        "f32", "f64", "f16", "bf16", "i8", "u8", "i32", "u32", "i64", "bool",
-    ];
-    ALL.iter().copied().find(|x| *x == d).unwrap_or("unknown")
+    rocmc_linker::launch::dtype(d).map_or("unknown", |(n, _)| n)
 }
 
 #[cfg(test)]

@@ -68,24 +68,9 @@ pub fn list_devices() -> Vec<DeviceInfo> {
     out
 }
 
-/// `&'static` names of dtypes, as [`KernelArg`] keeps them.
-fn static_dtype(d: &str) -> Result<&'static str, String> {
-    const ALL: [&str; 10] = [
-        "f32", "f64", "f16", "bf16", "i8", "u8", "i32", "u32", "i64", "bool",
-    ];
-    ALL.iter()
-        .copied()
-        .find(|x| *x == d)
-        .ok_or_else(|| format!("unknown dtype `{d}`"))
-}
-
-fn dtype_size(d: &str) -> usize {
-    match d {
-        "f64" | "i64" => 8,
-        "f32" | "i32" | "u32" => 4,
-        "f16" | "bf16" => 2,
-        _ => 1,
-    }
+/// The `&'static` name of a dtype (as [`KernelArg`] keeps it) and its size.
+fn known_dtype(d: &str) -> Result<(&'static str, usize), String> {
+    rocmc_linker::launch::dtype(d).ok_or_else(|| format!("unknown dtype `{d}`"))
 }
 
 /// Seeded random elements of `dtype` filling `n` bytes: floats in [-1, 1),
@@ -98,7 +83,7 @@ pub fn random_bytes(dtype: &str, n: usize, seed: u64) -> Vec<u8> {
         s ^= s << 17;
         s
     };
-    let size = dtype_size(dtype);
+    let size = rocmc_linker::launch::dtype(dtype).map_or(1, |(_, n)| n);
     let mut out = Vec::with_capacity(n);
     while out.len() + size <= n {
         let r = next();
@@ -168,6 +153,55 @@ fn open(name: &str) -> Result<Device, String> {
     ))
 }
 
+/// What a session does with a buffer, whichever runtime holds it.
+trait Bytes {
+    fn size(&self) -> usize;
+    fn put(&self, data: &[u8]) -> Result<(), String>;
+    fn get(&self) -> Result<Vec<u8>, String>;
+}
+
+impl Bytes for rocmc_runtime_cpu::CpuBuffer<u8> {
+    fn size(&self) -> usize {
+        self.len()
+    }
+    fn put(&self, data: &[u8]) -> Result<(), String> {
+        self.copy_from_host(data);
+        Ok(())
+    }
+    fn get(&self) -> Result<Vec<u8>, String> {
+        Ok(self.to_vec())
+    }
+}
+
+macro_rules! gpu_bytes {
+    ($t:ty) => {
+        impl Bytes for $t {
+            fn size(&self) -> usize {
+                self.len()
+            }
+            fn put(&self, data: &[u8]) -> Result<(), String> {
+                self.copy_from_host(data).map_err(|e| e.to_string())
+            }
+            fn get(&self) -> Result<Vec<u8>, String> {
+                self.to_vec().map_err(|e| e.to_string())
+            }
+        }
+    };
+}
+gpu_bytes!(rocmc_runtime_cuda::DeviceBuffer<u8>);
+gpu_bytes!(rocmc_runtime_hip::DeviceBuffer<u8>);
+
+impl Device {
+    fn buffer(&self, id: u32) -> Result<&dyn Bytes, String> {
+        let b: Option<&dyn Bytes> = match self {
+            Device::Cpu { bufs, .. } => bufs.get(&id).map(|b| b as &dyn Bytes),
+            Device::Cuda { bufs, .. } => bufs.get(&id).map(|b| b as &dyn Bytes),
+            Device::Hip { bufs, .. } => bufs.get(&id).map(|b| b as &dyn Bytes),
+        };
+        b.ok_or_else(|| format!("buffer #{id} does not exist"))
+    }
+}
+
 /// Turns wire arguments into launch arguments over the session's buffers.
 macro_rules! kernel_args {
     ($bufs:expr, $args:expr) => {{
@@ -178,9 +212,9 @@ macro_rules! kernel_args {
                     let b = $bufs
                         .get(id)
                         .ok_or_else(|| format!("buffer #{id} does not exist"))?;
-                    let dtype = static_dtype(dtype)?;
+                    let (dtype, size) = known_dtype(dtype)?;
                     let len = usize::try_from(*len).map_err(|e| e.to_string())?;
-                    if len.saturating_mul(dtype_size(dtype)) > b.len() {
+                    if len.saturating_mul(size) > b.len() {
                         return Err(format!(
                             "buffer #{id} holds {} bytes, not {len} {dtype}",
                             b.len()
@@ -190,7 +224,7 @@ macro_rules! kernel_args {
                 }
                 WireArg::Size(v) => KernelArg::size(*v),
                 WireArg::Scalar { dtype, bytes } => {
-                    KernelArg::raw_scalar(static_dtype(dtype)?, bytes.clone())
+                    KernelArg::raw_scalar(known_dtype(dtype)?.0, bytes.clone())
                 }
             });
         }
@@ -335,22 +369,7 @@ impl Session {
             } => Ok(Reply::Times(
                 self.launch(&module, &kernel, &args, warmup, reps, true)?,
             )),
-            Request::Read { id } => Ok(Reply::Data(match self.dev()? {
-                Device::Cpu { bufs, .. } => bufs
-                    .get(&id)
-                    .ok_or_else(|| format!("buffer #{id} does not exist"))?
-                    .to_vec(),
-                Device::Cuda { bufs, .. } => bufs
-                    .get(&id)
-                    .ok_or_else(|| format!("buffer #{id} does not exist"))?
-                    .to_vec()
-                    .map_err(|e| e.to_string())?,
-                Device::Hip { bufs, .. } => bufs
-                    .get(&id)
-                    .ok_or_else(|| format!("buffer #{id} does not exist"))?
-                    .to_vec()
-                    .map_err(|e| e.to_string())?,
-            })),
+            Request::Read { id } => Ok(Reply::Data(self.dev()?.buffer(id)?.get()?)),
             Request::Sync => {
                 match self.dev()? {
                     Device::Cpu { .. } => {}
@@ -375,42 +394,15 @@ impl Session {
     }
 
     fn write(&mut self, id: u32, data: &[u8]) -> Result<(), String> {
-        let too_long = |have: usize| {
-            format!(
-                "writing {} bytes into buffer #{id} of {have} bytes",
-                data.len()
-            )
-        };
-        match self.dev()? {
-            Device::Cpu { bufs, .. } => {
-                let b = bufs
-                    .get(&id)
-                    .ok_or_else(|| format!("buffer #{id} does not exist"))?;
-                if data.len() > b.len() {
-                    return Err(too_long(b.len()));
-                }
-                b.copy_from_host(data);
-            }
-            Device::Cuda { bufs, .. } => {
-                let b = bufs
-                    .get(&id)
-                    .ok_or_else(|| format!("buffer #{id} does not exist"))?;
-                if data.len() > b.len() {
-                    return Err(too_long(b.len()));
-                }
-                b.copy_from_host(data).map_err(|e| e.to_string())?;
-            }
-            Device::Hip { bufs, .. } => {
-                let b = bufs
-                    .get(&id)
-                    .ok_or_else(|| format!("buffer #{id} does not exist"))?;
-                if data.len() > b.len() {
-                    return Err(too_long(b.len()));
-                }
-                b.copy_from_host(data).map_err(|e| e.to_string())?;
-            }
+        let b = self.dev()?.buffer(id)?;
+        if data.len() > b.size() {
+            return Err(format!(
+                "writing {} bytes into buffer #{id} of {} bytes",
+                data.len(),
+                b.size()
+            ));
         }
-        Ok(())
+        b.put(data)
     }
 
     /// Launches `warmup + reps` times; with `timed`, returns each of the

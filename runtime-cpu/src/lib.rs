@@ -411,7 +411,7 @@ impl Kernel<'_> {
                     let ArgValue::Buffer { dtype: _, len } = v else {
                         unreachable!("checked by check_args")
                     };
-                    let elem = dtype_size(&la.dtype);
+                    let elem = rocmc_linker::launch::dtype(&la.dtype).map_or(1, |(_, n)| n);
                     if len.saturating_mul(elem) > have {
                         return Err(refuse(format!(
                             "buffer `{}` claims {len} elements but holds {} bytes",
@@ -471,14 +471,5 @@ impl Kernel<'_> {
             }
         });
         Ok(())
-    }
-}
-
-fn dtype_size(d: &str) -> usize {
-    match d {
-        "f64" | "i64" => 8,
-        "f32" | "i32" | "u32" => 4,
-        "f16" | "bf16" => 2,
-        _ => 1,
     }
 }
