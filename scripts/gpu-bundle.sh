@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where rocmc is built: compiles every example to PTX for one NVIDIA
 # processor (default sm_90) and puts it, the kernel files and the
-# runtime-only checker and the example application (no LLVM in either)
+# runtime-only checker, the worker and the example application (no LLVM in
+# any of them)
 # into target/gpu-bundle, which
 # scripts/bench-gpu.sh runs on the GPU machine.
 set -euo pipefail
@@ -12,7 +13,7 @@ rm -rf "$dir" && mkdir -p "$dir/kernels"
 cargo build -q --release -p rocmc
 # Separately: built together with rocmc, Cargo would unify the linker
 # crate's features and link LLVM into the runtime-only binaries.
-cargo build -q --release -p rocmc-gpu-check -p vadd-app
+cargo build -q --release -p rocmc-gpu-check -p vadd-app -p rocmc-worker
 # Every example and the variants the benchmark compares with them, built
 # as users build them (contraction into FMAs on, results within the float
 # tolerance of the interpreter's); and the regression kernels, checked
@@ -26,13 +27,18 @@ for f in examples/*.toml bench/gpu/variants/*.toml tests/regress/*.toml; do
   case "$f" in tests/regress/*) contract=off ;; esac
   target/release/rocmc build -q --mcpu "$arch" --fp-contract "$contract" "$f" -o "$dir/kernels/$name.ptx"
 done
-for exe in rocmc-gpu-check vadd-app; do
+for exe in rocmc-gpu-check vadd-app rocmc-worker; do
   if ldd "target/release/$exe" | grep -q libLLVM; then
     echo "gpu-bundle: $exe links LLVM; the GPU machine has none" >&2
     exit 1
   fi
   cp "target/release/$exe" "$dir/"
 done
+# vadd for the CPU (a shared object needing only libc and libm): the
+# remote path's costs on the worker's CPU device beside its GPU.
+mkdir -p "$dir/cpu"
+cp examples/vadd.toml "$dir/cpu/"
+target/release/rocmc build -q --mcpu x86-64 examples/vadd.toml -o "$dir/cpu/vadd.so"
 # PTX for a GPU newer than the one at hand: the runtime must refuse it.
 mkdir -p "$dir/extra"
 target/release/rocmc build -q --mcpu sm_100 examples/vadd.toml -o "$dir/extra/vadd.sm_100.ptx"

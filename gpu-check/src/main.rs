@@ -15,16 +15,23 @@
 //! - `rocmc-gpu-check errors VADD_PTX NEWER_PTX` checks the runtime's
 //!   refusals on the real driver: PTX for a newer GPU, PTX the driver's
 //!   compiler rejects (its log must be the error), and launches whose
-//!   arguments disagree with the launch document.
+//!   arguments disagree with the launch document;
+//! - `rocmc-gpu-check remote WORKER DIR [--device cuda:0|cpu]` starts the
+//!   `rocmc-worker` binary on loopback and runs `check` through it, over
+//!   TLS with the certificate pinned, as `rocmc run --device remote://…`;
+//! - `rocmc-gpu-check latency WORKER DIR [--device cuda:0|cpu]` measures
+//!   what that path costs over the device itself (a Markdown table).
 
 use rocmc_ir::interp;
-use rocmc_ir::reference::{compare, random_inputs, Comparison, Rng};
+use rocmc_ir::reference::{compare, random_inputs, Comparison, Inputs, Rng};
 use rocmc_ir::{Kernel, TensorKind};
 use rocmc_linker::launch::{ArgRole, LaunchInfo};
 use rocmc_runtime_cuda::{Cuda, Device, DeviceBuffer, KernelArg, Module};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+mod remote;
 
 type Res<T> = Result<T, String>;
 
@@ -35,7 +42,9 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("copy") => copy(),
         Some("errors") => errors(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX".into()),
+        Some("remote") => remote::check(&args[1..]),
+        Some("latency") => remote::latency(&args[1..]),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
@@ -47,7 +56,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn flag(args: &[String], name: &str, default: u64) -> Res<u64> {
+pub(crate) fn flag(args: &[String], name: &str, default: u64) -> Res<u64> {
     match args.iter().position(|a| a == name) {
         None => Ok(default),
         Some(i) => args
@@ -57,30 +66,29 @@ fn flag(args: &[String], name: &str, default: u64) -> Res<u64> {
     }
 }
 
-/// The kernels of a folder: (name, kernel file, PTX), sorted by name.
-fn kernels(dir: &Path) -> Res<Vec<(String, Kernel, String)>> {
+/// The kernels of a folder: (name, kernel file, module), sorted by name.
+pub(crate) fn kernels(dir: &Path, ext: &str) -> Res<Vec<(String, Kernel, Vec<u8>)>> {
     let mut out = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ptx"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect();
     entries.sort();
-    for ptx_path in entries {
-        let name = ptx_path.file_stem().unwrap().to_string_lossy().into_owned();
-        let toml = ptx_path.with_extension("toml");
+    for path in entries {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let toml = path.with_extension("toml");
         let src = std::fs::read_to_string(&toml).map_err(|e| format!("{}: {e}", toml.display()))?;
         let k = rocmc_ir::front::parse_kernel(&toml.display().to_string(), &src)
             .map_err(|e| e.render())?;
-        let ptx = std::fs::read_to_string(&ptx_path)
-            .map_err(|e| format!("{}: {e}", ptx_path.display()))?;
-        out.push((name, k, ptx));
+        let module = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push((name, k, module));
     }
     Ok(out)
 }
 
 /// Device buffers for every tensor, filled from `host`.
-fn upload(dev: &Device, host: &[Vec<u8>]) -> Res<Vec<DeviceBuffer<u8>>> {
+pub(crate) fn upload(dev: &Device, host: &[Vec<u8>]) -> Res<Vec<DeviceBuffer<u8>>> {
     host.iter()
         .map(|b| {
             let d = dev.alloc::<u8>(b.len()).map_err(|e| e.to_string())?;
@@ -93,7 +101,7 @@ fn upload(dev: &Device, host: &[Vec<u8>]) -> Res<Vec<DeviceBuffer<u8>>> {
 /// Every kernel of the module in order, with its arguments matched to
 /// tensors, sizes and parameters by name through the launch document:
 /// looked up once, so that launching (and timing) does nothing else.
-fn prepare<'m>(
+pub(crate) fn prepare<'m>(
     m: &'m Module,
     k: &Kernel,
     bufs: &[DeviceBuffer<u8>],
@@ -140,7 +148,7 @@ fn prepare<'m>(
 }
 
 /// Launches what [`prepare`] made, in order.
-fn launch_all(kernels: &[(rocmc_runtime_cuda::Kernel<'_>, Vec<KernelArg>)]) -> Res<()> {
+pub(crate) fn launch_all(kernels: &[(rocmc_runtime_cuda::Kernel<'_>, Vec<KernelArg>)]) -> Res<()> {
     for (kern, args) in kernels {
         kern.launch(args, None).map_err(|e| e.to_string())?;
     }
@@ -150,7 +158,7 @@ fn launch_all(kernels: &[(rocmc_runtime_cuda::Kernel<'_>, Vec<KernelArg>)]) -> R
 /// Sizes to check a kernel at: awkward fixed ones (1, a prime, not a
 /// multiple of any tile) and seeded random ones, each within the kernel's
 /// bounds and small enough for the interpreter.
-fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>> {
+pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>> {
     let dims = k.sizes.len() as u32;
     // The interpreter's work grows with the product of the sizes.
     let cap = match dims {
@@ -187,6 +195,42 @@ fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>> {
     out
 }
 
+/// One way to run a folder's kernels: on the local GPU, or on a device of a
+/// worker. [`check_all`] drives either the same way.
+pub(crate) trait Runner {
+    /// What the folder's modules end in (`ptx`, `so`).
+    fn extension(&self) -> &'static str;
+    /// Makes `module` the one [`Runner::run`] launches.
+    fn load(&mut self, module: &[u8]) -> Res<()>;
+    /// Uploads `inputs`, runs every kernel of the module in order and returns
+    /// the contents of every tensor afterwards.
+    fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>>;
+}
+
+struct LocalCuda {
+    dev: Device,
+    module: Option<Module>,
+}
+
+impl Runner for LocalCuda {
+    fn extension(&self) -> &'static str {
+        "ptx"
+    }
+    fn load(&mut self, module: &[u8]) -> Res<()> {
+        let ptx = std::str::from_utf8(module).map_err(|e| e.to_string())?;
+        self.module = Some(self.dev.load_ptx(ptx).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+    fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
+        let m = self.module.as_ref().ok_or("no module loaded")?;
+        let bufs = upload(&self.dev, &inputs.host)?;
+        prepare(m, k, &bufs, sizes, &inputs.pbytes).and_then(|ks| launch_all(&ks))?;
+        bufs.iter()
+            .map(|b| b.to_vec().map_err(|e| e.to_string()))
+            .collect()
+    }
+}
+
 fn check(args: &[String]) -> Res<bool> {
     let dir = PathBuf::from(args.first().ok_or("check needs a folder")?);
     let cases = flag(args, "--cases", 6)?;
@@ -200,6 +244,12 @@ fn check(args: &[String]) -> Res<bool> {
         dev.info.processor(),
         dev.info.sm_count
     );
+    check_all(&mut LocalCuda { dev, module: None }, &dir, cases, seed)
+}
+
+/// Runs every kernel of `dir` through `runner` at awkward and random sizes
+/// and compares each output with the reference interpreter.
+pub(crate) fn check_all(runner: &mut dyn Runner, dir: &Path, cases: u64, seed: u64) -> Res<bool> {
     let mut rng = Rng(seed);
     let mut all_ok = true;
     let (mut compared, mut skipped) = (0usize, 0usize);
@@ -207,8 +257,8 @@ fn check(args: &[String]) -> Res<bool> {
         "{:<16} {:<28} {:>8} {:>12} {:>10}  result",
         "kernel", "sizes", "tensor", "max error", "tolerance"
     );
-    for (name, k, ptx) in kernels(&dir)? {
-        let m = dev.load_ptx(&ptx).map_err(|e| format!("{name}: {e}"))?;
+    for (name, k, module) in kernels(dir, runner.extension())? {
+        runner.load(&module).map_err(|e| format!("{name}: {e}"))?;
         for sizes in size_cases(&k, cases, &mut rng) {
             let seed = rng.next_u64();
             let inputs = random_inputs(&k, &sizes, &HashMap::new(), seed)?;
@@ -232,12 +282,10 @@ fn check(args: &[String]) -> Res<bool> {
                     continue;
                 }
             };
-            let bufs = upload(&dev, &inputs.host)?;
-            prepare(&m, &k, &bufs, &sizes, &inputs.pbytes)
-                .and_then(|ks| launch_all(&ks))
+            let got = runner
+                .run(&k, &sizes, &inputs)
                 .map_err(|e| format!("{name}: {e}"))?;
-            let cmp: Vec<Comparison> =
-                compare(&k, &want, |i| bufs[i].to_vec().map_err(|e| e.to_string()))?;
+            let cmp: Vec<Comparison> = compare(&k, &want, |i| Ok::<_, String>(got[i].clone()))?;
             for c in cmp {
                 all_ok &= c.ok();
                 compared += 1;
@@ -298,7 +346,8 @@ fn bench(args: &[String]) -> Res<bool> {
     .map_err(|e| format!("{plan_path}: {e}"))?;
     let cuda = Cuda::load().map_err(|e| e.to_string())?;
     let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
-    for (name, k, ptx) in kernels(&dir)? {
+    for (name, k, ptx) in kernels(&dir, "ptx")? {
+        let ptx = String::from_utf8(ptx).map_err(|e| e.to_string())?;
         let Some(given) = plan.get(&name) else {
             continue;
         };

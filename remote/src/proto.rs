@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Protocol version; bumped on any incompatible change.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Largest frame a peer accepts by default (a code object or a buffer
 /// upload is one frame).
@@ -81,6 +81,7 @@ pub enum WireArg {
         /// Type name.
         dtype: String,
         /// Value.
+        #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
     },
 }
@@ -103,6 +104,7 @@ pub enum Request {
         /// Hex SHA-256 of the bytes.
         hash: String,
         /// The code object, PTX or shared object; `None` to use the cache.
+        #[serde(with = "serde_bytes")]
         bytes: Option<Vec<u8>>,
     },
     /// Allocates a zeroed buffer of `bytes` bytes under id `id` (async).
@@ -117,6 +119,7 @@ pub enum Request {
         /// Buffer.
         id: u32,
         /// Bytes.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// Fills buffer `id` with seeded random values of `dtype` in the worker,
@@ -192,7 +195,7 @@ pub enum Reply {
     /// [`Request::HasModule`]'s answer.
     Has(bool),
     /// A buffer's bytes.
-    Data(Vec<u8>),
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Launch times, milliseconds.
     Times(Vec<f64>),
     /// The request (or an asynchronous one before it) failed.

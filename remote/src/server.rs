@@ -11,6 +11,7 @@
 
 use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, VERSION};
 use crate::tls::{secrets_match, Identity};
+use std::os::fd::AsRawFd;
 use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -207,8 +208,22 @@ impl Worker {
         if self.cfg.allow_crash {
             cmd.arg("--allow-crash-requests");
         }
-        cmd.spawn()
+        let child = cmd.spawn()?;
+        if let (Some(i), Some(o)) = (&child.stdin, &child.stdout) {
+            widen_pipe(i.as_raw_fd());
+            widen_pipe(o.as_raw_fd());
+        }
+        Ok(child)
     }
+}
+
+/// Asks for a 1 MiB pipe buffer (the default 64 KiB makes a large upload
+/// cost a context switch per 64 KiB between worker and session). Best
+/// effort: the system's limit (`/proc/sys/fs/pipe-max-size`) may refuse.
+fn widen_pipe(fd: std::os::fd::RawFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe descriptor this process owns; it only
+    // changes the pipe's capacity, and a failure is ignored.
+    unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20) };
 }
 
 /// Counts a session while it lives.

@@ -447,27 +447,34 @@ impl Kernel<'_> {
         let next = std::sync::atomic::AtomicI64::new(0);
         let f = self.f;
         let t = &t;
+        let work = || loop {
+            let first = next.fetch_add(chunk, std::sync::atomic::Ordering::Relaxed);
+            if first >= groups {
+                break;
+            }
+            // SAFETY: the arguments passed check_args (kinds, dtypes, sizes within the
+            // compiled bounds, buffers long enough for the shapes) and every buffer is
+            // live memory of this device of the length claimed; the kernel keeps its
+            // accesses inside the shapes, and work-groups write disjoint outputs.
+            unsafe {
+                f(
+                    t.bufs.as_ptr(),
+                    t.sizes.as_ptr(),
+                    t.params.as_ptr(),
+                    first,
+                    chunk,
+                )
+            };
+        };
+        // Starting threads costs more than a small grid's work: one worker
+        // runs on the caller's thread.
+        if workers == 1 {
+            work();
+            return Ok(());
+        }
         std::thread::scope(|s| {
             for _ in 0..workers {
-                s.spawn(|| loop {
-                    let first = next.fetch_add(chunk, std::sync::atomic::Ordering::Relaxed);
-                    if first >= groups {
-                        break;
-                    }
-                    // SAFETY: the arguments passed check_args (kinds, dtypes, sizes within the
-                    // compiled bounds, buffers long enough for the shapes) and every buffer is
-                    // live memory of this device of the length claimed; the kernel keeps its
-                    // accesses inside the shapes, and work-groups write disjoint outputs.
-                    unsafe {
-                        f(
-                            t.bufs.as_ptr(),
-                            t.sizes.as_ptr(),
-                            t.params.as_ptr(),
-                            first,
-                            chunk,
-                        )
-                    };
-                });
+                s.spawn(work);
             }
         });
         Ok(())

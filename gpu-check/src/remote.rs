@@ -1,0 +1,411 @@
+//! The remote half: kernels run on a device of a `rocmc-worker` started on
+//! loopback, through the same client (TLS, pinned certificate, secret) that
+//! `rocmc run --device remote://…` uses, and what that path costs.
+
+use crate::{check_all, flag, kernels, Res, Runner};
+use rocmc_ir::reference::Inputs;
+use rocmc_ir::Kernel;
+use rocmc_linker::launch::{ArgRole, KernelArg, KernelLaunch, LaunchInfo};
+use rocmc_remote::client::{ConnectOptions, RemoteDevice};
+use rocmc_remote::proto::WireArg;
+use rocmc_remote::tls::Pin;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A worker process on loopback with its own state folder.
+struct Worker {
+    child: Child,
+    addr: String,
+    fingerprint: String,
+    secret: String,
+    _state: tempfile::TempDir,
+}
+
+impl Worker {
+    fn start(bin: &Path) -> Res<Worker> {
+        let state = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut child = Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--state"])
+            .arg(state.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let mut next = || -> Res<String> {
+            lines
+                .next()
+                .ok_or("the worker exited before it listened")?
+                .map_err(|e| e.to_string())
+        };
+        let first = next()?;
+        let addr = first.rsplit(' ').next().unwrap_or_default().to_string();
+        let fingerprint = next()?
+            .strip_prefix("certificate fingerprint ")
+            .ok_or("the worker printed no certificate fingerprint")?
+            .to_string();
+        // Keep reading so the worker never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let secret = std::fs::read_to_string(state.path().join("secret"))
+            .map_err(|e| format!("the worker's secret: {e}"))?
+            .trim()
+            .to_string();
+        Ok(Worker {
+            child,
+            addr,
+            fingerprint,
+            secret,
+            _state: state,
+        })
+    }
+
+    /// A fresh session on `device`, the certificate pinned to the
+    /// fingerprint the worker printed (as a user pins it out of band).
+    fn connect(&self, device: &str) -> Res<RemoteDevice> {
+        let opts = ConnectOptions {
+            secret: self.secret.clone(),
+            pin: Some(Pin::Exact(self.fingerprint.clone())),
+            insecure: false,
+            timeout: Duration::from_secs(120),
+        };
+        RemoteDevice::connect(&format!("remote://{}/{device}", self.addr), &opts)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The module kind a worker device runs, as the folder's files end.
+fn extension(device: &str) -> Res<&'static str> {
+    match device.split(':').next() {
+        Some("cuda") => Ok("ptx"),
+        Some("cpu") => Ok("so"),
+        Some("amdgpu") => Ok("hsaco"),
+        _ => Err(format!("unknown device `{device}`")),
+    }
+}
+
+/// The launch document a module carries.
+fn launch_of(ext: &str, module: &[u8]) -> Res<LaunchInfo> {
+    match ext {
+        "ptx" => {
+            let text = std::str::from_utf8(module).map_err(|e| e.to_string())?;
+            LaunchInfo::from_ptx(text)
+                .ok_or("the PTX has no launch document")?
+                .map_err(|e| e.to_string())
+        }
+        "so" => rocmc_runtime_cpu::read_launch(module).map_err(|e| e.to_string()),
+        _ => rocmc_linker::codeobject::read(module)
+            .map_err(|e| e.to_string())?
+            .launch
+            .ok_or_else(|| "the code object has no rocmc launch section".into()),
+    }
+}
+
+/// A kernel's arguments on the wire, matched to tensors, sizes and
+/// parameters by name through the launch document.
+fn wire_args(
+    k: &Kernel,
+    kl: &KernelLaunch,
+    ids: &[u32],
+    host: &[Vec<u8>],
+    sizes: &[i64],
+    pbytes: &[u8],
+) -> Res<Vec<WireArg>> {
+    kl.args
+        .iter()
+        .map(|a| {
+            Ok(match a.role {
+                ArgRole::Buffer => {
+                    let i = k
+                        .tensors
+                        .iter()
+                        .position(|t| t.name == a.name)
+                        .ok_or_else(|| format!("no tensor `{}`", a.name))?;
+                    let t = &k.tensors[i];
+                    WireArg::Buffer {
+                        id: ids[i],
+                        dtype: t.dtype.name().into(),
+                        len: (host[i].len() / t.dtype.size()) as u64,
+                    }
+                }
+                ArgRole::Size => {
+                    let i = k.sizes.iter().position(|s| s.name == a.name).ok_or("size")?;
+                    WireArg::Size(sizes[i] as i32)
+                }
+                ArgRole::Scalar => {
+                    let i = k
+                        .params
+                        .iter()
+                        .position(|p| p.name == a.name)
+                        .ok_or("param")?;
+                    let t = k.params[i].dtype;
+                    WireArg::Scalar {
+                        dtype: t.name().into(),
+                        bytes: pbytes[i * 8..i * 8 + t.size()].to_vec(),
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+struct RemoteRunner {
+    dev: RemoteDevice,
+    ext: &'static str,
+    module: Option<(String, LaunchInfo)>,
+}
+
+impl Runner for RemoteRunner {
+    fn extension(&self) -> &'static str {
+        self.ext
+    }
+
+    fn load(&mut self, module: &[u8]) -> Res<()> {
+        let info = launch_of(self.ext, module)?;
+        let hash = self.dev.load_module(module).map_err(|e| e.to_string())?;
+        self.module = Some((hash, info));
+        Ok(())
+    }
+
+    fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
+        let (hash, info) = self.module.as_ref().ok_or("no module loaded")?;
+        let d = &mut self.dev;
+        let e = |e: rocmc_remote::RemoteError| e.to_string();
+        let mut ids = Vec::new();
+        for b in &inputs.host {
+            let id = d.alloc(b.len() as u64).map_err(e)?;
+            d.write(id, b).map_err(e)?;
+            ids.push(id);
+        }
+        for kl in &info.kernels {
+            let args = wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
+            d.launch(hash, info, &kl.name, args).map_err(e)?;
+        }
+        let out = ids
+            .iter()
+            .map(|&id| d.read(id).map_err(e))
+            .collect::<Res<Vec<_>>>()?;
+        for id in ids {
+            d.free(id).map_err(e)?;
+        }
+        Ok(out)
+    }
+}
+
+/// `remote WORKER DIR [--device D] [--cases N] [--seed S]`: every kernel of
+/// `DIR` checked against the interpreter on a worker's device.
+pub fn check(args: &[String]) -> Res<bool> {
+    let [bin, dir, ..] = args else {
+        return Err("remote needs the worker binary and a folder".into());
+    };
+    let device = opt(args, "--device").unwrap_or("cuda:0");
+    let ext = extension(device)?;
+    let w = Worker::start(Path::new(bin))?;
+    let dev = w.connect(device)?;
+    let i = dev.info();
+    println!(
+        "worker {} (TLS, pinned {}…), device {}: {} ({})",
+        w.addr,
+        &w.fingerprint[..16.min(w.fingerprint.len())],
+        i.name,
+        i.description,
+        i.target
+    );
+    let mut r = RemoteRunner {
+        dev,
+        ext,
+        module: None,
+    };
+    check_all(
+        &mut r,
+        &PathBuf::from(dir),
+        flag(args, "--cases", 6)?,
+        flag(args, "--seed", 1)?,
+    )
+}
+
+fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Wall-clock microseconds of `f`.
+fn us(f: impl FnOnce() -> Res<()>) -> Res<f64> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed().as_secs_f64() * 1e6)
+}
+
+/// What launching the smallest kernel costs on the device itself:
+/// (launch + wait, median µs; per launch of `batch` launches and one wait, µs).
+fn local_figures(ext: &str, module: &[u8], reps: usize, batch: usize) -> Res<(f64, f64)> {
+    match ext {
+        "ptx" => {
+            let cuda = rocmc_runtime_cuda::Cuda::load().map_err(|e| e.to_string())?;
+            let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+            let ptx = std::str::from_utf8(module).map_err(|e| e.to_string())?;
+            let m = dev.load_ptx(ptx).map_err(|e| e.to_string())?;
+            let k = m.kernel("vadd").map_err(|e| e.to_string())?;
+            let a = dev.alloc::<f32>(1).map_err(|e| e.to_string())?;
+            let args = [
+                KernelArg::buffer(&a),
+                KernelArg::buffer(&a),
+                KernelArg::buffer(&a),
+                KernelArg::size(1),
+            ];
+            let launch = || k.launch(&args, None).map_err(|e| e.to_string());
+            let sync = || dev.synchronize().map_err(|e| e.to_string());
+            launch()?;
+            sync()?;
+            let rt = (0..reps)
+                .map(|_| us(|| launch().and_then(|_| sync())))
+                .collect::<Res<Vec<_>>>()?;
+            let b = us(|| {
+                for _ in 0..batch {
+                    launch()?;
+                }
+                sync()
+            })?;
+            Ok((median(rt), b / batch as f64))
+        }
+        "so" => {
+            let cpu = rocmc_runtime_cpu::Cpu::new();
+            let m = cpu.load(module).map_err(|e| e.to_string())?;
+            let k = m.kernel("vadd").map_err(|e| e.to_string())?;
+            let a = cpu.alloc::<f32>(1);
+            let args = [
+                KernelArg::buffer(&a),
+                KernelArg::buffer(&a),
+                KernelArg::buffer(&a),
+                KernelArg::size(1),
+            ];
+            // The CPU runtime's launches return when the kernel is done.
+            let launch = || k.launch(&args).map_err(|e| e.to_string());
+            launch()?;
+            let rt = (0..reps).map(|_| us(launch)).collect::<Res<Vec<_>>>()?;
+            let b = us(|| (0..batch).try_for_each(|_| launch()))?;
+            Ok((median(rt), b / batch as f64))
+        }
+        other => Err(format!("no local runtime for .{other} here")),
+    }
+}
+
+/// `latency WORKER DIR [--device D] [--reps N]`: what the remote path costs
+/// over the device itself, with `DIR/vadd.*` at one element (so the kernel
+/// takes no time): a launch's round trip, launches sent without waiting,
+/// connecting, a module's first and cached loads, and bulk transfers.
+/// Prints a Markdown table.
+pub fn latency(args: &[String]) -> Res<bool> {
+    let [bin, dir, ..] = args else {
+        return Err("latency needs the worker binary and a folder".into());
+    };
+    let device = opt(args, "--device").unwrap_or("cuda:0");
+    let reps = flag(args, "--reps", 300)? as usize;
+    let batch = 1000;
+    let ext = extension(device)?;
+    let (_, k, module) = kernels(Path::new(dir), ext)?
+        .into_iter()
+        .find(|(n, ..)| n == "vadd")
+        .ok_or_else(|| format!("{dir} has no vadd.{ext}"))?;
+    let info = launch_of(ext, &module)?;
+    let kl = info.kernel("vadd").ok_or("vadd's module has no vadd")?.clone();
+    let (local_rt, local_batch) = local_figures(ext, &module, reps, batch)?;
+
+    let w = Worker::start(Path::new(bin))?;
+    let e = |e: rocmc_remote::RemoteError| e.to_string();
+    let mut connect = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        drop(w.connect(device)?);
+        connect.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut d = w.connect(device)?;
+    let desc = format!("{} ({}, {})", d.info().name, d.info().description, d.info().target);
+    let first_load = us(|| d.load_module(&module).map(|_| ()).map_err(e))? / 1e3;
+    let hash = rocmc_remote::proto::content_hash(&module);
+    let mut d2 = w.connect(device)?;
+    let cached_load = us(|| d2.load_module(&module).map(|_| ()).map_err(e))? / 1e3;
+    drop(d2);
+
+    let host = vec![vec![0u8; 4]; 3];
+    let a = d.alloc(4).map_err(e)?;
+    let ids = [a, a, a];
+    let args_v = wire_args(&k, &kl, &ids, &host, &[1], &[])?;
+    let launch = |d: &mut RemoteDevice| d.launch(&hash, &info, "vadd", args_v.clone()).map_err(e);
+    launch(&mut d)?;
+    d.sync().map_err(e)?;
+    let rt = (0..reps)
+        .map(|_| {
+            us(|| {
+                launch(&mut d)?;
+                d.sync().map_err(e)
+            })
+        })
+        .collect::<Res<Vec<_>>>()?;
+    let fire = us(|| {
+        for _ in 0..batch {
+            launch(&mut d)?;
+        }
+        d.sync().map_err(e)
+    })? / batch as f64;
+    let each = us(|| {
+        for _ in 0..batch {
+            launch(&mut d)?;
+            d.sync().map_err(e)?;
+        }
+        Ok(())
+    })? / batch as f64;
+
+    let mib = 64usize;
+    let bytes = mib << 20;
+    let big = d.alloc(bytes as u64).map_err(e)?;
+    let data = vec![7u8; bytes];
+    let write = us(|| d.write(big, &data).and_then(|_| d.sync()).map_err(e))?;
+    let read = us(|| d.read(big).map(|_| ()).map_err(e))?;
+    let fill = us(|| d.fill(big, "f32", 1).and_then(|_| d.sync()).map_err(e))?;
+    d.free(big).map_err(e)?;
+    d.free(a).map_err(e)?;
+    d.sync().map_err(e)?;
+
+    let rate = |t_us: f64| format!("{:.0} MB/s", bytes as f64 / t_us);
+    println!("device: {desc}; worker on loopback over TLS; {reps} repetitions, batches of {batch}");
+    println!();
+    println!("| what | on the device here | through the worker |");
+    println!("|---|---:|---:|");
+    println!(
+        "| launch + wait, smallest kernel (median) | {local_rt:.1} µs | {:.1} µs |",
+        median(rt)
+    );
+    println!(
+        "| {batch} launches, one wait (per launch) | {local_batch:.2} µs | {fire:.2} µs |"
+    );
+    println!("| {batch} × (launch + wait) (per launch) | {local_rt:.1} µs | {each:.1} µs |");
+    println!(
+        "| connect: TCP + TLS + secret + session process (median of 5) | | {:.1} ms |",
+        median(connect)
+    );
+    println!(
+        "| load module, first time ({} KiB sent) | | {first_load:.2} ms |",
+        module.len() / 1024
+    );
+    println!("| load module again, new session (cached by hash) | | {cached_load:.2} ms |");
+    println!("| write {mib} MiB + wait | | {} |", rate(write));
+    println!("| read {mib} MiB | | {} |", rate(read));
+    println!("| fill {mib} MiB on the worker + wait | | {} |", rate(fill));
+    Ok(true)
+}
