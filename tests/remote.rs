@@ -4,6 +4,7 @@
 use rocmc::remote::client::{ConnectOptions, RemoteDevice};
 use rocmc::remote::proto::{self, Reply, WireArg};
 use rocmc::remote::tls::Pin;
+use rocmc::remote::Device;
 use rocmc_tests::{example, examples, rocmc_bin, root};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

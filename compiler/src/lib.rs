@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 pub mod build;
 pub mod run;
+pub mod tune;
 
 pub use rocmc_linker::ptxas;
 
@@ -47,6 +48,9 @@ pub struct Options {
     /// Allow fusing `a * b + c` into FMAs (clang's HIP default). Off gives
     /// exactly the reference interpreter's separately rounded operations.
     pub fp_contract: bool,
+    /// Values for the kernel's `[tune]` parameters (the rest take their
+    /// defaults): what `rocmc build` takes from the tuning database.
+    pub tune: Vec<(String, i64)>,
 }
 
 impl Options {
@@ -57,6 +61,7 @@ impl Options {
             code_object_version: DEFAULT_CODE_OBJECT_VERSION,
             wave_size: None,
             fp_contract: true,
+            tune: Vec::new(),
         }
     }
 }
@@ -234,7 +239,13 @@ pub struct Frontend {
 /// # Ok::<(), rocmc::Error>(())
 /// ```
 pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
-    let (kernel, [parse, validate]) = rocmc_ir::front::parse_kernel_timed(file, source)?;
+    frontend_with(file, source, &[])
+}
+
+/// [`frontend`] for one configuration of the kernel's `[tune]` parameters:
+/// the defaults overridden by `tune`.
+pub fn frontend_with(file: &str, source: &str, tune: &[(String, i64)]) -> Result<Frontend, Error> {
+    let (kernel, [parse, validate]) = rocmc_ir::front::parse_kernel_timed(file, source, tune)?;
     let t1 = Instant::now();
     let program = rocmc_ir::lower::lower_file(&kernel, file, source)?;
     let launch = launch_info(&kernel, &program);
@@ -453,7 +464,7 @@ pub fn compile_for(
     opts: &Options,
     emit: Emit,
 ) -> Result<Vec<Artifact>, Error> {
-    let front = frontend(file, source)?;
+    let front = frontend_with(file, source, &opts.tune)?;
     if ts.len() == 1 {
         return Ok(vec![backend(&front, &ts[0], opts, emit)?]);
     }

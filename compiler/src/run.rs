@@ -408,6 +408,7 @@ pub fn run_remote(
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
     use rocmc_remote::proto::WireArg;
+    use rocmc_remote::Device;
     let rt = |e: rocmc_remote::RemoteError| match e {
         rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
             Error::Usage(e.to_string())

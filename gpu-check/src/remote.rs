@@ -9,6 +9,7 @@ use rocmc_linker::launch::{ArgRole, KernelArg, KernelLaunch, LaunchInfo};
 use rocmc_remote::client::{ConnectOptions, RemoteDevice};
 use rocmc_remote::proto::WireArg;
 use rocmc_remote::tls::Pin;
+use rocmc_remote::Device;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -137,7 +138,11 @@ fn wire_args(
                     }
                 }
                 ArgRole::Size => {
-                    let i = k.sizes.iter().position(|s| s.name == a.name).ok_or("size")?;
+                    let i = k
+                        .sizes
+                        .iter()
+                        .position(|s| s.name == a.name)
+                        .ok_or("size")?;
                     WireArg::Size(sizes[i] as i32)
                 }
                 ArgRole::Scalar => {
@@ -323,7 +328,10 @@ pub fn latency(args: &[String]) -> Res<bool> {
         .find(|(n, ..)| n == "vadd")
         .ok_or_else(|| format!("{dir} has no vadd.{ext}"))?;
     let info = launch_of(ext, &module)?;
-    let kl = info.kernel("vadd").ok_or("vadd's module has no vadd")?.clone();
+    let kl = info
+        .kernel("vadd")
+        .ok_or("vadd's module has no vadd")?
+        .clone();
     let (local_rt, local_batch) = local_figures(ext, &module, reps, batch)?;
 
     let w = Worker::start(Path::new(bin))?;
@@ -335,7 +343,12 @@ pub fn latency(args: &[String]) -> Res<bool> {
         connect.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let mut d = w.connect(device)?;
-    let desc = format!("{} ({}, {})", d.info().name, d.info().description, d.info().target);
+    let desc = format!(
+        "{} ({}, {})",
+        d.info().name,
+        d.info().description,
+        d.info().target
+    );
     let first_load = us(|| d.load_module(&module).map(|_| ()).map_err(e))? / 1e3;
     let hash = rocmc_remote::proto::content_hash(&module);
     let mut d2 = w.connect(device)?;
@@ -391,9 +404,7 @@ pub fn latency(args: &[String]) -> Res<bool> {
         "| launch + wait, smallest kernel (median) | {local_rt:.1} µs | {:.1} µs |",
         median(rt)
     );
-    println!(
-        "| {batch} launches, one wait (per launch) | {local_batch:.2} µs | {fire:.2} µs |"
-    );
+    println!("| {batch} launches, one wait (per launch) | {local_batch:.2} µs | {fire:.2} µs |");
     println!("| {batch} × (launch + wait) (per launch) | {local_rt:.1} µs | {each:.1} µs |");
     println!(
         "| connect: TCP + TLS + secret + session process (median of 5) | | {:.1} ms |",

@@ -24,6 +24,27 @@ struct Doc {
     params: IndexMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     stage: Vec<Spanned<StageDecl>>,
+    tune: Option<Spanned<TuneDecl>>,
+}
+
+/// `[tune]`: see [`crate::tune`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TuneDecl {
+    #[serde(default)]
+    params: IndexMap<Spanned<String>, Spanned<TuneParamDecl>>,
+    #[serde(default)]
+    constraints: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TuneParamDecl {
+    values: Option<Vec<Spanned<i64>>>,
+    pow2: Option<Spanned<Vec<i64>>>,
+    range: Option<Spanned<Vec<i64>>>,
+    step: Option<Spanned<i64>>,
+    default: Spanned<i64>,
 }
 
 #[derive(Deserialize)]
@@ -66,13 +87,26 @@ struct StageDecl {
 
 /// Parses and checks a kernel file. `file` names it in diagnostics.
 pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
-    parse_kernel_timed(file, source).map(|(k, _)| k)
+    parse_kernel_timed(file, source, &[]).map(|(k, _)| k)
 }
 
-/// [`parse_kernel`], also returning the time spent parsing TOML and checking it.
+/// [`parse_kernel`] for one configuration of its tune parameters: the
+/// defaults overridden by `tune` (each checked against its candidates and
+/// the constraints).
+pub fn parse_kernel_with(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+) -> Result<Kernel, KernelError> {
+    parse_kernel_timed(file, source, tune).map(|(k, _)| k)
+}
+
+/// [`parse_kernel_with`], also returning the time spent parsing TOML and
+/// checking it.
 pub fn parse_kernel_timed(
     file: &str,
     source: &str,
+    tune: &[(String, i64)],
 ) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
     let t0 = std::time::Instant::now();
     let err = |diagnostics| KernelError {
@@ -97,6 +131,8 @@ pub fn parse_kernel_timed(
         diags: Vec::new(),
         red: None,
         poisoned: Vec::new(),
+        given: tune,
+        config: Vec::new(),
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -122,6 +158,10 @@ struct Cx<'s> {
     /// Names whose declaration was refused: their uses are not reported
     /// again, so one mistake gives one error.
     poisoned: Vec<String>,
+    /// Tune parameter values asked for (the rest take their defaults).
+    given: &'s [(String, i64)],
+    /// The configuration schedule steps are parsed with.
+    config: crate::tune::Config,
 }
 
 fn span_of<T>(s: &Spanned<T>) -> Span {
@@ -191,6 +231,173 @@ impl<'s> Cx<'s> {
         true
     }
 
+    /// `[tune]`: the space, and the configuration to parse the schedules
+    /// with (into `self.config`). Parameter names join `names`.
+    fn tune(
+        &mut self,
+        decl: Option<&Spanned<TuneDecl>>,
+        names: &mut Vec<(String, Span)>,
+    ) -> Option<crate::tune::Tuning> {
+        use crate::tune::{Constraint, TuneParam, TuneSpace};
+        let Some(decl) = decl else {
+            if let Some((n, _)) = self.given.first() {
+                self.error(Diagnostic::new(
+                    Span::default(),
+                    format!("tune parameter `{n}` given, but the kernel has no [tune] section"),
+                ));
+            }
+            return None;
+        };
+        let mut space = TuneSpace::default();
+        let before = self.diags.len();
+        for (name, p) in &decl.get_ref().params {
+            if !self.name(name, "tune parameter", names) {
+                continue;
+            }
+            names.push((name.get_ref().clone(), span_of(name)));
+            let d = p.get_ref();
+            let picked = [d.values.is_some(), d.pow2.is_some(), d.range.is_some()];
+            if picked.iter().filter(|x| **x).count() != 1 {
+                self.error(
+                    Diagnostic::new(
+                        span_of(p),
+                        format!("tune parameter `{}` needs exactly one of `values`, `pow2` or `range`", name.get_ref()),
+                    )
+                    .hint("`values = [32, 64]`, `pow2 = [2, 16]` (2, 4, 8, 16) or `range = [8, 32], step = 8`"),
+                );
+                continue;
+            }
+            if d.step.is_some() && d.range.is_none() {
+                let st = d.step.as_ref().unwrap();
+                self.error(Diagnostic::new(span_of(st), "`step` goes with `range`"));
+                continue;
+            }
+            let bounds = |r: &Spanned<Vec<i64>>, cx: &mut Self| -> Option<(i64, i64)> {
+                match r.get_ref().as_slice() {
+                    [lo, hi] if 1 <= *lo && lo <= hi && *hi <= 1 << 30 => Some((*lo, *hi)),
+                    _ => {
+                        cx.error(Diagnostic::new(
+                            span_of(r),
+                            "expected `[low, high]` with 1 <= low <= high <= 2^30",
+                        ));
+                        None
+                    }
+                }
+            };
+            let values: Vec<i64> = if let Some(v) = &d.values {
+                let mut out = Vec::new();
+                for x in v {
+                    if *x.get_ref() < 1 || *x.get_ref() > 1 << 30 {
+                        self.error(Diagnostic::new(
+                            span_of(x),
+                            format!("candidate {} is out of range (1 to 2^30)", x.get_ref()),
+                        ));
+                    } else if !out.contains(x.get_ref()) {
+                        out.push(*x.get_ref());
+                    }
+                }
+                out.sort_unstable();
+                out
+            } else if let Some(r) = &d.pow2 {
+                let Some((lo, hi)) = bounds(r, self) else {
+                    continue;
+                };
+                (0..31)
+                    .map(|e| 1i64 << e)
+                    .filter(|v| (lo..=hi).contains(v))
+                    .collect()
+            } else {
+                let r = d.range.as_ref().unwrap();
+                let Some((lo, hi)) = bounds(r, self) else {
+                    continue;
+                };
+                let step = d.step.as_ref().map_or(1, |s| *s.get_ref());
+                if step < 1 || (hi - lo) / step >= 4096 {
+                    self.error(Diagnostic::new(
+                        d.step.as_ref().map_or(span_of(r), span_of),
+                        format!("a step of {step} over [{lo}, {hi}]: it must be at least 1 and give at most 4096 values"),
+                    ));
+                    continue;
+                }
+                (lo..=hi).step_by(step as usize).collect()
+            };
+            if values.is_empty() {
+                self.error(Diagnostic::new(
+                    span_of(p),
+                    format!("tune parameter `{}` has no candidates", name.get_ref()),
+                ));
+                continue;
+            }
+            let def = *d.default.get_ref();
+            if !values.contains(&def) {
+                self.error(Diagnostic::new(
+                    span_of(&d.default),
+                    format!(
+                        "the default {def} is not among `{}`'s candidates ({})",
+                        name.get_ref(),
+                        values
+                            .iter()
+                            .map(i64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+                continue;
+            }
+            space.params.push(TuneParam {
+                name: name.get_ref().clone(),
+                values,
+                default: def,
+                span: span_of(name),
+            });
+        }
+        let defaults = space.default_config();
+        for c in &decl.get_ref().constraints {
+            let base = self.content_base(c);
+            let ast = match syntax::parse_expr(c.get_ref(), base) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.error(e);
+                    continue;
+                }
+            };
+            // Checked on the defaults: a name that is not a parameter or a
+            // default configuration that breaks it is reported here.
+            match crate::tune::eval(&ast, &defaults) {
+                Ok(0) => self.error(
+                    Diagnostic::new(
+                        span_of(c),
+                        format!(
+                            "the default configuration ({}) breaks this constraint",
+                            crate::tune::describe(&defaults)
+                        ),
+                    )
+                    .hint("change a `default` so that the kernel builds untuned"),
+                ),
+                Ok(_) => {}
+                Err((span, m)) => self.error(Diagnostic::new(span, m)),
+            }
+            space.constraints.push(Constraint {
+                text: c.get_ref().clone(),
+                ast,
+                span: span_of(c),
+            });
+        }
+        if self.diags.len() > before {
+            return None;
+        }
+        match space.resolve(self.given) {
+            Ok(config) => {
+                self.config = config.clone();
+                Some(crate::tune::Tuning { space, config })
+            }
+            Err(m) => {
+                self.error(Diagnostic::new(span_of(decl), m));
+                None
+            }
+        }
+    }
+
     fn kernel(&mut self, doc: Doc) -> Option<Kernel> {
         let kernel_span = span_of(&doc.kernel);
         let kdecl = doc.kernel.into_inner();
@@ -250,6 +457,7 @@ impl<'s> Cx<'s> {
             tensors: Vec::new(),
             params: Vec::new(),
             stages: Vec::new(),
+            tuning: None,
         };
 
         for (name, decl) in &doc.inputs {
@@ -284,6 +492,7 @@ impl<'s> Cx<'s> {
                 self.poisoned.push(name.get_ref().clone());
             }
         }
+        let tuning = self.tune(doc.tune.as_ref(), &mut names);
         if doc.stage.is_empty() {
             self.error(
                 Diagnostic::new(kernel_span, "the kernel has no stage")
@@ -293,6 +502,7 @@ impl<'s> Cx<'s> {
         for st in &doc.stage {
             self.stage(&mut k, &mut names, st);
         }
+        k.tuning = tuning;
         if let Some(last) = k.stages.last() {
             if let Some(step) = last
                 .schedule
@@ -634,6 +844,10 @@ impl<'s> Cx<'s> {
         for s in &d.schedule {
             let base = self.content_base(s);
             match syntax::parse_step(s.get_ref(), base)
+                .and_then(|mut st| {
+                    crate::tune::substitute(&mut st, &self.config)?;
+                    Ok(st)
+                })
                 .and_then(|st| schedule::Step::from_syntax(&st))
             {
                 Ok(step) => steps.push(step),

@@ -29,6 +29,9 @@ pub struct Kernel {
     /// Scalar parameters passed by value (saxpy's `alpha`).
     pub params: Vec<Param>,
     pub stages: Vec<Stage>,
+    /// `[tune]`: the parameters and the configuration this kernel was
+    /// parsed with.
+    pub tuning: Option<crate::tune::Tuning>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

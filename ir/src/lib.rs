@@ -23,6 +23,7 @@ pub mod lower;
 pub mod reference;
 pub mod schedule;
 pub mod syntax;
+pub mod tune;
 
 pub use diag::{Diagnostic, KernelError, Span};
 pub use dtype::DType;

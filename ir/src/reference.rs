@@ -162,6 +162,7 @@ pub fn random_inputs(
 }
 
 /// Seeded random inputs and everything derived from them.
+#[derive(Clone)]
 pub struct Inputs {
     /// One buffer per input tensor, in order.
     pub inputs: Vec<Buffer>,

@@ -6,11 +6,8 @@
 //! are checked against the module's launch document here, before anything
 //! is sent, with the same checks as the local runtimes.
 
-use crate::proto::{
-    self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, WireArg, VERSION,
-};
+use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, VERSION};
 use crate::tls::{client_config, Pin, PinOutcome, PinVerifier};
-use rocmc_linker::launch::{ArgValue, LaunchInfo};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -174,7 +171,7 @@ pub struct RemoteDevice {
     devices: Vec<DeviceInfo>,
     device: DeviceInfo,
     max_frame: usize,
-    next_id: u32,
+    pub(crate) next_id: u32,
     /// Whether the last connection pinned the certificate for the first time.
     pub first_use: Option<String>,
 }
@@ -309,7 +306,7 @@ impl RemoteDevice {
         &self.devices
     }
 
-    fn err(&self, message: String) -> RemoteError {
+    pub(crate) fn err(&self, message: String) -> RemoteError {
         RemoteError::Worker {
             addr: self.addr.clone(),
             message,
@@ -329,7 +326,7 @@ impl RemoteDevice {
         proto::write_frame(&mut self.pending, &bytes).map_err(|e| self.err(e.to_string()))
     }
 
-    fn queue(&mut self, r: Request) -> Result<()> {
+    pub(crate) fn queue(&mut self, r: Request) -> Result<()> {
         self.enqueue(&r)?;
         if self.pending.len() > COALESCE {
             self.flush()?;
@@ -353,138 +350,13 @@ impl RemoteDevice {
     }
 
     /// Sends queued requests and `r`, and waits for `r`'s reply.
-    fn call(&mut self, r: Request) -> Result<Reply> {
+    pub(crate) fn call(&mut self, r: Request) -> Result<Reply> {
         self.enqueue(&r)?;
         self.flush()?;
         match proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1) {
             Ok(Reply::Error(m)) => Err(self.err(m)),
             Ok(r) => Ok(r),
             Err(e) => Err(self.lost(e)),
-        }
-    }
-
-    /// Loads a module (code object, PTX or shared object), sending its
-    /// bytes only if the worker has not seen them. Returns its hash.
-    pub fn load_module(&mut self, bytes: &[u8]) -> Result<String> {
-        let hash = proto::content_hash(bytes);
-        let cached = matches!(
-            self.call(Request::HasModule { hash: hash.clone() })?,
-            Reply::Has(true)
-        );
-        self.call(Request::LoadModule {
-            hash: hash.clone(),
-            bytes: (!cached).then(|| bytes.to_vec()),
-        })?;
-        Ok(hash)
-    }
-
-    /// Allocates a zeroed buffer of `bytes` bytes (asynchronous).
-    pub fn alloc(&mut self, bytes: u64) -> Result<u32> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.queue(Request::Alloc { id, bytes })?;
-        Ok(id)
-    }
-
-    /// Writes `data` at the start of buffer `id` (asynchronous).
-    pub fn write(&mut self, id: u32, data: &[u8]) -> Result<()> {
-        self.queue(Request::Write {
-            id,
-            data: data.to_vec(),
-        })
-    }
-
-    /// Fills buffer `id` with seeded random `dtype` values on the worker (asynchronous).
-    pub fn fill(&mut self, id: u32, dtype: &str, seed: u64) -> Result<()> {
-        self.queue(Request::Fill {
-            id,
-            dtype: dtype.into(),
-            seed,
-        })
-    }
-
-    /// Frees buffer `id` (asynchronous).
-    pub fn free(&mut self, id: u32) -> Result<()> {
-        self.queue(Request::Free { id })
-    }
-
-    /// Reads buffer `id`.
-    pub fn read(&mut self, id: u32) -> Result<Vec<u8>> {
-        match self.call(Request::Read { id })? {
-            Reply::Data(d) => Ok(d),
-            other => Err(self.err(format!("unexpected reply {other:?}"))),
-        }
-    }
-
-    /// Waits for everything sent; reports an earlier asynchronous failure.
-    pub fn sync(&mut self) -> Result<()> {
-        self.call(Request::Sync).map(|_| ())
-    }
-
-    fn checked(info: &LaunchInfo, kernel: &str, args: &[WireArg]) -> Result<()> {
-        let refuse = |reason: String| RemoteError::BadLaunch {
-            kernel: kernel.into(),
-            reason,
-        };
-        let kl = info
-            .kernels
-            .iter()
-            .find(|k| k.name == kernel)
-            .ok_or_else(|| refuse("the module has no such kernel".into()))?;
-        let values: Vec<ArgValue> = args
-            .iter()
-            .map(|a| match a {
-                WireArg::Buffer { dtype, len, .. } => ArgValue::Buffer {
-                    dtype: leak_dtype(dtype),
-                    len: *len as usize,
-                },
-                WireArg::Size(v) => ArgValue::Size(*v),
-                WireArg::Scalar { dtype, bytes } => ArgValue::Scalar {
-                    dtype: leak_dtype(dtype),
-                    bytes: bytes.clone(),
-                },
-            })
-            .collect();
-        info.check_args(kl, &values).map(|_| ()).map_err(refuse)
-    }
-
-    /// Launches `kernel` of module `hash` (asynchronous), after checking the
-    /// arguments against `info` here.
-    pub fn launch(
-        &mut self,
-        hash: &str,
-        info: &LaunchInfo,
-        kernel: &str,
-        args: Vec<WireArg>,
-    ) -> Result<()> {
-        Self::checked(info, kernel, &args)?;
-        self.queue(Request::Launch {
-            module: hash.into(),
-            kernel: kernel.into(),
-            args,
-        })
-    }
-
-    /// Times `reps` launches (after `warmup`) with the device's clock; ms each.
-    pub fn time(
-        &mut self,
-        hash: &str,
-        info: &LaunchInfo,
-        kernel: &str,
-        args: Vec<WireArg>,
-        warmup: u32,
-        reps: u32,
-    ) -> Result<Vec<f64>> {
-        Self::checked(info, kernel, &args)?;
-        match self.call(Request::Time {
-            module: hash.into(),
-            kernel: kernel.into(),
-            args,
-            warmup,
-            reps,
-        })? {
-            Reply::Times(t) => Ok(t),
-            other => Err(self.err(format!("unexpected reply {other:?}"))),
         }
     }
 
@@ -502,12 +374,6 @@ impl RemoteDevice {
             .map_err(|e| self.lost(FrameError::from(e)))?;
         proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1).map_err(|e| self.lost(e))
     }
-}
-
-/// The `&'static` name of a dtype, as launch checks take it (an unknown
-/// one fails the dtype check).
-fn leak_dtype(d: &str) -> &'static str {
-    rocmc_linker::launch::dtype(d).map_or("unknown", |(n, _)| n)
 }
 
 #[cfg(test)]
@@ -530,5 +396,21 @@ mod tests {
         ] {
             assert!(RemoteAddress::parse(bad).is_err(), "{bad}");
         }
+    }
+}
+
+impl crate::device::Device for RemoteDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.device
+    }
+    fn request(&mut self, r: Request) -> Result<Reply> {
+        self.call(r)
+    }
+    fn post(&mut self, r: Request) -> Result<()> {
+        self.queue(r)
+    }
+    fn new_id(&mut self) -> u32 {
+        self.next_id += 1;
+        self.next_id - 1
     }
 }

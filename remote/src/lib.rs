@@ -5,15 +5,19 @@
 //! - [`server`]: the worker (accepts, authenticates, one session process per client).
 //! - [`session`]: the session process, the only one that touches a device.
 //! - [`client`]: a worker's device as a [`client::RemoteDevice`].
+//! - [`device`]: the [`Device`] interface every device is used through,
+//!   remote or this machine's ([`LocalDevice`]).
 //!
 //! The crate links no LLVM: the worker binary (`rocmc-worker`) is built from it.
 
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod device;
 pub mod proto;
 pub mod server;
 pub mod session;
 pub mod tls;
 
 pub use client::{ConnectOptions, RemoteAddress, RemoteDevice, RemoteError};
+pub use device::{Device, LocalDevice};

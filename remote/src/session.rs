@@ -232,7 +232,7 @@ macro_rules! kernel_args {
     }};
 }
 
-struct Session {
+pub(crate) struct Session {
     cfg: SessionConfig,
     dev: Option<Device>,
     sizes: HashMap<u32, u64>,
@@ -241,6 +241,34 @@ struct Session {
 }
 
 impl Session {
+    pub(crate) fn new(cfg: SessionConfig) -> Session {
+        Session {
+            cfg,
+            dev: None,
+            sizes: HashMap::new(),
+            used: 0,
+            deferred: None,
+        }
+    }
+
+    /// Handles one request: `None` for an asynchronous one (its error is
+    /// kept for the next synchronous request), else the reply.
+    pub(crate) fn answer(&mut self, req: Request) -> Option<Reply> {
+        let is_async = req.is_async();
+        let result = self.handle(req);
+        if is_async {
+            if let Err(e) = result {
+                self.deferred.get_or_insert(e);
+            }
+            return None;
+        }
+        Some(match (self.deferred.take(), result) {
+            (Some(e), _) => Reply::Error(format!("an earlier asynchronous request failed: {e}")),
+            (None, Ok(r)) => r,
+            (None, Err(e)) => Reply::Error(e),
+        })
+    }
+
     fn dev(&mut self) -> Result<&mut Device, String> {
         self.dev
             .as_mut()
@@ -474,13 +502,7 @@ impl Session {
 pub fn run(cfg: SessionConfig) -> Result<(), FrameError> {
     let mut input = BufReader::new(std::io::stdin().lock());
     let mut output = BufWriter::new(std::io::stdout().lock());
-    let mut s = Session {
-        cfg: cfg.clone(),
-        dev: None,
-        sizes: HashMap::new(),
-        used: 0,
-        deferred: None,
-    };
+    let mut s = Session::new(cfg.clone());
     loop {
         let req: Request = match proto::recv(&mut input, cfg.max_frame) {
             Ok(r) => r,
@@ -492,18 +514,8 @@ pub fn run(cfg: SessionConfig) -> Result<(), FrameError> {
                 return Err(e);
             }
         };
-        let is_async = req.is_async();
-        let result = s.handle(req);
-        if is_async {
-            if let Err(e) = result {
-                s.deferred.get_or_insert(e);
-            }
+        let Some(reply) = s.answer(req) else {
             continue;
-        }
-        let reply = match (s.deferred.take(), result) {
-            (Some(e), _) => Reply::Error(format!("an earlier asynchronous request failed: {e}")),
-            (None, Ok(r)) => r,
-            (None, Err(e)) => Reply::Error(e),
         };
         proto::send(&mut output, &reply)?;
         output.flush()?;

@@ -19,6 +19,8 @@ enum Command {
     Build(BuildArgs),
     /// Run a kernel on seeded random inputs and compare with the reference interpreter.
     Run(RunArgs),
+    /// Search a kernel's [tune] parameters on a device and record the best in the tuning database.
+    Tune(TuneArgs),
     /// List the AMDGPU and NVIDIA processors LLVM supports (valid --mcpu values).
     Targets,
     /// Show what a code object or offload bundle contains: target, kernels, arguments, resources, occupancy.
@@ -127,6 +129,281 @@ enum FpContract {
 }
 
 #[derive(clap::Args)]
+struct TuneArgs {
+    /// The kernel file; it must have a [tune] section.
+    kernel: PathBuf,
+    /// Where to measure: cpu, cuda:N, amdgpu:N, or remote://HOST:PORT/DEVICE (see docs/remote.md).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// A size to tune for, `name=value`; every size of the kernel must be given.
+    #[arg(long = "size", value_name = "NAME=N", value_parser = parse_size)]
+    sizes: Vec<(String, i64)>,
+    /// Try at most N candidates (all when the space is smaller; a seeded sample otherwise).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    budget: usize,
+    /// Stop measuring new candidates after S seconds.
+    #[arg(long = "time", value_name = "S")]
+    time: Option<f64>,
+    /// Seed of the sampling and of the inputs (the search is deterministic for a seed).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Timed launches per kernel and candidate (median taken), over three rotating input sets.
+    #[arg(long, default_value_t = 30)]
+    reps: u32,
+    /// Parallel compilations (default: the machine's cores).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// The tuning database to update.
+    #[arg(long, value_name = "FILE", default_value = rocmc::tune::db::DEFAULT_FILE)]
+    db: PathBuf,
+    /// Print the results only; do not write the database.
+    #[arg(long)]
+    dry_run: bool,
+    /// Rows of the results table.
+    #[arg(long, default_value_t = 10)]
+    show: usize,
+    /// Floating-point contraction in the compiled kernels (see `rocmc build --help`).
+    #[arg(long, value_enum, default_value = "fast", value_name = "MODE")]
+    fp_contract: FpContract,
+}
+
+fn tune(a: TuneArgs) -> Result<(), Error> {
+    use rocmc::tune::{db, Event};
+    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let file = a.kernel.display().to_string();
+    let k = rocmc_ir_kernel(&file, &source)?;
+    let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
+    let sizes = rocmc::run::size_values(&k, &given)?;
+    let hash = db::kernel_hash(&source).map_err(Error::Usage)?;
+    let mut dev =
+        rocmc::remote::device::open(&a.device).map_err(|e| Error::Runtime(e.to_string()))?;
+    let info = dev.info().clone();
+    let mut opts = Options::new(&info.target);
+    opts.fp_contract = a.fp_contract == FpContract::Fast;
+    let req = rocmc::tune::TuneRequest {
+        file: file.clone(),
+        source: source.clone(),
+        sizes: sizes.clone(),
+        budget: a.budget,
+        time_limit: a.time.map(std::time::Duration::from_secs_f64),
+        seed: a.seed,
+        reps: a.reps,
+        jobs: a
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        opts,
+    };
+    let names: Vec<String> = k.sizes.iter().map(|s| s.name.clone()).collect();
+    eprintln!(
+        "tuning {} on {} ({}, {}) at {}",
+        k.name,
+        info.name,
+        info.description,
+        info.target,
+        db::show_map(&names.iter().cloned().zip(sizes.iter().copied()).collect())
+    );
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    let report = rocmc::tune::tune(&req, dev.as_mut(), &mut |e| match e {
+        Event::Compiling(n) => {
+            bar.set_prefix("compiling");
+            bar.set_length(n as u64);
+            bar.set_position(0);
+        }
+        Event::Compiled => bar.inc(1),
+        Event::Measuring(n) => {
+            bar.set_prefix("measuring");
+            bar.set_length(n as u64);
+            bar.set_position(0);
+        }
+        Event::Measured(_, best) => {
+            bar.inc(1);
+            if let Some((c, ms)) = best {
+                bar.set_message(format!("best {ms:.4} ms: {}", rocmc::ir::tune::describe(c)));
+            }
+        }
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "{} configurations, {} meet the constraints, {} tried; checked against the interpreter at {}; {:.1} s",
+        report.space,
+        report.valid,
+        report.candidates.len(),
+        db::show_map(&names.iter().cloned().zip(report.check_sizes.iter().copied()).collect()),
+        report.elapsed.as_secs_f64()
+    );
+    print!("{}", rocmc::tune::table(&report, a.show));
+    let Some(entry) = db::entry_from(&report, &names, &sizes, &hash, a.seed) else {
+        return Err(Error::Runtime(
+            "no candidate ran correctly: nothing to record".into(),
+        ));
+    };
+    if let Some((def, _)) = report
+        .candidates
+        .iter()
+        .find(|c| k.tuning.as_ref().is_some_and(|t| t.config == c.config))
+        .and_then(|c| match c.outcome {
+            rocmc::tune::Outcome::Timed(ms) => Some((c, ms)),
+            _ => None,
+        })
+        .map(|(c, ms)| (ms, c))
+    {
+        println!(
+            "the defaults take {def:.4} ms; the best {:.4} ms ({:.2}x)",
+            entry.median_ms,
+            def / entry.median_ms
+        );
+    }
+    if a.dry_run {
+        return Ok(());
+    }
+    let mut d = db::TuningDb::load(&a.db).map_err(Error::Usage)?;
+    d.insert(entry);
+    d.save(&a.db).map_err(Error::Usage)?;
+    println!(
+        "recorded in {} (kernel {}, target {}, bucket {})",
+        a.db.display(),
+        k.name,
+        report.target,
+        db::show_map(&db::bucket(&names, &sizes))
+    );
+    Ok(())
+}
+
+fn rocmc_ir_kernel(file: &str, source: &str) -> Result<rocmc::ir::Kernel, Error> {
+    Ok(rocmc::ir::front::parse_kernel(file, source)?)
+}
+
+/// Chooses the [tune] values a build uses: `--tune` by hand, else the
+/// database's entry for this kernel and target (stale ones reported and
+/// skipped), else the defaults. Returns a line for the summary.
+fn tuning_for_build(
+    a: &BuildArgs,
+    file: &str,
+    source: &str,
+    targets: &[rocmc::codegen::Target],
+    opts: &mut Options,
+) -> Result<Option<String>, Error> {
+    use rocmc::tune::db;
+    if let Some(t) = &a.tune {
+        opts.tune = rocmc::ir::tune::parse_assignments(t)
+            .map_err(|e| Error::Usage(format!("--tune: {e}")))?;
+        let k = rocmc::ir::front::parse_kernel_with(file, source, &opts.tune)?;
+        return Ok(k.tuning.map(|t| {
+            format!(
+                "tune values given: {}",
+                rocmc::ir::tune::describe(&t.config)
+            )
+        }));
+    }
+    if a.no_tuning {
+        return Ok(Some(
+            "tuning database not used (--no-tuning): the [tune] defaults".into(),
+        ));
+    }
+    let path = match &a.tuning {
+        Some(p) => p.clone(),
+        None => {
+            let p = PathBuf::from(db::DEFAULT_FILE);
+            if !p.exists() {
+                return Ok(None);
+            }
+            p
+        }
+    };
+    let k = rocmc::ir::front::parse_kernel(file, source)?;
+    let Some(tuning) = &k.tuning else {
+        return Ok(None);
+    };
+    let d = db::TuningDb::load(&path).map_err(Error::Usage)?;
+    let hash = db::kernel_hash(source).map_err(Error::Usage)?;
+    if targets.len() > 1 {
+        return Ok(Some(
+            "several targets: the [tune] defaults (tune and build one target at a time)".into(),
+        ));
+    }
+    let want = targets[0].to_string();
+    let processor = |t: &str| t.split(':').next().unwrap_or("").to_string();
+    // A build for a bare processor runs on any of its feature settings.
+    let mut found = db::Lookup::default();
+    for e in &d.entries {
+        let matches = if want.contains(':') {
+            e.target == want
+        } else {
+            processor(&e.target) == want
+        };
+        if matches && e.kernel == k.name {
+            let l = d.lookup(&k.name, &hash, &e.target);
+            found = l;
+            break;
+        }
+    }
+    for s in &found.stale {
+        eprintln!(
+            "warning: {}: tuning entry for {} at {} not used: {}; re-run `rocmc tune`",
+            path.display(),
+            s.entry.target,
+            db::show_map(&s.entry.bucket),
+            s.reason
+        );
+    }
+    let mut usable = found.usable;
+    if let Some(sz) = &a.tuned_for {
+        let given = rocmc::ir::tune::parse_assignments(sz)
+            .map_err(|e| Error::Usage(format!("--tuned-for: {e}")))?;
+        let names: Vec<String> = given.iter().map(|(n, _)| n.clone()).collect();
+        let values: Vec<i64> = given.iter().map(|(_, v)| *v).collect();
+        let b = db::bucket(&names, &values);
+        usable.retain(|e| e.bucket == b);
+        if usable.is_empty() {
+            return Err(Error::Usage(format!(
+                "--tuned-for {sz}: {} has no usable entry for {} on {want} in bucket {}",
+                path.display(),
+                k.name,
+                db::show_map(&b)
+            )));
+        }
+    }
+    let entry =
+        match usable.len() {
+            0 => {
+                return Ok(Some(format!(
+                    "no tuning entry for {want} in {}: the [tune] defaults",
+                    path.display()
+                )))
+            }
+            1 => usable.remove(0),
+            _ => {
+                return Err(Error::Usage(format!(
+                "{} has entries for {} on {want} at several sizes ({}); pick one with --tuned-for",
+                path.display(),
+                k.name,
+                usable.iter().map(|e| db::show_map(&e.bucket)).collect::<Vec<_>>().join("; ")
+            )))
+            }
+        };
+    match entry.config_for(&tuning.space) {
+        Ok(cfg) => {
+            let line = entry.summary(&cfg);
+            opts.tune = cfg;
+            Ok(Some(format!("{line}, from {}", path.display())))
+        }
+        Err(why) => {
+            eprintln!(
+                "warning: {}: tuning entry for {} not used: {why}; re-run `rocmc tune`",
+                path.display(),
+                entry.target
+            );
+            Ok(Some("the [tune] defaults".into()))
+        }
+    }
+}
+
+#[derive(clap::Args)]
 struct BuildArgs {
     /// The kernel file (kernel.toml format, see docs/kernel-format.md).
     kernel: PathBuf,
@@ -160,6 +437,18 @@ struct BuildArgs {
     /// Print the wall time of each compiler phase to stderr.
     #[arg(long)]
     time_passes: bool,
+    /// The tuning database to take [tune] values from (default: ./rocmc-tuning.toml if present).
+    #[arg(long, value_name = "FILE")]
+    tuning: Option<PathBuf>,
+    /// Build the [tune] defaults, ignoring any tuning database.
+    #[arg(long, conflicts_with = "tuning")]
+    no_tuning: bool,
+    /// Which size bucket's tuned entry to use when the database has several, e.g. M=1024,N=1024,K=1024.
+    #[arg(long, value_name = "SIZES")]
+    tuned_for: Option<String>,
+    /// Set [tune] parameters by hand, e.g. BM=64,TM=4 (overrides the database).
+    #[arg(long, value_name = "NAME=N,...", conflicts_with = "tuned_for")]
+    tune: Option<String>,
     /// Do not print the summary of what was written.
     #[arg(short, long)]
     quiet: bool,
@@ -170,6 +459,7 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Build(a) => build(a),
         Command::Run(a) => run(a),
+        Command::Tune(a) => tune(a),
         Command::Targets => targets(),
         Command::Inspect { file, json } => inspect(&file, json),
     };
@@ -212,8 +502,11 @@ fn build(a: BuildArgs) -> Result<(), Error> {
         } else {
             None
         },
+        tune: Vec::new(),
     };
     let targets = rocmc::targets(&opts)?;
+    let mut opts = opts;
+    let tuning_note = tuning_for_build(&a, &file, &source, &targets, &mut opts)?;
     let multi = targets.len() > 1;
     let vendor = targets[0].vendor();
     let nvidia = vendor == rocmc::codegen::Vendor::Nvidia;
@@ -388,6 +681,9 @@ fn build(a: BuildArgs) -> Result<(), Error> {
             .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
             .collect();
         eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
+        if let Some(note) = &tuning_note {
+            eprintln!("  {note}");
+        }
         eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
     }
     Ok(())
