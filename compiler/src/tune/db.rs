@@ -254,9 +254,11 @@ pub fn entry_from(
     let map = |c: &Config| c.iter().cloned().collect::<BTreeMap<_, _>>();
     let mut timed = r.timed();
     let (best, ms) = timed.next()?;
+    // Microsecond-of-a-millisecond precision: more is noise, and it keeps the file readable.
+    let round = |ms: f64| (ms * 1e6).round() / 1e6;
     let runner_up = timed.next().map(|(c, t)| RunnerUp {
         config: map(c),
-        median_ms: t,
+        median_ms: round(t),
         slower_percent: ((t / ms - 1.0) * 1000.0).round() / 10.0,
     });
     let count =
@@ -268,7 +270,7 @@ pub fn entry_from(
         bucket: bucket(names, sizes),
         rocmc: VERSION.into(),
         config: map(best),
-        median_ms: ms,
+        median_ms: round(ms),
         runner_up,
         measured: Measured {
             device: format!("{} ({})", r.device.description, r.device.name),

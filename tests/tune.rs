@@ -1,0 +1,442 @@
+//! Autotuning: the `[tune]` section, `rocmc tune` on the CPU device (here
+//! and through a TLS worker on loopback), the tuning database and builds
+//! that read it.
+
+use rocmc::remote::proto::{DeviceInfo, Reply, Request};
+use rocmc::remote::{Device, LocalDevice, RemoteError};
+use rocmc::tune::{self, db, Outcome, TuneRequest};
+use rocmc_tests::{rocmc, rocmc_bin, root, text};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const KERNEL: &str = r#"
+[kernel]
+name = "scale_tunable"
+sizes = ["n"]
+
+[inputs]
+A = { dtype = "f32", shape = ["n"] }
+
+[tune]
+constraints = ["T * U <= 512"]
+
+[tune.params]
+T = { pow2 = [32, 256], default = 64 }
+U = { values = [1, 2, 4], default = 1 }
+
+[[stage]]
+compute = "B[x] = A[x] * 2.0 + 1.0"
+shape = ["n"]
+schedule = [
+  "xo, xi = split(x, T * U)",
+  "xio, xii = split(xi, U)",
+  "bind(xo, blockIdx.x)",
+  "bind(xio, threadIdx.x)",
+  "unroll(xii)",
+]
+"#;
+
+fn request(budget: usize, seed: u64) -> TuneRequest {
+    TuneRequest {
+        file: "scale_tunable.toml".into(),
+        source: KERNEL.into(),
+        sizes: vec![100_003],
+        budget,
+        time_limit: None,
+        seed,
+        reps: 3,
+        jobs: 2,
+        opts: rocmc::Options::new("x86-64"),
+    }
+}
+
+#[test]
+fn tune_section_errors_name_the_place() {
+    let bad = |from: &str, to: &str, want: &str| {
+        let src = KERNEL.replacen(from, to, 1);
+        assert_ne!(src, KERNEL, "{from}");
+        let e = rocmc::ir::front::parse_kernel("k.toml", &src)
+            .expect_err(to)
+            .render();
+        assert!(e.contains(want), "{to}: {e}");
+        assert!(e.contains("k.toml:"), "{e}");
+    };
+    bad(
+        "default = 64",
+        "default = 48",
+        "the default 48 is not among `T`'s candidates (32, 64, 128, 256)",
+    );
+    bad(
+        "T * U <= 512",
+        "T * V <= 512",
+        "`V` is not a tune parameter",
+    );
+    bad(
+        "T * U <= 512",
+        "T * U <= 32",
+        "the default configuration (T=64 U=1) breaks this constraint",
+    );
+    bad(
+        "pow2 = [32, 256]",
+        "pow2 = [32, 256], values = [1]",
+        "exactly one of `values`, `pow2` or `range`",
+    );
+    bad("pow2 = [32, 256]", "range = [8, 4]", "1 <= low <= high");
+    bad(
+        "\"xio, xii = split(xi, U)\"",
+        "\"T, xii = split(xi, U)\"",
+        "loop `T` has the name of a tune parameter",
+    );
+    bad(
+        "[tune.params]",
+        "[tune.params]\nn = { values = [1], default = 1 }",
+        "`n` is already declared",
+    );
+    // A configuration asked for is checked too.
+    let e = rocmc::ir::front::parse_kernel_with("k.toml", KERNEL, &[("U".into(), 3)])
+        .unwrap_err()
+        .render();
+    assert!(
+        e.contains("3 is not a candidate of tune parameter `U` (1, 2, 4)"),
+        "{e}"
+    );
+    let e = rocmc::ir::front::parse_kernel_with(
+        "k.toml",
+        KERNEL,
+        &[("T".into(), 256), ("U".into(), 4)],
+    )
+    .unwrap_err()
+    .render();
+    assert!(e.contains("`T * U <= 512` is false for T=256 U=4"), "{e}");
+}
+
+#[test]
+fn the_search_is_deterministic_for_a_seed_and_samples_within_budget() {
+    let k = rocmc::ir::front::parse_kernel("k.toml", KERNEL).unwrap();
+    let space = &k.tuning.as_ref().unwrap().space;
+    // 4 x 3 = 12 configurations, 11 meet T * U <= 512.
+    let (valid, all) = tune::candidates(space, 100, 1);
+    assert_eq!((valid, all.len()), (11, 11));
+    let (_, a) = tune::candidates(space, 5, 7);
+    let (_, b) = tune::candidates(space, 5, 7);
+    let (_, c) = tune::candidates(space, 5, 8);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a.len(), 5);
+    // The defaults are always tried, so a tuned result is never worse than untuned.
+    assert!(a.contains(&space.default_config()) && c.contains(&space.default_config()));
+    for cfg in &a {
+        assert!(space.broken(cfg).is_none());
+    }
+}
+
+/// A CPU device that returns wrong results, and flatteringly short times,
+/// for one module: a candidate that would win if it were not checked.
+struct Planted {
+    inner: LocalDevice,
+    bad_hash: String,
+    loaded: String,
+}
+
+impl Device for Planted {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+    fn request(&mut self, r: Request) -> Result<Reply, RemoteError> {
+        if let Request::LoadModule { hash, .. } = &r {
+            self.loaded = hash.clone();
+        }
+        let bad = self.loaded == self.bad_hash;
+        match self.inner.request(r)? {
+            Reply::Data(mut d) if bad => {
+                // The top byte of each f32: sign and exponent.
+                for b in d.iter_mut().skip(3).step_by(4) {
+                    *b ^= 0x40;
+                }
+                Ok(Reply::Data(d))
+            }
+            Reply::Times(t) if bad => Ok(Reply::Times(t.iter().map(|_| 1e-6).collect())),
+            other => Ok(other),
+        }
+    }
+    fn post(&mut self, r: Request) -> Result<(), RemoteError> {
+        self.inner.post(r)
+    }
+    fn new_id(&mut self) -> u32 {
+        self.inner.new_id()
+    }
+}
+
+fn module_hash(cfg: &[(String, i64)]) -> String {
+    let front = rocmc::frontend_with("k.toml", KERNEL, cfg).unwrap();
+    let opts = rocmc::Options::new("x86-64");
+    let t = rocmc::targets(&opts).unwrap().remove(0);
+    let art = rocmc::backend(
+        &front,
+        &t,
+        &opts,
+        rocmc::Emit {
+            code_object: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    rocmc::remote::proto::content_hash(&art.code_object.unwrap())
+}
+
+#[test]
+fn a_wrong_candidate_is_reported_and_never_chosen() {
+    let planted = vec![("T".to_string(), 128), ("U".to_string(), 2)];
+    let mut dev = Planted {
+        inner: LocalDevice::open("cpu").unwrap(),
+        bad_hash: module_hash(&planted),
+        loaded: String::new(),
+    };
+    let r = tune::tune(&request(100, 1), &mut dev, &mut |_| {}).unwrap();
+    let c = r.candidates.iter().find(|c| c.config == planted).unwrap();
+    assert!(
+        matches!(&c.outcome, Outcome::Wrong(w) if w.contains("differs from the interpreter")),
+        "{:?}",
+        c.outcome
+    );
+    let (best, _) = r.best().unwrap();
+    assert_ne!(best, &planted);
+    assert_eq!(r.timed().count(), 10, "{}", tune::table(&r, 20));
+    let e = db::entry_from(&r, &["n".into()], &[100_003], "sha256:x", 1).unwrap();
+    assert_eq!(e.measured.wrong, 1);
+    assert_eq!(e.bucket.get("n"), Some(&131_072));
+}
+
+#[test]
+fn the_database_round_trips_and_refuses_stale_entries() {
+    let mut dev = LocalDevice::open("cpu").unwrap();
+    let r = tune::tune(&request(3, 2), &mut dev, &mut |_| {}).unwrap();
+    let hash = db::kernel_hash(KERNEL).unwrap();
+    let e = db::entry_from(&r, &["n".into()], &[100_003], &hash, 2).unwrap();
+    let mut d = db::TuningDb::default();
+    d.insert(e.clone());
+    // Re-tuning the same kernel, target and bucket replaces the entry.
+    d.insert(e.clone());
+    assert_eq!(d.entries.len(), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rocmc-tuning.toml");
+    d.save(&path).unwrap();
+    let back = db::TuningDb::load(&path).unwrap();
+    assert_eq!(back, d);
+    assert_eq!(back.to_text(), d.to_text());
+
+    // Comments, layout and the candidate lists do not change the hash; the computation does.
+    let relaid = KERNEL
+        .replace("[tune.params]", "# tuned\n[tune.params]")
+        .replace("values = [1, 2, 4]", "values = [1, 2, 4, 8]");
+    assert_eq!(db::kernel_hash(&relaid).unwrap(), hash);
+    let changed = KERNEL.replace("* 2.0", "* 3.0");
+    let l = back.lookup(
+        "scale_tunable",
+        &db::kernel_hash(&changed).unwrap(),
+        "x86-64",
+    );
+    assert!(l.usable.is_empty());
+    assert!(
+        l.stale[0].reason.contains("the kernel changed"),
+        "{:?}",
+        l.stale
+    );
+    let mut old = back.clone();
+    old.entries[0].rocmc = "0.0.1".into();
+    let l = old.lookup("scale_tunable", &hash, "x86-64");
+    assert!(
+        l.stale[0].reason.contains("measured with rocmc 0.0.1"),
+        "{:?}",
+        l.stale
+    );
+    assert_eq!(
+        back.lookup("scale_tunable", &hash, "x86-64").usable.len(),
+        1
+    );
+    assert!(back
+        .lookup("scale_tunable", &hash, "sm_90")
+        .usable
+        .is_empty());
+    // A damaged file is refused with its place.
+    std::fs::write(&path, "[[entry]]\nkernel = 3\n").unwrap();
+    let err = db::TuningDb::load(&path).unwrap_err();
+    assert!(err.contains("rocmc-tuning.toml:2:"), "{err}");
+}
+
+#[test]
+fn tune_then_build_through_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("scale_tunable.toml");
+    std::fs::write(&k, KERNEL).unwrap();
+    let out = rocmc(
+        dir.path(),
+        &[
+            "tune",
+            "scale_tunable.toml",
+            "--device",
+            "cpu",
+            "--size",
+            "n=100003",
+            "--reps",
+            "3",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("12 configurations, 11 meet the constraints, 11 tried"),
+        "{shown}"
+    );
+    assert!(shown.contains("recorded in rocmc-tuning.toml"), "{shown}");
+    let d = db::TuningDb::load(&dir.path().join("rocmc-tuning.toml")).unwrap();
+    let cfg = d.entries[0]
+        .config
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>();
+
+    // The build finds the database in the current folder and says what it used.
+    let b = rocmc(
+        dir.path(),
+        &[
+            "build",
+            "--mcpu",
+            "x86-64",
+            "scale_tunable.toml",
+            "-o",
+            "a.so",
+        ],
+    );
+    let err = text(&b.stderr);
+    assert!(b.status.success(), "{err}");
+    assert!(err.contains("tuned configuration"), "{err}");
+    // Config keys are sorted in the file (T, U), as the kernel declares them.
+    assert!(err.contains(&cfg.join(" ")), "{err}");
+    let b2 = rocmc(
+        dir.path(),
+        &[
+            "build",
+            "-q",
+            "--mcpu",
+            "x86-64",
+            "scale_tunable.toml",
+            "-o",
+            "b.so",
+        ],
+    );
+    assert!(b2.status.success());
+    assert_eq!(
+        std::fs::read(dir.path().join("a.so")).unwrap(),
+        std::fs::read(dir.path().join("b.so")).unwrap(),
+        "builds from one database are byte-identical"
+    );
+    let n = rocmc(
+        dir.path(),
+        &[
+            "build",
+            "--mcpu",
+            "x86-64",
+            "scale_tunable.toml",
+            "-o",
+            "c.so",
+            "--no-tuning",
+        ],
+    );
+    assert!(
+        text(&n.stderr).contains("--no-tuning"),
+        "{}",
+        text(&n.stderr)
+    );
+
+    // Changing the computation makes the entry stale: reported, not used.
+    std::fs::write(&k, KERNEL.replace("* 2.0", "* 3.0")).unwrap();
+    let s = rocmc(
+        dir.path(),
+        &[
+            "build",
+            "--mcpu",
+            "x86-64",
+            "scale_tunable.toml",
+            "-o",
+            "d.so",
+        ],
+    );
+    let err = text(&s.stderr);
+    assert!(s.status.success(), "{err}");
+    assert!(
+        err.contains("not used: the kernel changed since it was tuned"),
+        "{err}"
+    );
+    assert!(err.contains("the [tune] defaults"), "{err}");
+
+    // Tuning a kernel without [tune] is refused.
+    let v = rocmc(
+        root().as_path(),
+        &["tune", "examples/vadd.toml", "--size", "n=10", "--dry-run"],
+    );
+    assert!(!v.status.success());
+    assert!(
+        text(&v.stderr).contains("has no [tune] section"),
+        "{}",
+        text(&v.stderr)
+    );
+}
+
+#[test]
+fn tune_on_a_worker_over_loopback() {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "rocmc-worker"])
+        .current_dir(root())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let worker = rocmc_bin().parent().unwrap().join("rocmc-worker");
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Command::new(&worker)
+        .args(["--listen", "127.0.0.1:0", "--state"])
+        .arg(state.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let fp = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .trim_start_matches("certificate fingerprint ")
+        .to_string();
+    std::thread::spawn(move || for _ in lines {});
+    let secret = std::fs::read_to_string(state.path().join("secret")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.toml"), KERNEL).unwrap();
+    let out = Command::new(rocmc_bin())
+        .args([
+            "tune", "k.toml", "--size", "n=5000", "--budget", "4", "--reps", "3",
+        ])
+        .args(["--device", &format!("remote://{addr}/cpu")])
+        .env("ROCMC_WORKER_SECRET", secret.trim())
+        .env("ROCMC_WORKER_FINGERPRINT", &fp)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("4 tried"), "{shown}");
+    let d = db::TuningDb::load(&dir.path().join("rocmc-tuning.toml")).unwrap();
+    assert_eq!(d.entries.len(), 1);
+    assert_eq!(d.entries[0].target, "x86-64");
+    assert!(Path::new(&dir.path().join("rocmc-tuning.toml")).exists());
+}
