@@ -16,7 +16,7 @@ fn build(dir: &Path, mcpu: &str, cov: u32, wave64: bool) -> std::path::PathBuf {
         mcpu: mcpu.into(),
         code_object_version: cov,
         wave_size: wave64.then_some(64),
-        fp_contract: true,
+        ..Options::new(mcpu)
     };
     let art = compile(
         "vadd.toml",
