@@ -351,48 +351,6 @@ pub fn run_code_object(
     Ok(report)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_catch_differences_and_nans() {
-        let w = Buffer {
-            dtype: DType::F32,
-            data: Data::F(vec![1.0, 2.0, 3.0]),
-        };
-        assert_eq!(errors(&w, &w), (0.0, 0.0));
-        let g = Buffer {
-            dtype: DType::F32,
-            data: Data::F(vec![1.0, 2.5, 3.0]),
-        };
-        assert_eq!(errors(&g, &w), (0.5, 0.5 / 3.0));
-        let n = Buffer {
-            dtype: DType::F32,
-            data: Data::F(vec![1.0, f64::NAN, 3.0]),
-        };
-        assert_eq!(errors(&n, &w).1, f64::INFINITY);
-        let c = Comparison {
-            tensor: "C".into(),
-            dtype: DType::F32,
-            elements: 3,
-            max_abs_error: 0.5,
-            max_error: 0.5 / 3.0,
-            tolerance: tolerance(DType::F32),
-        };
-        assert!(!c.ok());
-        let i = Buffer {
-            dtype: DType::I32,
-            data: Data::I(vec![1, 2]),
-        };
-        let j = Buffer {
-            dtype: DType::I32,
-            data: Data::I(vec![1, 3]),
-        };
-        assert!(errors(&i, &j).1 > tolerance(DType::I32));
-    }
-}
-
 /// Runs the kernel on a worker's device (`remote://HOST:PORT/DEVICE`):
 /// asks the worker for the device's target, compiles here for it, uploads
 /// the module (only if the worker has not seen it) and the inputs, runs,
@@ -535,4 +493,46 @@ pub fn run_remote(
     report.bytes_moved = host.iter().map(|b| b.len() as u64).sum();
     report.flops = flops(k, sizes);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_catch_differences_and_nans() {
+        let w = Buffer {
+            dtype: DType::F32,
+            data: Data::F(vec![1.0, 2.0, 3.0]),
+        };
+        assert_eq!(errors(&w, &w), (0.0, 0.0));
+        let g = Buffer {
+            dtype: DType::F32,
+            data: Data::F(vec![1.0, 2.5, 3.0]),
+        };
+        assert_eq!(errors(&g, &w), (0.5, 0.5 / 3.0));
+        let n = Buffer {
+            dtype: DType::F32,
+            data: Data::F(vec![1.0, f64::NAN, 3.0]),
+        };
+        assert_eq!(errors(&n, &w).1, f64::INFINITY);
+        let c = Comparison {
+            tensor: "C".into(),
+            dtype: DType::F32,
+            elements: 3,
+            max_abs_error: 0.5,
+            max_error: 0.5 / 3.0,
+            tolerance: tolerance(DType::F32),
+        };
+        assert!(!c.ok());
+        let i = Buffer {
+            dtype: DType::I32,
+            data: Data::I(vec![1, 2]),
+        };
+        let j = Buffer {
+            dtype: DType::I32,
+            data: Data::I(vec![1, 3]),
+        };
+        assert!(errors(&i, &j).1 > tolerance(DType::I32));
+    }
 }

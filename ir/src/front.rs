@@ -267,8 +267,7 @@ impl<'s> Cx<'s> {
                 );
                 continue;
             }
-            if d.step.is_some() && d.range.is_none() {
-                let st = d.step.as_ref().unwrap();
+            if let (Some(st), None) = (&d.step, &d.range) {
                 self.error(Diagnostic::new(span_of(st), "`step` goes with `range`"));
                 continue;
             }

@@ -376,6 +376,22 @@ impl RemoteDevice {
     }
 }
 
+impl crate::device::Device for RemoteDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.device
+    }
+    fn request(&mut self, r: Request) -> Result<Reply> {
+        self.call(r)
+    }
+    fn post(&mut self, r: Request) -> Result<()> {
+        self.queue(r)
+    }
+    fn new_id(&mut self) -> u32 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,21 +412,5 @@ mod tests {
         ] {
             assert!(RemoteAddress::parse(bad).is_err(), "{bad}");
         }
-    }
-}
-
-impl crate::device::Device for RemoteDevice {
-    fn info(&self) -> &DeviceInfo {
-        &self.device
-    }
-    fn request(&mut self, r: Request) -> Result<Reply> {
-        self.call(r)
-    }
-    fn post(&mut self, r: Request) -> Result<()> {
-        self.queue(r)
-    }
-    fn new_id(&mut self) -> u32 {
-        self.next_id += 1;
-        self.next_id - 1
     }
 }
