@@ -1,8 +1,12 @@
 //! Helpers shared by the end-to-end tests.
 
+use rocmc::remote::client::{ConnectOptions, RemoteDevice};
+use rocmc::remote::tls::Pin;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -137,4 +141,112 @@ pub use rocmc::ptxas::Report as PtxasReport;
 /// Assembles `ptx` for `arch` with ptxas; its per-kernel report, or its output as the error.
 pub fn assemble_ptx(ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
     rocmc::ptxas::assemble(&ptxas(), ptx, arch)
+}
+
+/// The worker binary, built on its own (so it links no LLVM).
+pub fn worker_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "rocmc-worker"])
+            .current_dir(root())
+            .status()
+            .expect("cargo build");
+        assert!(status.success());
+        let dir = rocmc_bin().parent().unwrap().to_path_buf();
+        dir.join("rocmc-worker")
+    })
+}
+
+/// A `rocmc-worker` on loopback with its own state folder; killed when dropped.
+pub struct Worker {
+    pub child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    pub state: tempfile::TempDir,
+    pub secret: String,
+    /// The certificate's fingerprint as the worker printed it (none with --insecure).
+    pub fingerprint: Option<String>,
+}
+
+impl Worker {
+    pub fn start(extra: &[&str]) -> Worker {
+        let state = tempfile::tempdir().unwrap();
+        let mut child = Command::new(worker_bin())
+            .args(["--listen", "127.0.0.1:0", "--state"])
+            .arg(state.path())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr = first.rsplit(' ').next().unwrap().to_string();
+        let second = lines.next().unwrap().unwrap();
+        let fingerprint = second
+            .strip_prefix("certificate fingerprint ")
+            .map(str::to_string);
+        // Keep reading so the worker never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let secret = std::fs::read_to_string(state.path().join("secret"))
+            .unwrap()
+            .trim()
+            .to_string();
+        Worker {
+            child,
+            addr,
+            state,
+            secret,
+            fingerprint,
+        }
+    }
+
+    pub fn opts(&self) -> ConnectOptions {
+        ConnectOptions {
+            secret: self.secret.clone(),
+            pin: Some(Pin::KnownWorkers {
+                file: self.state.path().join("known_workers_client"),
+                key: self.addr.clone(),
+            }),
+            insecure: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    pub fn url(&self, dev: &str) -> String {
+        format!("remote://{}/{dev}", self.addr)
+    }
+
+    pub fn connect(&self) -> RemoteDevice {
+        RemoteDevice::connect(&self.url("cpu"), &self.opts()).unwrap()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A kernel compiled for the CPU with `tune` values: the shared object and its launch document.
+pub fn cpu_module(
+    src: &str,
+    tune: &[(String, i64)],
+) -> (Vec<u8>, rocmc::linker::launch::LaunchInfo) {
+    let front = rocmc::frontend_with("kernel.toml", src, tune).unwrap();
+    let opts = rocmc::Options::new("x86-64");
+    let t = rocmc::targets(&opts).unwrap().remove(0);
+    let art = rocmc::backend(
+        &front,
+        &t,
+        &opts,
+        rocmc::Emit {
+            code_object: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (art.code_object.unwrap(), art.launch)
 }

@@ -1,112 +1,17 @@
 //! Remote execution on loopback, with real TLS, real sockets, real session
 //! processes and real kernels on the worker's CPU device.
 
-use rocmc::remote::client::{ConnectOptions, RemoteDevice};
+use rocmc::remote::client::RemoteDevice;
 use rocmc::remote::proto::{self, Reply, WireArg};
 use rocmc::remote::tls::Pin;
 use rocmc::remote::Device;
-use rocmc_tests::{example, examples, rocmc_bin, root};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use rocmc_tests::{cpu_module, example, examples, rocmc_bin, Worker};
+use std::process::Command;
 use std::time::Duration;
-
-/// The worker binary, built on its own (so it links no LLVM).
-fn worker_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "rocmc-worker"])
-            .current_dir(root())
-            .status()
-            .expect("cargo build");
-        assert!(status.success());
-        let dir = rocmc_bin().parent().unwrap().to_path_buf();
-        dir.join("rocmc-worker")
-    })
-}
-
-struct Worker {
-    child: Child,
-    addr: String,
-    state: tempfile::TempDir,
-    secret: String,
-}
-
-impl Worker {
-    fn start(extra: &[&str]) -> Worker {
-        let state = tempfile::tempdir().unwrap();
-        let mut child = Command::new(worker_bin())
-            .args(["--listen", "127.0.0.1:0", "--state"])
-            .arg(state.path())
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let addr = first.rsplit(' ').next().unwrap().to_string();
-        // Keep reading so the worker never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        let secret = std::fs::read_to_string(state.path().join("secret"))
-            .unwrap()
-            .trim()
-            .to_string();
-        Worker {
-            child,
-            addr,
-            state,
-            secret,
-        }
-    }
-
-    fn opts(&self) -> ConnectOptions {
-        ConnectOptions {
-            secret: self.secret.clone(),
-            pin: Some(Pin::KnownWorkers {
-                file: self.state.path().join("known_workers_client"),
-                key: self.addr.clone(),
-            }),
-            insecure: false,
-            timeout: Duration::from_secs(60),
-        }
-    }
-
-    fn url(&self, dev: &str) -> String {
-        format!("remote://{}/{dev}", self.addr)
-    }
-
-    fn connect(&self) -> RemoteDevice {
-        RemoteDevice::connect(&self.url("cpu"), &self.opts()).unwrap()
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// vadd compiled for the CPU: the shared object and its launch document.
 fn vadd() -> (Vec<u8>, rocmc::linker::launch::LaunchInfo) {
-    let src = std::fs::read_to_string(example("vadd")).unwrap();
-    let front = rocmc::frontend("vadd.toml", &src).unwrap();
-    let opts = rocmc::Options::new("x86-64");
-    let t = rocmc::targets(&opts).unwrap().remove(0);
-    let art = rocmc::backend(
-        &front,
-        &t,
-        &opts,
-        rocmc::Emit {
-            code_object: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (art.code_object.unwrap(), art.launch)
+    cpu_module(&std::fs::read_to_string(example("vadd")).unwrap(), &[])
 }
 
 fn f32s(v: &[f32]) -> Vec<u8> {

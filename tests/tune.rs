@@ -5,10 +5,9 @@
 use rocmc::remote::proto::{DeviceInfo, Reply, Request};
 use rocmc::remote::{Device, LocalDevice, RemoteError};
 use rocmc::tune::{self, db, Outcome, TuneRequest};
-use rocmc_tests::{rocmc, rocmc_bin, root, text};
-use std::io::{BufRead, BufReader};
+use rocmc_tests::{cpu_module, rocmc, rocmc_bin, root, text, Worker};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const KERNEL: &str = r#"
 [kernel]
@@ -169,20 +168,7 @@ impl Device for Planted {
 }
 
 fn module_hash(cfg: &[(String, i64)]) -> String {
-    let front = rocmc::frontend_with("k.toml", KERNEL, cfg).unwrap();
-    let opts = rocmc::Options::new("x86-64");
-    let t = rocmc::targets(&opts).unwrap().remove(0);
-    let art = rocmc::backend(
-        &front,
-        &t,
-        &opts,
-        rocmc::Emit {
-            code_object: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    rocmc::remote::proto::content_hash(&art.code_object.unwrap())
+    rocmc::remote::proto::content_hash(&cpu_module(KERNEL, cfg).0)
 }
 
 #[test]
@@ -386,52 +372,23 @@ fn tune_then_build_through_the_command_line() {
 
 #[test]
 fn tune_on_a_worker_over_loopback() {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "rocmc-worker"])
-        .current_dir(root())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let worker = rocmc_bin().parent().unwrap().join("rocmc-worker");
-    let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(&worker)
-        .args(["--listen", "127.0.0.1:0", "--state"])
-        .arg(state.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .to_string();
-    let fp = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .trim_start_matches("certificate fingerprint ")
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
-    let secret = std::fs::read_to_string(state.path().join("secret")).unwrap();
+    let w = Worker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("k.toml"), KERNEL).unwrap();
     let out = Command::new(rocmc_bin())
         .args([
             "tune", "k.toml", "--size", "n=5000", "--budget", "4", "--reps", "3",
         ])
-        .args(["--device", &format!("remote://{addr}/cpu")])
-        .env("ROCMC_WORKER_SECRET", secret.trim())
-        .env("ROCMC_WORKER_FINGERPRINT", &fp)
+        .args(["--device", &w.url("cpu")])
+        .env("ROCMC_WORKER_SECRET", &w.secret)
+        .env(
+            "ROCMC_WORKER_FINGERPRINT",
+            w.fingerprint.as_deref().unwrap(),
+        )
         .current_dir(dir.path())
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(w);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     assert!(shown.contains("4 tried"), "{shown}");

@@ -5,9 +5,9 @@
 use crate::{check_all, flag, kernels, Res, Runner};
 use rocmc_ir::reference::Inputs;
 use rocmc_ir::Kernel;
-use rocmc_linker::launch::{ArgRole, KernelArg, KernelLaunch, LaunchInfo};
+use rocmc_linker::launch::{KernelArg, LaunchInfo};
 use rocmc_remote::client::{ConnectOptions, RemoteDevice};
-use rocmc_remote::proto::WireArg;
+use rocmc_remote::device::wire_args;
 use rocmc_remote::tls::Pin;
 use rocmc_remote::Device;
 use std::io::{BufRead, BufReader};
@@ -108,58 +108,6 @@ fn launch_of(ext: &str, module: &[u8]) -> Res<LaunchInfo> {
             .launch
             .ok_or_else(|| "the code object has no rocmc launch section".into()),
     }
-}
-
-/// A kernel's arguments on the wire, matched to tensors, sizes and
-/// parameters by name through the launch document.
-fn wire_args(
-    k: &Kernel,
-    kl: &KernelLaunch,
-    ids: &[u32],
-    host: &[Vec<u8>],
-    sizes: &[i64],
-    pbytes: &[u8],
-) -> Res<Vec<WireArg>> {
-    kl.args
-        .iter()
-        .map(|a| {
-            Ok(match a.role {
-                ArgRole::Buffer => {
-                    let i = k
-                        .tensors
-                        .iter()
-                        .position(|t| t.name == a.name)
-                        .ok_or_else(|| format!("no tensor `{}`", a.name))?;
-                    let t = &k.tensors[i];
-                    WireArg::Buffer {
-                        id: ids[i],
-                        dtype: t.dtype.name().into(),
-                        len: (host[i].len() / t.dtype.size()) as u64,
-                    }
-                }
-                ArgRole::Size => {
-                    let i = k
-                        .sizes
-                        .iter()
-                        .position(|s| s.name == a.name)
-                        .ok_or("size")?;
-                    WireArg::Size(sizes[i] as i32)
-                }
-                ArgRole::Scalar => {
-                    let i = k
-                        .params
-                        .iter()
-                        .position(|p| p.name == a.name)
-                        .ok_or("param")?;
-                    let t = k.params[i].dtype;
-                    WireArg::Scalar {
-                        dtype: t.name().into(),
-                        bytes: pbytes[i * 8..i * 8 + t.size()].to_vec(),
-                    }
-                }
-            })
-        })
-        .collect()
 }
 
 struct RemoteRunner {

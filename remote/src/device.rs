@@ -8,7 +8,7 @@
 use crate::client::{RemoteError, Result};
 use crate::proto::{self, DeviceInfo, Reply, Request, WireArg};
 use crate::session::{Session, SessionConfig};
-use rocmc_linker::launch::{ArgValue, LaunchInfo};
+use rocmc_linker::launch::{ArgRole, ArgValue, KernelLaunch, LaunchInfo};
 
 /// A device that loads modules, holds buffers and runs kernels.
 ///
@@ -128,6 +128,62 @@ fn unexpected(d: &DeviceInfo, r: Reply) -> RemoteError {
         addr: d.name.clone(),
         message: format!("unexpected reply {r:?}"),
     }
+}
+
+/// A kernel's arguments on the wire: each argument of the launch document
+/// matched by name to the kernel's tensors (buffer `ids[i]`, `host[i]`'s
+/// length), sizes and parameters (8-byte slots of `pbytes`).
+pub fn wire_args(
+    k: &rocmc_ir::Kernel,
+    kl: &KernelLaunch,
+    ids: &[u32],
+    host: &[Vec<u8>],
+    sizes: &[i64],
+    pbytes: &[u8],
+) -> std::result::Result<Vec<WireArg>, String> {
+    let find = |what: &str, i: Option<usize>, name: &str| {
+        i.ok_or_else(|| format!("the launch document names {what} `{name}` the kernel lacks"))
+    };
+    kl.args
+        .iter()
+        .map(|a| {
+            Ok(match a.role {
+                ArgRole::Buffer => {
+                    let i = find(
+                        "tensor",
+                        k.tensors.iter().position(|t| t.name == a.name),
+                        &a.name,
+                    )?;
+                    let t = &k.tensors[i];
+                    WireArg::Buffer {
+                        id: ids[i],
+                        dtype: t.dtype.name().into(),
+                        len: (host[i].len() / t.dtype.size()) as u64,
+                    }
+                }
+                ArgRole::Size => {
+                    let i = find(
+                        "size",
+                        k.sizes.iter().position(|s| s.name == a.name),
+                        &a.name,
+                    )?;
+                    WireArg::Size(sizes[i] as i32)
+                }
+                ArgRole::Scalar => {
+                    let i = find(
+                        "parameter",
+                        k.params.iter().position(|p| p.name == a.name),
+                        &a.name,
+                    )?;
+                    let t = k.params[i].dtype;
+                    WireArg::Scalar {
+                        dtype: t.name().into(),
+                        bytes: pbytes[i * 8..i * 8 + t.size()].to_vec(),
+                    }
+                }
+            })
+        })
+        .collect()
 }
 
 /// The launch checks every runtime does, done before anything is sent.

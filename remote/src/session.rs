@@ -446,6 +446,25 @@ impl Session {
     ) -> Result<Vec<f64>, String> {
         let missing = || format!("module {module} is not loaded in this session");
         let mut times = Vec::new();
+        macro_rules! gpu_launches {
+            ($dev:ident, $bufs:ident, $modules:ident) => {{
+                let m = $modules.get(module).ok_or_else(missing)?;
+                let k = m.kernel(kernel).map_err(|e| e.to_string())?;
+                let a = kernel_args!($bufs, args);
+                let e = |x| -> String { format!("{x}") };
+                for i in 0..warmup + reps {
+                    if timed && i >= warmup {
+                        let (s, f) = ($dev.event().map_err(e)?, $dev.event().map_err(e)?);
+                        s.record(None).map_err(e)?;
+                        k.launch(&a, None).map_err(e)?;
+                        f.record(None).map_err(e)?;
+                        times.push(f64::from(f.elapsed_since(&s).map_err(e)?));
+                    } else {
+                        k.launch(&a, None).map_err(e)?;
+                    }
+                }
+            }};
+        }
         match self.dev()? {
             Device::Cpu { bufs, modules, .. } => {
                 let m = modules.get(module).ok_or_else(missing)?;
@@ -459,40 +478,10 @@ impl Session {
                     }
                 }
             }
-            Device::Cuda { dev, bufs, modules } => {
-                let m = modules.get(module).ok_or_else(missing)?;
-                let k = m.kernel(kernel).map_err(|e| e.to_string())?;
-                let a = kernel_args!(bufs, args);
-                let e = |x: rocmc_runtime_cuda::Error| x.to_string();
-                for i in 0..warmup + reps {
-                    if timed && i >= warmup {
-                        let (s, f) = (dev.event().map_err(e)?, dev.event().map_err(e)?);
-                        s.record(None).map_err(e)?;
-                        k.launch(&a, None).map_err(e)?;
-                        f.record(None).map_err(e)?;
-                        times.push(f64::from(f.elapsed_since(&s).map_err(e)?));
-                    } else {
-                        k.launch(&a, None).map_err(e)?;
-                    }
-                }
-            }
-            Device::Hip { dev, bufs, modules } => {
-                let m = modules.get(module).ok_or_else(missing)?;
-                let k = m.kernel(kernel).map_err(|e| e.to_string())?;
-                let a = kernel_args!(bufs, args);
-                let e = |x: rocmc_runtime_hip::Error| x.to_string();
-                for i in 0..warmup + reps {
-                    if timed && i >= warmup {
-                        let (s, f) = (dev.event().map_err(e)?, dev.event().map_err(e)?);
-                        s.record(None).map_err(e)?;
-                        k.launch(&a, None).map_err(e)?;
-                        f.record(None).map_err(e)?;
-                        times.push(f64::from(f.elapsed_since(&s).map_err(e)?));
-                    } else {
-                        k.launch(&a, None).map_err(e)?;
-                    }
-                }
-            }
+            // The CUDA and HIP runtimes have the same shape but no common
+            // trait: one body for both, timed with the device's events.
+            Device::Cuda { dev, bufs, modules } => gpu_launches!(dev, bufs, modules),
+            Device::Hip { dev, bufs, modules } => gpu_launches!(dev, bufs, modules),
         }
         Ok(times)
     }

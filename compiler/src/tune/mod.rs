@@ -24,7 +24,7 @@ use crate::{Emit, Error, Options};
 use rocmc_ir::reference::{compare, random_inputs, Inputs};
 use rocmc_ir::tune::{describe, Config, TuneSpace};
 use rocmc_ir::Kernel;
-use rocmc_linker::launch::{ArgRole, KernelLaunch, LaunchInfo};
+use rocmc_linker::launch::{KernelLaunch, LaunchInfo};
 use rocmc_remote::proto::{DeviceInfo, WireArg};
 use rocmc_remote::Device;
 use std::collections::HashMap;
@@ -266,53 +266,14 @@ fn free(dev: &mut dyn Device, set: &Set) {
     }
 }
 
-/// A kernel's arguments on the wire, matched by name through the launch document.
+/// A kernel's arguments for one input set.
 fn wire_args(
     k: &Kernel,
     kl: &KernelLaunch,
     set: &Set,
     sizes: &[i64],
 ) -> Result<Vec<WireArg>, String> {
-    kl.args
-        .iter()
-        .map(|a| {
-            Ok(match a.role {
-                ArgRole::Buffer => {
-                    let i = k
-                        .tensors
-                        .iter()
-                        .position(|t| t.name == a.name)
-                        .ok_or_else(|| format!("no tensor `{}`", a.name))?;
-                    let t = &k.tensors[i];
-                    WireArg::Buffer {
-                        id: set.ids[i],
-                        dtype: t.dtype.name().into(),
-                        len: (set.inputs.host[i].len() / t.dtype.size()) as u64,
-                    }
-                }
-                ArgRole::Size => {
-                    let i = k
-                        .sizes
-                        .iter()
-                        .position(|s| s.name == a.name)
-                        .ok_or_else(|| format!("no size `{}`", a.name))?;
-                    WireArg::Size(sizes[i] as i32)
-                }
-                ArgRole::Scalar => {
-                    let i = k
-                        .params
-                        .iter()
-                        .position(|p| p.name == a.name)
-                        .ok_or_else(|| format!("no parameter `{}`", a.name))?;
-                    let t = k.params[i].dtype;
-                    WireArg::Scalar {
-                        dtype: t.name().into(),
-                        bytes: set.inputs.pbytes[i * 8..i * 8 + t.size()].to_vec(),
-                    }
-                }
-            })
-        })
-        .collect()
+    rocmc_remote::device::wire_args(k, kl, &set.ids, &set.inputs.host, sizes, &set.inputs.pbytes)
 }
 
 /// Runs one candidate at the check sizes and compares with `want`.
