@@ -28,7 +28,6 @@ use rocmc_linker::launch::{KernelLaunch, LaunchInfo};
 use rocmc_remote::proto::{DeviceInfo, WireArg};
 use rocmc_remote::Device;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// What to tune and how hard.
@@ -359,34 +358,34 @@ pub fn tune(
 
     // Compile in parallel; the order of results follows the candidates'.
     on(Event::Compiling(configs.len()));
-    let next = Mutex::new(0usize);
-    let results: Mutex<Vec<Option<Result<Compiled, String>>>> =
-        Mutex::new((0..configs.len()).map(|_| None).collect());
-    let progress = Mutex::new(0usize);
+    // Workers take candidates from a shared counter and send each result
+    // back with its index, so the bar moves as each one finishes.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut compiled: Vec<Option<Result<Compiled, String>>> =
+        (0..configs.len()).map(|_| None).collect();
     std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
         for _ in 0..req.jobs.max(1).min(configs.len().max(1)) {
-            s.spawn(|| loop {
-                let i = {
-                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
-                    *n += 1;
-                    *n - 1
-                };
+            let tx = tx.clone();
+            let (next, configs, target) = (&next, &configs, &target);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(c) = configs.get(i) else { break };
-                let r = compile(req, &target, c);
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                *progress.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                if tx.send((i, compile(req, target, c))).is_err() {
+                    break;
+                }
             });
         }
+        drop(tx);
+        for (i, r) in rx {
+            compiled[i] = Some(r);
+            on(Event::Compiled);
+        }
     });
-    let compiled: Vec<Result<Compiled, String>> = results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
+    let compiled: Vec<Result<Compiled, String>> = compiled
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("not compiled".into())))
+        .map(|r| r.unwrap_or_else(|| Err("not compiled (a compiler thread panicked)".into())))
         .collect();
-    for _ in 0..compiled.len() {
-        on(Event::Compiled);
-    }
 
     // One reference result at the check sizes serves every candidate: the
     // computation is the same, only the schedule differs.
