@@ -37,17 +37,17 @@ schedule = [
 "#;
 
 fn request(budget: usize, seed: u64) -> TuneRequest {
-    TuneRequest {
-        file: "scale_tunable.toml".into(),
-        source: KERNEL.into(),
-        sizes: vec![100_003],
-        budget,
-        time_limit: None,
-        seed,
-        reps: 3,
-        jobs: 2,
-        opts: rocmc::Options::new("x86-64"),
-    }
+    let mut r = TuneRequest::new(
+        "scale_tunable.toml",
+        KERNEL,
+        vec![100_003],
+        rocmc::Options::new("x86-64"),
+    );
+    r.budget = budget;
+    r.seed = seed;
+    r.reps = 3;
+    r.jobs = 2;
+    r
 }
 
 #[test]

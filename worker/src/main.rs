@@ -48,6 +48,66 @@ struct Args {
     /// Internal: print the devices and exit.
     #[arg(long, hide = true)]
     list_devices: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Checks and times an offline tuning plan (from `rocmc tune --export DIR`) on this
+    /// machine's devices, and writes DIR/results.json for `rocmc tune --import DIR`.
+    Measure {
+        /// The plan folder.
+        dir: PathBuf,
+        /// A device of this machine (cpu, cuda:N, amdgpu:N); repeat to spread the measuring.
+        #[arg(long = "device", value_name = "DEVICE", required = true)]
+        devices: Vec<String>,
+        /// Rows of the results table.
+        #[arg(long, default_value_t = 10)]
+        show: usize,
+    },
+}
+
+/// `rocmc-worker measure`: an offline tuning plan on local devices.
+fn measure(dir: &std::path::Path, devices: Vec<String>, show: usize) -> ExitCode {
+    use rocmc_tuner::{Devices, Event};
+    let mut done = 0usize;
+    let mut total = 0usize;
+    // A line per candidate: this often runs in a batch job's log, not a terminal.
+    let r = rocmc_tuner::plan::measure(dir, Devices::Named(devices), &mut |e| match e {
+        Event::Measuring(n) => total = n,
+        Event::Measured(c, best) => {
+            done += 1;
+            let best = best.map_or(String::new(), |(b, ms)| {
+                format!("; best {ms:.4} ms: {}", rocmc_tuner::describe(b))
+            });
+            eprintln!(
+                "[{done}/{total}] {}: {:?}{best}",
+                rocmc_tuner::describe(&c.config),
+                c.outcome
+            );
+        }
+        _ => {}
+    });
+    match r {
+        Ok(report) => {
+            println!(
+                "{} on {}, {}: {} candidates; {:.1} s compiling (where exported) and measuring",
+                report.kernel,
+                report.device_text(),
+                report.target,
+                report.candidates.len(),
+                report.elapsed.as_secs_f64()
+            );
+            print!("{}", rocmc_tuner::table(&report, show));
+            println!("wrote {}", dir.join("results.json").display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: rocmc-worker measure: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn default_state() -> PathBuf {
@@ -60,6 +120,9 @@ fn default_state() -> PathBuf {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if let Some(Command::Measure { dir, devices, show }) = a.command {
+        return measure(&dir, devices, show);
+    }
     let state = a.state.clone().unwrap_or_else(default_state);
     if a.list_devices {
         return match rocmc_remote::server::print_devices() {

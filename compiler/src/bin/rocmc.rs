@@ -133,18 +133,23 @@ struct TuneArgs {
     /// The kernel file; it must have a [tune] section.
     kernel: PathBuf,
     /// Where to measure: cpu, cuda:N, amdgpu:N, or remote://HOST:PORT/DEVICE (see docs/remote.md).
-    #[arg(long, default_value = "cpu")]
-    device: String,
+    /// Repeat to spread the measuring over several devices of one target.
+    #[arg(long = "device", value_name = "DEVICE")]
+    devices: Vec<String>,
     /// A size to tune for, `name=value`; every size of the kernel must be given.
     #[arg(long = "size", value_name = "NAME=N", value_parser = parse_size)]
     sizes: Vec<(String, i64)>,
-    /// Try at most N candidates (all when the space is smaller; a seeded sample otherwise).
+    /// Try at most N candidates (all when the space is smaller).
     #[arg(long, value_name = "N", default_value_t = 64)]
     budget: usize,
+    /// How to search a space larger than the budget: generations bred from the fastest so far,
+    /// or one uniform random sample.
+    #[arg(long, value_enum, default_value = "evolve")]
+    strategy: StrategyArg,
     /// Stop measuring new candidates after S seconds.
     #[arg(long = "time", value_name = "S")]
     time: Option<f64>,
-    /// Seed of the sampling and of the inputs (the search is deterministic for a seed).
+    /// Seed of the search and of the inputs (the search is deterministic for a seed).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Timed launches per kernel and candidate (median taken), over three rotating input sets.
@@ -153,6 +158,19 @@ struct TuneArgs {
     /// Parallel compilations (default: the machine's cores).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
+    /// AMD: refuse candidates below this occupancy (waves per SIMD, as LLVM states it).
+    #[arg(long, value_name = "WAVES")]
+    min_occupancy: Option<u32>,
+    /// Offline: compile the candidates for --target into a plan folder for
+    /// `rocmc-worker measure DIR` on a GPU host this machine cannot reach.
+    #[arg(long, value_name = "DIR", requires = "target", conflicts_with_all = ["devices", "import"])]
+    export: Option<PathBuf>,
+    /// The target an exported plan is compiled for (the GPU host's, e.g. sm_90, gfx942:sramecc+:xnack-).
+    #[arg(long, value_name = "TARGET", requires = "export")]
+    target: Option<String>,
+    /// Offline: read a plan folder measured by `rocmc-worker measure` and record its winner.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["devices", "sizes"])]
+    import: Option<PathBuf>,
     /// The tuning database to update.
     #[arg(long, value_name = "FILE", default_value = rocmc::tune::db::DEFAULT_FILE)]
     db: PathBuf,
@@ -167,50 +185,32 @@ struct TuneArgs {
     fp_contract: FpContract,
 }
 
-fn tune(a: TuneArgs) -> Result<(), Error> {
-    use rocmc::tune::{db, Event};
-    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
-    let file = a.kernel.display().to_string();
-    let k = rocmc_ir_kernel(&file, &source)?;
-    let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
-    let sizes = rocmc::run::size_values(&k, &given)?;
-    let hash = db::kernel_hash(&source).map_err(Error::Usage)?;
-    let mut dev =
-        rocmc::remote::device::open(&a.device).map_err(|e| Error::Runtime(e.to_string()))?;
-    let info = dev.info().clone();
-    let mut opts = Options::new(&info.target);
-    opts.fp_contract = a.fp_contract == FpContract::Fast;
-    let req = rocmc::tune::TuneRequest {
-        file: file.clone(),
-        source: source.clone(),
-        sizes: sizes.clone(),
-        budget: a.budget,
-        time_limit: a.time.map(std::time::Duration::from_secs_f64),
-        seed: a.seed,
-        reps: a.reps,
-        jobs: a
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-        opts,
-    };
-    let names: Vec<String> = k.sizes.iter().map(|s| s.name.clone()).collect();
-    eprintln!(
-        "tuning {} on {} ({}, {}) at {}",
-        k.name,
-        info.name,
-        info.description,
-        info.target,
-        db::show_map(&names.iter().cloned().zip(sizes.iter().copied()).collect())
-    );
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StrategyArg {
+    Evolve,
+    Sample,
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
+        indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {msg}")
             .expect("a valid template")
             .progress_chars("=> "),
     );
-    let report = rocmc::tune::tune(&req, dev.as_mut(), &mut |e| match e {
-        Event::Compiling(n) => {
-            bar.set_prefix("compiling");
+    bar
+}
+
+/// Progress events onto a bar, with the best so far.
+fn on_event(bar: &indicatif::ProgressBar, e: rocmc::tune::Event) {
+    use rocmc::tune::Event;
+    match e {
+        Event::Compiling { round, n } => {
+            bar.set_prefix(if round > 1 {
+                format!("compiling {round}")
+            } else {
+                "compiling".into()
+            });
             bar.set_length(n as u64);
             bar.set_position(0);
         }
@@ -226,32 +226,121 @@ fn tune(a: TuneArgs) -> Result<(), Error> {
                 bar.set_message(format!("best {ms:.4} ms: {}", rocmc::ir::tune::describe(c)));
             }
         }
-    })?;
+    }
+}
+
+fn tune(a: TuneArgs) -> Result<(), Error> {
+    use rocmc::tune::db;
+    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let file = a.kernel.display().to_string();
+    let k = rocmc_ir_kernel(&file, &source)?;
+    let names: Vec<String> = k.sizes.iter().map(|s| s.name.clone()).collect();
+    let hash = db::kernel_hash(&source).map_err(Error::Usage)?;
+    let bar = progress_bar();
+    let (report, sizes, seed) = if let Some(dir) = &a.import {
+        let (plan, report) = rocmc::tune::plan::import(dir).map_err(Error::Usage)?;
+        if plan.kernel_hash != hash {
+            return Err(Error::Usage(format!(
+                "{}: the plan was exported from another version of {file} (content hashes differ); export it again",
+                dir.display()
+            )));
+        }
+        println!(
+            "imported {}: {} candidates measured on {}",
+            dir.display(),
+            report.candidates.len(),
+            report.device_text()
+        );
+        (report, plan.sizes, plan.seed)
+    } else {
+        let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
+        let sizes = rocmc::run::size_values(&k, &given)?;
+        let mut opts = Options::new(a.target.as_deref().unwrap_or("x86-64"));
+        opts.fp_contract = a.fp_contract == FpContract::Fast;
+        let mut req = rocmc::tune::TuneRequest::new(&file, &source, sizes.clone(), opts);
+        req.budget = a.budget;
+        req.time_limit = a.time.map(std::time::Duration::from_secs_f64);
+        req.seed = a.seed;
+        req.reps = a.reps;
+        if let Some(j) = a.jobs {
+            req.jobs = j;
+        }
+        req.evolve = a.strategy == StrategyArg::Evolve;
+        req.min_occupancy = a.min_occupancy;
+        if let Some(dir) = &a.export {
+            let target = a.target.as_deref().unwrap_or_default();
+            let plan = rocmc::tune::export(&req, target, dir, &mut |e| on_event(&bar, e))?;
+            bar.finish_and_clear();
+            let refused = plan
+                .candidates
+                .iter()
+                .filter(|c| c.refused.is_some())
+                .count();
+            println!(
+                "wrote a plan of {} candidates ({} refused by the compiler) for {} to {} in {:.1} s",
+                plan.candidates.len(),
+                refused,
+                plan.target,
+                dir.display(),
+                plan.compile_seconds
+            );
+            println!(
+                "next: copy it to the GPU host, run `rocmc-worker measure {} --device DEVICE` there, copy it back, then `rocmc tune {file} --import {}`",
+                dir.display(),
+                dir.display()
+            );
+            return Ok(());
+        }
+        let devices = if a.devices.is_empty() {
+            vec!["cpu".to_string()]
+        } else {
+            a.devices.clone()
+        };
+        eprintln!(
+            "tuning {} on {} at {}",
+            k.name,
+            devices.join(", "),
+            db::show_map(&names.iter().cloned().zip(sizes.iter().copied()).collect())
+        );
+        let report = if devices.len() == 1 {
+            let mut dev = rocmc::remote::device::open(&devices[0])
+                .map_err(|e| Error::Runtime(e.to_string()))?;
+            rocmc::tune::tune(&req, dev.as_mut(), &mut |e| on_event(&bar, e))?
+        } else {
+            rocmc::tune::tune_on(&req, rocmc::tune::Devices::Named(devices), &mut |e| {
+                on_event(&bar, e)
+            })?
+        };
+        (report, sizes, a.seed)
+    };
     bar.finish_and_clear();
     println!(
-        "{} configurations, {} meet the constraints, {} tried; checked against the interpreter at {}; {:.1} s",
+        "{} on {}, {}: {} configurations, {} meet the constraints, {} tried ({}); checked against the interpreter at {}; {:.1} s",
+        report.kernel,
+        report.device_text(),
+        report.target,
         report.space,
         report.valid,
         report.candidates.len(),
+        report.strategy.describe(),
         db::show_map(&names.iter().cloned().zip(report.check_sizes.iter().copied()).collect()),
         report.elapsed.as_secs_f64()
     );
     print!("{}", rocmc::tune::table(&report, a.show));
-    let Some(entry) = db::entry_from(&report, &names, &sizes, &hash, a.seed) else {
+    let Some(entry) = db::entry_from(&report, &names, &sizes, &hash, seed) else {
         return Err(Error::Runtime(
             "no candidate ran correctly: nothing to record".into(),
         ));
     };
-    if let Some((def, _)) = report
+    let default_ms = report
         .candidates
         .iter()
         .find(|c| k.tuning.as_ref().is_some_and(|t| t.config == c.config))
         .and_then(|c| match c.outcome {
-            rocmc::tune::Outcome::Timed(ms) => Some((c, ms)),
+            rocmc::tune::Outcome::Timed(ms) => Some(ms),
             _ => None,
-        })
-        .map(|(c, ms)| (ms, c))
-    {
+        });
+    if let Some(def) = default_ms {
         println!(
             "the defaults take {def:.4} ms; the best {:.4} ms ({:.2}x)",
             entry.median_ms,
@@ -316,91 +405,39 @@ fn tuning_for_build(
         }
     };
     let k = rocmc::ir::front::parse_kernel(file, source)?;
-    let Some(tuning) = &k.tuning else {
+    if k.tuning.is_none() {
         return Ok(None);
-    };
-    let d = db::TuningDb::load(&path).map_err(Error::Usage)?;
-    let hash = db::kernel_hash(source).map_err(Error::Usage)?;
+    }
     if targets.len() > 1 {
         return Ok(Some(
             "several targets: the [tune] defaults (tune and build one target at a time)".into(),
         ));
     }
-    let want = targets[0].to_string();
-    let processor = |t: &str| t.split(':').next().unwrap_or("").to_string();
-    // A build for a bare processor runs on any of its feature settings.
-    let mut found = db::Lookup::default();
-    for e in &d.entries {
-        let matches = if want.contains(':') {
-            e.target == want
-        } else {
-            processor(&e.target) == want
-        };
-        if matches && e.kernel == k.name {
-            let l = d.lookup(&k.name, &hash, &e.target);
-            found = l;
-            break;
-        }
+    let d = db::TuningDb::load(&path).map_err(Error::Usage)?;
+    let tuned_for = match &a.tuned_for {
+        Some(sz) => Some(
+            rocmc::ir::tune::parse_assignments(sz)
+                .map_err(|e| Error::Usage(format!("--tuned-for: {e}")))?,
+        ),
+        None => None,
+    };
+    let sel = db::select(
+        &d,
+        &path,
+        source,
+        &k,
+        &targets[0].to_string(),
+        tuned_for.as_deref(),
+    )
+    .map_err(|e| match &a.tuned_for {
+        Some(sz) => Error::Usage(format!("--tuned-for {sz}: {e}")),
+        None => Error::Usage(e),
+    })?;
+    for w in &sel.warnings {
+        eprintln!("warning: {w}");
     }
-    for s in &found.stale {
-        eprintln!(
-            "warning: {}: tuning entry for {} at {} not used: {}; re-run `rocmc tune`",
-            path.display(),
-            s.entry.target,
-            db::show_map(&s.entry.bucket),
-            s.reason
-        );
-    }
-    let mut usable = found.usable;
-    if let Some(sz) = &a.tuned_for {
-        let given = rocmc::ir::tune::parse_assignments(sz)
-            .map_err(|e| Error::Usage(format!("--tuned-for: {e}")))?;
-        let names: Vec<String> = given.iter().map(|(n, _)| n.clone()).collect();
-        let values: Vec<i64> = given.iter().map(|(_, v)| *v).collect();
-        let b = db::bucket(&names, &values);
-        usable.retain(|e| e.bucket == b);
-        if usable.is_empty() {
-            return Err(Error::Usage(format!(
-                "--tuned-for {sz}: {} has no usable entry for {} on {want} in bucket {}",
-                path.display(),
-                k.name,
-                db::show_map(&b)
-            )));
-        }
-    }
-    let entry =
-        match usable.len() {
-            0 => {
-                return Ok(Some(format!(
-                    "no tuning entry for {want} in {}: the [tune] defaults",
-                    path.display()
-                )))
-            }
-            1 => usable.remove(0),
-            _ => {
-                return Err(Error::Usage(format!(
-                "{} has entries for {} on {want} at several sizes ({}); pick one with --tuned-for",
-                path.display(),
-                k.name,
-                usable.iter().map(|e| db::show_map(&e.bucket)).collect::<Vec<_>>().join("; ")
-            )))
-            }
-        };
-    match entry.config_for(&tuning.space) {
-        Ok(cfg) => {
-            let line = entry.summary(&cfg);
-            opts.tune = cfg;
-            Ok(Some(format!("{line}, from {}", path.display())))
-        }
-        Err(why) => {
-            eprintln!(
-                "warning: {}: tuning entry for {} not used: {why}; re-run `rocmc tune`",
-                path.display(),
-                entry.target
-            );
-            Ok(Some("the [tune] defaults".into()))
-        }
-    }
+    opts.tune = sel.config;
+    Ok(Some(sel.note))
 }
 
 #[derive(clap::Args)]

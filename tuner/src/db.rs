@@ -1,6 +1,6 @@
 //! The tuning database: one TOML file per project (`rocmc-tuning.toml`),
 //! meant to be committed and reviewed. `rocmc tune` writes an entry per
-//! kernel, target and size bucket; `rocmc build` and [`crate::Build`] read
+//! kernel, target and size bucket; `rocmc build` and `rocmc::Build` read
 //! the matching one.
 //!
 //! An entry is used only when everything in its key still holds: the
@@ -86,6 +86,9 @@ pub struct Measured {
     pub seed: u64,
     /// Seconds the search took.
     pub seconds: f64,
+    /// How the candidates were chosen (exhaustive, evolutionary, random sample).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub strategy: String,
 }
 
 /// Why an entry was not used.
@@ -245,7 +248,7 @@ impl Entry {
 
 /// Makes the entry for a finished search, or `None` when no candidate was timed.
 pub fn entry_from(
-    r: &super::TuneReport,
+    r: &crate::TuneReport,
     names: &[String],
     sizes: &[i64],
     hash: &str,
@@ -262,7 +265,7 @@ pub fn entry_from(
         slower_percent: ((t / ms - 1.0) * 1000.0).round() / 10.0,
     });
     let count =
-        |f: fn(&super::Outcome) -> bool| r.candidates.iter().filter(|c| f(&c.outcome)).count();
+        |f: fn(&crate::Outcome) -> bool| r.candidates.iter().filter(|c| f(&c.outcome)).count();
     Some(Entry {
         kernel: r.kernel.clone(),
         kernel_hash: hash.into(),
@@ -273,15 +276,121 @@ pub fn entry_from(
         median_ms: round(ms),
         runner_up,
         measured: Measured {
-            device: format!("{} ({})", r.device.description, r.device.name),
+            device: r.device_text(),
+            strategy: r.strategy.describe().into(),
             sizes: names.iter().cloned().zip(sizes.iter().copied()).collect(),
             reps: r.reps,
-            timed: count(|o| matches!(o, super::Outcome::Timed(_))),
-            refused: count(|o| matches!(o, super::Outcome::Refused(_))),
-            wrong: count(|o| matches!(o, super::Outcome::Wrong(_))),
+            timed: count(|o| matches!(o, crate::Outcome::Timed(_))),
+            refused: count(|o| matches!(o, crate::Outcome::Refused(_))),
+            wrong: count(|o| matches!(o, crate::Outcome::Wrong(_))),
             valid: r.valid,
             seed,
             seconds: (r.elapsed.as_secs_f64() * 10.0).round() / 10.0,
         },
     })
+}
+
+/// What a build takes from the database.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// The values to build with (empty: the `[tune]` defaults).
+    pub config: Config,
+    /// A line for the build summary: which configuration and why.
+    pub note: String,
+    /// Entries that were not used, and why (for warnings).
+    pub warnings: Vec<String>,
+}
+
+/// Chooses the entry a build for `target` uses: the usable entry for the
+/// kernel (a bare processor matches any of its feature settings), the one
+/// of bucket `tuned_for` when several sizes were tuned. Stale entries are
+/// reported in `warnings` and never used; several usable buckets without
+/// `tuned_for` is an error (a build must not guess).
+pub fn select(
+    d: &TuningDb,
+    path: &Path,
+    source: &str,
+    kernel: &rocmc_ir::Kernel,
+    target: &str,
+    tuned_for: Option<&[(String, i64)]>,
+) -> Result<Selection, String> {
+    let mut sel = Selection::default();
+    let Some(tuning) = &kernel.tuning else {
+        return Ok(sel);
+    };
+    let hash = kernel_hash(source)?;
+    let processor = |t: &str| t.split(':').next().unwrap_or("").to_string();
+    let matching = |e: &Entry| {
+        e.kernel == kernel.name
+            && if target.contains(':') {
+                e.target == target
+            } else {
+                processor(&e.target) == target
+            }
+    };
+    let mut found = Lookup::default();
+    if let Some(e) = d.entries.iter().find(|e| matching(e)) {
+        found = d.lookup(&kernel.name, &hash, &e.target);
+    }
+    for s in &found.stale {
+        sel.warnings.push(format!(
+            "{}: tuning entry for {} at {} not used: {}; re-run `rocmc tune`",
+            path.display(),
+            s.entry.target,
+            show_map(&s.entry.bucket),
+            s.reason
+        ));
+    }
+    let mut usable = found.usable;
+    if let Some(given) = tuned_for {
+        let names: Vec<String> = given.iter().map(|(n, _)| n.clone()).collect();
+        let values: Vec<i64> = given.iter().map(|(_, v)| *v).collect();
+        let b = bucket(&names, &values);
+        usable.retain(|e| e.bucket == b);
+        if usable.is_empty() {
+            return Err(format!(
+                "{} has no usable entry for {} on {target} in bucket {}",
+                path.display(),
+                kernel.name,
+                show_map(&b)
+            ));
+        }
+    }
+    let entry = match usable.len() {
+        0 => {
+            sel.note = format!(
+                "no tuning entry for {target} in {}: the [tune] defaults",
+                path.display()
+            );
+            return Ok(sel);
+        }
+        1 => usable.remove(0),
+        _ => {
+            return Err(format!(
+                "{} has entries for {} on {target} at several sizes ({}); pick one with --tuned-for (or Build::tuned_for)",
+                path.display(),
+                kernel.name,
+                usable
+                    .iter()
+                    .map(|e| show_map(&e.bucket))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        }
+    };
+    match entry.config_for(&tuning.space) {
+        Ok(cfg) => {
+            sel.note = format!("{}, from {}", entry.summary(&cfg), path.display());
+            sel.config = cfg;
+        }
+        Err(why) => {
+            sel.warnings.push(format!(
+                "{}: tuning entry for {} not used: {why}; re-run `rocmc tune`",
+                path.display(),
+                entry.target
+            ));
+            sel.note = "the [tune] defaults".into();
+        }
+    }
+    Ok(sel)
 }
