@@ -5,7 +5,7 @@
 use rocmc::remote::proto::{DeviceInfo, Reply, Request};
 use rocmc::remote::{Device, LocalDevice, RemoteError};
 use rocmc::tune::{self, db, Outcome, TuneRequest};
-use rocmc_tests::{cpu_module, rocmc, rocmc_bin, root, text, Worker};
+use rocmc_tests::{cpu_module, rocmc, rocmc_bin, root, text, worker_bin, Worker};
 use std::path::Path;
 use std::process::Command;
 
@@ -396,4 +396,324 @@ fn tune_on_a_worker_over_loopback() {
     assert_eq!(d.entries.len(), 1);
     assert_eq!(d.entries[0].target, "x86-64");
     assert!(Path::new(&dir.path().join("rocmc-tuning.toml")).exists());
+}
+
+/// Compile here, measure there: a plan exported for the CPU, measured by
+/// `rocmc-worker measure` (the binary a GPU host has, no LLVM), imported
+/// into the database. Tampering between the steps is refused.
+#[test]
+fn offline_plan_export_measure_import() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.toml"), KERNEL).unwrap();
+    let ex = rocmc(
+        dir.path(),
+        &[
+            "tune", "k.toml", "--export", "plan", "--target", "x86-64", "--size", "n=5000",
+            "--budget", "5", "--reps", "3",
+        ],
+    );
+    assert!(ex.status.success(), "{}", text(&ex.stderr));
+    assert!(
+        text(&ex.stdout).contains("wrote a plan of 5 candidates"),
+        "{}",
+        text(&ex.stdout)
+    );
+    let plan = dir.path().join("plan");
+    // Importing before measuring says what to do.
+    let early = rocmc(dir.path(), &["tune", "k.toml", "--import", "plan"]);
+    assert!(!early.status.success());
+    assert!(
+        text(&early.stderr).contains("measure the plan first"),
+        "{}",
+        text(&early.stderr)
+    );
+    let m = Command::new(worker_bin())
+        .args(["measure"])
+        .arg(&plan)
+        .args(["--device", "cpu"])
+        .output()
+        .unwrap();
+    assert!(m.status.success(), "{}", text(&m.stderr));
+    assert!(text(&m.stdout).contains("wrote"), "{}", text(&m.stdout));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(plan.join("results.json")).unwrap()).unwrap();
+    let timed = results["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["outcome"].get("Timed").is_some())
+        .count();
+    assert_eq!(timed, 5, "{results}");
+
+    // A plan from another version of the kernel is refused on import.
+    std::fs::write(dir.path().join("k2.toml"), KERNEL.replace("* 2.0", "* 3.0")).unwrap();
+    let other = rocmc(dir.path(), &["tune", "k2.toml", "--import", "plan"]);
+    assert!(!other.status.success());
+    assert!(
+        text(&other.stderr).contains("content hashes differ"),
+        "{}",
+        text(&other.stderr)
+    );
+
+    let im = rocmc(dir.path(), &["tune", "k.toml", "--import", "plan"]);
+    assert!(im.status.success(), "{}", text(&im.stderr));
+    let shown = text(&im.stdout);
+    assert!(shown.contains("imported plan: 5 candidates"), "{shown}");
+    assert!(shown.contains("recorded in rocmc-tuning.toml"), "{shown}");
+    let d = db::TuningDb::load(&dir.path().join("rocmc-tuning.toml")).unwrap();
+    assert_eq!(d.entries[0].target, "x86-64");
+    assert_eq!(d.entries[0].measured.timed, 5);
+    assert_eq!(d.entries[0].bucket.get("n"), Some(&8192));
+
+    // Results edited to claim another candidate set are refused.
+    let mut r = results.clone();
+    r["candidates"][0]["config"][0][1] = serde_json::json!(4096);
+    std::fs::write(plan.join("results.json"), r.to_string()).unwrap();
+    let bad = rocmc(dir.path(), &["tune", "k.toml", "--import", "plan"]);
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("not of the plan beside them"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+/// The evolutionary search: deterministic for a seed and timings, within
+/// the budget, no repeats, only valid configurations, and it moves toward
+/// faster configurations on a landscape with one optimum.
+#[test]
+fn evolutionary_search_is_deterministic_and_converges() {
+    let src = r#"
+[kernel]
+name = "big_space"
+sizes = ["n"]
+[inputs]
+A = { dtype = "f32", shape = ["n"] }
+[tune]
+constraints = ["P + Q + R + S <= 44"]
+[tune.params]
+P = { range = [1, 16], step = 1, default = 1 }
+Q = { range = [1, 16], step = 1, default = 1 }
+R = { range = [1, 16], step = 1, default = 1 }
+S = { range = [1, 16], step = 1, default = 1 }
+[[stage]]
+compute = "B2[x] = A[x]"
+shape = ["n"]
+"#;
+    let k = rocmc::ir::front::parse_kernel("b.toml", src).unwrap();
+    let space = &k.tuning.as_ref().unwrap().space;
+    // One optimum at (11, 3, 7, 9); the cost grows with the distance.
+    let cost = |c: &[(String, i64)]| -> f64 {
+        let want = [11, 3, 7, 9];
+        1.0 + c
+            .iter()
+            .zip(want)
+            .map(|((_, v), w)| ((v - w) * (v - w)) as f64)
+            .sum::<f64>()
+    };
+    let run = |seed: u64| {
+        let mut s = tune::Search::new(space, 120, seed, true);
+        assert_eq!(s.strategy, tune::Strategy::Evolve);
+        let mut all = Vec::new();
+        let mut batch = s.first();
+        while !batch.is_empty() {
+            all.extend(batch.iter().cloned());
+            let mut ranked: Vec<_> = all.iter().map(|c| (c.clone(), cost(c))).collect();
+            ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+            batch = s.next(&ranked);
+        }
+        all
+    };
+    let a = run(5);
+    assert_eq!(a, run(5));
+    assert_ne!(a, run(6));
+    assert!(a.len() <= 120 && a.len() >= 100, "{}", a.len());
+    let unique: std::collections::HashSet<_> = a.iter().collect();
+    assert_eq!(unique.len(), a.len(), "no configuration tried twice");
+    assert!(a.iter().all(|c| space.broken(c).is_none()));
+    assert_eq!(a[0], space.default_config());
+    // Breeding beats its own first generation by far (a random draw of the
+    // same size is the baseline); the landscape's spread is 1..~700.
+    // Over 20 seeds, the same budget: breeding finds configurations much
+    // nearer the optimum than one random draw (the landscape spans 1..~700).
+    let (mut evolved, mut random) = (0.0, 0.0);
+    for seed in 1..=20u64 {
+        let e = run(seed).iter().map(|c| cost(c)).fold(f64::MAX, f64::min);
+        let mut s = tune::Search::new(space, 120, seed, false);
+        let r = s.first().iter().map(|c| cost(c)).fold(f64::MAX, f64::min);
+        eprintln!("seed {seed}: best cost evolutionary {e}, random sample {r}");
+        evolved += e;
+        random += r;
+    }
+    assert!(
+        evolved * 1.5 < random,
+        "evolutionary {evolved} vs random {random} (sums of the best costs over 20 seeds)"
+    );
+}
+
+/// Several devices at once (here this machine's CPU and a worker's on
+/// loopback): candidates are spread over both, the finalists re-timed on
+/// the first, and devices of different targets are refused.
+#[test]
+fn tune_across_two_devices() {
+    let w = Worker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.toml"), KERNEL).unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(rocmc_bin())
+            .args([
+                "tune", "k.toml", "--size", "n=5000", "--budget", "6", "--reps", "3", "--device",
+                "cpu",
+            ])
+            .args(extra)
+            .env("ROCMC_WORKER_SECRET", &w.secret)
+            .env(
+                "ROCMC_WORKER_FINGERPRINT",
+                w.fingerprint.as_deref().unwrap(),
+            )
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let url = w.url("cpu");
+    let out = run(&["--device", &url]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains(&format!("(cpu, {url})")), "{shown}");
+    assert!(shown.contains("6 tried"), "{shown}");
+    let d = db::TuningDb::load(&dir.path().join("rocmc-tuning.toml")).unwrap();
+    assert!(
+        d.entries[0].measured.device.contains(&url),
+        "{:?}",
+        d.entries[0].measured
+    );
+    // A device that does not exist fails the whole run with its name.
+    let bad = run(&["--device", "cuda:7"]);
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("cuda:7"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+/// On AMD the occupancy LLVM states for each candidate is checked against
+/// `--min-occupancy` before anything runs (here in an exported plan, which
+/// needs no GPU).
+#[test]
+fn occupancy_floor_refuses_candidates_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = rocmc(
+        &root(),
+        &[
+            "tune",
+            "examples/matmul_tunable.toml",
+            "--export",
+            dir.path().to_str().unwrap(),
+            "--target",
+            "gfx942",
+            "--size",
+            "M=512",
+            "--size",
+            "N=512",
+            "--size",
+            "K=512",
+            "--budget",
+            "6",
+            "--min-occupancy",
+            "6",
+        ],
+    );
+    assert!(ex.status.success(), "{}", text(&ex.stderr));
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("plan.json")).unwrap())
+            .unwrap();
+    let reasons: Vec<String> = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["refused"].as_str().map(String::from))
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("below the floor of 6")),
+        "{reasons:?}"
+    );
+    // Those that pass are code objects whose occupancy meets the floor.
+    let kept: Vec<&serde_json::Value> = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["module"].is_string())
+        .collect();
+    for c in kept {
+        let bytes = std::fs::read(dir.path().join(c["module"].as_str().unwrap())).unwrap();
+        assert_eq!(&bytes[..4], b"\x7fELF");
+    }
+}
+
+/// `rocmc::Build` (build.rs) reads the tuning database like `rocmc build`:
+/// the entry's configuration is built and said, a stale one is warned
+/// about and not used, `no_tuning` builds the defaults.
+#[test]
+fn build_rs_api_uses_the_tuning_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("scale_tunable.toml");
+    std::fs::write(&k, KERNEL).unwrap();
+    let mut dev = LocalDevice::open("cpu").unwrap();
+    let r = tune::tune(&request(3, 4), &mut dev, &mut |_| {}).unwrap();
+    let e = db::entry_from(
+        &r,
+        &["n".into()],
+        &[100_003],
+        &db::kernel_hash(KERNEL).unwrap(),
+        4,
+    )
+    .unwrap();
+    let mut d = db::TuningDb::default();
+    d.insert(e.clone());
+    let dbp = dir.path().join("rocmc-tuning.toml");
+    d.save(&dbp).unwrap();
+    let want = rocmc::ir::tune::describe(&e.config.clone().into_iter().collect());
+    let build = |f: &dyn Fn(&mut rocmc::Build)| {
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let mut b = rocmc::Build::new();
+        b.kernel(&k)
+            .mcpu("sm_90")
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .tuning(&dbp);
+        f(&mut b);
+        b.try_compile()
+    };
+    // The entry is for x86-64: an sm_90 build has none and says so.
+    let o = build(&|_| {}).unwrap();
+    assert!(
+        o.tuning[0].contains("no tuning entry for sm_90"),
+        "{:?}",
+        o.tuning
+    );
+    // Re-key the entry for sm_90 (as if tuned there) and the build uses it.
+    d.entries[0].target = "sm_90".into();
+    d.save(&dbp).unwrap();
+    let o = build(&|_| {}).unwrap();
+    assert!(
+        o.tuning[0].contains(&format!("tuned configuration {want}")),
+        "{:?}",
+        o.tuning
+    );
+    let ptx = std::fs::read_to_string(&o.bundles[0]).unwrap();
+    let o2 = build(&|b| {
+        b.no_tuning();
+    })
+    .unwrap();
+    assert!(o2.tuning[0].contains("defaults"), "{:?}", o2.tuning);
+    let t = &e.config["T"] * &e.config["U"];
+    if t != 64 {
+        assert_ne!(ptx, std::fs::read_to_string(&o2.bundles[0]).unwrap());
+    }
+    // The kernel changes: the entry is stale and the defaults are built.
+    std::fs::write(&k, KERNEL.replace("* 2.0", "* 3.0")).unwrap();
+    let o3 = build(&|_| {}).unwrap();
+    assert!(o3.tuning[0].contains("defaults"), "{:?}", o3.tuning);
 }

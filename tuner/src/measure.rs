@@ -372,7 +372,12 @@ pub(crate) fn with_pool<R>(
                             return;
                         }
                     };
-                    let _ = ready_tx.send((t, Ok(st.info().clone())));
+                    // Named as the caller named it (a worker calls its own device `cpu`).
+                    let info = DeviceInfo {
+                        name: name.clone(),
+                        ..st.info().clone()
+                    };
+                    let _ = ready_tx.send((t, Ok(info)));
                     for job in job_rx {
                         let d = match job {
                             Job::Run(i, c) => Done::Ran(i, st.run(bench, &c)),
@@ -384,10 +389,13 @@ pub(crate) fn with_pool<R>(
                     }
                 });
             }
+            // Only the threads hold senders now: if they all end, receiving fails instead of waiting.
             drop(ready_tx);
+            drop(done_tx);
             let mut infos: Vec<Option<DeviceInfo>> = vec![None; names.len()];
             let mut first_err = None;
-            for (t, r) in ready_rx {
+            // Each thread reports once, then keeps its sender while it serves jobs.
+            for (t, r) in ready_rx.iter().take(names.len()) {
                 match r {
                     Ok(info) => infos[t] = Some(info),
                     Err(e) => {

@@ -2,9 +2,11 @@
 //!
 //! - **Exhaustive** when every valid configuration fits the budget.
 //! - **Evolutionary** otherwise (the default): a first generation drawn at
-//!   random (a third of the budget, at least 8), then generations bred from
+//!   random (a quarter of the budget, at least 8), then generations of an
+//!   eighth of the budget (at least 4) bred from
 //!   the fastest so far — children of two parents (each value from one of
-//!   them) or of one (one value moved to a neighbouring candidate), with a
+//!   them) or of one (one value moved to a neighbouring candidate, now and
+//!   then to any candidate), with a
 //!   fifth of each generation drawn fresh so the search does not settle on
 //!   one corner of the space. Parents are chosen by two-way tournament, so
 //!   faster ones breed more often. Children that break a constraint or were
@@ -106,7 +108,7 @@ impl<'s> Search<'s> {
         let n = match self.strategy {
             Strategy::Exhaustive => self.valid.len(),
             Strategy::Sample => self.budget,
-            Strategy::Evolve => (self.budget / 3).max(8).min(self.budget),
+            Strategy::Evolve => (self.budget / 4).max(8).min(self.budget),
         };
         let mut picked: Vec<Config> = if n >= self.valid.len() {
             self.valid
@@ -145,7 +147,7 @@ impl<'s> Search<'s> {
             return Vec::new();
         }
         let left = self.budget.saturating_sub(self.seen.len());
-        let n = left.min((self.budget / 3).max(8));
+        let n = left.min((self.budget / 8).max(4));
         let parents = &ranked[..(ranked.len() / 4).clamp(2.min(ranked.len()), ranked.len())];
         let mut out: Vec<Config> = Vec::new();
         let mut tries = 0;
@@ -206,7 +208,10 @@ impl<'s> Search<'s> {
             return;
         };
         let at = p.values.iter().position(|&v| v == slot.1).unwrap_or(0);
-        let to = if at == 0 {
+        // Mostly a neighbour (fine steps near a good point), sometimes any value (long jumps).
+        let to = if self.rng.unit() < 0.25 {
+            self.rng.below(p.values.len())
+        } else if at == 0 {
             1
         } else if at + 1 == p.values.len() || self.rng.unit() < 0.5 {
             at - 1

@@ -4,7 +4,7 @@
 //! where only the GPU is); this module compiles each candidate for them.
 
 pub use rocmc_tuner::{
-    candidates, check_sizes, db, plan, table, Candidate, Devices, Event, Outcome, Strategy,
+    candidates, check_sizes, db, plan, table, Candidate, Devices, Event, Outcome, Search, Strategy,
     TuneReport,
 };
 
