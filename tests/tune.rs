@@ -708,7 +708,7 @@ fn build_rs_api_uses_the_tuning_database() {
     })
     .unwrap();
     assert!(o2.tuning[0].contains("defaults"), "{:?}", o2.tuning);
-    let t = &e.config["T"] * &e.config["U"];
+    let t = e.config["T"] * e.config["U"];
     if t != 64 {
         assert_ne!(ptx, std::fs::read_to_string(&o2.bundles[0]).unwrap());
     }

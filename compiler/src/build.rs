@@ -135,7 +135,7 @@ impl Build {
         text: &str,
         targets: &[rocmc_codegen::Target],
         metadata: bool,
-    ) -> Result<(Vec<(String, i64)>, Option<String>), Error> {
+    ) -> Result<(rocmc_ir::tune::Config, Option<String>), Error> {
         use crate::tune::db;
         let k = rocmc_ir::front::parse_kernel(file, text)?;
         if k.tuning.is_none() {
