@@ -4,7 +4,7 @@
 //! rocmc links.
 
 pub use rocmc_target::amdgpu::*;
-pub use rocmc_target::{cpu, nvptx, CpuTarget, NvidiaTarget, Target, Vendor};
+pub use rocmc_target::{cpu, matrix, nvptx, CpuTarget, NvidiaTarget, Target, Vendor};
 
 #[cfg(test)]
 mod llvm_table {

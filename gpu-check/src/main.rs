@@ -20,7 +20,9 @@
 //!   `rocmc-worker` binary on loopback and runs `check` through it, over
 //!   TLS with the certificate pinned, as `rocmc run --device remote://…`;
 //! - `rocmc-gpu-check latency WORKER DIR [--device cuda:0|cpu]` measures
-//!   what that path costs over the device itself (a Markdown table).
+//!   what that path costs over the device itself (a Markdown table);
+//! - `rocmc-gpu-check mma [--seed S]` checks the `mma.sync` lane layouts
+//!   of rocmc's matrix-instruction table on the GPU, element by element.
 
 use rocmc_ir::interp;
 use rocmc_ir::reference::{compare, random_inputs, Comparison, Inputs, Rng};
@@ -31,6 +33,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod mma;
 mod remote;
 
 type Res<T> = Result<T, String>;
@@ -44,7 +47,8 @@ fn main() -> ExitCode {
         Some("errors") => errors(&args[1..]),
         Some("remote") => remote::check(&args[1..]),
         Some("latency") => remote::latency(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N]".into()),
+        Some("mma") => mma::check(&args[1..]),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | mma [--seed S]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

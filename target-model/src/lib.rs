@@ -12,6 +12,7 @@
 pub mod amdgpu;
 pub mod cpu;
 pub mod hardware;
+pub mod matrix;
 pub mod nvptx;
 
 pub use amdgpu::{

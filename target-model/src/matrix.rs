@@ -1,0 +1,1004 @@
+//! Matrix instructions: which matrix-multiply instructions each target has
+//! (MFMA on CDNA, WMMA on RDNA 3 and 4, `mma.sync` on NVIDIA sm_80+), with
+//! their LLVM intrinsic, shape and types, and each one's per-lane register
+//! layout: which lane holds which element of A, B and the accumulator.
+//!
+//! The layout is the instruction's meaning as much as its arithmetic: a
+//! wave computes D = A·B + C only if every lane put the right elements in
+//! its registers. [`execute`] runs an instruction from per-lane registers
+//! through the layout, so a lowering that loads fragments in the wrong
+//! places computes a wrong result on the CPU too.
+//!
+//! Where the facts come from, and how they are checked:
+//! - which targets have which instruction, and its intrinsic's signature:
+//!   LLVM 22 (`IntrinsicsAMDGPU.td`, `IntrinsicsNVVM.td`); the codegen
+//!   crate's tests compile every instruction for every AMD processor and
+//!   NVIDIA sm_80/sm_90 with `llc-22` and require LLVM to accept exactly
+//!   the targets listed here;
+//! - layouts: AMD's CDNA 3/4 and RDNA 3/4 ISA documents and the PTX ISA's
+//!   "Matrix fragments for mma.m16n8k16 / m16n8k32". The `mma.sync`
+//!   layouts are verified on a real H100 (`rocmc-gpu-check mma`); the AMD
+//!   ones await an AMD GPU.
+
+use std::fmt;
+
+/// An element type of a matrix instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MType {
+    F16,
+    Bf16,
+    I8,
+    /// 8-bit float E4M3 (FNUZ on gfx942, OCP on gfx950 and gfx12).
+    Fp8,
+    /// 8-bit float E5M2 (FNUZ on gfx942, OCP on gfx950 and gfx12).
+    Bf8,
+    F32,
+    I32,
+}
+
+impl MType {
+    /// Bits per element.
+    pub fn bits(self) -> u32 {
+        match self {
+            MType::F16 | MType::Bf16 => 16,
+            MType::I8 | MType::Fp8 | MType::Bf8 => 8,
+            MType::F32 | MType::I32 => 32,
+        }
+    }
+}
+
+impl fmt::Display for MType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MType::F16 => "f16",
+            MType::Bf16 => "bf16",
+            MType::I8 => "i8",
+            MType::Fp8 => "fp8",
+            MType::Bf8 => "bf8",
+            MType::F32 => "f32",
+            MType::I32 => "i32",
+        })
+    }
+}
+
+/// The instruction family, which fixes the layout rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// CDNA's matrix fused multiply-add (wave64).
+    Mfma,
+    /// RDNA 3's WMMA (gfx11): A and B rows replicated in the upper half-wave.
+    WmmaGfx11,
+    /// RDNA 4's WMMA (gfx12): A and B split over the half-waves.
+    WmmaGfx12,
+    /// NVIDIA's warp-level `mma.sync` (sm_80+), warp of 32.
+    MmaSync,
+}
+
+/// Which processors have an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Availability {
+    /// AMD processors by name.
+    Amd(&'static [&'static str]),
+    /// NVIDIA from this compute capability (`major * 10 + minor`) on.
+    NvidiaFrom(u32),
+}
+
+/// One matrix instruction for one wave size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatrixInstr {
+    /// The ISA's name (`v_mfma_f32_16x16x16_f16`, `mma.sync.m16n8k16.f32.f16`).
+    pub name: &'static str,
+    /// The LLVM intrinsic, mangled as LLVM 22 names it.
+    pub intrinsic: &'static str,
+    pub family: Family,
+    /// Rows of A and D.
+    pub m: u32,
+    /// Columns of B and D.
+    pub n: u32,
+    /// The reduction length of one instruction.
+    pub k: u32,
+    /// Element type of A.
+    pub a: MType,
+    /// Element type of B.
+    pub b: MType,
+    /// Element type of C and D.
+    pub acc: MType,
+    /// Lanes executing it together.
+    pub wave: u32,
+    /// LLVM types of A, B, C: (type, how many operands of it).
+    pub llvm_a: (&'static str, u32),
+    pub llvm_b: (&'static str, u32),
+    pub llvm_c: (&'static str, u32),
+    /// Where it exists.
+    pub available: Availability,
+}
+
+// gfx9-4-generic (code for gfx942 and gfx950 alike) has what both have,
+// except fp8/bf8: gfx942 encodes them FNUZ and gfx950 OCP.
+const GFX908: &[&str] = &["gfx908", "gfx90a", "gfx942", "gfx950", "gfx9-4-generic"];
+const GFX908_90A: &[&str] = &["gfx908", "gfx90a"];
+const GFX90A: &[&str] = &["gfx90a", "gfx942", "gfx950", "gfx9-4-generic"];
+const GFX942: &[&str] = &["gfx942", "gfx950", "gfx9-4-generic"];
+const GFX942_FP8: &[&str] = &["gfx942", "gfx950"];
+const GFX950: &[&str] = &["gfx950"];
+const GFX11: &[&str] = &[
+    "gfx1100",
+    "gfx1101",
+    "gfx1102",
+    "gfx1103",
+    "gfx1150",
+    "gfx1151",
+    "gfx1152",
+    "gfx1153",
+    "gfx11-generic",
+];
+const GFX12: &[&str] = &["gfx1200", "gfx1201", "gfx12-generic"];
+
+macro_rules! mi {
+    ($name:expr, $intr:expr, $fam:ident, $m:expr, $n:expr, $k:expr, $a:ident, $b:ident, $acc:ident, $wave:expr,
+     $la:expr, $lb:expr, $lc:expr, $avail:expr) => {
+        MatrixInstr {
+            name: $name,
+            intrinsic: $intr,
+            family: Family::$fam,
+            m: $m,
+            n: $n,
+            k: $k,
+            a: MType::$a,
+            b: MType::$b,
+            acc: MType::$acc,
+            wave: $wave,
+            llvm_a: $la,
+            llvm_b: $lb,
+            llvm_c: $lc,
+            available: $avail,
+        }
+    };
+}
+
+use Availability::{Amd, NvidiaFrom};
+
+/// Every matrix instruction rocmc knows, per wave size.
+pub const INSTRUCTIONS: &[MatrixInstr] = &[
+    // CDNA 1-4: f16 and i8 since gfx908, bf16 ("_1k") since gfx90a.
+    mi!(
+        "v_mfma_f32_32x32x8_f16",
+        "llvm.amdgcn.mfma.f32.32x32x8f16",
+        Mfma,
+        32,
+        32,
+        8,
+        F16,
+        F16,
+        F32,
+        64,
+        ("<4 x half>", 1),
+        ("<4 x half>", 1),
+        ("<16 x float>", 1),
+        Amd(GFX908)
+    ),
+    mi!(
+        "v_mfma_f32_16x16x16_f16",
+        "llvm.amdgcn.mfma.f32.16x16x16f16",
+        Mfma,
+        16,
+        16,
+        16,
+        F16,
+        F16,
+        F32,
+        64,
+        ("<4 x half>", 1),
+        ("<4 x half>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX908)
+    ),
+    mi!(
+        "v_mfma_f32_32x32x8_bf16",
+        "llvm.amdgcn.mfma.f32.32x32x8bf16.1k",
+        Mfma,
+        32,
+        32,
+        8,
+        Bf16,
+        Bf16,
+        F32,
+        64,
+        ("<4 x i16>", 1),
+        ("<4 x i16>", 1),
+        ("<16 x float>", 1),
+        Amd(GFX90A)
+    ),
+    mi!(
+        "v_mfma_f32_16x16x16_bf16",
+        "llvm.amdgcn.mfma.f32.16x16x16bf16.1k",
+        Mfma,
+        16,
+        16,
+        16,
+        Bf16,
+        Bf16,
+        F32,
+        64,
+        ("<4 x i16>", 1),
+        ("<4 x i16>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX90A)
+    ),
+    mi!(
+        "v_mfma_i32_32x32x8_i8",
+        "llvm.amdgcn.mfma.i32.32x32x8i8",
+        Mfma,
+        32,
+        32,
+        8,
+        I8,
+        I8,
+        I32,
+        64,
+        ("i32", 1),
+        ("i32", 1),
+        ("<16 x i32>", 1),
+        Amd(GFX908_90A)
+    ),
+    mi!(
+        "v_mfma_i32_16x16x16_i8",
+        "llvm.amdgcn.mfma.i32.16x16x16i8",
+        Mfma,
+        16,
+        16,
+        16,
+        I8,
+        I8,
+        I32,
+        64,
+        ("i32", 1),
+        ("i32", 1),
+        ("<4 x i32>", 1),
+        Amd(GFX908_90A)
+    ),
+    // CDNA 3: i8 with twice the k, fp8/bf8.
+    mi!(
+        "v_mfma_i32_32x32x16_i8",
+        "llvm.amdgcn.mfma.i32.32x32x16.i8",
+        Mfma,
+        32,
+        32,
+        16,
+        I8,
+        I8,
+        I32,
+        64,
+        ("i64", 1),
+        ("i64", 1),
+        ("<16 x i32>", 1),
+        Amd(GFX942)
+    ),
+    mi!(
+        "v_mfma_i32_16x16x32_i8",
+        "llvm.amdgcn.mfma.i32.16x16x32.i8",
+        Mfma,
+        16,
+        16,
+        32,
+        I8,
+        I8,
+        I32,
+        64,
+        ("i64", 1),
+        ("i64", 1),
+        ("<4 x i32>", 1),
+        Amd(GFX942)
+    ),
+    mi!(
+        "v_mfma_f32_16x16x32_fp8_fp8",
+        "llvm.amdgcn.mfma.f32.16x16x32.fp8.fp8",
+        Mfma,
+        16,
+        16,
+        32,
+        Fp8,
+        Fp8,
+        F32,
+        64,
+        ("i64", 1),
+        ("i64", 1),
+        ("<4 x float>", 1),
+        Amd(GFX942_FP8)
+    ),
+    mi!(
+        "v_mfma_f32_32x32x16_fp8_fp8",
+        "llvm.amdgcn.mfma.f32.32x32x16.fp8.fp8",
+        Mfma,
+        32,
+        32,
+        16,
+        Fp8,
+        Fp8,
+        F32,
+        64,
+        ("i64", 1),
+        ("i64", 1),
+        ("<16 x float>", 1),
+        Amd(GFX942_FP8)
+    ),
+    mi!(
+        "v_mfma_f32_16x16x32_bf8_bf8",
+        "llvm.amdgcn.mfma.f32.16x16x32.bf8.bf8",
+        Mfma,
+        16,
+        16,
+        32,
+        Bf8,
+        Bf8,
+        F32,
+        64,
+        ("i64", 1),
+        ("i64", 1),
+        ("<4 x float>", 1),
+        Amd(GFX942_FP8)
+    ),
+    mi!(
+        "v_mfma_f32_32x32x16_bf8_bf8",
+        "llvm.amdgcn.mfma.f32.32x32x16.bf8.bf8",
+        Mfma,
+        32,
+        32,
+        16,
+        Bf8,
+        Bf8,
+        F32,
+        64,
+        ("i64", 1),
+        ("i64", 1),
+        ("<16 x float>", 1),
+        Amd(GFX942_FP8)
+    ),
+    // CDNA 4: f16/bf16 and i8 with twice the k again.
+    mi!(
+        "v_mfma_f32_16x16x32_f16",
+        "llvm.amdgcn.mfma.f32.16x16x32.f16",
+        Mfma,
+        16,
+        16,
+        32,
+        F16,
+        F16,
+        F32,
+        64,
+        ("<8 x half>", 1),
+        ("<8 x half>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX950)
+    ),
+    mi!(
+        "v_mfma_f32_32x32x16_f16",
+        "llvm.amdgcn.mfma.f32.32x32x16.f16",
+        Mfma,
+        32,
+        32,
+        16,
+        F16,
+        F16,
+        F32,
+        64,
+        ("<8 x half>", 1),
+        ("<8 x half>", 1),
+        ("<16 x float>", 1),
+        Amd(GFX950)
+    ),
+    mi!(
+        "v_mfma_f32_16x16x32_bf16",
+        "llvm.amdgcn.mfma.f32.16x16x32.bf16",
+        Mfma,
+        16,
+        16,
+        32,
+        Bf16,
+        Bf16,
+        F32,
+        64,
+        ("<8 x bfloat>", 1),
+        ("<8 x bfloat>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX950)
+    ),
+    mi!(
+        "v_mfma_f32_32x32x16_bf16",
+        "llvm.amdgcn.mfma.f32.32x32x16.bf16",
+        Mfma,
+        32,
+        32,
+        16,
+        Bf16,
+        Bf16,
+        F32,
+        64,
+        ("<8 x bfloat>", 1),
+        ("<8 x bfloat>", 1),
+        ("<16 x float>", 1),
+        Amd(GFX950)
+    ),
+    mi!(
+        "v_mfma_i32_16x16x64_i8",
+        "llvm.amdgcn.mfma.i32.16x16x64.i8",
+        Mfma,
+        16,
+        16,
+        64,
+        I8,
+        I8,
+        I32,
+        64,
+        ("<4 x i32>", 1),
+        ("<4 x i32>", 1),
+        ("<4 x i32>", 1),
+        Amd(GFX950)
+    ),
+    mi!(
+        "v_mfma_i32_32x32x32_i8",
+        "llvm.amdgcn.mfma.i32.32x32x32.i8",
+        Mfma,
+        32,
+        32,
+        32,
+        I8,
+        I8,
+        I32,
+        64,
+        ("<4 x i32>", 1),
+        ("<4 x i32>", 1),
+        ("<16 x i32>", 1),
+        Amd(GFX950)
+    ),
+    // RDNA 3, wave32 and wave64.
+    mi!(
+        "v_wmma_f32_16x16x16_f16",
+        "llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16",
+        WmmaGfx11,
+        16,
+        16,
+        16,
+        F16,
+        F16,
+        F32,
+        32,
+        ("<16 x half>", 1),
+        ("<16 x half>", 1),
+        ("<8 x float>", 1),
+        Amd(GFX11)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_f16",
+        "llvm.amdgcn.wmma.f32.16x16x16.f16.v4f32.v16f16",
+        WmmaGfx11,
+        16,
+        16,
+        16,
+        F16,
+        F16,
+        F32,
+        64,
+        ("<16 x half>", 1),
+        ("<16 x half>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX11)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_bf16",
+        "llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v16i16",
+        WmmaGfx11,
+        16,
+        16,
+        16,
+        Bf16,
+        Bf16,
+        F32,
+        32,
+        ("<16 x i16>", 1),
+        ("<16 x i16>", 1),
+        ("<8 x float>", 1),
+        Amd(GFX11)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_bf16",
+        "llvm.amdgcn.wmma.f32.16x16x16.bf16.v4f32.v16i16",
+        WmmaGfx11,
+        16,
+        16,
+        16,
+        Bf16,
+        Bf16,
+        F32,
+        64,
+        ("<16 x i16>", 1),
+        ("<16 x i16>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX11)
+    ),
+    mi!(
+        "v_wmma_i32_16x16x16_iu8",
+        "llvm.amdgcn.wmma.i32.16x16x16.iu8.v8i32.v4i32",
+        WmmaGfx11,
+        16,
+        16,
+        16,
+        I8,
+        I8,
+        I32,
+        32,
+        ("<4 x i32>", 1),
+        ("<4 x i32>", 1),
+        ("<8 x i32>", 1),
+        Amd(GFX11)
+    ),
+    mi!(
+        "v_wmma_i32_16x16x16_iu8",
+        "llvm.amdgcn.wmma.i32.16x16x16.iu8.v4i32.v4i32",
+        WmmaGfx11,
+        16,
+        16,
+        16,
+        I8,
+        I8,
+        I32,
+        64,
+        ("<4 x i32>", 1),
+        ("<4 x i32>", 1),
+        ("<4 x i32>", 1),
+        Amd(GFX11)
+    ),
+    // RDNA 4, wave32 and wave64.
+    mi!(
+        "v_wmma_f32_16x16x16_f16",
+        "llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16",
+        WmmaGfx12,
+        16,
+        16,
+        16,
+        F16,
+        F16,
+        F32,
+        32,
+        ("<8 x half>", 1),
+        ("<8 x half>", 1),
+        ("<8 x float>", 1),
+        Amd(GFX12)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_f16",
+        "llvm.amdgcn.wmma.f32.16x16x16.f16.v4f32.v4f16",
+        WmmaGfx12,
+        16,
+        16,
+        16,
+        F16,
+        F16,
+        F32,
+        64,
+        ("<4 x half>", 1),
+        ("<4 x half>", 1),
+        ("<4 x float>", 1),
+        Amd(GFX12)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_bf16",
+        "llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16",
+        WmmaGfx12,
+        16,
+        16,
+        16,
+        Bf16,
+        Bf16,
+        F32,
+        32,
+        ("<8 x i16>", 1),
+        ("<8 x i16>", 1),
+        ("<8 x float>", 1),
+        Amd(GFX12)
+    ),
+    mi!(
+        "v_wmma_i32_16x16x16_iu8",
+        "llvm.amdgcn.wmma.i32.16x16x16.iu8.v8i32.v2i32",
+        WmmaGfx12,
+        16,
+        16,
+        16,
+        I8,
+        I8,
+        I32,
+        32,
+        ("<2 x i32>", 1),
+        ("<2 x i32>", 1),
+        ("<8 x i32>", 1),
+        Amd(GFX12)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_fp8_fp8",
+        "llvm.amdgcn.wmma.f32.16x16x16.fp8.fp8.v8f32.v2i32",
+        WmmaGfx12,
+        16,
+        16,
+        16,
+        Fp8,
+        Fp8,
+        F32,
+        32,
+        ("<2 x i32>", 1),
+        ("<2 x i32>", 1),
+        ("<8 x float>", 1),
+        Amd(GFX12)
+    ),
+    mi!(
+        "v_wmma_f32_16x16x16_bf8_bf8",
+        "llvm.amdgcn.wmma.f32.16x16x16.bf8.bf8.v8f32.v2i32",
+        WmmaGfx12,
+        16,
+        16,
+        16,
+        Bf8,
+        Bf8,
+        F32,
+        32,
+        ("<2 x i32>", 1),
+        ("<2 x i32>", 1),
+        ("<8 x float>", 1),
+        Amd(GFX12)
+    ),
+    // NVIDIA, a warp of 32: registers of packed pairs (f16, bf16) or quads (s8).
+    mi!(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+        MmaSync,
+        16,
+        8,
+        16,
+        F16,
+        F16,
+        F32,
+        32,
+        ("<2 x half>", 4),
+        ("<2 x half>", 2),
+        ("float", 4),
+        NvidiaFrom(80)
+    ),
+    mi!(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "llvm.nvvm.mma.m16n8k16.row.col.bf16",
+        MmaSync,
+        16,
+        8,
+        16,
+        Bf16,
+        Bf16,
+        F32,
+        32,
+        ("i32", 4),
+        ("i32", 2),
+        ("float", 4),
+        NvidiaFrom(80)
+    ),
+    mi!(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+        "llvm.nvvm.mma.m16n8k32.row.col.s8",
+        MmaSync,
+        16,
+        8,
+        32,
+        I8,
+        I8,
+        I32,
+        32,
+        ("i32", 4),
+        ("i32", 2),
+        ("i32", 4),
+        NvidiaFrom(80)
+    ),
+];
+
+impl MatrixInstr {
+    /// Whether `processor` (an AMD name or `sm_NN`) has it.
+    pub fn available_on(&self, processor: &str) -> bool {
+        match self.available {
+            Availability::Amd(list) => list.contains(&processor),
+            Availability::NvidiaFrom(cc) => processor
+                .strip_prefix("sm_")
+                .and_then(|v| v.trim_end_matches(['a', 'f']).parse::<u32>().ok())
+                .is_some_and(|v| v >= cc),
+        }
+    }
+
+    /// Elements of A each lane holds.
+    pub fn a_per_lane(&self) -> u32 {
+        match self.family {
+            // Each lane holds a whole row (gfx11 replicates rows in the upper half-wave).
+            Family::WmmaGfx11 => self.k,
+            _ => self.m * self.k / self.wave,
+        }
+    }
+
+    /// Elements of B each lane holds.
+    pub fn b_per_lane(&self) -> u32 {
+        match self.family {
+            Family::WmmaGfx11 => self.k,
+            _ => self.k * self.n / self.wave,
+        }
+    }
+
+    /// Elements of C and D each lane holds.
+    pub fn acc_per_lane(&self) -> u32 {
+        self.m * self.n / self.wave
+    }
+
+    /// (row, k) of A held by `lane` as its element `e`.
+    pub fn a_at(&self, lane: u32, e: u32) -> (u32, u32) {
+        match self.family {
+            Family::Mfma => {
+                let per = self.a_per_lane();
+                (lane % self.m, (lane / self.m) * per + e)
+            }
+            Family::WmmaGfx11 => (lane % 16, e),
+            Family::WmmaGfx12 => {
+                let per = self.a_per_lane();
+                (lane % 16, (lane / 16) * per + e)
+            }
+            Family::MmaSync => {
+                let (g, t) = (lane / 4, lane % 4);
+                // Registers a0..a3 cover (rows g, g+8) x (k low half, k high half).
+                let per_reg = 32 / self.a.bits();
+                let reg = e / per_reg;
+                let row = g + 8 * (reg % 2);
+                let k = t * per_reg + e % per_reg + (self.k / 2) * (reg / 2);
+                (row, k)
+            }
+        }
+    }
+
+    /// (k, column) of B held by `lane` as its element `e`.
+    pub fn b_at(&self, lane: u32, e: u32) -> (u32, u32) {
+        match self.family {
+            Family::Mfma => {
+                let per = self.b_per_lane();
+                ((lane / self.n) * per + e, lane % self.n)
+            }
+            Family::WmmaGfx11 => (e, lane % 16),
+            Family::WmmaGfx12 => {
+                let per = self.b_per_lane();
+                ((lane / 16) * per + e, lane % 16)
+            }
+            Family::MmaSync => {
+                let (g, t) = (lane / 4, lane % 4);
+                let per_reg = 32 / self.b.bits();
+                let reg = e / per_reg;
+                (t * per_reg + e % per_reg + (self.k / 2) * reg, g)
+            }
+        }
+    }
+
+    /// (row, column) of C and D held by `lane` as its element `e`.
+    pub fn acc_at(&self, lane: u32, e: u32) -> (u32, u32) {
+        match self.family {
+            Family::Mfma => {
+                // Blocks of 4 rows; the lanes' groups of `n` take turns down the rows.
+                let groups = self.wave / self.n;
+                (
+                    (e / 4) * 4 * groups + 4 * (lane / self.n) + e % 4,
+                    lane % self.n,
+                )
+            }
+            Family::WmmaGfx11 => {
+                // Even rows in lanes 0-15, odd in 16-31; wave64's upper half takes rows 8-15.
+                let half = (lane / 16) % 2;
+                let upper = lane / 32;
+                (2 * e + half + 8 * upper, lane % 16)
+            }
+            Family::WmmaGfx12 => {
+                let per = self.acc_per_lane();
+                ((lane / 16) * per + e, lane % 16)
+            }
+            Family::MmaSync => {
+                let (g, t) = (lane / 4, lane % 4);
+                (g + 8 * (e / 2), t * 2 + e % 2)
+            }
+        }
+    }
+}
+
+/// The instructions `processor` has for a wave of `wave` lanes.
+pub fn instructions_for(processor: &str, wave: u32) -> Vec<&'static MatrixInstr> {
+    INSTRUCTIONS
+        .iter()
+        .filter(|i| i.wave == wave && i.available_on(processor))
+        .collect()
+}
+
+/// Runs `instr` as one wave does: `a[lane][e]`, `b[lane][e]`, `c[lane][e]`
+/// are each lane's registers (element values, in the layout's order); the
+/// result is each lane's D registers. Values are exact in `f64` for every
+/// input type (products of 8/16-bit values, sums well inside 2^53); the
+/// caller rounds to the accumulator's type.
+///
+/// Replicated elements (gfx11's upper half-wave) are read from the lane
+/// the layout names first; a lowering that fills replicas differently
+/// fails the caller's comparison of the replicas, not this function.
+pub fn execute(
+    instr: &MatrixInstr,
+    a: &[Vec<f64>],
+    b: &[Vec<f64>],
+    c: &[Vec<f64>],
+) -> Vec<Vec<f64>> {
+    let (m, n, k) = (instr.m as usize, instr.n as usize, instr.k as usize);
+    let mut am = vec![vec![f64::NAN; k]; m];
+    let mut bm = vec![vec![f64::NAN; n]; k];
+    let mut cm = vec![vec![f64::NAN; n]; m];
+    for lane in (0..instr.wave).rev() {
+        for e in 0..instr.a_per_lane() {
+            let (r, kk) = instr.a_at(lane, e);
+            am[r as usize][kk as usize] = a[lane as usize][e as usize];
+        }
+        for e in 0..instr.b_per_lane() {
+            let (kk, col) = instr.b_at(lane, e);
+            bm[kk as usize][col as usize] = b[lane as usize][e as usize];
+        }
+        for e in 0..instr.acc_per_lane() {
+            let (r, col) = instr.acc_at(lane, e);
+            cm[r as usize][col as usize] = c[lane as usize][e as usize];
+        }
+    }
+    (0..instr.wave)
+        .map(|lane| {
+            (0..instr.acc_per_lane())
+                .map(|e| {
+                    let (r, col) = instr.acc_at(lane, e);
+                    let (r, col) = (r as usize, col as usize);
+                    cm[r][col] + (0..k).map(|kk| am[r][kk] * bm[kk][col]).sum::<f64>()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// Every layout is a cover: each element of A, B and D is held by some
+    /// lane, D by exactly one (A and B by exactly one except gfx11's replicas).
+    #[test]
+    fn layouts_cover_each_matrix() {
+        for i in INSTRUCTIONS {
+            let mut a = HashSet::new();
+            let mut b = HashSet::new();
+            let mut d = HashSet::new();
+            for lane in 0..i.wave {
+                for e in 0..i.a_per_lane() {
+                    let (r, k) = i.a_at(lane, e);
+                    assert!(r < i.m && k < i.k, "{} A lane {lane} e {e}", i.name);
+                    let fresh = a.insert((r, k));
+                    assert!(fresh || i.family == Family::WmmaGfx11, "{} A twice", i.name);
+                }
+                for e in 0..i.b_per_lane() {
+                    let (k, c) = i.b_at(lane, e);
+                    assert!(k < i.k && c < i.n, "{} B lane {lane} e {e}", i.name);
+                    let fresh = b.insert((k, c));
+                    assert!(fresh || i.family == Family::WmmaGfx11, "{} B twice", i.name);
+                }
+                for e in 0..i.acc_per_lane() {
+                    let (r, c) = i.acc_at(lane, e);
+                    assert!(r < i.m && c < i.n, "{} D lane {lane} e {e}", i.name);
+                    assert!(d.insert((r, c)), "{} D ({r}, {c}) twice", i.name);
+                }
+            }
+            assert_eq!(a.len() as u32, i.m * i.k, "{}", i.name);
+            assert_eq!(b.len() as u32, i.k * i.n, "{}", i.name);
+            assert_eq!(d.len() as u32, i.m * i.n, "{}", i.name);
+            // The LLVM operand types hold exactly a lane's elements.
+            let bits = |(t, count): (&str, u32)| -> u32 {
+                let lanes: u32 = t
+                    .strip_prefix('<')
+                    .and_then(|s| s.split(" x ").next())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1);
+                let elem = t.rsplit(' ').next().unwrap_or(t).trim_end_matches('>');
+                let w = match elem {
+                    "half" | "bfloat" | "i16" => 16,
+                    "float" | "i32" => 32,
+                    "i64" => 64,
+                    other => panic!("{other}"),
+                };
+                lanes * w * count
+            };
+            assert_eq!(bits(i.llvm_a), i.a_per_lane() * i.a.bits(), "{} A", i.name);
+            assert_eq!(bits(i.llvm_b), i.b_per_lane() * i.b.bits(), "{} B", i.name);
+            assert_eq!(
+                bits(i.llvm_c),
+                i.acc_per_lane() * i.acc.bits(),
+                "{} C",
+                i.name
+            );
+        }
+    }
+
+    /// Documented cases, element by element, from the vendors' tables.
+    #[test]
+    fn layouts_match_the_documented_examples() {
+        let find = |name: &str, wave: u32| {
+            INSTRUCTIONS
+                .iter()
+                .find(|i| i.name == name && i.wave == wave)
+                .unwrap()
+        };
+        // CDNA3 ISA, v_mfma_f32_32x32x8_f16: lane 40 holds A[8][4..8], D rows 4-7 of column 8, then 12-15...
+        let i = find("v_mfma_f32_32x32x8_f16", 64);
+        assert_eq!(i.a_at(40, 0), (8, 4));
+        assert_eq!(i.acc_at(40, 0), (4, 8));
+        assert_eq!(i.acc_at(40, 4), (12, 8));
+        assert_eq!(i.acc_at(0, 15), (27, 0));
+        // PTX ISA, mma.m16n8k16 f16: lane 5 is group 1, thread 1: a0,a1 = A[1][2..4], a2 = A[9][2], a4 = A[1][10].
+        let i = find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 32);
+        assert_eq!(i.a_at(5, 0), (1, 2));
+        assert_eq!(i.a_at(5, 1), (1, 3));
+        assert_eq!(i.a_at(5, 2), (9, 2));
+        assert_eq!(i.a_at(5, 4), (1, 10));
+        assert_eq!(i.b_at(5, 2), (10, 1));
+        assert_eq!(i.acc_at(5, 3), (9, 3));
+        // PTX ISA, m16n8k32 s8: a0..a3 = A[g][4t..4t+4], a4..7 = A[g+8][..], a8..11 = A[g][16+4t..].
+        let i = find("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", 32);
+        assert_eq!(i.a_at(6, 0), (1, 8));
+        assert_eq!(i.a_at(6, 4), (9, 8));
+        assert_eq!(i.a_at(6, 8), (1, 24));
+        assert_eq!(i.b_at(6, 4), (24, 1));
+    }
+
+    #[test]
+    fn execute_is_a_matrix_product_through_the_layout() {
+        for i in INSTRUCTIONS {
+            let (m, n, k) = (i.m, i.n, i.k);
+            let av = |r: u32, c: u32| f64::from((r * 7 + c * 3) % 11) - 5.0;
+            let bv = |r: u32, c: u32| f64::from((r * 5 + c * 2) % 13) - 6.0;
+            let cv = |r: u32, c: u32| f64::from(r * 100 + c);
+            let regs =
+                |per: u32, at: &dyn Fn(u32, u32) -> (u32, u32), v: &dyn Fn(u32, u32) -> f64| {
+                    (0..i.wave)
+                        .map(|l| {
+                            (0..per)
+                                .map(|e| {
+                                    let (x, y) = at(l, e);
+                                    v(x, y)
+                                })
+                                .collect()
+                        })
+                        .collect::<Vec<Vec<f64>>>()
+                };
+            let a = regs(i.a_per_lane(), &|l, e| i.a_at(l, e), &av);
+            let b = regs(i.b_per_lane(), &|l, e| i.b_at(l, e), &bv);
+            let c = regs(i.acc_per_lane(), &|l, e| i.acc_at(l, e), &cv);
+            let d = execute(i, &a, &b, &c);
+            for lane in 0..i.wave {
+                for e in 0..i.acc_per_lane() {
+                    let (r, col) = i.acc_at(lane, e);
+                    let want = cv(r, col) + (0..k).map(|kk| av(r, kk) * bv(kk, col)).sum::<f64>();
+                    assert_eq!(d[lane as usize][e as usize], want, "{} {m}x{n}x{k}", i.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn availability_by_processor() {
+        let names = |p: &str, w: u32| {
+            instructions_for(p, w)
+                .iter()
+                .map(|i| i.name)
+                .collect::<Vec<_>>()
+        };
+        assert!(names("gfx906", 64).is_empty());
+        assert!(names("gfx1030", 32).is_empty());
+        assert!(names("gfx942", 64).contains(&"v_mfma_f32_16x16x32_fp8_fp8"));
+        assert!(!names("gfx942", 64).contains(&"v_mfma_i32_16x16x16_i8"));
+        assert!(names("gfx1100", 32).contains(&"v_wmma_f32_16x16x16_f16"));
+        assert_eq!(names("sm_75", 32).len(), 0);
+        assert_eq!(names("sm_90a", 32).len(), 3);
+    }
+}
