@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         Some("remote") => remote::check(&args[1..]),
         Some("latency") => remote::latency(&args[1..]),
         Some("mma") => mma::check(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | mma [--seed S]".into()),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | mma [--seed S] [--perturb]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

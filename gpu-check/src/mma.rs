@@ -87,6 +87,9 @@ fn pack(t: MType, per_lane: u32, value: &dyn Fn(u32, u32) -> f64) -> Vec<u32> {
 /// Checks every `mma.sync` instruction of the table on device 0.
 pub fn check(args: &[String]) -> Res<bool> {
     let seed = crate::flag(args, "--seed", 1)?;
+    // Self-test: pack lane 0's first two A elements swapped, as a layout
+    // mistake would; every instruction must then come out WRONG.
+    let perturb = args.iter().any(|a| a == "--perturb");
     let cuda = Cuda::load().map_err(|e| e.to_string())?;
     let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
     let mut rng = rocmc_ir::reference::Rng(seed);
@@ -96,13 +99,23 @@ pub fn check(args: &[String]) -> Res<bool> {
     for i in INSTRUCTIONS.iter().filter(|i| i.family == Family::MmaSync) {
         let (m, n, k) = (i.m as usize, i.n as usize, i.k as usize);
         // Small integers: exact in every input type and in the f32 sums.
-        let a: Vec<Vec<f64>> = (0..m)
+        let mut a: Vec<Vec<f64>> = (0..m)
             .map(|_| (0..k).map(|_| rng.below(17) as f64 - 8.0).collect())
             .collect();
+        // The swapped pair must differ, or the self-test could not fail.
+        let ((r0, k0), (r1, k1)) = (i.a_at(0, 0), i.a_at(0, 1));
+        if a[r0 as usize][k0 as usize] == a[r1 as usize][k1 as usize] {
+            a[r1 as usize][k1 as usize] += 1.0;
+        }
         let b: Vec<Vec<f64>> = (0..k)
             .map(|_| (0..n).map(|_| rng.below(17) as f64 - 8.0).collect())
             .collect();
         let pa = pack(i.a, i.a_per_lane(), &|l, e| {
+            let e = match (perturb, l, e) {
+                (true, 0, 0) => 1,
+                (true, 0, 1) => 0,
+                _ => e,
+            };
             let (r, kk) = i.a_at(l, e);
             a[r as usize][kk as usize]
         });
