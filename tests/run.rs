@@ -369,3 +369,47 @@ schedule = ["io, jo, ii, ji = tile(i, j, 4, 8)", "ko, ki = split(k, 6)", "reorde
         ));
     }
 }
+
+/// `rocmc run --device cuda:N` goes through the device interface the
+/// worker serves (LocalDevice); here that path runs on this machine's CPU
+/// device (a compiled shared object) and must match the interpreter, and a
+/// device the machine lacks is named in the error.
+#[test]
+fn run_through_the_local_device_interface() {
+    let root = root();
+    let src = std::fs::read_to_string(root.join("examples/matmul_lds.toml")).unwrap();
+    let front = rocmc::frontend("matmul_lds.toml", &src).unwrap();
+    let r = rocmc::run::run_local(
+        &front,
+        "cpu",
+        &[67, 45, 33],
+        &Default::default(),
+        3,
+        rocmc::run::GpuRun {
+            check: true,
+            bench: 2,
+        },
+        &rocmc::Options::new("x86-64"),
+    )
+    .unwrap();
+    assert!(!r.comparisons.is_empty());
+    assert!(r.comparisons.iter().all(|c| c.ok()), "{:?}", r.comparisons);
+    assert_eq!(r.kernel_ms.len(), 1);
+    let out = rocmc(
+        &root,
+        &[
+            "run",
+            "--device",
+            "cuda:7",
+            "examples/vadd.toml",
+            "--size",
+            "n=10",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("no device `cuda:7`; this machine has: cpu"),
+        "{}",
+        text(&out.stderr)
+    );
+}

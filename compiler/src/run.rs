@@ -365,8 +365,6 @@ pub fn run_remote(
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
-    use rocmc_remote::proto::WireArg;
-    use rocmc_remote::Device;
     let rt = |e: rocmc_remote::RemoteError| match e {
         rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
             Error::Usage(e.to_string())
@@ -379,6 +377,63 @@ pub fn run_remote(
             "note: first connection to this worker: its certificate {f} is now pinned in the known-workers file"
         );
     }
+    let place = device
+        .trim_start_matches("remote://")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    run_on(front, &mut dev, &place, sizes, params, seed, what, opts)
+}
+
+/// Runs the kernel on one of this machine's devices through the same
+/// device interface the worker serves (`cuda:N`, `amdgpu:N`, `cpu` as a
+/// compiled shared object).
+pub fn run_local(
+    front: &Frontend,
+    device: &str,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+    what: GpuRun,
+    opts: &crate::Options,
+) -> Result<GpuReport, Error> {
+    let mut dev = rocmc_remote::LocalDevice::open(device).map_err(|e| match e {
+        rocmc_remote::RemoteError::Address(_) => Error::Usage(e.to_string()),
+        other => Error::Runtime(other.to_string()),
+    })?;
+    run_on(
+        front,
+        &mut dev,
+        "this machine",
+        sizes,
+        params,
+        seed,
+        what,
+        opts,
+    )
+}
+
+/// Compiles for `dev`'s target, runs on seeded random inputs, compares
+/// with the interpreter (`check`) and times with the device's clock (`bench`).
+#[allow(clippy::too_many_arguments)]
+fn run_on(
+    front: &Frontend,
+    dev: &mut dyn rocmc_remote::Device,
+    place: &str,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+    what: GpuRun,
+    opts: &crate::Options,
+) -> Result<GpuReport, Error> {
+    use rocmc_remote::proto::WireArg;
+    let rt = |e: rocmc_remote::RemoteError| match e {
+        rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
+            Error::Usage(e.to_string())
+        }
+        other => Error::Runtime(other.to_string()),
+    };
     let info = dev.info().clone();
     let mut o = opts.clone();
     o.mcpu = info
@@ -450,16 +505,7 @@ pub fn run_remote(
     }
     dev.sync().map_err(rt)?;
     let mut report = GpuReport {
-        device: format!(
-            "{} on {} ({})",
-            info.name,
-            device
-                .trim_start_matches("remote://")
-                .split('/')
-                .next()
-                .unwrap_or(""),
-            info.target
-        ),
+        device: format!("{} on {place} ({})", info.name, info.target),
         ..Default::default()
     };
     if what.check {

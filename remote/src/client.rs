@@ -18,6 +18,9 @@ pub enum RemoteError {
     /// A device address that does not parse.
     #[error("{0}")]
     Address(String),
+    /// This machine's device (LocalDevice) failed or does not exist.
+    #[error("{0}")]
+    Local(String),
     /// Connecting, TLS, or the connection breaking.
     #[error("worker {addr}: {message}")]
     Connection {

@@ -227,10 +227,7 @@ pub struct LocalDevice {
 impl LocalDevice {
     /// Opens a device of this machine by name (`cpu`, `cuda:0`, `amdgpu:1`).
     pub fn open(name: &str) -> Result<LocalDevice> {
-        let local = |message: String| RemoteError::Worker {
-            addr: "this machine".into(),
-            message,
-        };
+        let local = RemoteError::Local;
         let devices = crate::session::list_devices();
         let info = devices
             .iter()

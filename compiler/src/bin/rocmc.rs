@@ -74,7 +74,8 @@ struct RunArgs {
     kernel: PathBuf,
     /// Where to run: `cpu` (the scheduled kernel compiled for this machine by LLVM, blocks and
     /// threads as loops), an AMD GPU: `amdgpu`, `amdgpu:N`, `amdgpu://GPU-<uuid>` (the HIP
-    /// runtime is loaded from ROCMC_HIP_LIBRARY or libamdhip64.so.7/.6/.5), or a worker's
+    /// runtime is loaded from ROCMC_HIP_LIBRARY or libamdhip64.so.7/.6/.5), an NVIDIA GPU:
+    /// `cuda:N` (through the CUDA driver, libcuda.so.1), or a worker's
     /// device: `remote://HOST:PORT/DEVICE` (DEVICE: cpu, cuda:N, amdgpu:N; secret from
     /// ROCMC_WORKER_SECRET, see docs/remote.md).
     #[arg(long, default_value = "cpu")]
@@ -768,6 +769,8 @@ fn run(a: RunArgs) -> Result<(), Error> {
         };
         let r = if a.device.starts_with("remote://") {
             rocmc::run::run_remote(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
+        } else if a.device.starts_with("cuda") {
+            rocmc::run::run_local(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
         } else {
             rocmc::runtime_hip::DeviceSelector::parse(&a.device)
                 .map_err(|e| Error::Usage(e.to_string()))?;
