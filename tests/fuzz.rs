@@ -344,3 +344,132 @@ fn fuzz_code_object_reader() {
     println!("fuzz_code_object_reader: {execs} executions in {:?} (seed {seed}); {ok} read without error", start.elapsed());
     assert!(execs > 0);
 }
+
+/// The worker protocol as a session sees it: encoded requests (a real
+/// session's traffic: open, load a CPU module, alloc, write, launch, time,
+/// read) mutated byte-wise, decoded, and answered by the session code on
+/// this machine's CPU device with a memory limit, as a worker runs it.
+/// Undecodable frames must be refused; decodable ones answered or refused
+/// with an error; nothing may panic.
+#[test]
+fn fuzz_worker_protocol() {
+    use rocmc::remote::proto::{self, Request, WireArg};
+    use rocmc::remote::{Device, LocalDevice};
+    let (budget, seed) = settings();
+    let src = std::fs::read_to_string(example("saxpy")).unwrap();
+    let (module, _) = cpu_module(&src, &[]);
+    let hash = proto::content_hash(&module);
+    let n = 64u64;
+    let buf = |id| WireArg::Buffer {
+        id,
+        dtype: "f32".into(),
+        len: n,
+    };
+    let args = vec![
+        buf(0),
+        buf(1),
+        buf(2),
+        WireArg::Size(n as i32),
+        WireArg::Scalar {
+            dtype: "f32".into(),
+            bytes: 1.5f32.to_le_bytes().to_vec(),
+        },
+    ];
+    let session = vec![
+        Request::LoadModule {
+            hash: hash.clone(),
+            bytes: Some(module.clone()),
+        },
+        Request::HasModule { hash: hash.clone() },
+        Request::Alloc {
+            id: 0,
+            bytes: n * 4,
+        },
+        Request::Alloc {
+            id: 1,
+            bytes: n * 4,
+        },
+        Request::Alloc {
+            id: 2,
+            bytes: n * 4,
+        },
+        Request::Write {
+            id: 0,
+            data: vec![0x3f; (n * 4) as usize],
+        },
+        Request::Fill {
+            id: 1,
+            dtype: "f32".into(),
+            seed: 7,
+        },
+        Request::Launch {
+            module: hash.clone(),
+            kernel: "saxpy".into(),
+            args: args.clone(),
+        },
+        Request::Time {
+            module: hash.clone(),
+            kernel: "saxpy".into(),
+            args,
+            warmup: 1,
+            reps: 2,
+        },
+        Request::Read { id: 2 },
+        Request::Free { id: 1 },
+        Request::Sync,
+    ];
+    // Every frame of the session is a seed; the module's is large, so it is
+    // mutated less often (it is one seed among twelve).
+    let corpus: Vec<Vec<u8>> = session.iter().map(proto::encode).collect();
+    let tokens: Vec<&[u8]> = vec![
+        b"saxpy",
+        b"f32",
+        b"i64",
+        b"\x7fELF",
+        b"\xcf\xff\xff\xff\xff\xff\xff\xff\xff",
+    ];
+    let mut rng = Rng(seed);
+    let mut dev = LocalDevice::open_with_limit("cpu", 1 << 24).unwrap();
+    for r in &session {
+        dev.request(r.clone()).unwrap();
+    }
+    let (mut execs, mut decoded, mut answered) = (0u64, 0u64, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        let base = &corpus[rng.below(corpus.len())];
+        let input = mutate(&mut rng, base, &corpus, &tokens);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            // The frame layer: a length prefix, refused over the limit before reading.
+            let mut framed = (input.len() as u32).to_le_bytes().to_vec();
+            framed.extend_from_slice(&input);
+            let payload = proto::read_frame(&mut std::io::Cursor::new(&framed), 1 << 20);
+            let Ok(payload) = payload else {
+                return (false, false);
+            };
+            match proto::decode::<Request>(&payload) {
+                // Crash is obeyed only by workers started for isolation tests.
+                Ok(Request::Crash) | Err(_) => (false, false),
+                Ok(req) => (true, dev.request(req).is_ok()),
+            }
+        }));
+        execs += 1;
+        match r {
+            Err(p) => report(
+                "protocol",
+                seed,
+                execs,
+                &input,
+                &format!("{:?}", p.downcast_ref::<String>()),
+            ),
+            Ok((d, a)) => {
+                decoded += u64::from(d);
+                answered += u64::from(a);
+            }
+        }
+    }
+    eprintln!("protocol: {execs} executions, {decoded} decoded, {answered} answered without error");
+    assert!(
+        decoded > 0 && answered > 0,
+        "the mutations never reached the session"
+    );
+}

@@ -296,3 +296,27 @@ fn a_killed_worker_gives_a_clear_error_and_nothing_hangs() {
         "{e}"
     );
 }
+
+/// A session answers every request, even one asking for more launches
+/// than fit in a u32 (which once overflowed): refused with the limit.
+#[test]
+fn a_time_request_is_capped() {
+    use rocmc::remote::proto::{Reply, Request};
+    use rocmc::remote::{Device, LocalDevice};
+    let mut dev = LocalDevice::open_with_limit("cpu", 1 << 20).unwrap();
+    let r = dev.request(Request::Time {
+        module: "0".repeat(64),
+        kernel: "k".into(),
+        args: vec![],
+        warmup: u32::MAX,
+        reps: 2,
+    });
+    let e = match r {
+        Err(e) => e.to_string(),
+        Ok(Reply::Error(e)) => e,
+        Ok(other) => panic!("{other:?}"),
+    };
+    assert!(e.contains("at most 1000000"), "{e}");
+    // The session still answers afterwards.
+    assert!(dev.request(Request::Sync).is_ok());
+}

@@ -227,6 +227,12 @@ pub struct LocalDevice {
 impl LocalDevice {
     /// Opens a device of this machine by name (`cpu`, `cuda:0`, `amdgpu:1`).
     pub fn open(name: &str) -> Result<LocalDevice> {
+        LocalDevice::open_with_limit(name, u64::MAX)
+    }
+
+    /// Like [`LocalDevice::open`], refusing allocations beyond `memory_limit`
+    /// bytes in all (as a worker's `--session-memory` does).
+    pub fn open_with_limit(name: &str, memory_limit: u64) -> Result<LocalDevice> {
         let local = RemoteError::Local;
         let devices = crate::session::list_devices();
         let info = devices
@@ -246,7 +252,7 @@ impl LocalDevice {
         let cache = tempfile::tempdir().map_err(|e| local(format!("a module cache: {e}")))?;
         let mut session = Session::new(SessionConfig {
             cache: cache.path().to_path_buf(),
-            memory_limit: u64::MAX,
+            memory_limit,
             max_frame: usize::MAX,
             allow_crash: false,
         });

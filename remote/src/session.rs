@@ -445,6 +445,14 @@ impl Session {
         timed: bool,
     ) -> Result<Vec<f64>, String> {
         let missing = || format!("module {module} is not loaded in this session");
+        // A session serves one client, but a request must still end: cap it (and never overflow).
+        const MAX_LAUNCHES: u32 = 1_000_000;
+        let total = warmup
+            .checked_add(reps)
+            .filter(|&n| n <= MAX_LAUNCHES)
+            .ok_or_else(|| {
+                format!("{warmup} warm-up and {reps} timed launches: at most {MAX_LAUNCHES} in one request")
+            })?;
         let mut times = Vec::new();
         macro_rules! gpu_launches {
             ($dev:ident, $bufs:ident, $modules:ident) => {{
@@ -452,7 +460,7 @@ impl Session {
                 let k = m.kernel(kernel).map_err(|e| e.to_string())?;
                 let a = kernel_args!($bufs, args);
                 let e = |x| -> String { format!("{x}") };
-                for i in 0..warmup + reps {
+                for i in 0..total {
                     if timed && i >= warmup {
                         let (s, f) = ($dev.event().map_err(e)?, $dev.event().map_err(e)?);
                         s.record(None).map_err(e)?;
@@ -470,7 +478,7 @@ impl Session {
                 let m = modules.get(module).ok_or_else(missing)?;
                 let k = m.kernel(kernel).map_err(|e| e.to_string())?;
                 let a = kernel_args!(bufs, args);
-                for i in 0..warmup + reps {
+                for i in 0..total {
                     let t = Instant::now();
                     k.launch(&a).map_err(|e| e.to_string())?;
                     if timed && i >= warmup {
