@@ -124,8 +124,8 @@ fn run_checks_its_arguments() {
             "no parameter `alpha`",
         ),
         (
-            vec!["run", &v, "--size", "n=10", "--device", "cuda:0"],
-            "unknown device",
+            vec!["run", &v, "--size", "n=10", "--device", "cuda:9"],
+            "no device `cuda:9`; this machine has: cpu",
         ),
     ] {
         let out = rocmc(d.path(), &args);

@@ -240,7 +240,7 @@ impl LocalDevice {
             .find(|d| d.name == name)
             .cloned()
             .ok_or_else(|| {
-                local(format!(
+                RemoteError::Address(format!(
                     "no device `{name}`; this machine has: {}",
                     devices
                         .iter()
