@@ -14,6 +14,7 @@ use rocmc_ir::Kernel;
 use rocmc_remote::proto::{DeviceInfo, WireArg};
 use rocmc_remote::Device;
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -379,9 +380,26 @@ pub(crate) fn with_pool<R>(
                     };
                     let _ = ready_tx.send((t, Ok(info)));
                     for job in job_rx {
+                        // A panic must still answer the job, or the search would wait for it forever.
+                        let caught = |e: Box<dyn std::any::Any + Send>| {
+                            let why = e
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default();
+                            format!("measuring panicked (a rocmc bug): {why}")
+                        };
                         let d = match job {
-                            Job::Run(i, c) => Done::Ran(i, st.run(bench, &c)),
-                            Job::Retime(i, c) => Done::Retimed(i, st.retime(bench, &c)),
+                            Job::Run(i, c) => Done::Ran(
+                                i,
+                                catch_unwind(AssertUnwindSafe(|| st.run(bench, &c)))
+                                    .unwrap_or_else(|e| Outcome::Failed(caught(e))),
+                            ),
+                            Job::Retime(i, c) => Done::Retimed(
+                                i,
+                                catch_unwind(AssertUnwindSafe(|| st.retime(bench, &c)))
+                                    .unwrap_or_else(|e| Err(caught(e))),
+                            ),
                         };
                         if done_tx.send((t, d)).is_err() {
                             break;
