@@ -207,7 +207,13 @@ pub fn export(
     let (_, tuning) = parse(req)?;
     let mut o = req.opts.clone();
     o.mcpu = target.to_string();
-    let t = crate::targets(&o)?.remove(0);
+    // The flag here is --target; the compiler's message names --mcpu.
+    let t = crate::targets(&o)
+        .map_err(|e| match e {
+            Error::Target(t) => Error::Usage(format!("--target: {t}")),
+            other => other,
+        })?
+        .remove(0);
     let target = t.to_string();
     let (valid, configs) = candidates(&tuning.space, req.budget.max(1), req.seed);
     on(Event::Compiling {
