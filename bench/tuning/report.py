@@ -79,8 +79,8 @@ with open(md, "w") as o:
   per cent of the best candidate.
 - Where rocmc still trails the peers, tuning the open parameters cannot close the gap, because the gap is in the
   schedule's shape, not its sizes: rocmc's softmax reads each row from memory three times (max, sum, output) where
-  Triton keeps the row in registers after one read; the fp32 matmul lacks the double-buffered, vectorised loads that
-  cuBLAS's SIMT kernel uses. Those are new schedule primitives, not tuning.
+  Triton keeps the row in registers after one read; the fp32 matmul lacks the double-buffered, vectorised loads that fast
+  SIMT GEMMs use. Those are new schedule primitives, not tuning.
 - Every candidate ran once against the reference interpreter at awkward sizes before it was timed; none was wrong.
 
 ## Commands
