@@ -351,6 +351,17 @@ pub fn run_code_object(
     Ok(report)
 }
 
+/// A device's error as the CLI reports it: a bad address or launch is the
+/// user's to fix (exit 2), the rest happened at run time.
+fn device_error(e: rocmc_remote::RemoteError) -> Error {
+    match e {
+        rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
+            Error::Usage(e.to_string())
+        }
+        other => Error::Runtime(other.to_string()),
+    }
+}
+
 /// Runs the kernel on a worker's device (`remote://HOST:PORT/DEVICE`):
 /// asks the worker for the device's target, compiles here for it, uploads
 /// the module (only if the worker has not seen it) and the inputs, runs,
@@ -365,12 +376,7 @@ pub fn run_remote(
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
-    let rt = |e: rocmc_remote::RemoteError| match e {
-        rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
-            Error::Usage(e.to_string())
-        }
-        other => Error::Runtime(other.to_string()),
-    };
+    let rt = device_error;
     let mut dev = rocmc_remote::RemoteDevice::connect(device, &Default::default()).map_err(rt)?;
     if let Some(f) = &dev.first_use {
         eprintln!(
@@ -398,10 +404,7 @@ pub fn run_local(
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
-    let mut dev = rocmc_remote::LocalDevice::open(device).map_err(|e| match e {
-        rocmc_remote::RemoteError::Address(_) => Error::Usage(e.to_string()),
-        other => Error::Runtime(other.to_string()),
-    })?;
+    let mut dev = rocmc_remote::LocalDevice::open(device).map_err(device_error)?;
     run_on(
         front,
         &mut dev,
@@ -428,12 +431,7 @@ fn run_on(
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
     use rocmc_remote::proto::WireArg;
-    let rt = |e: rocmc_remote::RemoteError| match e {
-        rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
-            Error::Usage(e.to_string())
-        }
-        other => Error::Runtime(other.to_string()),
-    };
+    let rt = device_error;
     let info = dev.info().clone();
     let mut o = opts.clone();
     o.mcpu = info

@@ -84,6 +84,34 @@ fn pack(t: MType, per_lane: u32, value: &dyn Fn(u32, u32) -> f64) -> Vec<u32> {
     out
 }
 
+/// Launches the one-warp kernel on packed A and B; D as numbers.
+fn run<T: rocmc_runtime_cuda::DeviceScalar + Into<f64>>(
+    kern: &rocmc_runtime_cuda::Kernel,
+    dev: &rocmc_runtime_cuda::Device,
+    pa: &[u32],
+    pb: &[u32],
+) -> Res<Vec<f64>> {
+    let e = |e: rocmc_runtime_cuda::Error| e.to_string();
+    let da = dev.upload(pa).map_err(e)?;
+    let db = dev.upload(pb).map_err(e)?;
+    let dd = dev.alloc::<T>(128).map_err(e)?;
+    kern.launch(
+        &[
+            KernelArg::buffer(&da),
+            KernelArg::buffer(&db),
+            KernelArg::buffer(&dd),
+        ],
+        None,
+    )
+    .map_err(e)?;
+    Ok(dd
+        .to_vec()
+        .map_err(e)?
+        .into_iter()
+        .map(Into::into)
+        .collect())
+}
+
 /// Checks every `mma.sync` instruction of the table on device 0.
 pub fn check(args: &[String]) -> Res<bool> {
     let seed = crate::flag(args, "--seed", 1)?;
@@ -127,40 +155,10 @@ pub fn check(args: &[String]) -> Res<bool> {
             .load_ptx(&ptx(i))
             .map_err(|e| format!("{}: {e}", i.name))?;
         let kern = module.kernel("mma").map_err(|e| e.to_string())?;
-        let da = dev.upload(&pa).map_err(|e| e.to_string())?;
-        let db = dev.upload(&pb).map_err(|e| e.to_string())?;
         let got: Vec<f64> = if i.acc == MType::I32 {
-            let dd = dev.alloc::<i32>(128).map_err(|e| e.to_string())?;
-            kern.launch(
-                &[
-                    KernelArg::buffer(&da),
-                    KernelArg::buffer(&db),
-                    KernelArg::buffer(&dd),
-                ],
-                None,
-            )
-            .map_err(|e| e.to_string())?;
-            dd.to_vec()
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(f64::from)
-                .collect()
+            run::<i32>(&kern, &dev, &pa, &pb)?
         } else {
-            let dd = dev.alloc::<f32>(128).map_err(|e| e.to_string())?;
-            kern.launch(
-                &[
-                    KernelArg::buffer(&da),
-                    KernelArg::buffer(&db),
-                    KernelArg::buffer(&dd),
-                ],
-                None,
-            )
-            .map_err(|e| e.to_string())?;
-            dd.to_vec()
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(f64::from)
-                .collect()
+            run::<f32>(&kern, &dev, &pa, &pb)?
         };
         // What the table says D holds: through `execute`, the CPU's model of the instruction.
         let lanes = |per: u32, at: &dyn Fn(u32, u32) -> f64| -> Vec<Vec<f64>> {
