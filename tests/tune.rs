@@ -717,3 +717,60 @@ fn build_rs_api_uses_the_tuning_database() {
     let o3 = build(&|_| {}).unwrap();
     assert!(o3.tuning[0].contains("defaults"), "{:?}", o3.tuning);
 }
+
+/// On NVIDIA the floor is in warps per scheduler, from ptxas's registers
+/// and shared memory; matmul_sgemm's 128x128 tiles (the defaults) hold 4.
+#[test]
+fn occupancy_floor_on_nvidia_uses_ptxas() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = |floor: &str| {
+        rocmc(
+            &root(),
+            &[
+                "tune",
+                "examples/matmul_tunable.toml",
+                "--export",
+                dir.path().to_str().unwrap(),
+                "--target",
+                "sm_90",
+                "--size",
+                "M=512",
+                "--size",
+                "N=512",
+                "--size",
+                "K=512",
+                "--budget",
+                "6",
+                "--min-occupancy",
+                floor,
+            ],
+        )
+    };
+    let refused = |floor: &str| -> Vec<(String, String)> {
+        let out = export(floor);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let plan: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("plan.json")).unwrap())
+                .unwrap();
+        plan["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| {
+                c["refused"]
+                    .as_str()
+                    .map(|r| (c["config"].to_string(), r.to_string()))
+            })
+            .collect()
+    };
+    let high = refused("8");
+    let defaults = "[[\"BM\",128],[\"BN\",128],[\"TM\",8],[\"TN\",8],[\"KS\",16]]";
+    assert!(
+        high.iter().any(|(c, r)| c == defaults
+            && r.contains("occupancy 4 warps per scheduler")
+            && r.contains("below the floor of 8")),
+        "{high:?}"
+    );
+    // A floor every candidate meets refuses none.
+    assert!(refused("1").is_empty());
+}

@@ -159,7 +159,8 @@ struct TuneArgs {
     /// Parallel compilations (default: the machine's cores).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
-    /// AMD: refuse candidates below this occupancy (waves per SIMD, as LLVM states it).
+    /// Refuse candidates below this occupancy: AMD waves per SIMD (as LLVM states it), NVIDIA warps
+    /// per scheduler (from ptxas's registers and shared memory).
     #[arg(long, value_name = "WAVES")]
     min_occupancy: Option<u32>,
     /// Offline: compile the candidates for --target into a plan folder for

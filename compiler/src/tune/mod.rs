@@ -37,8 +37,9 @@ pub struct TuneRequest {
     /// Breed generations from the fastest when the space exceeds the
     /// budget (else one uniform sample); see [`rocmc_tuner::search`].
     pub evolve: bool,
-    /// On AMD, refuse candidates whose occupancy (waves per SIMD, as LLVM
-    /// computes it from registers and LDS) is below this.
+    /// Refuse candidates whose occupancy is below this: on AMD waves per
+    /// SIMD (as LLVM computes it from registers and LDS), on NVIDIA warps
+    /// per scheduler (from ptxas's registers and shared memory).
     pub min_occupancy: Option<u32>,
     /// Compiler options; `mcpu` is taken from the device.
     pub opts: Options,
@@ -96,6 +97,23 @@ fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled,
             ));
         }
     }
+    if let (true, Some(floor)) = (ptx, req.min_occupancy) {
+        let text = art.asm.as_deref().unwrap_or_default();
+        let threads = |name: &str| {
+            art.launch
+                .kernel(name)
+                .map_or(1, |k| k.block.iter().product::<u32>())
+        };
+        if let Some((kernel, warps)) = nvidia_occupancy(&t, text, &threads)?
+            .into_iter()
+            .min_by_key(|(_, w)| *w)
+            .filter(|(_, w)| *w < floor)
+        {
+            return Err(format!(
+                "{kernel}: occupancy {warps} warps per scheduler (ptxas's registers and shared memory), below the floor of {floor} (--min-occupancy)"
+            ));
+        }
+    }
     let module = if ptx {
         art.asm.unwrap_or_default().into_bytes()
     } else {
@@ -123,6 +141,56 @@ fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled,
         module,
         launch: art.launch,
     })
+}
+
+/// Per kernel, resident warps per warp scheduler (4 per SM) as the
+/// occupancy rules of NVIDIA's CUDA guide give them from ptxas's registers
+/// and static shared memory: the NVIDIA counterpart of AMD's waves per
+/// SIMD. Spilling kernels are refused outright.
+fn nvidia_occupancy(
+    t: &rocmc_codegen::Target,
+    ptx: &str,
+    threads: &dyn Fn(&str) -> u32,
+) -> Result<Vec<(String, u32)>, String> {
+    let ptxas = rocmc_linker::ptxas::find().ok_or(
+        "--min-occupancy on NVIDIA needs ptxas for register counts (scripts/install-ptxas.sh)",
+    )?;
+    let sm = t.processor();
+    let cc: u32 = sm
+        .trim_start_matches("sm_")
+        .trim_end_matches(['a', 'f'])
+        .parse()
+        .unwrap_or(0);
+    // (max warps, max blocks, shared memory bytes) per SM, by compute capability.
+    let (max_warps, max_blocks, smem_per_sm) = match cc {
+        0..=75 => (32, 16, 64 << 10),
+        80 => (64, 32, 164 << 10),
+        86..=89 => (48, 16, 100 << 10),
+        90 => (64, 32, 228 << 10),
+        _ => (48, 32, 228 << 10),
+    };
+    let reports = rocmc_linker::ptxas::assemble(&ptxas, ptx, sm)?;
+    let mut out = Vec::new();
+    for r in reports {
+        if r.spill_stores > 0 {
+            return Err(format!(
+                "{} spills ({} bytes of spill stores, ptxas)",
+                r.kernel, r.spill_stores
+            ));
+        }
+        let warps_per_block = threads(&r.kernel).div_ceil(32).max(1);
+        // Registers are allocated per warp in units of 256.
+        let regs_per_warp = (r.registers.max(1) * 32).div_ceil(256) * 256;
+        let by_regs = 65536 / regs_per_warp / warps_per_block;
+        // Each block also reserves 1 KiB of shared memory for the system.
+        let by_smem = smem_per_sm / (r.shared_bytes + 1024);
+        let blocks = by_regs
+            .min(by_smem)
+            .min(max_blocks)
+            .min(max_warps / warps_per_block);
+        out.push((r.kernel, blocks * warps_per_block / 4));
+    }
+    Ok(out)
 }
 
 fn first_line(e: Error) -> String {
