@@ -603,15 +603,35 @@ fn tune_across_two_devices() {
 #[test]
 fn occupancy_floor_refuses_candidates_before_running() {
     let dir = tempfile::tempdir().unwrap();
-    let ex = rocmc(
+    let plan = export_matmul_plan(dir.path(), "gfx942", "6");
+    let candidates = plan["candidates"].as_array().unwrap();
+    let reasons: Vec<&str> = candidates
+        .iter()
+        .filter_map(|c| c["refused"].as_str())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("below the floor of 6")),
+        "{reasons:?}"
+    );
+    // Those that pass are code objects whose occupancy meets the floor.
+    for c in candidates.iter().filter(|c| c["module"].is_string()) {
+        let bytes = std::fs::read(dir.path().join(c["module"].as_str().unwrap())).unwrap();
+        assert_eq!(&bytes[..4], b"\x7fELF");
+    }
+}
+
+/// `rocmc tune --export` of matmul_tunable at 512³ (6 candidates) for
+/// `target` with an occupancy floor; the plan it wrote.
+fn export_matmul_plan(dir: &Path, target: &str, floor: &str) -> serde_json::Value {
+    let out = rocmc(
         &root(),
         &[
             "tune",
             "examples/matmul_tunable.toml",
             "--export",
-            dir.path().to_str().unwrap(),
+            dir.to_str().unwrap(),
             "--target",
-            "gfx942",
+            target,
             "--size",
             "M=512",
             "--size",
@@ -621,34 +641,11 @@ fn occupancy_floor_refuses_candidates_before_running() {
             "--budget",
             "6",
             "--min-occupancy",
-            "6",
+            floor,
         ],
     );
-    assert!(ex.status.success(), "{}", text(&ex.stderr));
-    let plan: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("plan.json")).unwrap())
-            .unwrap();
-    let reasons: Vec<String> = plan["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["refused"].as_str().map(String::from))
-        .collect();
-    assert!(
-        reasons.iter().any(|r| r.contains("below the floor of 6")),
-        "{reasons:?}"
-    );
-    // Those that pass are code objects whose occupancy meets the floor.
-    let kept: Vec<&serde_json::Value> = plan["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["module"].is_string())
-        .collect();
-    for c in kept {
-        let bytes = std::fs::read(dir.path().join(c["module"].as_str().unwrap())).unwrap();
-        assert_eq!(&bytes[..4], b"\x7fELF");
-    }
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap()
 }
 
 /// `rocmc::Build` (build.rs) reads the tuning database like `rocmc build`:
@@ -723,36 +720,8 @@ fn build_rs_api_uses_the_tuning_database() {
 #[test]
 fn occupancy_floor_on_nvidia_uses_ptxas() {
     let dir = tempfile::tempdir().unwrap();
-    let export = |floor: &str| {
-        rocmc(
-            &root(),
-            &[
-                "tune",
-                "examples/matmul_tunable.toml",
-                "--export",
-                dir.path().to_str().unwrap(),
-                "--target",
-                "sm_90",
-                "--size",
-                "M=512",
-                "--size",
-                "N=512",
-                "--size",
-                "K=512",
-                "--budget",
-                "6",
-                "--min-occupancy",
-                floor,
-            ],
-        )
-    };
     let refused = |floor: &str| -> Vec<(String, String)> {
-        let out = export(floor);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let plan: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("plan.json")).unwrap())
-                .unwrap();
-        plan["candidates"]
+        export_matmul_plan(dir.path(), "sm_90", floor)["candidates"]
             .as_array()
             .unwrap()
             .iter()

@@ -69,19 +69,18 @@ fn encode(t: MType, v: f64) -> u32 {
 }
 
 /// Packs each lane's elements into 32-bit registers, low bits first.
-fn pack(t: MType, per_lane: u32, value: &dyn Fn(u32, u32) -> f64) -> Vec<u32> {
-    let per_reg = 32 / t.bits();
-    let mut out = Vec::new();
-    for lane in 0..32 {
-        for r in 0..per_lane / per_reg {
-            let mut w = 0u32;
-            for j in 0..per_reg {
-                w |= encode(t, value(lane, r * per_reg + j)) << (j * t.bits());
-            }
-            out.push(w);
-        }
-    }
-    out
+fn pack(t: MType, lanes: &[Vec<f64>]) -> Vec<u32> {
+    let per_reg = (32 / t.bits()) as usize;
+    lanes
+        .iter()
+        .flat_map(|regs| regs.chunks(per_reg))
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |w, (j, &v)| w | encode(t, v) << (j as u32 * t.bits()))
+        })
+        .collect()
 }
 
 /// Launches the one-warp kernel on packed A and B; D as numbers.
@@ -138,29 +137,7 @@ pub fn check(args: &[String]) -> Res<bool> {
         let b: Vec<Vec<f64>> = (0..k)
             .map(|_| (0..n).map(|_| rng.below(17) as f64 - 8.0).collect())
             .collect();
-        let pa = pack(i.a, i.a_per_lane(), &|l, e| {
-            let e = match (perturb, l, e) {
-                (true, 0, 0) => 1,
-                (true, 0, 1) => 0,
-                _ => e,
-            };
-            let (r, kk) = i.a_at(l, e);
-            a[r as usize][kk as usize]
-        });
-        let pb = pack(i.b, i.b_per_lane(), &|l, e| {
-            let (kk, c) = i.b_at(l, e);
-            b[kk as usize][c as usize]
-        });
-        let module = dev
-            .load_ptx(&ptx(i))
-            .map_err(|e| format!("{}: {e}", i.name))?;
-        let kern = module.kernel("mma").map_err(|e| e.to_string())?;
-        let got: Vec<f64> = if i.acc == MType::I32 {
-            run::<i32>(&kern, &dev, &pa, &pb)?
-        } else {
-            run::<f32>(&kern, &dev, &pa, &pb)?
-        };
-        // What the table says D holds: through `execute`, the CPU's model of the instruction.
+        // Each lane's registers as the table lays them out.
         let lanes = |per: u32, at: &dyn Fn(u32, u32) -> f64| -> Vec<Vec<f64>> {
             (0..32)
                 .map(|l| (0..per).map(|e| at(l, e)).collect())
@@ -174,6 +151,22 @@ pub fn check(args: &[String]) -> Res<bool> {
             let (kk, c) = i.b_at(l, e);
             b[kk as usize][c as usize]
         });
+        let mut sent = ra.clone();
+        if perturb {
+            sent[0].swap(0, 1);
+        }
+        let pa = pack(i.a, &sent);
+        let pb = pack(i.b, &rb);
+        let module = dev
+            .load_ptx(&ptx(i))
+            .map_err(|e| format!("{}: {e}", i.name))?;
+        let kern = module.kernel("mma").map_err(|e| e.to_string())?;
+        let got: Vec<f64> = if i.acc == MType::I32 {
+            run::<i32>(&kern, &dev, &pa, &pb)?
+        } else {
+            run::<f32>(&kern, &dev, &pa, &pb)?
+        };
+        // What the table says D holds: through `execute`, the CPU's model of the instruction.
         let rc = lanes(i.acc_per_lane(), &|_, _| 0.0);
         let want = execute(i, &ra, &rb, &rc);
         let mut max_err: f64 = 0.0;

@@ -219,6 +219,31 @@ pub fn compile_all(
         .collect()
 }
 
+/// Measures `runs` (indices into `done`), recording each outcome and
+/// reporting it with the best so far.
+pub(crate) fn measure_batch(
+    pool: &mut measure::Pool,
+    bench: &Bench,
+    runs: Vec<(usize, Arc<Compiled>)>,
+    done: &mut [Candidate],
+    best: &mut Option<(Config, f64)>,
+    on: &mut dyn FnMut(Event),
+) {
+    on(Event::Measuring(runs.len()));
+    pool.run(bench, runs, &mut |i, o| {
+        if let Outcome::Timed(ms) = o {
+            if best.as_ref().is_none_or(|(_, b)| ms < *b) {
+                *best = Some((done[i].config.clone(), ms));
+            }
+        }
+        done[i].outcome = o;
+        on(Event::Measured(
+            &done[i],
+            best.as_ref().map(|(c, t)| (c, *t)),
+        ));
+    });
+}
+
 /// Searches `space` for the fastest configuration of `bench`'s kernel.
 /// `compile` gets the devices' target (known once they are open) and a
 /// configuration.
@@ -265,19 +290,7 @@ pub fn search(
                 });
                 modules.push(module);
             }
-            on(Event::Measuring(runs.len()));
-            pool.run(bench, runs, &mut |i, o| {
-                if let Outcome::Timed(ms) = o {
-                    if best.as_ref().is_none_or(|(_, b)| ms < *b) {
-                        best = Some((done[i].config.clone(), ms));
-                    }
-                }
-                done[i].outcome = o;
-                on(Event::Measured(
-                    &done[i],
-                    best.as_ref().map(|(c, t)| (c, *t)),
-                ));
-            });
+            measure_batch(pool, bench, runs, &mut done, &mut best, on);
             if bench.deadline.is_some_and(|d| Instant::now() > d) {
                 break;
             }

@@ -245,17 +245,16 @@ pub enum Devices<'a> {
 }
 
 /// Devices ready to measure, for the length of a search.
-pub(crate) enum Pool<'p, 'd> {
+pub(crate) enum Pool<'d> {
     Inline(Station<'d>),
     Threads {
         infos: Vec<DeviceInfo>,
         jobs: Vec<mpsc::Sender<Job>>,
         done: mpsc::Receiver<(usize, Done)>,
-        _scope: std::marker::PhantomData<&'p ()>,
     },
 }
 
-impl Pool<'_, '_> {
+impl Pool<'_> {
     /// The devices.
     pub(crate) fn infos(&self) -> Vec<DeviceInfo> {
         match self {
@@ -435,7 +434,6 @@ pub(crate) fn with_pool<R>(
                 infos,
                 jobs,
                 done: done_rx,
-                _scope: std::marker::PhantomData,
             };
             // Dropping the pool closes the job channels, which ends the threads.
             body(&mut pool)

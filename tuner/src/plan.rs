@@ -209,20 +209,8 @@ pub fn measure(
             .enumerate()
             .filter_map(|(i, r)| r.as_ref().ok().map(|c| (i, std::sync::Arc::new(c.clone()))))
             .collect();
-        on(crate::Event::Measuring(runs.len()));
-        let mut best: Option<(Config, f64)> = None;
-        pool.run(&bench, runs, &mut |i, o| {
-            if let Outcome::Timed(ms) = o {
-                if best.as_ref().is_none_or(|(_, b)| ms < *b) {
-                    best = Some((done[i].config.clone(), ms));
-                }
-            }
-            done[i].outcome = o;
-            on(crate::Event::Measured(
-                &done[i],
-                best.as_ref().map(|(c, t)| (c, *t)),
-            ));
-        });
+        let mut best = None;
+        crate::measure_batch(pool, &bench, runs, &mut done, &mut best, on);
         Ok((infos, done))
     })?;
     let results = Results {

@@ -98,11 +98,6 @@ impl<'s> Search<'s> {
         self.valid.len()
     }
 
-    /// Candidates tried so far.
-    pub fn tried(&self) -> usize {
-        self.seen.len()
-    }
-
     /// The first generation: the defaults and a uniform sample.
     pub fn first(&mut self) -> Vec<Config> {
         let n = match self.strategy {
