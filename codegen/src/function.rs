@@ -21,6 +21,7 @@ use inkwell::{FloatPredicate, IntPredicate};
 use rocmc_ir::index::IOp;
 use rocmc_ir::loops::{Addressing, GpuKernel, Stmt};
 use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, TensorId, UnaryOp};
+use rocmc_target::matrix::MatrixInstr;
 use std::collections::HashMap;
 
 pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
@@ -50,6 +51,37 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) bounds: crate::index::Bounds,
     /// The target's dialect.
     pub(crate) be: &'a dyn Backend,
+}
+
+/// An LLVM type as the matrix table writes it: `float`, `i32`, `<4 x half>`.
+pub(crate) fn llvm_type<'ctx>(cx: &'ctx Context, s: &str) -> R<BasicTypeEnum<'ctx>> {
+    let scalar = |t: &str| -> R<BasicTypeEnum<'ctx>> {
+        Ok(match t {
+            "half" => cx.f16_type().into(),
+            "bfloat" => cx.bf16_type().into(),
+            "float" => cx.f32_type().into(),
+            "i16" => cx.i16_type().into(),
+            "i32" => cx.i32_type().into(),
+            "i64" => cx.i64_type().into(),
+            other => return Err(CodegenError::Llvm(format!("unknown matrix operand type {other}"))),
+        })
+    };
+    match s.strip_prefix('<').and_then(|r| r.strip_suffix('>')) {
+        Some(inner) => {
+            let (n, t) = inner
+                .split_once(" x ")
+                .ok_or_else(|| CodegenError::Llvm(format!("bad vector type {s}")))?;
+            let n: u32 = n
+                .parse()
+                .map_err(|_| CodegenError::Llvm(format!("bad vector type {s}")))?;
+            Ok(match scalar(t)? {
+                BasicTypeEnum::FloatType(f) => f.vec_type(n).into(),
+                BasicTypeEnum::IntType(i) => i.vec_type(n).into(),
+                _ => unreachable!("scalars only"),
+            })
+        }
+        None => scalar(s),
+    }
 }
 
 pub(crate) fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
@@ -340,6 +372,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
                 Stmt::Barrier => self.be.barrier(self)?,
                 Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
+                Stmt::Matrix {
+                    instr, a, b, acc, ..
+                } => self.matrix(instr, a, b, acc)?,
                 leaf
                 @ (Stmt::Store { .. } | Stmt::LocalStore { .. } | Stmt::SharedStore { .. }) => {
                     self.leaf(leaf)?
@@ -462,6 +497,95 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(join);
         Ok(())
+    }
+
+    /// One matrix instruction: the lane's fragments packed into the
+    /// intrinsic's operand types, the backend's call, D back into the
+    /// accumulator elements.
+    fn matrix(
+        &mut self,
+        instr: &MatrixInstr,
+        a: &(u32, Index),
+        b: &(u32, Index),
+        acc: &(u32, Index),
+    ) -> R<()> {
+        let av = self.matrix_operands(a, instr.a_per_lane(), instr.llvm_a)?;
+        let bv = self.matrix_operands(b, instr.b_per_lane(), instr.llvm_b)?;
+        let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
+        let d = self.be.matrix(self, instr, av, bv, cv)?;
+        let mut elems = Vec::new();
+        for v in d {
+            match v {
+                BasicValueEnum::VectorValue(vv) => {
+                    for i in 0..vv.get_type().get_size() {
+                        elems.push(
+                            self.b
+                                .build_extract_element(vv, self.i32(i64::from(i)), "")
+                                .map_err(llvm_err)?,
+                        );
+                    }
+                }
+                other => elems.push(other),
+            }
+        }
+        if elems.len() != instr.acc_per_lane() as usize {
+            return Err(CodegenError::Llvm(format!(
+                "{} gave {} accumulator elements, not {} (a rocmc bug)",
+                instr.name,
+                elems.len(),
+                instr.acc_per_lane()
+            )));
+        }
+        for (e, v) in elems.into_iter().enumerate() {
+            let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
+            self.b.build_store(p, v).map_err(llvm_err)?;
+        }
+        Ok(())
+    }
+
+    /// `count` elements of `locals[id]` from `base` as `spec.1` operands of
+    /// the LLVM type `spec.0` (`<4 x half>`, `i32` holding four i8 …).
+    fn matrix_operands(
+        &self,
+        (id, base): &(u32, Index),
+        count: u32,
+        spec: (&str, u32),
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        let dtype = self.g.locals[*id as usize].dtype;
+        let et = ty(self.cx, dtype);
+        let mut elems = Vec::new();
+        for e in 0..count {
+            let p = self.local_ptr(*id, &(base.clone() + Index::c(i64::from(e))))?;
+            elems.push(self.b.build_load(et, p, "").map_err(llvm_err)?);
+        }
+        let target = llvm_type(self.cx, spec.0)?;
+        let per = (count / spec.1) as usize;
+        let mut out = Vec::new();
+        for part in elems.chunks(per) {
+            let v: BasicValueEnum = if per == 1 {
+                part[0]
+            } else {
+                let vt = match et {
+                    BasicTypeEnum::FloatType(t) => t.vec_type(per as u32),
+                    BasicTypeEnum::IntType(t) => t.vec_type(per as u32),
+                    _ => return Err(CodegenError::Llvm("a matrix operand of a non-scalar type".into())),
+                };
+                let mut acc = vt.get_poison();
+                for (i, x) in part.iter().enumerate() {
+                    acc = self
+                        .b
+                        .build_insert_element(acc, *x, self.i32(i as i64), "")
+                        .map_err(llvm_err)?;
+                }
+                acc.into()
+            };
+            out.push(if v.get_type() == target {
+                v
+            } else {
+                self.b.build_bit_cast(v, target, "").map_err(llvm_err)?
+            });
+        }
+        Ok(out)
     }
 
     /// A leaf statement: a store to a tensor or to a local array.

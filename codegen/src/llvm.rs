@@ -105,7 +105,19 @@ pub fn compile(
     module.set_triple(&TargetTriple::create(&be.triple()));
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     be.configure_module(&cx, &module);
-    for g in &prog.kernels {
+    // The CPU runs a wave's matrix instruction through its lane layout.
+    let expanded: Vec<rocmc_ir::loops::GpuKernel>;
+    let kernels = if let Target::Cpu(_) = t {
+        expanded = prog
+            .kernels
+            .iter()
+            .map(|g| rocmc_ir::lower::matrix::expand(g.clone()))
+            .collect();
+        &expanded
+    } else {
+        &prog.kernels
+    };
+    for g in kernels {
         let mut fcx = FnCx::new(&cx, &module, k, g, &*be)?;
         fcx.contract = !req.no_fp_contract;
         if let Target::Cpu(_) = t {

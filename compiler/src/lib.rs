@@ -51,6 +51,9 @@ pub struct Options {
     /// Values for the kernel's `[tune]` parameters (the rest take their
     /// defaults): what `rocmc build` takes from the tuning database.
     pub tune: Vec<(String, i64)>,
+    /// On the CPU, run the matrix instructions (`mma` steps) of this GPU
+    /// processor, through its lane layouts (`--emulate gfx942`).
+    pub emulate: Option<String>,
 }
 
 impl Options {
@@ -62,6 +65,7 @@ impl Options {
             wave_size: None,
             fp_contract: true,
             tune: Vec::new(),
+            emulate: None,
         }
     }
 }
@@ -220,6 +224,10 @@ pub struct Frontend {
     pub loops: String,
     /// Wall time of parsing, validation and lowering.
     pub timings: Vec<(&'static str, Duration)>,
+    /// The matrix instructions it was lowered for: `None` unless a stage
+    /// has an `mma` step, whose lowering depends on the target (then
+    /// [`backend`] lowers it again for each target).
+    pub matrix: Option<rocmc_ir::lower::matrix::MatrixUnit>,
     /// The kernel file's name and text, for messages from later phases.
     pub file: String,
     /// See `file`.
@@ -247,32 +255,110 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
 pub fn frontend_with(file: &str, source: &str, tune: &[(String, i64)]) -> Result<Frontend, Error> {
     let (kernel, [parse, validate]) = rocmc_ir::front::parse_kernel_timed(file, source, tune)?;
     let t1 = Instant::now();
-    let program = rocmc_ir::lower::lower_file(&kernel, file, source)?;
-    let launch = launch_info(&kernel, &program);
-    let loops: String = program
-        .kernels
-        .iter()
-        .map(|g| {
-            Pretty {
-                kernel: &kernel,
-                gpu: g,
-            }
-            .to_string()
-        })
-        .collect();
-    let timings = vec![
-        ("parse", parse),
-        ("validate", validate),
-        ("lower", t1.elapsed()),
-    ];
-    Ok(Frontend {
+    let launch = launch_info(&kernel, &Program { kernels: vec![] });
+    let mut front = Frontend {
         kernel,
-        program,
+        program: Program { kernels: vec![] },
         launch,
-        loops,
-        timings,
+        loops: String::new(),
+        timings: vec![("parse", parse), ("validate", validate)],
+        matrix: None,
         file: file.into(),
         source: source.into(),
+    };
+    if rocmc_ir::lower::needs_target(&front.kernel) {
+        // Lowered per target by `backend`; until then, say so.
+        front.loops = format!(
+            "// {}: a stage has an `mma` step, so its loops depend on the target (rocmc build --emit loops --mcpu ...)\n",
+            front.kernel.name
+        );
+    } else {
+        front.lower(None)?;
+    }
+    front.timings.push(("lower", t1.elapsed()));
+    Ok(front)
+}
+
+impl Frontend {
+    fn lower(&mut self, unit: Option<rocmc_ir::lower::matrix::MatrixUnit>) -> Result<(), Error> {
+        self.program =
+            rocmc_ir::lower::lower_file(&self.kernel, &self.file, &self.source, unit.as_ref())?;
+        self.launch = launch_info(&self.kernel, &self.program);
+        self.loops = self
+            .program
+            .kernels
+            .iter()
+            .map(|g| {
+                Pretty {
+                    kernel: &self.kernel,
+                    gpu: g,
+                }
+                .to_string()
+            })
+            .collect();
+        self.matrix = unit;
+        Ok(())
+    }
+
+    /// This kernel lowered for `target`: itself unless a stage has an
+    /// `mma` step. On the CPU, `opts.emulate` names the processor whose
+    /// matrix instructions run there.
+    pub fn for_target(&self, target: &Target, opts: &Options) -> Result<Frontend, Error> {
+        if !rocmc_ir::lower::needs_target(&self.kernel) {
+            return Ok(self.clone());
+        }
+        let unit = matrix_unit(target, opts)?;
+        if self.matrix.is_some() && self.matrix == unit {
+            return Ok(self.clone());
+        }
+        let mut f = self.clone();
+        let t1 = Instant::now();
+        f.lower(unit)?;
+        if let Some(t) = f.timings.iter_mut().find(|t| t.0 == "lower") {
+            t.1 += t1.elapsed();
+        }
+        Ok(f)
+    }
+
+    /// The matrix instructions the kernel uses, once lowered for a target.
+    pub fn matrix_instructions(&self) -> Vec<&'static rocmc_codegen::target::matrix::MatrixInstr> {
+        rocmc_ir::lower::matrix::uses_matrix(&self.program)
+    }
+}
+
+/// Which matrix instructions `mma` steps use on `target`: its own, or on
+/// the CPU those of `opts.emulate`.
+pub fn matrix_unit(
+    target: &Target,
+    opts: &Options,
+) -> Result<Option<rocmc_ir::lower::matrix::MatrixUnit>, Error> {
+    use rocmc_ir::lower::matrix::MatrixUnit;
+    Ok(match target {
+        Target::Amd(t) => Some(MatrixUnit {
+            target: target.to_string(),
+            processor: t.id.processor.clone(),
+            wave: t.wavefront_size(),
+        }),
+        Target::Nvidia(t) => Some(MatrixUnit {
+            target: target.to_string(),
+            processor: t.processor.clone(),
+            wave: 32,
+        }),
+        Target::Cpu(_) => match &opts.emulate {
+            None => None,
+            Some(p) => {
+                let t = Target::parse(p, opts.wave_size, opts.code_object_version)?;
+                if t.vendor() == Vendor::Cpu {
+                    return Err(Error::Usage(format!(
+                        "--emulate {p}: name a GPU processor whose matrix instructions the CPU should run (gfx942, gfx1100, sm_90)"
+                    )));
+                }
+                matrix_unit(&t, opts)?.map(|mut u| {
+                    u.target = format!("{target} emulating {t}");
+                    u
+                })
+            }
+        },
     })
 }
 
@@ -283,6 +369,8 @@ pub fn backend(
     opts: &Options,
     emit: Emit,
 ) -> Result<Artifact, Error> {
+    let lowered = front.for_target(target, opts)?;
+    let front = &lowered;
     check_lds(front, target)?;
     rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();

@@ -128,6 +128,8 @@ pub fn run_gpu(
     o.mcpu = processor;
     o.code_object_version = cov;
     let target = crate::targets(&o)?.remove(0);
+    // Kernels with `mma` steps are lowered for the device's target.
+    let front = &front.for_target(&target, &o)?;
     let art = crate::backend(
         front,
         &target,
@@ -444,6 +446,8 @@ fn run_on(
         o.code_object_version = o.code_object_version.min(info.code_object_version);
     }
     let target = crate::targets(&o)?.remove(0);
+    // Kernels with `mma` steps are lowered for the device's target.
+    let front = &front.for_target(&target, &o)?;
     let ptx = target.vendor() == rocmc_codegen::Vendor::Nvidia;
     let art = crate::backend(
         front,

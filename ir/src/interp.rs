@@ -816,6 +816,7 @@ fn exec(
                     exec(env, body, ids, th, &mask, bufs, shared)?;
                 }
             }
+            Stmt::Matrix { .. } => unreachable!("run_lowered expands matrix instructions"),
             Stmt::Barrier => {
                 // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
                 if let Some(t) = active.iter().position(|a| !*a) {

@@ -238,75 +238,154 @@ impl MatrixInstr {
 
     /// (row, k) of A held by `lane` as its element `e`.
     pub fn a_at(&self, lane: u32, e: u32) -> (u32, u32) {
-        match self.family {
-            Family::Mfma => {
-                let per = self.a_per_lane();
-                (lane % self.m, (lane / self.m) * per + e)
-            }
-            Family::WmmaGfx11 => (lane % 16, e),
-            Family::WmmaGfx12 => {
-                let per = self.a_per_lane();
-                (lane % 16, (lane / 16) * per + e)
-            }
-            Family::MmaSync => {
-                let (g, t) = (lane / 4, lane % 4);
-                // Registers a0..a3 cover (rows g, g+8) x (k low half, k high half).
-                let per_reg = 32 / self.a.bits();
-                let reg = e / per_reg;
-                let row = g + 8 * (reg % 2);
-                let k = t * per_reg + e % per_reg + (self.k / 2) * (reg / 2);
-                (row, k)
-            }
-        }
+        let (r, k) = self.a_coord(e);
+        (r.at(lane), k.at(lane))
     }
 
     /// (k, column) of B held by `lane` as its element `e`.
     pub fn b_at(&self, lane: u32, e: u32) -> (u32, u32) {
-        match self.family {
-            Family::Mfma => {
-                let per = self.b_per_lane();
-                ((lane / self.n) * per + e, lane % self.n)
-            }
-            Family::WmmaGfx11 => (e, lane % 16),
-            Family::WmmaGfx12 => {
-                let per = self.b_per_lane();
-                ((lane / 16) * per + e, lane % 16)
-            }
-            Family::MmaSync => {
-                let (g, t) = (lane / 4, lane % 4);
-                let per_reg = 32 / self.b.bits();
-                let reg = e / per_reg;
-                (t * per_reg + e % per_reg + (self.k / 2) * reg, g)
-            }
-        }
+        let (k, c) = self.b_coord(e);
+        (k.at(lane), c.at(lane))
     }
 
     /// (row, column) of C and D held by `lane` as its element `e`.
     pub fn acc_at(&self, lane: u32, e: u32) -> (u32, u32) {
+        let (r, c) = self.acc_coord(e);
+        (r.at(lane), c.at(lane))
+    }
+
+    /// [`a_at`](Self::a_at) as functions of the lane, for lowering: the
+    /// (row, k) of A that element `e` of every lane holds.
+    pub fn a_coord(&self, e: u32) -> (LaneCoord, LaneCoord) {
+        let per = self.a_per_lane();
+        match self.family {
+            Family::Mfma => (
+                LaneCoord::lane(1, self.m, 1),
+                LaneCoord::lane(self.m, self.wave / self.m, per).plus(e),
+            ),
+            // Each lane holds a whole row (gfx11 replicates rows in the upper half-wave).
+            Family::WmmaGfx11 => (LaneCoord::lane(1, 16, 1), LaneCoord::constant(e)),
+            Family::WmmaGfx12 => (
+                LaneCoord::lane(1, 16, 1),
+                LaneCoord::lane(16, self.wave / 16, per).plus(e),
+            ),
+            Family::MmaSync => {
+                // Group g = lane / 4, thread t = lane % 4; registers a0..a3
+                // cover (rows g, g+8) x (k low half, k high half).
+                let per_reg = 32 / self.a.bits();
+                let reg = e / per_reg;
+                (
+                    LaneCoord::lane(4, 8, 1).plus(8 * (reg % 2)),
+                    LaneCoord::lane(1, 4, per_reg).plus(e % per_reg + (self.k / 2) * (reg / 2)),
+                )
+            }
+        }
+    }
+
+    /// [`b_at`](Self::b_at) as functions of the lane.
+    pub fn b_coord(&self, e: u32) -> (LaneCoord, LaneCoord) {
+        let per = self.b_per_lane();
+        match self.family {
+            Family::Mfma => (
+                LaneCoord::lane(self.n, self.wave / self.n, per).plus(e),
+                LaneCoord::lane(1, self.n, 1),
+            ),
+            Family::WmmaGfx11 => (LaneCoord::constant(e), LaneCoord::lane(1, 16, 1)),
+            Family::WmmaGfx12 => (
+                LaneCoord::lane(16, self.wave / 16, per).plus(e),
+                LaneCoord::lane(1, 16, 1),
+            ),
+            Family::MmaSync => {
+                let per_reg = 32 / self.b.bits();
+                let reg = e / per_reg;
+                (
+                    LaneCoord::lane(1, 4, per_reg).plus(e % per_reg + (self.k / 2) * reg),
+                    LaneCoord::lane(4, 8, 1),
+                )
+            }
+        }
+    }
+
+    /// [`acc_at`](Self::acc_at) as functions of the lane.
+    pub fn acc_coord(&self, e: u32) -> (LaneCoord, LaneCoord) {
         match self.family {
             Family::Mfma => {
                 // Blocks of 4 rows; the lanes' groups of `n` take turns down the rows.
                 let groups = self.wave / self.n;
                 (
-                    (e / 4) * 4 * groups + 4 * (lane / self.n) + e % 4,
-                    lane % self.n,
+                    LaneCoord::lane(self.n, groups, 4).plus((e / 4) * 4 * groups + e % 4),
+                    LaneCoord::lane(1, self.n, 1),
                 )
             }
             Family::WmmaGfx11 => {
                 // Even rows in lanes 0-15, odd in 16-31; wave64's upper half takes rows 8-15.
-                let half = (lane / 16) % 2;
-                let upper = lane / 32;
-                (2 * e + half + 8 * upper, lane % 16)
+                let mut row = LaneCoord::lane(16, 2, 1).plus(2 * e);
+                if self.wave == 64 {
+                    row.terms.push(LaneTerm {
+                        div: 32,
+                        modulo: 2,
+                        scale: 8,
+                    });
+                }
+                (row, LaneCoord::lane(1, 16, 1))
             }
-            Family::WmmaGfx12 => {
-                let per = self.acc_per_lane();
-                ((lane / 16) * per + e, lane % 16)
-            }
-            Family::MmaSync => {
-                let (g, t) = (lane / 4, lane % 4);
-                (g + 8 * (e / 2), t * 2 + e % 2)
-            }
+            Family::WmmaGfx12 => (
+                LaneCoord::lane(16, self.wave / 16, self.acc_per_lane()).plus(e),
+                LaneCoord::lane(1, 16, 1),
+            ),
+            Family::MmaSync => (
+                LaneCoord::lane(4, 8, 1).plus(8 * (e / 2)),
+                LaneCoord::lane(1, 4, 2).plus(e % 2),
+            ),
         }
+    }
+}
+
+/// One part of a lane coordinate: `scale * ((lane / div) % modulo)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneTerm {
+    pub div: u32,
+    pub modulo: u32,
+    pub scale: u32,
+}
+
+/// A row, column or k index as a function of the lane: `base + Σ terms`.
+/// Every layout is of this form (divisions and remainders by powers of
+/// two), so lowering can write it as an index expression of the lane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneCoord {
+    pub base: u32,
+    pub terms: Vec<LaneTerm>,
+}
+
+impl LaneCoord {
+    fn constant(base: u32) -> LaneCoord {
+        LaneCoord {
+            base,
+            terms: Vec::new(),
+        }
+    }
+
+    fn lane(div: u32, modulo: u32, scale: u32) -> LaneCoord {
+        LaneCoord {
+            base: 0,
+            terms: vec![LaneTerm { div, modulo, scale }],
+        }
+    }
+
+    fn plus(mut self, c: u32) -> LaneCoord {
+        self.base += c;
+        self
+    }
+
+    /// The coordinate for one lane.
+    pub fn at(&self, lane: u32) -> u32 {
+        self.base
+            + self
+                .terms
+                .iter()
+                .map(|t| t.scale * ((lane / t.div) % t.modulo))
+                .sum::<u32>()
     }
 }
 

@@ -12,7 +12,7 @@ use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
 use inkwell::types::BasicMetadataTypeEnum;
-use inkwell::values::IntValue;
+use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{AddressSpace, OptimizationLevel};
 use rocmc_ir::loops::{Access, ArgKind, GpuKernel};
 use rocmc_ir::schedule::GpuAxis;
@@ -203,6 +203,42 @@ impl Backend for AmdGpu<'_> {
         fcx.call_void("llvm.amdgcn.s.barrier")?;
         workgroup_fence(fcx, ORDERING_ACQUIRE);
         Ok(())
+    }
+
+    /// MFMA takes three immediate broadcast controls (cbsz, abid, blgp),
+    /// all 0 here; WMMA on integers takes each input's signedness and a
+    /// clamp flag.
+    fn matrix<'ctx>(
+        &self,
+        fcx: &FnCx<'_, 'ctx>,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        a: Vec<BasicValueEnum<'ctx>>,
+        b: Vec<BasicValueEnum<'ctx>>,
+        c: Vec<BasicValueEnum<'ctx>>,
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        use rocmc_target::matrix::{Family, MType};
+        let ret = crate::function::llvm_type(fcx.cx, instr.llvm_c.0)?;
+        let bit = |v: bool| fcx.cx.bool_type().const_int(v as u64, false).into();
+        let args: Vec<BasicValueEnum> = match instr.family {
+            Family::Mfma => [a, b, c, vec![fcx.i32(0).into(); 3]].concat(),
+            Family::WmmaGfx11 | Family::WmmaGfx12 if instr.a == MType::I8 => [
+                vec![bit(true)],
+                a,
+                vec![bit(true)],
+                b,
+                c,
+                vec![bit(false)],
+            ]
+            .concat(),
+            Family::WmmaGfx11 | Family::WmmaGfx12 => [a, b, c].concat(),
+            Family::MmaSync => {
+                return Err(crate::CodegenError::Llvm(format!(
+                    "{} is an NVIDIA instruction (a rocmc bug)",
+                    instr.name
+                )))
+            }
+        };
+        Ok(vec![super::call_named(fcx, instr.intrinsic, ret, &args)?])
     }
 
     /// `v_fma_f16` rounds once; bf16 has no fma before gfx950 and LLVM goes through f32.

@@ -619,6 +619,14 @@ pub fn run_on_host_with(
     let module = cx.create_module(&format!("{}_host", k.name));
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
+    // The CPU runs a wave's matrix instruction through its lane layout.
+    let prog = &Program {
+        kernels: prog
+            .kernels
+            .iter()
+            .map(|g| rocmc_ir::lower::matrix::expand(g.clone()))
+            .collect(),
+    };
     for g in &prog.kernels {
         let mut f = FnCx::new(&cx, &module, k, g, &host)?;
         f.host_kernel(fp_contract)?;

@@ -41,6 +41,34 @@ pub(crate) struct KernelAbi<'ctx> {
 /// The address space of work-group memory on both GPU targets.
 const SHARED_ADDRESS_SPACE: u16 = 3;
 
+/// Calls intrinsic `name` (its full, mangled name) returning `ret`.
+pub(crate) fn call_named<'ctx>(
+    fcx: &FnCx<'_, 'ctx>,
+    name: &str,
+    ret: inkwell::types::BasicTypeEnum<'ctx>,
+    args: &[BasicValueEnum<'ctx>],
+) -> R<BasicValueEnum<'ctx>> {
+    use inkwell::types::BasicType;
+    let params: Vec<inkwell::types::BasicMetadataTypeEnum> =
+        args.iter().map(|a| a.get_type().into()).collect();
+    // LLVM recognises an intrinsic by its name when the function is declared.
+    let f = fcx
+        .m
+        .get_function(name)
+        .unwrap_or_else(|| fcx.m.add_function(name, ret.fn_type(&params, false), None));
+    let args: Vec<inkwell::values::BasicMetadataValueEnum> =
+        args.iter().map(|a| (*a).into()).collect();
+    match fcx
+        .b
+        .build_call(f, &args, "")
+        .map_err(crate::function::llvm_err)?
+        .try_as_basic_value()
+    {
+        inkwell::values::ValueKind::Basic(v) => Ok(v),
+        _ => Err(crate::CodegenError::Llvm(format!("{name} returned nothing"))),
+    }
+}
+
 /// A work-group's array as an internal, uninitialised global in `space`.
 fn shared_global<'ctx>(
     m: &Module<'ctx>,
@@ -132,6 +160,23 @@ pub(crate) trait Backend {
     /// `llvm.log`, ...) with an accurate expansion on this target; otherwise
     /// rocmc computes it through its f64 expansion and rounds once.
     fn native_f32_math(&self, f: MathFn) -> bool;
+
+    /// Calls matrix instruction `instr` on one lane's operands, packed as
+    /// its `llvm_a`/`llvm_b`/`llvm_c` say; returns D in the shape of C.
+    /// Targets without matrix units never see one: lowering refuses it.
+    fn matrix<'ctx>(
+        &self,
+        _fcx: &FnCx<'_, 'ctx>,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        _a: Vec<BasicValueEnum<'ctx>>,
+        _b: Vec<BasicValueEnum<'ctx>>,
+        _c: Vec<BasicValueEnum<'ctx>>,
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        Err(crate::CodegenError::Llvm(format!(
+            "{} reached a backend without matrix instructions (a rocmc bug)",
+            instr.name
+        )))
+    }
 
     /// Called on the module after optimisation, before code generation.
     fn after_optimise(&self, _m: &Module<'_>) {}

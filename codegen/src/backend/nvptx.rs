@@ -15,7 +15,7 @@ use inkwell::module::Module;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
-use inkwell::values::IntValue;
+use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::OptimizationLevel;
 use rocmc_ir::loops::GpuKernel;
 use rocmc_ir::schedule::GpuAxis;
@@ -122,6 +122,28 @@ impl Backend for Nvptx<'_> {
             .build_call(f, &[fcx.i32(0).into()], "")
             .map_err(llvm_err)?;
         Ok(())
+    }
+
+    /// `mma.sync` returns D as a struct of its registers.
+    fn matrix<'ctx>(
+        &self,
+        fcx: &FnCx<'_, 'ctx>,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        a: Vec<BasicValueEnum<'ctx>>,
+        b: Vec<BasicValueEnum<'ctx>>,
+        c: Vec<BasicValueEnum<'ctx>>,
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        let n = instr.llvm_c.1;
+        let field = crate::function::llvm_type(fcx.cx, instr.llvm_c.0)?;
+        let ret = fcx.cx.struct_type(&vec![field; n as usize], false);
+        let d = super::call_named(fcx, instr.intrinsic, ret.into(), &[a, b, c].concat())?;
+        (0..n)
+            .map(|i| {
+                fcx.b
+                    .build_extract_value(d.into_struct_value(), i, "")
+                    .map_err(llvm_err)
+            })
+            .collect()
     }
 
     /// `fma.rn.f16` from sm_53, `fma.rn.bf16` from sm_90; before, LLVM

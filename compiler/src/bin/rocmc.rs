@@ -92,6 +92,10 @@ struct RunArgs {
     /// Floating-point contraction in the compiled kernel (see `rocmc build --help`).
     #[arg(long, value_enum, default_value = "fast", value_name = "MODE")]
     fp_contract: FpContract,
+    /// On the CPU: run the matrix instructions of `mma` steps as this GPU
+    /// processor does (gfx942, gfx1100, sm_90), through its lane layouts.
+    #[arg(long, value_name = "PROCESSOR")]
+    emulate: Option<String>,
     /// On a GPU: compare the results with the reference interpreter (always done on the CPU).
     #[arg(long)]
     check: bool,
@@ -542,6 +546,7 @@ fn build(a: BuildArgs) -> Result<(), Error> {
             None
         },
         tune: Vec::new(),
+        emulate: None,
     };
     let targets = rocmc::targets(&opts)?;
     let mut opts = opts;
@@ -751,6 +756,10 @@ fn run(a: RunArgs) -> Result<(), Error> {
         .collect();
     let t0 = std::time::Instant::now();
     let (where_, report) = if a.device == "cpu" {
+        let mut opts = Options::new("cpu");
+        opts.emulate = a.emulate.clone();
+        let cpu = rocmc::targets(&opts)?.remove(0);
+        let front = front.for_target(&cpu, &opts)?;
         (
             "cpu".to_string(),
             rocmc::run::run_cpu(

@@ -141,6 +141,22 @@ pub enum Stmt {
         index: Index,
         value: Expr,
     },
+    /// One matrix instruction, executed by every lane of a wave together:
+    /// D = A·B + C where this lane's elements of A, B and C/D are
+    /// `locals[a.0][a.1 + e]`, `locals[b.0][b.1 + e]` and
+    /// `locals[acc.0][acc.1 + e]` (D overwrites C), placed as the
+    /// instruction's layout says (`a_at`, `b_at`, `acc_at`). Never under a
+    /// guard that differs between the lanes of a wave.
+    Matrix {
+        instr: &'static rocmc_target::matrix::MatrixInstr,
+        a: (u32, Index),
+        b: (u32, Index),
+        acc: (u32, Index),
+        /// The lane within the wave (threadIdx.x) and the wave within the
+        /// work-group: what the CPU's execution of the wave needs.
+        lane: Index,
+        wave: Index,
+    },
 }
 
 impl Stmt {
@@ -173,7 +189,8 @@ impl Stmt {
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Barrier
-            | Stmt::LocalStore { .. }) => s,
+            | Stmt::LocalStore { .. }
+            | Stmt::Matrix { .. }) => s,
         }
     }
 }

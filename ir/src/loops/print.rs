@@ -1,5 +1,6 @@
 //! The loop IR as pseudo-code, for `--emit loops` and snapshot tests.
 
+use crate::index::Index;
 use super::{GpuKernel, Stmt};
 use crate::kernel::{Expr, ExprKind, Kernel};
 use std::fmt;
@@ -170,6 +171,29 @@ impl fmt::Display for Pretty<'_> {
                             p.gpu.locals[*local as usize].name,
                             index.display(sizes, vars),
                             expr_text(p, value, sizes, vars)
+                        )?;
+                    }
+                    Stmt::Matrix {
+                        instr, a, b, acc, ..
+                    } => {
+                        let arr = |(id, base): &(u32, Index), n: u32| {
+                            format!(
+                                "{}[{}..+{n}]",
+                                p.gpu.locals[*id as usize].name,
+                                base.display(sizes, vars)
+                            )
+                        };
+                        writeln!(
+                            f,
+                            "{pad}{} += {} x {} ({}, {}x{}x{}, wave{})",
+                            arr(acc, instr.acc_per_lane()),
+                            arr(a, instr.a_per_lane()),
+                            arr(b, instr.b_per_lane()),
+                            instr.name,
+                            instr.m,
+                            instr.n,
+                            instr.k,
+                            instr.wave
                         )?;
                     }
                     Stmt::Store {

@@ -241,6 +241,32 @@ impl Cx<'_> {
                     ))
                 }
                 Stmt::Barrier => {}
+                Stmt::Matrix { .. } if divergent => {
+                    return Err(self.err(
+                        "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
+                    ))
+                }
+                Stmt::Matrix {
+                    instr,
+                    a,
+                    b,
+                    acc,
+                    lane,
+                    wave,
+                } => {
+                    for ((id, base), n, what) in [
+                        (a, instr.a_per_lane(), "A fragment"),
+                        (b, instr.b_per_lane(), "B fragment"),
+                        (acc, instr.acc_per_lane(), "accumulator"),
+                    ] {
+                        let (l, name) = self.array(false, *id)?;
+                        let last = base.clone() + Index::c(i64::from(n) - 1);
+                        self.element(base, l.len, &format!("a matrix {what} in {name}"))?;
+                        self.element(&last, l.len, &format!("a matrix {what} in {name}"))?;
+                    }
+                    self.index(lane, "a matrix instruction's lane")?;
+                    self.index(wave, "a matrix instruction's wave")?;
+                }
             }
         }
         self.scope.truncate(depth);

@@ -9,7 +9,8 @@ use crate::kernel::Expr;
 use crate::schedule::Guard;
 
 impl Stmt {
-    /// The value the statement stores, if it stores one.
+    /// The value the statement stores, if it stores one. (A matrix
+    /// instruction reads and writes register arrays only.)
     pub fn value(&self) -> Option<&Expr> {
         match self {
             Stmt::Store { value, .. }
@@ -19,7 +20,8 @@ impl Stmt {
             | Stmt::Loop { .. }
             | Stmt::If { .. }
             | Stmt::Unswitch { .. }
-            | Stmt::Barrier => None,
+            | Stmt::Barrier
+            | Stmt::Matrix { .. } => None,
         }
     }
 
@@ -33,7 +35,8 @@ impl Stmt {
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Barrier
-            | Stmt::LocalStore { .. } => Vec::new(),
+            | Stmt::LocalStore { .. }
+            | Stmt::Matrix { .. } => Vec::new(),
         }
     }
 }
@@ -150,6 +153,21 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             local: f.local(local),
             index: f.index(index),
             value: f.expr(value),
+        },
+        Stmt::Matrix {
+            instr,
+            a,
+            b,
+            acc,
+            lane,
+            wave,
+        } => Stmt::Matrix {
+            instr,
+            a: (f.local(a.0), f.index(a.1)),
+            b: (f.local(b.0), f.index(b.1)),
+            acc: (f.local(acc.0), f.index(acc.1)),
+            lane: f.index(lane),
+            wave: f.index(wave),
         },
     }
 }

@@ -66,7 +66,8 @@ fn access(s: &Stmt, acc: &mut Access) {
                 access(s, acc);
             }
         }
-        Stmt::Bind { .. } | Stmt::Barrier => {}
+        // A matrix instruction touches registers only.
+        Stmt::Bind { .. } | Stmt::Barrier | Stmt::Matrix { .. } => {}
     }
     acc.reads.extend(reads.into_inner());
 }

@@ -242,7 +242,8 @@ pub(super) fn attach(
         })
         .collect();
     // Verified and cleaned of barriers as part of the consumer.
-    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()))?;
+    // A producer with `mma` would need waves of its own: refused as having no target.
+    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), None)?;
     if cooperative && gp.block != host.block {
         let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
         return Err(err(format!(

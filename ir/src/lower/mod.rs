@@ -23,6 +23,7 @@ mod addressing;
 pub mod barriers;
 mod cache;
 mod compute_at;
+pub mod matrix;
 mod nest;
 mod region;
 mod vectorize;
@@ -53,15 +54,30 @@ pub(crate) struct Lowering<'k> {
     g: GpuKernel,
     /// Linear thread index within the work-group (x fastest); set by `nest`.
     tid: Index,
+    /// The target's matrix instructions, for stages with `mma`.
+    unit: Option<&'k matrix::MatrixUnit>,
 }
 
 /// Lowers every stage of a checked kernel. Inlined stages produce no kernel.
 /// Stages computed at another stage's loop are lowered inside that stage's kernel.
 pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
+    lower_for(k, None)
+}
+
+/// Whether a stage of `k` has an `mma` step, so that lowering depends on the target.
+pub fn needs_target(k: &Kernel) -> bool {
+    k.stages
+        .iter()
+        .any(|s| s.nest.as_ref().is_some_and(|n| n.matrix.is_some()))
+}
+
+/// [`lower`] for a target with matrix instructions (`unit`); stages with
+/// `mma` are refused without one.
+pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Program, Diagnostic> {
     compute_at::check(k)?;
     let kernels: Vec<GpuKernel> = (0..k.stages.len())
         .filter(|s| !k.stages[*s].is_internal())
-        .map(|s| lower_stage(k, StageId(s as u32)))
+        .map(|s| lower_stage(k, StageId(s as u32), unit))
         .collect::<Result<_, _>>()?;
     // What compute_at computes lives only where it was placed.
     for g in &kernels {
@@ -114,8 +130,13 @@ pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
 }
 
 /// [`lower`] with errors rendered against the kernel file.
-pub fn lower_file(k: &Kernel, file: &str, source: &str) -> Result<Program, KernelError> {
-    lower(k).map_err(|d| KernelError {
+pub fn lower_file(
+    k: &Kernel,
+    file: &str,
+    source: &str,
+    unit: Option<&matrix::MatrixUnit>,
+) -> Result<Program, KernelError> {
+    lower_for(k, unit).map_err(|d| KernelError {
         file: file.into(),
         source: source.into(),
         diagnostics: vec![d],
@@ -138,7 +159,11 @@ pub fn inline_producers(k: &Kernel, sid: StageId, e: &Expr) -> Expr {
 
 /// Lowers one kernel-producing stage through [`PASSES`] and the barrier
 /// pass, verifying after each in debug builds (tests included).
-fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
+fn lower_stage(
+    k: &Kernel,
+    sid: StageId,
+    unit: Option<&matrix::MatrixUnit>,
+) -> Result<GpuKernel, Diagnostic> {
     let check = |g: &GpuKernel, pass| -> Result<(), Diagnostic> {
         if cfg!(debug_assertions) {
             verify::verify(k, g, pass)
@@ -146,7 +171,7 @@ fn lower_stage(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
         }
         Ok(())
     };
-    let mut g = lower_stage_in(k, sid, &[], &check)?;
+    let mut g = lower_stage_in(k, sid, &[], &check, unit)?;
     g.body = barriers::remove_redundant(std::mem::take(&mut g.body));
     check(&g, "barriers")?;
     Ok(g)
@@ -166,6 +191,7 @@ fn lower_stage_in(
     sid: StageId,
     bounds: &[PartBound],
     check: &dyn Fn(&GpuKernel, &'static str) -> Result<(), Diagnostic>,
+    unit: Option<&matrix::MatrixUnit>,
 ) -> Result<GpuKernel, Diagnostic> {
     let stage = k.stage(sid);
     // Applied once, when the kernel was checked; compute_at producers
@@ -174,6 +200,9 @@ fn lower_stage_in(
         Some(n) => n.clone(),
         None => schedule::apply(k, stage)?,
     };
+    if let (Some(m), Some(u)) = (&nest.matrix, unit) {
+        nest.vars[m.lane.0 as usize].extent = Index::c(i64::from(u.wave));
+    }
     for b in bounds {
         nest.guards.push(Guard {
             value: nest.axis_values[b.axis].clone() + b.origin.clone(),
@@ -204,6 +233,7 @@ fn lower_stage_in(
         nest,
         g,
         tid: Index::c(0),
+        unit,
     };
     for (name, pass) in PASSES {
         pass(&mut l)?;

@@ -79,6 +79,31 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let mut locals = Vec::new();
     let mut shared = Vec::new();
     match &stage.reduce {
+        Some(red) if nest.matrix.is_some() => {
+            let (stmts, ls) = super::matrix::lower(
+                l,
+                super::matrix::Stage {
+                    loops: &loops,
+                    guards: &nest.guards,
+                    cached: &cached,
+                    rbody: rbody.clone().expect("a reduction has a body"),
+                    value: value.clone(),
+                    indices: indices.clone(),
+                    output: stage.output,
+                    op: red.op,
+                    waves: [1, 2].map(|d| (block[d], thread_var(d))),
+                },
+            )?;
+            body.extend(stmts);
+            locals = ls;
+        }
+        None if nest.matrix.is_some() => {
+            return Err(Diagnostic::new(
+                nest.matrix.as_ref().map(|m| m.span).unwrap_or_default(),
+                format!("`mma` needs a matrix product; stage `{}` has no reduction", stage.name),
+            )
+            .hint("write the stage as `C[i, j] = sum(A[i, k] * B[k, j], k)`"));
+        }
         None => body.extend(build(
             nest,
             &loops,
@@ -361,7 +386,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
 
 /// Wraps `leaf` in `loops` (outermost first); each guard goes just inside
 /// the innermost of these loops it depends on.
-fn build(
+pub(super) fn build(
     nest: &schedule::LoopNest,
     loops: &[VarId],
     guards: &[&Guard],
@@ -414,7 +439,7 @@ pub(super) fn clamp_into(k: &Kernel, ix: Index, extent: &Index) -> Index {
 
 /// Clamps every load index that depends on one of the `guarded` loop
 /// variables into `0..=extent-1` of its dimension.
-fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
+pub(super) fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
     let clamp = |e: &Expr| {
         e.rewrite(&|x: &Expr| match &x.kind {
             ExprKind::Load { tensor, indices } if !skip.contains(tensor) => {

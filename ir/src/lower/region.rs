@@ -8,16 +8,19 @@ use crate::kernel::{Expr, ExprKind, TensorId};
 use crate::loops::visit::walk;
 use crate::schedule::{GpuAxis, Guard, LoopKind, LoopVar};
 
-/// `e` as Σ coefᵥ·v over the `varying` variables plus a rest free of them;
-/// `None` if a varying variable appears other than with a constant
-/// coefficient (under a division, a minimum, a product of variables...).
-pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(VarId, i64)>, Index)> {
+/// `e` as Σ coefₜ·t over terms t of the `varying` variables plus a rest
+/// free of them; `None` if a varying variable appears other than with a
+/// constant coefficient (under a minimum, a product of variables...). A
+/// term is a variable, or a division or remainder by a constant of an
+/// expression of variables and constants only (a lane's place in a matrix
+/// fragment, `(lane / 4) % 8`), which spans a fixed range.
+pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(Index, i64)>, Index)> {
     let uses = |x: &Index| varying.iter().any(|v| x.uses_var(*v));
     if !uses(e) {
         return Some((Vec::new(), e.clone()));
     }
     match e {
-        Index::Var(v) => Some((vec![(*v, 1)], Index::c(0))),
+        Index::Var(_) => Some((vec![(e.clone(), 1)], Index::c(0))),
         Index::Bin(IOp::Add, a, b) => {
             let (mut ca, ra) = split_varying(a, varying)?;
             let (cb, rb) = split_varying(b, varying)?;
@@ -37,7 +40,20 @@ pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(VarId,
                 .collect::<Option<Vec<_>>>()?;
             Some((scaled, rx * Index::c(c)))
         }
+        Index::Bin(IOp::Div | IOp::Mod, a, b)
+            if b.as_const().is_some_and(|c| c > 0) && !mentions_size(a) =>
+        {
+            Some((vec![(e.clone(), 1)], Index::c(0)))
+        }
         _ => None,
+    }
+}
+
+fn mentions_size(e: &Index) -> bool {
+    match e {
+        Index::Size(_) => true,
+        Index::Bin(_, a, b) => mentions_size(a) || mentions_size(b),
+        Index::Const(_) | Index::Var(_) => false,
     }
 }
 
@@ -87,14 +103,29 @@ pub(super) fn infer_region(
                 }
             }
             let mut hi = off;
-            for (v, coef) in &coefs {
-                let lv = &vars[v.0 as usize];
-                let e = lv.extent.as_const().ok_or_else(|| {
-                    err(format!(
-                        "loop `{}` inside `{at}` has a symbolic extent, so the part of `{tensor}` it touches has no fixed size",
-                        lv.name
-                    ))
-                })?;
+            for (term, coef) in &coefs {
+                // The largest value of the term: a variable's extent less one.
+                let mut var_max = Vec::new();
+                for (i, lv) in vars.iter().enumerate() {
+                    if !term.uses_var(VarId(i as u32)) {
+                        var_max.push(0);
+                        continue;
+                    }
+                    let e = lv.extent.as_const().ok_or_else(|| {
+                        err(format!(
+                            "loop `{}` inside `{at}` has a symbolic extent, so the part of `{tensor}` it touches has no fixed size",
+                            lv.name
+                        ))
+                    })?;
+                    var_max.push(e.max(1) as u64 - 1);
+                }
+                let (tlo, thi) = term.range(&[], &var_max);
+                if tlo < 0 {
+                    return Err(err(format!(
+                        "`{tensor}` is accessed backwards along dimension {d}"
+                    )));
+                }
+                let e = i64::try_from(thi).map_err(|_| too_large())? + 1;
                 if *coef < 0 {
                     return Err(err(format!(
                         "`{tensor}` is accessed backwards along dimension {d}"
@@ -127,8 +158,8 @@ pub(super) fn region_offsets(ix: &[Index], varying: &[VarId], lo: &[i64]) -> Vec
             let (coefs, rest) = split_varying(x, varying).expect("checked by infer_region");
             coefs
                 .iter()
-                .fold(Index::c(peel_const(&rest).1 - lo[d]), |acc, (v, k)| {
-                    acc + Index::Var(*v) * Index::c(*k)
+                .fold(Index::c(peel_const(&rest).1 - lo[d]), |acc, (t, k)| {
+                    acc + t.clone() * Index::c(*k)
                 })
         })
         .collect()

@@ -106,6 +106,16 @@ pub enum StepKind {
         axis: GpuAxis,
     },
     Unroll(Name),
+    /// `mma(ri, rj, rk)` or `mma(ri, rj, rk, instr=v_mfma_f32_16x16x16_f16)`:
+    /// the three innermost loops (rows, columns and reduction of a matrix
+    /// product) become one matrix instruction of the target, executed by a
+    /// wave together; threadIdx.x becomes the lane within the wave.
+    Mma {
+        rows: Name,
+        cols: Name,
+        k: Name,
+        instr: Option<Name>,
+    },
     /// `vectorize(v)`: the innermost loop `v` (2, 4, 8 or 16 iterations)
     /// becomes vector loads and stores where every lane is in range.
     Vectorize(Name),
@@ -321,6 +331,24 @@ pub struct LoopNest {
     /// Value of each original axis in leaf variables.
     pub axis_values: Vec<Index>,
     pub guards: Vec<Guard>,
+    /// The loops `mma` maps onto a matrix instruction, if any.
+    pub matrix: Option<MatrixRequest>,
+}
+
+/// What `mma` asked for. The instruction itself depends on the target and
+/// is chosen when the stage is lowered for one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatrixRequest {
+    /// The instruction's rows (m), columns (n) and reduction (k) loops.
+    pub rows: VarId,
+    pub cols: VarId,
+    pub k: VarId,
+    /// The lane within the wave, bound to threadIdx.x; its extent is the
+    /// target's wave size, set when lowering.
+    pub lane: VarId,
+    /// The instruction the author named (`instr=`), if any.
+    pub instr: Option<Name>,
+    pub span: Span,
 }
 
 impl LoopNest {
@@ -482,6 +510,12 @@ impl State<'_> {
             } => steps::cache::apply(self, tensor, at, *pad, *kind, result, span),
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
+            StepKind::Mma {
+                rows,
+                cols,
+                k,
+                instr,
+            } => steps::mma::apply(self, rows, cols, k, instr.as_ref(), span),
         }
     }
 
@@ -541,6 +575,7 @@ pub fn apply_with_source<'a>(
             order: (0..n as u32).map(VarId).collect(),
             axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
             guards: Vec::new(),
+            matrix: None,
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),

@@ -16,6 +16,7 @@ pub mod cache;
 pub mod compute_at;
 pub mod compute_inline;
 pub mod fuse;
+pub mod mma;
 pub mod reorder;
 pub mod split;
 pub mod tile;
@@ -29,7 +30,7 @@ pub struct Primitive {
 }
 
 /// Every primitive, in the order the documentation lists them.
-pub const PRIMITIVES: [Primitive; 11] = [
+pub const PRIMITIVES: [Primitive; 12] = [
     Primitive {
         name: "split",
         parse: split::parse,
@@ -57,6 +58,10 @@ pub const PRIMITIVES: [Primitive; 11] = [
     Primitive {
         name: "vectorize",
         parse: vectorize::parse,
+    },
+    Primitive {
+        name: "mma",
+        parse: mma::parse,
     },
     Primitive {
         name: "compute_inline",

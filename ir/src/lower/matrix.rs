@@ -1,0 +1,638 @@
+//! Matrix instructions: the part of pass `nest` that turns a stage whose
+//! schedule has an `mma` step into fragment loads, [`Stmt::Matrix`] and the
+//! stores of the accumulator fragments; and, for the CPU, [`expand`], which
+//! executes each matrix instruction as a wave does, through the
+//! instruction's own lane layout.
+//!
+//! Lowering for a wave of `W` lanes: the lane is `threadIdx.x`; element `e`
+//! of lane `l`'s A fragment is the operand at (row, k) = `a_at(l, e)`, as
+//! index expressions of the lane (divisions and remainders by powers of
+//! two). Out-of-range rows and columns load clamped values (their results
+//! are never stored); out-of-range k contributes zero.
+
+use super::{nest, Lowering, Stmt};
+use crate::diag::Diagnostic;
+use crate::index::{IOp, Index, VarId};
+use crate::kernel::{BinOp, Expr, ExprKind, ReduceOp, TensorId};
+use crate::loops::{GpuKernel, Local};
+use crate::schedule::{Guard, LoopNest};
+use crate::DType;
+use rocmc_target::matrix::{instructions_for, LaneCoord, MType, MatrixInstr};
+use std::collections::HashMap;
+
+/// The target a kernel with `mma` steps is lowered for: which matrix
+/// instructions it has, and its wave size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatrixUnit {
+    /// The target as the user wrote it, for messages (`gfx942`, `sm_90`).
+    pub target: String,
+    /// The processor the instruction table is keyed by.
+    pub processor: String,
+    /// Lanes per wave (warp).
+    pub wave: u32,
+}
+
+impl MatrixUnit {
+    pub fn instructions(&self) -> Vec<&'static MatrixInstr> {
+        instructions_for(&self.processor, self.wave)
+    }
+}
+
+fn mtype(t: DType) -> Option<MType> {
+    Some(match t {
+        DType::F16 => MType::F16,
+        DType::BF16 => MType::Bf16,
+        DType::I8 => MType::I8,
+        DType::F32 => MType::F32,
+        DType::I32 => MType::I32,
+        _ => return None,
+    })
+}
+
+/// The name an `instr=` argument uses: the ISA's on AMD, `mma_m16n8k16_f16`
+/// for NVIDIA's `mma.sync` (whose PTX name has dots).
+pub fn instr_id(i: &MatrixInstr) -> String {
+    if i.name.starts_with("mma.sync") {
+        format!("mma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
+    } else {
+        i.name.to_string()
+    }
+}
+
+fn describe(list: &[&MatrixInstr]) -> String {
+    let mut v: Vec<String> = list
+        .iter()
+        .map(|i| format!("{} ({}x{}x{}, {} x {} -> {})", instr_id(i), i.m, i.n, i.k, i.a, i.b, i.acc))
+        .collect();
+    v.dedup();
+    v.join(", ")
+}
+
+/// `c` as an index expression of `lane`.
+fn coord(c: &LaneCoord, lane: &Index) -> Index {
+    let mut ix = Index::c(i64::from(c.base));
+    for t in &c.terms {
+        let mut part = lane.clone();
+        if t.div > 1 {
+            part = Index::bin(IOp::Div, part, Index::c(i64::from(t.div)));
+        }
+        part = Index::bin(IOp::Mod, part, Index::c(i64::from(t.modulo)));
+        ix = ix + part * Index::c(i64::from(t.scale));
+    }
+    ix
+}
+
+fn expr_uses(e: &Expr, v: VarId) -> bool {
+    let found = std::cell::Cell::new(false);
+    e.map_indices(&|ix| {
+        if ix.uses_var(v) {
+            found.set(true);
+        }
+        ix.clone()
+    });
+    found.get()
+}
+
+fn zero(t: DType) -> Expr {
+    ReduceOp::Sum.identity(t)
+}
+
+fn bin(op: BinOp, a: Expr, b: Expr, dtype: DType) -> Expr {
+    Expr {
+        kind: ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        dtype,
+    }
+}
+
+fn local(id: u32, index: Index, dtype: DType) -> Expr {
+    Expr {
+        kind: ExprKind::Local { local: id, index },
+        dtype,
+    }
+}
+
+/// A factor of the product with the cast to the accumulator type removed.
+fn operand(f: &Expr, acc: DType) -> Expr {
+    match &f.kind {
+        ExprKind::Cast(inner) if f.dtype == acc => (**inner).clone(),
+        _ => f.clone(),
+    }
+}
+
+/// What pass `nest` hands over for a stage with `mma`.
+pub(super) struct Stage<'a> {
+    pub loops: &'a [VarId],
+    pub guards: &'a [Guard],
+    pub cached: &'a [TensorId],
+    pub rbody: Expr,
+    pub value: Expr,
+    pub indices: Vec<Index>,
+    pub output: TensorId,
+    pub op: ReduceOp,
+    /// Threads per block in y and z (the waves), and their loops.
+    pub waves: [(u32, Option<VarId>); 2],
+}
+
+/// The body of a stage with `mma`, and its register arrays.
+pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic> {
+    let nest: &LoopNest = &l.nest;
+    let req = nest.matrix.as_ref().expect("a stage with mma");
+    let stage = l.k.stage(l.sid);
+    let Some(unit) = l.unit else {
+        return Err(Diagnostic::new(
+            req.span,
+            "`mma` maps this stage onto a target's matrix instructions, and no target with them was given",
+        )
+        .hint("compile it for a GPU with matrix instructions (gfx908, gfx90a, gfx942, gfx950, gfx11, gfx12, sm_80 and later); on the CPU, `--emulate PROCESSOR` runs that processor's matrix instructions"));
+    };
+    let name = |v: VarId| nest.var(v).name.clone();
+    let (ri, rj, rk, lane) = (req.rows, req.cols, req.k, req.lane);
+    if st.op != ReduceOp::Sum {
+        return Err(Diagnostic::new(
+            req.span,
+            format!("`mma` needs a sum of products; stage `{}` is a {} reduction", stage.name, st.op.name()),
+        ));
+    }
+    let acc_t = st.rbody.dtype;
+    let ExprKind::Binary(BinOp::Mul, x, y) = &st.rbody.kind else {
+        return Err(Diagnostic::new(
+            req.span,
+            format!("`mma` needs the reduction's body to be a product `A[i, k] * B[k, j]`; stage `{}` sums something else", stage.name),
+        )
+        .hint("casts around each factor are allowed: `sum(f32(A[i, k]) * f32(B[k, j]), k)`"));
+    };
+    // A varies with the rows, B with the columns.
+    let (fa, fb) = if !expr_uses(x, rj) && !expr_uses(y, ri) {
+        (operand(x, acc_t), operand(y, acc_t))
+    } else if !expr_uses(y, rj) && !expr_uses(x, ri) {
+        (operand(y, acc_t), operand(x, acc_t))
+    } else {
+        return Err(Diagnostic::new(
+            req.span,
+            format!(
+                "one factor of the product must not depend on loop `{}` and the other not on loop `{}`",
+                name(rj),
+                name(ri)
+            ),
+        ));
+    };
+    let types = (mtype(fa.dtype), mtype(fb.dtype), mtype(acc_t));
+    let all = unit.instructions();
+    if all.is_empty() {
+        return Err(Diagnostic::new(
+            req.span,
+            format!("{} has no matrix instructions (for a wave of {})", unit.target, unit.wave),
+        )
+        .hint("targets with them: gfx908, gfx90a, gfx942, gfx950 (MFMA), gfx11 and gfx12 (WMMA), sm_80 and later (mma.sync); remove the `mma` step for the others"));
+    }
+    let typed: Vec<&MatrixInstr> = all
+        .iter()
+        .copied()
+        .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)))
+        .collect();
+    let want = format!("{} x {} -> {}", fa.dtype, fb.dtype, acc_t);
+    if typed.is_empty() {
+        return Err(Diagnostic::new(
+            req.span,
+            format!("{} has no matrix instruction for {want}", unit.target),
+        )
+        .hint(format!("it has: {}", describe(&all))));
+    }
+    let ext = |v: VarId| nest.var(v).extent.as_const().unwrap_or(0) as u32;
+    let shape = (ext(ri), ext(rj), ext(rk));
+    let instr = match &req.instr {
+        Some(n) => {
+            let Some(i) = all.iter().copied().find(|i| instr_id(i) == n.name) else {
+                return Err(Diagnostic::new(
+                    n.span,
+                    format!("{} has no matrix instruction `{}` (wave{})", unit.target, n.name, unit.wave),
+                )
+                .hint(format!("it has: {}", describe(&all))));
+            };
+            if !typed.contains(&i) {
+                return Err(Diagnostic::new(
+                    n.span,
+                    format!("`{}` computes {} x {} -> {}; this stage is {want}", n.name, i.a, i.b, i.acc),
+                )
+                .hint(format!("for {want} {} has: {}", unit.target, describe(&typed))));
+            }
+            i
+        }
+        None => match typed.iter().copied().find(|i| (i.m, i.n, i.k) == shape) {
+            Some(i) => i,
+            None => typed[0],
+        },
+    };
+    if (instr.m, instr.n, instr.k) != shape {
+        return Err(Diagnostic::new(
+            req.span,
+            format!(
+                "loops `{}`, `{}`, `{}` are {}x{}x{}; {}'s {} is {}x{}x{}",
+                name(ri),
+                name(rj),
+                name(rk),
+                shape.0,
+                shape.1,
+                shape.2,
+                unit.target,
+                instr_id(instr),
+                instr.m,
+                instr.n,
+                instr.k
+            ),
+        )
+        .hint(format!(
+            "split the loops by the instruction's shape; for {want} {} has: {}",
+            unit.target,
+            describe(&typed)
+        )));
+    }
+    let threads = unit.wave * st.waves[0].0 * st.waves[1].0;
+    if threads > rocmc_target::MAX_THREADS_PER_BLOCK {
+        return Err(Diagnostic::new(
+            req.span,
+            format!(
+                "{} waves of {} lanes make {threads} threads per block; the limit is {}",
+                st.waves[0].0 * st.waves[1].0,
+                unit.wave,
+                rocmc_target::MAX_THREADS_PER_BLOCK
+            ),
+        )
+        .hint("bind fewer waves to threadIdx.y and threadIdx.z"));
+    }
+
+    // The loops: k loops, then fragment loops, then the instruction's three.
+    let r0 = st
+        .loops
+        .iter()
+        .position(|v| nest.var(*v).reduce)
+        .unwrap_or(st.loops.len());
+    let (outer, inner) = st.loops.split_at(r0);
+    let tail = &inner[inner.len().saturating_sub(3)..];
+    if inner.len() < 3 || [ri, rj, rk].iter().any(|v| !tail.contains(v)) {
+        return Err(Diagnostic::new(
+            req.span,
+            "`mma`'s loops must stay the three innermost loops",
+        )
+        .hint("a later reorder moved them; put `mma` after the last reorder"));
+    }
+    let rest = &inner[..inner.len() - 3];
+    let kloops: Vec<VarId> = rest.iter().copied().filter(|v| nest.var(*v).reduce).collect();
+    let frags: Vec<VarId> = rest.iter().copied().filter(|v| !nest.var(*v).reduce).collect();
+    if let (Some(f), Some(kv)) = (
+        rest.iter().position(|v| !nest.var(*v).reduce),
+        rest.iter().rposition(|v| nest.var(*v).reduce),
+    ) {
+        if f < kv {
+            return Err(Diagnostic::new(
+                nest.var(rest[f]).span,
+                format!(
+                    "loop `{}` runs outside reduction loop `{}`, inside the reduction: each wave's fragments would be reloaded",
+                    name(rest[f]),
+                    name(rest[kv])
+                ),
+            )
+            .hint("order the loops: the reduction loops, then the output loops over fragments, then `mma`'s three"));
+        }
+    }
+    let count = |vs: &[VarId]| -> Result<(i64, Index), Diagnostic> {
+        let mut len = 1i64;
+        let mut ix = Index::c(0);
+        for v in vs {
+            let Some(e) = nest.var(*v).extent.as_const() else {
+                return Err(Diagnostic::new(
+                    nest.var(*v).span,
+                    format!("loop `{}` runs inside a reduction loop but has a symbolic extent", name(*v)),
+                )
+                .hint("its iterations each keep accumulator fragments: split it by a constant factor"));
+            };
+            len *= e;
+            ix = ix * Index::c(e) + Index::Var(*v);
+        }
+        Ok((len, ix))
+    };
+    let a_frags: Vec<VarId> = frags.iter().copied().filter(|v| expr_uses(&fa, *v)).collect();
+    let b_frags: Vec<VarId> = frags.iter().copied().filter(|v| expr_uses(&fb, *v)).collect();
+    let (n_acc, acc_ix) = count(&frags)?;
+    let (n_a, a_ix) = count(&a_frags)?;
+    let (n_b, b_ix) = count(&b_frags)?;
+    let (pa, pb, pc) = (
+        i64::from(instr.a_per_lane()),
+        i64::from(instr.b_per_lane()),
+        i64::from(instr.acc_per_lane()),
+    );
+    if n_acc * pc > super::MAX_ACCUMULATORS {
+        return Err(Diagnostic::new(
+            req.span,
+            format!(
+                "each lane would keep {} accumulators ({n_acc} fragments of {pc}); at most {} fit",
+                n_acc * pc,
+                super::MAX_ACCUMULATORS
+            ),
+        )
+        .hint("use fewer fragments per wave"));
+    }
+    let locals = vec![
+        Local {
+            name: format!("{}_acc", stage.name),
+            dtype: acc_t,
+            len: (n_acc * pc) as u32,
+            span: stage.span,
+        },
+        Local {
+            name: format!("{}_a", stage.name),
+            dtype: fa.dtype,
+            len: (n_a * pa) as u32,
+            span: req.span,
+        },
+        Local {
+            name: format!("{}_b", stage.name),
+            dtype: fb.dtype,
+            len: (n_b * pb) as u32,
+            span: req.span,
+        },
+    ];
+
+    // Operands: loads clamped into range, out-of-range k as zero.
+    let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+        .map(VarId)
+        .filter(|v| st.guards.iter().any(|g| g.value.uses_var(*v)))
+        .collect();
+    let kguards: Vec<&Guard> = st
+        .guards
+        .iter()
+        .filter(|g| {
+            (0..nest.vars.len() as u32).any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
+        })
+        .collect();
+    let clamp = |e: &Expr| -> Expr {
+        match nest::clamp_loads(
+            l.k,
+            Stmt::LocalStore {
+                local: 0,
+                index: Index::c(0),
+                value: e.clone(),
+            },
+            &guarded,
+            st.cached,
+        ) {
+            Stmt::LocalStore { value, .. } => value,
+            _ => unreachable!("clamp_loads keeps the statement"),
+        }
+    };
+    let (fa, fb) = (clamp(&fa), clamp(&fb));
+    let lane_ix = Index::Var(lane);
+    let element = |f: &Expr, map: HashMap<VarId, Index>| -> Expr {
+        let v = f.map_indices(&|ix| ix.subst(&map));
+        let mut cond: Option<Expr> = None;
+        for g in &kguards {
+            let c = bin(
+                BinOp::Lt,
+                Expr {
+                    kind: ExprKind::Index(g.value.subst(&map)),
+                    dtype: DType::I32,
+                },
+                Expr {
+                    kind: ExprKind::Index(g.extent.subst(&map)),
+                    dtype: DType::I32,
+                },
+                DType::Bool,
+            );
+            cond = Some(match cond {
+                None => c,
+                Some(p) => bin(BinOp::And, p, c, DType::Bool),
+            });
+        }
+        match cond {
+            None => v,
+            Some(c) => Expr {
+                dtype: v.dtype,
+                kind: ExprKind::Select(Box::new(c), Box::new(v), Box::new(zero(f.dtype))),
+            },
+        }
+    };
+    let mut a_fill = Vec::new();
+    for e in 0..instr.a_per_lane() {
+        let (r, kk) = instr.a_coord(e);
+        let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rk, coord(&kk, &lane_ix))]);
+        a_fill.push(Stmt::LocalStore {
+            local: 1,
+            index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
+            value: element(&fa, map),
+        });
+    }
+    let mut b_fill = Vec::new();
+    for e in 0..instr.b_per_lane() {
+        let (kk, c) = instr.b_coord(e);
+        let map = HashMap::from([(rk, coord(&kk, &lane_ix)), (rj, coord(&c, &lane_ix))]);
+        b_fill.push(Stmt::LocalStore {
+            local: 2,
+            index: b_ix.clone() * Index::c(pb) + Index::c(i64::from(e)),
+            value: element(&fb, map),
+        });
+    }
+    let wave = st.waves[0].1.map_or(Index::c(0), Index::Var)
+        + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0));
+    let mma = Stmt::Matrix {
+        instr,
+        a: (1, a_ix * Index::c(pa)),
+        b: (2, b_ix * Index::c(pb)),
+        acc: (0, acc_ix.clone() * Index::c(pc)),
+        lane: lane_ix.clone(),
+        wave,
+    };
+    let init: Vec<Stmt> = (0..pc)
+        .map(|e| Stmt::LocalStore {
+            local: 0,
+            index: acc_ix.clone() * Index::c(pc) + Index::c(e),
+            value: zero(acc_t),
+        })
+        .collect();
+    let mut store = Vec::new();
+    for e in 0..instr.acc_per_lane() {
+        let (r, c) = instr.acc_coord(e);
+        let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rj, coord(&c, &lane_ix))]);
+        let acc = local(0, acc_ix.clone() * Index::c(pc) + Index::c(i64::from(e)), acc_t);
+        let s = Stmt::Store {
+            tensor: st.output,
+            indices: st.indices.iter().map(|i| i.subst(&map)).collect(),
+            value: st
+                .value
+                .map_indices(&|ix| ix.subst(&map))
+                .replace_reduced(&acc),
+        };
+        let guards: Vec<Guard> = st
+            .guards
+            .iter()
+            .filter(|g| !kguards.contains(g))
+            .map(|g| Guard {
+                value: g.value.subst(&map),
+                extent: g.extent.subst(&map),
+            })
+            .collect();
+        store.push(if guards.is_empty() {
+            s
+        } else {
+            Stmt::If {
+                guards,
+                body: vec![s],
+            }
+        });
+    }
+    let mut step = nest::build(nest, &a_frags, &[], a_fill);
+    step.extend(nest::build(nest, &b_frags, &[], b_fill));
+    step.extend(nest::build(nest, &frags, &[], vec![mma]));
+    let mut leaf = nest::build(nest, &frags, &[], init);
+    leaf.extend(nest::build(nest, &kloops, &[], step));
+    leaf.extend(nest::build(nest, &frags, &[], store));
+    Ok((nest::build(nest, outer, &[], leaf), locals))
+}
+
+/// `g` with every matrix instruction executed as statements the CPU runs:
+/// each lane puts its A and B elements where the instruction's layout says
+/// they belong in a per-wave LDS scratch copy of the matrices, and after a
+/// barrier computes its own elements of D from them. A fragment loaded into
+/// the wrong lane or element lands in the wrong place of the matrix, as on
+/// the GPU. gfx11's replicated halves each get their own copy, read by the
+/// lanes of that half, so both must be filled right.
+pub fn expand(mut g: GpuKernel) -> GpuKernel {
+    let mut scratch: HashMap<&'static str, (u32, u32)> = HashMap::new();
+    let threads = g.threads();
+    let body = std::mem::take(&mut g.body);
+    g.body = expand_body(&mut g, body, &mut scratch, threads);
+    g
+}
+
+fn expand_body(
+    g: &mut GpuKernel,
+    body: Vec<Stmt>,
+    scratch: &mut HashMap<&'static str, (u32, u32)>,
+    threads: u32,
+) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    for s in body {
+        match s {
+            Stmt::Matrix {
+                instr,
+                a,
+                b,
+                acc,
+                lane,
+                wave,
+            } => {
+                let copies = match instr.family {
+                    rocmc_target::matrix::Family::WmmaGfx11 => instr.wave / 16,
+                    _ => 1,
+                };
+                let (m, n, k) = (instr.m, instr.n, instr.k);
+                let waves = threads.div_ceil(instr.wave);
+                let at = g.locals[a.0 as usize].dtype;
+                let bt = g.locals[b.0 as usize].dtype;
+                let ct = g.locals[acc.0 as usize].dtype;
+                let (sa, sb) = *scratch.entry(instr.name).or_insert_with(|| {
+                    let span = g.locals[a.0 as usize].span;
+                    g.shared.push(Local {
+                        name: "mma_a".into(),
+                        dtype: at,
+                        len: waves * copies * m * k,
+                        span,
+                    });
+                    g.shared.push(Local {
+                        name: "mma_b".into(),
+                        dtype: bt,
+                        len: waves * copies * k * n,
+                        span,
+                    });
+                    (g.shared.len() as u32 - 2, g.shared.len() as u32 - 1)
+                });
+                let copy = if copies > 1 {
+                    Index::bin(IOp::Div, lane.clone(), Index::c(16))
+                } else {
+                    Index::c(0)
+                };
+                let a_base = (wave.clone() * Index::c(i64::from(copies)) + copy.clone())
+                    * Index::c(i64::from(m * k));
+                let b_base = (wave * Index::c(i64::from(copies)) + copy)
+                    * Index::c(i64::from(k * n));
+                for e in 0..instr.a_per_lane() {
+                    let (r, kk) = instr.a_coord(e);
+                    out.push(Stmt::SharedStore {
+                        shared: sa,
+                        index: a_base.clone()
+                            + coord(&r, &lane) * Index::c(i64::from(k))
+                            + coord(&kk, &lane),
+                        value: local(a.0, a.1.clone() + Index::c(i64::from(e)), at),
+                    });
+                }
+                for e in 0..instr.b_per_lane() {
+                    let (kk, c) = instr.b_coord(e);
+                    out.push(Stmt::SharedStore {
+                        shared: sb,
+                        index: b_base.clone()
+                            + coord(&kk, &lane) * Index::c(i64::from(n))
+                            + coord(&c, &lane),
+                        value: local(b.0, b.1.clone() + Index::c(i64::from(e)), bt),
+                    });
+                }
+                out.push(Stmt::Barrier);
+                let cast = |e: Expr| Expr {
+                    kind: ExprKind::Cast(Box::new(e)),
+                    dtype: ct,
+                };
+                for e in 0..instr.acc_per_lane() {
+                    let (r, c) = instr.acc_coord(e);
+                    let (r, c) = (coord(&r, &lane), coord(&c, &lane));
+                    let ix = acc.1.clone() + Index::c(i64::from(e));
+                    let mut sum = local(acc.0, ix.clone(), ct);
+                    for kk in 0..k {
+                        let x = Expr {
+                            kind: ExprKind::Shared {
+                                shared: sa,
+                                index: a_base.clone()
+                                    + r.clone() * Index::c(i64::from(k))
+                                    + Index::c(i64::from(kk)),
+                            },
+                            dtype: at,
+                        };
+                        let y = Expr {
+                            kind: ExprKind::Shared {
+                                shared: sb,
+                                index: b_base.clone()
+                                    + Index::c(i64::from(kk * n))
+                                    + c.clone(),
+                            },
+                            dtype: bt,
+                        };
+                        sum = bin(BinOp::Add, sum, bin(BinOp::Mul, cast(x), cast(y), ct), ct);
+                    }
+                    out.push(Stmt::LocalStore {
+                        local: acc.0,
+                        index: ix,
+                        value: sum,
+                    });
+                }
+                out.push(Stmt::Barrier);
+            }
+            other => {
+                let mut f = |b: Vec<Stmt>| expand_body(g, b, scratch, threads);
+                out.push(other.map_bodies(&mut f));
+            }
+        }
+    }
+    out
+}
+
+/// Whether any kernel of `p` executes a matrix instruction.
+pub fn uses_matrix(p: &crate::loops::Program) -> Vec<&'static MatrixInstr> {
+    let mut found = Vec::new();
+    for g in &p.kernels {
+        crate::loops::visit::walk(&g.body, &mut |s| {
+            if let Stmt::Matrix { instr, .. } = s {
+                if !found.contains(instr) {
+                    found.push(*instr);
+                }
+            }
+        });
+    }
+    found
+}
