@@ -180,6 +180,16 @@ def run(name, s):
         else:
             report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
             report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
+    elif name.startswith("gemm_f16"):
+        # cuBLAS HGEMM (f16 in, f32 accumulate, f16 out) and Triton's tl.dot;
+        # rocmc's kernel writes f32, which moves twice the bytes of C.
+        M, N, K = s["M"], s["N"], s["K"]
+        a = rnd(M, K).half()
+        b = rnd(K, N).half()
+        c = torch.empty(M, N, device=dev, dtype=torch.half)
+        fl = 2 * M * N * K
+        report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
+        report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
     elif name == "conv2d":
         n, ch, h, w, k = s["N"], s["C"], s["H"], s["W"], s["K"]
         i, f = rnd(n, ch, h, w), rnd(k, ch, 3, 3)

@@ -556,7 +556,7 @@ pub fn compile_for(
     if ts.len() == 1 {
         return Ok(vec![backend(&front, &ts[0], opts, emit)?]);
     }
-    std::thread::scope(|s| {
+    let arts: Vec<Artifact> = std::thread::scope(|s| {
         let handles: Vec<_> = ts
             .iter()
             .map(|t| s.spawn(|| backend(&front, t, opts, emit)))
@@ -570,8 +570,20 @@ pub fn compile_for(
                     ))
                 })
             })
-            .collect()
-    })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    // One bundle has one launch: with `mma`, the block follows the wave size.
+    for a in &arts[1..] {
+        for (x, y) in arts[0].launch.kernels.iter().zip(&a.launch.kernels) {
+            if x.block != y.block {
+                return Err(Error::Usage(format!(
+                    "kernel `{}` launches blocks of {:?} on {} and {:?} on {} (its `mma` step makes threadIdx.x the lane of a wave); build these targets separately",
+                    x.name, x.block, arts[0].target, y.block, a.target
+                )));
+            }
+        }
+    }
+    Ok(arts)
 }
 
 /// Packs the code objects of several artifacts into one clang offload bundle.

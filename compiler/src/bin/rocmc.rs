@@ -729,6 +729,16 @@ fn build(a: BuildArgs) -> Result<(), Error> {
             eprintln!("  {note}");
         }
         eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
+        for art in &arts {
+            let used = rocmc::ir::lower::matrix::uses_matrix(&art.program);
+            if !used.is_empty() {
+                let names: Vec<String> = used
+                    .iter()
+                    .map(|i| format!("{} ({}x{}x{}, wave{})", i.name, i.m, i.n, i.k, i.wave))
+                    .collect();
+                eprintln!("  matrix instructions on {}: {}", art.target, names.join(", "));
+            }
+        }
     }
     Ok(())
 }
