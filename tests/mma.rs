@@ -41,7 +41,7 @@ fn run_emulated(
 ) -> Result<f64, String> {
     let front = rocmc::frontend("k.toml", src).map_err(|e| e.to_string())?;
     let o = opts("x86-64", Some(processor), wave);
-    let cpu = rocmc::targets(&o).unwrap().remove(0);
+    let cpu = rocmc::targets(&Options::new("x86-64")).unwrap().remove(0);
     let front = front.for_target(&cpu, &o).map_err(|e| e.to_string())?;
     assert!(
         !front.matrix_instructions().is_empty(),
@@ -126,8 +126,13 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
                 let co = dir.path().join(format!("{name}-{p}-{wave:?}.hsaco"));
                 std::fs::write(&co, art.code_object.unwrap()).unwrap();
                 let dis = tool("llvm-objdump-22", &["-d", co.to_str().unwrap()]);
+                // gfx908/gfx90a spell the older MFMAs without the last underscore.
                 let mnemonic = instr[0].name;
-                assert!(dis.contains(mnemonic), "{name} {p}: no {mnemonic} in the code object");
+                let squashed = |s: &str| s.replace('_', "");
+                assert!(
+                    dis.lines().any(|l| squashed(l).contains(&squashed(mnemonic))),
+                    "{name} {p}: no {mnemonic} in the code object"
+                );
                 assert!(asm.contains("; ScratchSize: 0"), "{name} {p}: uses scratch");
             }
         }
@@ -169,7 +174,7 @@ fn impossible_requests_are_refused_naming_the_step_the_target_and_what_it_has() 
     let e = refusal(&tx, "gfx942");
     assert!(e.contains("threadIdx.x is the lane within the wave") || e.contains("threadIdx.x is already bound"), "{e}");
     // Not a sum of products.
-    let max = f16.replace("sum(f32(A[i, k]) * f32(B[k, j]), k)", "max(f32(A[i, k]) * f32(B[k, j]), k)");
+    let max = f16.replace("sum(f32(A[i, k]) * f32(B[k, j]), k)", "reduce_max(f32(A[i, k]) * f32(B[k, j]), k)");
     let e = refusal(&max, "gfx942");
     assert!(e.contains("needs a sum of products"), "{e}");
     // The CPU without --emulate.
