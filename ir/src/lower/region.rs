@@ -41,7 +41,7 @@ pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(Index,
             Some((scaled, rx * Index::c(c)))
         }
         Index::Bin(IOp::Div | IOp::Mod, a, b)
-            if b.as_const().is_some_and(|c| c > 0) && !mentions_size(a) =>
+            if b.as_const().is_some_and(|c| c > 0) && only_varying(a, varying) =>
         {
             Some((vec![(e.clone(), 1)], Index::c(0)))
         }
@@ -49,11 +49,13 @@ pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(Index,
     }
 }
 
-fn mentions_size(e: &Index) -> bool {
+/// Whether `e` is made of constants and `varying` variables only.
+fn only_varying(e: &Index, varying: &[VarId]) -> bool {
     match e {
-        Index::Size(_) => true,
-        Index::Bin(_, a, b) => mentions_size(a) || mentions_size(b),
-        Index::Const(_) | Index::Var(_) => false,
+        Index::Size(_) => false,
+        Index::Var(v) => varying.contains(v),
+        Index::Bin(_, a, b) => only_varying(a, varying) && only_varying(b, varying),
+        Index::Const(_) => true,
     }
 }
 
