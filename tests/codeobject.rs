@@ -181,9 +181,15 @@ fn the_lds_rocmc_counts_is_what_the_code_object_declares() {
             code_object: true,
             ..Default::default()
         };
-        let art = rocmc::backend(&front, &target, &opts, emit).unwrap();
-        let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
-        for g in &front.program.kernels {
+        let art = match rocmc::backend(&front, &target, &opts, emit) {
+            Ok(a) => a,
+            // Matrix-core examples are shaped for one family's instructions
+            // (tests/mma.rs compiles each for every target that has them).
+            Err(_) if rocmc::ir::lower::needs_target(&front.kernel) => continue,
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let co = rocmc::linker::codeobject::read(&art.code_object.clone().unwrap()).unwrap();
+        for g in &art.program.kernels {
             let ours: u64 = g.shared.iter().map(|s| s.bytes()).sum();
             let k = co.kernels.iter().find(|k| k.name == g.name).unwrap();
             assert_eq!(

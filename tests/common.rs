@@ -19,8 +19,30 @@ pub fn example(name: &str) -> PathBuf {
     root().join("examples").join(format!("{name}.toml"))
 }
 
-/// Every example kernel file, sorted.
+/// Every example kernel file that compiles for every target, sorted. The
+/// matrix-core examples (an `mma` step) are shaped for one family's
+/// instructions: [`matrix_examples`] lists them, and tests/mma.rs runs
+/// each through every target that has its instruction.
 pub fn examples() -> Vec<String> {
+    all_examples()
+        .into_iter()
+        .filter(|n| !is_matrix(n))
+        .collect()
+}
+
+/// The examples with an `mma` step, sorted.
+pub fn matrix_examples() -> Vec<String> {
+    all_examples()
+        .into_iter()
+        .filter(|n| is_matrix(n))
+        .collect()
+}
+
+fn is_matrix(name: &str) -> bool {
+    std::fs::read_to_string(example(name)).is_ok_and(|s| s.contains("\"mma("))
+}
+
+fn all_examples() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("examples"))
         .expect("examples/")
         .filter_map(|e| e.ok())

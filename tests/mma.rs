@@ -6,7 +6,7 @@
 //! what it has; and a seeded sweep over shapes, tiles and sizes.
 
 use rocmc::Options;
-use rocmc_tests::{assemble_ptx, example, tool};
+use rocmc_tests::{assemble_ptx, example, matrix_examples, tool};
 use std::collections::HashMap;
 
 /// Targets with matrix units, with the wave size to use (None: the default).
@@ -66,6 +66,13 @@ fn run_emulated(
 const EXAMPLES: &[&str] = &["gemm_f16", "gemm_f16_mma", "gemm_bf16_gelu", "gemm_i8"];
 
 #[test]
+fn the_list_covers_every_matrix_example() {
+    let mut ours: Vec<String> = EXAMPLES.iter().map(|s| s.to_string()).collect();
+    ours.sort();
+    assert_eq!(ours, matrix_examples());
+}
+
+#[test]
 fn every_matrix_example_matches_the_interpreter_through_each_targets_layout() {
     // Which (example, target) pairs have the instruction, as LLVM's tables
     // and the ISA documents say (tests/matrix.rs checks those against llc).
@@ -88,10 +95,16 @@ fn every_matrix_example_matches_the_interpreter_through_each_targets_layout() {
             // 77x45 outputs over k = 50: no tile, fragment or k step divides them.
             let r = run_emulated(&src, p, *wave, &[("M", 77), ("N", 45), ("K", 50)], 3);
             match r {
-                Ok(_) => assert!(want.contains(p), "{name} ran on {p}, which lacks its instruction"),
+                Ok(_) => assert!(
+                    want.contains(p),
+                    "{name} ran on {p}, which lacks its instruction"
+                ),
                 Err(e) => {
                     assert!(!want.contains(p), "{name} on {p} (wave {wave:?}): {e}");
-                    assert!(e.contains("mma("), "{name} on {p}: the refusal names the step: {e}");
+                    assert!(
+                        e.contains("mma("),
+                        "{name} on {p}: the refusal names the step: {e}"
+                    );
                 }
             }
         }
@@ -120,7 +133,10 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
             if nvidia {
                 assert!(asm.contains("mma.sync.aligned.m16n8k16"), "{name} {p}");
                 let reports = assemble_ptx(&asm, p).unwrap_or_else(|e| panic!("{name} {p}: {e}"));
-                assert!(reports.iter().all(|r| r.spill_stores == 0), "{name} {p}: spills");
+                assert!(
+                    reports.iter().all(|r| r.spill_stores == 0),
+                    "{name} {p}: spills"
+                );
             } else {
                 // The code object, disassembled by LLVM's own tool, issues the instruction.
                 let co = dir.path().join(format!("{name}-{p}-{wave:?}.hsaco"));
@@ -130,7 +146,8 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
                 let mnemonic = instr[0].name;
                 let squashed = |s: &str| s.replace('_', "");
                 assert!(
-                    dis.lines().any(|l| squashed(l).contains(&squashed(mnemonic))),
+                    dis.lines()
+                        .any(|l| squashed(l).contains(&squashed(mnemonic))),
                     "{name} {p}: no {mnemonic} in the code object"
                 );
                 assert!(asm.contains("; ScratchSize: 0"), "{name} {p}: uses scratch");
@@ -140,8 +157,13 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
 }
 
 fn refusal(src: &str, mcpu: &str) -> String {
-    let e = rocmc::compile("k.toml", src, &opts(mcpu, None, None), rocmc::Emit::default())
-        .expect_err("refused");
+    let e = rocmc::compile(
+        "k.toml",
+        src,
+        &opts(mcpu, None, None),
+        rocmc::Emit::default(),
+    )
+    .expect_err("refused");
     e.to_string()
 }
 
@@ -157,14 +179,28 @@ fn impossible_requests_are_refused_naming_the_step_the_target_and_what_it_has() 
     assert!(e.contains("are 16x16x16"), "{e}");
     assert!(e.contains("mma_m16n8k16_f16 (16x8x16"), "{e}");
     // Types the target lacks: f32 inputs.
-    let f32src = f16.replace("dtype = \"f16\"", "dtype = \"f32\"").replace("f32(A[i, k]) * f32(B[k, j])", "A[i, k] * B[k, j]");
+    let f32src = f16
+        .replace("dtype = \"f16\"", "dtype = \"f32\"")
+        .replace("f32(A[i, k]) * f32(B[k, j])", "A[i, k] * B[k, j]");
     let e = refusal(&f32src, "gfx942");
-    assert!(e.contains("no matrix instruction for f32 x f32 -> f32"), "{e}");
-    assert!(e.contains("v_mfma_f32_16x16x16_f16"), "it lists what it has: {e}");
+    assert!(
+        e.contains("no matrix instruction for f32 x f32 -> f32"),
+        "{e}"
+    );
+    assert!(
+        e.contains("v_mfma_f32_16x16x16_f16"),
+        "it lists what it has: {e}"
+    );
     // A named instruction of another family.
-    let named = f16.replace("mma(ri, rj, rk)", "mma(ri, rj, rk, instr=v_wmma_f32_16x16x16_f16)");
+    let named = f16.replace(
+        "mma(ri, rj, rk)",
+        "mma(ri, rj, rk, instr=v_wmma_f32_16x16x16_f16)",
+    );
     let e = refusal(&named, "gfx942");
-    assert!(e.contains("no matrix instruction `v_wmma_f32_16x16x16_f16`"), "{e}");
+    assert!(
+        e.contains("no matrix instruction `v_wmma_f32_16x16x16_f16`"),
+        "{e}"
+    );
     // Tiles the instruction's shape does not divide are loops of the wrong extent.
     let odd = f16.replace("tile(fi, fj, 16, 16)", "tile(fi, fj, 16, 8)");
     let e = refusal(&odd, "gfx942");
@@ -172,16 +208,26 @@ fn impossible_requests_are_refused_naming_the_step_the_target_and_what_it_has() 
     // threadIdx.x belongs to the lanes.
     let tx = f16.replace("bind(wj, threadIdx.y)", "bind(wj, threadIdx.x)");
     let e = refusal(&tx, "gfx942");
-    assert!(e.contains("threadIdx.x is the lane within the wave") || e.contains("threadIdx.x is already bound"), "{e}");
+    assert!(
+        e.contains("threadIdx.x is the lane within the wave")
+            || e.contains("threadIdx.x is already bound"),
+        "{e}"
+    );
     // Not a sum of products.
-    let max = f16.replace("sum(f32(A[i, k]) * f32(B[k, j]), k)", "reduce_max(f32(A[i, k]) * f32(B[k, j]), k)");
+    let max = f16.replace(
+        "sum(f32(A[i, k]) * f32(B[k, j]), k)",
+        "reduce_max(f32(A[i, k]) * f32(B[k, j]), k)",
+    );
     let e = refusal(&max, "gfx942");
     assert!(e.contains("needs a sum of products"), "{e}");
     // The CPU without --emulate.
     let e = refusal(&f16, "x86-64");
     assert!(e.contains("--emulate"), "{e}");
     // Too many waves.
-    let big = f16.replace("tile(ii, ji, 32, 32)", "tile(ii, ji, 16, 16)").replace("tile(i, j, 64, 64)", "tile(i, j, 128, 128)").replace("tile(fi, fj, 16, 16)", "tile(fi, fj, 16, 16)");
+    let big = f16
+        .replace("tile(ii, ji, 32, 32)", "tile(ii, ji, 16, 16)")
+        .replace("tile(i, j, 64, 64)", "tile(i, j, 128, 128)")
+        .replace("tile(fi, fj, 16, 16)", "tile(fi, fj, 16, 16)");
     let e = refusal(&big, "gfx942");
     assert!(e.contains("threads per block"), "{e}");
 }
@@ -190,7 +236,10 @@ fn impossible_requests_are_refused_naming_the_step_the_target_and_what_it_has() 
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }

@@ -63,7 +63,11 @@ pub(crate) fn llvm_type<'ctx>(cx: &'ctx Context, s: &str) -> R<BasicTypeEnum<'ct
             "i16" => cx.i16_type().into(),
             "i32" => cx.i32_type().into(),
             "i64" => cx.i64_type().into(),
-            other => return Err(CodegenError::Llvm(format!("unknown matrix operand type {other}"))),
+            other => {
+                return Err(CodegenError::Llvm(format!(
+                    "unknown matrix operand type {other}"
+                )))
+            }
         })
     };
     match s.strip_prefix('<').and_then(|r| r.strip_suffix('>')) {
@@ -568,7 +572,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let vt = match et {
                     BasicTypeEnum::FloatType(t) => t.vec_type(per as u32),
                     BasicTypeEnum::IntType(t) => t.vec_type(per as u32),
-                    _ => return Err(CodegenError::Llvm("a matrix operand of a non-scalar type".into())),
+                    _ => {
+                        return Err(CodegenError::Llvm(
+                            "a matrix operand of a non-scalar type".into(),
+                        ))
+                    }
                 };
                 let mut acc = vt.get_poison();
                 for (i, x) in part.iter().enumerate() {

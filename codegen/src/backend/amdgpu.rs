@@ -221,15 +221,9 @@ impl Backend for AmdGpu<'_> {
         let bit = |v: bool| fcx.cx.bool_type().const_int(v as u64, false).into();
         let args: Vec<BasicValueEnum> = match instr.family {
             Family::Mfma => [a, b, c, vec![fcx.i32(0).into(); 3]].concat(),
-            Family::WmmaGfx11 | Family::WmmaGfx12 if instr.a == MType::I8 => [
-                vec![bit(true)],
-                a,
-                vec![bit(true)],
-                b,
-                c,
-                vec![bit(false)],
-            ]
-            .concat(),
+            Family::WmmaGfx11 | Family::WmmaGfx12 if instr.a == MType::I8 => {
+                [vec![bit(true)], a, vec![bit(true)], b, c, vec![bit(false)]].concat()
+            }
             Family::WmmaGfx11 | Family::WmmaGfx12 => [a, b, c].concat(),
             Family::MmaSync => {
                 return Err(crate::CodegenError::Llvm(format!(

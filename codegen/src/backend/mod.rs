@@ -65,7 +65,9 @@ pub(crate) fn call_named<'ctx>(
         .try_as_basic_value()
     {
         inkwell::values::ValueKind::Basic(v) => Ok(v),
-        _ => Err(crate::CodegenError::Llvm(format!("{name} returned nothing"))),
+        _ => Err(crate::CodegenError::Llvm(format!(
+            "{name} returned nothing"
+        ))),
     }
 }
 

@@ -736,7 +736,11 @@ fn build(a: BuildArgs) -> Result<(), Error> {
                     .iter()
                     .map(|i| format!("{} ({}x{}x{}, wave{})", i.name, i.m, i.n, i.k, i.wave))
                     .collect();
-                eprintln!("  matrix instructions on {}: {}", art.target, names.join(", "));
+                eprintln!(
+                    "  matrix instructions on {}: {}",
+                    art.target,
+                    names.join(", ")
+                );
             }
         }
     }

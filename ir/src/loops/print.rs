@@ -1,7 +1,7 @@
 //! The loop IR as pseudo-code, for `--emit loops` and snapshot tests.
 
-use crate::index::Index;
 use super::{GpuKernel, Stmt};
+use crate::index::Index;
 use crate::kernel::{Expr, ExprKind, Kernel};
 use std::fmt;
 

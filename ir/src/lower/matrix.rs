@@ -62,7 +62,18 @@ pub fn instr_id(i: &MatrixInstr) -> String {
 fn describe(list: &[&MatrixInstr]) -> String {
     let mut v: Vec<String> = list
         .iter()
-        .map(|i| format!("{} ({}x{}x{}, {} x {} -> {})", instr_id(i), i.m, i.n, i.k, i.a, i.b, i.acc))
+        .map(|i| {
+            format!(
+                "{} ({}x{}x{}, {} x {} -> {})",
+                instr_id(i),
+                i.m,
+                i.n,
+                i.k,
+                i.a,
+                i.b,
+                i.acc
+            )
+        })
         .collect();
     v.dedup();
     v.join(", ")
@@ -150,7 +161,11 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     if st.op != ReduceOp::Sum {
         return Err(Diagnostic::new(
             req.span,
-            format!("`mma` needs a sum of products; stage `{}` is a {} reduction", stage.name, st.op.name()),
+            format!(
+                "`mma` needs a sum of products; stage `{}` is a {} reduction",
+                stage.name,
+                st.op.name()
+            ),
         ));
     }
     let acc_t = st.rbody.dtype;
@@ -205,16 +220,26 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             let Some(i) = all.iter().copied().find(|i| instr_id(i) == n.name) else {
                 return Err(Diagnostic::new(
                     n.span,
-                    format!("{} has no matrix instruction `{}` (wave{})", unit.target, n.name, unit.wave),
+                    format!(
+                        "{} has no matrix instruction `{}` (wave{})",
+                        unit.target, n.name, unit.wave
+                    ),
                 )
                 .hint(format!("it has: {}", describe(&all))));
             };
             if !typed.contains(&i) {
                 return Err(Diagnostic::new(
                     n.span,
-                    format!("`{}` computes {} x {} -> {}; this stage is {want}", n.name, i.a, i.b, i.acc),
+                    format!(
+                        "`{}` computes {} x {} -> {}; this stage is {want}",
+                        n.name, i.a, i.b, i.acc
+                    ),
                 )
-                .hint(format!("for {want} {} has: {}", unit.target, describe(&typed))));
+                .hint(format!(
+                    "for {want} {} has: {}",
+                    unit.target,
+                    describe(&typed)
+                )));
             }
             i
         }
@@ -277,8 +302,16 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         .hint("a later reorder moved them; put `mma` after the last reorder"));
     }
     let rest = &inner[..inner.len() - 3];
-    let kloops: Vec<VarId> = rest.iter().copied().filter(|v| nest.var(*v).reduce).collect();
-    let frags: Vec<VarId> = rest.iter().copied().filter(|v| !nest.var(*v).reduce).collect();
+    let kloops: Vec<VarId> = rest
+        .iter()
+        .copied()
+        .filter(|v| nest.var(*v).reduce)
+        .collect();
+    let frags: Vec<VarId> = rest
+        .iter()
+        .copied()
+        .filter(|v| !nest.var(*v).reduce)
+        .collect();
     if let (Some(f), Some(kv)) = (
         rest.iter().position(|v| !nest.var(*v).reduce),
         rest.iter().rposition(|v| nest.var(*v).reduce),
@@ -302,17 +335,30 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             let Some(e) = nest.var(*v).extent.as_const() else {
                 return Err(Diagnostic::new(
                     nest.var(*v).span,
-                    format!("loop `{}` runs inside a reduction loop but has a symbolic extent", name(*v)),
+                    format!(
+                        "loop `{}` runs inside a reduction loop but has a symbolic extent",
+                        name(*v)
+                    ),
                 )
-                .hint("its iterations each keep accumulator fragments: split it by a constant factor"));
+                .hint(
+                    "its iterations each keep accumulator fragments: split it by a constant factor",
+                ));
             };
             len *= e;
             ix = ix * Index::c(e) + Index::Var(*v);
         }
         Ok((len, ix))
     };
-    let a_frags: Vec<VarId> = frags.iter().copied().filter(|v| expr_uses(&fa, *v)).collect();
-    let b_frags: Vec<VarId> = frags.iter().copied().filter(|v| expr_uses(&fb, *v)).collect();
+    let a_frags: Vec<VarId> = frags
+        .iter()
+        .copied()
+        .filter(|v| expr_uses(&fa, *v))
+        .collect();
+    let b_frags: Vec<VarId> = frags
+        .iter()
+        .copied()
+        .filter(|v| expr_uses(&fb, *v))
+        .collect();
     let (n_acc, acc_ix) = count(&frags)?;
     let (n_a, a_ix) = count(&a_frags)?;
     let (n_b, b_ix) = count(&b_frags)?;
@@ -362,7 +408,8 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         .guards
         .iter()
         .filter(|g| {
-            (0..nest.vars.len() as u32).any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
+            (0..nest.vars.len() as u32)
+                .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
         })
         .collect();
     let clamp = |e: &Expr| -> Expr {
@@ -452,7 +499,11 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     for e in 0..instr.acc_per_lane() {
         let (r, c) = instr.acc_coord(e);
         let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rj, coord(&c, &lane_ix))]);
-        let acc = local(0, acc_ix.clone() * Index::c(pc) + Index::c(i64::from(e)), acc_t);
+        let acc = local(
+            0,
+            acc_ix.clone() * Index::c(pc) + Index::c(i64::from(e)),
+            acc_t,
+        );
         let s = Stmt::Store {
             tensor: st.output,
             indices: st.indices.iter().map(|i| i.subst(&map)).collect(),
@@ -552,8 +603,8 @@ fn expand_body(
                 };
                 let a_base = (wave.clone() * Index::c(i64::from(copies)) + copy.clone())
                     * Index::c(i64::from(m * k));
-                let b_base = (wave * Index::c(i64::from(copies)) + copy)
-                    * Index::c(i64::from(k * n));
+                let b_base =
+                    (wave * Index::c(i64::from(copies)) + copy) * Index::c(i64::from(k * n));
                 for e in 0..instr.a_per_lane() {
                     let (r, kk) = instr.a_coord(e);
                     out.push(Stmt::SharedStore {
@@ -597,9 +648,7 @@ fn expand_body(
                         let y = Expr {
                             kind: ExprKind::Shared {
                                 shared: sb,
-                                index: b_base.clone()
-                                    + Index::c(i64::from(kk * n))
-                                    + c.clone(),
+                                index: b_base.clone() + Index::c(i64::from(kk * n)) + c.clone(),
                             },
                             dtype: bt,
                         };

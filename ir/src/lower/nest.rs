@@ -100,7 +100,10 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         None if nest.matrix.is_some() => {
             return Err(Diagnostic::new(
                 nest.matrix.as_ref().map(|m| m.span).unwrap_or_default(),
-                format!("`mma` needs a matrix product; stage `{}` has no reduction", stage.name),
+                format!(
+                    "`mma` needs a matrix product; stage `{}` has no reduction",
+                    stage.name
+                ),
             )
             .hint("write the stage as `C[i, j] = sum(A[i, k] * B[k, j], k)`"));
         }

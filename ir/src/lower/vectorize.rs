@@ -66,11 +66,10 @@ fn vectorize(
                 continue;
             }
             let contiguous = d + 1 == ix.len()
-                && split_varying(x, &[v])
-                    .is_some_and(|(c, _)| {
-                        c.iter().all(|(t, _)| matches!(t, Index::Var(_)))
-                            && c.iter().map(|(_, k)| k).sum::<i64>() == 1
-                    });
+                && split_varying(x, &[v]).is_some_and(|(c, _)| {
+                    c.iter().all(|(t, _)| matches!(t, Index::Var(_)))
+                        && c.iter().map(|(_, k)| k).sum::<i64>() == 1
+                });
             if !contiguous && problem.is_none() {
                 problem = Some(format!("`{}` is accessed along dimension {d} with a stride other than 1 as `{name}` advances", k.tensor(*tensor).name));
             }

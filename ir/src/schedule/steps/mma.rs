@@ -28,7 +28,10 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                 ))
             }
             Some((k, _)) if k == "instr" => {
-                instr = Some(arg_name(a, "an instruction name such as `v_mfma_f32_16x16x16_f16`")?)
+                instr = Some(arg_name(
+                    a,
+                    "an instruction name such as `v_mfma_f32_16x16x16_f16`",
+                )?)
             }
             Some((k, sp)) => {
                 return Err(Diagnostic::new(*sp, format!("`mma` has no argument `{k}`"))
@@ -99,7 +102,9 @@ pub(crate) fn apply(
                     }
                 ),
             )
-            .hint(format!("write `{EX}` with the rows, columns and reduction loops in that order")));
+            .hint(format!(
+                "write `{EX}` with the rows, columns and reduction loops in that order"
+            )));
         }
         if lv.extent.as_const().is_none() {
             return Err(Diagnostic::new(
@@ -111,7 +116,10 @@ pub(crate) fn apply(
         if lv.kind == LoopKind::Vectorized {
             return Err(Diagnostic::new(
                 n.span,
-                format!("loop `{}` is vectorized; a matrix instruction's loops cannot be", n.name),
+                format!(
+                    "loop `{}` is vectorized; a matrix instruction's loops cannot be",
+                    n.name
+                ),
             ));
         }
         vars[i] = v;
@@ -125,18 +133,19 @@ pub(crate) fn apply(
         .collect();
     let tail = &unbound[unbound.len().saturating_sub(3)..];
     if vars.iter().any(|v| !tail.contains(v)) {
-        let names: Vec<&str> = unbound.iter().map(|v| st.nest.var(*v).name.as_str()).collect();
-        return Err(Diagnostic::new(
-            span,
-            "`mma`'s loops must be the three innermost loops",
-        )
-        .hint(format!(
-            "the loops are now {}; reorder them so that `{}`, `{}` and `{}` come last",
-            names.join(", "),
-            rows.name,
-            cols.name,
-            k.name
-        )));
+        let names: Vec<&str> = unbound
+            .iter()
+            .map(|v| st.nest.var(*v).name.as_str())
+            .collect();
+        return Err(
+            Diagnostic::new(span, "`mma`'s loops must be the three innermost loops").hint(format!(
+                "the loops are now {}; reorder them so that `{}`, `{}` and `{}` come last",
+                names.join(", "),
+                rows.name,
+                cols.name,
+                k.name
+            )),
+        );
     }
     if let Some(other) = st.nest.bound(GpuAxis::Thread(Dim::X)) {
         return Err(Diagnostic::new(
@@ -192,6 +201,9 @@ mod tests {
         let e = nest(&["mma(r, c, x, shape=4)"]).unwrap_err();
         assert!(e.contains("no argument `shape`"), "{e}");
         let e = nest(&["ro, ri = split(r, 16)", "mma(ri, c, ro)"]).unwrap_err();
-        assert!(e.contains("symbolic extent") || e.contains("reduction"), "{e}");
+        assert!(
+            e.contains("symbolic extent") || e.contains("reduction"),
+            "{e}"
+        );
     }
 }
