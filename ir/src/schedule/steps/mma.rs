@@ -197,7 +197,14 @@ mod tests {
         let e = nest(&["mma(r, c)"]).unwrap_err();
         assert!(e.contains("takes three loops"), "{e}");
         let e = nest(&["mma(r, c, c)"]).unwrap_err();
-        assert!(e.contains("named twice") || e.contains("reduction"), "{e}");
+        assert!(e.contains("symbolic extent"), "{e}");
+        let e = nest(&[
+            "ro, ri = split(r, 16)",
+            "co, ci = split(c, 16)",
+            "mma(ri, ci, ci)",
+        ])
+        .unwrap_err();
+        assert!(e.contains("named twice"), "{e}");
         let e = nest(&["mma(r, c, x, shape=4)"]).unwrap_err();
         assert!(e.contains("no argument `shape`"), "{e}");
         let e = nest(&["ro, ri = split(r, 16)", "mma(ri, c, ro)"]).unwrap_err();
