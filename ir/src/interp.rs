@@ -673,7 +673,13 @@ pub fn run_lowered(
 ) -> Result<Vec<Buffer>, InterpError> {
     let shapes = check_inputs(k, sizes, params, inputs)?;
     let mut bufs = all_buffers(k, &shapes, inputs);
-    for g in &prog.kernels {
+    // Matrix instructions run as a wave does, through their lane layout.
+    let expanded: Vec<crate::loops::GpuKernel> = prog
+        .kernels
+        .iter()
+        .map(|g| crate::lower::matrix::expand(g.clone()))
+        .collect();
+    for g in &expanded {
         let st = k.stage(g.stage);
         let env = Env {
             races: std::cell::RefCell::new(Races {
