@@ -303,13 +303,18 @@ impl Frontend {
     /// This kernel lowered for `target`: itself unless a stage has an
     /// `mma` step. On the CPU, `opts.emulate` names the processor whose
     /// matrix instructions run there.
-    pub fn for_target(&self, target: &Target, opts: &Options) -> Result<Frontend, Error> {
+    pub fn for_target(
+        &self,
+        target: &Target,
+        opts: &Options,
+    ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
+        use std::borrow::Cow;
         if !rocmc_ir::lower::needs_target(&self.kernel) {
-            return Ok(self.clone());
+            return Ok(Cow::Borrowed(self));
         }
         let unit = matrix_unit(target, opts)?;
         if self.matrix.is_some() && self.matrix == unit {
-            return Ok(self.clone());
+            return Ok(Cow::Borrowed(self));
         }
         let mut f = self.clone();
         let t1 = Instant::now();
@@ -317,7 +322,7 @@ impl Frontend {
         if let Some(t) = f.timings.iter_mut().find(|t| t.0 == "lower") {
             t.1 += t1.elapsed();
         }
-        Ok(f)
+        Ok(Cow::Owned(f))
     }
 
     /// The matrix instructions the kernel uses, once lowered for a target.
@@ -370,7 +375,7 @@ pub fn backend(
     emit: Emit,
 ) -> Result<Artifact, Error> {
     let lowered = front.for_target(target, opts)?;
-    let front = &lowered;
+    let front: &Frontend = &lowered;
     check_lds(front, target)?;
     rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();

@@ -671,7 +671,7 @@ fn expand_body(
     out
 }
 
-/// Whether any kernel of `p` executes a matrix instruction.
+/// The matrix instructions the kernels of `p` execute, each once.
 pub fn uses_matrix(p: &crate::loops::Program) -> Vec<&'static MatrixInstr> {
     let mut found = Vec::new();
     for g in &p.kernels {
