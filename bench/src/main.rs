@@ -1,7 +1,8 @@
 //! rocmc against clang-22 + ld.lld-22, kernel by kernel.
 //!
 //! For every example with a hand-written HIP equivalent in
-//! bench/reference/ and for gfx90a, gfx942 and gfx1100: the wall time of
+//! bench/reference/ and for gfx90a, gfx942 and gfx1100 (or the targets its
+//! first line names, `// targets: …`): the wall time of
 //! whole cold processes (median of `--runs`, at least 5) — `rocmc build` on
 //! one side, `clang-22 … -fhip-emit-relocatable -c` plus `ld.lld-22 -shared`
 //! on the other — and the resources of both code objects (VGPRs, SGPRs,
@@ -26,13 +27,17 @@ struct Row {
     theirs: Resources,
 }
 
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct Resources {
     vgpr: u64,
+    agpr: u64,
     sgpr: u64,
     spills: u64,
     lds: u64,
     instructions: u64,
+    /// MFMA/WMMA instructions issued, and the distinct mnemonics.
+    matrix: u64,
+    matrix_ops: Vec<String>,
 }
 
 fn run(cmd: &mut Command) -> f64 {
@@ -52,8 +57,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Instructions of every kernel, not counting the padding after the last one.
-fn instructions(file: &Path, mcpu: &str) -> u64 {
+/// Instructions of every kernel, not counting the padding after the last
+/// one, and the matrix instructions among them.
+fn instructions(file: &Path, mcpu: &str) -> (u64, u64, Vec<String>) {
     let out = Command::new("llvm-objdump-22")
         .args(["-d", &format!("--mcpu={mcpu}")])
         .arg(file)
@@ -66,23 +72,53 @@ fn instructions(file: &Path, mcpu: &str) -> u64 {
     }) {
         lines.pop();
     }
-    lines.len() as u64
+    let mut ops: Vec<String> = Vec::new();
+    let mut matrix = 0;
+    for l in &lines {
+        let op = l.split_whitespace().next().unwrap_or("");
+        if op.starts_with("v_mfma") || op.starts_with("v_wmma") || op.starts_with("v_smfmac") {
+            matrix += 1;
+            if !ops.iter().any(|o| o == op) {
+                ops.push(op.to_string());
+            }
+        }
+    }
+    (lines.len() as u64, matrix, ops)
 }
 
 fn resources(file: &Path, mcpu: &str) -> Resources {
     let co = codeobject::read(&std::fs::read(file).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let (instructions, matrix, matrix_ops) = instructions(file, mcpu);
     let mut r = Resources {
-        instructions: instructions(file, mcpu),
+        instructions,
+        matrix,
+        matrix_ops,
         ..Default::default()
     };
     for k in &co.kernels {
         r.vgpr = r.vgpr.max(k.vgpr_count);
+        r.agpr = r.agpr.max(k.agpr_count.unwrap_or(0));
         r.sgpr = r.sgpr.max(k.sgpr_count);
         r.spills += k.vgpr_spill_count + k.sgpr_spill_count;
         r.lds = r.lds.max(k.group_segment_fixed_size);
     }
     r
+}
+
+/// The targets a reference is compared on: `// targets: …` on its first
+/// line (a matrix-core kernel exists only where its instruction does),
+/// otherwise all of TARGETS.
+fn targets(hip: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(hip).unwrap_or_else(|e| panic!("{}: {e}", hip.display()));
+    match text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("// targets:"))
+    {
+        Some(list) => list.split_whitespace().map(String::from).collect(),
+        None => TARGETS.iter().map(|t| t.to_string()).collect(),
+    }
 }
 
 fn ratio(a: f64, b: f64) -> String {
@@ -122,9 +158,10 @@ fn main() {
     examples.sort();
     let mut rows = Vec::new();
     for ex in &examples {
-        for t in TARGETS {
+        let hip = root.join("bench/reference").join(format!("{ex}.hip"));
+        for t in targets(&hip) {
+            let t = t.as_str();
             let kernel = root.join("examples").join(format!("{ex}.toml"));
-            let hip = root.join("bench/reference").join(format!("{ex}.hip"));
             let ours = tmp.path().join(format!("{ex}-{t}.rocmc.hsaco"));
             let obj = tmp.path().join(format!("{ex}-{t}.o"));
             let theirs = tmp.path().join(format!("{ex}-{t}.clang.hsaco"));
@@ -211,6 +248,7 @@ fn main() {
         "\nGeometric means: compile time ratio **{time_geo:.2}** (target ≤ 0.5), instruction ratio **{instr_geo:.2}** (target ≤ 1.0).\nrocmc uses more VGPRs than clang in {vgpr_worse} of {} rows and more instructions in {instr_worse}; rocmc spills: {spills}.\n",
         rows.len()
     ));
+    md.push_str(&matrix_section(&rows));
     // Where a rocmc compile spends its time.
     let out = Command::new(&rocmc)
         .args(["build", "-q", "--time-passes", "--mcpu", "gfx90a"])
@@ -229,6 +267,49 @@ fn main() {
     std::fs::write(root.join("bench/results.md"), &md).unwrap();
     std::fs::write(root.join("bench/compile_time.svg"), svg(&rows)).unwrap();
     eprintln!("wrote bench/results.md and bench/compile_time.svg");
+}
+
+/// The rows whose code issues matrix instructions, against clang's
+/// `__builtin_amdgcn_mfma_*` / `wmma_*` version of the same tiling.
+fn matrix_section(rows: &[Row]) -> String {
+    let rows: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.theirs.matrix > 0 || r.ours.matrix > 0)
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\n## Matrix cores: rocmc `mma(...)` against clang's MFMA/WMMA builtins\n\nThe hand-written references (bench/reference/mma_hip.h) use the same tiling as the examples: 64x64 block tiles, 2x2 waves of 2x2 16x16 fragments, A and B staged in padded LDS, fragments read from LDS with the k tail zeroed. Matrix instructions counted in the disassembly; AGPRs from the code-object metadata.\n\n| kernel | target | instruction (rocmc / clang) | matrix instr. rocmc/clang | VGPR rocmc/clang | AGPR rocmc/clang | LDS B rocmc/clang | spills rocmc/clang | instructions rocmc/clang | compile ms rocmc/clang |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in rows {
+        let ours = r.ours.matrix_ops.join(", ");
+        let theirs = r.theirs.matrix_ops.join(", ");
+        let ops = if ours == theirs {
+            ours
+        } else {
+            format!("{ours} / {theirs}")
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | {}/{} | {:.1}/{:.1} |\n",
+            r.example,
+            r.target,
+            ops,
+            r.ours.matrix,
+            r.theirs.matrix,
+            r.ours.vgpr,
+            r.theirs.vgpr,
+            r.ours.agpr,
+            r.theirs.agpr,
+            r.ours.lds,
+            r.theirs.lds,
+            r.ours.spills,
+            r.theirs.spills,
+            r.ours.instructions,
+            r.theirs.instructions,
+            r.rocmc_ms,
+            r.clang_ms,
+        ));
+    }
+    md
 }
 
 /// A horizontal bar chart of compile times, two bars per row.
@@ -283,10 +364,36 @@ fn nvidia_section(rocmc: &Path, root: &Path, tmp: &Path) -> String {
     let mut md = String::from(
         "\n## The same kernels for NVIDIA (sm_90), beside gfx90a\n\nrocmc's compile time to PTX (median of 5 cold processes), and NVIDIA's assembler's report for that PTX (`ptxas -v -arch sm_90`, CUDA 12.9; max over a file's kernels, spills summed), beside rocmc's gfx90a code object. Run time on a real GPU: bench/gpu-results.md.\n\n| kernel | rocmc → PTX ms | registers sm_90 | VGPRs gfx90a | shared B sm_90 | LDS B gfx90a | spill bytes sm_90 | spills gfx90a |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let mut skipped = Vec::new();
     for n in &names {
         let kernel = root.join("examples").join(format!("{n}.toml"));
         let ptx = tmp.join(format!("{n}.ptx"));
         let hsaco = tmp.join(format!("{n}.hsaco"));
+        // A matrix-core example is shaped for one family's instruction:
+        // compared where both targets compile it, listed where not.
+        let refusal = ["sm_90", "gfx90a"].iter().find_map(|t| {
+            let out = Command::new(rocmc)
+                .args(["build", "-q", "--mcpu", t])
+                .arg(&kernel)
+                .arg("-o")
+                .arg(tmp.join("probe"))
+                .output()
+                .expect("rocmc");
+            let err = String::from_utf8_lossy(&out.stderr);
+            (!out.status.success() && err.contains("mma(")).then(|| {
+                format!(
+                    "{n} on {t}: {}",
+                    err.lines()
+                        .next()
+                        .unwrap_or("")
+                        .trim_start_matches("error: ")
+                )
+            })
+        });
+        if let Some(r) = refusal {
+            skipped.push(r);
+            continue;
+        }
         let ms = median(
             (0..5)
                 .map(|_| {
@@ -314,6 +421,14 @@ fn nvidia_section(rocmc: &Path, root: &Path, tmp: &Path) -> String {
             "| {n} | {ms:.1} | {regs} | {} | {smem} | {} | {spills} | {} |\n",
             amd.vgpr, amd.lds, amd.spills
         ));
+    }
+    if !skipped.is_empty() {
+        md.push_str(
+            "\nNot in this table (the matrix instruction's shape exists on one family only):\n\n",
+        );
+        for s in skipped {
+            md.push_str(&format!("- {s}\n"));
+        }
     }
     md
 }
