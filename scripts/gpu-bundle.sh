@@ -20,7 +20,7 @@ cargo build -q --release -p rocmc-gpu-check -p vadd-app -p rocmc-worker
 # against the interpreter and not timed, built with --fp-contract off: some
 # turn float results into integers, where one FMA's rounding can move a
 # value across an integer boundary and no tolerance applies.
-for f in examples/*.toml bench/gpu/variants/*.toml tests/regress/*.toml; do
+for f in examples/*.toml bench/gpu/variants/*.toml bench/matrix/variants/*.toml tests/regress/*.toml; do
   name=$(basename "$f" .toml)
   cp "$f" "$dir/kernels/"
   contract=fast

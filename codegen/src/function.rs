@@ -379,10 +379,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::Matrix {
                     instr, a, b, acc, ..
                 } => self.matrix(instr, a, b, acc)?,
-                leaf
-                @ (Stmt::Store { .. } | Stmt::LocalStore { .. } | Stmt::SharedStore { .. }) => {
-                    self.leaf(leaf)?
-                }
+                leaf @ (Stmt::Store { .. }
+                | Stmt::LocalStore { .. }
+                | Stmt::SharedStore { .. }
+                | Stmt::SharedFill { .. }) => self.leaf(leaf)?,
             }
         }
         Ok(())
@@ -629,12 +629,109 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let p = self.shared_ptr(*shared, index)?;
                 self.b.build_store(p, v).map_err(llvm_err)?;
             }
+            Stmt::SharedFill {
+                shared,
+                index,
+                value,
+                width,
+            } => self.shared_fill(*shared, index, value, *width)?,
             _ => {
                 return Err(CodegenError::Llvm(
                     "not a leaf statement (a rocmc bug)".into(),
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// A vector fill of LDS (`cache_read(..., vec=W)`): one W-wide load
+    /// and store where every lane lies inside the tensor and the address is
+    /// aligned to the whole vector, otherwise each lane's clamped scalar
+    /// load. The alignment is checked at run time: it depends on the
+    /// tensor's row length and base address.
+    fn shared_fill(&mut self, shared: u32, index: &Index, value: &Expr, width: u32) -> R<()> {
+        let ExprKind::Load { tensor, indices } = &value.kind else {
+            return Err(CodegenError::Llvm(
+                "an LDS fill of something other than a load (a rocmc bug)".into(),
+            ));
+        };
+        let scalar = |me: &mut Self| -> R<()> {
+            for l in 0..width {
+                me.leaf(&Stmt::SharedStore {
+                    shared,
+                    index: index.clone() + Index::c(i64::from(l)),
+                    value: rocmc_ir::loops::fill_lane(me.k, value, l),
+                })?;
+            }
+            Ok(())
+        };
+        let (Some(last), Some(ext)) = (indices.last(), self.k.tensor(*tensor).shape.last()) else {
+            return scalar(self);
+        };
+        let dt = value.dtype;
+        let elem = match mem_ty(self.cx, dt) {
+            BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
+                t.vec_type(width).as_basic_type_enum()
+            }
+            BasicTypeEnum::IntType(t) if dt != DType::Bool => {
+                t.vec_type(width).as_basic_type_enum()
+            }
+            _ => return scalar(self),
+        };
+        let bytes = u64::from(width) * dt.size() as u64;
+        let c = self.index(last)?;
+        let ext = self.index(ext)?;
+        let end = self
+            .b
+            .build_int_nsw_add(c, self.i32(i64::from(width)), "")
+            .map_err(llvm_err)?;
+        let lo = self
+            .b
+            .build_int_compare(IntPredicate::SGE, c, self.i32(0), "")
+            .map_err(llvm_err)?;
+        let hi = self
+            .b
+            .build_int_compare(IntPredicate::SLE, end, ext, "")
+            .map_err(llvm_err)?;
+        let inside = self.b.build_and(lo, hi, "").map_err(llvm_err)?;
+        let check = self.cx.append_basic_block(self.f, "fill.align");
+        let vector = self.cx.append_basic_block(self.f, "fill.vector");
+        let lanes = self.cx.append_basic_block(self.f, "fill.lanes");
+        let join = self.cx.append_basic_block(self.f, "fill.join");
+        self.b
+            .build_conditional_branch(inside, check, lanes)
+            .map_err(llvm_err)?;
+        // Only formed where the lanes are inside: out-of-range indices
+        // would make the address arithmetic's no-wrap flags poison.
+        self.b.position_at_end(check);
+        let p = self.address(*tensor, indices)?;
+        let i64t = self.cx.i64_type();
+        let pi = self.b.build_ptr_to_int(p, i64t, "").map_err(llvm_err)?;
+        let rem = self
+            .b
+            .build_and(pi, i64t.const_int(bytes - 1, false), "")
+            .map_err(llvm_err)?;
+        let aligned = self
+            .b
+            .build_int_compare(IntPredicate::EQ, rem, i64t.const_zero(), "")
+            .map_err(llvm_err)?;
+        self.b
+            .build_conditional_branch(aligned, vector, lanes)
+            .map_err(llvm_err)?;
+        self.b.position_at_end(vector);
+        let v = self.b.build_load(elem, p, "").map_err(llvm_err)?;
+        v.as_instruction_value()
+            .expect("load")
+            .set_alignment(bytes as u32)
+            .map_err(llvm_err)?;
+        let sp = self.shared_ptr(shared, index)?;
+        let st = self.b.build_store(sp, v).map_err(llvm_err)?;
+        st.set_alignment(bytes as u32).map_err(llvm_err)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(lanes);
+        scalar(self)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
         Ok(())
     }
 

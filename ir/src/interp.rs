@@ -886,6 +886,26 @@ fn exec(
                     t.locals[*local as usize][i] = v;
                 }
             }
+            Stmt::SharedFill {
+                shared: a,
+                index,
+                value,
+                width,
+            } => {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
+                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    for l in 0..*width {
+                        let lane = crate::loops::fill_lane(env.k, value, l);
+                        let v = normalize(
+                            value.dtype,
+                            env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,
+                        );
+                        env.races.borrow_mut().write(*a as usize, i + l as usize)?;
+                        shared[*a as usize][i + l as usize] = v;
+                    }
+                }
+            }
             Stmt::SharedStore {
                 shared: a,
                 index,

@@ -214,11 +214,22 @@ impl Backend for Host {
         _cx: &'ctx Context,
         _m: &Module<'ctx>,
         b: &Builder<'ctx>,
-        _g: &GpuKernel,
+        g: &GpuKernel,
         l: &Local,
         at: ArrayType<'ctx>,
     ) -> R<PointerValue<'ctx>> {
-        b.build_alloca(at, &l.name).map_err(llvm_err)
+        let p = b.build_alloca(at, &l.name).map_err(llvm_err)?;
+        // Vector fills store whole aligned vectors into it.
+        let i = g
+            .shared
+            .iter()
+            .position(|x| std::ptr::eq(x, l))
+            .unwrap_or(0);
+        if let Some(inst) = p.as_instruction() {
+            inst.set_alignment(g.shared_align(i as u32).max(4))
+                .map_err(llvm_err)?;
+        }
+        Ok(p)
     }
 
     /// One slice per thread of the block; `leaf_for_threads` points at the current one.

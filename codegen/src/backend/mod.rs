@@ -86,7 +86,12 @@ fn shared_global<'ctx>(
     );
     gv.set_initializer(&at.get_poison());
     gv.set_linkage(inkwell::module::Linkage::Internal);
-    gv.set_alignment(l.dtype.size().max(4) as u32);
+    let i = g
+        .shared
+        .iter()
+        .position(|x| std::ptr::eq(x, l))
+        .unwrap_or(0);
+    gv.set_alignment(g.shared_align(i as u32).max(4));
     gv.as_pointer_value()
 }
 

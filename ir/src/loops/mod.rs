@@ -141,6 +141,19 @@ pub enum Stmt {
         index: Index,
         value: Expr,
     },
+    /// A `cache_read(..., vec=W)` fill: `value` is a load
+    /// `tensor[i.., c]`, and for each `l` in `0..width`,
+    /// `shared[shared][index + l] = tensor[i.., clamp(c + l)]`, the last
+    /// index clamped into the tensor's last dimension. One vector access
+    /// where all lanes lie inside the tensor and the address is aligned to
+    /// the whole vector, clamped scalar loads elsewhere. `index` is a
+    /// multiple of `width`; the other indices are in range.
+    SharedFill {
+        shared: u32,
+        index: Index,
+        value: Expr,
+        width: u32,
+    },
     /// One matrix instruction, executed by every lane of a wave together:
     /// D = A·B + C where this lane's elements of A, B and C/D are
     /// `locals[a.0][a.1 + e]`, `locals[b.0][b.1 + e]` and
@@ -188,6 +201,7 @@ impl Stmt {
             s @ (Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
+            | Stmt::SharedFill { .. }
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }) => s,
@@ -195,7 +209,52 @@ impl Stmt {
     }
 }
 
+/// Lane `l` of a [`Stmt::SharedFill`]'s load: its last index plus `l`,
+/// clamped into `0..extent` of the tensor's last dimension. The one
+/// definition of a fill's lanes, for the interpreter and the scalar path of
+/// code generation alike.
+pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
+    use crate::index::IOp;
+    let crate::kernel::ExprKind::Load { tensor, indices } = &value.kind else {
+        return value.clone();
+    };
+    let mut indices = indices.clone();
+    if let (Some(last), Some(ext)) = (indices.last_mut(), k.tensor(*tensor).shape.last()) {
+        let shifted = last.clone() + Index::c(i64::from(l));
+        *last = Index::bin(
+            IOp::Max,
+            Index::bin(IOp::Min, shifted, ext.clone() - Index::c(1)),
+            Index::c(0),
+        );
+    }
+    Expr {
+        kind: crate::kernel::ExprKind::Load {
+            tensor: *tensor,
+            indices,
+        },
+        dtype: value.dtype,
+    }
+}
+
 impl GpuKernel {
+    /// The bytes LDS array `i` must be aligned to: its element's size, or
+    /// the widest vector a [`Stmt::SharedFill`] stores into it.
+    pub fn shared_align(&self, i: u32) -> u32 {
+        let size = self
+            .shared
+            .get(i as usize)
+            .map_or(1, |l| l.dtype.size() as u32);
+        let mut align = size;
+        visit::walk(&self.body, &mut |s| {
+            if let Stmt::SharedFill { shared, width, .. } = s {
+                if *shared == i {
+                    align = align.max(size * width);
+                }
+            }
+        });
+        align
+    }
+
     pub fn threads(&self) -> u32 {
         self.block.iter().product()
     }

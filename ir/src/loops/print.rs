@@ -111,6 +111,20 @@ impl fmt::Display for Pretty<'_> {
                             expr_text(p, value, sizes, vars)
                         )?;
                     }
+                    Stmt::SharedFill {
+                        shared,
+                        index,
+                        value,
+                        width,
+                    } => {
+                        writeln!(
+                            f,
+                            "{pad}{}[{}..+{width}] = {}..+{width} (LDS)",
+                            p.gpu.shared[*shared as usize].name,
+                            index.display(sizes, vars),
+                            expr_text(p, value, sizes, vars)
+                        )?;
+                    }
                     Stmt::Barrier => writeln!(f, "{pad}barrier")?,
                     Stmt::Unswitch { guards, fast, slow } => {
                         let c: Vec<String> = guards

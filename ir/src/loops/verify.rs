@@ -235,6 +235,24 @@ impl Cx<'_> {
                     self.array_access(false, *local, index, "store to")?;
                     self.expr(value)?;
                 }
+                Stmt::SharedFill {
+                    shared,
+                    index,
+                    value,
+                    width,
+                } => {
+                    let ExprKind::Load { tensor, .. } = &value.kind else {
+                        return Err(self.err("an LDS fill whose value is not a tensor load".into()));
+                    };
+                    let t = self.k.tensors.get(tensor.0 as usize);
+                    if t.is_none_or(|t| t.dtype != value.dtype) || *width == 0 {
+                        return Err(self.err("an LDS fill of the wrong type or width".into()));
+                    }
+                    let last = index.clone() + Index::c(i64::from(*width) - 1);
+                    self.array_access(true, *shared, index, "fill of")?;
+                    self.array_access(true, *shared, &last, "fill of")?;
+                    self.expr(value)?;
+                }
                 Stmt::Barrier if divergent => {
                     return Err(self.err(
                         "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)".into(),

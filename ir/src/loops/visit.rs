@@ -15,7 +15,8 @@ impl Stmt {
         match self {
             Stmt::Store { value, .. }
             | Stmt::LocalStore { value, .. }
-            | Stmt::SharedStore { value, .. } => Some(value),
+            | Stmt::SharedStore { value, .. }
+            | Stmt::SharedFill { value, .. } => Some(value),
             Stmt::Bind { .. }
             | Stmt::Loop { .. }
             | Stmt::If { .. }
@@ -34,6 +35,7 @@ impl Stmt {
             Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
+            | Stmt::SharedFill { .. }
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. } => Vec::new(),
@@ -143,6 +145,17 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             shared: f.shared(shared),
             index: f.index(index),
             value: f.expr(value),
+        },
+        Stmt::SharedFill {
+            shared,
+            index,
+            value,
+            width,
+        } => Stmt::SharedFill {
+            shared: f.shared(shared),
+            index: f.index(index),
+            value: f.expr(value),
+            width,
         },
         Stmt::Barrier => Stmt::Barrier,
         Stmt::LocalStore {

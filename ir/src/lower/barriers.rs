@@ -51,7 +51,7 @@ fn expr_reads(e: &Expr, out: &RefCell<BTreeSet<u32>>) {
 fn access(s: &Stmt, acc: &mut Access) {
     let reads = RefCell::new(BTreeSet::new());
     match s {
-        Stmt::SharedStore { shared, value, .. } => {
+        Stmt::SharedStore { shared, value, .. } | Stmt::SharedFill { shared, value, .. } => {
             acc.writes.insert(*shared);
             expr_reads(value, &reads);
         }

@@ -10,7 +10,7 @@ use super::region::{
 use super::{Local, Lowering, Stmt, MAX_ACCUMULATORS, MAX_LDS};
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
-use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
+use crate::kernel::{Expr, ExprKind, Kernel, TensorId, TensorKind};
 use crate::loops::visit::{map_indices, map_values, walk};
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 
@@ -156,7 +156,41 @@ fn stage_cache(
     } else {
         tid.clone()
     };
-    let iters = (elems + threads - 1) / threads;
+    // With `vec=W` a thread copies W consecutive elements of the last
+    // dimension at once: the tile is copied in groups of W.
+    let vec = c.vec.max(1);
+    if vec > 1 {
+        let bad = if size[n - 1] % vec != 0 {
+            Some(format!(
+                "the tile's last dimension ({}) is not a multiple of vec={vec}",
+                size[n - 1]
+            ))
+        } else if padded[n - 1] % vec != 0 {
+            Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
+        } else if vec * t.dtype.size() as i64 > 16 {
+            Some(format!(
+                "vec={vec} of {} is {} bytes; one access moves at most 16",
+                t.dtype,
+                vec * t.dtype.size() as i64
+            ))
+        } else {
+            None
+        };
+        if let Some(b) = bad {
+            return Err(err(format!(
+                "cannot copy `{}` {vec} elements at a time: {b}",
+                t.name
+            ))
+            .hint("choose vec to divide the tile's last dimension and its padded width"));
+        }
+        if let TensorKind::Stage(p) = t.kind {
+            if k.stage(p).compute_at().is_some() {
+                return Err(err(format!("`{}` is computed at a loop of this stage, so its tile is not copied from memory; `vec` does not apply", t.name)));
+            }
+        }
+    }
+    let groups = elems / vec;
+    let iters = (groups + threads - 1) / threads;
     vars.push(LoopVar {
         name: format!("{}_copy", c.name),
         reduce: false,
@@ -165,7 +199,12 @@ fn stage_cache(
         span: c.span,
     });
     let it = VarId(vars.len() as u32 - 1);
-    let e = Index::Var(it) * Index::c(threads) + tid;
+    let group = Index::Var(it) * Index::c(threads) + tid;
+    let e = if vec > 1 {
+        group.clone() * Index::c(vec)
+    } else {
+        group.clone()
+    };
     let mut stride = elems;
     let mut offs = Vec::new();
     let mut global = Vec::new();
@@ -174,7 +213,8 @@ fn stage_cache(
         let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
         // Reads are clamped: parts of the tile beyond the tensor feed only
         // results that are never stored. Writes are guarded instead.
-        global.push(if c.kind.write() {
+        // A vector fill clamps each of its lanes itself.
+        global.push(if c.kind.write() || (vec > 1 && d == n - 1) {
             base[d].clone() + o.clone()
         } else {
             clamp_into(k, base[d].clone() + o.clone(), &t.shape[d])
@@ -228,6 +268,13 @@ fn stage_cache(
                 index: flat(&offs),
                 value: loaded,
             }
+        } else if vec > 1 {
+            Stmt::SharedFill {
+                shared: id,
+                index: flat(&offs),
+                value: loaded,
+                width: vec as u32,
+            }
         } else {
             Stmt::SharedStore {
                 shared: id,
@@ -237,13 +284,13 @@ fn stage_cache(
         }
     };
     // No guard when the threads divide the tile; no loop for a single pass.
-    let guarded = if elems % threads == 0 {
+    let guarded = if groups % threads == 0 {
         vec![store]
     } else {
         vec![Stmt::If {
             guards: vec![Guard {
-                value: e,
-                extent: Index::c(elems),
+                value: group,
+                extent: Index::c(groups),
             }],
             body: vec![store],
         }]

@@ -10,7 +10,7 @@
 //! two). Out-of-range rows and columns load clamped values (their results
 //! are never stored); out-of-range k contributes zero.
 
-use super::{nest, Lowering, Stmt};
+use super::{nest, region, Lowering, Stmt};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{BinOp, Expr, ExprKind, ReduceOp, TensorId};
@@ -429,10 +429,10 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     };
     let (fa, fb) = (clamp(&fa), clamp(&fb));
     let lane_ix = Index::Var(lane);
-    let element = |f: &Expr, map: HashMap<VarId, Index>| -> Expr {
+    let element = |f: &Expr, map: HashMap<VarId, Index>, zero_tail: bool| -> Expr {
         let v = f.map_indices(&|ix| ix.subst(&map));
         let mut cond: Option<Expr> = None;
-        for g in &kguards {
+        for g in kguards.iter().filter(|_| zero_tail) {
             let c = bin(
                 BinOp::Lt,
                 Expr {
@@ -458,32 +458,61 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             },
         }
     };
-    let mut a_fill = Vec::new();
-    for e in 0..instr.a_per_lane() {
-        let (r, kk) = instr.a_coord(e);
-        let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rk, coord(&kk, &lane_ix))]);
-        a_fill.push(Stmt::LocalStore {
-            local: 1,
-            index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
-            value: element(&fa, map),
-        });
-    }
-    let mut b_fill = Vec::new();
-    for e in 0..instr.b_per_lane() {
-        let (kk, c) = instr.b_coord(e);
-        let map = HashMap::from([(rk, coord(&kk, &lane_ix)), (rj, coord(&c, &lane_ix))]);
-        b_fill.push(Stmt::LocalStore {
-            local: 2,
-            index: b_ix.clone() * Index::c(pb) + Index::c(i64::from(e)),
-            value: element(&fb, map),
-        });
-    }
+    let fills = |zero_tail: bool| {
+        let mut a_fill = Vec::new();
+        for e in 0..instr.a_per_lane() {
+            let (r, kk) = instr.a_coord(e);
+            let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rk, coord(&kk, &lane_ix))]);
+            a_fill.push(Stmt::LocalStore {
+                local: 1,
+                index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
+                value: element(&fa, map, zero_tail),
+            });
+        }
+        let mut b_fill = Vec::new();
+        for e in 0..instr.b_per_lane() {
+            let (kk, c) = instr.b_coord(e);
+            let map = HashMap::from([(rk, coord(&kk, &lane_ix)), (rj, coord(&c, &lane_ix))]);
+            b_fill.push(Stmt::LocalStore {
+                local: 2,
+                index: b_ix.clone() * Index::c(pb) + Index::c(i64::from(e)),
+                value: element(&fb, map, zero_tail),
+            });
+        }
+        (a_fill, b_fill)
+    };
+    // Where a whole tile of k is in range, its operands need no zeroing:
+    // inside the outermost k loop, an unswitch on the tile's last k runs
+    // the loads without their selects (the k guards grow with the inner k
+    // loops and the instruction's k, so the last k bounds them all).
+    let full_tile: Option<Vec<Guard>> = kloops.first().and_then(|_| {
+        let inner: Vec<VarId> = kloops[1..].iter().copied().chain([rk]).collect();
+        let mut last = HashMap::new();
+        for v in &inner {
+            let ext = nest.var(*v).extent.as_const()?;
+            last.insert(*v, Index::c(ext - 1));
+        }
+        let gs = kguards
+            .iter()
+            .map(|g| {
+                let (terms, _) = region::split_varying(&g.value, &inner)?;
+                terms
+                    .iter()
+                    .all(|(t, c)| matches!(t, Index::Var(_)) && *c > 0)
+                    .then(|| Guard {
+                        value: g.value.subst(&last),
+                        extent: g.extent.clone(),
+                    })
+            })
+            .collect::<Option<Vec<Guard>>>()?;
+        (!gs.is_empty()).then_some(gs)
+    });
     let wave = st.waves[0].1.map_or(Index::c(0), Index::Var)
         + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0));
     let mma = Stmt::Matrix {
         instr,
-        a: (1, a_ix * Index::c(pa)),
-        b: (2, b_ix * Index::c(pb)),
+        a: (1, a_ix.clone() * Index::c(pa)),
+        b: (2, b_ix.clone() * Index::c(pb)),
         acc: (0, acc_ix.clone() * Index::c(pc)),
         lane: lane_ix.clone(),
         wave,
@@ -530,11 +559,26 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             }
         });
     }
-    let mut step = nest::build(nest, &a_frags, &[], a_fill);
-    step.extend(nest::build(nest, &b_frags, &[], b_fill));
-    step.extend(nest::build(nest, &frags, &[], vec![mma]));
+    let step = |zero_tail: bool| {
+        let (a_fill, b_fill) = fills(zero_tail);
+        let mut step = nest::build(nest, &a_frags, &[], a_fill);
+        step.extend(nest::build(nest, &b_frags, &[], b_fill));
+        step.extend(nest::build(nest, &frags, &[], vec![mma.clone()]));
+        step
+    };
     let mut leaf = nest::build(nest, &frags, &[], init);
-    leaf.extend(nest::build(nest, &kloops, &[], step));
+    match full_tile {
+        Some(guards) => {
+            let inner = &kloops[1..];
+            let split = vec![Stmt::Unswitch {
+                guards,
+                fast: nest::build(nest, inner, &[], step(false)),
+                slow: nest::build(nest, inner, &[], step(true)),
+            }];
+            leaf.extend(nest::build(nest, &kloops[..1], &[], split));
+        }
+        None => leaf.extend(nest::build(nest, &kloops, &[], step(true))),
+    }
     leaf.extend(nest::build(nest, &frags, &[], store));
     Ok((nest::build(nest, outer, &[], leaf), locals))
 }

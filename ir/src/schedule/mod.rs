@@ -135,11 +135,13 @@ pub enum StepKind {
     /// `at` (or once per work-group if `at` is bound to a blockIdx), the
     /// work-group copies the part of `A` that the loops inside read into
     /// LDS, and those reads come from LDS. `pad` widens the last dimension
-    /// of the tile to avoid bank conflicts.
+    /// of the tile to avoid bank conflicts; `vec` is how many consecutive
+    /// elements each thread copies at once (one vector access).
     Cache {
         tensor: Name,
         at: Name,
         pad: i64,
+        vec: i64,
         kind: CacheKind,
         result: Name,
     },
@@ -303,6 +305,9 @@ pub struct Cache {
     pub tensor: crate::TensorId,
     pub at: VarId,
     pub pad: i64,
+    /// Elements of the last dimension each thread copies per access (1:
+    /// one element; `vec=8`: eight, one 16-byte access for f16).
+    pub vec: i64,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
@@ -505,9 +510,10 @@ impl State<'_> {
                 tensor,
                 at,
                 pad,
+                vec,
                 kind,
                 result,
-            } => steps::cache::apply(self, tensor, at, *pad, *kind, result, span),
+            } => steps::cache::apply(self, tensor, at, (*pad, *vec), *kind, result, span),
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Mma {

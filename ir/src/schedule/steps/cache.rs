@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -8,15 +8,16 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let write = s.name == "cache_write";
     const EX: &str = "AS = cache_read(A, shared, ko)";
     let mut r = results(s, 1, EX)?;
-    if s.args.len() < 3 || s.args.len() > 4 {
+    if s.args.len() < 3 || s.args.len() > 5 {
         return Err(Diagnostic::new(
             s.span,
             format!(
-                "`cache_read` takes 3 or 4 arguments, {} given",
+                "`{}` takes 3 to 5 arguments, {} given",
+                s.name,
                 s.args.len()
             ),
         )
-        .hint(format!("write `{EX}` or add `pad=1`")));
+        .hint(format!("write `{EX}`, optionally with `pad=1` and `vec=8`")));
     }
     let tensor = arg_name(&s.args[0], "the tensor to cache")?;
     let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
@@ -29,23 +30,51 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         };
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
-    let pad = match s.args.get(3) {
-        None => 0,
-        Some(a) if a.key.as_ref().is_some_and(|k| k.0 == "pad") => match &a.value.kind {
-            AstKind::Int(v) if (0..=64).contains(v) => *v,
-            _ => {
-                return Err(Diagnostic::new(
+    let (mut pad, mut vec) = (None, None);
+    for a in &s.args[3..] {
+        let key = a.key.as_ref().map(|k| k.0.as_str());
+        let value = match &a.value.kind {
+            AstKind::Int(v) => Some(*v),
+            _ => None,
+        };
+        match key {
+            Some("pad") if pad.is_none() => match value {
+                Some(v) if (0..=64).contains(&v) => pad = Some(v),
+                _ => {
+                    return Err(Diagnostic::new(
+                        a.value.span,
+                        "pad must be an integer from 0 to 64",
+                    ))
+                }
+            },
+            Some("vec") if vec.is_none() => match value {
+                Some(v @ (1 | 2 | 4 | 8 | 16)) => vec = Some(v),
+                _ => return Err(Diagnostic::new(
                     a.value.span,
-                    "pad must be an integer from 0 to 64",
-                ))
+                    "vec must be 1, 2, 4, 8 or 16 elements",
+                )
+                .hint(
+                    "a thread copies `vec` consecutive elements with one access of up to 16 bytes",
+                )),
+            },
+            Some(k @ ("pad" | "vec")) => {
+                return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
-        },
-        Some(a) => return Err(Diagnostic::new(a.value.span, "expected `pad=N`")),
-    };
+            _ => return Err(Diagnostic::new(a.value.span, "expected `pad=N` or `vec=N`")),
+        }
+    }
+    let (pad, vec) = (pad.unwrap_or(0), vec.unwrap_or(1));
+    if vec > 1 && (write || local) {
+        return Err(Diagnostic::new(
+            s.span,
+            "`vec` applies to `cache_read(..., shared, ...)` tiles only",
+        ));
+    }
     Ok(StepKind::Cache {
         tensor,
         at,
         pad,
+        vec,
         kind: CacheKind::of(write, local),
         result: r.remove(0),
     })
@@ -55,7 +84,7 @@ pub(crate) fn apply(
     st: &mut State,
     tensor: &Name,
     at: &Name,
-    pad: i64,
+    (pad, vec): (i64, i64),
     kind: CacheKind,
     result: &Name,
     span: Span,
@@ -81,6 +110,7 @@ pub(crate) fn apply(
         tensor: crate::TensorId(t as u32),
         at: v,
         pad,
+        vec,
         kind,
         name: result.name.clone(),
         span,
