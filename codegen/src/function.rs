@@ -19,7 +19,7 @@ use inkwell::values::{
 };
 use inkwell::{FloatPredicate, IntPredicate};
 use rocmc_ir::index::IOp;
-use rocmc_ir::loops::{Addressing, GpuKernel, Stmt};
+use rocmc_ir::loops::{Addressing, GpuKernel, Mem, Stmt};
 use rocmc_ir::{BinOp, DType, Expr, ExprKind, Index, Kernel, MathFn, TensorId, UnaryOp};
 use rocmc_target::matrix::MatrixInstr;
 use std::collections::HashMap;
@@ -382,7 +382,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 leaf @ (Stmt::Store { .. }
                 | Stmt::LocalStore { .. }
                 | Stmt::SharedStore { .. }
-                | Stmt::SharedFill { .. }) => self.leaf(leaf)?,
+                | Stmt::Fill { .. }) => self.leaf(leaf)?,
             }
         }
         Ok(())
@@ -629,12 +629,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let p = self.shared_ptr(*shared, index)?;
                 self.b.build_store(p, v).map_err(llvm_err)?;
             }
-            Stmt::SharedFill {
-                shared,
+            Stmt::Fill {
+                mem,
+                array,
                 index,
                 value,
                 width,
-            } => self.shared_fill(*shared, index, value, *width)?,
+            } => self.fill(*mem, *array, index, value, *width)?,
             _ => {
                 return Err(CodegenError::Llvm(
                     "not a leaf statement (a rocmc bug)".into(),
@@ -644,41 +645,82 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    /// A vector fill of LDS (`cache_read(..., vec=W)`): one W-wide load
-    /// and store where every lane lies inside the tensor and the address is
-    /// aligned to the whole vector, otherwise each lane's clamped scalar
-    /// load. The alignment is checked at run time: it depends on the
-    /// tensor's row length and base address.
-    fn shared_fill(&mut self, shared: u32, index: &Index, value: &Expr, width: u32) -> R<()> {
-        let ExprKind::Load { tensor, indices } = &value.kind else {
-            return Err(CodegenError::Llvm(
-                "an LDS fill of something other than a load (a rocmc bug)".into(),
-            ));
+    /// A [`Stmt::Fill`]: from a tensor, one W-wide load where every lane
+    /// lies inside the tensor and the address is aligned to the whole
+    /// vector, otherwise each lane's clamped scalar load (the alignment is
+    /// checked at run time: it depends on the row length and the base
+    /// address); from registers, the W values. Into LDS, one aligned vector
+    /// store; into registers, W scalars.
+    fn fill(&mut self, mem: Mem, array: u32, index: &Index, value: &Expr, width: u32) -> R<()> {
+        let dt = value.dtype;
+        let vt = match mem_ty(self.cx, dt) {
+            BasicTypeEnum::FloatType(t) if dt != DType::Bool => Some(t.vec_type(width).as_basic_type_enum()),
+            BasicTypeEnum::IntType(t) if dt != DType::Bool => Some(t.vec_type(width).as_basic_type_enum()),
+            _ => None,
+        };
+        let lane_store = |me: &mut Self, l: u32, v: Expr| -> R<()> {
+            let index = index.clone() + Index::c(i64::from(l));
+            me.leaf(&match mem {
+                Mem::Shared => Stmt::SharedStore {
+                    shared: array,
+                    index,
+                    value: v,
+                },
+                Mem::Local => Stmt::LocalStore {
+                    local: array,
+                    index,
+                    value: v,
+                },
+            })
         };
         let scalar = |me: &mut Self| -> R<()> {
             for l in 0..width {
-                me.leaf(&Stmt::SharedStore {
-                    shared,
-                    index: index.clone() + Index::c(i64::from(l)),
-                    value: rocmc_ir::loops::fill_lane(me.k, value, l),
-                })?;
+                lane_store(me, l, rocmc_ir::loops::fill_lane(me.k, value, l))?;
             }
             Ok(())
         };
-        let (Some(last), Some(ext)) = (indices.last(), self.k.tensor(*tensor).shape.last()) else {
+        let Some(vt) = vt else {
             return scalar(self);
         };
-        let dt = value.dtype;
-        let elem = match mem_ty(self.cx, dt) {
-            BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
-                t.vec_type(width).as_basic_type_enum()
+        let bytes = u64::from(width) * dt.size() as u64;
+        let store_vector = |me: &mut Self, v: BasicValueEnum<'ctx>| -> R<()> {
+            match mem {
+                Mem::Shared => {
+                    let sp = me.shared_ptr(array, index)?;
+                    let st = me.b.build_store(sp, v).map_err(llvm_err)?;
+                    st.set_alignment(bytes as u32).map_err(llvm_err)
+                }
+                Mem::Local => {
+                    for l in 0..width {
+                        let x = me
+                            .b
+                            .build_extract_element(v.into_vector_value(), me.i32(i64::from(l)), "")
+                            .map_err(llvm_err)?;
+                        let p = me.local_ptr(array, &(index.clone() + Index::c(i64::from(l))))?;
+                        me.b.build_store(p, x).map_err(llvm_err)?;
+                    }
+                    Ok(())
+                }
             }
-            BasicTypeEnum::IntType(t) if dt != DType::Bool => {
-                t.vec_type(width).as_basic_type_enum()
+        };
+        let (tensor, indices) = match &value.kind {
+            ExprKind::Load { tensor, indices } => (*tensor, indices),
+            ExprKind::Local { .. } => {
+                let mut acc = vt.into_vector_type().get_poison();
+                for l in 0..width {
+                    let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l))?;
+                    acc = self
+                        .b
+                        .build_insert_element(acc, x, self.i32(i64::from(l)), "")
+                        .map_err(llvm_err)?;
+                }
+                return store_vector(self, acc.into());
             }
             _ => return scalar(self),
         };
-        let bytes = u64::from(width) * dt.size() as u64;
+        let (Some(last), Some(ext)) = (indices.last(), self.k.tensor(tensor).shape.last()) else {
+            return scalar(self);
+        };
         let c = self.index(last)?;
         let ext = self.index(ext)?;
         let end = self
@@ -704,7 +746,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // Only formed where the lanes are inside: out-of-range indices
         // would make the address arithmetic's no-wrap flags poison.
         self.b.position_at_end(check);
-        let p = self.address(*tensor, indices)?;
+        let p = self.address(tensor, indices)?;
         let i64t = self.cx.i64_type();
         let pi = self.b.build_ptr_to_int(p, i64t, "").map_err(llvm_err)?;
         let rem = self
@@ -719,14 +761,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .build_conditional_branch(aligned, vector, lanes)
             .map_err(llvm_err)?;
         self.b.position_at_end(vector);
-        let v = self.b.build_load(elem, p, "").map_err(llvm_err)?;
+        let v = self.b.build_load(vt, p, "").map_err(llvm_err)?;
         v.as_instruction_value()
             .expect("load")
             .set_alignment(bytes as u32)
             .map_err(llvm_err)?;
-        let sp = self.shared_ptr(shared, index)?;
-        let st = self.b.build_store(sp, v).map_err(llvm_err)?;
-        st.set_alignment(bytes as u32).map_err(llvm_err)?;
+        store_vector(self, v)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(lanes);
         scalar(self)?;

@@ -886,23 +886,38 @@ fn exec(
                     t.locals[*local as usize][i] = v;
                 }
             }
-            Stmt::SharedFill {
-                shared: a,
+            Stmt::Fill {
+                mem,
+                array: a,
                 index,
                 value,
                 width,
             } => {
-                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                for (n, (t, _)) in th
+                    .iter_mut()
+                    .zip(active)
+                    .enumerate()
+                    .filter(|(_, (_, a))| **a)
+                {
                     env.races.borrow_mut().current = n;
                     let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    // Every lane is read before any is written, as one access does.
+                    let mut lanes = Vec::with_capacity(*width as usize);
                     for l in 0..*width {
                         let lane = crate::loops::fill_lane(env.k, value, l);
-                        let v = normalize(
+                        lanes.push(normalize(
                             value.dtype,
                             env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,
-                        );
-                        env.races.borrow_mut().write(*a as usize, i + l as usize)?;
-                        shared[*a as usize][i + l as usize] = v;
+                        ));
+                    }
+                    for (l, v) in lanes.into_iter().enumerate() {
+                        match mem {
+                            crate::loops::Mem::Shared => {
+                                env.races.borrow_mut().write(*a as usize, i + l)?;
+                                shared[*a as usize][i + l] = v;
+                            }
+                            crate::loops::Mem::Local => t.locals[*a as usize][i + l] = v,
+                        }
                     }
                 }
             }

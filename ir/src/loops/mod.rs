@@ -141,15 +141,18 @@ pub enum Stmt {
         index: Index,
         value: Expr,
     },
-    /// A `cache_read(..., vec=W)` fill: `value` is a load
-    /// `tensor[i.., c]`, and for each `l` in `0..width`,
-    /// `shared[shared][index + l] = tensor[i.., clamp(c + l)]`, the last
-    /// index clamped into the tensor's last dimension. One vector access
-    /// where all lanes lie inside the tensor and the address is aligned to
-    /// the whole vector, clamped scalar loads elsewhere. `index` is a
-    /// multiple of `width`; the other indices are in range.
-    SharedFill {
-        shared: u32,
+    /// `width` consecutive values copied at once into `mem` array `array`
+    /// at `index..index + width` (a multiple of `width`). `value` is either
+    /// a tensor load `tensor[i.., c]`, whose lane `l` reads
+    /// `tensor[i.., clamp(c + l)]` with the last index clamped into the
+    /// tensor's last dimension (one vector access where every lane is inside
+    /// the tensor and the address is aligned to the whole vector, clamped
+    /// scalar loads elsewhere); or a register-array read `locals[r][j]`,
+    /// whose lane `l` reads `locals[r][j + l]`. The other indices are in
+    /// range. Made by `cache_read(..., vec=W)` and its prefetch.
+    Fill {
+        mem: Mem,
+        array: u32,
         index: Index,
         value: Expr,
         width: u32,
@@ -201,7 +204,7 @@ impl Stmt {
             s @ (Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
-            | Stmt::SharedFill { .. }
+            | Stmt::Fill { .. }
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }) => s,
@@ -209,13 +212,31 @@ impl Stmt {
     }
 }
 
-/// Lane `l` of a [`Stmt::SharedFill`]'s load: its last index plus `l`,
-/// clamped into `0..extent` of the tensor's last dimension. The one
-/// definition of a fill's lanes, for the interpreter and the scalar path of
-/// code generation alike.
+/// Where a [`Stmt::Fill`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mem {
+    /// An LDS array (`GpuKernel::shared`).
+    Shared,
+    /// A register array (`GpuKernel::locals`).
+    Local,
+}
+
+/// Lane `l` of a [`Stmt::Fill`]'s value: a load with its last index plus
+/// `l` clamped into `0..extent` of the tensor's last dimension, or the
+/// register `l` places further. The one definition of a fill's lanes, for
+/// the interpreter and the scalar path of code generation alike.
 pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
     use crate::index::IOp;
     let crate::kernel::ExprKind::Load { tensor, indices } = &value.kind else {
+        if let crate::kernel::ExprKind::Local { local, index } = &value.kind {
+            return Expr {
+                kind: crate::kernel::ExprKind::Local {
+                    local: *local,
+                    index: index.clone() + Index::c(i64::from(l)),
+                },
+                dtype: value.dtype,
+            };
+        }
         return value.clone();
     };
     let mut indices = indices.clone();
@@ -238,7 +259,7 @@ pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
 
 impl GpuKernel {
     /// The bytes LDS array `i` must be aligned to: its element's size, or
-    /// the widest vector a [`Stmt::SharedFill`] stores into it.
+    /// the widest vector a [`Stmt::Fill`] stores into it.
     pub fn shared_align(&self, i: u32) -> u32 {
         let size = self
             .shared
@@ -246,8 +267,14 @@ impl GpuKernel {
             .map_or(1, |l| l.dtype.size() as u32);
         let mut align = size;
         visit::walk(&self.body, &mut |s| {
-            if let Stmt::SharedFill { shared, width, .. } = s {
-                if *shared == i {
+            if let Stmt::Fill {
+                mem: Mem::Shared,
+                array,
+                width,
+                ..
+            } = s
+            {
+                if *array == i {
                     align = align.max(size * width);
                 }
             }

@@ -1,6 +1,6 @@
 //! The loop IR as pseudo-code, for `--emit loops` and snapshot tests.
 
-use super::{GpuKernel, Stmt};
+use super::{GpuKernel, Mem, Stmt};
 use crate::index::Index;
 use crate::kernel::{Expr, ExprKind, Kernel};
 use std::fmt;
@@ -111,16 +111,20 @@ impl fmt::Display for Pretty<'_> {
                             expr_text(p, value, sizes, vars)
                         )?;
                     }
-                    Stmt::SharedFill {
-                        shared,
+                    Stmt::Fill {
+                        mem,
+                        array,
                         index,
                         value,
                         width,
                     } => {
+                        let (name, tag) = match mem {
+                            Mem::Shared => (&p.gpu.shared[*array as usize].name, " (LDS)"),
+                            Mem::Local => (&p.gpu.locals[*array as usize].name, ""),
+                        };
                         writeln!(
                             f,
-                            "{pad}{}[{}..+{width}] = {}..+{width} (LDS)",
-                            p.gpu.shared[*shared as usize].name,
+                            "{pad}{name}[{}..+{width}] = {}..+{width}{tag}",
                             index.display(sizes, vars),
                             expr_text(p, value, sizes, vars)
                         )?;

@@ -11,7 +11,7 @@
 //! of [`Index::range`], refined by simple guards); and that the kernel's
 //! LDS fits every AMDGPU.
 
-use super::{GpuKernel, Stmt};
+use super::{GpuKernel, Mem, Stmt};
 use crate::index::Index;
 use crate::kernel::{Expr, ExprKind, Kernel};
 use crate::schedule::GpuAxis;
@@ -235,22 +235,36 @@ impl Cx<'_> {
                     self.array_access(false, *local, index, "store to")?;
                     self.expr(value)?;
                 }
-                Stmt::SharedFill {
-                    shared,
+                Stmt::Fill {
+                    mem,
+                    array,
                     index,
                     value,
                     width,
                 } => {
-                    let ExprKind::Load { tensor, .. } = &value.kind else {
-                        return Err(self.err("an LDS fill whose value is not a tensor load".into()));
+                    let source_ok = match &value.kind {
+                        ExprKind::Load { tensor, .. } => self
+                            .k
+                            .tensors
+                            .get(tensor.0 as usize)
+                            .is_some_and(|t| t.dtype == value.dtype),
+                        ExprKind::Local { local, index } => {
+                            let last = index.clone() + Index::c(i64::from(*width) - 1);
+                            self.array_access(false, *local, index, "fill from")?;
+                            self.array_access(false, *local, &last, "fill from")?;
+                            true
+                        }
+                        _ => false,
                     };
-                    let t = self.k.tensors.get(tensor.0 as usize);
-                    if t.is_none_or(|t| t.dtype != value.dtype) || *width == 0 {
-                        return Err(self.err("an LDS fill of the wrong type or width".into()));
+                    if !source_ok || *width == 0 {
+                        return Err(self.err(
+                            "a fill of something other than a tensor load or registers, or of width 0".into(),
+                        ));
                     }
+                    let shared = *mem == Mem::Shared;
                     let last = index.clone() + Index::c(i64::from(*width) - 1);
-                    self.array_access(true, *shared, index, "fill of")?;
-                    self.array_access(true, *shared, &last, "fill of")?;
+                    self.array_access(shared, *array, index, "fill of")?;
+                    self.array_access(shared, *array, &last, "fill of")?;
                     self.expr(value)?;
                 }
                 Stmt::Barrier if divergent => {

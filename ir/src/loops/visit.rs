@@ -16,7 +16,7 @@ impl Stmt {
             Stmt::Store { value, .. }
             | Stmt::LocalStore { value, .. }
             | Stmt::SharedStore { value, .. }
-            | Stmt::SharedFill { value, .. } => Some(value),
+            | Stmt::Fill { value, .. } => Some(value),
             Stmt::Bind { .. }
             | Stmt::Loop { .. }
             | Stmt::If { .. }
@@ -35,7 +35,7 @@ impl Stmt {
             Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
-            | Stmt::SharedFill { .. }
+            | Stmt::Fill { .. }
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. } => Vec::new(),
@@ -146,13 +146,18 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             index: f.index(index),
             value: f.expr(value),
         },
-        Stmt::SharedFill {
-            shared,
+        Stmt::Fill {
+            mem,
+            array,
             index,
             value,
             width,
-        } => Stmt::SharedFill {
-            shared: f.shared(shared),
+        } => Stmt::Fill {
+            mem,
+            array: match mem {
+                super::Mem::Shared => f.shared(array),
+                super::Mem::Local => f.local(array),
+            },
             index: f.index(index),
             value: f.expr(value),
             width,

@@ -19,6 +19,7 @@
 //! result on every example in the tests.
 
 use super::Stmt;
+use crate::loops::Mem;
 use crate::kernel::{Expr, ExprKind};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -51,10 +52,17 @@ fn expr_reads(e: &Expr, out: &RefCell<BTreeSet<u32>>) {
 fn access(s: &Stmt, acc: &mut Access) {
     let reads = RefCell::new(BTreeSet::new());
     match s {
-        Stmt::SharedStore { shared, value, .. } | Stmt::SharedFill { shared, value, .. } => {
+        Stmt::SharedStore { shared, value, .. }
+        | Stmt::Fill {
+            mem: Mem::Shared,
+            array: shared,
+            value,
+            ..
+        } => {
             acc.writes.insert(*shared);
             expr_reads(value, &reads);
         }
+        Stmt::Fill { value, .. } => expr_reads(value, &reads),
         Stmt::Store { value, .. } | Stmt::LocalStore { value, .. } => expr_reads(value, &reads),
         Stmt::Loop { body, .. } | Stmt::If { body, .. } => {
             for s in body {

@@ -229,6 +229,13 @@ fn stage_cache(
             extent: ext.clone(),
         })
         .collect();
+    let source = Expr {
+        kind: ExprKind::Load {
+            tensor: c.tensor,
+            indices: global.clone(),
+        },
+        dtype: t.dtype,
+    };
     let store = if c.kind.write() {
         // The tile back to memory, skipping what lies beyond the tensor (never written).
         let kind = if c.kind.local() {
@@ -269,8 +276,9 @@ fn stage_cache(
                 value: loaded,
             }
         } else if vec > 1 {
-            Stmt::SharedFill {
-                shared: id,
+            Stmt::Fill {
+                mem: crate::loops::Mem::Shared,
+                array: id,
                 index: flat(&offs),
                 value: loaded,
                 width: vec as u32,
@@ -289,7 +297,7 @@ fn stage_cache(
     } else {
         vec![Stmt::If {
             guards: vec![Guard {
-                value: group,
+                value: group.clone(),
                 extent: Index::c(groups),
             }],
             body: vec![store],
@@ -385,6 +393,120 @@ fn stage_cache(
         };
         return Ok(at_loop(body, c.at, &mut wrap));
     }
+    if c.prefetch {
+        if at_block {
+            return Err(err(format!("`prefetch` loads the next iteration's tile while this one computes, but `{}` is bound to a block index: the tile is copied once", nest.var(c.at).name))
+                .hint("stage the tile at a loop, e.g. the outer reduction loop"));
+        }
+        let staged = iters * vec;
+        if staged > MAX_PREFETCH {
+            return Err(err(format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
+                .hint("use a smaller tile or more threads"));
+        }
+        locals.push(Local {
+            name: format!("{}_next", c.name),
+            dtype: t.dtype,
+            len: staged as u32,
+            span: c.span,
+        });
+        let r = locals.len() as u32 - 1;
+        let in_group = |s: Stmt| {
+            if groups % threads == 0 {
+                s
+            } else {
+                Stmt::If {
+                    guards: vec![Guard {
+                        value: group.clone(),
+                        extent: Index::c(groups),
+                    }],
+                    body: vec![s],
+                }
+            }
+        };
+        // Copy pass j: the tile's elements into registers j*vec.., and
+        // from there into LDS.
+        let (mut load, mut put) = (Vec::new(), Vec::new());
+        for j in 0..iters {
+            let reg = Index::c(j * vec);
+            let staged = Expr {
+                kind: ExprKind::Local {
+                    local: r,
+                    index: reg.clone(),
+                },
+                dtype: t.dtype,
+            };
+            let (ld, st) = if vec > 1 {
+                (
+                    Stmt::Fill {
+                        mem: crate::loops::Mem::Local,
+                        array: r,
+                        index: reg,
+                        value: source.clone(),
+                        width: vec as u32,
+                    },
+                    Stmt::Fill {
+                        mem: crate::loops::Mem::Shared,
+                        array: id,
+                        index: flat(&offs),
+                        value: staged,
+                        width: vec as u32,
+                    },
+                )
+            } else {
+                (
+                    Stmt::LocalStore {
+                        local: r,
+                        index: reg,
+                        value: source.clone(),
+                    },
+                    Stmt::SharedStore {
+                        shared: id,
+                        index: flat(&offs),
+                        value: staged,
+                    },
+                )
+            };
+            let pass = std::collections::HashMap::from([(it, Index::c(j))]);
+            load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
+            put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
+        }
+        // Iteration 0's tile before the loop; each iteration stores the
+        // tile it was given, then loads the next one while it computes.
+        let at = c.at;
+        let first = std::collections::HashMap::from([(at, Index::c(0))]);
+        let next = std::collections::HashMap::from([(at, Index::Var(at) + Index::c(1))]);
+        let prologue = map_indices(load.clone(), &|ix| ix.subst(&first));
+        let ahead = Stmt::If {
+            guards: vec![Guard {
+                value: Index::Var(at) + Index::c(1),
+                extent: nest.var(at).extent.clone(),
+            }],
+            body: map_indices(load, &|ix| ix.subst(&next)),
+        };
+        return Ok(around_loop(body, at, &mut |s| match s {
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: inner,
+            } => {
+                let mut b = put.clone();
+                b.push(Stmt::Barrier);
+                b.push(ahead.clone());
+                b.extend(map_values(inner, &rewrite));
+                b.push(Stmt::Barrier);
+                let mut out = prologue.clone();
+                out.push(Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: b,
+                });
+                out
+            }
+            other => vec![other],
+        }));
+    }
     Ok(insert_fill(
         body,
         c.at,
@@ -393,4 +515,20 @@ fn stage_cache(
         &|inner| map_values(inner, &rewrite),
         !local,
     ))
+}
+
+/// Elements of a tile one thread may hold in registers for `prefetch`.
+const MAX_PREFETCH: i64 = 256;
+
+/// `body` with loop `at` replaced by what `f` makes of it (statements
+/// before it, the loop rebuilt).
+fn around_loop(body: Vec<Stmt>, at: VarId, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    for s in body {
+        match s {
+            Stmt::Loop { var, .. } if var == at => out.extend(f(s)),
+            other => out.push(other.map_bodies(&mut |b| around_loop(b, at, f))),
+        }
+    }
+    out
 }

@@ -142,6 +142,7 @@ pub enum StepKind {
         at: Name,
         pad: i64,
         vec: i64,
+        prefetch: bool,
         kind: CacheKind,
         result: Name,
     },
@@ -308,6 +309,10 @@ pub struct Cache {
     /// Elements of the last dimension each thread copies per access (1:
     /// one element; `vec=8`: eight, one 16-byte access for f16).
     pub vec: i64,
+    /// `prefetch=1`: the next iteration's tile is loaded into registers
+    /// while this iteration computes, and stored to LDS at the top of the
+    /// next (software pipelining of the copy).
+    pub prefetch: bool,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
@@ -511,9 +516,10 @@ impl State<'_> {
                 at,
                 pad,
                 vec,
+                prefetch,
                 kind,
                 result,
-            } => steps::cache::apply(self, tensor, at, (*pad, *vec), *kind, result, span),
+            } => steps::cache::apply(self, tensor, at, (*pad, *vec, *prefetch), *kind, result, span),
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Mma {

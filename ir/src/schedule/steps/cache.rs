@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -8,16 +8,16 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let write = s.name == "cache_write";
     const EX: &str = "AS = cache_read(A, shared, ko)";
     let mut r = results(s, 1, EX)?;
-    if s.args.len() < 3 || s.args.len() > 5 {
+    if s.args.len() < 3 || s.args.len() > 6 {
         return Err(Diagnostic::new(
             s.span,
             format!(
-                "`{}` takes 3 to 5 arguments, {} given",
+                "`{}` takes 3 to 6 arguments, {} given",
                 s.name,
                 s.args.len()
             ),
         )
-        .hint(format!("write `{EX}`, optionally with `pad=1` and `vec=8`")));
+        .hint(format!("write `{EX}`, optionally with `pad=1`, `vec=8` and `prefetch=1`")));
     }
     let tensor = arg_name(&s.args[0], "the tensor to cache")?;
     let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
@@ -30,7 +30,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         };
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
-    let (mut pad, mut vec) = (None, None);
+    let (mut pad, mut vec, mut prefetch) = (None, None, None);
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -57,17 +57,28 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                     "a thread copies `vec` consecutive elements with one access of up to 16 bytes",
                 )),
             },
-            Some(k @ ("pad" | "vec")) => {
+            Some("prefetch") if prefetch.is_none() => match value {
+                Some(v @ (0 | 1)) => prefetch = Some(v == 1),
+                _ => {
+                    return Err(Diagnostic::new(a.value.span, "prefetch must be 0 or 1"))
+                }
+            },
+            Some(k @ ("pad" | "vec" | "prefetch")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
-            _ => return Err(Diagnostic::new(a.value.span, "expected `pad=N` or `vec=N`")),
+            _ => {
+                return Err(Diagnostic::new(
+                    a.value.span,
+                    "expected `pad=N`, `vec=N` or `prefetch=1`",
+                ))
+            }
         }
     }
-    let (pad, vec) = (pad.unwrap_or(0), vec.unwrap_or(1));
-    if vec > 1 && (write || local) {
+    let (pad, vec, prefetch) = (pad.unwrap_or(0), vec.unwrap_or(1), prefetch.unwrap_or(false));
+    if (vec > 1 || prefetch) && (write || local) {
         return Err(Diagnostic::new(
             s.span,
-            "`vec` applies to `cache_read(..., shared, ...)` tiles only",
+            "`vec` and `prefetch` apply to `cache_read(..., shared, ...)` tiles only",
         ));
     }
     Ok(StepKind::Cache {
@@ -75,6 +86,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         at,
         pad,
         vec,
+        prefetch,
         kind: CacheKind::of(write, local),
         result: r.remove(0),
     })
@@ -84,7 +96,7 @@ pub(crate) fn apply(
     st: &mut State,
     tensor: &Name,
     at: &Name,
-    (pad, vec): (i64, i64),
+    (pad, vec, prefetch): (i64, i64, bool),
     kind: CacheKind,
     result: &Name,
     span: Span,
@@ -111,6 +123,7 @@ pub(crate) fn apply(
         at: v,
         pad,
         vec,
+        prefetch,
         kind,
         name: result.name.clone(),
         span,
