@@ -14,6 +14,12 @@ mkdir -p "$out" "$out/kernels"
 bin="$bundle/rocmc-gpu-check"
 cp "$bundle"/kernels/gemm_f16_mma*.* "$bundle"/kernels/matmul_sgemm.* "$out/kernels/"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+# Registers and spills of each kernel, from NVIDIA's assembler.
+if command -v ptxas > /dev/null; then
+  for f in "$out"/kernels/*.ptx; do
+    echo "$(basename "$f" .ptx): $(ptxas -v -arch sm_90 "$f" -o /dev/null 2>&1 | grep -o 'Used [0-9]* registers\|[0-9]* bytes spill stores' | tr '\n' ' ')"
+  done | tee "$out/registers.txt"
+fi
 echo "== check against the reference interpreter"
 "$bin" check "$out/kernels" --cases "${CASES:-6}" --seed "${SEED:-1}" | tee "$out/check.txt"
 rc=${PIPESTATUS[0]}

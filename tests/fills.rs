@@ -13,6 +13,7 @@ use std::collections::HashMap;
 fn with_options(name: &str, options: &str) -> String {
     let src = std::fs::read_to_string(example(name)).unwrap();
     let out = src
+        .replace(", pad=8, prefetch=1)\"", &format!(", pad=8{options})\""))
         .replace(", pad=8)\"", &format!(", pad=8{options})\""))
         .replace(", pad=1)\"", &format!(", pad=4{options})\""))
         .replace("\"BS = cache_read(B, shared, ko)\"", &format!("\"BS = cache_read(B, shared, ko, pad=4{options})\""));

@@ -49,6 +49,10 @@ fn stage_cache(
     let t = k.tensor(c.tensor);
     let err = |m: String| Diagnostic::new(c.span, m);
     let at_block = matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Block(_)));
+    if c.prefetch && at_block {
+        return Err(err(format!("`prefetch` loads the next iteration's tile while this one computes, but `{}` is bound to a block index: the tile is copied once", nest.var(c.at).name))
+            .hint("stage the tile at a loop, e.g. the outer reduction loop"));
+    }
     if matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Thread(_))) {
         return Err(err(format!(
             "`{}` is bound to threads; stage the tile at a serial loop or at a blockIdx loop",
@@ -394,10 +398,6 @@ fn stage_cache(
         return Ok(at_loop(body, c.at, &mut wrap));
     }
     if c.prefetch {
-        if at_block {
-            return Err(err(format!("`prefetch` loads the next iteration's tile while this one computes, but `{}` is bound to a block index: the tile is copied once", nest.var(c.at).name))
-                .hint("stage the tile at a loop, e.g. the outer reduction loop"));
-        }
         let staged = iters * vec;
         if staged > MAX_PREFETCH {
             return Err(err(format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
