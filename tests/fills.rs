@@ -16,7 +16,10 @@ fn with_options(name: &str, options: &str) -> String {
         .replace(", pad=8, prefetch=1)\"", &format!(", pad=8{options})\""))
         .replace(", pad=8)\"", &format!(", pad=8{options})\""))
         .replace(", pad=1)\"", &format!(", pad=4{options})\""))
-        .replace("\"BS = cache_read(B, shared, ko)\"", &format!("\"BS = cache_read(B, shared, ko, pad=4{options})\""));
+        .replace(
+            "\"BS = cache_read(B, shared, ko)\"",
+            &format!("\"BS = cache_read(B, shared, ko, pad=4{options})\""),
+        );
     assert_ne!(out, src, "{name}: no cache_read to change");
     out
 }
@@ -82,7 +85,10 @@ fn gpu_code_issues_vector_fills() {
     let art = rocmc::compile("gemm_f16.toml", &src, &Options::new("gfx942"), emit).unwrap();
     let co = dir.path().join("gemm_f16.hsaco");
     std::fs::write(&co, art.code_object.unwrap()).unwrap();
-    let dis = tool("llvm-objdump-22", &["-d", "--mcpu=gfx942", co.to_str().unwrap()]);
+    let dis = tool(
+        "llvm-objdump-22",
+        &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
+    );
     // A and B: one 16-byte load each before the k loop and one ahead of
     // each step; LDS filled with 16-byte stores only.
     assert_eq!(dis.matches("global_load_dwordx4").count(), 4, "{dis}");
@@ -99,14 +105,22 @@ fn gpu_code_issues_vector_fills() {
         .unwrap()
         .asm
         .unwrap();
-    assert!(ptx.contains("ld.global.nc.v4.b32"), "no 16-byte global loads");
+    assert!(
+        ptx.contains("ld.global.nc.v4.b32"),
+        "no 16-byte global loads"
+    );
     assert!(ptx.contains("st.shared.v4.b32"), "no 16-byte shared stores");
     let reports = assemble_ptx(&ptx, "sm_90").unwrap();
     assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
 }
 
 fn refusal(src: &str) -> String {
-    match rocmc::compile("k.toml", src, &Options::new("gfx942"), rocmc::Emit::default()) {
+    match rocmc::compile(
+        "k.toml",
+        src,
+        &Options::new("gfx942"),
+        rocmc::Emit::default(),
+    ) {
         Ok(_) => panic!("accepted:\n{src}"),
         Err(e) => e.to_string(),
     }
@@ -118,15 +132,39 @@ fn impossible_fills_are_refused_naming_the_value() {
     let step = "\"AS = cache_read(A, shared, ko, pad=1)\"";
     let with = |s: &str| lds.replace(step, &format!("\"{s}\""));
     let cases = [
-        ("AS = cache_read(A, shared, ko, vec=3)", "vec must be 1, 2, 4, 8 or 16"),
-        ("AS = cache_read(A, shared, ko, vec=8)", "vec=8 of f32 is 32 bytes"),
-        ("AS = cache_read(A, shared, ko, pad=1, vec=4)", "not a multiple of vec=4"),
+        (
+            "AS = cache_read(A, shared, ko, vec=3)",
+            "vec must be 1, 2, 4, 8 or 16",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, vec=8)",
+            "vec=8 of f32 is 32 bytes",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, pad=1, vec=4)",
+            "not a multiple of vec=4",
+        ),
         ("AS = cache_read(A, shared, ko, vec=32)", "vec must be"),
-        ("AS = cache_read(A, local, ko, vec=4)", "apply to `cache_read(..., shared, ...)`"),
-        ("AS = cache_read(A, shared, io, prefetch=1)", "bound to a block index"),
-        ("AS = cache_read(A, shared, ko, prefetch=2)", "prefetch must be 0 or 1"),
-        ("AS = cache_read(A, shared, ko, vec=4, vec=4)", "`vec` given twice"),
-        ("AS = cache_read(A, shared, ko, bogus=1)", "expected `pad=N`, `vec=N` or `prefetch=1`"),
+        (
+            "AS = cache_read(A, local, ko, vec=4)",
+            "apply to `cache_read(..., shared, ...)`",
+        ),
+        (
+            "AS = cache_read(A, shared, io, prefetch=1)",
+            "bound to a block index",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, prefetch=2)",
+            "prefetch must be 0 or 1",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, vec=4, vec=4)",
+            "`vec` given twice",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, bogus=1)",
+            "expected `pad=N`, `vec=N` or `prefetch=1`",
+        ),
     ];
     for (step, want) in cases {
         let e = refusal(&with(step));

@@ -654,8 +654,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     fn fill(&mut self, mem: Mem, array: u32, index: &Index, value: &Expr, width: u32) -> R<()> {
         let dt = value.dtype;
         let vt = match mem_ty(self.cx, dt) {
-            BasicTypeEnum::FloatType(t) if dt != DType::Bool => Some(t.vec_type(width).as_basic_type_enum()),
-            BasicTypeEnum::IntType(t) if dt != DType::Bool => Some(t.vec_type(width).as_basic_type_enum()),
+            BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
+                Some(t.vec_type(width).as_basic_type_enum())
+            }
+            BasicTypeEnum::IntType(t) if dt != DType::Bool => {
+                Some(t.vec_type(width).as_basic_type_enum())
+            }
             _ => None,
         };
         let lane_store = |me: &mut Self, l: u32, v: Expr| -> R<()> {

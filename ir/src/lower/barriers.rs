@@ -19,8 +19,8 @@
 //! result on every example in the tests.
 
 use super::Stmt;
-use crate::loops::Mem;
 use crate::kernel::{Expr, ExprKind};
+use crate::loops::Mem;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 

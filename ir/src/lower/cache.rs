@@ -12,6 +12,7 @@ use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
 use crate::kernel::{Expr, ExprKind, Kernel, TensorId, TensorKind};
 use crate::loops::visit::{map_indices, map_values, walk};
+use crate::loops::Mem;
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
@@ -273,27 +274,12 @@ fn stage_cache(
             },
             dtype: t.dtype,
         };
-        if c.kind.local() {
-            Stmt::LocalStore {
-                local: id,
-                index: flat(&offs),
-                value: loaded,
-            }
-        } else if vec > 1 {
-            Stmt::Fill {
-                mem: crate::loops::Mem::Shared,
-                array: id,
-                index: flat(&offs),
-                value: loaded,
-                width: vec as u32,
-            }
+        let mem = if c.kind.local() {
+            Mem::Local
         } else {
-            Stmt::SharedStore {
-                shared: id,
-                index: flat(&offs),
-                value: loaded,
-            }
-        }
+            Mem::Shared
+        };
+        copy_to(mem, id, flat(&offs), loaded, vec)
     };
     // No guard when the threads divide the tile; no loop for a single pass.
     let guarded = if groups % threads == 0 {
@@ -435,37 +421,8 @@ fn stage_cache(
                 },
                 dtype: t.dtype,
             };
-            let (ld, st) = if vec > 1 {
-                (
-                    Stmt::Fill {
-                        mem: crate::loops::Mem::Local,
-                        array: r,
-                        index: reg,
-                        value: source.clone(),
-                        width: vec as u32,
-                    },
-                    Stmt::Fill {
-                        mem: crate::loops::Mem::Shared,
-                        array: id,
-                        index: flat(&offs),
-                        value: staged,
-                        width: vec as u32,
-                    },
-                )
-            } else {
-                (
-                    Stmt::LocalStore {
-                        local: r,
-                        index: reg,
-                        value: source.clone(),
-                    },
-                    Stmt::SharedStore {
-                        shared: id,
-                        index: flat(&offs),
-                        value: staged,
-                    },
-                )
-            };
+            let ld = copy_to(Mem::Local, r, reg, source.clone(), vec);
+            let st = copy_to(Mem::Shared, id, flat(&offs), staged, vec);
             let pass = std::collections::HashMap::from([(it, Index::c(j))]);
             load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
             put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
@@ -515,6 +472,30 @@ fn stage_cache(
         &|inner| map_values(inner, &rewrite),
         !local,
     ))
+}
+
+/// `value`'s `vec` lanes into `mem` array `array` at `index`: one
+/// [`Stmt::Fill`], or a plain store for a single element.
+fn copy_to(mem: Mem, array: u32, index: Index, value: Expr, vec: i64) -> Stmt {
+    match (mem, vec) {
+        (_, 2..) => Stmt::Fill {
+            mem,
+            array,
+            index,
+            value,
+            width: vec as u32,
+        },
+        (Mem::Local, _) => Stmt::LocalStore {
+            local: array,
+            index,
+            value,
+        },
+        (Mem::Shared, _) => Stmt::SharedStore {
+            shared: array,
+            index,
+            value,
+        },
+    }
 }
 
 /// Elements of a tile one thread may hold in registers for `prefetch`.

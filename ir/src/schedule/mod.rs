@@ -519,7 +519,15 @@ impl State<'_> {
                 prefetch,
                 kind,
                 result,
-            } => steps::cache::apply(self, tensor, at, (*pad, *vec, *prefetch), *kind, result, span),
+            } => steps::cache::apply(
+                self,
+                tensor,
+                at,
+                (*pad, *vec, *prefetch),
+                *kind,
+                result,
+                span,
+            ),
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Mma {

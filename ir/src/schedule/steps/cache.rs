@@ -17,7 +17,9 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                 s.args.len()
             ),
         )
-        .hint(format!("write `{EX}`, optionally with `pad=1`, `vec=8` and `prefetch=1`")));
+        .hint(format!(
+            "write `{EX}`, optionally with `pad=1`, `vec=8` and `prefetch=1`"
+        )));
     }
     let tensor = arg_name(&s.args[0], "the tensor to cache")?;
     let scope = arg_name(&s.args[1], "a memory scope such as `shared`")?;
@@ -59,9 +61,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             },
             Some("prefetch") if prefetch.is_none() => match value {
                 Some(v @ (0 | 1)) => prefetch = Some(v == 1),
-                _ => {
-                    return Err(Diagnostic::new(a.value.span, "prefetch must be 0 or 1"))
-                }
+                _ => return Err(Diagnostic::new(a.value.span, "prefetch must be 0 or 1")),
             },
             Some(k @ ("pad" | "vec" | "prefetch")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
@@ -74,7 +74,11 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         }
     }
-    let (pad, vec, prefetch) = (pad.unwrap_or(0), vec.unwrap_or(1), prefetch.unwrap_or(false));
+    let (pad, vec, prefetch) = (
+        pad.unwrap_or(0),
+        vec.unwrap_or(1),
+        prefetch.unwrap_or(false),
+    );
     if (vec > 1 || prefetch) && (write || local) {
         return Err(Diagnostic::new(
             s.span,
