@@ -375,6 +375,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 } => self.serial_loop(*var, extent, body)?,
                 Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
                 Stmt::Barrier => self.be.barrier(self)?,
+                Stmt::AsyncCommit => self.be.async_commit(self)?,
+                Stmt::AsyncWait { pending } => self.be.async_wait(self, *pending)?,
                 Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
                 Stmt::Matrix {
                     instr, a, b, acc, ..
@@ -635,7 +637,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 index,
                 value,
                 width,
-            } => self.fill(*mem, *array, index, value, *width)?,
+                asynchronous,
+            } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
             _ => {
                 return Err(CodegenError::Llvm(
                     "not a leaf statement (a rocmc bug)".into(),
@@ -650,8 +653,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// vector, otherwise each lane's clamped scalar load (the alignment is
     /// checked at run time: it depends on the row length and the base
     /// address); from registers, the W values. Into LDS, one aligned vector
-    /// store; into registers, W scalars.
-    fn fill(&mut self, mem: Mem, array: u32, index: &Index, value: &Expr, width: u32) -> R<()> {
+    /// store; into registers, W scalars. An asynchronous fill's vector path
+    /// is the target's asynchronous copy where it has one; its lanes path
+    /// copies at once, which its semantics allow.
+    fn fill(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &Expr,
+        width: u32,
+        asynchronous: bool,
+    ) -> R<()> {
         let dt = value.dtype;
         let vt = match mem_ty(self.cx, dt) {
             BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
@@ -765,12 +778,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .build_conditional_branch(aligned, vector, lanes)
             .map_err(llvm_err)?;
         self.b.position_at_end(vector);
-        let v = self.b.build_load(vt, p, "").map_err(llvm_err)?;
-        v.as_instruction_value()
-            .expect("load")
-            .set_alignment(bytes as u32)
-            .map_err(llvm_err)?;
-        store_vector(self, v)?;
+        let sent = asynchronous && mem == Mem::Shared && {
+            let sp = self.shared_ptr(array, index)?;
+            self.be.async_copy(self, sp, p, bytes as u32)?
+        };
+        if !sent {
+            let v = self.b.build_load(vt, p, "").map_err(llvm_err)?;
+            v.as_instruction_value()
+                .expect("load")
+                .set_alignment(bytes as u32)
+                .map_err(llvm_err)?;
+            store_vector(self, v)?;
+        }
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(lanes);
         scalar(self)?;

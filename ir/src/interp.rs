@@ -723,6 +723,8 @@ pub fn run_lowered(
                                 .iter()
                                 .map(|l| vec![Scalar::I(0); l.len as usize])
                                 .collect(),
+                            in_flight: Vec::new(),
+                            open: Vec::new(),
                         })
                         .collect();
                     let mut shared: Vec<Vec<Scalar>> = g
@@ -769,6 +771,13 @@ const UNSET: i64 = i64::MIN / 4;
 struct Thread {
     vars: Vec<i64>,
     locals: Vec<Vec<Scalar>>,
+    /// Asynchronous LDS fills committed and not yet waited for, oldest
+    /// first: (array, element, value). They land at the [`Stmt::AsyncWait`]
+    /// that completes them, the latest moment the hardware may, so a
+    /// read before it sees the old contents, as it may on a GPU.
+    in_flight: Vec<Vec<(u32, usize, Scalar)>>,
+    /// Asynchronous fills issued since the last commit.
+    open: Vec<(u32, usize, Scalar)>,
 }
 
 /// Runs loop IR for all threads of a block in lockstep: loops (whose trip
@@ -886,12 +895,35 @@ fn exec(
                     t.locals[*local as usize][i] = v;
                 }
             }
+            Stmt::AsyncCommit => {
+                for (t, _) in th.iter_mut().zip(active).filter(|(_, a)| **a) {
+                    let group = std::mem::take(&mut t.open);
+                    t.in_flight.push(group);
+                }
+            }
+            Stmt::AsyncWait { pending } => {
+                for (n, (t, _)) in th
+                    .iter_mut()
+                    .zip(active)
+                    .enumerate()
+                    .filter(|(_, (_, a))| **a)
+                {
+                    env.races.borrow_mut().current = n;
+                    while t.in_flight.len() > *pending as usize {
+                        for (a, i, v) in t.in_flight.remove(0) {
+                            env.races.borrow_mut().write(a as usize, i)?;
+                            shared[a as usize][i] = v;
+                        }
+                    }
+                }
+            }
             Stmt::Fill {
                 mem,
                 array: a,
                 index,
                 value,
                 width,
+                asynchronous,
             } => {
                 for (n, (t, _)) in th
                     .iter_mut()
@@ -912,6 +944,9 @@ fn exec(
                     }
                     for (l, v) in lanes.into_iter().enumerate() {
                         match mem {
+                            crate::loops::Mem::Shared if *asynchronous => {
+                                t.open.push((*a, i + l, v));
+                            }
                             crate::loops::Mem::Shared => {
                                 env.races.borrow_mut().write(*a as usize, i + l)?;
                                 shared[*a as usize][i + l] = v;

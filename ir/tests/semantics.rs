@@ -639,3 +639,51 @@ fn a_barrier_under_a_thread_guard_is_reported() {
     let e = run_lowered(&k, &prog, &sizes, &params(&k), &ins).unwrap_err();
     assert!(e.to_string().contains("skipped by thread"), "{e}");
 }
+
+/// `stages=N`: the lowered pipeline (asynchronous fills into N buffers,
+/// one commit per iteration, a wait for all but N - 2 groups, a barrier)
+/// keeps the kernel's meaning, and the executor, which lands asynchronous
+/// copies only at the wait that completes them, catches a wait that lets
+/// one group too many stay pending.
+#[test]
+fn multi_buffered_copies_keep_meaning_and_need_their_wait() {
+    use rocmc_ir::loops::Stmt;
+    fn loosen(body: Vec<Stmt>) -> Vec<Stmt> {
+        body.into_iter()
+            .map(|s| match s {
+                Stmt::AsyncWait { pending } => Stmt::AsyncWait {
+                    pending: pending + 1,
+                },
+                other => other.map_bodies(&mut loosen),
+            })
+            .collect()
+    }
+    for stages in [2, 3, 4] {
+        let (src, _) = example("matmul_lds");
+        let src = src
+            .replace(
+                "cache_read(A, shared, ko, pad=1)",
+                &format!("cache_read(A, shared, ko, pad=4, vec=4, stages={stages})"),
+            )
+            .replace(
+                "cache_read(B, shared, ko)",
+                &format!("cache_read(B, shared, ko, pad=4, vec=4, stages={stages})"),
+            );
+        assert_eq!(src.matches("stages=").count(), 2);
+        let k = parse_kernel("k.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
+        for sizes in [vec![70, 67, 45], vec![64, 64, 128], vec![1, 1, 1]] {
+            check_same(&k, &sizes);
+        }
+        let mut prog = lower(&k).unwrap();
+        let sizes = [64, 64, 128];
+        let ins = inputs(&k, &sizes, 5);
+        let want = run(&k, &sizes, &params(&k), &ins).unwrap();
+        for g in &mut prog.kernels {
+            g.body = loosen(std::mem::take(&mut g.body));
+        }
+        match run_lowered(&k, &prog, &sizes, &params(&k), &ins) {
+            Err(e) => assert!(e.to_string().contains("LDS race"), "{e}"),
+            Ok(got) => assert_ne!(got, want, "stages={stages}: a loosened wait went unnoticed"),
+        }
+    }
+}

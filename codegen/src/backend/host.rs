@@ -386,6 +386,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
                 // Lockstep already orders every thread's writes before later reads.
                 Stmt::Barrier => {}
+                // Copies complete as they are issued here, one order the semantics allow.
+                Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
                 Stmt::Unswitch { guards, fast, slow } => {
                     // Per thread: the fast path where every guard holds, the slow one elsewhere.
                     let n = st.guards.len();

@@ -71,6 +71,26 @@ pub(crate) fn call_named<'ctx>(
     }
 }
 
+/// Calls intrinsic `name`, which returns nothing.
+pub(crate) fn call_void<'ctx>(
+    fcx: &FnCx<'_, 'ctx>,
+    name: &str,
+    args: &[BasicValueEnum<'ctx>],
+) -> R<()> {
+    let params: Vec<inkwell::types::BasicMetadataTypeEnum> =
+        args.iter().map(|a| a.get_type().into()).collect();
+    let f = fcx.m.get_function(name).unwrap_or_else(|| {
+        fcx.m
+            .add_function(name, fcx.cx.void_type().fn_type(&params, false), None)
+    });
+    let args: Vec<inkwell::values::BasicMetadataValueEnum> =
+        args.iter().map(|a| (*a).into()).collect();
+    fcx.b
+        .build_call(f, &args, "")
+        .map_err(crate::function::llvm_err)?;
+    Ok(())
+}
+
 /// A work-group's array as an internal, uninitialised global in `space`.
 fn shared_global<'ctx>(
     m: &Module<'ctx>,
@@ -183,6 +203,31 @@ pub(crate) trait Backend {
             "{} reached a backend without matrix instructions (a rocmc bug)",
             instr.name
         )))
+    }
+
+    /// Starts copying `bytes` (4, 8 or 16, aligned to that) from global
+    /// memory at `src` to LDS at `dst` without waiting for it
+    /// ([`Stmt::Fill`](rocmc_ir::loops::Stmt::Fill)`{ asynchronous }`).
+    /// Returns false, having emitted nothing, where the target has no such
+    /// copy; the caller then copies through registers.
+    fn async_copy<'ctx>(
+        &self,
+        _fcx: &FnCx<'_, 'ctx>,
+        _dst: PointerValue<'ctx>,
+        _src: PointerValue<'ctx>,
+        _bytes: u32,
+    ) -> R<bool> {
+        Ok(false)
+    }
+
+    /// Closes this thread's group of asynchronous copies (none without them).
+    fn async_commit(&self, _fcx: &FnCx<'_, '_>) -> R<()> {
+        Ok(())
+    }
+
+    /// Waits until at most `pending` groups are in flight (none without them).
+    fn async_wait(&self, _fcx: &FnCx<'_, '_>, _pending: u32) -> R<()> {
+        Ok(())
     }
 
     /// Called on the module after optimisation, before code generation.

@@ -15,7 +15,7 @@ use inkwell::module::Module;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
-use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use inkwell::OptimizationLevel;
 use rocmc_ir::loops::GpuKernel;
 use rocmc_ir::schedule::GpuAxis;
@@ -144,6 +144,39 @@ impl Backend for Nvptx<'_> {
                     .map_err(llvm_err)
             })
             .collect()
+    }
+
+    /// `cp.async` from sm_80: `.cg` (through L2 only) for 16 bytes, `.ca`
+    /// for 4 and 8, which `.cg` does not allow.
+    fn async_copy<'ctx>(
+        &self,
+        fcx: &FnCx<'_, 'ctx>,
+        dst: PointerValue<'ctx>,
+        src: PointerValue<'ctx>,
+        bytes: u32,
+    ) -> R<bool> {
+        if self.t.compute_capability() < (8, 0) || !matches!(bytes, 4 | 8 | 16) {
+            return Ok(false);
+        }
+        let level = if bytes == 16 { "cg" } else { "ca" };
+        let name = format!("llvm.nvvm.cp.async.{level}.shared.global.{bytes}");
+        super::call_void(fcx, &name, &[dst.into(), src.into()])?;
+        Ok(true)
+    }
+
+    fn async_commit(&self, fcx: &FnCx<'_, '_>) -> R<()> {
+        if self.t.compute_capability() >= (8, 0) {
+            super::call_void(fcx, "llvm.nvvm.cp.async.commit.group", &[])?;
+        }
+        Ok(())
+    }
+
+    fn async_wait(&self, fcx: &FnCx<'_, '_>, pending: u32) -> R<()> {
+        if self.t.compute_capability() >= (8, 0) {
+            let n = fcx.i32(i64::from(pending));
+            super::call_void(fcx, "llvm.nvvm.cp.async.wait.group", &[n.into()])?;
+        }
+        Ok(())
     }
 
     /// `fma.rn.f16` from sm_53, `fma.rn.bf16` from sm_90; before, LLVM

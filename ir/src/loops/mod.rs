@@ -150,13 +150,28 @@ pub enum Stmt {
     /// scalar loads elsewhere); or a register-array read `locals[r][j]`,
     /// whose lane `l` reads `locals[r][j + l]`. The other indices are in
     /// range. Made by `cache_read(..., vec=W)` and its prefetch.
+    ///
+    /// `asynchronous` (LDS fills from a tensor only): the vector path may
+    /// complete later, any time before this thread's next
+    /// [`Stmt::AsyncWait`] that leaves fewer groups pending than were
+    /// committed after it (`cp.async`); a target without asynchronous
+    /// copies, and the interpreter, copy at once, which is one of the
+    /// orders allowed.
     Fill {
         mem: Mem,
         array: u32,
         index: Index,
         value: Expr,
         width: u32,
+        asynchronous: bool,
     },
+    /// Closes the group of this thread's asynchronous fills issued since
+    /// the previous commit.
+    AsyncCommit,
+    /// Waits until at most `pending` of this thread's committed groups are
+    /// still in flight. Other threads' copies become visible only after a
+    /// following [`Stmt::Barrier`].
+    AsyncWait { pending: u32 },
     /// One matrix instruction, executed by every lane of a wave together:
     /// D = A·B + C where this lane's elements of A, B and C/D are
     /// `locals[a.0][a.1 + e]`, `locals[b.0][b.1 + e]` and
@@ -205,6 +220,8 @@ impl Stmt {
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Fill { .. }
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }) => s,

@@ -117,10 +117,14 @@ impl fmt::Display for Pretty<'_> {
                         index,
                         value,
                         width,
+                        asynchronous,
                     } => {
-                        let (name, tag) = match mem {
-                            Mem::Shared => (&p.gpu.shared[*array as usize].name, " (LDS)"),
-                            Mem::Local => (&p.gpu.locals[*array as usize].name, ""),
+                        let (name, tag) = match (mem, asynchronous) {
+                            (Mem::Shared, true) => {
+                                (&p.gpu.shared[*array as usize].name, " (LDS, async)")
+                            }
+                            (Mem::Shared, false) => (&p.gpu.shared[*array as usize].name, " (LDS)"),
+                            (Mem::Local, _) => (&p.gpu.locals[*array as usize].name, ""),
                         };
                         writeln!(
                             f,
@@ -130,6 +134,11 @@ impl fmt::Display for Pretty<'_> {
                         )?;
                     }
                     Stmt::Barrier => writeln!(f, "{pad}barrier")?,
+                    Stmt::AsyncCommit => writeln!(f, "{pad}commit async copies")?,
+                    Stmt::AsyncWait { pending } => writeln!(
+                        f,
+                        "{pad}wait for async copies ({pending} groups may stay pending)"
+                    )?,
                     Stmt::Unswitch { guards, fast, slow } => {
                         let c: Vec<String> = guards
                             .iter()

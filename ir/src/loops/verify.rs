@@ -241,7 +241,15 @@ impl Cx<'_> {
                     index,
                     value,
                     width,
+                    asynchronous,
                 } => {
+                    if *asynchronous
+                        && (*mem != Mem::Shared || !matches!(value.kind, ExprKind::Load { .. }))
+                    {
+                        return Err(self.err(
+                            "an asynchronous fill must copy a tensor load into LDS".into(),
+                        ));
+                    }
                     let source_ok = match &value.kind {
                         ExprKind::Load { tensor, .. } => self
                             .k
@@ -272,7 +280,7 @@ impl Cx<'_> {
                         "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)".into(),
                     ))
                 }
-                Stmt::Barrier => {}
+                Stmt::Barrier | Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
                 Stmt::Matrix { .. } if divergent => {
                     return Err(self.err(
                         "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),

@@ -22,6 +22,8 @@ impl Stmt {
             | Stmt::If { .. }
             | Stmt::Unswitch { .. }
             | Stmt::Barrier
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
             | Stmt::Matrix { .. } => None,
         }
     }
@@ -37,6 +39,8 @@ impl Stmt {
             | Stmt::SharedStore { .. }
             | Stmt::Fill { .. }
             | Stmt::Barrier
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. } => Vec::new(),
         }
@@ -152,6 +156,7 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             index,
             value,
             width,
+            asynchronous,
         } => Stmt::Fill {
             mem,
             array: match mem {
@@ -161,8 +166,11 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             index: f.index(index),
             value: f.expr(value),
             width,
+            asynchronous,
         },
         Stmt::Barrier => Stmt::Barrier,
+        Stmt::AsyncCommit => Stmt::AsyncCommit,
+        Stmt::AsyncWait { pending } => Stmt::AsyncWait { pending },
         Stmt::LocalStore {
             local,
             index,

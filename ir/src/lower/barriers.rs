@@ -29,13 +29,18 @@ use std::collections::BTreeSet;
 struct Access {
     reads: BTreeSet<u32>,
     writes: BTreeSet<u32>,
+    /// Holds an [`Stmt::AsyncWait`]: asynchronous copies issued anywhere
+    /// before land there, so it conflicts with every LDS access after.
+    completes: bool,
 }
 
 impl Access {
     fn conflicts(&self, o: &Access) -> bool {
-        self.writes
-            .iter()
-            .any(|a| o.reads.contains(a) || o.writes.contains(a))
+        (self.completes && !(o.reads.is_empty() && o.writes.is_empty()))
+            || self
+                .writes
+                .iter()
+                .any(|a| o.reads.contains(a) || o.writes.contains(a))
             || o.writes.iter().any(|a| self.reads.contains(a))
     }
 }
@@ -74,8 +79,9 @@ fn access(s: &Stmt, acc: &mut Access) {
                 access(s, acc);
             }
         }
+        Stmt::AsyncWait { .. } => acc.completes = true,
         // A matrix instruction touches registers only.
-        Stmt::Bind { .. } | Stmt::Barrier | Stmt::Matrix { .. } => {}
+        Stmt::Bind { .. } | Stmt::Barrier | Stmt::AsyncCommit | Stmt::Matrix { .. } => {}
     }
     acc.reads.extend(reads.into_inner());
 }

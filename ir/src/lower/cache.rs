@@ -16,6 +16,7 @@ use crate::loops::Mem;
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    let mut pipelined = Vec::new();
     for c in &l.nest.caches {
         l.g.body = stage_cache(
             l.k,
@@ -27,9 +28,112 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             &mut l.g.vars,
             &mut l.g.shared,
             &mut l.g.locals,
+            &mut pipelined,
         )?;
     }
+    l.g.body = pipeline(std::mem::take(&mut l.g.body), pipelined)?;
     Ok(())
+}
+
+/// The copy of one `stages=N` cache, placed by [`pipeline`] once every
+/// cache has been staged: the statements copy iteration `at`'s tile into
+/// buffer `at % N`.
+struct Pipelined {
+    at: VarId,
+    stages: u32,
+    copy: Vec<Stmt>,
+    name: String,
+    span: crate::Span,
+}
+
+/// Multi-buffered copies: every `stages=N` cache at one loop shares one
+/// pipeline, so that each iteration commits one group of asynchronous
+/// copies and the wait count is exact:
+///
+/// ```text
+/// for s in 0..N-1: if s < n { copy tile s }; commit
+/// for ko in 0..n:
+///     wait until N-2 groups are pending; barrier
+///     if ko + N-1 < n { copy tile ko + N-1 }; commit
+///     compute on buffer ko % N
+/// barrier
+/// ```
+///
+/// The barrier at the top makes tile `ko` visible to every thread and
+/// orders the previous iteration's reads of buffer `(ko - 1) % N` before
+/// this iteration's copy overwrites it.
+fn pipeline(body: Vec<Stmt>, caches: Vec<Pipelined>) -> Result<Vec<Stmt>, Diagnostic> {
+    let mut body = body;
+    let mut loops: Vec<VarId> = caches.iter().map(|c| c.at).collect();
+    loops.dedup();
+    for at in loops {
+        let here: Vec<&Pipelined> = caches.iter().filter(|c| c.at == at).collect();
+        let stages = here[0].stages;
+        if let Some(o) = here.iter().find(|c| c.stages != stages) {
+            return Err(Diagnostic::new(
+                o.span,
+                format!(
+                    "`{}` has stages={} but `{}`, staged at the same loop, has stages={stages}",
+                    o.name, o.stages, here[0].name
+                ),
+            )
+            .hint("the tiles staged at one loop share one pipeline: give them the same `stages`"));
+        }
+        let n_ahead = i64::from(stages) - 1;
+        let copies_for = |iter: Index| -> Vec<Stmt> {
+            let m = std::collections::HashMap::from([(at, iter)]);
+            here.iter()
+                .flat_map(|c| map_indices(c.copy.clone(), &|ix| ix.subst(&m)))
+                .collect()
+        };
+        body = around_loop(body, at, &mut |s| match s {
+            Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: inner,
+            } => {
+                let mut out = Vec::new();
+                for s in 0..n_ahead {
+                    out.push(Stmt::If {
+                        guards: vec![Guard {
+                            value: Index::c(s),
+                            extent: extent.clone(),
+                        }],
+                        body: copies_for(Index::c(s)),
+                    });
+                    out.push(Stmt::AsyncCommit);
+                }
+                let ahead = Index::Var(var) + Index::c(n_ahead);
+                let mut b = vec![
+                    Stmt::AsyncWait {
+                        pending: stages - 2,
+                    },
+                    Stmt::Barrier,
+                    Stmt::If {
+                        guards: vec![Guard {
+                            value: ahead.clone(),
+                            extent: extent.clone(),
+                        }],
+                        body: copies_for(ahead),
+                    },
+                    Stmt::AsyncCommit,
+                ];
+                b.extend(inner);
+                out.push(Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: b,
+                });
+                // What follows the loop may write the buffers others still read.
+                out.push(Stmt::Barrier);
+                out
+            }
+            other => vec![other],
+        });
+    }
+    Ok(body)
 }
 
 /// Applies one cache_read to a lowered body: finds the staging point,
@@ -46,10 +150,16 @@ fn stage_cache(
     vars: &mut Vec<LoopVar>,
     shared: &mut Vec<Local>,
     locals: &mut Vec<Local>,
+    pipelined: &mut Vec<Pipelined>,
 ) -> Result<Vec<Stmt>, Diagnostic> {
     let t = k.tensor(c.tensor);
     let err = |m: String| Diagnostic::new(c.span, m);
     let at_block = matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Block(_)));
+    let stages = c.stages.max(1);
+    if stages > 1 && at_block {
+        return Err(err(format!("`stages` overlaps the copies of a loop's iterations, but `{}` is bound to a block index: the tile is copied once", nest.var(c.at).name))
+            .hint("stage the tile at a loop, e.g. the outer reduction loop"));
+    }
     if c.prefetch && at_block {
         return Err(err(format!("`prefetch` loads the next iteration's tile while this one computes, but `{}` is bound to a block index: the tile is copied once", nest.var(c.at).name))
             .hint("stage the tile at a loop, e.g. the outer reduction loop"));
@@ -132,21 +242,36 @@ fn stage_cache(
         locals.len() as u32 - 1
     } else {
         let used: i64 = shared.iter().map(|s| s.bytes() as i64).sum();
-        if used.saturating_add(lds_len.saturating_mul(t.dtype.size() as i64)) > MAX_LDS {
-            return Err(err(format!("the tile of `{}` needs {} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU", t.name, lds_len.saturating_mul(t.dtype.size() as i64))).hint("use smaller tiles"));
+        let bytes = lds_len
+            .saturating_mul(i64::from(stages))
+            .saturating_mul(t.dtype.size() as i64);
+        if used.saturating_add(bytes) > MAX_LDS {
+            let what = if stages > 1 {
+                format!("{stages} buffers of the tile of `{}` need", t.name)
+            } else {
+                format!("the tile of `{}` needs", t.name)
+            };
+            return Err(err(format!("{what} {bytes} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU")).hint(if stages > 1 { "use fewer stages or smaller tiles" } else { "use smaller tiles" }));
         }
         shared.push(Local {
             name: c.name.clone(),
             dtype: t.dtype,
-            len: lds_len as u32,
+            len: (lds_len * i64::from(stages)) as u32,
             span: c.span,
         });
         shared.len() as u32 - 1
     };
+    // With `stages=N`, iteration `at`'s tile lives in buffer `at % N`.
+    let slot = if stages > 1 {
+        (Index::Var(c.at) % Index::c(i64::from(stages))) * Index::c(lds_len)
+    } else {
+        Index::c(0)
+    };
     let flat = |o: &[Index]| {
-        o.iter()
-            .zip(&padded)
-            .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
+        slot.clone()
+            + o.iter()
+                .zip(&padded)
+                .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
     };
 
     // The cooperative copy: element e of the tile goes to thread e % threads;
@@ -279,7 +404,11 @@ fn stage_cache(
         } else {
             Mem::Shared
         };
-        copy_to(mem, id, flat(&offs), loaded, vec)
+        let mut st = copy_to(mem, id, flat(&offs), loaded, vec);
+        if let Stmt::Fill { asynchronous, .. } = &mut st {
+            *asynchronous = stages > 1;
+        }
+        st
     };
     // No guard when the threads divide the tile; no loop for a single pass.
     let guarded = if groups % threads == 0 {
@@ -464,6 +593,18 @@ fn stage_cache(
             other => vec![other],
         }));
     }
+    if stages > 1 {
+        pipelined.push(Pipelined {
+            at: c.at,
+            stages,
+            copy,
+            name: c.name.clone(),
+            span: c.span,
+        });
+        return Ok(at_loop(body, c.at, &mut |inner| {
+            map_values(inner, &rewrite)
+        }));
+    }
     Ok(insert_fill(
         body,
         c.at,
@@ -484,6 +625,7 @@ fn copy_to(mem: Mem, array: u32, index: Index, value: Expr, vec: i64) -> Stmt {
             index,
             value,
             width: vec as u32,
+            asynchronous: false,
         },
         (Mem::Local, _) => Stmt::LocalStore {
             local: array,

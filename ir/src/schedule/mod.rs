@@ -136,13 +136,12 @@ pub enum StepKind {
     /// work-group copies the part of `A` that the loops inside read into
     /// LDS, and those reads come from LDS. `pad` widens the last dimension
     /// of the tile to avoid bank conflicts; `vec` is how many consecutive
-    /// elements each thread copies at once (one vector access).
+    /// elements each thread copies at once (one vector access); `prefetch`
+    /// and `stages` pipeline the copy with the computation.
     Cache {
         tensor: Name,
         at: Name,
-        pad: i64,
-        vec: i64,
-        prefetch: bool,
+        opts: CopyOpts,
         kind: CacheKind,
         result: Name,
     },
@@ -313,9 +312,23 @@ pub struct Cache {
     /// while this iteration computes, and stored to LDS at the top of the
     /// next (software pipelining of the copy).
     pub prefetch: bool,
+    /// `stages=N` (N >= 2): the tile has N buffers in LDS; the copies of the
+    /// next N - 1 iterations are in flight (asynchronous where the target
+    /// has it: `cp.async` on sm_80 and later) while this one computes. 1:
+    /// one buffer, copied synchronously.
+    pub stages: u32,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
+}
+
+/// How a `cache_read` copies its tile: `pad=`, `vec=`, `prefetch=`, `stages=`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyOpts {
+    pub pad: i64,
+    pub vec: i64,
+    pub prefetch: bool,
+    pub stages: u32,
 }
 
 /// How a split divides its loop.
@@ -514,20 +527,10 @@ impl State<'_> {
             StepKind::Cache {
                 tensor,
                 at,
-                pad,
-                vec,
-                prefetch,
+                opts,
                 kind,
                 result,
-            } => steps::cache::apply(
-                self,
-                tensor,
-                at,
-                (*pad, *vec, *prefetch),
-                *kind,
-                result,
-                span,
-            ),
+            } => steps::cache::apply(self, tensor, at, *opts, *kind, result, span),
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Mma {

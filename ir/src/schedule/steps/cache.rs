@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -8,17 +8,17 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let write = s.name == "cache_write";
     const EX: &str = "AS = cache_read(A, shared, ko)";
     let mut r = results(s, 1, EX)?;
-    if s.args.len() < 3 || s.args.len() > 6 {
+    if s.args.len() < 3 || s.args.len() > 7 {
         return Err(Diagnostic::new(
             s.span,
             format!(
-                "`{}` takes 3 to 6 arguments, {} given",
+                "`{}` takes 3 to 7 arguments, {} given",
                 s.name,
                 s.args.len()
             ),
         )
         .hint(format!(
-            "write `{EX}`, optionally with `pad=1`, `vec=8` and `prefetch=1`"
+            "write `{EX}`, optionally with `pad=1`, `vec=8`, `prefetch=1` and `stages=3`"
         )));
     }
     let tensor = arg_name(&s.args[0], "the tensor to cache")?;
@@ -32,7 +32,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         };
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
-    let (mut pad, mut vec, mut prefetch) = (None, None, None);
+    let (mut pad, mut vec, mut prefetch, mut stages) = (None, None, None, None);
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -63,44 +63,63 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                 Some(v @ (0 | 1)) => prefetch = Some(v == 1),
                 _ => return Err(Diagnostic::new(a.value.span, "prefetch must be 0 or 1")),
             },
-            Some(k @ ("pad" | "vec" | "prefetch")) => {
+            Some("stages") if stages.is_none() => match value {
+                Some(v @ 1..=MAX_STAGES) => stages = Some(v as u32),
+                _ => {
+                    return Err(Diagnostic::new(
+                        a.value.span,
+                        format!("stages must be an integer from 1 to {MAX_STAGES}"),
+                    )
+                    .hint("`stages=N` keeps N buffers of the tile, N - 1 of them being filled while one is read"))
+                }
+            },
+            Some(k @ ("pad" | "vec" | "prefetch" | "stages")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
             _ => {
                 return Err(Diagnostic::new(
                     a.value.span,
-                    "expected `pad=N`, `vec=N` or `prefetch=1`",
+                    "expected `pad=N`, `vec=N`, `prefetch=1` or `stages=N`",
                 ))
             }
         }
     }
-    let (pad, vec, prefetch) = (
-        pad.unwrap_or(0),
-        vec.unwrap_or(1),
-        prefetch.unwrap_or(false),
-    );
-    if (vec > 1 || prefetch) && (write || local) {
+    let opts = CopyOpts {
+        pad: pad.unwrap_or(0),
+        vec: vec.unwrap_or(1),
+        prefetch: prefetch.unwrap_or(false),
+        stages: stages.unwrap_or(1),
+    };
+    if (opts.vec > 1 || opts.prefetch || opts.stages > 1) && (write || local) {
         return Err(Diagnostic::new(
             s.span,
-            "`vec` and `prefetch` apply to `cache_read(..., shared, ...)` tiles only",
+            "`vec`, `prefetch` and `stages` apply to `cache_read(..., shared, ...)` tiles only",
         ));
+    }
+    if opts.prefetch && opts.stages > 1 {
+        return Err(Diagnostic::new(
+            s.span,
+            "`prefetch` and `stages` are two ways of overlapping the copy with the computation; choose one",
+        )
+        .hint("`stages=2` double-buffers the tile in LDS without holding the next one in registers"));
     }
     Ok(StepKind::Cache {
         tensor,
         at,
-        pad,
-        vec,
-        prefetch,
+        opts,
         kind: CacheKind::of(write, local),
         result: r.remove(0),
     })
 }
 
+/// The most buffers `stages=` may ask for.
+const MAX_STAGES: i64 = 8;
+
 pub(crate) fn apply(
     st: &mut State,
     tensor: &Name,
     at: &Name,
-    (pad, vec, prefetch): (i64, i64, bool),
+    opts: CopyOpts,
     kind: CacheKind,
     result: &Name,
     span: Span,
@@ -125,9 +144,10 @@ pub(crate) fn apply(
     st.nest.caches.push(Cache {
         tensor: crate::TensorId(t as u32),
         at: v,
-        pad,
-        vec,
-        prefetch,
+        pad: opts.pad,
+        vec: opts.vec,
+        prefetch: opts.prefetch,
+        stages: opts.stages,
         kind,
         name: result.name.clone(),
         span,
