@@ -12,7 +12,13 @@ use std::collections::HashMap;
 
 fn with_options(name: &str, options: &str) -> String {
     let src = std::fs::read_to_string(example(name)).unwrap();
+    // Without the example's register budget: these tests check for no spills.
     let out = src
+        .replace("\n  \"occupancy(blocks=2)\",", "")
+        .replace(
+            ", pad=8, vec=8, stages=2)\"",
+            &format!(", pad=8{options})\""),
+        )
         .replace(", pad=8, prefetch=1)\"", &format!(", pad=8{options})\""))
         .replace(", pad=8)\"", &format!(", pad=8{options})\""))
         .replace(", pad=1)\"", &format!(", pad=4{options})\""))
@@ -63,6 +69,10 @@ fn vector_and_prefetched_fills_match_the_interpreter() {
         ("gemm_f16_mma", ", vec=8, prefetch=1", Some("sm_90")),
         ("gemm_f16", ", vec=8, prefetch=1", Some("gfx942")),
         ("gemm_f16", ", vec=4, prefetch=1", Some("gfx1100")),
+        ("matmul_lds", ", vec=4, stages=3", None),
+        ("gemm_f16_mma", ", vec=8, stages=2", Some("sm_90")),
+        ("gemm_f16_mma", ", vec=4, stages=4", Some("sm_90")),
+        ("gemm_f16", ", vec=8, stages=2", Some("gfx942")),
     ];
     for (name, options, processor) in cases {
         let src = with_options(name, options);
@@ -114,6 +124,68 @@ fn gpu_code_issues_vector_fills() {
     assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
 }
 
+/// `stages=2` on sm_90: A and B tiles copied by `cp.async` (16 bytes, one
+/// commit per k step and one per prologue stage, one wait), fragments read
+/// by `ldmatrix` (A: 2 k steps x 4 row fragments, x4; B: 2 x 4 column
+/// fragments, x2 transposed) on the whole-tile path, per element on the k
+/// tail; ptxas accepts it without spills. On sm_75 (no cp.async) the same
+/// kernel copies synchronously and still uses ldmatrix; on gfx942 neither
+/// exists and the fills are vector loads and LDS stores.
+#[test]
+fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
+    let src = with_options("gemm_f16_mma", ", vec=8, stages=2");
+    let ptx = |cpu: &str| {
+        let emit = rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        rocmc::compile("gemm_f16_mma.toml", &src, &Options::new(cpu), emit)
+            .unwrap()
+            .asm
+            .unwrap()
+    };
+    let p = ptx("sm_90");
+    let count = |p: &str, s: &str| p.matches(s).count();
+    assert_eq!(count(&p, "cp.async.cg.shared.global"), 8, "{p}");
+    // One commit after the prologue's copy, one per step (LLVM may duplicate it into branches).
+    assert!(count(&p, "cp.async.commit_group") >= 2, "{p}");
+    let waits: Vec<&str> = p
+        .lines()
+        .filter(|l| l.contains("cp.async.wait_group"))
+        .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(waits[0].trim_end().ends_with("0;"), "{waits:?}");
+    assert_eq!(count(&p, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"), 8);
+    assert_eq!(
+        count(&p, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"),
+        8
+    );
+    assert!(
+        !p.contains("ld.global.nc.v4"),
+        "tiles copied through registers"
+    );
+    let reports = assemble_ptx(&p, "sm_90").unwrap();
+    assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
+
+    let dir = tempfile::tempdir().unwrap();
+    let src = with_options("gemm_f16", ", vec=8, stages=2");
+    let emit = rocmc::Emit {
+        asm: true,
+        code_object: true,
+        ..Default::default()
+    };
+    let art = rocmc::compile("gemm_f16.toml", &src, &Options::new("gfx942"), emit).unwrap();
+    let co = dir.path().join("gemm_f16.hsaco");
+    std::fs::write(&co, art.code_object.unwrap()).unwrap();
+    let dis = tool(
+        "llvm-objdump-22",
+        &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
+    );
+    assert!(dis.contains("global_load_dwordx4"), "{dis}");
+    assert!(dis.contains("ds_write_b128"), "no 16-byte LDS stores");
+    assert!(art.asm.unwrap().contains("; ScratchSize: 0"));
+}
+
 fn refusal(src: &str) -> String {
     match rocmc::compile(
         "k.toml",
@@ -163,7 +235,23 @@ fn impossible_fills_are_refused_naming_the_value() {
         ),
         (
             "AS = cache_read(A, shared, ko, bogus=1)",
-            "expected `pad=N`, `vec=N` or `prefetch=1`",
+            "expected `pad=N`, `vec=N`, `prefetch=1` or `stages=N`",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, stages=9)",
+            "stages must be an integer from 1 to 8",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, stages=2, prefetch=1)",
+            "choose one",
+        ),
+        (
+            "AS = cache_read(A, shared, io, stages=2)",
+            "bound to a block index",
+        ),
+        (
+            "AS = cache_read(A, local, ko, stages=2)",
+            "apply to `cache_read(..., shared, ...)`",
         ),
     ];
     for (step, want) in cases {
@@ -171,4 +259,15 @@ fn impossible_fills_are_refused_naming_the_value() {
         assert!(e.contains(want), "{step}: {e}");
         assert!(e.contains("k.toml:"), "{step}: no location in {e}");
     }
+    // The tiles staged at one loop share one pipeline.
+    let mixed = with("AS = cache_read(A, shared, ko, stages=3)").replace(
+        "\"BS = cache_read(B, shared, ko)\"",
+        "\"BS = cache_read(B, shared, ko, stages=2)\"",
+    );
+    let e = refusal(&mixed);
+    assert!(
+        e.contains("`BS` has stages=2 but `AS`, staged at the same loop, has stages=3"),
+        "{e}"
+    );
+    assert!(e.contains("k.toml:32:"), "{e}");
 }

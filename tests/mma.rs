@@ -310,3 +310,53 @@ schedule = [
             .unwrap_or_else(|e| panic!("{p} {t} {m}x{n}x{k}: {e}\n{src}"));
     }
 }
+
+/// `occupancy(blocks=N)` reaches the register allocators: `.minnctapersm`
+/// in the PTX (ptxas then uses at most 65536 / (N x threads) registers) and
+/// `amdgpu-waves-per-eu` on AMD (the blocks' waves over a CU's 4 SIMDs on
+/// CDNA). Malformed requests are refused with their location.
+#[test]
+fn occupancy_budgets_registers_for_several_blocks() {
+    let with = |name: &str, blocks: &str| {
+        let src = std::fs::read_to_string(example(name)).unwrap();
+        let mma = src
+            .lines()
+            .find(|l| l.trim_start().starts_with("\"mma("))
+            .unwrap()
+            .to_string();
+        src.replace(&mma, &format!("{mma}\n  \"occupancy({blocks})\","))
+    };
+    let emit = rocmc::Emit {
+        asm: true,
+        llvm: true,
+        ..Default::default()
+    };
+    // The example asks for two blocks.
+    let src = std::fs::read_to_string(example("gemm_f16_mma")).unwrap();
+    assert!(src.contains("\"occupancy(blocks=2)\""));
+    let art = rocmc::compile("k.toml", &src, &Options::new("sm_90"), emit).unwrap();
+    let ptx = art.asm.unwrap();
+    assert!(ptx.contains(".minnctapersm 2"), "{ptx}");
+    let reports = assemble_ptx(&ptx, "sm_90").unwrap();
+    // 256 threads, two blocks: at most 128 registers.
+    assert!(reports.iter().all(|r| r.registers <= 128), "{reports:?}");
+
+    let src = with("gemm_f16", "blocks=2");
+    let art = rocmc::compile("k.toml", &src, &Options::new("gfx942"), emit).unwrap();
+    // 4 waves of 64 per block, two blocks, 4 SIMDs: 2 waves per SIMD.
+    assert!(art.llvm_ir.contains("\"amdgpu-waves-per-eu\"=\"2\""));
+
+    for (arg, want) in [
+        ("blocks=0", "must be positive"),
+        ("blocks=33", "at most 32 work-groups"),
+        ("2", "expected `blocks=N`"),
+    ] {
+        let e = refusal(&with("gemm_f16", arg), "gfx942");
+        assert!(e.contains(want) && e.contains("k.toml:"), "{arg}: {e}");
+    }
+    let twice = with("gemm_f16", "blocks=2").replace(
+        "\"occupancy(blocks=2)\",",
+        "\"occupancy(blocks=2)\",\n  \"occupancy(blocks=3)\",",
+    );
+    assert!(refusal(&twice, "gfx942").contains("`occupancy` given twice"));
+}

@@ -381,11 +381,71 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::Matrix {
                     instr, a, b, acc, ..
                 } => self.matrix(instr, a, b, acc)?,
+                Stmt::MatrixLoad {
+                    shared,
+                    row,
+                    count,
+                    trans,
+                    stores,
+                } => self.matrix_load(*shared, row, *count, *trans, stores)?,
                 leaf @ (Stmt::Store { .. }
                 | Stmt::LocalStore { .. }
                 | Stmt::SharedStore { .. }
                 | Stmt::Fill { .. }) => self.leaf(leaf)?,
             }
+        }
+        Ok(())
+    }
+
+    /// A [`Stmt::MatrixLoad`]: the target's instruction, each 32-bit
+    /// register split into the two 16-bit elements its stores name; the
+    /// stores themselves where the target has none.
+    fn matrix_load(
+        &mut self,
+        shared: u32,
+        row: &Index,
+        count: u32,
+        trans: bool,
+        stores: &[Stmt],
+    ) -> R<()> {
+        let p = self.shared_ptr(shared, row)?;
+        let Some(regs) = self.be.matrix_load(self, p, count, trans)? else {
+            return self.body(stores);
+        };
+        for (e, s) in stores.iter().enumerate() {
+            let (
+                Stmt::LocalStore {
+                    local,
+                    index,
+                    value,
+                },
+                Some(reg),
+            ) = (s, regs.get(e / 2))
+            else {
+                return Err(CodegenError::Llvm(
+                    "a matrix load with other than register stores (a rocmc bug)".into(),
+                ));
+            };
+            let pair = match mem_ty(self.cx, value.dtype) {
+                BasicTypeEnum::FloatType(t) => t.vec_type(2),
+                BasicTypeEnum::IntType(t) => t.vec_type(2),
+                _ => {
+                    return Err(CodegenError::Llvm(
+                        "a matrix load of other than 16-bit elements (a rocmc bug)".into(),
+                    ))
+                }
+            };
+            let v = self
+                .b
+                .build_bit_cast(*reg, pair, "")
+                .map_err(llvm_err)?
+                .into_vector_value();
+            let x = self
+                .b
+                .build_extract_element(v, self.i32((e % 2) as i64), "")
+                .map_err(llvm_err)?;
+            let dst = self.local_ptr(*local, index)?;
+            self.b.build_store(dst, x).map_err(llvm_err)?;
         }
         Ok(())
     }

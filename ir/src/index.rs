@@ -72,6 +72,39 @@ impl Index {
         Index::Bin(op, Box::new(a), Box::new(b))
     }
 
+    /// The expression as `constant + sum of coefficient * term`, where the
+    /// terms are its largest subexpressions that are not sums, differences
+    /// or products by constants (`lane / 4 % 8`, `ko % 2`, a variable).
+    /// Two expressions with equal forms are equal for every value of their
+    /// variables; the converse need not hold.
+    pub fn affine(&self) -> (HashMap<Index, i64>, i64) {
+        fn go(ix: &Index, scale: i64, terms: &mut HashMap<Index, i64>, c: &mut i64) {
+            match ix {
+                Index::Const(v) => *c = c.wrapping_add(scale.wrapping_mul(*v)),
+                Index::Bin(IOp::Add, a, b) => {
+                    go(a, scale, terms, c);
+                    go(b, scale, terms, c);
+                }
+                Index::Bin(IOp::Sub, a, b) => {
+                    go(a, scale, terms, c);
+                    go(b, scale.wrapping_neg(), terms, c);
+                }
+                Index::Bin(IOp::Mul, a, b) if a.as_const().is_some() || b.as_const().is_some() => {
+                    let (k, x) = match a.as_const() {
+                        Some(k) => (k, b),
+                        None => (b.as_const().unwrap_or(1), a),
+                    };
+                    go(x, scale.wrapping_mul(k), terms, c);
+                }
+                other => *terms.entry(other.clone()).or_insert(0) += scale,
+            }
+        }
+        let (mut terms, mut c) = (HashMap::new(), 0);
+        go(self, 1, &mut terms, &mut c);
+        terms.retain(|_, k| *k != 0);
+        (terms, c)
+    }
+
     pub fn ceil_div(self, o: Index) -> Index {
         Index::bin(IOp::CeilDiv, self, o)
     }

@@ -832,6 +832,8 @@ fn exec(
                 }
             }
             Stmt::Matrix { .. } => unreachable!("run_lowered expands matrix instructions"),
+            // Its meaning is its stores (see `Stmt::MatrixLoad`).
+            Stmt::MatrixLoad { stores, .. } => exec(env, stores, ids, th, active, bufs, shared)?,
             Stmt::Barrier => {
                 // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
                 if let Some(t) = active.iter().position(|a| !*a) {

@@ -185,6 +185,19 @@ impl Backend for AmdGpu<'_> {
             ),
         );
         f.add_attribute(AttributeLoc::Function, s("uniform-work-group-size", "true"));
+        if let Some(blocks) = g.min_blocks {
+            // A SIMD (LLVM's "EU") must hold its share of the blocks' waves:
+            // a GCN/CDNA CU has four, an RDNA CU two.
+            let gcn = ["gfx6", "gfx7", "gfx8", "gfx9"]
+                .iter()
+                .any(|g| self.t.id.processor.starts_with(g));
+            let simds = if gcn { 4 } else { 2 };
+            let waves = threads.div_ceil(self.t.wavefront_size()) * blocks;
+            f.add_attribute(
+                AttributeLoc::Function,
+                s("amdgpu-waves-per-eu", &waves.div_ceil(simds).to_string()),
+            );
+        }
         Ok(abi)
     }
 

@@ -388,6 +388,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::Barrier => {}
                 // Copies complete as they are issued here, one order the semantics allow.
                 Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
+                // Each thread's share of the wave's load is its stores.
+                Stmt::MatrixLoad { stores, .. } => self.host_body(stores, st)?,
                 Stmt::Unswitch { guards, fast, slow } => {
                     // Per thread: the fast path where every guard holds, the slow one elsewhere.
                     let n = st.guards.len();

@@ -230,6 +230,21 @@ pub(crate) trait Backend {
         Ok(())
     }
 
+    /// `count` 8x8 matrices of 16-bit elements loaded by the whole wave,
+    /// this lane supplying the row at `row` (`ldmatrix`; see
+    /// [`Stmt::MatrixLoad`](rocmc_ir::loops::Stmt::MatrixLoad)): this
+    /// lane's 32-bit register of each matrix, or `None`, having emitted
+    /// nothing, where the target has no such load.
+    fn matrix_load<'ctx>(
+        &self,
+        _fcx: &FnCx<'_, 'ctx>,
+        _row: PointerValue<'ctx>,
+        _count: u32,
+        _trans: bool,
+    ) -> R<Option<Vec<BasicValueEnum<'ctx>>>> {
+        Ok(None)
+    }
+
     /// Called on the module after optimisation, before code generation.
     fn after_optimise(&self, _m: &Module<'_>) {}
 

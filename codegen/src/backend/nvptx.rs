@@ -100,6 +100,13 @@ impl Backend for Nvptx<'_> {
             AttributeLoc::Function,
             s("nvvm.maxntid", &format!("{x},{y},{z}")),
         );
+        // `.minnctapersm`: ptxas budgets registers for that many blocks per SM.
+        if let Some(blocks) = g.min_blocks {
+            f.add_attribute(
+                AttributeLoc::Function,
+                s("nvvm.minctasm", &blocks.to_string()),
+            );
+        }
         Ok(abi)
     }
 
@@ -162,6 +169,40 @@ impl Backend for Nvptx<'_> {
         let name = format!("llvm.nvvm.cp.async.{level}.shared.global.{bytes}");
         super::call_void(fcx, &name, &[dst.into(), src.into()])?;
         Ok(true)
+    }
+
+    /// `ldmatrix` from sm_75.
+    fn matrix_load<'ctx>(
+        &self,
+        fcx: &FnCx<'_, 'ctx>,
+        row: PointerValue<'ctx>,
+        count: u32,
+        trans: bool,
+    ) -> R<Option<Vec<BasicValueEnum<'ctx>>>> {
+        if self.t.compute_capability() < (7, 5) || !matches!(count, 1 | 2 | 4) {
+            return Ok(None);
+        }
+        let name = format!(
+            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{}.b16.p3",
+            if trans { ".trans" } else { "" }
+        );
+        let i32t = fcx.cx.i32_type();
+        if count == 1 {
+            let r = super::call_named(fcx, &name, i32t.into(), &[row.into()])?;
+            return Ok(Some(vec![r]));
+        }
+        let ret = fcx
+            .cx
+            .struct_type(&vec![i32t.into(); count as usize], false);
+        let v = super::call_named(fcx, &name, ret.into(), &[row.into()])?;
+        (0..count)
+            .map(|i| {
+                fcx.b
+                    .build_extract_value(v.into_struct_value(), i, "")
+                    .map_err(llvm_err)
+            })
+            .collect::<R<Vec<_>>>()
+            .map(Some)
     }
 
     fn async_commit(&self, fcx: &FnCx<'_, '_>) -> R<()> {

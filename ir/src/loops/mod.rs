@@ -81,6 +81,9 @@ pub struct GpuKernel {
     pub locals: Vec<Local>,
     /// LDS arrays shared by the work-group, indexed by [`ExprKind::Shared`].
     pub shared: Vec<Local>,
+    /// Work-groups that must fit on one SM (CU) as far as registers go
+    /// (`occupancy(blocks=N)`); back ends pass it to the register allocator.
+    pub min_blocks: Option<u32>,
 }
 
 /// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
@@ -172,6 +175,22 @@ pub enum Stmt {
     /// still in flight. Other threads' copies become visible only after a
     /// following [`Stmt::Barrier`].
     AsyncWait { pending: u32 },
+    /// `count` 8x8 matrices of 16-bit elements loaded from LDS array
+    /// `shared` by every lane of a wave together (`ldmatrix`, transposed
+    /// with `trans`): this lane supplies the element index `row` of one
+    /// matrix row (lanes `8j..8j+8` the rows of matrix `j`) and receives two
+    /// elements of each matrix. Its meaning is `stores`, the LDS reads into
+    /// fragment registers it replaces; lowering made it only where they are
+    /// exactly what the instruction delivers to every lane, and targets
+    /// without the instruction run them. Never under a guard that differs
+    /// between the lanes of a wave.
+    MatrixLoad {
+        shared: u32,
+        row: Index,
+        count: u32,
+        trans: bool,
+        stores: Vec<Stmt>,
+    },
     /// One matrix instruction, executed by every lane of a wave together:
     /// D = A·B + C where this lane's elements of A, B and C/D are
     /// `locals[a.0][a.1 + e]`, `locals[b.0][b.1 + e]` and
@@ -214,6 +233,19 @@ impl Stmt {
                 guards,
                 fast: f(fast),
                 slow: f(slow),
+            },
+            Stmt::MatrixLoad {
+                shared,
+                row,
+                count,
+                trans,
+                stores,
+            } => Stmt::MatrixLoad {
+                shared,
+                row,
+                count,
+                trans,
+                stores: f(stores),
             },
             // Listed, not `_`: a new statement kind with a body must be handled.
             s @ (Stmt::Bind { .. }
@@ -275,8 +307,9 @@ pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
 }
 
 impl GpuKernel {
-    /// The bytes LDS array `i` must be aligned to: its element's size, or
-    /// the widest vector a [`Stmt::Fill`] stores into it.
+    /// The bytes LDS array `i` must be aligned to: its element's size, the
+    /// widest vector a [`Stmt::Fill`] stores into it, 16 where a
+    /// [`Stmt::MatrixLoad`] reads it.
     pub fn shared_align(&self, i: u32) -> u32 {
         let size = self
             .shared
@@ -284,16 +317,16 @@ impl GpuKernel {
             .map_or(1, |l| l.dtype.size() as u32);
         let mut align = size;
         visit::walk(&self.body, &mut |s| {
-            if let Stmt::Fill {
-                mem: Mem::Shared,
-                array,
-                width,
-                ..
-            } = s
-            {
-                if *array == i {
-                    align = align.max(size * width);
-                }
+            match s {
+                Stmt::Fill {
+                    mem: Mem::Shared,
+                    array,
+                    width,
+                    ..
+                } if *array == i => align = align.max(size * width),
+                // Each row ldmatrix reads is 16 aligned bytes.
+                Stmt::MatrixLoad { shared, .. } if *shared == i => align = align.max(16),
+                _ => {}
             }
         });
         align

@@ -200,6 +200,22 @@ impl fmt::Display for Pretty<'_> {
                             expr_text(p, value, sizes, vars)
                         )?;
                     }
+                    Stmt::MatrixLoad {
+                        shared,
+                        row,
+                        count,
+                        trans,
+                        stores,
+                    } => {
+                        writeln!(
+                            f,
+                            "{pad}ldmatrix x{count}{} from {}, this lane's row at [{}]:",
+                            if *trans { " (transposed)" } else { "" },
+                            p.gpu.shared[*shared as usize].name,
+                            row.display(sizes, vars)
+                        )?;
+                        go(f, p, stores, ind + 1, sizes, vars)?;
+                    }
                     Stmt::Matrix {
                         instr, a, b, acc, ..
                     } => {

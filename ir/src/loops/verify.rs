@@ -281,6 +281,32 @@ impl Cx<'_> {
                     ))
                 }
                 Stmt::Barrier | Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
+                Stmt::MatrixLoad { .. } if divergent => {
+                    return Err(self.err(
+                        "a matrix load under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
+                    ))
+                }
+                Stmt::MatrixLoad {
+                    shared,
+                    row,
+                    count,
+                    stores,
+                    ..
+                } => {
+                    let last = row.clone() + Index::c(7);
+                    self.array_access(true, *shared, row, "matrix load of")?;
+                    self.array_access(true, *shared, &last, "matrix load of")?;
+                    if !matches!(count, 1 | 2 | 4)
+                        || stores.len() != 2 * *count as usize
+                        || !stores.iter().all(|s| matches!(s, Stmt::LocalStore { .. }))
+                    {
+                        return Err(self.err(format!(
+                            "a matrix load of {count} matrices must hold {} register stores",
+                            2 * count
+                        )));
+                    }
+                    self.body(stores, divergent)?;
+                }
                 Stmt::Matrix { .. } if divergent => {
                     return Err(self.err(
                         "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),

@@ -24,6 +24,7 @@ impl Stmt {
             | Stmt::Barrier
             | Stmt::AsyncCommit
             | Stmt::AsyncWait { .. }
+            | Stmt::MatrixLoad { .. }
             | Stmt::Matrix { .. } => None,
         }
     }
@@ -34,6 +35,7 @@ impl Stmt {
         match self {
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => vec![body],
             Stmt::Unswitch { fast, slow, .. } => vec![fast, slow],
+            Stmt::MatrixLoad { stores, .. } => vec![stores],
             Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::SharedStore { .. }
@@ -179,6 +181,19 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             local: f.local(local),
             index: f.index(index),
             value: f.expr(value),
+        },
+        Stmt::MatrixLoad {
+            shared,
+            row,
+            count,
+            trans,
+            stores,
+        } => Stmt::MatrixLoad {
+            shared: f.shared(shared),
+            row: f.index(row),
+            count,
+            trans,
+            stores: fold_body(f, stores),
         },
         Stmt::Matrix {
             instr,

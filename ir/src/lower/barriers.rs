@@ -79,6 +79,11 @@ fn access(s: &Stmt, acc: &mut Access) {
                 access(s, acc);
             }
         }
+        Stmt::MatrixLoad { stores, .. } => {
+            for s in stores {
+                access(s, acc);
+            }
+        }
         Stmt::AsyncWait { .. } => acc.completes = true,
         // A matrix instruction touches registers only.
         Stmt::Bind { .. } | Stmt::Barrier | Stmt::AsyncCommit | Stmt::Matrix { .. } => {}

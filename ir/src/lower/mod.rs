@@ -23,6 +23,7 @@ mod addressing;
 pub mod barriers;
 mod cache;
 mod compute_at;
+mod ldmatrix;
 pub mod matrix;
 mod nest;
 mod region;
@@ -32,7 +33,7 @@ mod vectorize;
 type PassFn = fn(&mut Lowering) -> Result<(), Diagnostic>;
 
 /// The passes that build a kernel from its stage, in order.
-pub(crate) const PASSES: [(&str, PassFn); 5] = [
+pub(crate) const PASSES: [(&str, PassFn); 6] = [
     // Bindings, launch geometry, loops, guards, the store or the reduction.
     ("nest", nest::run),
     // Tiles staged in LDS or registers by cache_read / cache_write.
@@ -41,6 +42,8 @@ pub(crate) const PASSES: [(&str, PassFn); 5] = [
     ("compute_at", compute_at::run),
     // Vectorized loops become unswitched guard-free lanes.
     ("vectorize", vectorize::run),
+    // Fragment reads from LDS become ldmatrix where the target has it.
+    ("matrix_loads", ldmatrix::run),
     // Argument list and address arithmetic width.
     ("addressing", addressing::run),
 ];
@@ -226,6 +229,7 @@ fn lower_stage_in(
         addressing: Addressing::Offset32,
         locals: Vec::new(),
         shared: Vec::new(),
+        min_blocks: nest.min_blocks.map(|(n, _)| n),
     };
     let mut l = Lowering {
         k,

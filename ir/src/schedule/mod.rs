@@ -106,6 +106,9 @@ pub enum StepKind {
         axis: GpuAxis,
     },
     Unroll(Name),
+    /// `occupancy(blocks=N)`: registers budgeted so that N work-groups fit
+    /// on one SM (CU).
+    Occupancy(u32),
     /// `mma(ri, rj, rk)` or `mma(ri, rj, rk, instr=v_mfma_f32_16x16x16_f16)`:
     /// the three innermost loops (rows, columns and reduction of a matrix
     /// product) become one matrix instruction of the target, executed by a
@@ -356,6 +359,8 @@ pub struct LoopNest {
     pub guards: Vec<Guard>,
     /// The loops `mma` maps onto a matrix instruction, if any.
     pub matrix: Option<MatrixRequest>,
+    /// `occupancy(blocks=N)`: work-groups that must fit on one SM (CU).
+    pub min_blocks: Option<(u32, Span)>,
 }
 
 /// What `mma` asked for. The instruction itself depends on the target and
@@ -533,6 +538,7 @@ impl State<'_> {
             } => steps::cache::apply(self, tensor, at, *opts, *kind, result, span),
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
+            StepKind::Occupancy(n) => steps::occupancy::apply(self, *n, span),
             StepKind::Mma {
                 rows,
                 cols,
@@ -599,6 +605,7 @@ pub fn apply_with_source<'a>(
             axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
             guards: Vec::new(),
             matrix: None,
+            min_blocks: None,
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),

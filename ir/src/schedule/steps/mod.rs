@@ -17,6 +17,7 @@ pub mod compute_at;
 pub mod compute_inline;
 pub mod fuse;
 pub mod mma;
+pub mod occupancy;
 pub mod reorder;
 pub mod split;
 pub mod tile;
@@ -30,7 +31,7 @@ pub struct Primitive {
 }
 
 /// Every primitive, in the order the documentation lists them.
-pub const PRIMITIVES: [Primitive; 12] = [
+pub const PRIMITIVES: [Primitive; 13] = [
     Primitive {
         name: "split",
         parse: split::parse,
@@ -62,6 +63,10 @@ pub const PRIMITIVES: [Primitive; 12] = [
     Primitive {
         name: "mma",
         parse: mma::parse,
+    },
+    Primitive {
+        name: "occupancy",
+        parse: occupancy::parse,
     },
     Primitive {
         name: "compute_inline",

@@ -1,0 +1,282 @@
+//! Pass `matrix_loads`: on NVIDIA processors with `ldmatrix` (sm_75 and
+//! later), the per-element LDS reads that fill a 16-bit A or B fragment
+//! become one [`Stmt::MatrixLoad`]: the wave loads 8x8 matrices, each lane
+//! supplying one row's address, instead of each lane reading its elements
+//! one or two at a time.
+//!
+//! A group is rewritten only where the pass proves that the instruction
+//! delivers exactly the elements the reads name, to every lane: each read's
+//! LDS index, with the lane fixed to 0..32, is put in affine form; the
+//! parts that do not depend on the lane must agree, and the constant parts
+//! must follow the instruction's layout (lane `l`'s register `j` holds
+//! row `l / 4`, columns `2 (l % 4)` and `+1` of matrix `j`; transposed, rows
+//! `2 (l % 4)` and `+1` of column `l / 4`). Every row must start on 16
+//! bytes. The address each lane supplies is built from the reads and
+//! checked against the same rows. Groups that fail (the k tail's zeroing
+//! selects, layouts the instruction cannot produce) stay as they are.
+//! The reads stay inside the statement as its meaning: the CPU, the
+//! interpreter and other targets execute them.
+
+use super::{Lowering, Stmt};
+use crate::diag::Diagnostic;
+use crate::index::{Index, VarId};
+use crate::kernel::ExprKind;
+use crate::loops::visit::walk;
+use std::collections::HashMap;
+
+/// Lanes of an NVIDIA warp.
+const WARP: i64 = 32;
+
+pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    let Some(unit) = l.unit else { return Ok(()) };
+    if !has_ldmatrix(&unit.processor) || l.g.block[0] != WARP as u32 {
+        return Ok(());
+    }
+    // The fragment arrays of 16-bit operands and their elements per lane.
+    let mut frags: HashMap<u32, u32> = HashMap::new();
+    let mut lane = None;
+    walk(&l.g.body, &mut |s| {
+        if let Stmt::Matrix {
+            instr,
+            a,
+            b,
+            lane: ln,
+            ..
+        } = s
+        {
+            if let Index::Var(v) = ln {
+                lane = Some(*v);
+            }
+            for ((id, _), n) in [(a, instr.a_per_lane()), (b, instr.b_per_lane())] {
+                if l.g.locals[*id as usize].dtype.size() == 2 && matches!(n, 2 | 4 | 8) {
+                    frags.insert(*id, n);
+                }
+            }
+        }
+    });
+    let Some(lane) = lane else { return Ok(()) };
+    let body = std::mem::take(&mut l.g.body);
+    l.g.body = rewrite(body, &frags, lane);
+    Ok(())
+}
+
+/// `sm_75` and later.
+fn has_ldmatrix(processor: &str) -> bool {
+    processor
+        .strip_prefix("sm_")
+        .map(|v| v.trim_end_matches(|c: char| c.is_ascii_alphabetic()))
+        .and_then(|v| v.parse::<u32>().ok())
+        .is_some_and(|v| v >= 75)
+}
+
+fn rewrite(body: Vec<Stmt>, frags: &HashMap<u32, u32>, lane: VarId) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        if let Some((n, s)) = group(&body[i..], frags, lane) {
+            out.push(s);
+            i += n;
+        } else {
+            out.push(body[i].clone().map_bodies(&mut |b| rewrite(b, frags, lane)));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The fragment fill starting `stmts`, if it is one ldmatrix can do: how
+/// many statements it spans and the statement replacing them.
+fn group(stmts: &[Stmt], frags: &HashMap<u32, u32>, lane: VarId) -> Option<(usize, Stmt)> {
+    let Stmt::LocalStore { local, index, .. } = stmts.first()? else {
+        return None;
+    };
+    let n = *frags.get(local)? as usize;
+    let run = stmts.get(..n)?;
+    let (base, c0) = index.affine();
+    let mut shared = None;
+    let mut reads = Vec::with_capacity(n);
+    for (e, s) in run.iter().enumerate() {
+        let Stmt::LocalStore {
+            local: l2,
+            index,
+            value,
+        } = s
+        else {
+            return None;
+        };
+        let (terms, c) = index.affine();
+        let ExprKind::Shared {
+            shared: sh,
+            index: ix,
+        } = &value.kind
+        else {
+            return None;
+        };
+        if l2 != local || terms != base || c != c0 + e as i64 || value.dtype.size() != 2 {
+            return None;
+        }
+        if *shared.get_or_insert(*sh) != *sh {
+            return None;
+        }
+        reads.push(ix.clone());
+    }
+    let count = (n / 2) as u32;
+    [false, true].into_iter().find_map(|trans| {
+        prove(&reads, count as usize, trans, lane).map(|row| {
+            (
+                n,
+                Stmt::MatrixLoad {
+                    shared: shared.expect("n > 0"),
+                    row,
+                    count,
+                    trans,
+                    stores: run.to_vec(),
+                },
+            )
+        })
+    })
+}
+
+/// The row address lane `lane` must supply so that `ldmatrix` (`count`
+/// matrices, transposed or not) delivers element `reads[e]` to each lane as
+/// its element `e`; `None` if no address does.
+fn prove(reads: &[Index], count: usize, trans: bool, lane: VarId) -> Option<Index> {
+    let at = |ix: &Index, l: i64| ix.subst(&HashMap::from([(lane, Index::c(l))])).affine();
+    let mut uniform = None;
+    let mut c = vec![vec![0i64; reads.len()]; WARP as usize];
+    for (l, row) in c.iter_mut().enumerate() {
+        for (e, ix) in reads.iter().enumerate() {
+            let (terms, k) = at(ix, l as i64);
+            if *uniform.get_or_insert_with(|| terms.clone()) != terms {
+                return None;
+            }
+            row[e] = k;
+        }
+    }
+    let uniform = uniform?;
+    // Where row r of matrix j starts, as the reads say.
+    let start = |j: usize, r: usize| {
+        if trans {
+            c[r / 2][2 * j + r % 2]
+        } else {
+            c[4 * r][2 * j]
+        }
+    };
+    for (l, row) in c.iter().enumerate() {
+        for j in 0..count {
+            for h in 0..2 {
+                let want = if trans {
+                    start(j, 2 * (l % 4) + h) + (l / 4) as i64
+                } else {
+                    start(j, l / 4) + (2 * (l % 4) + h) as i64
+                };
+                if row[2 * j + h] != want {
+                    return None;
+                }
+            }
+        }
+    }
+    // 16-byte rows: every term's coefficient and every start a multiple of 8 elements.
+    let rows_aligned = (0..count).all(|j| (0..8).all(|r| start(j, r) % 8 == 0));
+    if !rows_aligned || uniform.values().any(|k| k % 8 != 0) {
+        return None;
+    }
+    let ln = Index::Var(lane);
+    let r = ln.clone() % Index::c(8);
+    let first = HashMap::from([(
+        lane,
+        if trans {
+            r.clone() / Index::c(2)
+        } else {
+            r.clone() * Index::c(4)
+        },
+    )]);
+    let mut row = reads[0].subst(&first);
+    if trans {
+        row = row + (r % Index::c(2)) * Index::c(start(0, 1) - start(0, 0));
+    }
+    let matrix = |bit: i64| (ln.clone() / Index::c(8 * bit)) % Index::c(2);
+    if count >= 2 {
+        row = row + matrix(1) * Index::c(start(1, 0) - start(0, 0));
+    }
+    if count == 4 {
+        row = row + matrix(2) * Index::c(start(2, 0) - start(0, 0));
+    }
+    // The address built must be the row each lane supplies.
+    for l in 0..WARP as usize {
+        let (terms, k) = at(&row, l as i64);
+        if terms != uniform || k != start((l / 8) % count, l % 8) {
+            return None;
+        }
+    }
+    Some(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::IOp;
+
+    fn v(i: u32) -> Index {
+        Index::Var(VarId(i))
+    }
+
+    /// The A fragment of m16n8k16 from a row-major LDS tile with rows of
+    /// `stride` elements: element e of lane l is (row g + 8 (e / 2 % 2),
+    /// col 2 t + e % 2 + 8 (e / 4)), g = l / 4, t = l % 4.
+    fn a_reads(stride: i64, base: Index) -> Vec<Index> {
+        let l = v(0);
+        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
+        let t = l % Index::c(4);
+        (0..8)
+            .map(|e| {
+                let row = g.clone() + Index::c(8 * (e / 2 % 2));
+                let col = t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 4));
+                base.clone() + row * Index::c(stride) + col
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fragments_from_padded_rows_are_one_x4_load() {
+        let row = prove(&a_reads(40, v(1) * Index::c(640)), 4, false, VarId(0)).unwrap();
+        // Lane 8j + r supplies row r (+8 for odd j) at column 8 (j / 2).
+        for l in 0..32i64 {
+            let want = (l % 8 + 8 * (l / 8 % 2)) * 40 + 8 * (l / 16) + 640 * 3;
+            assert_eq!(row.eval(&[], &[l, 3]), Some(want), "lane {l}");
+        }
+        assert!(prove(&a_reads(40, Index::c(0)), 4, true, VarId(0)).is_none());
+    }
+
+    #[test]
+    fn rows_off_16_bytes_and_foreign_layouts_are_refused() {
+        // Rows of 36 halves are 72 bytes: not every row starts on 16.
+        assert!(prove(&a_reads(36, Index::c(0)), 4, false, VarId(0)).is_none());
+        // A uniform offset of 4 elements (8 bytes) as well.
+        assert!(prove(&a_reads(40, v(1) * Index::c(4)), 4, false, VarId(0)).is_none());
+        // Two elements swapped.
+        let mut r = a_reads(40, Index::c(0));
+        r.swap(0, 1);
+        assert!(prove(&r, 4, false, VarId(0)).is_none());
+    }
+
+    #[test]
+    fn b_fragments_from_k_major_rows_are_one_transposed_x2_load() {
+        // B[k][n] with rows of 136: element e of lane l is (k 2t + e % 2 + 8 (e / 2), n g).
+        let l = v(0);
+        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
+        let t = l % Index::c(4);
+        let reads: Vec<Index> = (0..4)
+            .map(|e| {
+                (t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2))) * Index::c(136)
+                    + g.clone()
+                    + Index::c(16)
+            })
+            .collect();
+        assert!(prove(&reads, 2, false, VarId(0)).is_none());
+        let row = prove(&reads, 2, true, VarId(0)).unwrap();
+        for l in 0..16i64 {
+            assert_eq!(row.eval(&[], &[l]), Some((l % 8 + 8 * (l / 8)) * 136 + 16));
+        }
+    }
+}
