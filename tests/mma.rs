@@ -133,9 +133,12 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
             if nvidia {
                 assert!(asm.contains("mma.sync.aligned.m16n8k16"), "{name} {p}");
                 let reports = assemble_ptx(&asm, p).unwrap_or_else(|e| panic!("{name} {p}: {e}"));
+                // A register budget (`occupancy`) may cost a few spills,
+                // which the H100 measurement found worth it; none otherwise.
+                let budget = if src.contains("\"occupancy(") { 64 } else { 0 };
                 assert!(
-                    reports.iter().all(|r| r.spill_stores == 0),
-                    "{name} {p}: spills"
+                    reports.iter().all(|r| r.spill_stores <= budget),
+                    "{name} {p}: spills {reports:?}"
                 );
             } else {
                 // The code object, disassembled by LLVM's own tool, issues the instruction.
