@@ -83,10 +83,11 @@ fn vector_and_prefetched_fills_match_the_interpreter() {
     }
 }
 
-#[test]
-fn gpu_code_issues_vector_fills() {
+/// gemm_f16 with `options` for gfx942: the code object as llvm-objdump-22
+/// disassembles it, and the assembly rocmc wrote.
+fn gfx942_gemm_f16(options: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let src = with_options("gemm_f16", ", vec=8, prefetch=1");
+    let src = with_options("gemm_f16", options);
     let emit = rocmc::Emit {
         asm: true,
         code_object: true,
@@ -99,12 +100,18 @@ fn gpu_code_issues_vector_fills() {
         "llvm-objdump-22",
         &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
     );
+    (dis, art.asm.unwrap())
+}
+
+#[test]
+fn gpu_code_issues_vector_fills() {
+    let (dis, asm) = gfx942_gemm_f16(", vec=8, prefetch=1");
     // A and B: one 16-byte load each before the k loop and one ahead of
     // each step; LDS filled with 16-byte stores only.
     assert_eq!(dis.matches("global_load_dwordx4").count(), 4, "{dis}");
     assert!(dis.contains("ds_write_b128"), "no 16-byte LDS stores");
     assert!(!dis.contains("ds_write_b16"), "2-byte LDS stores left");
-    assert!(art.asm.unwrap().contains("; ScratchSize: 0"));
+    assert!(asm.contains("; ScratchSize: 0"));
 
     let src = with_options("gemm_f16_mma", ", vec=8, prefetch=1");
     let emit = rocmc::Emit {
@@ -167,23 +174,10 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
     let reports = assemble_ptx(&p, "sm_90").unwrap();
     assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
 
-    let dir = tempfile::tempdir().unwrap();
-    let src = with_options("gemm_f16", ", vec=8, stages=2");
-    let emit = rocmc::Emit {
-        asm: true,
-        code_object: true,
-        ..Default::default()
-    };
-    let art = rocmc::compile("gemm_f16.toml", &src, &Options::new("gfx942"), emit).unwrap();
-    let co = dir.path().join("gemm_f16.hsaco");
-    std::fs::write(&co, art.code_object.unwrap()).unwrap();
-    let dis = tool(
-        "llvm-objdump-22",
-        &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
-    );
+    let (dis, asm) = gfx942_gemm_f16(", vec=8, stages=2");
     assert!(dis.contains("global_load_dwordx4"), "{dis}");
     assert!(dis.contains("ds_write_b128"), "no 16-byte LDS stores");
-    assert!(art.asm.unwrap().contains("; ScratchSize: 0"));
+    assert!(asm.contains("; ScratchSize: 0"));
 }
 
 fn refusal(src: &str) -> String {
