@@ -64,8 +64,13 @@ struct Pipelined {
 /// this iteration's copy overwrites it.
 fn pipeline(body: Vec<Stmt>, caches: Vec<Pipelined>) -> Result<Vec<Stmt>, Diagnostic> {
     let mut body = body;
-    let mut loops: Vec<VarId> = caches.iter().map(|c| c.at).collect();
-    loops.dedup();
+    // Each loop once, in schedule order: caches at other loops may come between.
+    let mut loops: Vec<VarId> = Vec::new();
+    for c in &caches {
+        if !loops.contains(&c.at) {
+            loops.push(c.at);
+        }
+    }
     for at in loops {
         let here: Vec<&Pipelined> = caches.iter().filter(|c| c.at == at).collect();
         let stages = here[0].stages;

@@ -62,11 +62,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
 
 /// `sm_75` and later.
 fn has_ldmatrix(processor: &str) -> bool {
-    processor
-        .strip_prefix("sm_")
-        .map(|v| v.trim_end_matches(|c: char| c.is_ascii_alphabetic()))
-        .and_then(|v| v.parse::<u32>().ok())
-        .is_some_and(|v| v >= 75)
+    rocmc_target::NvidiaTarget::parse(processor).is_some_and(|t| t.compute_capability() >= (7, 5))
 }
 
 fn rewrite(body: Vec<Stmt>, frags: &HashMap<u32, u32>, lane: VarId) -> Vec<Stmt> {
