@@ -393,11 +393,17 @@ pub fn backend(
         object: (amd || cpu) && (emit.object || emit.code_object),
         no_fp_contract: !opts.fp_contract,
     };
+    let mut launch = front.launch.clone();
+    if let Target::Nvidia(_) = target {
+        for (l, g) in launch.kernels.iter_mut().zip(&front.program.kernels) {
+            l.dynamic_shared = rocmc_codegen::backend::nvptx::dynamic_shared_bytes(g);
+        }
+    }
     let module_asm = match target {
-        Target::Amd(_) => front.launch.module_asm(),
-        Target::Nvidia(_) => front.launch.ptx_comment(),
+        Target::Amd(_) => launch.module_asm(),
+        Target::Nvidia(_) => launch.ptx_comment(),
         // The same section as in an AMDGPU code object, in the shared object.
-        Target::Cpu(_) => front.launch.module_asm(),
+        Target::Cpu(_) => launch.module_asm(),
     };
     let out = rocmc_codegen::compile(&front.kernel, &front.program, target, &module_asm, req)
         .map_err(|e| match e {
@@ -419,7 +425,7 @@ pub fn backend(
         kernel: front.kernel.clone(),
         program: front.program.clone(),
         target: target.clone(),
-        launch: front.launch.clone(),
+        launch,
         loops: front.loops.clone(),
         llvm_ir: out.llvm_ir,
         asm: out.asm,
@@ -665,6 +671,8 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                 },
             })
             .collect(),
+        // Set per target by `backend`: only NVIDIA has the static limit.
+        dynamic_shared: 0,
     };
     LaunchInfo {
         version: FORMAT_VERSION,

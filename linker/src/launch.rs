@@ -43,6 +43,15 @@ pub struct KernelLaunch {
     pub grid_text: [String; 3],
     /// Arguments in kernel order.
     pub args: Vec<LaunchArg>,
+    /// Bytes of dynamic shared memory the kernel is launched with (NVIDIA
+    /// kernels whose shared arrays exceed the 48 KiB a block may declare
+    /// statically); the runtime opts the kernel in to that much.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dynamic_shared: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -467,6 +476,7 @@ mod tests {
                         written: false,
                     },
                 ],
+                dynamic_shared: 0,
             }],
         };
         let k = &l.kernels[0];
@@ -503,6 +513,7 @@ mod tests {
                     shape: vec![],
                     written: false,
                 }],
+                dynamic_shared: 80 * 1024,
             }],
         };
         assert_eq!(LaunchInfo::from_json(l.to_json().as_bytes()).unwrap(), l);

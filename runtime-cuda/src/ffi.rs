@@ -19,6 +19,9 @@ pub const ATTR_CC_MINOR: c_int = 76;
 pub const ATTR_SM_COUNT: c_int = 16;
 // CUjit_option values.
 pub const JIT_ERROR_LOG_BUFFER: c_int = 5;
+/// `CUfunction_attribute`: the most dynamic shared memory a launch of the
+/// function may ask for.
+pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 pub const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: c_int = 6;
 pub const JIT_LOG_VERBOSE: c_int = 12;
 
@@ -65,6 +68,7 @@ pub struct Api {
     ) -> CuResult,
     pub module_unload: unsafe extern "C" fn(Handle) -> CuResult,
     pub module_get_function: unsafe extern "C" fn(*mut Handle, Handle, *const c_char) -> CuResult,
+    pub func_set_attribute: unsafe extern "C" fn(Handle, c_int, c_int) -> CuResult,
     #[allow(clippy::type_complexity)]
     pub launch_kernel: unsafe extern "C" fn(
         Handle,
@@ -154,6 +158,7 @@ impl Api {
             module_load_data_ex: sym!("cuModuleLoadDataEx"),
             module_unload: sym!("cuModuleUnload"),
             module_get_function: sym!("cuModuleGetFunction"),
+            func_set_attribute: sym!("cuFuncSetAttribute"),
             launch_kernel: sym!("cuLaunchKernel"),
             _lib: lib,
         })

@@ -36,7 +36,7 @@ pub use half::{bf16, f16};
 use ffi::{Api, CuDevice, CuDevicePtr, Handle};
 use rocmc_linker::launch::LaunchInfo;
 use rocmc_target::NvidiaTarget;
-use std::ffi::{c_void, CString};
+use std::ffi::{c_int, c_void, CString};
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
@@ -717,6 +717,26 @@ impl Module {
             },
             || format!("looking up kernel `{name}`"),
         )?;
+        let dynamic_shared = self.launch.kernel(name).map_or(0, |k| k.dynamic_shared);
+        if dynamic_shared > 0 {
+            let bytes = c_int::try_from(dynamic_shared).unwrap_or(c_int::MAX);
+            // SAFETY: a live function of this context; the attribute takes an int.
+            self.api.check(
+                unsafe {
+                    let _ = (self.api.ctx_set_current)(self.ctx.0);
+                    (self.api.func_set_attribute)(
+                        f,
+                        ffi::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        bytes,
+                    )
+                },
+                || {
+                    format!(
+                        "allowing kernel `{name}` {dynamic_shared} bytes of dynamic shared memory"
+                    )
+                },
+            )?;
+        }
         Ok(Kernel {
             module: self,
             func: f,
@@ -797,7 +817,7 @@ impl Kernel<'_> {
                 block[0],
                 block[1],
                 block[2],
-                0,
+                kl.dynamic_shared,
                 s,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),

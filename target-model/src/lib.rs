@@ -138,7 +138,7 @@ impl Target {
     pub fn lds_limit(&self) -> u32 {
         match self {
             Target::Amd(t) => t.hardware().lds_per_workgroup,
-            Target::Nvidia(_) => nvptx::SHARED_PER_BLOCK,
+            Target::Nvidia(t) => t.max_shared_per_block(),
             Target::Cpu(_) => cpu::SHARED_PER_BLOCK,
         }
     }
@@ -243,7 +243,10 @@ mod tests {
         assert_eq!(t("gfx1100").max_threads_per_block(), 1024);
         assert_eq!(t("mi300x").vendor(), Vendor::Amd);
         assert_eq!(t("h100").vendor(), Vendor::Nvidia);
-        assert_eq!(t("sm_90").lds_limit(), 48 * 1024);
+        assert_eq!(t("sm_90").lds_limit(), 227 * 1024);
+        assert_eq!(t("sm_86").lds_limit(), 99 * 1024);
+        assert_eq!(t("sm_80").lds_limit(), 163 * 1024);
+        assert_eq!(t("sm_60").lds_limit(), 48 * 1024);
         assert_eq!(t("sm_90").wave_size(), 32);
         assert!(Target::parse("sm_90", Some(64), 5).is_err());
         match Target::parse("sm_91", None, 5) {

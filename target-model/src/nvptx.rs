@@ -83,9 +83,10 @@ pub const PRODUCT_ALIASES: &[(&str, &str)] = &[
 ];
 
 /// Static shared memory one block may declare, in bytes, on every NVIDIA
-/// GPU: rocmc's shared arrays are static (`.shared` globals); more needs
-/// dynamic shared memory and an opt-in per kernel.
-pub const SHARED_PER_BLOCK: u32 = 48 * 1024;
+/// GPU. A kernel that needs more gets its shared arrays carved out of one
+/// dynamic (`.extern .shared`) array instead, which the runtime opts in to
+/// per kernel ([`NvidiaTarget::max_shared_per_block`] bounds it).
+pub const STATIC_SHARED_PER_BLOCK: u32 = 48 * 1024;
 
 /// Threads one block may have.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
@@ -191,6 +192,21 @@ impl NvidiaTarget {
             Some('a') => dev == cc,
             Some('f') => dev.0 == cc.0 && dev.1 >= cc.1,
             _ => dev >= cc,
+        }
+    }
+
+    /// Shared memory one block may use, in bytes, once the kernel opts in
+    /// to more than [`STATIC_SHARED_PER_BLOCK`] (CUDA's "maximum amount of
+    /// shared memory per thread block" per compute capability).
+    pub fn max_shared_per_block(&self) -> u32 {
+        const KIB: u32 = 1024;
+        match self.compute_capability() {
+            (7, 0) | (7, 2) => 96 * KIB,
+            (7, 5) => 64 * KIB,
+            (8, 0) | (8, 7) => 163 * KIB,
+            (8, _) | (12, _) => 99 * KIB,
+            (9, _) | (10, _) | (11, _) => 227 * KIB,
+            _ => STATIC_SHARED_PER_BLOCK,
         }
     }
 

@@ -39,7 +39,7 @@ pub(crate) struct KernelAbi<'ctx> {
 }
 
 /// The address space of work-group memory on both GPU targets.
-const SHARED_ADDRESS_SPACE: u16 = 3;
+pub(crate) const SHARED_ADDRESS_SPACE: u16 = 3;
 
 /// Calls intrinsic `name` (its full, mangled name) returning `ret`.
 pub(crate) fn call_named<'ctx>(
@@ -92,7 +92,7 @@ pub(crate) fn call_void<'ctx>(
 }
 
 /// A work-group's array as an internal, uninitialised global in `space`.
-fn shared_global<'ctx>(
+pub(crate) fn shared_global<'ctx>(
     m: &Module<'ctx>,
     g: &GpuKernel,
     l: &Local,

@@ -5,7 +5,7 @@
 //! it for the device when the module is loaded.
 
 use super::amdgpu::declare_gpu_kernel;
-use super::{Backend, KernelAbi};
+use super::{Backend, KernelAbi, SHARED_ADDRESS_SPACE};
 use crate::function::{llvm_err, FnCx, R};
 use crate::CodegenError;
 use inkwell::attributes::AttributeLoc;
@@ -15,9 +15,11 @@ use inkwell::module::Module;
 use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
+use inkwell::types::ArrayType;
 use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::AddressSpace;
 use inkwell::OptimizationLevel;
-use rocmc_ir::loops::GpuKernel;
+use rocmc_ir::loops::{GpuKernel, Local};
 use rocmc_ir::schedule::GpuAxis;
 use rocmc_ir::{DType, Kernel, MathFn};
 use rocmc_target::NvidiaTarget;
@@ -61,6 +63,19 @@ pub(crate) fn target_machine_with(t: &NvidiaTarget, features: &str) -> R<TargetM
             CodeModel::Default,
         )
         .ok_or_else(|| CodegenError::Llvm(format!("cannot create a target machine for {t}")))
+}
+
+/// The bytes of dynamic shared memory kernel `g` is launched with: all its
+/// shared arrays when they exceed what a block may declare statically
+/// (the runtime then raises the kernel's limit), else 0 and the arrays stay
+/// `.shared` globals.
+pub fn dynamic_shared_bytes(g: &GpuKernel) -> u32 {
+    let (_, total) = g.shared_layout();
+    if total > u64::from(rocmc_target::nvptx::STATIC_SHARED_PER_BLOCK) {
+        u32::try_from(total).unwrap_or(u32::MAX)
+    } else {
+        0
+    }
 }
 
 impl Backend for Nvptx<'_> {
@@ -108,6 +123,52 @@ impl Backend for Nvptx<'_> {
             );
         }
         Ok(abi)
+    }
+
+    fn shared_array<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        _b: &Builder<'ctx>,
+        g: &GpuKernel,
+        l: &Local,
+        at: ArrayType<'ctx>,
+    ) -> R<PointerValue<'ctx>> {
+        if dynamic_shared_bytes(g) == 0 {
+            return Ok(super::shared_global(m, g, l, at, SHARED_ADDRESS_SPACE));
+        }
+        // One `.extern .shared` array (clang's `extern __shared__`), each
+        // of the kernel's arrays at its offset in `shared_layout`.
+        let name = format!("{}_dynamic_shared", g.name);
+        let base = m.get_global(&name).unwrap_or_else(|| {
+            let gv = m.add_global(
+                cx.i8_type().array_type(0),
+                Some(AddressSpace::from(SHARED_ADDRESS_SPACE)),
+                &name,
+            );
+            gv.set_linkage(inkwell::module::Linkage::External);
+            let align = (0..g.shared.len() as u32)
+                .map(|i| g.shared_align(i))
+                .max()
+                .unwrap_or(16)
+                .max(16);
+            gv.set_alignment(align);
+            gv
+        });
+        let i = g
+            .shared
+            .iter()
+            .position(|x| std::ptr::eq(x, l))
+            .ok_or_else(|| {
+                CodegenError::Llvm(format!(
+                    "`{}` is not a shared array of `{}`",
+                    l.name, g.name
+                ))
+            })?;
+        let offset = cx.i64_type().const_int(g.shared_layout().0[i], false);
+        // SAFETY: a constant byte offset into the dynamic block, which the
+        // launch sizes to hold every array (`dynamic_shared_bytes`).
+        Ok(unsafe { base.as_pointer_value().const_gep(cx.i8_type(), &[offset]) })
     }
 
     fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {

@@ -959,7 +959,7 @@ fn targets() -> Result<(), Error> {
             "{:<16} {runs:<24} {:<17} {:>5} KiB  {:<15} {}\n",
             p.name,
             "32",
-            target::nvptx::SHARED_PER_BLOCK / 1024,
+            t.max_shared_per_block() / 1024,
             t.ptx_text(),
             target::nvptx::aliases_of(p.name).join(", ")
         ));

@@ -332,6 +332,21 @@ impl GpuKernel {
         align
     }
 
+    /// Where each LDS array starts when all of them are laid out in one
+    /// block of shared memory, in declaration order, each at its
+    /// [`GpuKernel::shared_align`]; and the bytes the block needs.
+    pub fn shared_layout(&self) -> (Vec<u64>, u64) {
+        let mut offsets = Vec::with_capacity(self.shared.len());
+        let mut end = 0u64;
+        for (i, l) in self.shared.iter().enumerate() {
+            let align = u64::from(self.shared_align(i as u32));
+            let at = end.div_ceil(align) * align;
+            offsets.push(at);
+            end = at + l.bytes();
+        }
+        (offsets, end)
+    }
+
     pub fn threads(&self) -> u32 {
         self.block.iter().product()
     }
