@@ -725,60 +725,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         width: u32,
         asynchronous: bool,
     ) -> R<()> {
-        let dt = value.dtype;
-        let vt = match mem_ty(self.cx, dt) {
-            BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
-                Some(t.vec_type(width).as_basic_type_enum())
-            }
-            BasicTypeEnum::IntType(t) if dt != DType::Bool => {
-                Some(t.vec_type(width).as_basic_type_enum())
-            }
-            _ => None,
-        };
-        let lane_store = |me: &mut Self, l: u32, v: Expr| -> R<()> {
-            let index = index.clone() + Index::c(i64::from(l));
-            me.leaf(&match mem {
-                Mem::Shared => Stmt::SharedStore {
-                    shared: array,
-                    index,
-                    value: v,
-                },
-                Mem::Local => Stmt::LocalStore {
-                    local: array,
-                    index,
-                    value: v,
-                },
-            })
-        };
-        let scalar = |me: &mut Self| -> R<()> {
-            for l in 0..width {
-                lane_store(me, l, rocmc_ir::loops::fill_lane(me.k, value, l))?;
-            }
-            Ok(())
-        };
-        let Some(vt) = vt else {
-            return scalar(self);
-        };
-        let bytes = u64::from(width) * dt.size() as u64;
-        let store_vector = |me: &mut Self, v: BasicValueEnum<'ctx>| -> R<()> {
-            match mem {
-                Mem::Shared => {
-                    let sp = me.shared_ptr(array, index)?;
-                    let st = me.b.build_store(sp, v).map_err(llvm_err)?;
-                    st.set_alignment(bytes as u32).map_err(llvm_err)
-                }
-                Mem::Local => {
-                    for l in 0..width {
-                        let x = me
-                            .b
-                            .build_extract_element(v.into_vector_value(), me.i32(i64::from(l)), "")
-                            .map_err(llvm_err)?;
-                        let p = me.local_ptr(array, &(index.clone() + Index::c(i64::from(l))))?;
-                        me.b.build_store(p, x).map_err(llvm_err)?;
-                    }
-                    Ok(())
-                }
-            }
+        let Some(vt) = self.fill_vector_type(value.dtype, width) else {
+            return self.fill_lanes(mem, array, index, value, width);
         };
         let (tensor, indices) = match &value.kind {
             ExprKind::Load { tensor, indices } => (*tensor, indices),
@@ -791,12 +739,61 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                         .build_insert_element(acc, x, self.i32(i64::from(l)), "")
                         .map_err(llvm_err)?;
                 }
-                return store_vector(self, acc.into());
+                return self.fill_store_vector(mem, array, index, value.dtype, width, acc.into());
             }
-            _ => return scalar(self),
+            _ => return self.fill_lanes(mem, array, index, value, width),
         };
+        let Some(inside) = self.fill_inside(tensor, indices, width)? else {
+            return self.fill_lanes(mem, array, index, value, width);
+        };
+        let check = self.cx.append_basic_block(self.f, "fill.align");
+        let vector = self.cx.append_basic_block(self.f, "fill.vector");
+        let lanes = self.cx.append_basic_block(self.f, "fill.lanes");
+        let join = self.cx.append_basic_block(self.f, "fill.join");
+        self.b
+            .build_conditional_branch(inside, check, lanes)
+            .map_err(llvm_err)?;
+        // Only formed where the lanes are inside: out-of-range indices
+        // would make the address arithmetic's no-wrap flags poison.
+        self.b.position_at_end(check);
+        let p = self.address(tensor, indices)?;
+        let aligned = self.fill_aligned(p, value.dtype, width)?;
+        self.b
+            .build_conditional_branch(aligned, vector, lanes)
+            .map_err(llvm_err)?;
+        self.b.position_at_end(vector);
+        self.fill_vector(mem, array, index, p, vt, value.dtype, width, asynchronous)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(lanes);
+        self.fill_lanes(mem, array, index, value, width)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// The W-wide vector a fill of `dt` moves in one access, if any.
+    fn fill_vector_type(&self, dt: DType, width: u32) -> Option<BasicTypeEnum<'ctx>> {
+        match mem_ty(self.cx, dt) {
+            BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
+                Some(t.vec_type(width).as_basic_type_enum())
+            }
+            BasicTypeEnum::IntType(t) if dt != DType::Bool => {
+                Some(t.vec_type(width).as_basic_type_enum())
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a fill's W lanes `tensor[.., c..c + W]` all lie inside the
+    /// tensor's last dimension; `None` for a tensor without one.
+    fn fill_inside(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Index],
+        width: u32,
+    ) -> R<Option<IntValue<'ctx>>> {
         let (Some(last), Some(ext)) = (indices.last(), self.k.tensor(tensor).shape.last()) else {
-            return scalar(self);
+            return Ok(None);
         };
         let c = self.index(last)?;
         let ext = self.index(ext)?;
@@ -812,32 +809,39 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .b
             .build_int_compare(IntPredicate::SLE, end, ext, "")
             .map_err(llvm_err)?;
-        let inside = self.b.build_and(lo, hi, "").map_err(llvm_err)?;
-        let check = self.cx.append_basic_block(self.f, "fill.align");
-        let vector = self.cx.append_basic_block(self.f, "fill.vector");
-        let lanes = self.cx.append_basic_block(self.f, "fill.lanes");
-        let join = self.cx.append_basic_block(self.f, "fill.join");
-        self.b
-            .build_conditional_branch(inside, check, lanes)
-            .map_err(llvm_err)?;
-        // Only formed where the lanes are inside: out-of-range indices
-        // would make the address arithmetic's no-wrap flags poison.
-        self.b.position_at_end(check);
-        let p = self.address(tensor, indices)?;
+        Ok(Some(self.b.build_and(lo, hi, "").map_err(llvm_err)?))
+    }
+
+    /// Whether `p` is aligned to a whole W-wide vector of `dt`.
+    fn fill_aligned(&mut self, p: PointerValue<'ctx>, dt: DType, width: u32) -> R<IntValue<'ctx>> {
+        let bytes = u64::from(width) * dt.size() as u64;
         let i64t = self.cx.i64_type();
         let pi = self.b.build_ptr_to_int(p, i64t, "").map_err(llvm_err)?;
         let rem = self
             .b
             .build_and(pi, i64t.const_int(bytes - 1, false), "")
             .map_err(llvm_err)?;
-        let aligned = self
-            .b
-            .build_int_compare(IntPredicate::EQ, rem, i64t.const_zero(), "")
-            .map_err(llvm_err)?;
         self.b
-            .build_conditional_branch(aligned, vector, lanes)
-            .map_err(llvm_err)?;
-        self.b.position_at_end(vector);
+            .build_int_compare(IntPredicate::EQ, rem, i64t.const_zero(), "")
+            .map_err(llvm_err)
+    }
+
+    /// A fill's vector path from the aligned address `p` of its lanes:
+    /// the target's asynchronous copy where the fill allows one, else one
+    /// vector load and the store into `mem`.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_vector(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        p: PointerValue<'ctx>,
+        vt: BasicTypeEnum<'ctx>,
+        dt: DType,
+        width: u32,
+        asynchronous: bool,
+    ) -> R<()> {
+        let bytes = u64::from(width) * dt.size() as u64;
         let sent = asynchronous && mem == Mem::Shared && {
             let sp = self.shared_ptr(array, index)?;
             self.be.async_copy(self, sp, p, bytes as u32)?
@@ -848,13 +852,66 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .expect("load")
                 .set_alignment(bytes as u32)
                 .map_err(llvm_err)?;
-            store_vector(self, v)?;
+            self.fill_store_vector(mem, array, index, dt, width, v)?;
         }
-        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-        self.b.position_at_end(lanes);
-        scalar(self)?;
-        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// Stores the W values (of `dt`) of `v` into `mem` array `array` at `index`.
+    fn fill_store_vector(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        dt: DType,
+        width: u32,
+        v: BasicValueEnum<'ctx>,
+    ) -> R<()> {
+        match mem {
+            Mem::Shared => {
+                let sp = self.shared_ptr(array, index)?;
+                let st = self.b.build_store(sp, v).map_err(llvm_err)?;
+                st.set_alignment(width * dt.size() as u32).map_err(llvm_err)
+            }
+            Mem::Local => {
+                for l in 0..width {
+                    let x = self
+                        .b
+                        .build_extract_element(v.into_vector_value(), self.i32(i64::from(l)), "")
+                        .map_err(llvm_err)?;
+                    let p = self.local_ptr(array, &(index.clone() + Index::c(i64::from(l))))?;
+                    self.b.build_store(p, x).map_err(llvm_err)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A fill lane by lane: each lane's own (clamped) value.
+    fn fill_lanes(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &Expr,
+        width: u32,
+    ) -> R<()> {
+        for l in 0..width {
+            let index = index.clone() + Index::c(i64::from(l));
+            let v = rocmc_ir::loops::fill_lane(self.k, value, l);
+            self.leaf(&match mem {
+                Mem::Shared => Stmt::SharedStore {
+                    shared: array,
+                    index,
+                    value: v,
+                },
+                Mem::Local => Stmt::LocalStore {
+                    local: array,
+                    index,
+                    value: v,
+                },
+            })?;
+        }
         Ok(())
     }
 
