@@ -373,6 +373,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     unroll: false,
                     body,
                 } => self.serial_loop(*var, extent, body)?,
+                Stmt::If { guards, body } if fill_group_size(body) >= 2 => {
+                    self.guarded(guards, |me| me.fill_group(body))?
+                }
                 Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
                 Stmt::Barrier => self.be.barrier(self)?,
                 Stmt::AsyncCommit => self.be.async_commit(self)?,
@@ -768,6 +771,95 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.fill_lanes(mem, array, index, value, width)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// Several fills from tensors (a tile's copy, each thread's share of
+    /// it): when every one of them takes its vector path, they run as
+    /// straight-line vector copies with no branch between them (which lets
+    /// the assembler schedule them among other work), else each fill checks
+    /// its own lanes. One branch instead of two per fill.
+    fn fill_group(&mut self, stmts: &[Stmt]) -> R<()> {
+        let mut all = self.cx.bool_type().const_int(1, false);
+        self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
+            let Stmt::Fill { value, width, .. } = f else {
+                return Ok(());
+            };
+            let Some(inside) = me.fill_inside(tensor, indices, *width)? else {
+                return Err(CodegenError::Llvm("a grouped fill without a last dimension (a rocmc bug)".into()));
+            };
+            let p = me.address(tensor, indices)?;
+            let aligned = me.fill_aligned(p, value.dtype, *width)?;
+            // A select, not an and: out of range, the address arithmetic's
+            // no-wrap flags may make `aligned` poison.
+            let no = me.cx.bool_type().const_zero();
+            let ok = me
+                .b
+                .build_select(inside, aligned, no, "")
+                .map_err(llvm_err)?
+                .into_int_value();
+            all = me.b.build_and(all, ok, "").map_err(llvm_err)?;
+            Ok(())
+        })?;
+        let vector = self.cx.append_basic_block(self.f, "fills.vector");
+        let checked = self.cx.append_basic_block(self.f, "fills.checked");
+        let join = self.cx.append_basic_block(self.f, "fills.join");
+        self.b
+            .build_conditional_branch(all, vector, checked)
+            .map_err(llvm_err)?;
+        self.b.position_at_end(vector);
+        self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
+            let Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                asynchronous,
+            } = f
+            else {
+                return Ok(());
+            };
+            let vt = me
+                .fill_vector_type(value.dtype, *width)
+                .ok_or_else(|| CodegenError::Llvm("a grouped fill without a vector type (a rocmc bug)".into()))?;
+            let p = me.address(tensor, indices)?;
+            me.fill_vector(*mem, *array, index, p, vt, value.dtype, *width, *asynchronous)
+        })?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(checked);
+        self.body(stmts)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// Calls `f` on each fill of a group ([`fill_group_size`]) with its
+    /// source tensor and indices, unrolled loops' variables bound.
+    fn fill_group_each(
+        &mut self,
+        stmts: &[Stmt],
+        f: &mut dyn FnMut(&mut Self, TensorId, &[Index], &Stmt) -> R<()>,
+    ) -> R<()> {
+        for s in stmts {
+            match s {
+                Stmt::Loop {
+                    var, extent, body, ..
+                } => {
+                    for i in 0..extent.as_const().unwrap_or(0) {
+                        self.vars[var.0 as usize] = Some(self.i32(i));
+                        self.fill_group_each(body, f)?;
+                    }
+                    self.vars[var.0 as usize] = None;
+                }
+                Stmt::Fill { value, .. } => {
+                    if let ExprKind::Load { tensor, indices } = &value.kind {
+                        f(self, *tensor, indices, s)?;
+                    }
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 
@@ -1240,4 +1332,33 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
 pub(crate) fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), v)
+}
+
+/// How many fills `stmts` holds when it is nothing but fills from tensors
+/// that have a vector path, inside unrolled loops of constant extent
+/// ([`FnCx::fill_group`]); 0 when it holds anything else.
+fn fill_group_size(stmts: &[Stmt]) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        match s {
+            Stmt::Loop {
+                extent,
+                unroll: true,
+                body,
+                ..
+            } => match (extent.as_const(), fill_group_size(body)) {
+                (Some(k), m) if k > 0 && m > 0 => n += k as usize * m,
+                _ => return 0,
+            },
+            Stmt::Fill { value, width, .. }
+                if *width > 1
+                    && value.dtype != DType::Bool
+                    && matches!(&value.kind, ExprKind::Load { indices, .. } if !indices.is_empty()) =>
+            {
+                n += 1
+            }
+            _ => return 0,
+        }
+    }
+    n
 }
