@@ -16,7 +16,7 @@ fn with_options(name: &str, options: &str) -> String {
     let out = src
         .replace("\n  \"occupancy(blocks=2)\",", "")
         .replace(
-            ", pad=8, vec=8, stages=2)\"",
+            ", pad=8, vec=8, stages=3)\"",
             &format!(", pad=8{options})\""),
         )
         .replace(", pad=8, prefetch=1)\"", &format!(", pad=8{options})\""))
@@ -113,7 +113,11 @@ fn gpu_code_issues_vector_fills() {
     assert!(!dis.contains("ds_write_b16"), "2-byte LDS stores left");
     assert!(asm.contains("; ScratchSize: 0"));
 
-    let src = with_options("gemm_f16_mma", ", vec=8, prefetch=1");
+    // The example's 64x64 warp tiles leave no registers for a prefetched
+    // 64-deep tile: 64x32 warps and 32-deep tiles, as before stages.
+    let src = with_options("gemm_f16_mma", ", vec=8, prefetch=1")
+        .replace("tile(ii, ji, 64, 64)", "tile(ii, ji, 64, 32)")
+        .replace("split(k, 64)", "split(k, 32)");
     let emit = rocmc::Emit {
         asm: true,
         ..Default::default()
@@ -132,10 +136,13 @@ fn gpu_code_issues_vector_fills() {
 }
 
 /// `stages=2` on sm_90: A and B tiles copied by `cp.async` (16 bytes, one
-/// commit per k step and one per prologue stage, one wait), fragments read
-/// by `ldmatrix` (A: 2 k steps x 4 row fragments, x4; B: 2 x 4 column
+/// commit per k step and one per prologue stage, one wait; a thread's 16
+/// copies of a step run as one straight-line group when all are inside and
+/// aligned, each checking its own lanes otherwise), fragments read by
+/// `ldmatrix` (A: 4 k steps x 4 row fragments, x4; B: 4 x 8 column
 /// fragments, x2 transposed) on the whole-tile path, per element on the k
-/// tail; ptxas accepts it without spills. On sm_75 (no cp.async) the same
+/// tail; ptxas accepts it without spills. The tiles (70 KiB) are dynamic
+/// shared memory. On sm_75 (no cp.async) the same
 /// kernel copies synchronously and still uses ldmatrix; on gfx942 neither
 /// exists and the fills are vector loads and LDS stores.
 #[test]
@@ -153,7 +160,21 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
     };
     let p = ptx("sm_90");
     let count = |p: &str, s: &str| p.matches(s).count();
-    assert_eq!(count(&p, "cp.async.cg.shared.global"), 8, "{p}");
+    // 16 copies per step, in the prologue and the loop, each on the
+    // straight-line path and on the checked one.
+    assert_eq!(count(&p, "cp.async.cg.shared.global"), 64, "{p}");
+    let mut run = 0;
+    let longest = p.lines().fold(0, |best, l| {
+        if l.contains("cp.async.cg.shared.global") {
+            run += 1;
+        } else if l.contains("bra") || l.starts_with('$') {
+            run = 0;
+        }
+        best.max(run)
+    });
+    assert_eq!(longest, 16, "a step's copies are not one branch-free group");
+    assert!(p.contains(".extern .shared .align 16 .b8 gemm_f16_mma_dynamic_shared[]"));
+    assert!(p.contains("\"dynamic_shared\":71680"), "launch document");
     // One commit after the prologue's copy, one per step (LLVM may duplicate it into branches).
     assert!(count(&p, "cp.async.commit_group") >= 2, "{p}");
     let waits: Vec<&str> = p
@@ -162,10 +183,10 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
         .collect();
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert!(waits[0].trim_end().ends_with("0;"), "{waits:?}");
-    assert_eq!(count(&p, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"), 8);
+    assert_eq!(count(&p, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"), 16);
     assert_eq!(
         count(&p, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"),
-        8
+        32
     );
     assert!(
         !p.contains("ld.global.nc.v4"),

@@ -138,26 +138,62 @@ fn the_cli_writes_ptx_by_default_for_nvidia() {
     );
 }
 
-/// Shared memory over NVIDIA's 48 KiB of static shared memory per block
-/// is refused at the step that asked for it, as LDS is on AMD.
+/// Shared memory over the 48 KiB a block may declare statically becomes
+/// one dynamic (`.extern .shared`) array, which the launch document sizes
+/// and ptxas accepts; over the processor's opt-in limit (64 KiB on sm_75,
+/// 227 KiB on sm_90) it is refused at the step that asked for it, as LDS
+/// is on AMD.
 #[test]
-fn shared_memory_over_the_limit_is_refused() {
+fn shared_memory_over_48_kib_is_dynamic_and_over_the_limit_refused() {
     let src = std::fs::read_to_string(example("matmul_lds")).unwrap();
     // 128-wide k tiles: 64x129 + 128x64 floats, 65 KiB of shared memory.
     let big = src.replace("split(k, 16)", "split(k, 128)");
     assert_ne!(big, src);
-    match compile("m.toml", &big, &Options::new("sm_90"), Emit::default()) {
+    let emit = Emit {
+        asm: true,
+        ..Default::default()
+    };
+    let art = compile("m.toml", &big, &Options::new("sm_90"), emit).unwrap();
+    let ptx = art.asm.unwrap();
+    let bytes = art.launch.kernels[0].dynamic_shared;
+    assert_eq!(bytes, 64 * 129 * 4 + 128 * 64 * 4, "{:?}", art.launch);
+    assert!(ptx.contains(".extern .shared .align"), "{ptx}");
+    assert!(
+        !ptx.contains(".shared .align 4 .b8"),
+        "static arrays left: {ptx}"
+    );
+    assert!(ptx.contains(&format!("\"dynamic_shared\":{bytes}")));
+    assert!(assemble_ptx(&ptx, "sm_90").is_ok());
+    // Under 48 KiB nothing changes: static arrays, no dynamic bytes.
+    let small = compile("m.toml", &src, &Options::new("sm_90"), emit).unwrap();
+    assert_eq!(small.launch.kernels[0].dynamic_shared, 0);
+    assert!(!small.asm.unwrap().contains(".extern"));
+
+    let refused = |text: &str, cpu: &str, want: &str| match compile(
+        "m.toml",
+        text,
+        &Options::new(cpu),
+        Emit::default(),
+    ) {
         Err(rocmc::Error::Kernel(e)) => {
             let text = e.render();
-            assert!(
-                text.contains("bytes of shared memory; a block on sm_90 has 49152"),
-                "{text}"
-            );
+            assert!(text.contains(want), "{text}");
             assert!(text.contains("m.toml:"), "{text}");
         }
         other => panic!(
             "expected a shared-memory error, got {:?}",
             other.map(|_| ())
         ),
-    }
+    };
+    refused(
+        &big,
+        "sm_75",
+        "bytes of shared memory; a block on sm_75 has 65536",
+    );
+    let huge = src.replace("split(k, 16)", "split(k, 512)");
+    refused(
+        &huge,
+        "sm_90",
+        "bytes of shared memory; a block on sm_90 has 232448",
+    );
 }

@@ -786,18 +786,19 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 return Ok(());
             };
             let Some(inside) = me.fill_inside(tensor, indices, *width)? else {
-                return Err(CodegenError::Llvm("a grouped fill without a last dimension (a rocmc bug)".into()));
+                return Err(CodegenError::Llvm(
+                    "a grouped fill without a last dimension (a rocmc bug)".into(),
+                ));
             };
             let p = me.address(tensor, indices)?;
             let aligned = me.fill_aligned(p, value.dtype, *width)?;
             // A select, not an and: out of range, the address arithmetic's
             // no-wrap flags may make `aligned` poison.
             let no = me.cx.bool_type().const_zero();
-            let ok = me
-                .b
-                .build_select(inside, aligned, no, "")
-                .map_err(llvm_err)?
-                .into_int_value();
+            let ok =
+                me.b.build_select(inside, aligned, no, "")
+                    .map_err(llvm_err)?
+                    .into_int_value();
             all = me.b.build_and(all, ok, "").map_err(llvm_err)?;
             Ok(())
         })?;
@@ -820,11 +821,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             else {
                 return Ok(());
             };
-            let vt = me
-                .fill_vector_type(value.dtype, *width)
-                .ok_or_else(|| CodegenError::Llvm("a grouped fill without a vector type (a rocmc bug)".into()))?;
+            let vt = me.fill_vector_type(value.dtype, *width).ok_or_else(|| {
+                CodegenError::Llvm("a grouped fill without a vector type (a rocmc bug)".into())
+            })?;
             let p = me.address(tensor, indices)?;
-            me.fill_vector(*mem, *array, index, p, vt, value.dtype, *width, *asynchronous)
+            me.fill_vector(
+                *mem,
+                *array,
+                index,
+                p,
+                vt,
+                value.dtype,
+                *width,
+                *asynchronous,
+            )
         })?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(checked);
