@@ -99,12 +99,13 @@ fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled,
     }
     if let (true, Some(floor)) = (ptx, req.min_occupancy) {
         let text = art.asm.as_deref().unwrap_or_default();
-        let threads = |name: &str| {
-            art.launch
-                .kernel(name)
-                .map_or(1, |k| k.block.iter().product::<u32>())
+        // Threads per block, and the dynamic shared memory ptxas does not count.
+        let block = |name: &str| {
+            art.launch.kernel(name).map_or((1, 0), |k| {
+                (k.block.iter().product::<u32>(), k.dynamic_shared)
+            })
         };
-        if let Some((kernel, warps)) = nvidia_occupancy(&t, text, &threads)?
+        if let Some((kernel, warps)) = nvidia_occupancy(&t, text, &block)?
             .into_iter()
             .min_by_key(|(_, w)| *w)
             .filter(|(_, w)| *w < floor)
@@ -145,12 +146,13 @@ fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled,
 
 /// Per kernel, resident warps per warp scheduler (4 per SM) as the
 /// occupancy rules of NVIDIA's CUDA guide give them from ptxas's registers
-/// and static shared memory: the NVIDIA counterpart of AMD's waves per
+/// and static shared memory, plus the dynamic shared memory `block` gives
+/// with each kernel's threads: the NVIDIA counterpart of AMD's waves per
 /// SIMD. Spilling kernels are refused outright.
 fn nvidia_occupancy(
     t: &rocmc_codegen::Target,
     ptx: &str,
-    threads: &dyn Fn(&str) -> u32,
+    block: &dyn Fn(&str) -> (u32, u32),
 ) -> Result<Vec<(String, u32)>, String> {
     let ptxas = rocmc_linker::ptxas::find().ok_or(
         "--min-occupancy on NVIDIA needs ptxas for register counts (scripts/install-ptxas.sh)",
@@ -178,12 +180,13 @@ fn nvidia_occupancy(
                 r.kernel, r.spill_stores
             ));
         }
-        let warps_per_block = threads(&r.kernel).div_ceil(32).max(1);
+        let (threads, dynamic_shared) = block(&r.kernel);
+        let warps_per_block = threads.div_ceil(32).max(1);
         // Registers are allocated per warp in units of 256.
         let regs_per_warp = (r.registers.max(1) * 32).div_ceil(256) * 256;
         let by_regs = 65536 / regs_per_warp / warps_per_block;
         // Each block also reserves 1 KiB of shared memory for the system.
-        let by_smem = smem_per_sm / (r.shared_bytes + 1024);
+        let by_smem = smem_per_sm / (r.shared_bytes + dynamic_shared + 1024);
         let blocks = by_regs
             .min(by_smem)
             .min(max_blocks)
@@ -326,4 +329,37 @@ pub fn export(
     };
     p.write(dir, &compiled, ext).map_err(Error::Usage)?;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dynamic shared memory counts against the SM's like static: four
+    /// 64-deep stages of gemm_f16_mma's tiles (140 KiB) leave room for one
+    /// block, where its registers would allow two.
+    #[test]
+    fn nvidia_occupancy_counts_dynamic_shared_memory() {
+        if rocmc_linker::ptxas::find().is_none() {
+            panic!("ptxas is missing: scripts/install-ptxas.sh installs it");
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let src = std::fs::read_to_string(root.join("examples/gemm_f16_mma.toml"))
+            .unwrap()
+            .replace("stages=3", "stages=4");
+        let opts = crate::Options::new("sm_90");
+        let emit = crate::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        let art = crate::compile("k.toml", &src, &opts, emit).unwrap();
+        let launch = &art.launch.kernels[0];
+        assert_eq!(launch.dynamic_shared, 4 * (128 * 72 + 64 * 136) * 2);
+        let t = crate::targets(&opts).unwrap().remove(0);
+        let ptx = art.asm.unwrap();
+        let warps = |dynamic: u32| nvidia_occupancy(&t, &ptx, &|_| (128, dynamic)).unwrap()[0].1;
+        // 4 warps per block: two blocks by registers, one by shared memory.
+        assert_eq!(warps(0), 2);
+        assert_eq!(warps(launch.dynamic_shared), 1);
+    }
 }
