@@ -846,11 +846,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
     /// Calls `f` on each fill of a group ([`fill_group_size`]) with its
     /// source tensor and indices, unrolled loops' variables bound.
-    fn fill_group_each(
-        &mut self,
-        stmts: &[Stmt],
-        f: &mut dyn FnMut(&mut Self, TensorId, &[Index], &Stmt) -> R<()>,
-    ) -> R<()> {
+    fn fill_group_each(&mut self, stmts: &[Stmt], f: &mut GroupedFill<'_, 'a, 'ctx>) -> R<()> {
         for s in stmts {
             match s {
                 Stmt::Loop {
@@ -1343,6 +1339,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 pub(crate) fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
     cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), v)
 }
+
+/// What [`FnCx::fill_group_each`] calls on each fill: the fill with its
+/// source tensor and indices.
+type GroupedFill<'f, 'a, 'ctx> =
+    dyn FnMut(&mut FnCx<'a, 'ctx>, TensorId, &[Index], &Stmt) -> R<()> + 'f;
 
 /// How many fills `stmts` holds when it is nothing but fills from tensors
 /// that have a vector path, inside unrolled loops of constant extent
