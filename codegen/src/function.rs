@@ -524,17 +524,34 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         slow: &[Stmt],
     ) -> R<()> {
         let cond = self.all_hold(guards)?;
-        let yes = self.cx.append_basic_block(self.f, "vector");
-        let no = self.cx.append_basic_block(self.f, "scalar");
-        let join = self.cx.append_basic_block(self.f, "join");
+        self.if_else(
+            cond,
+            ["vector", "scalar", "join"],
+            |me| me.body(fast),
+            |me| me.body(slow),
+        )
+    }
+
+    /// Runs `then` when `cond` (an i1) is true, else `otherwise`; `names`
+    /// names the two blocks and the join.
+    fn if_else(
+        &mut self,
+        cond: IntValue<'ctx>,
+        names: [&str; 3],
+        then: impl FnOnce(&mut Self) -> R<()>,
+        otherwise: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        let yes = self.cx.append_basic_block(self.f, names[0]);
+        let no = self.cx.append_basic_block(self.f, names[1]);
+        let join = self.cx.append_basic_block(self.f, names[2]);
         self.b
             .build_conditional_branch(cond, yes, no)
             .map_err(llvm_err)?;
         self.b.position_at_end(yes);
-        self.body(fast)?;
+        then(self)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(no);
-        self.body(slow)?;
+        otherwise(self)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(join);
         Ok(())
@@ -802,46 +819,42 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             all = me.b.build_and(all, ok, "").map_err(llvm_err)?;
             Ok(())
         })?;
-        let vector = self.cx.append_basic_block(self.f, "fills.vector");
-        let checked = self.cx.append_basic_block(self.f, "fills.checked");
-        let join = self.cx.append_basic_block(self.f, "fills.join");
-        self.b
-            .build_conditional_branch(all, vector, checked)
-            .map_err(llvm_err)?;
-        self.b.position_at_end(vector);
-        self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
-            let Stmt::Fill {
-                mem,
-                array,
-                index,
-                value,
-                width,
-                asynchronous,
-            } = f
-            else {
-                return Ok(());
-            };
-            let vt = me.fill_vector_type(value.dtype, *width).ok_or_else(|| {
-                CodegenError::Llvm("a grouped fill without a vector type (a rocmc bug)".into())
-            })?;
-            let p = me.address(tensor, indices)?;
-            me.fill_vector(
-                *mem,
-                *array,
-                index,
-                p,
-                vt,
-                value.dtype,
-                *width,
-                *asynchronous,
-            )
-        })?;
-        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-        self.b.position_at_end(checked);
-        self.body(stmts)?;
-        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-        self.b.position_at_end(join);
-        Ok(())
+        self.if_else(
+            all,
+            ["fills.vector", "fills.checked", "fills.join"],
+            |me| {
+                me.fill_group_each(stmts, &mut |me, tensor, indices, f| {
+                    let Stmt::Fill {
+                        mem,
+                        array,
+                        index,
+                        value,
+                        width,
+                        asynchronous,
+                    } = f
+                    else {
+                        return Ok(());
+                    };
+                    let vt = me.fill_vector_type(value.dtype, *width).ok_or_else(|| {
+                        CodegenError::Llvm(
+                            "a grouped fill without a vector type (a rocmc bug)".into(),
+                        )
+                    })?;
+                    let p = me.address(tensor, indices)?;
+                    me.fill_vector(
+                        *mem,
+                        *array,
+                        index,
+                        p,
+                        vt,
+                        value.dtype,
+                        *width,
+                        *asynchronous,
+                    )
+                })
+            },
+            |me| me.body(stmts),
+        )
     }
 
     /// Calls `f` on each fill of a group ([`fill_group_size`]) with its
