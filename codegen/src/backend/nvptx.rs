@@ -70,7 +70,11 @@ pub(crate) fn target_machine_with(t: &NvidiaTarget, features: &str) -> R<TargetM
 /// (the runtime then raises the kernel's limit), else 0 and the arrays stay
 /// `.shared` globals.
 pub fn dynamic_shared_bytes(g: &GpuKernel) -> u32 {
-    let (_, total) = g.shared_layout();
+    dynamic_total(g.shared_layout().1)
+}
+
+/// [`dynamic_shared_bytes`] for a layout of `total` bytes.
+fn dynamic_total(total: u64) -> u32 {
     if total > u64::from(rocmc_target::nvptx::STATIC_SHARED_PER_BLOCK) {
         u32::try_from(total).unwrap_or(u32::MAX)
     } else {
@@ -134,7 +138,8 @@ impl Backend for Nvptx<'_> {
         l: &Local,
         at: ArrayType<'ctx>,
     ) -> R<PointerValue<'ctx>> {
-        if dynamic_shared_bytes(g) == 0 {
+        let (offsets, total) = g.shared_layout();
+        if dynamic_total(total) == 0 {
             return Ok(super::shared_global(m, g, l, at, SHARED_ADDRESS_SPACE));
         }
         // One `.extern .shared` array (clang's `extern __shared__`), each
@@ -165,7 +170,7 @@ impl Backend for Nvptx<'_> {
                     l.name, g.name
                 ))
             })?;
-        let offset = cx.i64_type().const_int(g.shared_layout().0[i], false);
+        let offset = cx.i64_type().const_int(offsets[i], false);
         // SAFETY: a constant byte offset into the dynamic block, which the
         // launch sizes to hold every array (`dynamic_shared_bytes`).
         Ok(unsafe { base.as_pointer_value().const_gep(cx.i8_type(), &[offset]) })
