@@ -16,7 +16,7 @@ fn with_options(name: &str, options: &str) -> String {
     let out = src
         .replace("\n  \"occupancy(blocks=2)\",", "")
         .replace(
-            ", pad=8, vec=8, stages=3)\"",
+            ", pad=8, vec=8, stages=4)\"",
             &format!(", pad=8{options})\""),
         )
         .replace(", pad=8, prefetch=1)\"", &format!(", pad=8{options})\""))
@@ -116,6 +116,7 @@ fn gpu_code_issues_vector_fills() {
     // The example's 64x64 warp tiles leave no registers for a prefetched
     // 64-deep tile: 64x32 warps and 32-deep tiles, as before stages.
     let src = with_options("gemm_f16_mma", ", vec=8, prefetch=1")
+        .replace("tile(i, j, 128, 256)", "tile(i, j, 128, 128)")
         .replace("tile(ii, ji, 64, 64)", "tile(ii, ji, 64, 32)")
         .replace("split(k, 64)", "split(k, 32)");
     let emit = rocmc::Emit {
@@ -135,19 +136,24 @@ fn gpu_code_issues_vector_fills() {
     assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
 }
 
-/// `stages=2` on sm_90: A and B tiles copied by `cp.async` (16 bytes, one
-/// commit per k step and one per prologue stage, one wait; a thread's 16
-/// copies of a step run as one straight-line group when all are inside and
-/// aligned, each checking its own lanes otherwise), fragments read by
-/// `ldmatrix` (A: 4 k steps x 4 row fragments, x4; B: 4 x 8 column
-/// fragments, x2 transposed) on the whole-tile path, per element on the k
-/// tail; ptxas accepts it without spills. The tiles (70 KiB) are dynamic
-/// shared memory. On sm_75 (no cp.async) the same
-/// kernel copies synchronously and still uses ldmatrix; on gfx942 neither
-/// exists and the fills are vector loads and LDS stores.
+/// `stages=2` on sm_90, 128x128 blocks of 2x2 warps: A and B tiles copied
+/// by `cp.async` (16 bytes, one commit per k step and one per prologue
+/// stage, one wait; a thread's 16 copies of a step run as one straight-line
+/// group when all are inside and aligned, each checking its own lanes
+/// otherwise), fragments read by `ldmatrix` (A: 4 k steps x 4 row
+/// fragments, x4; B: 4 x 8 column fragments, x2 transposed) on the
+/// whole-tile path, per element on the k tail; ptxas accepts it without
+/// spills. Where the whole warp's copies of a step are inside and aligned
+/// and the tile is whole (one vote), the loop body runs as one
+/// straight-line block with the copies spread among the matrix
+/// instructions. The tiles (70 KiB) are dynamic shared memory. On sm_75
+/// (no cp.async) the same kernel copies synchronously and still uses
+/// ldmatrix; on gfx942 neither exists and the fills are vector loads and
+/// LDS stores.
 #[test]
 fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
-    let src = with_options("gemm_f16_mma", ", vec=8, stages=2");
+    let src = with_options("gemm_f16_mma", ", vec=8, stages=2")
+        .replace("tile(i, j, 128, 256)", "tile(i, j, 128, 128)");
     let ptx = |cpu: &str| {
         let emit = rocmc::Emit {
             asm: true,
@@ -160,19 +166,34 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
     };
     let p = ptx("sm_90");
     let count = |p: &str, s: &str| p.matches(s).count();
-    // 16 copies per step, in the prologue and the loop, each on the
-    // straight-line path and on the checked one.
-    assert_eq!(count(&p, "cp.async.cg.shared.global"), 64, "{p}");
-    let mut run = 0;
-    let longest = p.lines().fold(0, |best, l| {
+    // 16 copies per step: in the prologue on the straight-line path and on
+    // the checked one; in the loop on the straight-line body and on both
+    // paths of the general one.
+    assert_eq!(count(&p, "cp.async.cg.shared.global"), 80, "{p}");
+    // Branch-free runs: (cp.async, mma.sync, whether an mma.sync comes
+    // before the run's last cp.async).
+    let mut runs = vec![(0, 0, false)];
+    for l in p.lines() {
+        let r = runs.last_mut().unwrap();
         if l.contains("cp.async.cg.shared.global") {
-            run += 1;
+            r.2 |= r.1 > 0;
+            r.0 += 1;
+        } else if l.contains("mma.sync.aligned") {
+            r.1 += 1;
         } else if l.contains("bra") || l.starts_with('$') {
-            run = 0;
+            runs.push((0, 0, false));
         }
-        best.max(run)
-    });
-    assert_eq!(longest, 16, "a step's copies are not one branch-free group");
+    }
+    assert_eq!(
+        runs.iter().map(|r| r.0).max(),
+        Some(16),
+        "a step's copies are not one branch-free group"
+    );
+    assert!(
+        runs.iter().any(|r| *r == (16, 128, true)),
+        "no straight-line step with its copies among its 128 mma.sync: {runs:?}"
+    );
+    assert_eq!(count(&p, "vote.sync.all.pred"), 1, "{p}");
     assert!(p.contains(".extern .shared .align 16 .b8 gemm_f16_mma_dynamic_shared[]"));
     assert!(p.contains("\"dynamic_shared\":71680"), "launch document");
     // One commit after the prologue's copy, one per step (LLVM may duplicate it into branches).
@@ -183,10 +204,12 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
         .collect();
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert!(waits[0].trim_end().ends_with("0;"), "{waits:?}");
-    assert_eq!(count(&p, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"), 16);
+    // The whole-tile compute twice: in the straight-line body and in the
+    // general one.
+    assert_eq!(count(&p, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"), 32);
     assert_eq!(
         count(&p, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"),
-        32
+        64
     );
     assert!(
         !p.contains("ld.global.nc.v4"),

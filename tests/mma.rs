@@ -334,11 +334,10 @@ fn occupancy_budgets_registers_for_several_blocks() {
         llvm: true,
         ..Default::default()
     };
-    // The example asks for two blocks; with 2x4 warps of 64x32 instead of
-    // its 2x2 of 64x64, 256 threads and two blocks leave 128 registers.
-    let src = std::fs::read_to_string(example("gemm_f16_mma")).unwrap();
-    assert!(src.contains("\"occupancy(blocks=2)\""));
-    let src = src.replace("tile(ii, ji, 64, 64)", "tile(ii, ji, 64, 32)");
+    // Two blocks of 2x4 warps of 64x32 (256 threads) leave 128 registers.
+    let src = with("gemm_f16_mma", "blocks=2")
+        .replace("tile(i, j, 128, 256)", "tile(i, j, 128, 128)")
+        .replace("tile(ii, ji, 64, 64)", "tile(ii, ji, 64, 32)");
     let art = rocmc::compile("k.toml", &src, &Options::new("sm_90"), emit).unwrap();
     let ptx = art.asm.unwrap();
     assert!(ptx.contains(".minnctapersm 2"), "{ptx}");

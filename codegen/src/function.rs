@@ -458,10 +458,155 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let name = self.g.vars[var.0 as usize].name.clone();
         self.counted_loop(n, &name, |me, i| {
             me.vars[var.0 as usize] = Some(i);
-            me.body(body)
+            me.versioned_body(body)
         })?;
         self.vars[var.0 as usize] = None;
         Ok(())
+    }
+
+    /// A loop body with several conditional statements after its last
+    /// barrier or wait (a staged tile's guarded copies, the compute's
+    /// unswitch on a whole tile): where every condition holds on every
+    /// lane of the wave, one straight-line version takes the likely side
+    /// of each (a group of fills its vector copies), else the body as
+    /// written. The conditions are pure index comparisons, so evaluating
+    /// them up front changes nothing but the branches. The choice is the
+    /// wave's, never a lane's, because both sides hold wave-wide
+    /// instructions (ldmatrix, mma.sync) that every lane must reach
+    /// together; and no barrier is inside, so lanes of different waves
+    /// may choose differently.
+    pub(crate) fn versioned_body(&mut self, stmts: &[Stmt]) -> R<()> {
+        let split = stmts
+            .iter()
+            .rposition(|s| matches!(s, Stmt::Barrier | Stmt::AsyncWait { .. }))
+            .map_or(0, |i| i + 1);
+        let (head, tail) = stmts.split_at(split);
+        if !self.be.versions_loop_bodies() || conditionals(tail) < 2 || tail.iter().any(has_barrier)
+        {
+            return self.body(stmts);
+        }
+        self.body(head)?;
+        let mut all = self.cx.bool_type().const_int(1, false);
+        for s in tail {
+            let c = match s {
+                Stmt::If { guards, body } => {
+                    let g = self.all_hold(guards)?;
+                    if fill_group_size(body) >= 2 {
+                        let ok = self.fill_group_ok(body)?;
+                        self.b.build_and(g, ok, "").map_err(llvm_err)?
+                    } else {
+                        g
+                    }
+                }
+                Stmt::Unswitch { guards, .. } => self.all_hold(guards)?,
+                _ => continue,
+            };
+            all = self.b.build_and(all, c, "").map_err(llvm_err)?;
+        }
+        let all = self.be.wave_all(self, all)?;
+        self.if_else(
+            all,
+            ["straight", "general", "rejoin"],
+            |me| me.straight_body(tail),
+            |me| me.body(tail),
+        )
+    }
+
+    /// The straight-line side of [`Self::versioned_body`]. A group of
+    /// asynchronous fills followed (past its commit) by an unswitch whose
+    /// fast side is an unrolled loop of matrix steps is spread over that
+    /// loop's iterations, a share before each iteration's matrix
+    /// instructions, with the commit after the loop: the copies then
+    /// queue behind the fragment loads a few at a time instead of filling
+    /// the load/store queue at once, whose stalled operand reads held up
+    /// the registers they free. An asynchronous fill may complete any time
+    /// before the next wait, so moving it later past statements that
+    /// neither wait, commit, synchronise nor write memory changes nothing
+    /// the kernel may observe.
+    fn straight_body(&mut self, stmts: &[Stmt]) -> R<()> {
+        let mut held: Option<&[Stmt]> = None;
+        let mut commit = false;
+        for s in stmts {
+            match s {
+                Stmt::If { body, .. }
+                    if held.is_none() && fill_group_size(body) >= 2 && all_async(body) =>
+                {
+                    held = Some(body)
+                }
+                Stmt::If { body, .. } if fill_group_size(body) >= 2 => {
+                    self.fill_group_vector(body)?
+                }
+                Stmt::AsyncCommit if held.is_some() && !commit => commit = true,
+                Stmt::Unswitch { fast, .. } => match held {
+                    Some(fills) if commit && matrix_steps(fast).is_some() => {
+                        self.interleave(fast, fills)?;
+                        self.be.async_commit(self)?;
+                        (held, commit) = (None, false);
+                    }
+                    _ => {
+                        self.release(&mut held, &mut commit)?;
+                        self.body(fast)?
+                    }
+                },
+                s => {
+                    self.release(&mut held, &mut commit)?;
+                    match s {
+                        Stmt::If { body, .. } => self.body(body)?,
+                        s => self.body(std::slice::from_ref(s))?,
+                    }
+                }
+            }
+        }
+        self.release(&mut held, &mut commit)
+    }
+
+    /// Emits fills held back by [`Self::straight_body`], and their commit.
+    fn release(&mut self, held: &mut Option<&[Stmt]>, commit: &mut bool) -> R<()> {
+        if let Some(fills) = held.take() {
+            self.fill_group_vector(fills)?;
+        }
+        if std::mem::take(commit) {
+            self.be.async_commit(self)?;
+        }
+        Ok(())
+    }
+
+    /// `fast` ([`matrix_steps`]) with the vector fills of `fills` spread
+    /// over its unrolled loop: an equal share before the first matrix
+    /// instruction of each iteration.
+    fn interleave(&mut self, fast: &[Stmt], fills: &[Stmt]) -> R<()> {
+        let Some(at) = matrix_steps(fast) else {
+            return Err(CodegenError::Llvm(
+                "interleaving fills without matrix steps (a rocmc bug)".into(),
+            ));
+        };
+        let Stmt::Loop {
+            var, extent, body, ..
+        } = &fast[at]
+        else {
+            return Err(CodegenError::Llvm(
+                "matrix steps that are not a loop (a rocmc bug)".into(),
+            ));
+        };
+        let steps = extent.as_const().unwrap_or(1).max(1) as usize;
+        let share = fill_group_size(fills).div_ceil(steps);
+        self.body(&fast[..at])?;
+        for i in 0..steps {
+            self.vars[var.0 as usize] = Some(self.i32(i as i64));
+            let mut sent = false;
+            for s in body {
+                if !sent && contains_matrix(s) {
+                    self.fill_group_range(fills, i * share..(i + 1) * share)?;
+                    sent = true;
+                }
+                self.body(std::slice::from_ref(s))?;
+            }
+            if !sent {
+                self.fill_group_range(fills, i * share..(i + 1) * share)?;
+            }
+        }
+        self.vars[var.0 as usize] = None;
+        self.body(&fast[at + 1..])
     }
 
     /// `for i in 0..n { body(i) }` with an i32 counter.
@@ -777,7 +922,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // would make the address arithmetic's no-wrap flags poison.
         self.b.position_at_end(check);
         let p = self.address(tensor, indices)?;
-        let aligned = self.fill_aligned(p, value.dtype, width)?;
+        let aligned = self.fill_aligned_at(tensor, indices, p, value.dtype, width)?;
         self.b
             .build_conditional_branch(aligned, vector, lanes)
             .map_err(llvm_err)?;
@@ -797,6 +942,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// the assembler schedule them among other work), else each fill checks
     /// its own lanes. One branch instead of two per fill.
     fn fill_group(&mut self, stmts: &[Stmt]) -> R<()> {
+        let all = self.fill_group_ok(stmts)?;
+        self.if_else(
+            all,
+            ["fills.vector", "fills.checked", "fills.join"],
+            |me| me.fill_group_vector(stmts),
+            |me| me.body(stmts),
+        )
+    }
+
+    /// Whether every fill of a group may take its vector path: all lanes
+    /// inside the tensor, the address aligned.
+    fn fill_group_ok(&mut self, stmts: &[Stmt]) -> R<IntValue<'ctx>> {
         let mut all = self.cx.bool_type().const_int(1, false);
         self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
             let Stmt::Fill { value, width, .. } = f else {
@@ -808,7 +965,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 ));
             };
             let p = me.address(tensor, indices)?;
-            let aligned = me.fill_aligned(p, value.dtype, *width)?;
+            let aligned = me.fill_aligned_at(tensor, indices, p, value.dtype, *width)?;
             // A select, not an and: out of range, the address arithmetic's
             // no-wrap flags may make `aligned` poison.
             let no = me.cx.bool_type().const_zero();
@@ -819,42 +976,50 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             all = me.b.build_and(all, ok, "").map_err(llvm_err)?;
             Ok(())
         })?;
-        self.if_else(
-            all,
-            ["fills.vector", "fills.checked", "fills.join"],
-            |me| {
-                me.fill_group_each(stmts, &mut |me, tensor, indices, f| {
-                    let Stmt::Fill {
-                        mem,
-                        array,
-                        index,
-                        value,
-                        width,
-                        asynchronous,
-                    } = f
-                    else {
-                        return Ok(());
-                    };
-                    let vt = me.fill_vector_type(value.dtype, *width).ok_or_else(|| {
-                        CodegenError::Llvm(
-                            "a grouped fill without a vector type (a rocmc bug)".into(),
-                        )
-                    })?;
-                    let p = me.address(tensor, indices)?;
-                    me.fill_vector(
-                        *mem,
-                        *array,
-                        index,
-                        p,
-                        vt,
-                        value.dtype,
-                        *width,
-                        *asynchronous,
-                    )
-                })
-            },
-            |me| me.body(stmts),
-        )
+        Ok(all)
+    }
+
+    /// A group's fills as straight-line vector copies, where
+    /// [`Self::fill_group_ok`] holds.
+    fn fill_group_vector(&mut self, stmts: &[Stmt]) -> R<()> {
+        self.fill_group_range(stmts, 0..usize::MAX)
+    }
+
+    /// The vector copies of the fills numbered `range` of a group, in
+    /// [`Self::fill_group_each`]'s order.
+    fn fill_group_range(&mut self, stmts: &[Stmt], range: std::ops::Range<usize>) -> R<()> {
+        let mut n = 0;
+        self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
+            n += 1;
+            if !range.contains(&(n - 1)) {
+                return Ok(());
+            }
+            let Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                asynchronous,
+            } = f
+            else {
+                return Ok(());
+            };
+            let vt = me.fill_vector_type(value.dtype, *width).ok_or_else(|| {
+                CodegenError::Llvm("a grouped fill without a vector type (a rocmc bug)".into())
+            })?;
+            let p = me.address(tensor, indices)?;
+            me.fill_vector(
+                *mem,
+                *array,
+                index,
+                p,
+                vt,
+                value.dtype,
+                *width,
+                *asynchronous,
+            )
+        })
     }
 
     /// Calls `f` on each fill of a group ([`fill_group_size`]) with its
@@ -921,6 +1086,66 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .build_int_compare(IntPredicate::SLE, end, ext, "")
             .map_err(llvm_err)?;
         Ok(Some(self.b.build_and(lo, hi, "").map_err(llvm_err)?))
+    }
+
+    /// Whether a fill's W lanes `tensor[indices..+W]` start on a whole
+    /// W-wide vector, from the shape of the index rather than the address:
+    /// the last index is a known multiple of W, and the row length and the
+    /// tensor's base are (checked at run time where not known; both are
+    /// loop-invariant, so the check leaves the loop). `None` where the last
+    /// index is not a known multiple of W: the address must be checked.
+    fn fill_aligned_known(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Index],
+        dt: DType,
+        width: u32,
+    ) -> R<Option<IntValue<'ctx>>> {
+        let w = u64::from(width);
+        let Some(last) = indices.last() else {
+            return Ok(None);
+        };
+        let d = last.known_divisor();
+        if d != 0 && d % w != 0 {
+            return Ok(None);
+        }
+        let i32t = self.cx.i32_type();
+        let mut ok = self.cx.bool_type().const_int(1, false);
+        let shape = &self.k.tensor(tensor).shape;
+        if indices.len() >= 2 {
+            let row = &shape[shape.len() - 1];
+            let d = row.known_divisor();
+            if d != 0 && d % w != 0 {
+                let n = self.index(row)?;
+                let rem = self
+                    .b
+                    .build_int_unsigned_rem(n, i32t.const_int(w, false), "")
+                    .map_err(llvm_err)?;
+                ok = self
+                    .b
+                    .build_int_compare(IntPredicate::EQ, rem, i32t.const_zero(), "")
+                    .map_err(llvm_err)?;
+            }
+        }
+        let base = self.bufs[&tensor];
+        let based = self.fill_aligned(base, dt, width)?;
+        Ok(Some(self.b.build_and(ok, based, "").map_err(llvm_err)?))
+    }
+
+    /// A fill's alignment check: from the index where it is known
+    /// ([`Self::fill_aligned_known`]), else from the address `p`.
+    fn fill_aligned_at(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Index],
+        p: PointerValue<'ctx>,
+        dt: DType,
+        width: u32,
+    ) -> R<IntValue<'ctx>> {
+        match self.fill_aligned_known(tensor, indices, dt, width)? {
+            Some(ok) => Ok(ok),
+            None => self.fill_aligned(p, dt, width),
+        }
     }
 
     /// Whether `p` is aligned to a whole W-wide vector of `dt`.
@@ -1357,6 +1582,74 @@ pub(crate) fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
 /// source tensor and indices.
 type GroupedFill<'f, 'a, 'ctx> =
     dyn FnMut(&mut FnCx<'a, 'ctx>, TensorId, &[Index], &Stmt) -> R<()> + 'f;
+
+/// Whether `s` is or holds a barrier.
+fn has_barrier(s: &Stmt) -> bool {
+    match s {
+        Stmt::Barrier => true,
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(has_barrier),
+        Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).any(has_barrier),
+        _ => false,
+    }
+}
+
+/// Whether every fill of a group is asynchronous.
+fn all_async(stmts: &[Stmt]) -> bool {
+    stmts.iter().all(|s| match s {
+        Stmt::Loop { body, .. } => all_async(body),
+        Stmt::Fill { asynchronous, .. } => *asynchronous,
+        _ => false,
+    })
+}
+
+/// Whether `s` is or holds a matrix instruction.
+fn contains_matrix(s: &Stmt) -> bool {
+    match s {
+        Stmt::Matrix { .. } => true,
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(contains_matrix),
+        Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).any(contains_matrix),
+        _ => false,
+    }
+}
+
+/// Whether `s` only reads memory and writes registers: no barrier, wait,
+/// commit, fill or store to a tensor or to LDS anywhere inside.
+fn register_only(s: &Stmt) -> bool {
+    match s {
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().all(register_only),
+        Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).all(register_only),
+        Stmt::MatrixLoad { stores, .. } => stores.iter().all(register_only),
+        Stmt::LocalStore { .. } | Stmt::Matrix { .. } => true,
+        _ => false,
+    }
+}
+
+/// Where held-back fills may be spread ([`FnCx::interleave`]): the
+/// position of the one unrolled loop of constant extent in `fast` that
+/// holds matrix instructions, when every statement of `fast` is
+/// [`register_only`].
+fn matrix_steps(fast: &[Stmt]) -> Option<usize> {
+    if !fast.iter().all(register_only) {
+        return None;
+    }
+    let mut at = fast.iter().enumerate().filter(|(_, s)| {
+        matches!(s, Stmt::Loop { unroll: true, extent, .. } if extent.as_const().is_some_and(|e| e > 0))
+            && contains_matrix(s)
+    });
+    match (at.next(), at.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
+}
+
+/// How many statements at the top level of `stmts` run under a condition
+/// ([`FnCx::versioned_body`]).
+fn conditionals(stmts: &[Stmt]) -> usize {
+    stmts
+        .iter()
+        .filter(|s| matches!(s, Stmt::If { .. } | Stmt::Unswitch { .. }))
+        .count()
+}
 
 /// How many fills `stmts` holds when it is nothing but fills from tensors
 /// that have a vector path, inside unrolled loops of constant extent

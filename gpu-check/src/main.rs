@@ -160,8 +160,8 @@ pub(crate) fn launch_all(kernels: &[(rocmc_runtime_cuda::Kernel<'_>, Vec<KernelA
 }
 
 /// Sizes to check a kernel at: awkward fixed ones (1, a prime, not a
-/// multiple of any tile) and seeded random ones, each within the kernel's
-/// bounds and small enough for the interpreter.
+/// multiple of any tile), one of multiples of 8, and seeded random ones,
+/// each within the kernel's bounds and small enough for the interpreter.
 pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>> {
     let dims = k.sizes.len() as u32;
     // The interpreter's work grows with the product of the sizes.
@@ -172,11 +172,23 @@ pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>>
         _ => 20,
     };
     let clamp = |v: i64, max: u64| v.clamp(1, (max as i64).min(cap));
+    let clamp_to = |v: i64, max: u64| v.clamp(1, max as i64);
     let mut out: Vec<Vec<i64>> = [1, 7, 65, 129]
         .iter()
         .map(|v| k.sizes.iter().map(|s| clamp(*v, s.max)).collect())
         .collect();
     out.push(k.sizes.iter().map(|s| clamp(cap - 3, s.max)).collect());
+    // Multiples of 8, past the cap: the sizes at which every vector copy is
+    // aligned and whole tiles come one after another, so that the fast
+    // paths (straight-line staged copies, grouped fills) run several steps
+    // deep, which the awkward sizes above never reach.
+    let aligned = match dims {
+        1 => 262_152,
+        2 => 1032,
+        3 => 264,
+        _ => 24,
+    };
+    out.push(k.sizes.iter().map(|s| clamp_to(aligned, s.max)).collect());
     for _ in 0..cases {
         out.push(
             k.sizes

@@ -245,6 +245,22 @@ pub(crate) trait Backend {
         Ok(None)
     }
 
+    /// Whether serial loop bodies get a straight-line version
+    /// ([`FnCx::versioned_body`]): it pays where the assembler schedules a
+    /// staged tile's copies among the compute (ptxas), and doubles the
+    /// loop's code. Such a target implements [`Backend::wave_all`].
+    fn versions_loop_bodies(&self) -> bool {
+        false
+    }
+
+    /// Whether `cond` holds on every active lane of the wave, the same
+    /// answer on each.
+    fn wave_all<'ctx>(&self, _fcx: &FnCx<'_, 'ctx>, _cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        Err(crate::CodegenError::Llvm(
+            "a wave-wide vote on a target without one (a rocmc bug)".into(),
+        ))
+    }
+
     /// Called on the module after optimisation, before code generation.
     fn after_optimise(&self, _m: &Module<'_>) {}
 

@@ -219,6 +219,25 @@ impl Backend for Nvptx<'_> {
             .collect()
     }
 
+    /// ptxas schedules only within a basic block: a staged tile's copies
+    /// and the compute on the previous tile must share one to overlap.
+    fn versions_loop_bodies(&self) -> bool {
+        true
+    }
+
+    /// `vote.sync.all` over the active lanes.
+    fn wave_all<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let i32t = fcx.cx.i32_type();
+        let mask = super::call_named(fcx, "llvm.nvvm.activemask", i32t.into(), &[])?;
+        let all = super::call_named(
+            fcx,
+            "llvm.nvvm.vote.all.sync",
+            fcx.cx.bool_type().into(),
+            &[mask, cond.into()],
+        )?;
+        Ok(all.into_int_value())
+    }
+
     /// `cp.async` from sm_80: `.cg` (through L2 only) for 16 bytes, `.ca`
     /// for 4 and 8, which `.cg` does not allow.
     fn async_copy<'ctx>(
