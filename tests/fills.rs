@@ -190,7 +190,7 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
         "a step's copies are not one branch-free group"
     );
     assert!(
-        runs.iter().any(|r| *r == (16, 128, true)),
+        runs.contains(&(16, 128, true)),
         "no straight-line step with its copies among its 128 mma.sync: {runs:?}"
     );
     assert_eq!(count(&p, "vote.sync.all.pred"), 1, "{p}");

@@ -1106,7 +1106,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             return Ok(None);
         };
         let d = last.known_divisor();
-        if d != 0 && d % w != 0 {
+        if d != 0 && !d.is_multiple_of(w) {
             return Ok(None);
         }
         let i32t = self.cx.i32_type();
@@ -1115,7 +1115,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         if indices.len() >= 2 {
             let row = &shape[shape.len() - 1];
             let d = row.known_divisor();
-            if d != 0 && d % w != 0 {
+            if d != 0 && !d.is_multiple_of(w) {
                 let n = self.index(row)?;
                 let rem = self
                     .b
