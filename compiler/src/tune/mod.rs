@@ -335,9 +335,9 @@ pub fn export(
 mod tests {
     use super::*;
 
-    /// Dynamic shared memory counts against the SM's like static: four
-    /// 64-deep stages of gemm_f16_mma's tiles (140 KiB) leave room for one
-    /// block, where its registers would allow two.
+    /// Dynamic shared memory counts against the SM's like static: eight
+    /// 32-deep stages of the example's tiles at 128x128 blocks (148 KiB)
+    /// leave room for one block, where its registers would allow two.
     #[test]
     fn nvidia_occupancy_counts_dynamic_shared_memory() {
         if rocmc_linker::ptxas::find().is_none() {
@@ -346,7 +346,9 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let src = std::fs::read_to_string(root.join("examples/gemm_f16_mma.toml"))
             .unwrap()
-            .replace("stages=3", "stages=4");
+            .replace("tile(i, j, 128, 256)", "tile(i, j, 128, 128)")
+            .replace("split(k, 64)", "split(k, 32)")
+            .replace("stages=4)", "stages=8)");
         let opts = crate::Options::new("sm_90");
         let emit = crate::Emit {
             asm: true,
@@ -354,7 +356,7 @@ mod tests {
         };
         let art = crate::compile("k.toml", &src, &opts, emit).unwrap();
         let launch = &art.launch.kernels[0];
-        assert_eq!(launch.dynamic_shared, 4 * (128 * 72 + 64 * 136) * 2);
+        assert_eq!(launch.dynamic_shared, 8 * (128 * 40 + 32 * 136) * 2);
         let t = crate::targets(&opts).unwrap().remove(0);
         let ptx = art.asm.unwrap();
         let warps = |dynamic: u32| nvidia_occupancy(&t, &ptx, &|_| (128, dynamic)).unwrap()[0].1;

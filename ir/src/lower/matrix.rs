@@ -36,14 +36,6 @@ impl MatrixUnit {
     pub fn instructions(&self) -> Vec<&'static MatrixInstr> {
         instructions_for(&self.processor, self.wave)
     }
-
-    /// Whether the accumulator's stores get an unguarded version for a
-    /// wave whose whole tile lies inside the output. Measured on NVIDIA
-    /// (where one block per SM leaves nothing to hide the epilogue
-    /// behind); AMD's code stays as it was until it can be measured there.
-    pub fn whole_tile_epilogue(&self) -> bool {
-        self.processor.starts_with("sm_")
-    }
 }
 
 fn mtype(t: DType) -> Option<MType> {
@@ -533,8 +525,6 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         })
         .collect();
     let mut store = Vec::new();
-    let mut bare = Vec::new();
-    let mut tile_guards: Vec<Guard> = Vec::new();
     for e in 0..instr.acc_per_lane() {
         let (r, c) = instr.acc_coord(e);
         let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rj, coord(&c, &lane_ix))]);
@@ -560,12 +550,6 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
                 extent: g.extent.subst(&map),
             })
             .collect();
-        for g in &guards {
-            if !tile_guards.contains(g) {
-                tile_guards.push(g.clone());
-            }
-        }
-        bare.push(s.clone());
         store.push(if guards.is_empty() {
             s
         } else {
@@ -575,31 +559,6 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             }
         });
     }
-    // Where the wave's last fragment is inside the output, so are all of
-    // them (the guards grow with the fragment loops): one test, then the
-    // stores without theirs.
-    let whole_tile: Option<Vec<Guard>> = (unit.whole_tile_epilogue()
-        && !tile_guards.is_empty())
-    .then(|| {
-        let mut last = HashMap::new();
-        for v in &frags {
-            last.insert(*v, Index::c(nest.var(*v).extent.as_const()? - 1));
-        }
-        tile_guards
-            .iter()
-            .map(|g| {
-                let (terms, _) = region::split_varying(&g.value, &frags)?;
-                terms
-                    .iter()
-                    .all(|(t, c)| matches!(t, Index::Var(_)) && *c > 0)
-                    .then(|| Guard {
-                        value: g.value.subst(&last),
-                        extent: g.extent.subst(&last),
-                    })
-            })
-            .collect::<Option<Vec<Guard>>>()
-    })
-    .flatten();
     let step = |zero_tail: bool| {
         let (a_fill, b_fill) = fills(zero_tail);
         let mut step = nest::build(nest, &a_frags, &[], a_fill);
@@ -620,14 +579,7 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         }
         None => leaf.extend(nest::build(nest, &kloops, &[], step(true))),
     }
-    match whole_tile {
-        Some(guards) => leaf.push(Stmt::Unswitch {
-            guards,
-            fast: nest::build(nest, &frags, &[], bare),
-            slow: nest::build(nest, &frags, &[], store),
-        }),
-        None => leaf.extend(nest::build(nest, &frags, &[], store)),
-    }
+    leaf.extend(nest::build(nest, &frags, &[], store));
     Ok((nest::build(nest, outer, &[], leaf), locals))
 }
 
