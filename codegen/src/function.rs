@@ -1132,8 +1132,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(Some(self.b.build_and(ok, based, "").map_err(llvm_err)?))
     }
 
-    /// A fill's alignment check: from the index where it is known
-    /// ([`Self::fill_aligned_known`]), else from the address `p`.
+    /// A fill's alignment check: from the index where the backend asks for
+    /// that and it is known ([`Self::fill_aligned_known`]), else from the
+    /// address `p`.
     fn fill_aligned_at(
         &mut self,
         tensor: TensorId,
@@ -1142,6 +1143,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         dt: DType,
         width: u32,
     ) -> R<IntValue<'ctx>> {
+        if !self.be.alignment_from_index() {
+            return self.fill_aligned(p, dt, width);
+        }
         match self.fill_aligned_known(tensor, indices, dt, width)? {
             Some(ok) => Ok(ok),
             None => self.fill_aligned(p, dt, width),

@@ -119,6 +119,12 @@ pub enum HostMath {
 }
 
 impl Backend for Host {
+    /// As on NVPTX, so that CPU runs check the proofs against the
+    /// reference interpreter.
+    fn alignment_from_index(&self) -> bool {
+        true
+    }
+
     fn triple(&self) -> String {
         if let Some(t) = &self.aot {
             return t.triple().to_string();

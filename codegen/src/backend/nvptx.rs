@@ -219,6 +219,10 @@ impl Backend for Nvptx<'_> {
             .collect()
     }
 
+    fn alignment_from_index(&self) -> bool {
+        true
+    }
+
     /// ptxas schedules only within a basic block: a staged tile's copies
     /// and the compute on the previous tile must share one to overlap.
     fn versions_loop_bodies(&self) -> bool {
