@@ -537,9 +537,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     self.fill_group_vector(body)?
                 }
                 Stmt::AsyncCommit if held.is_some() && !commit => commit = true,
-                Stmt::Unswitch { fast, .. } => match held {
-                    Some(fills) if commit && matrix_steps(fast).is_some() => {
-                        self.interleave(fast, fills)?;
+                Stmt::Unswitch { fast, .. } => match (held, matrix_steps(fast)) {
+                    (Some(fills), Some(at)) if commit => {
+                        self.interleave(fast, at, fills)?;
                         self.be.async_commit(self)?;
                         (held, commit) = (None, false);
                     }
@@ -571,15 +571,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    /// `fast` ([`matrix_steps`]) with the vector fills of `fills` spread
-    /// over its unrolled loop: an equal share before the first matrix
-    /// instruction of each iteration.
-    fn interleave(&mut self, fast: &[Stmt], fills: &[Stmt]) -> R<()> {
-        let Some(at) = matrix_steps(fast) else {
-            return Err(CodegenError::Llvm(
-                "interleaving fills without matrix steps (a rocmc bug)".into(),
-            ));
-        };
+    /// `fast` with the vector fills of `fills` spread over its unrolled
+    /// loop at `at` ([`matrix_steps`]): an equal share before the first
+    /// matrix instruction of each iteration.
+    fn interleave(&mut self, fast: &[Stmt], at: usize, fills: &[Stmt]) -> R<()> {
         let Stmt::Loop {
             var, extent, body, ..
         } = &fast[at]
