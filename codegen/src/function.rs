@@ -344,60 +344,136 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     pub(crate) fn body(&mut self, stmts: &[Stmt]) -> R<()> {
-        for s in stmts {
-            match s {
-                Stmt::Bind { var, axis } => {
-                    let v = self.be.axis_index(self, *axis)?;
-                    self.vars[var.0 as usize] = Some(v);
-                }
-                Stmt::Loop {
-                    var,
-                    extent,
-                    unroll: true,
-                    body,
-                } => {
-                    let n = extent.as_const().ok_or_else(|| {
-                        CodegenError::Llvm(
-                            "unrolled loop with a symbolic extent (a rocmc bug)".into(),
-                        )
-                    })?;
-                    for i in 0..n {
-                        self.vars[var.0 as usize] = Some(self.i32(i));
-                        self.body(body)?;
-                    }
-                    self.vars[var.0 as usize] = None;
-                }
-                Stmt::Loop {
-                    var,
-                    extent,
-                    unroll: false,
-                    body,
-                } => self.serial_loop(*var, extent, body)?,
-                Stmt::If { guards, body } if fill_group_size(body) >= 2 => {
-                    self.guarded(guards, |me| me.fill_group(body))?
-                }
-                Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
-                Stmt::Barrier => self.be.barrier(self)?,
-                Stmt::AsyncCommit => self.be.async_commit(self)?,
-                Stmt::AsyncWait { pending } => self.be.async_wait(self, *pending)?,
-                Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
-                Stmt::Matrix {
-                    instr, a, b, acc, ..
-                } => self.matrix(instr, a, b, acc)?,
-                Stmt::MatrixLoad {
-                    shared,
-                    row,
-                    count,
-                    trans,
-                    stores,
-                } => self.matrix_load(*shared, row, *count, *trans, stores)?,
-                leaf @ (Stmt::Store { .. }
-                | Stmt::LocalStore { .. }
-                | Stmt::SharedStore { .. }
-                | Stmt::Fill { .. }) => self.leaf(leaf)?,
+        let mut i = 0;
+        while i < stmts.len() {
+            let width = if self.be.vector_stores() {
+                store_run(&stmts[i..])
+            } else {
+                0
+            };
+            if width >= 2 {
+                self.store_vector(&stmts[i..i + width])?;
+                i += width;
+            } else {
+                self.stmt(&stmts[i])?;
+                i += 1;
             }
         }
         Ok(())
+    }
+
+    /// One statement of a body.
+    fn stmt(&mut self, s: &Stmt) -> R<()> {
+        match s {
+            Stmt::Bind { var, axis } => {
+                let v = self.be.axis_index(self, *axis)?;
+                self.vars[var.0 as usize] = Some(v);
+            }
+            Stmt::Loop {
+                var,
+                extent,
+                unroll: true,
+                body,
+            } => {
+                let n = extent.as_const().ok_or_else(|| {
+                    CodegenError::Llvm("unrolled loop with a symbolic extent (a rocmc bug)".into())
+                })?;
+                for i in 0..n {
+                    self.vars[var.0 as usize] = Some(self.i32(i));
+                    self.body(body)?;
+                }
+                self.vars[var.0 as usize] = None;
+            }
+            Stmt::Loop {
+                var,
+                extent,
+                unroll: false,
+                body,
+            } => self.serial_loop(*var, extent, body)?,
+            Stmt::If { guards, body } if fill_group_size(body) >= 2 => {
+                self.guarded(guards, |me| me.fill_group(body))?
+            }
+            Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
+            Stmt::Barrier => self.be.barrier(self)?,
+            Stmt::AsyncCommit => self.be.async_commit(self)?,
+            Stmt::AsyncWait { pending } => self.be.async_wait(self, *pending)?,
+            Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
+            Stmt::Matrix {
+                instr, a, b, acc, ..
+            } => self.matrix(instr, a, b, acc)?,
+            Stmt::MatrixLoad {
+                shared,
+                row,
+                count,
+                trans,
+                stores,
+            } => self.matrix_load(*shared, row, *count, *trans, stores)?,
+            leaf @ (Stmt::Store { .. }
+            | Stmt::LocalStore { .. }
+            | Stmt::SharedStore { .. }
+            | Stmt::Fill { .. }) => self.leaf(leaf)?,
+        }
+        Ok(())
+    }
+
+    /// A run of W stores to consecutive elements of one row
+    /// ([`store_run`]), each maybe under its own guards: where every guard
+    /// holds and the row's first element is aligned to the whole vector,
+    /// one W-wide store; else each store as written. Alignment comes from
+    /// the index ([`Self::fill_aligned_known`]): only the row length and the
+    /// base are tested, and both are loop-invariant.
+    fn store_vector(&mut self, run: &[Stmt]) -> R<()> {
+        let (guards, stores): (Vec<_>, Vec<_>) = run.iter().filter_map(guarded_store).unzip();
+        let mut all: Vec<rocmc_ir::schedule::Guard> = Vec::new();
+        for g in guards.into_iter().flatten() {
+            if !all.contains(g) {
+                all.push(g.clone());
+            }
+        }
+        let (tensor, indices, dt) = match stores.first() {
+            Some(Stmt::Store {
+                tensor,
+                indices,
+                value,
+            }) => (*tensor, indices, value.dtype),
+            _ => {
+                return Err(CodegenError::Llvm(
+                    "an empty store run (a rocmc bug)".into(),
+                ))
+            }
+        };
+        let width = run.len() as u32;
+        let vt = self.fill_vector_type(dt, width).ok_or_else(|| {
+            CodegenError::Llvm("a store run without a vector type (a rocmc bug)".into())
+        })?;
+        let aligned = self
+            .fill_aligned_known(tensor, indices, dt, width)?
+            .ok_or_else(|| {
+                CodegenError::Llvm("a store run not known to be aligned (a rocmc bug)".into())
+            })?;
+        let inside = self.all_hold(&all)?;
+        let ok = self.b.build_and(inside, aligned, "").map_err(llvm_err)?;
+        self.if_else(
+            ok,
+            ["store.vector", "store.each", "store.join"],
+            |me| {
+                let mut acc = vt.into_vector_type().get_poison();
+                for (l, s) in stores.iter().enumerate() {
+                    let Stmt::Store { value, .. } = s else {
+                        unreachable!("guarded_store returns stores")
+                    };
+                    let v = me.expr(value)?;
+                    let v = me.to_mem(value.dtype, v)?;
+                    acc =
+                        me.b.build_insert_element(acc, v, me.i32(l as i64), "")
+                            .map_err(llvm_err)?;
+                }
+                let p = me.address(tensor, indices)?;
+                let st = me.b.build_store(p, acc).map_err(llvm_err)?;
+                st.set_alignment(width * dt.size() as u32).map_err(llvm_err)
+            },
+            |me| run.iter().try_for_each(|s| me.stmt(s)),
+        )
     }
 
     /// A [`Stmt::MatrixLoad`]: the target's instruction, each 32-bit
@@ -1583,6 +1659,75 @@ type GroupedFill<'f, 'a, 'ctx> =
     dyn FnMut(&mut FnCx<'a, 'ctx>, TensorId, &[Index], &Stmt) -> R<()> + 'f;
 
 /// Whether `s` is or holds a barrier.
+/// A store to a tensor, alone or as the whole body of an `If`, with the
+/// `If`'s guards.
+fn guarded_store(s: &Stmt) -> Option<(&[rocmc_ir::schedule::Guard], &Stmt)> {
+    match s {
+        Stmt::Store { .. } => Some((&[], s)),
+        Stmt::If { guards, body } => match body.as_slice() {
+            [st @ Stmt::Store { .. }] => Some((guards.as_slice(), st)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// How many of the statements at the start of `stmts` (4 or 2; 0 for none)
+/// store one vector's worth of consecutive elements of a tensor row: the
+/// same tensor, dtype and leading indices, last indices `c, c + 1, ..`
+/// with `c` a known multiple of the count (so the row length and base
+/// decide the alignment), and no value reading that tensor (the stores
+/// then commute with each other's loads). Each may sit under its own
+/// guards; [`FnCx::store_vector`] checks them all before the vector store.
+fn store_run(stmts: &[Stmt]) -> usize {
+    let run: Vec<&Stmt> = stmts
+        .iter()
+        .take(4)
+        .map_while(|s| guarded_store(s).map(|(_, st)| st))
+        .collect();
+    let Some(Stmt::Store {
+        tensor,
+        indices,
+        value,
+    }) = run.first()
+    else {
+        return 0;
+    };
+    let Some((last, lead)) = indices.split_last() else {
+        return 0;
+    };
+    if value.dtype == DType::Bool {
+        return 0;
+    }
+    let (terms, c0) = last.affine();
+    let mut n = 0;
+    for (l, s) in run.iter().enumerate() {
+        let Stmt::Store {
+            tensor: t,
+            indices: ix,
+            value: v,
+        } = s
+        else {
+            break;
+        };
+        let mut reads = false;
+        v.visit_loads(&mut |lt, _| reads |= lt == *tensor);
+        let next = ix.split_last().is_some_and(|(x, rest)| {
+            let (tx, cx) = x.affine();
+            rest == lead && tx == terms && cx == c0 + l as i64
+        });
+        if *t != *tensor || v.dtype != value.dtype || reads || !next {
+            break;
+        }
+        n += 1;
+    }
+    let d = last.known_divisor();
+    [4, 2]
+        .into_iter()
+        .find(|&w| n >= w && (d == 0 || d % w as u64 == 0))
+        .unwrap_or(0)
+}
+
 fn has_barrier(s: &Stmt) -> bool {
     match s {
         Stmt::Barrier => true,

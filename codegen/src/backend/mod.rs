@@ -254,6 +254,15 @@ pub(crate) trait Backend {
         false
     }
 
+    /// Whether runs of guarded stores to consecutive elements of a row
+    /// become one vector store where all their guards hold and the row is
+    /// aligned ([`FnCx::store_vector`]). On NVPTX it halves a matrix
+    /// epilogue's store instructions (an accumulator holds column pairs);
+    /// AMD's code is left as it was.
+    fn vector_stores(&self) -> bool {
+        false
+    }
+
     /// Whether serial loop bodies get a straight-line version
     /// ([`FnCx::versioned_body`]): it pays where the assembler schedules a
     /// staged tile's copies among the compute (ptxas), and doubles the
