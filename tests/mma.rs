@@ -363,3 +363,42 @@ fn occupancy_budgets_registers_for_several_blocks() {
     );
     assert!(refusal(&twice, "gfx942").contains("`occupancy` given twice"));
 }
+
+/// On NVPTX each lane of an mma.sync accumulator holds column pairs: the
+/// epilogue stores each pair as one 8-byte vector store (4 bytes for f16
+/// C) where both elements are inside C and the row is aligned, and as two
+/// guarded scalar stores elsewhere (odd N, the ragged edge; the GPU check
+/// covers both). 64x64 warp tiles: 64 pairs per thread. ptxas accepts it
+/// without spills. AMD keeps its scalar epilogue.
+#[test]
+fn matrix_epilogue_stores_column_pairs_as_vectors() {
+    let emit = rocmc::Emit {
+        asm: true,
+        ..Default::default()
+    };
+    let src = std::fs::read_to_string(example("gemm_f16_mma")).unwrap();
+    let half = src.replace(
+        "C[i, j] = sum(f32(A[i, k]) * f32(B[k, j]), k)",
+        "C[i, j] = f16(sum(f32(A[i, k]) * f32(B[k, j]), k))",
+    );
+    assert_ne!(half, src);
+    for (src, vector, scalar) in [
+        (&src, "st.global.v2.b32", "st.global.b32"),
+        (&half, "st.global.v2.b16", "st.global.b16"),
+    ] {
+        let ptx = rocmc::compile("k.toml", src, &Options::new("sm_90"), emit)
+            .unwrap()
+            .asm
+            .unwrap();
+        let count = |s: &str| ptx.lines().filter(|l| l.contains(&format!("{s} "))).count();
+        assert_eq!(count(vector), 64, "{vector}");
+        assert_eq!(count(scalar), 128, "{scalar}: the checked path");
+        let reports = assemble_ptx(&ptx, "sm_90").unwrap();
+        assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
+    }
+    let src = std::fs::read_to_string(example("gemm_f16")).unwrap();
+    let art = rocmc::compile("k.toml", &src, &Options::new("gfx942"), emit).unwrap();
+    let asm = art.asm.unwrap();
+    assert!(asm.contains("global_store_dword "), "{asm}");
+    assert!(!asm.contains("global_store_dwordx2"), "{asm}");
+}

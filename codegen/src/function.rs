@@ -1823,3 +1823,92 @@ fn fill_group_size(stmts: &[Stmt]) -> usize {
     }
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::store_run;
+    use rocmc_ir::index::VarId;
+    use rocmc_ir::loops::Stmt;
+    use rocmc_ir::schedule::Guard;
+    use rocmc_ir::{DType, Expr, ExprKind, Index, TensorId};
+
+    fn value(read: Option<TensorId>, dt: DType) -> Expr {
+        let kind = match read {
+            Some(t) => ExprKind::Load {
+                tensor: t,
+                indices: vec![Index::c(0), Index::c(0)],
+            },
+            None => ExprKind::Float(1.0),
+        };
+        Expr { kind, dtype: dt }
+    }
+
+    /// `C[row, col0 + l] = value`, under a guard on the column.
+    fn store(row: &Index, col0: &Index, l: i64, read: Option<TensorId>, dt: DType) -> Stmt {
+        let col = col0.clone() + Index::c(l);
+        Stmt::If {
+            guards: vec![Guard {
+                value: col.clone(),
+                extent: Index::Size(rocmc_ir::index::SizeId(1)),
+            }],
+            body: vec![Stmt::Store {
+                tensor: TensorId(2),
+                indices: vec![row.clone(), col],
+                value: value(read, dt),
+            }],
+        }
+    }
+
+    #[test]
+    fn runs_need_consecutive_aligned_elements_of_one_row() {
+        let row = Index::Var(VarId(0));
+        // A multiple of 8 plus twice a lane term: known even, not a known
+        // multiple of 4.
+        let even = Index::Var(VarId(1)) * Index::c(8) + Index::Var(VarId(2)) * Index::c(2);
+        let quad = Index::Var(VarId(1)) * Index::c(8);
+        let f32s = |col0: &Index, ls: &[i64]| -> Vec<Stmt> {
+            ls.iter()
+                .map(|&l| store(&row, col0, l, None, DType::F32))
+                .collect()
+        };
+        assert_eq!(store_run(&f32s(&even, &[0, 1, 0, 1])), 2);
+        assert_eq!(store_run(&f32s(&even, &[0, 1, 2, 3])), 2, "only even");
+        assert_eq!(store_run(&f32s(&quad, &[0, 1, 2, 3])), 4);
+        assert_eq!(store_run(&f32s(&quad, &[0, 1, 2])), 2);
+        assert_eq!(store_run(&f32s(&even, &[0])), 0);
+        assert_eq!(store_run(&f32s(&even, &[0, 2])), 0, "a gap");
+        assert_eq!(store_run(&f32s(&even, &[1, 2])), 0, "odd start");
+        let odd = Index::Var(VarId(1)) * Index::c(8) + Index::c(1);
+        assert_eq!(store_run(&f32s(&odd, &[0, 1])), 0, "unknown alignment");
+        // Another row, another dtype, a value reading C, a bool: no run.
+        let mut other_row = f32s(&even, &[0]);
+        other_row.push(store(&(row.clone() + Index::c(8)), &even, 1, None, DType::F32));
+        assert_eq!(store_run(&other_row), 0);
+        let mixed = vec![
+            store(&row, &even, 0, None, DType::F32),
+            store(&row, &even, 1, None, DType::F16),
+        ];
+        assert_eq!(store_run(&mixed), 0);
+        let reading = vec![
+            store(&row, &even, 0, None, DType::F32),
+            store(&row, &even, 1, Some(TensorId(2)), DType::F32),
+        ];
+        assert_eq!(store_run(&reading), 0);
+        let other_input = vec![
+            store(&row, &even, 0, Some(TensorId(0)), DType::F32),
+            store(&row, &even, 1, Some(TensorId(0)), DType::F32),
+        ];
+        assert_eq!(store_run(&other_input), 2);
+        let bools = vec![
+            store(&row, &even, 0, None, DType::Bool),
+            store(&row, &even, 1, None, DType::Bool),
+        ];
+        assert_eq!(store_run(&bools), 0);
+        // An If holding more than the store is not part of a run.
+        let mut wide = f32s(&even, &[0, 1]);
+        if let Stmt::If { body, .. } = &mut wide[1] {
+            body.push(Stmt::Barrier);
+        }
+        assert_eq!(store_run(&wide), 0);
+    }
+}
