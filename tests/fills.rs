@@ -136,9 +136,10 @@ fn gpu_code_issues_vector_fills() {
     assert!(reports.iter().all(|r| r.spill_stores == 0), "spills");
 }
 
-/// `stages=2` on sm_90, 128x128 blocks of 2x2 warps: A and B tiles copied
-/// by `cp.async` (16 bytes, one commit per k step and one per prologue
-/// stage, one wait; a thread's 16 copies of a step run as one straight-line
+/// `stages=2` on sm_90, the example's 128x256 blocks of 2x4 warps: A and B
+/// tiles copied by `cp.async` (16 bytes, one commit per k step and one per
+/// prologue stage, one wait; a thread's 12 copies of a step (4 of A, 8 of
+/// B) run as one straight-line
 /// group when all are inside and aligned, each checking its own lanes
 /// otherwise), fragments read by `ldmatrix` (A: 4 k steps x 4 row
 /// fragments, x4; B: 4 x 8 column fragments, x2 transposed) on the
@@ -146,14 +147,13 @@ fn gpu_code_issues_vector_fills() {
 /// spills. Where the whole warp's copies of a step are inside and aligned
 /// and the tile is whole (one vote), the loop body runs as one
 /// straight-line block with the copies spread among the matrix
-/// instructions. The tiles (70 KiB) are dynamic shared memory. On sm_75
+/// instructions. The tiles (102 KiB) are dynamic shared memory. On sm_75
 /// (no cp.async) the same kernel copies synchronously and still uses
 /// ldmatrix; on gfx942 neither exists and the fills are vector loads and
 /// LDS stores.
 #[test]
 fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
-    let src = with_options("gemm_f16_mma", ", vec=8, stages=2")
-        .replace("tile(i, j, 128, 256)", "tile(i, j, 128, 128)");
+    let src = with_options("gemm_f16_mma", ", vec=8, stages=2");
     let ptx = |cpu: &str| {
         let emit = rocmc::Emit {
             asm: true,
@@ -166,10 +166,10 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
     };
     let p = ptx("sm_90");
     let count = |p: &str, s: &str| p.matches(s).count();
-    // 16 copies per step: in the prologue on the straight-line path and on
+    // 12 copies per step: in the prologue on the straight-line path and on
     // the checked one; in the loop on the straight-line body and on both
     // paths of the general one.
-    assert_eq!(count(&p, "cp.async.cg.shared.global"), 80, "{p}");
+    assert_eq!(count(&p, "cp.async.cg.shared.global"), 60, "{p}");
     // Branch-free runs: (cp.async, mma.sync, whether an mma.sync comes
     // before the run's last cp.async).
     let mut runs = vec![(0, 0, false)];
@@ -186,16 +186,16 @@ fn staged_copies_are_asynchronous_and_fragments_use_ldmatrix() {
     }
     assert_eq!(
         runs.iter().map(|r| r.0).max(),
-        Some(16),
+        Some(12),
         "a step's copies are not one branch-free group"
     );
     assert!(
-        runs.contains(&(16, 128, true)),
+        runs.contains(&(12, 128, true)),
         "no straight-line step with its copies among its 128 mma.sync: {runs:?}"
     );
     assert_eq!(count(&p, "vote.sync.all.pred"), 1, "{p}");
     assert!(p.contains(".extern .shared .align 16 .b8 gemm_f16_mma_dynamic_shared[]"));
-    assert!(p.contains("\"dynamic_shared\":71680"), "launch document");
+    assert!(p.contains("\"dynamic_shared\":104448"), "launch document");
     // One commit after the prologue's copy, one per step (LLVM may duplicate it into branches).
     assert!(count(&p, "cp.async.commit_group") >= 2, "{p}");
     let waits: Vec<&str> = p

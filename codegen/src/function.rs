@@ -424,12 +424,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// base are tested, and both are loop-invariant.
     fn store_vector(&mut self, run: &[Stmt]) -> R<()> {
         let (guards, stores): (Vec<_>, Vec<_>) = run.iter().filter_map(guarded_store).unzip();
-        let mut all: Vec<rocmc_ir::schedule::Guard> = Vec::new();
-        for g in guards.into_iter().flatten() {
-            if !all.contains(g) {
-                all.push(g.clone());
-            }
-        }
         let (tensor, indices, dt) = match stores.first() {
             Some(Stmt::Store {
                 tensor,
@@ -442,7 +436,43 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 ))
             }
         };
-        let width = run.len() as u32;
+        let width = run.len() as i64;
+        // Guards that differ only in their constant (a row's columns:
+        // `v < e`, `v + 1 < e`, ..) all hold when `v < e - (max - min)`
+        // does: one comparison against the lowest value, which the first
+        // store's address needs anyway. (One per element made LLVM keep
+        // each element's offset live from before the k loop, and ptxas
+        // spill.)
+        let mut groups: Vec<(&rocmc_ir::schedule::Guard, HashMap<Index, i64>, i64, i64)> =
+            Vec::new();
+        for g in guards.into_iter().flatten() {
+            let (terms, c) = g.value.affine();
+            match groups
+                .iter_mut()
+                .find(|(h, t, ..)| h.extent == g.extent && *t == terms)
+            {
+                Some(same) => {
+                    if c < same.2 {
+                        same.0 = g;
+                    }
+                    same.2 = same.2.min(c);
+                    same.3 = same.3.max(c);
+                }
+                None => groups.push((g, terms, c, c)),
+            }
+        }
+        let all: Vec<rocmc_ir::schedule::Guard> = groups
+            .into_iter()
+            .map(|(g, _, lo, hi)| rocmc_ir::schedule::Guard {
+                value: g.value.clone(),
+                extent: if hi == lo {
+                    g.extent.clone()
+                } else {
+                    g.extent.clone() - Index::c(hi - lo)
+                },
+            })
+            .collect();
+        let width = width as u32;
         let vt = self.fill_vector_type(dt, width).ok_or_else(|| {
             CodegenError::Llvm("a store run without a vector type (a rocmc bug)".into())
         })?;
