@@ -63,7 +63,14 @@ fn run_emulated(
     Ok(report.iter().map(|c| c.max_error).fold(0.0, f64::max))
 }
 
-const EXAMPLES: &[&str] = &["gemm_f16", "gemm_f16_mma", "gemm_bf16_gelu", "gemm_i8"];
+const EXAMPLES: &[&str] = &[
+    "gemm_f16",
+    "gemm_f16_mma",
+    "gemm_bf16_gelu",
+    "gemm_i8",
+    "gemm_fp8",
+    "gemm_bf8_ocp",
+];
 
 #[test]
 fn the_list_covers_every_matrix_example() {
@@ -87,6 +94,10 @@ fn every_matrix_example_matches_the_interpreter_through_each_targets_layout() {
             &["gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"],
         ),
         ("gemm_i8", &["gfx942", "gfx950"]),
+        // 8-bit floats in the encoding each target reads: FNUZ on gfx942,
+        // OCP on gfx950 (gfx12 has them at 16x16x16 only).
+        ("gemm_fp8", &["gfx942"]),
+        ("gemm_bf8_ocp", &["gfx950"]),
     ];
     for name in EXAMPLES {
         let src = std::fs::read_to_string(example(name)).unwrap();

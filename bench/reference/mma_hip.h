@@ -1,5 +1,5 @@
 // Matrix-core fragments for the hand-written GEMM references (gemm_f16,
-// gemm_bf16_gelu, gemm_i8), through clang's own builtins: MFMA on CDNA
+// gemm_bf16_gelu, gemm_i8, gemm_fp8, gemm_bf8_ocp), through clang's own builtins: MFMA on CDNA
 // (wave64), WMMA on RDNA 3 (wave32). The per-lane layouts are AMD's, as the
 // CDNA 3 and RDNA 3 ISA documents give them; rocmc's tiling is mirrored: a
 // 64x64 block tile, 2x2 waves of 2x2 16x16 fragments, A and B staged in
@@ -16,6 +16,7 @@ typedef _Float16 f16x16 __attribute__((ext_vector_type(16)));
 typedef short s16x4 __attribute__((ext_vector_type(4)));
 typedef short s16x16 __attribute__((ext_vector_type(16)));
 typedef signed char i8x8 __attribute__((ext_vector_type(8)));
+typedef unsigned char u8x8 __attribute__((ext_vector_type(8)));
 
 // One instruction: the stored element type T, the fragment vector F and
 // the accumulator Acc of a lane, its depth KI, and which k a lane's element
@@ -62,6 +63,20 @@ struct I8 {
   static constexpr int KI = 32, ELEMS = 8;
   static __device__ int k_of(int lane, int e) { return 8 * (lane / 16) + e; }
   static __device__ Acc mma(F a, F b, Acc c) { return __builtin_amdgcn_mfma_i32_16x16x32_i8(__builtin_bit_cast(long, a), __builtin_bit_cast(long, b), c, 0, 0, 0); }
+};
+// 8-bit floats as their bytes, in the layout of i8 (k = 8 * (lane / 16) + e);
+// the instruction decodes them by the target's format.
+struct FP8 {
+  typedef unsigned char T; typedef u8x8 F; typedef f32x4 Acc;
+  static constexpr int KI = 32, ELEMS = 8;
+  static __device__ int k_of(int lane, int e) { return 8 * (lane / 16) + e; }
+  static __device__ Acc mma(F a, F b, Acc c) { return __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(__builtin_bit_cast(long, a), __builtin_bit_cast(long, b), c, 0, 0, 0); }
+};
+struct BF8 {
+  typedef unsigned char T; typedef u8x8 F; typedef f32x4 Acc;
+  static constexpr int KI = 32, ELEMS = 8;
+  static __device__ int k_of(int lane, int e) { return 8 * (lane / 16) + e; }
+  static __device__ Acc mma(F a, F b, Acc c) { return __builtin_amdgcn_mfma_f32_16x16x32_bf8_bf8(__builtin_bit_cast(long, a), __builtin_bit_cast(long, b), c, 0, 0, 0); }
 };
 #endif
 #endif

@@ -98,6 +98,11 @@ pub(crate) fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
         DType::BF16 => cx.bf16_type().into(),
         DType::F32 => cx.f32_type().into(),
         DType::F64 => cx.f64_type().into(),
+        // 8-bit floats are their encoding's bits: no LLVM type holds them
+        // on every target, and nothing computes in them.
+        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => {
+            cx.i8_type().into()
+        }
     }
 }
 
@@ -1376,7 +1381,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .into_int_type()
                 .const_int(*v as u64, t.is_signed())
                 .into(),
-            ExprKind::Float(v) => lt.into_float_type().const_float(*v).into(),
+            ExprKind::Float(v) => match e.dtype.f8_format() {
+                Some(f) => self
+                    .cx
+                    .i8_type()
+                    .const_int(u64::from(f.encode(*v)), false)
+                    .into(),
+                None => lt.into_float_type().const_float(*v).into(),
+            },
             ExprKind::Param(p) => self.params[p.0 as usize],
             ExprKind::Reduced => {
                 return Err(CodegenError::Llvm(
@@ -1606,6 +1618,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     fn cast(&self, from: DType, to: DType, v: BasicValueEnum<'ctx>) -> R<BasicValueEnum<'ctx>> {
+        if to.is_f8() {
+            return Err(CodegenError::Llvm(format!(
+                "a conversion to {to} (the front end refuses them; a rocmc bug)"
+            )));
+        }
+        if let Some(f) = from.f8_format() {
+            // Exact in f32, then as from f32.
+            let x = self.f8_decode(f, v.into_int_value())?;
+            return self.cast(DType::F32, to, x.into());
+        }
         let b = &self.b;
         let lt = ty(self.cx, to);
         Ok(match (from.is_float(), to.is_float()) {
@@ -1666,6 +1688,111 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
             }
         })
+    }
+
+    /// The f32 value of an 8-bit float's bits `b` (an i8), by the format's
+    /// definition: sign, exponent and mantissa moved into an f32's fields,
+    /// subnormals scaled from the integer mantissa, and the format's NaN
+    /// and infinity encodings. Every target and the CPU run the same
+    /// integer code, so it means what [`rocmc_ir::dtype::F8Format::decode`]
+    /// means.
+    fn f8_decode(&self, f: rocmc_ir::dtype::F8Format, b: IntValue<'ctx>) -> R<FloatValue<'ctx>> {
+        use rocmc_ir::dtype::F8Kind;
+        let (bd, i32t, f32t) = (&self.b, self.cx.i32_type(), self.cx.f32_type());
+        let c = |v: i64| i32t.const_int(v as u64, true);
+        let x = bd.build_int_z_extend(b, i32t, "").map_err(llvm_err)?;
+        let (eb, mb) = (i64::from(f.exp), i64::from(f.man));
+        let e = bd
+            .build_and(
+                bd.build_right_shift(x, c(mb), false, "")
+                    .map_err(llvm_err)?,
+                c((1 << eb) - 1),
+                "",
+            )
+            .map_err(llvm_err)?;
+        let m = bd.build_and(x, c((1 << mb) - 1), "").map_err(llvm_err)?;
+        // Normal: exponent rebiased into f32's, mantissa at its top.
+        let fe = bd
+            .build_int_add(e, c(127 - i64::from(f.bias)), "")
+            .map_err(llvm_err)?;
+        let bits = bd
+            .build_or(
+                bd.build_left_shift(fe, c(23), "").map_err(llvm_err)?,
+                bd.build_left_shift(m, c(23 - mb), "").map_err(llvm_err)?,
+                "",
+            )
+            .map_err(llvm_err)?;
+        let normal = bd
+            .build_bit_cast(bits, f32t, "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        // Subnormal: the mantissa times the smallest step.
+        let sub = bd
+            .build_float_mul(
+                bd.build_unsigned_int_to_float(m, f32t, "")
+                    .map_err(llvm_err)?,
+                f32t.const_float(2f64.powi(1 - f.bias - f.man as i32)),
+                "",
+            )
+            .map_err(llvm_err)?;
+        let zero_e = bd
+            .build_int_compare(IntPredicate::EQ, e, c(0), "")
+            .map_err(llvm_err)?;
+        let mag = bd
+            .build_select(zero_e, sub, normal, "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        let neg = bd
+            .build_int_compare(IntPredicate::UGE, x, c(0x80), "")
+            .map_err(llvm_err)?;
+        let signed = bd
+            .build_select(neg, bd.build_float_neg(mag, "").map_err(llvm_err)?, mag, "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        let top = c((1 << eb) - 1);
+        let (special, value) = match f.kind {
+            F8Kind::Fnuz => (
+                bd.build_int_compare(IntPredicate::EQ, x, c(0x80), "")
+                    .map_err(llvm_err)?,
+                f32t.const_float(f64::NAN),
+            ),
+            F8Kind::Fn => (
+                bd.build_int_compare(
+                    IntPredicate::EQ,
+                    bd.build_and(x, c(0x7f), "").map_err(llvm_err)?,
+                    c(0x7f),
+                    "",
+                )
+                .map_err(llvm_err)?,
+                f32t.const_float(f64::NAN),
+            ),
+            F8Kind::Ieee => {
+                let top_e = bd
+                    .build_int_compare(IntPredicate::EQ, e, top, "")
+                    .map_err(llvm_err)?;
+                let inf = bd
+                    .build_select(
+                        neg,
+                        f32t.const_float(f64::NEG_INFINITY),
+                        f32t.const_float(f64::INFINITY),
+                        "",
+                    )
+                    .map_err(llvm_err)?
+                    .into_float_value();
+                let no_m = bd
+                    .build_int_compare(IntPredicate::EQ, m, c(0), "")
+                    .map_err(llvm_err)?;
+                let v = bd
+                    .build_select(no_m, inf, f32t.const_float(f64::NAN), "")
+                    .map_err(llvm_err)?
+                    .into_float_value();
+                (top_e, v)
+            }
+        };
+        Ok(bd
+            .build_select(special, value, signed, "")
+            .map_err(llvm_err)?
+            .into_float_value())
     }
 
     fn math(&self, f: MathFn, t: DType, xs: &[BasicValueEnum<'ctx>]) -> R<BasicValueEnum<'ctx>> {
@@ -1912,7 +2039,13 @@ mod tests {
         assert_eq!(store_run(&f32s(&odd, &[0, 1])), 0, "unknown alignment");
         // Another row, another dtype, a value reading C, a bool: no run.
         let mut other_row = f32s(&even, &[0]);
-        other_row.push(store(&(row.clone() + Index::c(8)), &even, 1, None, DType::F32));
+        other_row.push(store(
+            &(row.clone() + Index::c(8)),
+            &even,
+            1,
+            None,
+            DType::F32,
+        ));
         assert_eq!(store_run(&other_row), 0);
         let mixed = vec![
             store(&row, &even, 0, None, DType::F32),

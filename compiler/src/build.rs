@@ -336,6 +336,8 @@ fn rust_type(t: DType, rt: &str) -> String {
         DType::F16 => "RT::f16",
         DType::BF16 => "RT::bf16",
         DType::Bool => "RT::Bool8",
+        // Their encoding's bytes: no Rust type holds an 8-bit float.
+        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => "u8",
     };
     s.replace("RT", rt)
 }

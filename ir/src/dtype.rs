@@ -19,10 +19,14 @@ pub enum DType {
     BF16,
     F32,
     F64,
+    F8E4M3FN,
+    F8E5M2,
+    F8E4M3FNUZ,
+    F8E5M2FNUZ,
 }
 
 impl DType {
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 14] = [
         DType::Bool,
         DType::I8,
         DType::U8,
@@ -33,6 +37,10 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::F8E4M3FN,
+        DType::F8E5M2,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2FNUZ,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +55,10 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
         }
     }
 
@@ -67,6 +79,8 @@ impl DType {
             "uint" | "uint32" | "unsigned" => DType::U32,
             "int8" | "char" => DType::I8,
             "uint8" | "byte" => DType::U8,
+            "fp8" | "float8" | "e4m3" | "fp8e4m3" => DType::F8E4M3FN,
+            "bf8" | "e5m2" | "fp8e5m2" => DType::F8E5M2,
             "boolean" => DType::Bool,
             other => return DType::parse(other),
         })
@@ -76,6 +90,7 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => 1,
             DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 | DType::F64 => 8,
@@ -83,7 +98,29 @@ impl DType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64) || self.is_f8()
+    }
+
+    /// One of the 8-bit float storage types ([`F8Format`]).
+    pub fn is_f8(self) -> bool {
+        self.f8_format().is_some()
+    }
+
+    /// The layout of an 8-bit float type.
+    pub fn f8_format(self) -> Option<F8Format> {
+        let (exp, bias, kind) = match self {
+            DType::F8E4M3FN => (4, 7, F8Kind::Fn),
+            DType::F8E5M2 => (5, 15, F8Kind::Ieee),
+            DType::F8E4M3FNUZ => (4, 8, F8Kind::Fnuz),
+            DType::F8E5M2FNUZ => (5, 16, F8Kind::Fnuz),
+            _ => return None,
+        };
+        Some(F8Format {
+            exp,
+            man: 7 - exp,
+            bias,
+            kind,
+        })
     }
 
     pub fn is_int(self) -> bool {
@@ -148,6 +185,100 @@ pub fn f64_to_bf16(x: f64) -> half::bf16 {
     half::bf16::from_f32(f64_to_f32_odd(x))
 }
 
+/// How an 8-bit float spends its special encodings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F8Kind {
+    /// OCP E4M3: no infinity; NaN is every bit of exponent and mantissa set.
+    Fn,
+    /// OCP E5M2, as IEEE 754: the top exponent holds infinity and NaN.
+    Ieee,
+    /// AMD/Graphcore FNUZ: 0x80 is the one NaN; no infinity, no -0.
+    Fnuz,
+}
+
+/// The layout of an 8-bit float: sign, `exp` exponent bits, `man`
+/// mantissa bits, the exponent `bias`, and how specials are encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct F8Format {
+    pub exp: u32,
+    pub man: u32,
+    pub bias: i32,
+    pub kind: F8Kind,
+}
+
+impl F8Format {
+    /// The value of the byte `b` (exact: every 8-bit float is an f32).
+    pub fn decode(self, b: u8) -> f64 {
+        let e = i32::from(b >> self.man) & ((1 << self.exp) - 1);
+        let f = i32::from(b) & ((1 << self.man) - 1);
+        let top = (1 << self.exp) - 1;
+        match self.kind {
+            F8Kind::Fnuz if b == 0x80 => return f64::NAN,
+            F8Kind::Fn if e == top && f == (1 << self.man) - 1 => return f64::NAN,
+            F8Kind::Ieee if e == top && f == 0 => {
+                return if b & 0x80 != 0 {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+            F8Kind::Ieee if e == top => return f64::NAN,
+            _ => {}
+        }
+        let man = f64::from(f) / f64::from(1 << self.man);
+        let mag = if e == 0 {
+            man * 2f64.powi(1 - self.bias)
+        } else {
+            (1.0 + man) * 2f64.powi(e - self.bias)
+        };
+        if b & 0x80 != 0 {
+            -mag
+        } else {
+            mag
+        }
+    }
+
+    /// The largest finite value.
+    pub fn max(self) -> f64 {
+        let top = (1 << self.exp) - 1;
+        let ulp = 2f64.powi(-(self.man as i32));
+        match self.kind {
+            // The top exponent with every mantissa bit but the NaN's.
+            F8Kind::Fn => (2.0 - 2.0 * ulp) * 2f64.powi(top - self.bias),
+            F8Kind::Ieee => (2.0 - ulp) * 2f64.powi(top - 1 - self.bias),
+            F8Kind::Fnuz => (2.0 - ulp) * 2f64.powi(top - self.bias),
+        }
+    }
+
+    /// `x` rounded to the nearest value (ties to an even encoding),
+    /// saturating to the largest finite value (as the hardware's
+    /// conversions with saturation do); NaN to NaN.
+    pub fn encode(self, x: f64) -> u8 {
+        if x.is_nan() {
+            return match self.kind {
+                F8Kind::Fnuz => 0x80,
+                F8Kind::Fn | F8Kind::Ieee => 0x7f,
+            };
+        }
+        let a = x.abs().min(self.max());
+        let step = |e: i32| 2f64.powi(e - self.man as i32);
+        let b = if a < 2f64.powi(1 - self.bias) {
+            // Subnormal: a multiple of the smallest step (rounding up to
+            // the first normal value gives its encoding too).
+            (a / step(1 - self.bias)).round_ties_even() as u32
+        } else {
+            let e = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+            let f = ((a - 2f64.powi(e)) / step(e)).round_ties_even() as u32;
+            (((e + self.bias) as u32) << self.man) + f
+        } as u8;
+        match self.kind {
+            F8Kind::Fnuz if b == 0 => 0,
+            _ if x.is_sign_negative() => b | 0x80,
+            _ => b,
+        }
+    }
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -175,6 +306,45 @@ mod tests {
             );
         }
         assert!(f64_to_bf16(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn eight_bit_floats_decode_and_round() {
+        let e4 = DType::F8E4M3FN.f8_format().unwrap();
+        let e5 = DType::F8E5M2.f8_format().unwrap();
+        let e4z = DType::F8E4M3FNUZ.f8_format().unwrap();
+        let e5z = DType::F8E5M2FNUZ.f8_format().unwrap();
+        assert_eq!(
+            (e4.max(), e5.max(), e4z.max(), e5z.max()),
+            (448.0, 57344.0, 240.0, 57344.0)
+        );
+        // The same bits mean half as much in FNUZ (bias one higher).
+        assert_eq!(e4.decode(0x38), 1.0);
+        assert_eq!(e4z.decode(0x38), 0.5);
+        assert_eq!(e4.decode(0x01), 2f64.powi(-9));
+        assert_eq!(e5.decode(0x01), 2f64.powi(-16));
+        assert!(e4.decode(0x7f).is_nan() && e4.decode(0xff).is_nan());
+        assert_eq!(e4.decode(0x7e), 448.0);
+        assert_eq!(e5.decode(0x7c), f64::INFINITY);
+        assert!(e5.decode(0x7d).is_nan());
+        assert!(e4z.decode(0x80).is_nan() && e5z.decode(0x80).is_nan());
+        assert_eq!(e4.decode(0x80), 0.0);
+        for f in [e4, e5, e4z, e5z] {
+            for b in 0..=255u8 {
+                let v = f.decode(b);
+                if v.is_finite() && !(v == 0.0 && b == 0x80) {
+                    assert_eq!(f.encode(v), b, "{f:?} {b:#x}");
+                }
+            }
+            // Halfway between 1 and the next value: to the even encoding.
+            let one = f.encode(1.0);
+            let next = f.decode(one + 1);
+            assert_eq!(f.encode((1.0 + next) / 2.0), one);
+            assert_eq!(f.encode(1e9), f.encode(f.max()));
+            assert_eq!(f.decode(f.encode(-1e9)), -f.max());
+        }
+        assert_eq!(e4.encode(0.3), 0x2a); // 0.3 -> 0.3125 (1.25 x 2^-2)
+        assert_eq!(e4z.encode(-0.0), 0);
     }
 
     #[test]

@@ -481,7 +481,16 @@ impl<'s> Cx<'s> {
         for (name, dt) in &doc.params {
             let ok = self.name(name, "parameter", &names);
             names.push((name.get_ref().clone(), span_of(name)));
-            if let (true, Some(dtype)) = (ok, self.dtype(dt)) {
+            let dtype = self.dtype(dt).filter(|t| {
+                if t.is_f8() {
+                    self.error(
+                        Diagnostic::new(span_of(dt), format!("a parameter cannot be `{t}`"))
+                            .hint("8-bit floats are for tensors; pass an f32 parameter"),
+                    );
+                }
+                !t.is_f8()
+            });
+            if let (true, Some(dtype)) = (ok, dtype) {
                 k.params.push(Param {
                     name: name.get_ref().clone(),
                     dtype,
@@ -1013,6 +1022,9 @@ impl<'s> Cx<'s> {
             }
             AstKind::Unary(op, a) => {
                 let a = self.expr(k, axes, a, hint)?;
+                if a.dtype.is_f8() {
+                    return self.f8_refused(&a, ast.span, "this operator");
+                }
                 match op {
                     AUnary::Neg if a.dtype != DType::Bool => {
                         e(ExprKind::Unary(UnaryOp::Neg, Box::new(a.clone())), a.dtype)
@@ -1083,6 +1095,19 @@ impl<'s> Cx<'s> {
         }
     }
 
+    /// Refuses `what` on an 8-bit float value: those are storage types.
+    fn f8_refused(&mut self, a: &Expr, span: Span, what: &str) -> Option<Expr> {
+        self.error(
+            Diagnostic::new(
+                span,
+                format!("{what} does not apply to `{}` values", a.dtype),
+            )
+            .label("8-bit floats are storage types: load, move, store or convert them")
+            .hint("convert to a wider type first, e.g. `f32(A[i, k])`"),
+        );
+        None
+    }
+
     fn binary(&mut self, op: BinOp, a: Expr, b: Expr, span: Span) -> Option<Expr> {
         if a.dtype != b.dtype {
             self.error(
@@ -1099,6 +1124,9 @@ impl<'s> Cx<'s> {
             return None;
         }
         let t = a.dtype;
+        if t.is_f8() {
+            return self.f8_refused(&a, span, "arithmetic or comparison");
+        }
         let ok = match op {
             BinOp::And | BinOp::Or => t == DType::Bool,
             BinOp::Eq | BinOp::Ne => true,
@@ -1226,6 +1254,9 @@ impl<'s> Cx<'s> {
             r.inside = false;
         }
         let v = v?;
+        if v.dtype.is_f8() {
+            return self.f8_refused(&v, body.value.span, &format!("`{}`", op.name()));
+        }
         if v.dtype == DType::Bool {
             self.error(
                 Diagnostic::new(
@@ -1280,6 +1311,16 @@ impl<'s> Cx<'s> {
                 return None;
             }
             let a = self.expr(k, axes, &args[0].value, Some(t))?;
+            if t.is_f8() && a.dtype != t {
+                self.error(
+                    Diagnostic::new(span, format!("conversion to `{t}` is not supported"))
+                        .label("8-bit floats are storage types for matrix-instruction inputs")
+                        .hint(format!(
+                            "give the kernel `{t}` inputs and convert them to a wider type"
+                        )),
+                );
+                return None;
+            }
             return Some(if a.dtype == t {
                 a
             } else {
@@ -1363,6 +1404,9 @@ impl<'s> Cx<'s> {
                     xs.push(x);
                 }
                 let t = xs[0].dtype;
+                if t.is_f8() {
+                    return self.f8_refused(&xs[0], span, &format!("`{name}`"));
+                }
                 if xs.iter().any(|x| x.dtype != t) {
                     self.error(Diagnostic::new(
                         span,
@@ -1395,6 +1439,9 @@ pub fn round_to(v: f64, t: DType) -> f64 {
         DType::F32 => v as f32 as f64,
         DType::F16 => crate::dtype::f64_to_f16(v).to_f64(),
         DType::BF16 => crate::dtype::f64_to_bf16(v).to_f64(),
-        _ => v,
+        t => match t.f8_format() {
+            Some(f) => f.decode(f.encode(v)),
+            None => v,
+        },
     }
 }

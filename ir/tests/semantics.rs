@@ -30,7 +30,14 @@ fn inputs(k: &Kernel, sizes: &[i64], seed: u64) -> Vec<Buffer> {
                 .iter()
                 .map(|e| e.eval(sizes, &[]).unwrap())
                 .product();
-            let data = if t.dtype.is_float() {
+            let data = if t.dtype.is_f8() {
+                // Values the type holds, as a tensor of it does.
+                Data::F(
+                    (0..n)
+                        .map(|_| rocmc_ir::front::round_to(next(), t.dtype))
+                        .collect(),
+                )
+            } else if t.dtype.is_float() {
                 Data::F((0..n).map(|_| next() as f32 as f64).collect())
             } else {
                 Data::I((0..n).map(|_| (next() * 100.0) as i64).collect())
@@ -62,17 +69,22 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
     // A kernel with `mma` is lowered for the first of these targets that has
     // its instruction; the interpreter runs it through that lane layout.
     let prog = if rocmc_ir::lower::needs_target(k) {
-        [("gfx942", 64), ("gfx1100", 32), ("sm_90", 32)]
-            .iter()
-            .find_map(|(p, wave)| {
-                let unit = rocmc_ir::lower::matrix::MatrixUnit {
-                    target: p.to_string(),
-                    processor: p.to_string(),
-                    wave: *wave,
-                };
-                rocmc_ir::lower::lower_for(k, Some(&unit)).ok()
-            })
-            .expect("a target with the example's matrix instruction")
+        [
+            ("gfx942", 64),
+            ("gfx950", 64),
+            ("gfx1100", 32),
+            ("sm_90", 32),
+        ]
+        .iter()
+        .find_map(|(p, wave)| {
+            let unit = rocmc_ir::lower::matrix::MatrixUnit {
+                target: p.to_string(),
+                processor: p.to_string(),
+                wave: *wave,
+            };
+            rocmc_ir::lower::lower_for(k, Some(&unit)).ok()
+        })
+        .expect("a target with the example's matrix instruction")
     } else {
         lower(k).unwrap()
     };

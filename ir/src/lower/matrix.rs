@@ -45,8 +45,21 @@ fn mtype(t: DType) -> Option<MType> {
         DType::I8 => MType::I8,
         DType::F32 => MType::F32,
         DType::I32 => MType::I32,
+        DType::F8E4M3FN | DType::F8E4M3FNUZ => MType::Fp8,
+        DType::F8E5M2 | DType::F8E5M2FNUZ => MType::Bf8,
         _ => return None,
     })
+}
+
+/// The 8-bit float types a processor's matrix instructions read: gfx942
+/// the FNUZ encodings, gfx950 and gfx12 the OCP ones (LLVM's intrinsics
+/// are the same; the hardware differs).
+fn f8_types(processor: &str) -> [DType; 2] {
+    if processor.starts_with("gfx942") {
+        [DType::F8E4M3FNUZ, DType::F8E5M2FNUZ]
+    } else {
+        [DType::F8E4M3FN, DType::F8E5M2]
+    }
 }
 
 /// The name an `instr=` argument uses: the ISA's on AMD, `mma_m16n8k16_f16`
@@ -212,6 +225,20 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             format!("{} has no matrix instruction for {want}", unit.target),
         )
         .hint(format!("it has: {}", describe(&all))));
+    }
+    let f8 = f8_types(&unit.processor);
+    if let Some(t) = [fa.dtype, fb.dtype]
+        .into_iter()
+        .find(|t| t.is_f8() && !f8.contains(t))
+    {
+        return Err(Diagnostic::new(
+            req.span,
+            format!(
+                "{}'s 8-bit float matrix instructions read `{}` and `{}`; this stage's operand is `{t}`",
+                unit.target, f8[0], f8[1]
+            ),
+        )
+        .hint("the same bits mean other values in the other encoding: declare the inputs in the one the target reads"));
     }
     let ext = |v: VarId| nest.var(v).extent.as_const().unwrap_or(0) as u32;
     let shape = (ext(ri), ext(rj), ext(rk));

@@ -1,0 +1,191 @@
+//! The 8-bit float storage types (`f8e4m3fn`, `f8e5m2`, `f8e4m3fnuz`,
+//! `f8e5m2fnuz`): compiled code converts every one of the 256 encodings of
+//! each to exactly the value the format defines (the reference
+//! interpreter's `F8Format::decode`), copies them bit for bit and encodes
+//! constants as the interpreter rounds them; the conversion compiles for
+//! AMD (llvm-objdump-22) and NVIDIA (ptxas); arithmetic on them, conversion
+//! to them and parameters of them are refused with their location, and a
+//! matrix step refuses operands in the other encoding than the target's.
+
+use rocmc::codegen::host::{run_on_host_with, HostMath};
+use rocmc::ir::DType;
+use rocmc::Options;
+use rocmc_tests::{assemble_ptx, example, tool};
+
+const F8: [DType; 4] = [
+    DType::F8E4M3FN,
+    DType::F8E5M2,
+    DType::F8E4M3FNUZ,
+    DType::F8E5M2FNUZ,
+];
+
+fn kernel(d: DType, compute: &str) -> String {
+    format!(
+        "[kernel]\nname = \"k\"\nsizes = [\"n\"]\n\n[inputs]\nx = {{ dtype = \"{d}\", shape = [\"n\"] }}\n\n\
+         [[stage]]\ncompute = \"{compute}\"\nshape = [\"n\"]\n\
+         schedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n"
+    )
+}
+
+/// Runs a one-output kernel over all 256 encodings on the CPU and returns
+/// the output's bytes.
+fn run_all_bytes(src: &str) -> Vec<u8> {
+    let front = rocmc::frontend("k.toml", src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let k = &front.kernel;
+    let out = k.tensors.iter().position(|t| t.name == "Y").unwrap();
+    let mut bufs = vec![(0..=255u8).collect::<Vec<u8>>(), Vec::new()];
+    bufs[out] = vec![0u8; 256 * k.tensors[out].dtype.size()];
+    run_on_host_with(
+        k,
+        &front.program,
+        &[256],
+        &[],
+        &mut bufs,
+        false,
+        HostMath::Native,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    bufs.swap_remove(out)
+}
+
+#[test]
+fn compiled_code_decodes_every_encoding_exactly() {
+    for d in F8 {
+        let f = d.f8_format().unwrap();
+        let y = run_all_bytes(&kernel(d, "Y[i] = f32(x[i])"));
+        for (b, got) in y.chunks_exact(4).enumerate() {
+            let got = f32::from_le_bytes(got.try_into().unwrap());
+            let want = f.decode(b as u8);
+            assert!(
+                f64::from(got) == want || (got.is_nan() && want.is_nan()),
+                "{d} {b:#04x}: {got} want {want}"
+            );
+        }
+        // Through f64 and f16 as well: exact in both.
+        let y = run_all_bytes(&kernel(d, "Y[i] = f64(x[i])"));
+        for (b, got) in y.chunks_exact(8).enumerate() {
+            let got = f64::from_le_bytes(got.try_into().unwrap());
+            let want = f.decode(b as u8);
+            assert!(
+                got == want || (got.is_nan() && want.is_nan()),
+                "{d} {b:#04x}"
+            );
+        }
+        // A copy moves the bits; a constant is encoded as the interpreter
+        // rounds it (-0.3 is not exact in any of the four).
+        let copy = run_all_bytes(&kernel(d, "Y[i] = x[i]"));
+        assert_eq!(copy, (0..=255u8).collect::<Vec<u8>>(), "{d}");
+        let sel = run_all_bytes(&kernel(d, "Y[i] = select(i < 100, x[i], -0.3)"));
+        assert_eq!(sel[..100], (0..100u8).collect::<Vec<u8>>()[..], "{d}");
+        assert!(sel[100..].iter().all(|&b| b == f.encode(-0.3)), "{d}");
+        assert_ne!(f.decode(f.encode(-0.3)), -0.3);
+    }
+}
+
+#[test]
+fn the_conversion_compiles_for_amd_and_nvidia() {
+    let dir = tempfile::tempdir().unwrap();
+    for d in F8 {
+        let src = kernel(d, "Y[i] = f32(x[i]) * 2.0");
+        let emit = rocmc::Emit {
+            code_object: true,
+            ..Default::default()
+        };
+        let art = rocmc::compile("k.toml", &src, &Options::new("gfx942"), emit).unwrap();
+        let co = dir.path().join(format!("{d}.hsaco"));
+        std::fs::write(&co, art.code_object.unwrap()).unwrap();
+        let dis = tool(
+            "llvm-objdump-22",
+            &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
+        );
+        // One byte per element, decoded in registers.
+        assert!(
+            dis.contains("global_load_ubyte") || dis.contains("global_load_sbyte"),
+            "{d}: {dis}"
+        );
+        let emit = rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        let ptx = rocmc::compile("k.toml", &src, &Options::new("sm_90"), emit)
+            .unwrap()
+            .asm
+            .unwrap();
+        assert!(
+            ptx.lines()
+                .any(|l| l.contains("ld.global.nc.") && l.contains('8')),
+            "{d}: {ptx}"
+        );
+        assemble_ptx(&ptx, "sm_90").unwrap_or_else(|e| panic!("{d}: {e}"));
+    }
+}
+
+fn refusal(src: &str, mcpu: &str) -> String {
+    match rocmc::compile("k.toml", src, &Options::new(mcpu), rocmc::Emit::default()) {
+        Ok(_) => panic!("accepted:\n{src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn arithmetic_on_conversion_to_and_parameters_of_them_are_refused() {
+    let d = DType::F8E4M3FN;
+    let cases = [
+        (
+            "Y[i] = x[i] * x[i]",
+            "arithmetic or comparison does not apply to `f8e4m3fn` values",
+        ),
+        (
+            "Y[i] = f32(x[i] < x[i])",
+            "arithmetic or comparison does not apply",
+        ),
+        ("Y[i] = -x[i]", "this operator does not apply to `f8e4m3fn`"),
+        ("Y[i] = exp(x[i])", "`exp` does not apply to `f8e4m3fn`"),
+        (
+            "Y[i] = f8e4m3fn(f32(x[i]) * 2.0)",
+            "conversion to `f8e4m3fn` is not supported",
+        ),
+        (
+            "Y[i] = f8e5m2(x[i])",
+            "conversion to `f8e5m2` is not supported",
+        ),
+    ];
+    for (compute, want) in cases {
+        let e = refusal(&kernel(d, compute), "gfx942");
+        assert!(e.contains(want) && e.contains("k.toml:"), "{compute}: {e}");
+    }
+    let sum = kernel(d, "Y[i] = sum(x[k], k)").replace(
+        "shape = [\"n\"]\nschedule",
+        "shape = [\"n\"]\nreduce = { k = \"n\" }\nschedule",
+    );
+    let e = refusal(&sum, "gfx942");
+    assert!(e.contains("`sum` does not apply to `f8e4m3fn`"), "{e}");
+    let param =
+        kernel(d, "Y[i] = f32(x[i])").replace("[inputs]", "[params]\ns = \"f8e5m2\"\n\n[inputs]");
+    let e = refusal(&param, "gfx942");
+    assert!(
+        e.contains("a parameter cannot be `f8e5m2`") && e.contains("k.toml:"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_matrix_step_refuses_the_other_encoding() {
+    let fnuz = std::fs::read_to_string(example("gemm_fp8")).unwrap();
+    let ocp = std::fs::read_to_string(example("gemm_bf8_ocp")).unwrap();
+    let e = refusal(&ocp, "gfx942");
+    assert!(
+        e.contains("gfx942's 8-bit float matrix instructions read `f8e4m3fnuz` and `f8e5m2fnuz`; this stage's operand is `f8e5m2`"),
+        "{e}"
+    );
+    let e = refusal(&fnuz, "gfx950");
+    assert!(e.contains("read `f8e4m3fn` and `f8e5m2`"), "{e}");
+    assert!(e.contains("mma("), "names the step: {e}");
+    // A target without 8-bit float matrix instructions says what it has.
+    let e = refusal(&fnuz, "gfx90a");
+    assert!(
+        e.contains("gfx90a has no matrix instruction for f8e4m3fnuz x f8e4m3fnuz -> f32")
+            && e.contains("it has:"),
+        "{e}"
+    );
+}
