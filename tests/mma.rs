@@ -413,3 +413,30 @@ fn matrix_epilogue_stores_column_pairs_as_vectors() {
     assert!(asm.contains("global_store_dword "), "{asm}");
     assert!(!asm.contains("global_store_dwordx2"), "{asm}");
 }
+
+/// The whole-k-tile unswitch (operands loaded without zeroing selects) is
+/// NVIDIA's only: on AMD it duplicated the k step and cost gfx942's
+/// gemm_f16 13 VGPRs and an occupancy step (92 -> 105, 5 -> 4 waves per
+/// SIMD; bench/results.md), with no AMD GPU to show it paid. So an AMD
+/// matrix example issues one copy of its step: 8 MFMAs for gemm_f16's
+/// 2x2 fragments over two 16-deep sub-steps.
+#[test]
+fn amd_keeps_one_copy_of_the_matrix_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(example("gemm_f16")).unwrap();
+    let emit = rocmc::Emit {
+        asm: true,
+        code_object: true,
+        ..Default::default()
+    };
+    let art = rocmc::compile("gemm_f16.toml", &src, &Options::new("gfx942"), emit).unwrap();
+    let co = dir.path().join("gemm_f16.hsaco");
+    std::fs::write(&co, art.code_object.unwrap()).unwrap();
+    let dis = tool(
+        "llvm-objdump-22",
+        &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
+    );
+    assert_eq!(dis.matches("v_mfma_f32_16x16x16_f16").count(), 8, "{dis}");
+    let asm = art.asm.unwrap();
+    assert!(asm.contains("; Occupancy: 5"), "{asm}");
+}

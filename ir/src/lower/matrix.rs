@@ -511,8 +511,12 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     // Where a whole tile of k is in range, its operands need no zeroing:
     // inside the outermost k loop, an unswitch on the tile's last k runs
     // the loads without their selects (the k guards grow with the inner k
-    // loops and the instruction's k, so the last k bounds them all).
-    let full_tile: Option<Vec<Guard>> = kloops.first().and_then(|_| {
+    // loops and the instruction's k, so the last k bounds them all). On
+    // NVIDIA only: it is what lets ldmatrix and the straight-line bodies
+    // apply there, while on AMD it only duplicated the step (gfx942's
+    // gemm_f16: 92 -> 105 VGPRs, one occupancy step lost).
+    let nvidia = rocmc_target::NvidiaTarget::parse(&unit.processor).is_some();
+    let full_tile: Option<Vec<Guard>> = kloops.first().filter(|_| nvidia).and_then(|_| {
         let inner: Vec<VarId> = kloops[1..].iter().copied().chain([rk]).collect();
         let mut last = HashMap::new();
         for v in &inner {
