@@ -84,6 +84,27 @@ pub fn rocmc(cwd: &Path, args: &[&str]) -> Output {
         .expect("run rocmc")
 }
 
+/// `src` (a kernel file named `name`) compiled for the AMD processor
+/// `mcpu`: its code object as llvm-objdump-22 disassembles it, and the
+/// assembly rocmc wrote.
+pub fn amd_code(name: &str, src: &str, mcpu: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let emit = rocmc::Emit {
+        asm: true,
+        code_object: true,
+        ..Default::default()
+    };
+    let art = rocmc::compile(name, src, &rocmc::Options::new(mcpu), emit)
+        .unwrap_or_else(|e| panic!("{name} {mcpu}: {e}"));
+    let co = dir.path().join("k.hsaco");
+    std::fs::write(&co, art.code_object.unwrap()).unwrap();
+    let dis = tool(
+        "llvm-objdump-22",
+        &["-d", &format!("--mcpu={mcpu}"), co.to_str().unwrap()],
+    );
+    (dis, art.asm.unwrap())
+}
+
 /// Runs a tool (llvm-readobj-22, ...) and returns its stdout; panics with its stderr on failure.
 pub fn tool(name: &str, args: &[&str]) -> String {
     let out = Command::new(name)

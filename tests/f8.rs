@@ -10,7 +10,7 @@
 use rocmc::codegen::host::{run_on_host_with, HostMath};
 use rocmc::ir::DType;
 use rocmc::Options;
-use rocmc_tests::{assemble_ptx, example, tool};
+use rocmc_tests::{amd_code, assemble_ptx, example};
 
 const F8: [DType; 4] = [
     DType::F8E4M3FN,
@@ -84,20 +84,9 @@ fn compiled_code_decodes_every_encoding_exactly() {
 
 #[test]
 fn the_conversion_compiles_for_amd_and_nvidia() {
-    let dir = tempfile::tempdir().unwrap();
     for d in F8 {
         let src = kernel(d, "Y[i] = f32(x[i]) * 2.0");
-        let emit = rocmc::Emit {
-            code_object: true,
-            ..Default::default()
-        };
-        let art = rocmc::compile("k.toml", &src, &Options::new("gfx942"), emit).unwrap();
-        let co = dir.path().join(format!("{d}.hsaco"));
-        std::fs::write(&co, art.code_object.unwrap()).unwrap();
-        let dis = tool(
-            "llvm-objdump-22",
-            &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
-        );
+        let (dis, _) = amd_code("k.toml", &src, "gfx942");
         // One byte per element, decoded in registers.
         assert!(
             dis.contains("global_load_ubyte") || dis.contains("global_load_sbyte"),

@@ -7,7 +7,7 @@
 //! ptxas); impossible options are refused naming the step and the value.
 
 use rocmc::Options;
-use rocmc_tests::{assemble_ptx, example, tool};
+use rocmc_tests::{amd_code, assemble_ptx, example};
 use std::collections::HashMap;
 
 fn with_options(name: &str, options: &str) -> String {
@@ -86,21 +86,11 @@ fn vector_and_prefetched_fills_match_the_interpreter() {
 /// gemm_f16 with `options` for gfx942: the code object as llvm-objdump-22
 /// disassembles it, and the assembly rocmc wrote.
 fn gfx942_gemm_f16(options: &str) -> (String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let src = with_options("gemm_f16", options);
-    let emit = rocmc::Emit {
-        asm: true,
-        code_object: true,
-        ..Default::default()
-    };
-    let art = rocmc::compile("gemm_f16.toml", &src, &Options::new("gfx942"), emit).unwrap();
-    let co = dir.path().join("gemm_f16.hsaco");
-    std::fs::write(&co, art.code_object.unwrap()).unwrap();
-    let dis = tool(
-        "llvm-objdump-22",
-        &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
-    );
-    (dis, art.asm.unwrap())
+    amd_code(
+        "gemm_f16.toml",
+        &with_options("gemm_f16", options),
+        "gfx942",
+    )
 }
 
 #[test]

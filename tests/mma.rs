@@ -6,7 +6,7 @@
 //! what it has; and a seeded sweep over shapes, tiles and sizes.
 
 use rocmc::Options;
-use rocmc_tests::{assemble_ptx, example, matrix_examples, tool};
+use rocmc_tests::{amd_code, assemble_ptx, example, matrix_examples, tool};
 use std::collections::HashMap;
 
 /// Targets with matrix units, with the wave size to use (None: the default).
@@ -422,21 +422,8 @@ fn matrix_epilogue_stores_column_pairs_as_vectors() {
 /// 2x2 fragments over two 16-deep sub-steps.
 #[test]
 fn amd_keeps_one_copy_of_the_matrix_step() {
-    let dir = tempfile::tempdir().unwrap();
     let src = std::fs::read_to_string(example("gemm_f16")).unwrap();
-    let emit = rocmc::Emit {
-        asm: true,
-        code_object: true,
-        ..Default::default()
-    };
-    let art = rocmc::compile("gemm_f16.toml", &src, &Options::new("gfx942"), emit).unwrap();
-    let co = dir.path().join("gemm_f16.hsaco");
-    std::fs::write(&co, art.code_object.unwrap()).unwrap();
-    let dis = tool(
-        "llvm-objdump-22",
-        &["-d", "--mcpu=gfx942", co.to_str().unwrap()],
-    );
+    let (dis, asm) = amd_code("gemm_f16.toml", &src, "gfx942");
     assert_eq!(dis.matches("v_mfma_f32_16x16x16_f16").count(), 8, "{dis}");
-    let asm = art.asm.unwrap();
     assert!(asm.contains("; Occupancy: 5"), "{asm}");
 }
