@@ -259,7 +259,7 @@ impl Lcg {
 
 #[test]
 fn sweep_over_instructions_tiles_and_sizes() {
-    // Each case: a target's instruction for f16/bf16/i8, waves per block,
+    // Each case: a target's instruction for f16/bf16/i8/f8, waves per block,
     // fragments per wave, k steps per LDS tile, and sizes not multiples of any tile.
     // (processor, wave, input type, m, n, k)
     type Case = (&'static str, Option<u32>, &'static str, u32, u32, u32);
@@ -277,6 +277,14 @@ fn sweep_over_instructions_tiles_and_sizes() {
         ("gfx1201", Some(64), "f16", 16, 16, 16),
         ("sm_90", None, "bf16", 16, 8, 16),
         ("sm_80", None, "i8", 16, 8, 32),
+        // 8-bit floats, in the encoding each reads: FNUZ MFMA on gfx942, OCP
+        // MFMA on gfx950 and OCP WMMA on gfx12.
+        ("gfx942", None, "f8e4m3fnuz", 32, 32, 16),
+        ("gfx942", None, "f8e5m2fnuz", 16, 16, 32),
+        ("gfx950", None, "f8e4m3fn", 16, 16, 32),
+        ("gfx950", None, "f8e5m2", 32, 32, 16),
+        ("gfx1201", None, "f8e4m3fn", 16, 16, 16),
+        ("gfx1201", None, "f8e5m2", 16, 16, 16),
     ];
     let mut rng = Lcg(20261123);
     for (p, wave, t, m, n, k) in cases {
