@@ -441,7 +441,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 ))
             }
         };
-        let width = run.len() as i64;
+        let width = run.len() as u32;
         // Guards that differ only in their constant (a row's columns:
         // `v < e`, `v + 1 < e`, ..) all hold when `v < e - (max - min)`
         // does: one comparison against the lowest value, which the first
@@ -477,7 +477,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 },
             })
             .collect();
-        let width = width as u32;
         let vt = self.fill_vector_type(dt, width).ok_or_else(|| {
             CodegenError::Llvm("a store run without a vector type (a rocmc bug)".into())
         })?;
