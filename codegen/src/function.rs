@@ -429,12 +429,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// base are tested, and both are loop-invariant.
     fn store_vector(&mut self, run: &[Stmt]) -> R<()> {
         let (guards, stores): (Vec<_>, Vec<_>) = run.iter().filter_map(guarded_store).unzip();
-        let (tensor, indices, dt) = match stores.first() {
-            Some(Stmt::Store {
-                tensor,
-                indices,
-                value,
-            }) => (*tensor, indices, value.dtype),
+        let values: Vec<&Expr> = stores
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Store { value, .. } => Some(value),
+                _ => None,
+            })
+            .collect();
+        let (tensor, indices, dt) = match (stores.first(), values.first()) {
+            (
+                Some(Stmt::Store {
+                    tensor, indices, ..
+                }),
+                Some(v),
+            ) => (*tensor, indices, v.dtype),
             _ => {
                 return Err(CodegenError::Llvm(
                     "an empty store run (a rocmc bug)".into(),
@@ -492,10 +500,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             ["store.vector", "store.each", "store.join"],
             |me| {
                 let mut acc = vt.into_vector_type().get_poison();
-                for (l, s) in stores.iter().enumerate() {
-                    let Stmt::Store { value, .. } = s else {
-                        unreachable!("guarded_store returns stores")
-                    };
+                for (l, value) in values.iter().enumerate() {
                     let v = me.expr(value)?;
                     let v = me.to_mem(value.dtype, v)?;
                     acc =
