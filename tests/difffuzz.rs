@@ -22,11 +22,14 @@
 //! (shared and local), compute_inline, compute_at and cooperative
 //! reductions, with random factors; sizes 1, 2, 3 and non-divisible ones.
 //!
-//! `ROCMC_DIFFUZZ_SECS` sets the running time (default 20), `ROCMC_DIFFUZZ_SEED`
-//! the seed (default fixed). Failing kernels are written to
+//! Two tests run: one from a fixed seed (`ROCMC_DIFFUZZ_SEED` overrides it)
+//! and one from a seed drawn anew each run and printed first, so CI keeps
+//! exploring and every failure can be replayed. `ROCMC_DIFFUZZ_SECS` sets
+//! each one's running time (default 20). Failing kernels are written to
 //! `target/difffuzz/`; reduce one by hand into tests/regress/. The kernel
-//! being checked is always in `target/difffuzz-current.toml`, so one that
-//! kills the process with a signal can be found.
+//! being checked is always in `target/difffuzz-current-{fixed,fresh}.toml`
+//! with its seed, so one that kills the process (a signal, an LLVM abort)
+//! is kept.
 //!
 //! ```sh
 //! ROCMC_DIFFUZZ_SECS=1800 ROCMC_DIFFUZZ_SEED=$RANDOM cargo test --release -p rocmc-tests --test difffuzz -- --nocapture
@@ -39,7 +42,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 /// AMD targets get a code object; NVIDIA ones PTX, which ptxas then assembles.
-const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_70", "sm_90"];
+/// sm_52 stands for the processors whose PTX (older than 6.2) lacks
+/// instructions newer ones have (tests/regress/vote_old_ptx.toml).
+const TARGETS: &[&str] = &[
+    "gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_52", "sm_70", "sm_90",
+];
 
 use rocmc::run::Rng;
 
@@ -613,27 +620,55 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     }
 }
 
-#[test]
-fn random_kernels_agree_with_the_interpreter() {
-    let secs: u64 = std::env::var("ROCMC_DIFFUZZ_SECS")
+fn secs() -> u64 {
+    std::env::var("ROCMC_DIFFUZZ_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(20)
+}
+
+/// The fixed seed: every run checks the same kernels first.
+#[test]
+fn random_kernels_agree_with_the_interpreter() {
     let seed: u64 = std::env::var("ROCMC_DIFFUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0xd1ff);
+    fuzz(seed, secs(), "fixed");
+}
+
+/// A new seed each run, printed before the first kernel (also when LLVM
+/// aborts the process), so CI explores beyond the fixed kernels and any
+/// failure can be replayed with `ROCMC_DIFFUZZ_SEED=<seed>`.
+#[test]
+fn fresh_seed_kernels_agree_with_the_interpreter() {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 ^ u64::from(std::process::id()))
+        .unwrap_or(31337)
+        % 1_000_000_007;
+    eprintln!("difffuzz: fresh seed {seed} (replay: ROCMC_DIFFUZZ_SEED={seed})");
+    fuzz(seed, secs(), "fresh");
+}
+
+fn fuzz(seed: u64, secs: u64, which: &str) {
     let mut rng = Rng(seed);
     let mut st = Stats::default();
     let end = Instant::now() + Duration::from_secs(secs);
     let mut id = 0u64;
-    let current = rocmc_tests::root().join("target/difffuzz-current.toml");
+    let current = rocmc_tests::root().join(format!("target/difffuzz-current-{which}.toml"));
+    std::fs::create_dir_all(current.parent().unwrap()).unwrap();
     while Instant::now() < end {
         id += 1;
         let src = kernel(&mut rng, id);
         st.generated += 1;
-        // A kernel that kills the process (a signal, not a panic) is left here.
-        std::fs::write(&current, &src).unwrap();
+        // A kernel that kills the process (a signal or an LLVM abort, not a
+        // panic) is left here, with the seed that made it.
+        std::fs::write(
+            &current,
+            format!("# ROCMC_DIFFUZZ_SEED={seed}, kernel {id}\n{src}"),
+        )
+        .unwrap();
         let mut sub = Rng(rng.next_u64());
         let r = catch_unwind(AssertUnwindSafe(|| {
             let mut local = Stats::default();
@@ -670,7 +705,7 @@ fn random_kernels_agree_with_the_interpreter() {
         std::fs::create_dir_all(&dir).unwrap();
         let mut report = String::new();
         for (i, (src, why)) in st.failures.iter().enumerate() {
-            let path = dir.join(format!("fail{i}.toml"));
+            let path = dir.join(format!("{which}-{seed}-fail{i}.toml"));
             std::fs::write(&path, format!("# {why}\n{src}")).unwrap();
             if i < 5 {
                 writeln!(report, "{}: {why}\n{src}", path.display()).unwrap();

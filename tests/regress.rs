@@ -8,6 +8,9 @@ use rocmc_tests::*;
 use std::collections::HashMap;
 
 const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
+/// NVIDIA processors across PTX versions: sm_52 to sm_72 get PTX older
+/// than 6.2, which lacks instructions newer processors use (fz804).
+const NVIDIA: &[&str] = &["sm_52", "sm_70", "sm_72", "sm_75", "sm_80", "sm_90"];
 const SIZES: &[i64] = &[2, 3, 7, 64, 65, 130];
 
 fn kernels() -> Vec<std::path::PathBuf> {
@@ -59,6 +62,17 @@ fn regression_kernels_compile_for_every_generation() {
             let art = rocmc::compile(&file, &src, &rocmc::Options::new(t), emit)
                 .unwrap_or_else(|e| panic!("{file} for {t}: {e}"));
             assert!(art.code_object.is_some_and(|c| c.starts_with(b"\x7fELF")));
+        }
+        for t in NVIDIA {
+            let emit = rocmc::Emit {
+                asm: true,
+                ..Default::default()
+            };
+            let art = rocmc::compile(&file, &src, &rocmc::Options::new(t), emit)
+                .unwrap_or_else(|e| panic!("{file} for {t}: {e}"));
+            let ptx = art.asm.unwrap_or_default();
+            assert!(ptx.contains(".entry"), "{file} for {t}: no entry in\n{ptx}");
+            assemble_ptx(&ptx, t).unwrap_or_else(|e| panic!("ptxas refused {file} for {t}:\n{e}"));
         }
     }
 }

@@ -230,7 +230,11 @@ impl Backend for Nvptx<'_> {
     /// ptxas schedules only within a basic block: a staged tile's copies
     /// and the compute on the previous tile must share one to overlap.
     fn versions_loop_bodies(&self) -> bool {
-        true
+        // The vote reads `activemask`, which PTX has from 6.2: the PTX
+        // written for sm_72 and older cannot express it (fuzzer kernel
+        // fz804, tests/regress/vote_old_ptx.toml), and those processors
+        // have none of the staged copies the straight version is for.
+        self.t.ptx_version >= 62
     }
 
     /// `vote.sync.all` over the active lanes.
