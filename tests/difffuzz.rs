@@ -15,7 +15,9 @@
 //! accepted, so the generator cannot quietly stop testing anything.
 //!
 //! Generated: subscripts with affine and non-affine forms (min, max, floor
-//! division and modulo, negative intermediates, clamps), every dtype,
+//! division and modulo, negative intermediates, clamps), gathered
+//! subscripts (elements of an integer tensor, in range and deliberately
+//! out of range, nested one level), every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
@@ -81,12 +83,17 @@ struct Gen<'r> {
     inputs: Vec<Input>,
     /// The axis names of the stage being generated, by size: ("n" → i, "m" → j).
     axes: HashMap<&'static str, String>,
+    /// Inside a gathered subscript (gathers nest one level deep).
+    gathering: bool,
 }
 
 impl Gen<'_> {
     /// A subscript over `size` from its axis, in bounds for every value of
     /// the axis in [0, size) by construction.
     fn subscript(&mut self, size: &str) -> String {
+        if !self.gathering && self.rng.chance(12) {
+            return self.gathered(size);
+        }
         let Some(a) = self.axes.get(size).cloned() else {
             // No axis for this size: a constant-ish in-bounds index.
             return match self.rng.below(3) {
@@ -110,6 +117,23 @@ impl Gen<'_> {
             10 => format!("({a} + {c}) / {d} - {c} / {d}"),
             11 => format!("min(({a} - {c}) % {d} + {a} / 2, {size} - 1)"),
             _ => format!("max({a} - {c}, 0) / {d}"),
+        }
+    }
+
+    /// A data-dependent subscript over `size`: an element of the integer
+    /// tensor G, used directly (random inputs are then drawn in range), or
+    /// shifted and scaled so that it leaves the dimension on both sides
+    /// (the clamp is then what is tested).
+    fn gathered(&mut self, size: &str) -> String {
+        self.gathering = true;
+        let inner = self.subscript("n");
+        self.gathering = false;
+        let g = format!("G[{inner}]");
+        match self.rng.below(5) {
+            0 | 1 => g,
+            2 => format!("{g} * 3 - {}", 1 + self.rng.below(9)),
+            3 => format!("i32({g}) % {size} + {}", self.rng.below(3)),
+            _ => format!("min(i32({g}), {size} - 1) - 1"),
         }
     }
 
@@ -378,6 +402,12 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             dtype: dt(rng),
             dims: &["m"],
         },
+        // Subscripts only: gathers read it (`A[G[i], j]`).
+        Input {
+            name: "G",
+            dtype: *rng.pick(INTS),
+            dims: &["n"],
+        },
     ];
     let mut src = String::new();
     writeln!(src, "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]").unwrap();
@@ -403,6 +433,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
         rng,
         inputs,
         axes: HashMap::from([("n", "i".to_string()), ("m", "j".to_string())]),
+        gathering: false,
     };
     let (pe, _) = g.expr(pt, depth);
     let shape = match g.rng.below(4) {

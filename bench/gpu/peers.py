@@ -169,6 +169,13 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: F.layer_norm(x, (c,), g, bt, 1e-5)), by)
         B = triton.next_power_of_2(c)
         report("triton", name, s, timed(lambda: k_layernorm[(r,)](x, g, bt, y, c, 1e-5, BLOCK=B, num_warps=8)), by)
+    elif name == "embedding":
+        # GPT-2's token embedding: 768-wide f16 rows, int32 ids in range.
+        t, v = s["T"], s["V"]
+        table = rnd(v, 768).half()
+        ids = torch.randint(0, v, (t,), device=dev, dtype=torch.int32)
+        by = 4 * t + 2 * 2 * 768 * t
+        report("pytorch", name, s, timed(lambda: F.embedding(ids, table)), by)
     elif name.startswith("matmul") or name == "gelu_linear":
         M, N, K = s["M"], s["N"], s["K"]
         a, b, c = rnd(M, K), rnd(K, N), torch.empty(M, N, device=dev)

@@ -28,6 +28,9 @@ pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Llvm(e.to_string())
 }
 
+/// Size of the zeros a gather from an empty tensor reads.
+const ZERO_BYTES: i64 = 256;
+
 pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) cx: &'ctx Context,
     pub(crate) m: &'a Module<'ctx>,
@@ -222,16 +225,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// vector-offset mode of global memory; the wider modes are chosen by
     /// lowering when sizes could overflow that.
     fn address(&self, tensor: TensorId, indices: &[Index]) -> R<PointerValue<'ctx>> {
-        let t = self.k.tensor(tensor);
-        let i64t = self.cx.i64_type();
         let wide = self.g.addressing == Addressing::Index64;
-        let at_width = |ix: &Index| -> R<IntValue<'ctx>> {
-            if wide {
-                self.index_wide(ix)
-            } else {
-                self.index(ix)
-            }
-        };
         // Constant terms of the last index (unrolled loop steps, `x + 1`)
         // become a second, constant GEP: accesses that differ only by them
         // then share one base, and LLVM merges them into vector accesses
@@ -241,15 +235,182 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Some(ix) => self.split_constant(ix, wide)?,
             None => (self.i32(0), 0),
         };
-        let mut off = if wide { i64t.const_zero() } else { self.i32(0) };
+        let mut values = Vec::with_capacity(indices.len());
         for (d, ix) in indices.iter().enumerate() {
-            let i = if d == last { last_value } else { at_width(ix)? };
-            off = if d == 0 {
-                i
+            values.push(if d == last {
+                last_value
             } else {
-                let ext = at_width(&t.shape[d])?;
+                self.at_width(ix)?
+            });
+        }
+        self.element_address_in(tensor, &values, step, None)
+    }
+
+    /// Loads an element of dtype `t` from global memory (bools are bytes).
+    fn load_element(&self, p: PointerValue<'ctx>, t: DType) -> R<BasicValueEnum<'ctx>> {
+        let v = self
+            .b
+            .build_load(mem_ty(self.cx, t), p, "")
+            .map_err(llvm_err)?;
+        v.as_instruction_value()
+            .expect("load")
+            .set_alignment(t.size() as u32)
+            .map_err(llvm_err)?;
+        if t != DType::Bool {
+            return Ok(v);
+        }
+        let z = self.cx.i8_type().const_zero();
+        Ok(self
+            .b
+            .build_int_compare(IntPredicate::NE, v.into_int_value(), z, "")
+            .map_err(llvm_err)?
+            .into())
+    }
+
+    /// A gathered element.
+    fn gather(&self, tensor: TensorId, subs: &[Expr], t: DType) -> R<BasicValueEnum<'ctx>> {
+        let p = self.gather_address(tensor, subs)?;
+        self.load_element(p, t)
+    }
+
+    /// [`ZERO_BYTES`] of zeros in address space `space` (every dtype's
+    /// zero, for the lanes of a vector access too), read by the module's
+    /// gathers from tensors that turn out to be empty.
+    fn zero_global(&self, space: inkwell::AddressSpace) -> R<PointerValue<'ctx>> {
+        let digits: String = format!("{space:?}")
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect();
+        let name = format!("rocmc_zero_as{digits}");
+        if let Some(g) = self.m.get_global(&name) {
+            return Ok(g.as_pointer_value());
+        }
+        let ty = self.cx.i8_type().array_type(ZERO_BYTES as u32);
+        let g = self.m.add_global(ty, Some(space), &name);
+        g.set_initializer(&ty.const_zero());
+        g.set_constant(true);
+        g.set_linkage(inkwell::module::Linkage::Internal);
+        g.set_alignment(16);
+        Ok(g.as_pointer_value())
+    }
+
+    /// An `i32` subscript known to be non-negative at the kernel's
+    /// addressing width.
+    pub(crate) fn to_addressing_width(&self, v: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        if self.g.addressing != Addressing::Index64 {
+            return Ok(v);
+        }
+        self.b
+            .build_int_z_extend(v, self.cx.i64_type(), "")
+            .map_err(llvm_err)
+    }
+
+    /// An index at the kernel's addressing width.
+    fn at_width(&self, ix: &Index) -> R<IntValue<'ctx>> {
+        if self.g.addressing == Addressing::Index64 {
+            self.index_wide(ix)
+        } else {
+            self.index(ix)
+        }
+    }
+
+    /// The address of a gathered element. Data subscripts are clamped into
+    /// `0..=extent - 1` (the meaning of [`ExprKind::Gather`]), so the
+    /// address is inside the tensor; where the tensor may be empty it is
+    /// instead a constant of zeros ([`Self::zero_global`]), chosen by a
+    /// select, so the expression stays straight-line code. An affine last
+    /// subscript keeps its constant terms apart, as in [`Self::address`],
+    /// so the lanes of a vectorized loop share one base.
+    fn gather_address(&self, tensor: TensorId, subs: &[Expr]) -> R<PointerValue<'ctx>> {
+        let t = self.k.tensor(tensor);
+        let wide = self.g.addressing == Addressing::Index64;
+        let mut values = Vec::with_capacity(subs.len());
+        let mut nonempty: Option<IntValue<'ctx>> = None;
+        let mut step = 0;
+        for (d, (sub, ext)) in subs.iter().zip(&t.shape).enumerate() {
+            if let ExprKind::Index(ix) = &sub.kind {
+                if d + 1 == subs.len() {
+                    let (v, k) = self.split_constant(ix, wide)?;
+                    if (k + 1) * t.dtype.size() as i64 <= ZERO_BYTES {
+                        values.push(v);
+                        step = k;
+                        continue;
+                    }
+                }
+                values.push(self.at_width(ix)?);
+                continue;
+            }
+            let v = self.expr(sub)?.into_int_value();
+            let e = self.index(ext)?;
+            if ext.as_const().is_none_or(|c| c <= 0) {
+                let has = self
+                    .b
+                    .build_int_compare(IntPredicate::SGT, e, self.i32(0), "")
+                    .map_err(llvm_err)?;
+                nonempty = Some(match nonempty {
+                    Some(n) => self.b.build_and(n, has, "").map_err(llvm_err)?,
+                    None => has,
+                });
+            }
+            let hi = self.b.build_int_sub(e, self.i32(1), "").map_err(llvm_err)?;
+            let v = self.smax(self.smin(v, hi)?, self.i32(0))?;
+            values.push(if wide {
+                self.b
+                    .build_int_z_extend(v, self.cx.i64_type(), "")
+                    .map_err(llvm_err)?
+            } else {
+                v
+            });
+        }
+        self.element_address_in(tensor, &values, step, nonempty)
+    }
+
+    fn smin(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let lt = self
+            .b
+            .build_int_compare(IntPredicate::SLT, a, b, "")
+            .map_err(llvm_err)?;
+        Ok(self
+            .b
+            .build_select(lt, a, b, "")
+            .map_err(llvm_err)?
+            .into_int_value())
+    }
+
+    fn smax(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let gt = self
+            .b
+            .build_int_compare(IntPredicate::SGT, a, b, "")
+            .map_err(llvm_err)?;
+        Ok(self
+            .b
+            .build_select(gt, a, b, "")
+            .map_err(llvm_err)?
+            .into_int_value())
+    }
+
+    /// The address of the element at `values` (one per dimension, at the
+    /// addressing width, each inside its dimension) plus `step` elements;
+    /// where `nonempty` is false, the same offset `step` into
+    /// [`Self::zero_global`] instead.
+    pub(crate) fn element_address_in(
+        &self,
+        tensor: TensorId,
+        values: &[IntValue<'ctx>],
+        step: i64,
+        nonempty: Option<IntValue<'ctx>>,
+    ) -> R<PointerValue<'ctx>> {
+        let t = self.k.tensor(tensor);
+        let i64t = self.cx.i64_type();
+        let wide = self.g.addressing == Addressing::Index64;
+        let mut off = if wide { i64t.const_zero() } else { self.i32(0) };
+        for (d, i) in values.iter().enumerate() {
+            off = if d == 0 {
+                *i
+            } else {
+                let ext = self.at_width(&t.shape[d])?;
                 let m = self.b.build_int_nuw_mul(off, ext, "").map_err(llvm_err)?;
-                self.b.build_int_nuw_add(m, i, "").map_err(llvm_err)?
+                self.b.build_int_nuw_add(m, *i, "").map_err(llvm_err)?
             };
         }
         let size = t.dtype.size() as u64;
@@ -272,7 +433,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .build_int_nuw_mul(off, i64t.const_int(size, false), "")
                 .map_err(llvm_err)?,
         };
-        let base = self.bufs[&tensor];
+        let mut base = self.bufs[&tensor];
+        let mut bytes = bytes;
+        if let Some(n) = nonempty {
+            let zero = self.zero_global(base.get_type().get_address_space())?;
+            base = self
+                .b
+                .build_select(n, base, zero, "")
+                .map_err(llvm_err)?
+                .into_pointer_value();
+            bytes = self
+                .b
+                .build_select(n, bytes, i64t.const_zero(), "")
+                .map_err(llvm_err)?
+                .into_int_value();
+        }
         // SAFETY: in-bounds by the kernel's guards (the first pointer lies at
         // or before the element); inkwell marks GEP unsafe because LLVM cannot check it.
         let p = unsafe {
@@ -414,6 +589,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 stores,
             } => self.matrix_load(*shared, row, *count, *trans, stores)?,
             leaf @ (Stmt::Store { .. }
+            | Stmt::Scatter { .. }
             | Stmt::LocalStore { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Fill { .. }) => self.leaf(leaf)?,
@@ -933,7 +1109,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(out)
     }
 
-    /// A leaf statement: a store to a tensor or to a local array.
+    /// A leaf statement: a store to a tensor or to a local array, a scatter.
     pub(crate) fn leaf(&mut self, s: &Stmt) -> R<()> {
         match s {
             Stmt::Store {
@@ -974,6 +1150,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 width,
                 asynchronous,
             } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
+            Stmt::Scatter {
+                tensor,
+                indices,
+                op,
+                value,
+            } => self.scatter(*tensor, indices, *op, value)?,
             _ => {
                 return Err(CodegenError::Llvm(
                     "not a leaf statement (a rocmc bug)".into(),
@@ -1376,7 +1558,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(v)
     }
 
-    fn expr(&self, e: &Expr) -> R<BasicValueEnum<'ctx>> {
+    pub(crate) fn expr(&self, e: &Expr) -> R<BasicValueEnum<'ctx>> {
         let t = e.dtype;
         let lt = ty(self.cx, t);
         let b = &self.b;
@@ -1408,21 +1590,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 b.build_load(lt, p, "").map_err(llvm_err)?
             }
             ExprKind::Index(i) => self.index(i)?.into(),
+            ExprKind::Gather { tensor, indices } => self.gather(*tensor, indices, t)?,
             ExprKind::Load { tensor, indices } => {
                 let p = self.address(*tensor, indices)?;
-                let v = b.build_load(mem_ty(self.cx, t), p, "").map_err(llvm_err)?;
-                v.as_instruction_value()
-                    .expect("load")
-                    .set_alignment(t.size() as u32)
-                    .map_err(llvm_err)?;
-                if t == DType::Bool {
-                    let z = self.cx.i8_type().const_zero();
-                    b.build_int_compare(IntPredicate::NE, v.into_int_value(), z, "")
-                        .map_err(llvm_err)?
-                        .into()
-                } else {
-                    v
-                }
+                self.load_element(p, t)?
             }
             ExprKind::Unary(UnaryOp::Neg, a) => {
                 let a = self.expr(a)?;
@@ -1872,7 +2043,7 @@ fn store_run(stmts: &[Stmt]) -> usize {
             break;
         };
         let mut reads = false;
-        v.visit_loads(&mut |lt, _| reads |= lt == *tensor);
+        v.visit_tensors(&mut |lt| reads |= lt == *tensor);
         let next = ix.split_last().is_some_and(|(x, rest)| {
             let (tx, cx) = x.affine();
             rest == lead && tx == terms && cx == c0 + l as i64

@@ -14,6 +14,7 @@ mod function;
 mod index;
 mod llvm;
 mod math;
+mod scatter;
 pub mod target;
 
 pub use backend::host;

@@ -4,6 +4,7 @@
 //! error carries the span of the text it is about. The format is documented
 //! in docs/kernel-format.md.
 
+mod scatter;
 use crate::diag::{Diagnostic, KernelError, Span};
 use crate::dtype::DType;
 use crate::index::{IOp, Index, SizeId, VarId};
@@ -79,6 +80,9 @@ struct StageDecl {
     /// Reduction axes and their extents: `reduce = { k = "K" }`.
     #[serde(default)]
     reduce: IndexMap<Spanned<String>, Spanned<Extent>>,
+    /// A scatter's axes and their extents: `over = { i = "n" }`.
+    #[serde(default)]
+    over: IndexMap<Spanned<String>, Spanned<Extent>>,
     shape: Option<Spanned<Vec<Spanned<Extent>>>>,
     dtype: Option<Spanned<String>>,
     #[serde(default)]
@@ -162,6 +166,18 @@ struct Cx<'s> {
     given: &'s [(String, i64)],
     /// The configuration schedule steps are parsed with.
     config: crate::tune::Config,
+}
+
+/// Whether an expression reads a tensor element (in a subscript, that
+/// makes the access a gather).
+fn reads_tensor(a: &Ast) -> bool {
+    match &a.kind {
+        AstKind::Access { .. } => true,
+        AstKind::Int(_) | AstKind::Float(_) | AstKind::Name(_) => false,
+        AstKind::Call { args, .. } => args.iter().any(|x| reads_tensor(&x.value)),
+        AstKind::Unary(_, x) => reads_tensor(x),
+        AstKind::Binary(_, x, y) => reads_tensor(x) || reads_tensor(y),
+    }
 }
 
 fn span_of<T>(s: &Spanned<T>) -> Span {
@@ -511,7 +527,13 @@ impl<'s> Cx<'s> {
             self.stage(&mut k, &mut names, st);
         }
         k.tuning = tuning;
-        if let Some(last) = k.stages.last() {
+        // A refused later stage would leave an earlier one last: only
+        // judge the last stage of a kernel whose stages were all accepted.
+        let last = k
+            .stages
+            .last()
+            .filter(|_| k.stages.len() == doc.stage.len());
+        if let Some(last) = last {
             if let Some(step) = last
                 .schedule
                 .iter()
@@ -702,6 +724,17 @@ impl<'s> Cx<'s> {
         if !self.name(&target, "tensor", names) {
             return;
         }
+        if let Some(lhs) = &stmt.scatter {
+            return scatter::stage(self, k, names, decl, &stmt, lhs);
+        }
+        if let Some((name, _)) = d.over.first() {
+            return self.error(
+                Diagnostic::new(span_of(name), "`over` is for scatters only").hint(format!(
+                    "combine into the output with `{}[...] += ...`, or drop `over`",
+                    stmt.target
+                )),
+            );
+        }
         // Axes: plain, distinct names that shadow nothing else.
         let mut axes_names: Vec<(String, VarId)> = Vec::new();
         for (i, (a, sp)) in stmt.axes.iter().enumerate() {
@@ -848,20 +881,7 @@ impl<'s> Cx<'s> {
                 span: *sp,
             })
             .collect();
-        let mut steps: Vec<Step> = Vec::new();
-        for s in &d.schedule {
-            let base = self.content_base(s);
-            match syntax::parse_step(s.get_ref(), base)
-                .and_then(|mut st| {
-                    crate::tune::substitute(&mut st, &self.config)?;
-                    Ok(st)
-                })
-                .and_then(|st| schedule::Step::from_syntax(&st))
-            {
-                Ok(step) => steps.push(step),
-                Err(e) => self.error(e),
-            }
-        }
+        let steps = self.steps(d);
         names.push((stmt.target.clone(), stmt.target_span));
         k.tensors.push(Tensor {
             name: stmt.target.clone(),
@@ -875,6 +895,7 @@ impl<'s> Cx<'s> {
             output,
             axes,
             reduce,
+            scatter: None,
             value,
             schedule: steps,
             span: span_of(decl),
@@ -891,6 +912,25 @@ impl<'s> Cx<'s> {
             }
         }
         k.stages.push(stage);
+    }
+
+    /// The stage's schedule steps, parsed with the tune configuration.
+    fn steps(&mut self, d: &StageDecl) -> Vec<Step> {
+        let mut steps: Vec<Step> = Vec::new();
+        for s in &d.schedule {
+            let base = self.content_base(s);
+            match syntax::parse_step(s.get_ref(), base)
+                .and_then(|mut st| {
+                    crate::tune::substitute(&mut st, &self.config)?;
+                    Ok(st)
+                })
+                .and_then(|st| schedule::Step::from_syntax(&st))
+            {
+                Ok(step) => steps.push(step),
+                Err(e) => self.error(e),
+            }
+        }
+        steps
     }
 
     /// Typed conversion of a value expression. `hint` gives untyped
@@ -1002,13 +1042,16 @@ impl<'s> Cx<'s> {
                     );
                     return None;
                 }
+                if indices.iter().any(reads_tensor) {
+                    return self.gather(k, axes, ti, indices, ast.span);
+                }
                 let mut ix = Vec::new();
                 for i in indices {
                     ix.push(self.index(
                         k,
                         axes,
                         i,
-                        "a subscript is an integer expression of axes, sizes and constants",
+                        "a subscript is an integer expression of axes, sizes, constants and integer tensor elements",
                     ));
                 }
                 let indices: Option<Vec<Index>> = ix.into_iter().collect();
@@ -1072,6 +1115,97 @@ impl<'s> Cx<'s> {
                 args,
             } => self.call(k, axes, name, *name_span, args, ast.span, hint),
         }
+    }
+
+    /// `T[..]` whose subscripts read tensors: a gather. Subscripts that are
+    /// affine stay index expressions; the others are `i32` values (integer
+    /// elements of other types are converted, as by `i32(...)`) clamped
+    /// into their dimension.
+    fn gather(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        ti: usize,
+        indices: &[Ast],
+        span: Span,
+    ) -> Option<Expr> {
+        let t = &k.tensors[ti];
+        if let TensorKind::Stage(p) = t.kind {
+            let ps = k.stages.get(p.0 as usize)?;
+            if ps.is_internal() {
+                self.error(
+                    Diagnostic::new(
+                        span,
+                        format!(
+                            "`{}` is read at data-dependent subscripts, so it must be in memory, but its schedule computes it inside another stage",
+                            t.name
+                        ),
+                    )
+                    .hint(format!(
+                        "remove `compute_inline()`/`compute_at(...)` from the schedule of `{}`",
+                        ps.name
+                    )),
+                );
+                return None;
+            }
+        }
+        let indices = self.data_subscripts(k, axes, indices);
+        Some(Expr {
+            kind: ExprKind::Gather {
+                tensor: TensorId(ti as u32),
+                indices: indices?,
+            },
+            dtype: t.dtype,
+        })
+    }
+
+    /// Subscripts of a gather or scatter: affine ones as index expressions,
+    /// those that read tensors as `i32` values (other integer types
+    /// converted, as by `i32(...)`).
+    pub(crate) fn data_subscripts(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        indices: &[Ast],
+    ) -> Option<Vec<Expr>> {
+        let mut subs = Vec::new();
+        for i in indices {
+            if !reads_tensor(i) {
+                let ix = self.index(
+                    k,
+                    axes,
+                    i,
+                    "a subscript is an integer expression of axes, sizes, constants and integer tensor elements",
+                );
+                subs.push(ix.map(|ix| Expr {
+                    kind: ExprKind::Index(ix),
+                    dtype: DType::I32,
+                }));
+                continue;
+            }
+            let Some(v) = self.expr(k, axes, i, Some(DType::I32)) else {
+                subs.push(None);
+                continue;
+            };
+            if v.dtype == DType::I32 {
+                subs.push(Some(v));
+            } else if v.dtype.is_float() || v.dtype == DType::Bool {
+                self.error(
+                    Diagnostic::new(
+                        i.span,
+                        format!("a subscript must be an integer, but this is `{}`", v.dtype),
+                    )
+                    .hint("convert it: `i32(...)`"),
+                );
+                subs.push(None);
+            } else {
+                subs.push(Some(Expr {
+                    kind: ExprKind::Cast(Box::new(v)),
+                    dtype: DType::I32,
+                }));
+            }
+        }
+        subs.into_iter().collect()
     }
 
     /// Converts two operands so that an untyped literal takes the other side's type.

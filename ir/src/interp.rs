@@ -307,8 +307,37 @@ impl Races {
     }
 }
 
+/// The first gather or scatter whose data put a subscript outside its
+/// dimension: the gather then read the clamped element
+/// ([`ExprKind::Gather`]), the scatter dropped the update ([`Scatter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfRange {
+    pub stage: String,
+    pub tensor: String,
+    /// The subscripts as the data gave them.
+    pub index: Vec<i64>,
+    pub shape: Vec<i64>,
+    /// A scatter's update (dropped), not a gather's read (clamped).
+    pub scatter: bool,
+}
+
+impl fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (verb, then) = match self.scatter {
+            true => ("scatters into", "the update was dropped"),
+            false => ("gathers", "the subscripts were clamped into it"),
+        };
+        write!(
+            f,
+            "stage `{}` {verb} {}{:?}, outside its shape {:?}; {then}",
+            self.stage, self.tensor, self.index, self.shape
+        )
+    }
+}
+
 struct Env<'a> {
     races: std::cell::RefCell<Races>,
+    out_of_range: &'a std::cell::RefCell<Option<OutOfRange>>,
     k: &'a Kernel,
     sizes: &'a [i64],
     params: &'a [Scalar],
@@ -332,6 +361,52 @@ impl Env<'_> {
             off = off * e + i;
         }
         Ok(off as usize)
+    }
+
+    fn note_out_of_range(&self, tensor: TensorId, index: &[i64], scatter: bool) {
+        self.out_of_range
+            .borrow_mut()
+            .get_or_insert_with(|| OutOfRange {
+                stage: self.stage.to_string(),
+                tensor: self.k.tensor(tensor).name.clone(),
+                index: index.to_vec(),
+                shape: self.shapes[tensor.0 as usize].clone(),
+                scatter,
+            });
+    }
+
+    /// One update of a scatter: `tensor[indices] op= value`, dropped when
+    /// a subscript leaves the tensor.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter(
+        &self,
+        tensor: TensorId,
+        indices: &[Expr],
+        op: ReduceOp,
+        value: &Expr,
+        vars: &[i64],
+        bufs: &mut [Buffer],
+        locals: &[Vec<Scalar>],
+        shared: &[Vec<Scalar>],
+    ) -> Result<(), InterpError> {
+        let mut idx = Vec::with_capacity(indices.len());
+        for sub in indices {
+            idx.push(self.eval(sub, vars, bufs, locals, shared)?.i());
+        }
+        let v = self.eval(value, vars, bufs, locals, shared)?;
+        let shape = &self.shapes[tensor.0 as usize];
+        if idx.iter().zip(shape).any(|(i, e)| *i < 0 || i >= e) {
+            self.note_out_of_range(tensor, &idx, true);
+            return Ok(());
+        }
+        let off = self.offset(tensor, &idx)?;
+        let t = self.k.tensor(tensor).dtype;
+        let old = bufs[tensor.0 as usize].get(off);
+        let new = binary(op.combine(), t, old, v).ok_or(InterpError::DivisionByZero {
+            stage: self.stage.to_string(),
+        })?;
+        bufs[tensor.0 as usize].set(off, normalize(t, new));
+        Ok(())
     }
 
     fn eval(
@@ -370,6 +445,26 @@ impl Env<'_> {
             ExprKind::Load { tensor, indices } => {
                 let idx = indices.iter().map(ix).collect::<Result<Vec<_>, _>>()?;
                 bufs[tensor.0 as usize].get(self.offset(*tensor, &idx)?)
+            }
+            ExprKind::Gather { tensor, indices } => {
+                let mut idx = Vec::with_capacity(indices.len());
+                for sub in indices {
+                    idx.push(self.eval(sub, vars, bufs, locals, shared)?.i());
+                }
+                let shape = &self.shapes[tensor.0 as usize];
+                if shape.contains(&0) {
+                    return Ok(zero(t));
+                }
+                let mut clamped = idx.clone();
+                for ((i, sub), e) in clamped.iter_mut().zip(indices).zip(shape) {
+                    if sub.gather_subscript_is_clamped() {
+                        *i = (*i).clamp(0, e - 1);
+                    }
+                }
+                if clamped != idx {
+                    self.note_out_of_range(*tensor, &idx, false);
+                }
+                bufs[tensor.0 as usize].get(self.offset(*tensor, &clamped)?)
             }
             ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs, locals, shared)? {
                 Scalar::F(x) => Scalar::F(-x),
@@ -597,6 +692,52 @@ fn unflatten(mut flat: i64, ext: &[i64], out: &mut [i64]) {
     }
 }
 
+/// A scatter stage: the output starts at the operation's identity, then
+/// every point of the stage's axes combines its value in, row-major (one
+/// of the orders the GPU may take).
+fn scatter_stage(
+    env: &Env,
+    st: &Stage,
+    sc: &Scatter,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let out = st.output.0 as usize;
+    let t = bufs[out].dtype;
+    let id = env.eval(&sc.op.identity(t), &[], bufs, &[], &[])?;
+    for i in 0..bufs[out].len() {
+        bufs[out].set(i, id);
+    }
+    let ext: Vec<i64> = st
+        .axes
+        .iter()
+        .map(|a| a.extent.eval(env.sizes, &[]).unwrap_or(0))
+        .collect();
+    let mut point = vec![0i64; ext.len()];
+    for flat in 0..ext.iter().product::<i64>() {
+        unflatten(flat, &ext, &mut point);
+        env.scatter(
+            st.output,
+            &sc.indices,
+            sc.op,
+            &st.value,
+            &point,
+            bufs,
+            &[],
+            &[],
+        )?;
+    }
+    Ok(())
+}
+
+/// The zero of a dtype.
+fn zero(t: DType) -> Scalar {
+    if t.is_float() {
+        Scalar::F(0.0)
+    } else {
+        Scalar::I(0)
+    }
+}
+
 /// Runs a kernel with its plain semantics. Returns every tensor, indexed by
 /// [`TensorId`] (inputs as given, then each stage's result).
 pub fn run(
@@ -605,10 +746,23 @@ pub fn run(
     params: &[Scalar],
     inputs: &[Buffer],
 ) -> Result<Vec<Buffer>, InterpError> {
+    Ok(run_reporting(k, sizes, params, inputs)?.0)
+}
+
+/// [`run`], also returning the first gather or scatter whose subscripts the
+/// data put out of range (a clamped read, a dropped update).
+pub fn run_reporting(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &[Scalar],
+    inputs: &[Buffer],
+) -> Result<(Vec<Buffer>, Option<OutOfRange>), InterpError> {
     let shapes = check_inputs(k, sizes, params, inputs)?;
     let mut bufs = all_buffers(k, &shapes, inputs);
+    let clamped = std::cell::RefCell::new(None);
     for st in &k.stages {
         let env = Env {
+            out_of_range: &clamped,
             races: Default::default(),
             k,
             sizes,
@@ -616,6 +770,10 @@ pub fn run(
             shapes: shapes.clone(),
             stage: &st.name,
         };
+        if let Some(sc) = &st.scatter {
+            scatter_stage(&env, st, sc, &mut bufs)?;
+            continue;
+        }
         let ext = &shapes[st.output.0 as usize];
         let rext: Vec<i64> = match &st.reduce {
             Some(r) => r
@@ -663,7 +821,7 @@ pub fn run(
             bufs[st.output.0 as usize].set(flat as usize, v);
         }
     }
-    Ok(bufs)
+    Ok((bufs, clamped.into_inner()))
 }
 
 /// Executes lowered loop IR the way the GPU does, block by block and thread
@@ -683,9 +841,11 @@ pub fn run_lowered(
         .iter()
         .map(|g| crate::lower::matrix::expand(g.clone()))
         .collect();
+    let clamped = std::cell::RefCell::new(None);
     for g in &expanded {
         let st = k.stage(g.stage);
         let env = Env {
+            out_of_range: &clamped,
             races: std::cell::RefCell::new(Races {
                 kernel: g.name.clone(),
                 names: g.shared.iter().map(|l| l.name.clone()).collect(),
@@ -879,6 +1039,19 @@ fn exec(
                     let off = env.offset(*tensor, &idx)?;
                     let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
                     bufs[tensor.0 as usize].set(off, v);
+                }
+            }
+            Stmt::Scatter {
+                tensor,
+                indices,
+                op,
+                value,
+            } => {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
+                    env.scatter(
+                        *tensor, indices, *op, value, &t.vars, bufs, &t.locals, shared,
+                    )?;
                 }
             }
             Stmt::LocalStore {

@@ -88,6 +88,10 @@ pub struct Stage {
     /// [`ExprKind::Reduced`] standing for the reduction's result (the rest is
     /// its epilogue, applied once per output element).
     pub reduce: Option<Reduction>,
+    /// A scatter (`H[X[i]] += 1`): `axes` are then the axes of `over`, not
+    /// the output's, and `value` is combined into the output at these
+    /// subscripts (see [`Scatter`]).
+    pub scatter: Option<Scatter>,
     pub value: Expr,
     pub schedule: Vec<Step>,
     pub span: Span,
@@ -105,6 +109,22 @@ pub struct Reduction {
     pub axes: Vec<Axis>,
     /// The reduced expression, over output and reduction axes.
     pub body: Expr,
+}
+
+/// A stage that combines values into data-dependent places of its output:
+/// `H[X[i]] += 1` over `over = { i = "n" }`. The output starts as the
+/// operation's identity (0 for `+=`, the lowest/highest value for
+/// `max=`/`min=`); then, for every point of the axes, `value` is combined
+/// into the element at `indices`. Subscripts as in [`ExprKind::Gather`]:
+/// plain index expressions or `i32` data; an update whose subscripts fall
+/// outside the output is dropped (never written, never clamped onto an
+/// edge element). The order of the updates is unspecified, so float sums
+/// may differ in rounding from run to run; integer results are exact.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scatter {
+    /// [`ReduceOp::Sum`], [`ReduceOp::Max`] or [`ReduceOp::Min`].
+    pub op: ReduceOp,
+    pub indices: Vec<Expr>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -184,6 +204,16 @@ pub enum ExprKind {
     Load {
         tensor: TensorId,
         indices: Vec<Index>,
+    },
+    /// Element of a tensor at data-dependent subscripts (a gather:
+    /// `table[ids[t], j]`). One `i32` expression per dimension; a subscript
+    /// that is a plain [`ExprKind::Index`] is affine as in a `Load`, every
+    /// other one is *clamped* to `0..=extent - 1` of its dimension, so no
+    /// data can make the access leave the tensor. A tensor with an empty
+    /// dimension reads as zero. See [`Expr::gather_subscript_is_clamped`].
+    Gather {
+        tensor: TensorId,
+        indices: Vec<Expr>,
     },
     Param(ParamId),
     /// The value of an integer index expression (an axis used as data), i32.
@@ -392,10 +422,19 @@ impl Stage {
 }
 
 impl Expr {
-    /// Calls `f` on every tensor this expression reads.
+    /// Whether a subscript of an [`ExprKind::Gather`] is clamped into its
+    /// dimension (it depends on data) rather than affine.
+    pub fn gather_subscript_is_clamped(&self) -> bool {
+        !matches!(self.kind, ExprKind::Index(_))
+    }
+
+    /// Calls `f` on every affine load ([`ExprKind::Load`]) in this
+    /// expression, including those inside a gather's subscripts; gathered
+    /// tensors themselves are reported by [`Expr::visit_gathers`].
     pub fn visit_loads(&self, f: &mut impl FnMut(TensorId, &[Index])) {
         match &self.kind {
             ExprKind::Load { tensor, indices } => f(*tensor, indices),
+            ExprKind::Gather { indices, .. } => indices.iter().for_each(|a| a.visit_loads(f)),
             ExprKind::Unary(_, a) | ExprKind::Cast(a) => a.visit_loads(f),
             ExprKind::Binary(_, a, b) => {
                 a.visit_loads(f);
@@ -415,6 +454,58 @@ impl Expr {
             | ExprKind::Shared { .. }
             | ExprKind::Reduced => {}
         }
+    }
+
+    /// Calls `f` on the tensor of every gather in this expression (nested
+    /// gathers included).
+    pub fn visit_gathers(&self, f: &mut impl FnMut(TensorId)) {
+        self.each(&mut |x| {
+            if let ExprKind::Gather { tensor, .. } = &x.kind {
+                f(*tensor);
+            }
+        });
+    }
+
+    /// Calls `f` on every node, parents before children.
+    pub fn each(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match &self.kind {
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => a.each(f),
+            ExprKind::Binary(_, a, b) => {
+                a.each(f);
+                b.each(f);
+            }
+            ExprKind::Select(c, a, b) => {
+                c.each(f);
+                a.each(f);
+                b.each(f);
+            }
+            ExprKind::Call(_, args) | ExprKind::Gather { indices: args, .. } => {
+                args.iter().for_each(|a| a.each(f))
+            }
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Load { .. }
+            | ExprKind::Param(_)
+            | ExprKind::Index(_)
+            | ExprKind::Local { .. }
+            | ExprKind::Shared { .. }
+            | ExprKind::Reduced => {}
+        }
+    }
+
+    /// Calls `f` on every tensor this expression reads, by affine load or
+    /// by gather.
+    pub fn visit_tensors(&self, f: &mut impl FnMut(TensorId)) {
+        self.visit_loads(&mut |t, _| f(t));
+        self.visit_gathers(f);
+    }
+
+    /// Whether the expression gathers (reads at data-dependent subscripts).
+    pub fn has_gather(&self) -> bool {
+        let mut any = false;
+        self.visit_gathers(&mut |_| any = true);
+        any
     }
 
     /// Replaces [`ExprKind::Reduced`] by `with`.
@@ -437,6 +528,10 @@ impl Expr {
             ExprKind::Call(m, args) => {
                 ExprKind::Call(*m, args.iter().map(|a| a.rewrite(f)).collect())
             }
+            ExprKind::Gather { tensor, indices } => ExprKind::Gather {
+                tensor: *tensor,
+                indices: indices.iter().map(|a| a.rewrite(f)).collect(),
+            },
             other => other.clone(),
         };
         Expr {

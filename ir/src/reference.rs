@@ -142,14 +142,20 @@ pub fn random_inputs(
         .map(|t| interp::shape_of(t, sizes))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
+    let ranges = index_ranges(k, &shapes);
     let inputs: Vec<Buffer> = k
         .inputs()
         .map(|(id, t)| {
-            random_buffer(
-                &mut rng,
-                t.dtype,
-                shapes[id.0 as usize].iter().product::<i64>() as usize,
-            )
+            let n = shapes[id.0 as usize].iter().product::<i64>() as usize;
+            match ranges[id.0 as usize] {
+                Some(e) if !t.dtype.is_float() && e <= crate::kernel::int_range(t.dtype).1 => {
+                    Buffer {
+                        dtype: t.dtype,
+                        data: Data::I((0..n).map(|_| rng.below(e as usize) as i64).collect()),
+                    }
+                }
+                _ => random_buffer(&mut rng, t.dtype, n),
+            }
         })
         .collect();
     let host = host_buffers(k, &shapes, &inputs);
@@ -159,6 +165,47 @@ pub fn random_inputs(
         pbytes,
         host,
     })
+}
+
+/// For each tensor read directly as a data subscript of a gather or a
+/// scatter (`table[ids[t], j]`, `H[X[i]] += 1`, also through a conversion),
+/// the smallest extent it indexes: random inputs for it are drawn from
+/// `0..extent`, the range in which the access means what it says (outside
+/// it a gather clamps, a scatter drops). Other
+/// integer inputs get the usual small integers.
+pub fn index_ranges(k: &Kernel, shapes: &[Vec<i64>]) -> Vec<Option<i64>> {
+    let mut out = vec![None; k.tensors.len()];
+    let mut direct = |tensor: crate::TensorId, indices: &[crate::Expr]| {
+        for (d, sub) in indices.iter().enumerate() {
+            let mut inner = sub;
+            while let crate::ExprKind::Cast(a) = &inner.kind {
+                inner = a;
+            }
+            if let crate::ExprKind::Load { tensor: src, .. } = &inner.kind {
+                let e = shapes[tensor.0 as usize][d].max(1);
+                let r: &mut Option<i64> = &mut out[src.0 as usize];
+                *r = Some(r.map_or(e, |x| x.min(e)));
+            }
+        }
+    };
+    let mut gathers = Vec::new();
+    for st in &k.stages {
+        let exprs = [Some(&st.value), st.reduce.as_ref().map(|r| &r.body)];
+        for e in exprs.into_iter().flatten() {
+            e.each(&mut |x| {
+                if let crate::ExprKind::Gather { tensor, indices } = &x.kind {
+                    gathers.push((*tensor, indices.clone()));
+                }
+            });
+        }
+        if let Some(sc) = &st.scatter {
+            gathers.push((st.output, sc.indices.clone()));
+        }
+    }
+    for (t, ix) in &gathers {
+        direct(*t, ix);
+    }
+    out
 }
 
 /// Seeded random inputs and everything derived from them.

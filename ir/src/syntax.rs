@@ -23,9 +23,9 @@ struct Token {
     span: Span,
 }
 
-const SYMBOLS: [&str; 22] = [
-    "==", "!=", "<=", ">=", "&&", "||", "->", "+", "-", "*", "/", "%", "(", ")", "[", "]", ",",
-    "=", "<", ">", "!", ".",
+const SYMBOLS: [&str; 23] = [
+    "==", "!=", "<=", ">=", "&&", "||", "->", "+=", "+", "-", "*", "/", "%", "(", ")", "[", "]",
+    ",", "=", "<", ">", "!", ".",
 ];
 
 fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
@@ -197,13 +197,26 @@ impl BinaryOp {
     }
 }
 
-/// `C[i, j] = expr`
+/// `C[i, j] = expr`, or a scatter `H[X[i]] += expr`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComputeStmt {
     pub target: String,
     pub target_span: Span,
+    /// The output's axes (empty for a scatter).
     pub axes: Vec<(String, Span)>,
+    /// A scatter's combining operator (`+=`, `max=`, `min=`) and its
+    /// subscripts, expressions of the axes of `over`.
+    pub scatter: Option<ScatterLhs>,
     pub value: Ast,
+}
+
+/// The left side of a scatter: `H[X[i], j] += ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScatterLhs {
+    /// `+`, `max` or `min`.
+    pub op: &'static str,
+    pub op_span: Span,
+    pub indices: Vec<Ast>,
 }
 
 /// `a, b = step(args)` or `step(args)`
@@ -497,30 +510,67 @@ pub fn parse_expr(text: &str, base: usize) -> PResult<Ast> {
     Ok(e)
 }
 
-/// Parses `Target[axis, ...] = expression`.
+/// Parses `Target[axis, ...] = expression`, or a scatter
+/// `Target[subscript, ...] += expression` (also `max=`, `min=`).
 pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
     let mut p = Parser::new(text, base)?;
     let (target, target_span) =
         p.ident("the name of the tensor this stage computes, as in `C[i] = A[i] + B[i]`")?;
-    let mut axes = Vec::new();
+    let mut subs = Vec::new();
     if p.eat("[") && !p.eat("]") {
         loop {
-            axes.push(
-                p.ident("an axis name (the left side indexes the output by plain axis names)")?,
-            );
+            subs.push(p.expr()?);
             if p.eat("]") {
                 break;
             }
-            p.expect(",", "between axis names")?;
+            p.expect(",", "between subscripts")?;
         }
     }
-    p.expect("=", "after the computed tensor")?;
+    let op_span = p.span();
+    let op = match p.peek().clone() {
+        Tok::Sym("+=") => Some("+"),
+        Tok::Ident(n) if matches!(p.peek_at(1), Tok::Sym("=")) && (n == "max" || n == "min") => {
+            p.bump();
+            Some(if n == "max" { "max" } else { "min" })
+        }
+        _ => None,
+    };
+    let (axes, scatter) = match op {
+        Some(op) => {
+            p.bump();
+            let op_span = Span::new(op_span.start, p.prev_span().end);
+            let lhs = ScatterLhs {
+                op,
+                op_span,
+                indices: subs,
+            };
+            (Vec::new(), Some(lhs))
+        }
+        None => {
+            let mut axes = Vec::new();
+            for a in subs {
+                match a.kind {
+                    AstKind::Name(n) => axes.push((n, a.span)),
+                    _ => {
+                        return Err(Diagnostic::new(
+                            a.span,
+                            "expected an axis name (the left side of `=` indexes the output by plain axis names)",
+                        )
+                        .hint("to combine into data-dependent places, write a scatter: `H[X[i]] += 1` with `over = { i = \"n\" }`"))
+                    }
+                }
+            }
+            p.expect("=", "after the computed tensor")?;
+            (axes, None)
+        }
+    };
     let value = p.expr()?;
     p.end()?;
     Ok(ComputeStmt {
         target,
         target_span,
         axes,
+        scatter,
         value,
     })
 }

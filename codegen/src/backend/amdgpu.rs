@@ -132,10 +132,14 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
                 let align = (k.tensor(*tensor).dtype.size() as u64).max(min_align);
                 f.add_attribute(loc, enum_attr(cx, "align", align));
                 let acc = match access {
-                    Access::Read => "readonly",
-                    Access::Write => "writeonly",
+                    Access::Read => Some("readonly"),
+                    Access::Write => Some("writeonly"),
+                    // A scatter's atomics read and write it.
+                    Access::Update => None,
                 };
-                f.add_attribute(loc, enum_attr(cx, acc, 0));
+                if let Some(acc) = acc {
+                    f.add_attribute(loc, enum_attr(cx, acc, 0));
+                }
                 abi.bufs.insert(*tensor, p.into_pointer_value());
             }
             ArgKind::Size(_) => abi.sizes.push(p.into_int_value()),
@@ -147,6 +151,33 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
 }
 
 impl Backend for AmdGpu<'_> {
+    // As HIP's atomicAdd: visible to the whole device, not the host.
+    fn atomic_scope(&self) -> &'static str {
+        "agent"
+    }
+
+    /// Tensors live in device memory (hipMalloc, coarse-grained), where
+    /// the float atomics have native instructions; LLVM emits a
+    /// compare-and-swap loop unless told so, as clang's
+    /// -munsafe-fp-atomics does (gfx90a's f32 add flushes denormals:
+    /// documented for scatters).
+    fn tune_atomic<'ctx>(
+        &self,
+        fcx: &FnCx<'_, 'ctx>,
+        inst: inkwell::values::InstructionValue<'ctx>,
+    ) -> R<()> {
+        let empty = fcx.cx.metadata_node(&[]);
+        for kind in [
+            "amdgpu.no.fine.grained.memory",
+            "amdgpu.no.remote.memory",
+            "amdgpu.ignore.denormal.mode",
+        ] {
+            inst.set_metadata(empty, fcx.cx.get_kind_id(kind))
+                .map_err(crate::function::llvm_err)?;
+        }
+        Ok(())
+    }
+
     fn triple(&self) -> String {
         TRIPLE.into()
     }

@@ -279,6 +279,22 @@ pub(crate) trait Backend {
         ))
     }
 
+    /// The synchronisation scope of a scatter's atomics ("" is LLVM's
+    /// system scope): the device's, where the target names one.
+    fn atomic_scope(&self) -> &'static str {
+        ""
+    }
+
+    /// Marks a scatter's atomic instruction with what the target needs to
+    /// emit its native form.
+    fn tune_atomic<'ctx>(
+        &self,
+        _fcx: &FnCx<'_, 'ctx>,
+        _inst: inkwell::values::InstructionValue<'ctx>,
+    ) -> R<()> {
+        Ok(())
+    }
+
     /// Called on the module after optimisation, before code generation.
     fn after_optimise(&self, _m: &Module<'_>) {}
 

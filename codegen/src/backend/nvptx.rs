@@ -237,6 +237,11 @@ impl Backend for Nvptx<'_> {
         self.t.ptx_version >= 62
     }
 
+    // Scatters need the GPU's scope, not the system's (host included).
+    fn atomic_scope(&self) -> &'static str {
+        "device"
+    }
+
     /// `vote.sync.all` over the active lanes.
     fn wave_all<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         let i32t = fcx.cx.i32_type();

@@ -34,6 +34,8 @@ pub struct Program {
 pub enum Access {
     Read,
     Write,
+    /// Read, combined with and written back atomically (a scatter's output).
+    Update,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +119,15 @@ pub enum Stmt {
     },
     /// Runs `body` when every guard holds.
     If { guards: Vec<Guard>, body: Vec<Stmt> },
+    /// `tensor[indices] op= value` as one atomic read-modify-write (a
+    /// scatter, [`crate::kernel::Scatter`]): subscripts as a gather's, and
+    /// an update whose subscripts leave the tensor is dropped.
+    Scatter {
+        tensor: TensorId,
+        indices: Vec<Expr>,
+        op: crate::kernel::ReduceOp,
+        value: Expr,
+    },
     Store {
         tensor: TensorId,
         indices: Vec<Index>,
@@ -250,6 +261,7 @@ impl Stmt {
             // Listed, not `_`: a new statement kind with a body must be handled.
             s @ (Stmt::Bind { .. }
             | Stmt::Store { .. }
+            | Stmt::Scatter { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Fill { .. }
             | Stmt::AsyncCommit

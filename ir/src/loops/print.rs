@@ -27,6 +27,17 @@ fn expr_text(p: &Pretty<'_>, e: &Expr, sizes: &[String], vars: &[String]) -> Str
                 .collect();
             format!("{}[{}]", p.kernel.tensor(*tensor).name, ix.join(", "))
         }
+        // Clamped subscripts are marked: they are not the value as written.
+        ExprKind::Gather { tensor, indices } => {
+            let ix: Vec<String> = indices
+                .iter()
+                .map(|i| match i.gather_subscript_is_clamped() {
+                    true => format!("clamp({})", go(i)),
+                    false => go(i),
+                })
+                .collect();
+            format!("{}[{}]", p.kernel.tensor(*tensor).name, ix.join(", "))
+        }
         ExprKind::Local { local, index } => format!(
             "{}[{}]",
             p.gpu.locals[*local as usize].name,
@@ -251,6 +262,29 @@ impl fmt::Display for Pretty<'_> {
                         writeln!(
                             f,
                             "{pad}{}[{}] = {}",
+                            p.kernel.tensor(*tensor).name,
+                            ix.join(", "),
+                            expr_text(p, value, sizes, vars)
+                        )?;
+                    }
+                    Stmt::Scatter {
+                        tensor,
+                        indices,
+                        op,
+                        value,
+                    } => {
+                        let ix: Vec<String> = indices
+                            .iter()
+                            .map(|i| expr_text(p, i, sizes, vars))
+                            .collect();
+                        let op = match op.combine() {
+                            crate::kernel::BinOp::Add => "+=",
+                            crate::kernel::BinOp::Max => "max=",
+                            _ => "min=",
+                        };
+                        writeln!(
+                            f,
+                            "{pad}{}[{}] {op} {} (atomic; dropped outside the tensor)",
                             p.kernel.tensor(*tensor).name,
                             ix.join(", "),
                             expr_text(p, value, sizes, vars)

@@ -149,6 +149,26 @@ impl Cx<'_> {
                             .try_for_each(|ix| self.index(ix, &format!("a load of `{}`", t.name)))
                     }
                 }
+                ExprKind::Gather { tensor, indices } => {
+                    match self.k.tensors.get(tensor.0 as usize) {
+                        None => Err(self.err(format!(
+                            "a gather from tensor #{} that does not exist",
+                            tensor.0
+                        ))),
+                        Some(t) if t.shape.len() != indices.len() => Err(self.err(format!(
+                            "a gather from `{}` with {} subscripts",
+                            t.name,
+                            indices.len()
+                        ))),
+                        Some(t) if indices.iter().any(|i| i.dtype != crate::dtype::DType::I32) => {
+                            Err(self.err(format!(
+                                "a gather from `{}` with a subscript that is not i32",
+                                t.name
+                            )))
+                        }
+                        Some(_) => Ok(()),
+                    }
+                }
                 ExprKind::Index(ix) => self.index(ix, "an index value"),
                 ExprKind::Local { local, index } => {
                     self.array_access(false, *local, index, "read of")
@@ -218,6 +238,27 @@ impl Cx<'_> {
                         self.index(ix, &format!("a store to `{name}`"))?;
                     }
                     self.expr(value)?;
+                }
+                Stmt::Scatter {
+                    tensor,
+                    indices,
+                    value,
+                    ..
+                } => {
+                    let Some(t) = self.k.tensors.get(tensor.0 as usize) else {
+                        return Err(self.err(format!("a scatter to tensor #{} that does not exist", tensor.0)));
+                    };
+                    if t.shape.len() != indices.len()
+                        || indices.iter().any(|i| i.dtype != crate::dtype::DType::I32)
+                    {
+                        return Err(self.err(format!(
+                            "a scatter to `{}` needs one i32 subscript per dimension",
+                            t.name
+                        )));
+                    }
+                    for e in indices.iter().chain([value]) {
+                        self.expr(e)?;
+                    }
                 }
                 Stmt::SharedStore {
                     shared,

@@ -16,6 +16,7 @@ impl Stmt {
             Stmt::Store { value, .. }
             | Stmt::LocalStore { value, .. }
             | Stmt::SharedStore { value, .. }
+            | Stmt::Scatter { value, .. }
             | Stmt::Fill { value, .. } => Some(value),
             Stmt::Bind { .. }
             | Stmt::Loop { .. }
@@ -29,6 +30,15 @@ impl Stmt {
         }
     }
 
+    /// Every expression the statement evaluates: its value, and a
+    /// scatter's subscripts.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            Stmt::Scatter { indices, value, .. } => indices.iter().chain([value]).collect(),
+            other => other.value().into_iter().collect(),
+        }
+    }
+
     /// The statement lists it holds (a loop's or an `If`'s body, both sides
     /// of an unswitch).
     pub fn bodies(&self) -> Vec<&[Stmt]> {
@@ -38,6 +48,7 @@ impl Stmt {
             Stmt::MatrixLoad { stores, .. } => vec![stores],
             Stmt::Bind { .. }
             | Stmt::Store { .. }
+            | Stmt::Scatter { .. }
             | Stmt::SharedStore { .. }
             | Stmt::Fill { .. }
             | Stmt::Barrier
@@ -136,6 +147,17 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
         } => Stmt::Store {
             tensor,
             indices: indices.into_iter().map(|i| f.index(i)).collect(),
+            value: f.expr(value),
+        },
+        Stmt::Scatter {
+            tensor,
+            indices,
+            op,
+            value,
+        } => Stmt::Scatter {
+            tensor,
+            indices: indices.into_iter().map(|e| f.expr(e)).collect(),
+            op,
             value: f.expr(value),
         },
         Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {

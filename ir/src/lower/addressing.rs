@@ -13,11 +13,11 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, stage) = (l.k, l.k.stage(l.sid));
     let mut touched: Vec<TensorId> = Vec::new();
     walk(&l.g.body, &mut |s| {
-        if let Stmt::Store { tensor, .. } = s {
+        if let Stmt::Store { tensor, .. } | Stmt::Scatter { tensor, .. } = s {
             touched.push(*tensor);
         }
-        if let Some(e) = s.value() {
-            e.visit_loads(&mut |t, _| touched.push(t));
+        for e in s.exprs() {
+            e.visit_tensors(&mut |t| touched.push(t));
         }
     });
     touched.sort();
@@ -28,7 +28,9 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             name: k.tensor(*t).name.clone(),
             kind: ArgKind::Buffer {
                 tensor: *t,
-                access: if *t == stage.output {
+                access: if *t == stage.output && stage.scatter.is_some() {
+                    Access::Update
+                } else if *t == stage.output {
                     Access::Write
                 } else {
                     Access::Read

@@ -69,6 +69,11 @@ fn access(s: &Stmt, acc: &mut Access) {
         }
         Stmt::Fill { value, .. } => expr_reads(value, &reads),
         Stmt::Store { value, .. } | Stmt::LocalStore { value, .. } => expr_reads(value, &reads),
+        Stmt::Scatter { indices, value, .. } => {
+            for e in indices.iter().chain([value]) {
+                expr_reads(e, &reads);
+            }
+        }
         Stmt::Loop { body, .. } | Stmt::If { body, .. } => {
             for s in body {
                 access(s, acc);

@@ -27,6 +27,7 @@ mod ldmatrix;
 pub mod matrix;
 mod nest;
 mod region;
+mod scatter;
 mod vectorize;
 
 /// A lowering pass: extends or rewrites the kernel being built.
@@ -78,16 +79,20 @@ pub fn needs_target(k: &Kernel) -> bool {
 /// `mma` are refused without one.
 pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Program, Diagnostic> {
     compute_at::check(k)?;
-    let kernels: Vec<GpuKernel> = (0..k.stages.len())
-        .filter(|s| !k.stages[*s].is_internal())
-        .map(|s| lower_stage(k, StageId(s as u32), unit))
-        .collect::<Result<_, _>>()?;
+    let mut kernels: Vec<GpuKernel> = Vec::new();
+    for s in (0..k.stages.len()).filter(|s| !k.stages[*s].is_internal()) {
+        let sid = StageId(s as u32);
+        if k.stage(sid).scatter.is_some() {
+            kernels.push(scatter::init_kernel(k, sid)?);
+        }
+        kernels.push(lower_stage(k, sid, unit)?);
+    }
     // What compute_at computes lives only where it was placed.
     for g in &kernels {
         let mut stray = None;
         walk(&g.body, &mut |s| {
             if let Some(e) = s.value() {
-                e.visit_loads(&mut |t, _| {
+                e.visit_tensors(&mut |t| {
                     if let TensorKind::Stage(p) = k.tensor(t).kind {
                         if k.stage(p).compute_at().is_some() {
                             stray.get_or_insert(p);
@@ -106,10 +111,10 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
                 .filter(|(i, s)| {
                     let mut reads = false;
                     let sid = StageId(*i as u32);
-                    let mut f = |t: TensorId, _: &[Index]| reads |= t == ps.output;
-                    inline_producers(k, sid, &s.value).visit_loads(&mut f);
+                    let mut f = |t: TensorId| reads |= t == ps.output;
+                    inline_producers(k, sid, &s.value).visit_tensors(&mut f);
                     if let Some(r) = &s.reduce {
-                        inline_producers(k, sid, &r.body).visit_loads(&mut f);
+                        inline_producers(k, sid, &r.body).visit_tensors(&mut f);
                     }
                     reads && !s.is_inlined()
                 })

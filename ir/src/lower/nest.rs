@@ -107,16 +107,27 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             )
             .hint("write the stage as `C[i, j] = sum(A[i, k] * B[k, j], k)`"));
         }
-        None => body.extend(build(
-            nest,
-            &loops,
-            &all_guards,
-            vec![Stmt::Store {
-                tensor: stage.output,
-                indices,
-                value,
-            }],
-        )),
+        None => {
+            let leaf = match &stage.scatter {
+                // Subscripts read inlined producers as the value does.
+                Some(sc) => Stmt::Scatter {
+                    tensor: stage.output,
+                    indices: sc
+                        .indices
+                        .iter()
+                        .map(|e| inline_producers(k, sid, e).map_indices(&|ix| ix.subst(&subst)))
+                        .collect(),
+                    op: sc.op,
+                    value,
+                },
+                None => Stmt::Store {
+                    tensor: stage.output,
+                    indices,
+                    value,
+                },
+            };
+            body.extend(build(nest, &loops, &all_guards, vec![leaf]))
+        }
         Some(red)
             if nest.order.iter().any(|v| {
                 nest.var(*v).reduce
@@ -443,7 +454,24 @@ pub(super) fn clamp_into(k: &Kernel, ix: Index, extent: &Index) -> Index {
 /// Clamps every load index that depends on one of the `guarded` loop
 /// variables into `0..=extent-1` of its dimension.
 pub(super) fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
-    let clamp = |e: &Expr| {
+    let clamp = |e: &Expr| clamp_expr(k, e, guarded, skip);
+    match st {
+        Stmt::LocalStore {
+            local,
+            index,
+            value,
+        } => Stmt::LocalStore {
+            local,
+            index,
+            value: clamp(&value),
+        },
+        other => other,
+    }
+}
+
+fn clamp_expr(k: &Kernel, e: &Expr, guarded: &[VarId], skip: &[TensorId]) -> Expr {
+    let clamp = |e: &Expr| clamp_expr(k, e, guarded, skip);
+    {
         e.rewrite(&|x: &Expr| match &x.kind {
             ExprKind::Load { tensor, indices } if !skip.contains(tensor) => {
                 let shape = &k.tensor(*tensor).shape;
@@ -466,19 +494,30 @@ pub(super) fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[Tenso
                     dtype: x.dtype,
                 })
             }
+            // A gather's affine subscripts, like a load's; its data
+            // subscripts are clamped anyway, the loads inside them here.
+            ExprKind::Gather { tensor, indices } => {
+                let shape = &k.tensor(*tensor).shape;
+                let indices = indices
+                    .iter()
+                    .zip(shape)
+                    .map(|(sub, ext)| match &sub.kind {
+                        ExprKind::Index(ix) if guarded.iter().any(|v| ix.uses_var(*v)) => Expr {
+                            kind: ExprKind::Index(clamp_into(k, ix.clone(), ext)),
+                            dtype: sub.dtype,
+                        },
+                        _ => clamp(sub),
+                    })
+                    .collect();
+                Some(Expr {
+                    kind: ExprKind::Gather {
+                        tensor: *tensor,
+                        indices,
+                    },
+                    dtype: x.dtype,
+                })
+            }
             _ => None,
         })
-    };
-    match st {
-        Stmt::LocalStore {
-            local,
-            index,
-            value,
-        } => Stmt::LocalStore {
-            local,
-            index,
-            value: clamp(&value),
-        },
-        other => other,
     }
 }

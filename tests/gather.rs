@@ -1,0 +1,217 @@
+//! Gathers: subscripts that read other tensors (`table[ids[t], j]`). The
+//! interpreter defines them (data subscripts clamped into their dimension,
+//! an empty tensor reads as zero); the lowered loop IR, the CPU path and
+//! every GPU back end must agree, whatever the data.
+
+use rocmc::ir::interp::{self, Buffer, Data};
+use rocmc::ir::DType;
+use rocmc_tests::*;
+use std::collections::HashMap;
+
+/// Embedding-like, nested, multi-dimensional, mixed with reductions and
+/// other stages, under schedules with guards, vectors and LDS: the files of
+/// tests/gather/ (also checked on the GPU by scripts/gpu-focus.sh).
+fn kernels() -> Vec<(String, String)> {
+    let dir = root().join("tests/gather");
+    let v: Vec<(String, String)> = files_in(&dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".toml"))
+        .map(|f| {
+            let src = std::fs::read_to_string(dir.join(&f)).unwrap();
+            (f.trim_end_matches(".toml").to_string(), src)
+        })
+        .collect();
+    assert!(v.len() >= 5, "tests/gather/ lost its kernels");
+    v
+}
+
+fn kernel(name: &str) -> String {
+    std::fs::read_to_string(root().join("tests/gather").join(format!("{name}.toml"))).unwrap()
+}
+
+const SIZES: &[i64] = &[1, 2, 7, 33, 100];
+const AMD: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
+const NVIDIA: &[&str] = &["sm_52", "sm_80", "sm_90"];
+
+#[test]
+fn gathers_agree_with_the_interpreter_on_the_cpu() {
+    for (name, src) in kernels() {
+        let front = rocmc::frontend(&name, &src).unwrap_or_else(|e| panic!("{e}"));
+        for &n in SIZES {
+            let sizes = vec![n; front.kernel.sizes.len()];
+            let cmp = rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), n as u64, false)
+                .unwrap_or_else(|e| panic!("{name} at {n}: {e}"));
+            for c in &cmp {
+                assert!(
+                    c.ok(),
+                    "{name} at {n}: {} differs by {}",
+                    c.tensor,
+                    c.max_error
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gathers_lower_to_their_meaning() {
+    for (name, src) in kernels() {
+        let k = rocmc::ir::parse_kernel(&name, &src).unwrap_or_else(|e| panic!("{}", e.render()));
+        let prog = rocmc::ir::lower(&k).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        for &n in SIZES {
+            let sizes = vec![n; k.sizes.len()];
+            let inputs = rocmc::ir::reference::random_inputs(&k, &sizes, &HashMap::new(), 5)
+                .unwrap()
+                .inputs;
+            let want = interp::run(&k, &sizes, &[], &inputs).unwrap();
+            let got = interp::run_lowered(&k, &prog, &sizes, &[], &inputs).unwrap();
+            // Inlined stages have no buffer of their own to compare.
+            for st in k.stages.iter().filter(|s| !s.is_internal()) {
+                let t = st.output.0 as usize;
+                assert_eq!(want[t], got[t], "{name} at {n}: {}", st.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn gathers_compile_for_every_target() {
+    for (name, src) in kernels() {
+        for t in AMD {
+            let emit = rocmc::Emit {
+                code_object: true,
+                ..Default::default()
+            };
+            let art = rocmc::compile(&name, &src, &rocmc::Options::new(t), emit)
+                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
+            assert!(art.code_object.is_some_and(|c| c.starts_with(b"\x7fELF")));
+        }
+        for t in NVIDIA {
+            let emit = rocmc::Emit {
+                asm: true,
+                ..Default::default()
+            };
+            let art = rocmc::compile(&name, &src, &rocmc::Options::new(t), emit)
+                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
+            assemble_ptx(&art.asm.unwrap_or_default(), t)
+                .unwrap_or_else(|e| panic!("ptxas refused {name} for {t}:\n{e}"));
+        }
+    }
+}
+
+fn ints(t: DType, v: &[i64]) -> Buffer {
+    Buffer {
+        dtype: t,
+        data: Data::I(v.to_vec()),
+    }
+}
+
+fn floats(t: DType, v: &[f64]) -> Buffer {
+    Buffer {
+        dtype: t,
+        data: Data::F(v.to_vec()),
+    }
+}
+
+/// The definition, on chosen data: in range, below, above, and the report
+/// of the first clamped access.
+#[test]
+fn out_of_range_subscripts_are_clamped_and_reported() {
+    let k = rocmc::ir::parse_kernel("rows", &kernel("rows")).unwrap();
+    let ids = ints(DType::I32, &[1, -5, 2, 1000]);
+    let table = floats(DType::F32, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let (out, clamped) = interp::run_reporting(&k, &[4, 3, 2], &[], &[ids, table]).unwrap();
+    assert_eq!(
+        out[2].data,
+        Data::F(vec![6.0, 8.0, 2.0, 4.0, 10.0, 12.0, 10.0, 12.0])
+    );
+    let c = clamped.expect("reported");
+    assert_eq!(
+        (c.tensor.as_str(), c.index.as_slice()),
+        ("table", &[-5, 0][..])
+    );
+    assert!(c.to_string().contains("table[-5, 0]"), "{c}");
+}
+
+/// The CPU path on the same chosen data, and on an empty table: every
+/// element zero, nothing read (the table's buffer is empty).
+#[test]
+fn compiled_gathers_clamp_and_read_nothing_from_an_empty_table() {
+    let front = rocmc::frontend("rows", &kernel("rows")).unwrap();
+    let run = |sizes: [i32; 3], ids: &[i32], table: &[f32]| -> Vec<f32> {
+        let n = (sizes[0] * sizes[2]) as usize;
+        let mut bufs = vec![
+            ids.iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect::<Vec<u8>>(),
+            table.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            vec![0xffu8; n * 4],
+        ];
+        rocmc::codegen::host::run_on_host(
+            &front.kernel,
+            &front.program,
+            &sizes,
+            &[],
+            &mut bufs,
+            false,
+        )
+        .unwrap();
+        bufs[2]
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(
+        run(
+            [4, 3, 2],
+            &[1, -5, 2, 1000],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        ),
+        [6.0, 8.0, 2.0, 4.0, 10.0, 12.0, 10.0, 12.0]
+    );
+    assert_eq!(run([3, 0, 5], &[0, 7, -1], &[]), [0.0; 15]);
+}
+
+/// The clamp survives optimisation on every GPU back end (LLVM may not
+/// drop it as it could if the subscript were trusted).
+#[test]
+fn the_clamp_is_in_the_generated_code() {
+    let src = kernel("shifted");
+    for t in ["gfx942", "sm_90"] {
+        let emit = rocmc::Emit {
+            llvm: true,
+            ..Default::default()
+        };
+        let art = rocmc::compile("shifted", &src, &rocmc::Options::new(t), emit).unwrap();
+        let ir = &art.llvm_ir;
+        assert!(
+            ir.contains("@llvm.smin.i32") && ir.contains("@llvm.smax.i32"),
+            "{t}:\n{ir}"
+        );
+        assert!(
+            ir.contains("rocmc_zero_as"),
+            "{t}: no empty-tensor select\n{ir}"
+        );
+    }
+}
+
+/// With a constant row width, a vectorized gather of rows is one 16-byte
+/// load per thread on both vendors (the example's point).
+#[test]
+fn the_embedding_example_gathers_16_bytes_per_thread() {
+    let src = std::fs::read_to_string(example("embedding")).unwrap();
+    let (asm, _) = amd_code("embedding.toml", &src, "gfx942");
+    assert!(asm.contains("global_load_dwordx4"), "{asm}");
+    let art = rocmc::compile(
+        "embedding.toml",
+        &src,
+        &rocmc::Options::new("sm_90"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ptx = art.asm.unwrap();
+    assert!(ptx.contains("ld.global.nc.v4.b32"), "{ptx}");
+}
