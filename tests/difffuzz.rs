@@ -17,7 +17,8 @@
 //! Generated: subscripts with affine and non-affine forms (min, max, floor
 //! division and modulo, negative intermediates, clamps), gathered
 //! subscripts (elements of an integer tensor, in range and deliberately
-//! out of range, nested one level), every dtype,
+//! out of range, nested one level), scatters (`+=`, `max=`, `min=` into
+//! data-dependent, out-of-range and repeated places), every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
@@ -436,11 +437,13 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
         gathering: false,
     };
     let (pe, _) = g.expr(pt, depth);
-    let shape = match g.rng.below(4) {
+    let shape = match g.rng.below(5) {
         // A reduction over j.
         0 => "reduce",
         // Consumed by a second elementwise stage.
         1 => "consumer",
+        // Combined into data-dependent or repeated places.
+        2 if pt != DType::Bool => "scatter",
         _ => "alone",
     };
     let rng = g.rng;
@@ -565,6 +568,30 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 &q_sched,
             );
         }
+        "scatter" => {
+            // Float sums only where their order cannot matter beyond the
+            // tolerance; integer sums wrap, exactly, in any order.
+            let op = if pt.is_float() && pt != DType::F32 && pt != DType::F64 {
+                *rng.pick(&["max=", "min="])
+            } else {
+                *rng.pick(&["+=", "+=", "max=", "min="])
+            };
+            let (sub, extent) = match rng.below(6) {
+                0 => ("G[i]".to_string(), "n"),
+                1 => ("G[i] * 3 - 2".to_string(), "n"),
+                2 => ("i32(G[i]) % 7".to_string(), "7"),
+                3 => ("j % 5".to_string(), "5"),
+                4 => ("i32(G[i]) + j".to_string(), "m"),
+                _ => ("i".to_string(), "n"),
+            };
+            let s = schedule_2d(rng, false, bounded);
+            writeln!(
+                src,
+                "\n[[stage]]\ncompute = \"S[{sub}] {op} {pe}\"\nover = {{ i = \"n\", j = \"m\" }}\nshape = [\"{extent}\"]\nschedule = {}",
+                quoted(&s)
+            )
+            .unwrap();
+        }
         _ => {
             let s = schedule_2d(rng, true, bounded);
             stage(&mut src, &format!("P[i, j] = {pe}"), 2, &s);
@@ -577,6 +604,9 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
 struct Stats {
     generated: usize,
     rejected: usize,
+    /// Accepted kernels with a gather, with a scatter.
+    gathers: usize,
+    scatters: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -598,6 +628,13 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             return;
         }
     };
+    let k = &front.kernel;
+    st.gathers += k
+        .stages
+        .iter()
+        .any(|s| s.value.has_gather() || s.reduce.as_ref().is_some_and(|r| r.body.has_gather()))
+        as usize;
+    st.scatters += k.stages.iter().any(|s| s.scatter.is_some()) as usize;
     for _ in 0..2 {
         let sizes: Vec<i64> = front
             .kernel
@@ -709,6 +746,8 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         match r {
             Ok(l) => {
                 st.rejected += l.rejected;
+                st.gathers += l.gathers;
+                st.scatters += l.scatters;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -724,9 +763,11 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end, {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
+        st.gathers,
+        st.scatters,
         st.executed,
         st.compiled,
         st.failures.len()
