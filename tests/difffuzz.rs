@@ -18,7 +18,8 @@
 //! division and modulo, negative intermediates, clamps), gathered
 //! subscripts (elements of an integer tensor, in range and deliberately
 //! out of range, nested one level), scatters (`+=`, `max=`, `min=` into
-//! data-dependent, out-of-range and repeated places), every dtype,
+//! data-dependent, out-of-range and repeated places, privatized in LDS or
+//! not), every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
@@ -584,7 +585,11 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 4 => ("i32(G[i]) + j".to_string(), "m"),
                 _ => ("i".to_string(), "n"),
             };
-            let s = schedule_2d(rng, false, bounded);
+            let mut s = schedule_2d(rng, false, bounded);
+            // A work-group's copy in LDS, where the shape is constant.
+            if extent.parse::<u32>().is_ok() && rng.chance(50) {
+                s.push("privatize(S)".into());
+            }
             writeln!(
                 src,
                 "\n[[stage]]\ncompute = \"S[{sub}] {op} {pe}\"\nover = {{ i = \"n\", j = \"m\" }}\nshape = [\"{extent}\"]\nschedule = {}",

@@ -173,9 +173,25 @@ fn scatters_use_the_targets_atomics() {
     let src = std::fs::read_to_string(root().join("tests/scatter/index_add.toml")).unwrap();
     let (asm, _) = amd_code("index_add.toml", &src, "gfx942");
     assert!(asm.contains("global_atomic_add_f32"), "{asm}");
+    // privatize: the bins' updates are LDS atomics, memory sees one per bin.
     let hist = std::fs::read_to_string(example("histogram")).unwrap();
     let (asm, _) = amd_code("histogram.toml", &hist, "gfx90a");
-    assert!(asm.contains("global_atomic_add"), "{asm}");
+    assert!(
+        asm.contains("ds_add_u32") && asm.contains("global_atomic_add"),
+        "{asm}"
+    );
+    let art = rocmc::compile(
+        "histogram.toml",
+        &hist,
+        &rocmc::Options::new("sm_90"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ptx = art.asm.unwrap();
+    assert!(ptx.contains("atom.shared.add.u32"), "{ptx}");
     let art = rocmc::compile(
         "index_add.toml",
         &src,

@@ -176,6 +176,11 @@ def run(name, s):
         ids = torch.randint(0, v, (t,), device=dev, dtype=torch.int32)
         by = 4 * t + 2 * 2 * 768 * t
         report("pytorch", name, s, timed(lambda: F.embedding(ids, table)), by)
+    elif name == "histogram":
+        # 256 bins of bytes; bincount of uint8 (its int64 counts are its own).
+        n = s["n"]
+        x = torch.randint(0, 256, (n,), device=dev, dtype=torch.uint8)
+        report("pytorch", name, s, timed(lambda: torch.bincount(x, minlength=256)), n + 4 * 256)
     elif name.startswith("matmul") or name == "gelu_linear":
         M, N, K = s["M"], s["N"], s["K"]
         a, b, c = rnd(M, K), rnd(K, N), torch.empty(M, N, device=dev)

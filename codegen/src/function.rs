@@ -170,8 +170,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
     /// Address of `shared[shared][index]` in LDS.
     fn shared_ptr(&self, shared: u32, index: &Index) -> R<PointerValue<'ctx>> {
-        let (p, at) = self.shared[shared as usize];
         let i = self.index(index)?;
+        self.shared_ptr_at(shared, i)
+    }
+
+    /// Element `i` (an `i32` below the array's length) of LDS array `shared`.
+    pub(crate) fn shared_ptr_at(&self, shared: u32, i: IntValue<'ctx>) -> R<PointerValue<'ctx>> {
+        let (p, at) = self.shared[shared as usize];
         // SAFETY: LDS indices stay below the array length (block size) by construction.
         unsafe { self.b.build_in_bounds_gep(at, p, &[self.i32(0), i], "") }.map_err(llvm_err)
     }
@@ -1155,7 +1160,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 indices,
                 op,
                 value,
-            } => self.scatter(*tensor, indices, *op, value)?,
+                shared,
+            } => self.scatter(*tensor, indices, *op, value, *shared)?,
             _ => {
                 return Err(CodegenError::Llvm(
                     "not a leaf statement (a rocmc bug)".into(),

@@ -7,13 +7,15 @@ use inkwell::IntPredicate;
 use rocmc_ir::{DType, Expr, ExprKind, ReduceOp, TensorId};
 
 impl<'ctx> FnCx<'_, 'ctx> {
-    /// One update of a scatter ([`rocmc_ir::loops::Stmt::Scatter`]).
+    /// One update of a scatter ([`rocmc_ir::loops::Stmt::Scatter`]), into
+    /// the tensor or into its LDS copy `shared`.
     pub(crate) fn scatter(
         &mut self,
         tensor: TensorId,
         indices: &[Expr],
         op: ReduceOp,
         value: &Expr,
+        shared: Option<u32>,
     ) -> R<()> {
         let t = self.k.tensor(tensor);
         let mut values = Vec::with_capacity(indices.len());
@@ -34,22 +36,34 @@ impl<'ctx> FnCx<'_, 'ctx> {
         }
         let v = self.expr(value)?;
         self.when(inside, |me| {
+            if let Some(a) = shared {
+                // The copy is laid out as the tensor, whose shape is constant.
+                let mut lin = me.i32(0);
+                for (v, ext) in values.iter().zip(&t.shape) {
+                    let e = me.i32(ext.as_const().unwrap_or(1));
+                    let m = me.b.build_int_nuw_mul(lin, e, "").map_err(llvm_err)?;
+                    lin = me.b.build_int_nuw_add(m, *v, "").map_err(llvm_err)?;
+                }
+                let p = me.shared_ptr_at(a, lin)?;
+                return me.atomic(op, value.dtype, p, v, me.be.atomic_scope_shared());
+            }
             let wide: Vec<IntValue<'ctx>> = values
                 .iter()
                 .map(|v| me.to_addressing_width(*v))
                 .collect::<R<_>>()?;
             let p = me.element_address_in(tensor, &wide, 0, None)?;
-            me.atomic(op, value.dtype, p, v)
+            me.atomic(op, value.dtype, p, v, me.be.atomic_scope())
         })
     }
 
-    /// `*p = *p op v`, atomically, relaxed, at the target's device scope.
+    /// `*p = *p op v`, atomically, relaxed, at synchronisation scope `scope`.
     fn atomic(
         &self,
         op: ReduceOp,
         dt: DType,
         p: inkwell::values::PointerValue<'ctx>,
         v: BasicValueEnum<'ctx>,
+        scope: &str,
     ) -> R<()> {
         use inkwell::llvm_sys::LLVMAtomicRMWBinOp as Op;
         let rmw = match (op, dt.is_float(), dt.is_signed()) {
@@ -67,7 +81,6 @@ impl<'ctx> FnCx<'_, 'ctx> {
                 ))
             }
         };
-        let scope = self.be.atomic_scope();
         // SAFETY: the context outlives the call; the name is a valid slice.
         let ssid = unsafe {
             inkwell::llvm_sys::core::LLVMGetSyncScopeID(

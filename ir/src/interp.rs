@@ -389,17 +389,11 @@ impl Env<'_> {
         locals: &[Vec<Scalar>],
         shared: &[Vec<Scalar>],
     ) -> Result<(), InterpError> {
-        let mut idx = Vec::with_capacity(indices.len());
-        for sub in indices {
-            idx.push(self.eval(sub, vars, bufs, locals, shared)?.i());
-        }
+        let at = self.scatter_place(tensor, indices, vars, bufs, locals, shared)?;
         let v = self.eval(value, vars, bufs, locals, shared)?;
-        let shape = &self.shapes[tensor.0 as usize];
-        if idx.iter().zip(shape).any(|(i, e)| *i < 0 || i >= e) {
-            self.note_out_of_range(tensor, &idx, true);
+        let Some(off) = at else {
             return Ok(());
-        }
-        let off = self.offset(tensor, &idx)?;
+        };
         let t = self.k.tensor(tensor).dtype;
         let old = bufs[tensor.0 as usize].get(off);
         let new = binary(op.combine(), t, old, v).ok_or(InterpError::DivisionByZero {
@@ -407,6 +401,29 @@ impl Env<'_> {
         })?;
         bufs[tensor.0 as usize].set(off, normalize(t, new));
         Ok(())
+    }
+
+    /// The element offset a scatter's subscripts name, or `None` (noted)
+    /// where they leave the tensor.
+    fn scatter_place(
+        &self,
+        tensor: TensorId,
+        indices: &[Expr],
+        vars: &[i64],
+        bufs: &[Buffer],
+        locals: &[Vec<Scalar>],
+        shared: &[Vec<Scalar>],
+    ) -> Result<Option<usize>, InterpError> {
+        let mut idx = Vec::with_capacity(indices.len());
+        for sub in indices {
+            idx.push(self.eval(sub, vars, bufs, locals, shared)?.i());
+        }
+        let shape = &self.shapes[tensor.0 as usize];
+        if idx.iter().zip(shape).any(|(i, e)| *i < 0 || i >= e) {
+            self.note_out_of_range(tensor, &idx, true);
+            return Ok(None);
+        }
+        Ok(Some(self.offset(tensor, &idx)?))
     }
 
     fn eval(
@@ -1046,12 +1063,31 @@ fn exec(
                 indices,
                 op,
                 value,
+                shared: place,
             } => {
                 for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
                     env.races.borrow_mut().current = n;
-                    env.scatter(
-                        *tensor, indices, *op, value, &t.vars, bufs, &t.locals, shared,
-                    )?;
+                    match place {
+                        None => env.scatter(
+                            *tensor, indices, *op, value, &t.vars, bufs, &t.locals, shared,
+                        )?,
+                        Some(a) => {
+                            let at = env.scatter_place(
+                                *tensor, indices, &t.vars, bufs, &t.locals, shared,
+                            )?;
+                            let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
+                            // Atomic updates of one LDS element by several
+                            // threads are no race: they are not recorded.
+                            if let Some(i) = at {
+                                let dt = env.k.tensor(*tensor).dtype;
+                                let cell = &mut shared[*a as usize][i];
+                                *cell = normalize(
+                                    dt,
+                                    binary(op.combine(), dt, *cell, v).ok_or_else(dz)?,
+                                );
+                            }
+                        }
+                    }
                 }
             }
             Stmt::LocalStore {

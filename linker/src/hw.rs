@@ -91,22 +91,26 @@ pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
             "SGPRs",
         );
     }
-    // Whole work-groups share a CU: a group of 16 waves fits twice into 40 slots.
+    // Whole work-groups share a CU: a group of 16 waves fits twice into 40
+    // slots, and LDS may admit fewer groups. The groups' waves spread over
+    // the SIMDs as evenly as they can, so the fullest SIMD holds
+    // ceil(waves / SIMDs), as LLVM counts (AMDGPUSubtarget::
+    // getOccupancyWithWorkGroupSizes): 5 groups of 6 waves on gfx90a's 32
+    // slots leave 8 waves on the fullest SIMD, not 30 / 4.
     if u.workgroup_size > 0 {
-        let waves_per_group = u.workgroup_size.div_ceil(u.wave_size.max(1));
-        let groups = h.max_waves_per_simd * h.simds / waves_per_group.max(1);
-        limit(
-            (groups * waves_per_group / h.simds).max(1),
-            "work-group size",
-        );
-    }
-    if u.lds_bytes > 0 && u.workgroup_size > 0 {
-        let groups = h.lds_per_cu / u.lds_bytes;
-        let waves_per_group = u.workgroup_size.div_ceil(u.wave_size.max(1));
-        limit(
-            (groups * waves_per_group / h.simds).max(if groups > 0 { 1 } else { 0 }),
-            "LDS",
-        );
+        let waves_per_group = u.workgroup_size.div_ceil(u.wave_size.max(1)).max(1);
+        let by_slots = h.max_waves_per_simd * h.simds / waves_per_group;
+        let by_lds = match u.lds_bytes {
+            0 => u32::MAX,
+            b => h.lds_per_cu / b,
+        };
+        let (groups, why) = if by_lds < by_slots {
+            (by_lds, "LDS")
+        } else {
+            (by_slots, "work-group size")
+        };
+        let floor = if groups > 0 || why != "LDS" { 1 } else { 0 };
+        limit((groups * waves_per_group).div_ceil(h.simds).max(floor), why);
     }
     best
 }
@@ -114,6 +118,22 @@ pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Groups whose waves do not divide among the SIMDs: LLVM counts the
+    /// fullest SIMD (llc's `; Occupancy:` for a 384-thread kernel).
+    #[test]
+    fn uneven_groups_count_the_fullest_simd() {
+        let u = Usage {
+            vgprs: 8,
+            agprs: 0,
+            sgprs: 16,
+            lds_bytes: 0,
+            workgroup_size: 384,
+            wave_size: 64,
+        };
+        assert_eq!(occupancy(&hardware("gfx90a"), &u), (8, "wave slots"));
+        assert_eq!(occupancy(&hardware("gfx900"), &u), (9, "work-group size"));
+    }
 
     #[test]
     fn vgprs_limit_waves() {

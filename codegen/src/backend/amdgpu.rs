@@ -156,6 +156,10 @@ impl Backend for AmdGpu<'_> {
         "agent"
     }
 
+    fn atomic_scope_shared(&self) -> &'static str {
+        "workgroup"
+    }
+
     /// Tensors live in device memory (hipMalloc, coarse-grained), where
     /// the float atomics have native instructions; LLVM emits a
     /// compare-and-swap loop unless told so, as clang's

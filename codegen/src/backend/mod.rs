@@ -285,6 +285,11 @@ pub(crate) trait Backend {
         ""
     }
 
+    /// The synchronisation scope of atomics on LDS (a privatized scatter).
+    fn atomic_scope_shared(&self) -> &'static str {
+        ""
+    }
+
     /// Marks a scatter's atomic instruction with what the target needs to
     /// emit its native form.
     fn tune_atomic<'ctx>(

@@ -121,12 +121,16 @@ pub enum Stmt {
     If { guards: Vec<Guard>, body: Vec<Stmt> },
     /// `tensor[indices] op= value` as one atomic read-modify-write (a
     /// scatter, [`crate::kernel::Scatter`]): subscripts as a gather's, and
-    /// an update whose subscripts leave the tensor is dropped.
+    /// an update whose subscripts leave the tensor is dropped. With
+    /// `shared`, the update goes to that LDS array instead, a copy of the
+    /// tensor laid out as it is (`privatize`), atomically within the
+    /// work-group.
     Scatter {
         tensor: TensorId,
         indices: Vec<Expr>,
         op: crate::kernel::ReduceOp,
         value: Expr,
+        shared: Option<u32>,
     },
     Store {
         tensor: TensorId,

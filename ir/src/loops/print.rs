@@ -272,6 +272,7 @@ impl fmt::Display for Pretty<'_> {
                         indices,
                         op,
                         value,
+                        shared,
                     } => {
                         let ix: Vec<String> = indices
                             .iter()
@@ -282,10 +283,13 @@ impl fmt::Display for Pretty<'_> {
                             crate::kernel::BinOp::Max => "max=",
                             _ => "min=",
                         };
+                        let (name, mem) = match shared {
+                            Some(a) => (p.gpu.shared[*a as usize].name.as_str(), " in LDS"),
+                            None => (p.kernel.tensor(*tensor).name.as_str(), ""),
+                        };
                         writeln!(
                             f,
-                            "{pad}{}[{}] {op} {} (atomic; dropped outside the tensor)",
-                            p.kernel.tensor(*tensor).name,
+                            "{pad}{name}[{}] {op} {} (atomic{mem}; dropped outside the tensor)",
                             ix.join(", "),
                             expr_text(p, value, sizes, vars)
                         )?;

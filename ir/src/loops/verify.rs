@@ -243,11 +243,23 @@ impl Cx<'_> {
                     tensor,
                     indices,
                     value,
+                    shared,
                     ..
                 } => {
                     let Some(t) = self.k.tensors.get(tensor.0 as usize) else {
                         return Err(self.err(format!("a scatter to tensor #{} that does not exist", tensor.0)));
                     };
+                    if let Some(a) = shared {
+                        let elems: Option<i64> =
+                            t.shape.iter().map(|e| e.as_const()).product();
+                        let (l, name) = self.array(true, *a)?;
+                        if elems != Some(l.len as i64) {
+                            return Err(self.err(format!(
+                                "a scatter into {name}, which is not a copy of `{}`",
+                                t.name
+                            )));
+                        }
+                    }
                     if t.shape.len() != indices.len()
                         || indices.iter().any(|i| i.dtype != crate::dtype::DType::I32)
                     {

@@ -154,11 +154,13 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             indices,
             op,
             value,
+            shared,
         } => Stmt::Scatter {
             tensor,
             indices: indices.into_iter().map(|e| f.expr(e)).collect(),
             op,
             value: f.expr(value),
+            shared: shared.map(|s| f.shared(s)),
         },
         Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {
             guards: fold_guards(f, guards),

@@ -13,7 +13,13 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, stage) = (l.k, l.k.stage(l.sid));
     let mut touched: Vec<TensorId> = Vec::new();
     walk(&l.g.body, &mut |s| {
-        if let Stmt::Store { tensor, .. } | Stmt::Scatter { tensor, .. } = s {
+        if let Stmt::Store { tensor, .. }
+        | Stmt::Scatter {
+            tensor,
+            shared: None,
+            ..
+        } = s
+        {
             touched.push(*tensor);
         }
         for e in s.exprs() {

@@ -69,7 +69,15 @@ fn access(s: &Stmt, acc: &mut Access) {
         }
         Stmt::Fill { value, .. } => expr_reads(value, &reads),
         Stmt::Store { value, .. } | Stmt::LocalStore { value, .. } => expr_reads(value, &reads),
-        Stmt::Scatter { indices, value, .. } => {
+        Stmt::Scatter {
+            indices,
+            value,
+            shared,
+            ..
+        } => {
+            if let Some(a) = shared {
+                acc.writes.insert(*a);
+            }
             for e in indices.iter().chain([value]) {
                 expr_reads(e, &reads);
             }

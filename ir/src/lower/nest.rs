@@ -119,6 +119,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                         .collect(),
                     op: sc.op,
                     value,
+                    shared: nest.privatized.map(|_| shared.len() as u32),
                 },
                 None => Stmt::Store {
                     tensor: stage.output,
@@ -126,7 +127,20 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                     value,
                 },
             };
-            body.extend(build(nest, &loops, &all_guards, vec![leaf]))
+            let main = build(nest, &loops, &all_guards, vec![leaf]);
+            match nest.privatized {
+                Some(_) => body.extend(super::scatter::privatized(
+                    k,
+                    stage,
+                    shared.len() as u32,
+                    main,
+                    &tid,
+                    block.iter().product::<u32>() as i64,
+                    &mut l.g.vars,
+                    &mut shared,
+                )),
+                None => body.extend(main),
+            }
         }
         Some(red)
             if nest.order.iter().any(|v| {

@@ -1,10 +1,12 @@
 //! The first kernel of a scatter stage: its output filled with the
 //! operation's identity, before the scatter kernel combines into it.
 
-use super::{lower_stage, GpuKernel};
+use super::{lower_stage, GpuKernel, Local, Stmt};
 use crate::diag::Diagnostic;
-use crate::kernel::{Axis, Kernel, Stage, StageId};
-use crate::schedule::{self, Step};
+use crate::dtype::DType;
+use crate::index::{IOp, Index, VarId};
+use crate::kernel::{Axis, Expr, ExprKind, Kernel, Stage, StageId};
+use crate::schedule::{self, Guard, LoopKind, LoopVar, Step};
 
 /// Threads per work-group of the fill.
 const THREADS: u32 = 256;
@@ -82,4 +84,97 @@ fn too_large(st: &Stage, e: &Diagnostic) -> Diagnostic {
     );
     d.hints = e.hints.clone();
     d
+}
+
+/// The statements of a privatized scatter (`privatize(H)`): the
+/// work-group fills its LDS copy of the output with the identity, runs
+/// `main` (whose updates go to that copy), then combines each element of
+/// the copy into memory with one atomic update. `id` is the LDS array.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn privatized(
+    k: &Kernel,
+    stage: &Stage,
+    id: u32,
+    main: Vec<Stmt>,
+    tid: &Index,
+    threads: i64,
+    vars: &mut Vec<LoopVar>,
+    shared: &mut Vec<Local>,
+) -> Vec<Stmt> {
+    let sc = stage.scatter.as_ref().expect("a scatter stage");
+    let t = k.tensor(stage.output);
+    let dims: Vec<i64> = t.shape.iter().map(|e| e.as_const().unwrap_or(0)).collect();
+    let len: i64 = dims.iter().product();
+    shared.push(Local {
+        name: format!("{}_private", stage.name),
+        dtype: t.dtype,
+        len: len as u32,
+        span: stage.span,
+    });
+    // Each thread takes the elements tid, tid + threads, ...
+    let mut strided = |name: &str, leaf: &dyn Fn(&Index) -> Stmt| -> Stmt {
+        vars.push(LoopVar {
+            name: format!("{}_{name}", stage.name),
+            reduce: false,
+            extent: Index::c((len + threads - 1) / threads),
+            kind: LoopKind::Serial,
+            span: stage.span,
+        });
+        let v = VarId(vars.len() as u32 - 1);
+        let e = Index::Var(v) * Index::c(threads) + tid.clone();
+        Stmt::Loop {
+            var: v,
+            extent: Index::c((len + threads - 1) / threads),
+            unroll: false,
+            body: vec![Stmt::If {
+                guards: vec![Guard {
+                    value: e.clone(),
+                    extent: Index::c(len),
+                }],
+                body: vec![leaf(&e)],
+            }],
+        }
+    };
+    let fill = strided("fill", &|e| Stmt::SharedStore {
+        shared: id,
+        index: e.clone(),
+        value: sc.op.identity(t.dtype),
+    });
+    let merge = strided("merge", &|e| {
+        // Row-major position of element `e` of the copy.
+        let mut stride = len;
+        let indices = dims
+            .iter()
+            .map(|d| {
+                stride /= d.max(&1);
+                let ix = Index::bin(
+                    IOp::Mod,
+                    Index::bin(IOp::Div, e.clone(), Index::c(stride)),
+                    Index::c(*d),
+                );
+                Expr {
+                    kind: ExprKind::Index(ix),
+                    dtype: DType::I32,
+                }
+            })
+            .collect();
+        Stmt::Scatter {
+            tensor: stage.output,
+            indices,
+            op: sc.op,
+            value: Expr {
+                kind: ExprKind::Shared {
+                    shared: id,
+                    index: e.clone(),
+                },
+                dtype: t.dtype,
+            },
+            shared: None,
+        }
+    });
+    let mut out = vec![fill, Stmt::Barrier];
+    out.extend(main);
+    out.push(Stmt::Barrier);
+    out.push(merge);
+    out
 }

@@ -109,6 +109,9 @@ pub enum StepKind {
     /// `occupancy(blocks=N)`: registers budgeted so that N work-groups fit
     /// on one SM (CU).
     Occupancy(u32),
+    /// `privatize(H)`: a scatter accumulates into a per-work-group LDS copy
+    /// of its output, combined into memory once per element at the end.
+    Privatize(Name),
     /// `mma(ri, rj, rk)` or `mma(ri, rj, rk, instr=v_mfma_f32_16x16x16_f16)`:
     /// the three innermost loops (rows, columns and reduction of a matrix
     /// product) become one matrix instruction of the target, executed by a
@@ -361,6 +364,8 @@ pub struct LoopNest {
     pub matrix: Option<MatrixRequest>,
     /// `occupancy(blocks=N)`: work-groups that must fit on one SM (CU).
     pub min_blocks: Option<(u32, Span)>,
+    /// `privatize(H)`: the step, where a scatter stage asked for it.
+    pub privatized: Option<Span>,
 }
 
 /// What `mma` asked for. The instruction itself depends on the target and
@@ -404,6 +409,8 @@ pub(crate) struct State<'a> {
     nest: LoopNest,
     /// The tensor the stage computes.
     stage_output: Option<crate::TensorId>,
+    /// Whether the stage is a scatter.
+    scatter: bool,
     /// Which step consumed a variable, for "already split" messages.
     consumed: HashMap<VarId, Span>,
     bind_spans: HashMap<VarId, Span>,
@@ -539,6 +546,7 @@ impl State<'_> {
             StepKind::Bind { target, axis } => steps::bind::apply(self, target, *axis, span),
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Occupancy(n) => steps::occupancy::apply(self, *n, span),
+            StepKind::Privatize(t) => steps::privatize::apply(self, t, span),
             StepKind::Mma {
                 rows,
                 cols,
@@ -606,10 +614,12 @@ pub fn apply_with_source<'a>(
             guards: Vec::new(),
             matrix: None,
             min_blocks: None,
+            privatized: None,
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),
         stage_output: Some(stage.output),
+        scatter: stage.scatter.is_some(),
     };
     if stage.is_inlined() {
         let step = stage

@@ -18,6 +18,7 @@ pub mod compute_inline;
 pub mod fuse;
 pub mod mma;
 pub mod occupancy;
+pub mod privatize;
 pub mod reorder;
 pub mod split;
 pub mod tile;
@@ -31,7 +32,7 @@ pub struct Primitive {
 }
 
 /// Every primitive, in the order the documentation lists them.
-pub const PRIMITIVES: [Primitive; 13] = [
+pub const PRIMITIVES: [Primitive; 14] = [
     Primitive {
         name: "split",
         parse: split::parse,
@@ -67,6 +68,10 @@ pub const PRIMITIVES: [Primitive; 13] = [
     Primitive {
         name: "occupancy",
         parse: occupancy::parse,
+    },
+    Primitive {
+        name: "privatize",
+        parse: privatize::parse,
     },
     Primitive {
         name: "compute_inline",
