@@ -176,7 +176,7 @@ def run(name, s):
         ids = torch.randint(0, v, (t,), device=dev, dtype=torch.int32)
         by = 4 * t + 2 * 2 * 768 * t
         report("pytorch", name, s, timed(lambda: F.embedding(ids, table)), by)
-    elif name == "histogram":
+    elif name in ("histogram", "histogram_global"):
         # 256 bins of bytes; bincount of uint8 (its int64 counts are its own).
         n = s["n"]
         x = torch.randint(0, 256, (n,), device=dev, dtype=torch.uint8)
