@@ -19,7 +19,8 @@
 //! subscripts (elements of an integer tensor, in range and deliberately
 //! out of range, nested one level), scatters (`+=`, `max=`, `min=` into
 //! data-dependent, out-of-range and repeated places, privatized in LDS or
-//! not), every dtype,
+//! not), argmax/argmin, `isnan`/`isinf` of NaN and infinities made on
+//! purpose, every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
@@ -301,6 +302,17 @@ impl Gen<'_> {
             *self.rng.pick(INTS)
         };
         let (a, ea) = self.expr(t, depth);
+        if t.is_float() && self.rng.chance(20) {
+            // NaN and infinities made on purpose (0/0, x * inf).
+            let f = *self.rng.pick(&["isnan", "isinf"]);
+            let arg = match self.rng.below(4) {
+                0 => a.clone(),
+                1 => format!("{a} / ({a} - {a})"),
+                2 => format!("{a} * inf"),
+                _ => format!("{a} - nan"),
+            };
+            return (format!("{f}({arg})"), ea);
+        }
         let (b, eb) = self.expr(t, depth);
         let op = self.rng.pick(&["<", "<=", ">", ">=", "==", "!="]);
         (format!("({a} {op} {b})"), ea && eb)
@@ -456,7 +468,13 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 _ => schedule_2d(rng, false, bounded),
             };
             stage(&mut src, &format!("P[i, j] = {pe}"), 2, &p_sched);
-            let acc = if matches!(pt, DType::F16 | DType::BF16 | DType::U8 | DType::I8)
+            let arg_ok = matches!(
+                pt,
+                DType::F16 | DType::BF16 | DType::F32 | DType::I8 | DType::U8 | DType::I32
+            );
+            let acc = if arg_ok && rng.chance(25) {
+                *rng.pick(&["argmax", "argmin"])
+            } else if matches!(pt, DType::F16 | DType::BF16 | DType::U8 | DType::I8)
                 || rng.chance(40)
             {
                 "reduce_max"

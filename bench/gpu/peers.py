@@ -176,6 +176,12 @@ def run(name, s):
         ids = torch.randint(0, v, (t,), device=dev, dtype=torch.int32)
         by = 4 * t + 2 * 2 * 768 * t
         report("pytorch", name, s, timed(lambda: F.embedding(ids, table)), by)
+    elif name == "argmax":
+        # Greedy decoding over GPT-2's vocabulary: the index of each row's max.
+        r, c = s["rows"], s["cols"]
+        x = rnd(r, c)
+        by = 4 * r * c + 8 * r
+        report("pytorch", name, s, timed(lambda: torch.argmax(x, dim=1)), by)
     elif name in ("histogram", "histogram_global"):
         # 256 bins of bytes; bincount of uint8 (its int64 counts are its own).
         n = s["n"]

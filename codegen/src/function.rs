@@ -1618,6 +1618,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .map_err(llvm_err)?
                 .into(),
             ExprKind::Cast(a) => self.cast(a.dtype, t, self.expr(a)?)?,
+            ExprKind::Bitcast(a) => {
+                let v = self.expr(a)?;
+                b.build_bit_cast(v, lt, "").map_err(llvm_err)?
+            }
             ExprKind::Select(c, x, y) => {
                 let c = self.expr(c)?.into_int_value();
                 b.build_select(c, self.expr(x)?, self.expr(y)?, "")

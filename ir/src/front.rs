@@ -4,6 +4,7 @@
 //! error carries the span of the text it is about. The format is documented
 //! in docs/kernel-format.md.
 
+mod bits;
 mod scatter;
 use crate::diag::{Diagnostic, KernelError, Span};
 use crate::dtype::DType;
@@ -984,6 +985,9 @@ impl<'s> Cx<'s> {
                 if self.poisoned.contains(n) {
                     return None;
                 }
+                if let Some(lit) = self.float_literal(n, ast.span, hint) {
+                    return lit;
+                }
                 let cands = axes
                     .iter()
                     .map(|(n, _)| n.as_str())
@@ -1288,6 +1292,7 @@ impl<'s> Cx<'s> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     fn reduction(
         &mut self,
         k: &Kernel,
@@ -1298,13 +1303,33 @@ impl<'s> Cx<'s> {
         span: Span,
         hint: Option<DType>,
     ) -> Option<Expr> {
+        let name = op.name();
+        self.reduction_with(k, axes, op, name, name_span, args, span, hint, &|v| Ok(v))
+    }
+
+    /// A reduction `name(body, axes...)` combining `wrap(body)` with `op`
+    /// (`wrap` is how `argmax` makes its keys; an `Err` names the type it
+    /// cannot take).
+    #[allow(clippy::too_many_arguments)]
+    fn reduction_with(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        op: ReduceOp,
+        name: &str,
+        name_span: Span,
+        args: &[Arg],
+        span: Span,
+        hint: Option<DType>,
+        wrap: &dyn Fn(Expr) -> Result<Expr, String>,
+    ) -> Option<Expr> {
         let Some(red) = &self.red else {
             self.error(
                 Diagnostic::new(
                     name_span,
                     format!(
                         "`{}` needs reduction axes, and the stage declares none",
-                        op.name()
+                        name
                     ),
                 )
                 .hint("declare them in the stage: `reduce = { k = \"K\" }`"),
@@ -1330,9 +1355,9 @@ impl<'s> Cx<'s> {
             self.error(
                 Diagnostic::new(
                     span,
-                    format!("`{}` needs an expression and its reduction axes", op.name()),
+                    format!("`{}` needs an expression and its reduction axes", name),
                 )
-                .hint(format!("`{}(A[i, k], k)`", op.name())),
+                .hint(format!("`{}(A[i, k], k)`", name)),
             );
             return None;
         };
@@ -1389,18 +1414,31 @@ impl<'s> Cx<'s> {
         }
         let v = v?;
         if v.dtype.is_f8() {
-            return self.f8_refused(&v, body.value.span, &format!("`{}`", op.name()));
+            return self.f8_refused(&v, body.value.span, &format!("`{}`", name));
         }
         if v.dtype == DType::Bool {
             self.error(
                 Diagnostic::new(
                     body.value.span,
-                    format!("`{}` does not apply to bool values", op.name()),
+                    format!("`{}` does not apply to bool values", name),
                 )
                 .hint("convert to an integer first, e.g. `i32(...)`"),
             );
             return None;
         }
+        let v = match wrap(v) {
+            Ok(v) => v,
+            Err(what) => {
+                self.error(
+                    Diagnostic::new(
+                        body.value.span,
+                        format!("`{name}` of {what} values is not supported"),
+                    )
+                    .hint("convert them: f16, bf16 and f32 values, and i8, u8 and i32, are"),
+                );
+                return None;
+            }
+        };
         let t = v.dtype;
         if let Some(r) = &mut self.red {
             r.result = Some((op, v));
@@ -1467,6 +1505,9 @@ impl<'s> Cx<'s> {
         if let Some(op) = ReduceOp::ALL.into_iter().find(|r| r.name() == name) {
             return self.reduction(k, axes, op, name_span, args, span, hint);
         }
+        if let Some(r) = self.bit_function(k, axes, name, name_span, args, span) {
+            return r;
+        }
         match name {
             "select" => {
                 if !want(self, 3) {
@@ -1518,7 +1559,9 @@ impl<'s> Cx<'s> {
                     let cands: Vec<&str> = MathFn::ALL
                         .iter()
                         .map(|f| f.name())
-                        .chain(["select", "min", "max"])
+                        .chain([
+                            "select", "min", "max", "isnan", "isinf", "bitcast", "argmax", "argmin",
+                        ])
                         .chain(DType::ALL.iter().map(|d| d.name()))
                         .collect();
                     self.error(

@@ -494,6 +494,7 @@ impl Env<'_> {
                 let x = self.eval(a, vars, bufs, locals, shared)?;
                 cast(a.dtype, t, x)
             }
+            ExprKind::Bitcast(a) => bitcast(a.dtype, t, self.eval(a, vars, bufs, locals, shared)?),
             ExprKind::Select(c, a, b) => {
                 if self.eval(c, vars, bufs, locals, shared)?.i() != 0 {
                     self.eval(a, vars, bufs, locals, shared)?
@@ -744,6 +745,18 @@ fn scatter_stage(
         )?;
     }
     Ok(())
+}
+
+/// The value whose bits in dtype `to` are those of `x` in `from` (the
+/// pairs the front end allows: f32 with i32 or u32, f64 with i64).
+fn bitcast(from: DType, to: DType, x: Scalar) -> Scalar {
+    match (from, to) {
+        (DType::F32, DType::I32) => Scalar::I((x.f() as f32).to_bits() as i32 as i64),
+        (DType::F32, _) => Scalar::I((x.f() as f32).to_bits() as i64),
+        (DType::F64, _) => Scalar::I(x.f().to_bits() as i64),
+        (DType::I64, _) => Scalar::F(f64::from_bits(x.i() as u64)),
+        (_, _) => Scalar::F(f32::from_bits(x.i() as u32) as f64),
+    }
 }
 
 /// The zero of a dtype.

@@ -222,6 +222,9 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     /// Conversion to the node's dtype.
     Cast(Box<Expr>),
+    /// The same bits as the node's dtype (`bitcast(x, i32)`): f32 with
+    /// i32 or u32, f64 with i64.
+    Bitcast(Box<Expr>),
     /// `select(cond, a, b)`
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     Call(MathFn, Vec<Expr>),
@@ -435,7 +438,7 @@ impl Expr {
         match &self.kind {
             ExprKind::Load { tensor, indices } => f(*tensor, indices),
             ExprKind::Gather { indices, .. } => indices.iter().for_each(|a| a.visit_loads(f)),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => a.visit_loads(f),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Bitcast(a) => a.visit_loads(f),
             ExprKind::Binary(_, a, b) => {
                 a.visit_loads(f);
                 b.visit_loads(f);
@@ -470,7 +473,7 @@ impl Expr {
     pub fn each(&self, f: &mut impl FnMut(&Expr)) {
         f(self);
         match &self.kind {
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) => a.each(f),
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Bitcast(a) => a.each(f),
             ExprKind::Binary(_, a, b) => {
                 a.each(f);
                 b.each(f);
@@ -523,6 +526,7 @@ impl Expr {
         let kind = match &self.kind {
             ExprKind::Unary(op, a) => ExprKind::Unary(*op, r(a)),
             ExprKind::Cast(a) => ExprKind::Cast(r(a)),
+            ExprKind::Bitcast(a) => ExprKind::Bitcast(r(a)),
             ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, r(a), r(b)),
             ExprKind::Select(c, a, b) => ExprKind::Select(r(c), r(a), r(b)),
             ExprKind::Call(m, args) => {

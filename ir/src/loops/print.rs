@@ -52,6 +52,7 @@ fn expr_text(p: &Pretty<'_>, e: &Expr, sizes: &[String], vars: &[String]) -> Str
         ExprKind::Unary(crate::kernel::UnaryOp::Neg, a) => format!("-{}", go(a)),
         ExprKind::Unary(crate::kernel::UnaryOp::Not, a) => format!("!{}", go(a)),
         ExprKind::Cast(a) => format!("{}({})", e.dtype.name(), go(a)),
+        ExprKind::Bitcast(a) => format!("bitcast({}, {})", go(a), e.dtype.name()),
         ExprKind::Select(c, a, b) => format!("select({}, {}, {})", go(c), go(a), go(b)),
         ExprKind::Call(m, args) => {
             let a: Vec<String> = args.iter().map(go).collect();
