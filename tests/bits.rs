@@ -10,51 +10,15 @@ use std::collections::HashMap;
 
 /// Row-wise argmax/argmin under three schedules (cooperative tree, one
 /// thread per row, serial), NaN made on purpose, and the bit functions.
-const KERNEL: &str = r#"
-[kernel]
-name = "bits"
-sizes = ["R", "C"]
-max = { R = 4096, C = 65536 }
-
-[inputs]
-X = { dtype = "f32", shape = ["R", "C"] }
-H = { dtype = "f16", shape = ["R", "C"] }
-Y = { dtype = "i8", shape = ["R", "C"] }
-
-[[stage]]
-compute = "A[r] = argmax(X[r, c], c)"
-shape = ["R"]
-reduce = { c = "C" }
-schedule = ["co, ci = split(c, 64)", "bind(r, blockIdx.x)", "bind(ci, threadIdx.x)"]
-
-[[stage]]
-compute = "B[r] = argmin(select(X[r, c] > 0.75, nan, X[r, c]), c)"
-shape = ["R"]
-reduce = { c = "C" }
-schedule = ["ro, ri = split(r, 32)", "bind(ro, blockIdx.x)", "bind(ri, threadIdx.x)"]
-
-[[stage]]
-compute = "D[r] = argmax(Y[r, c], c) * 2 + 1"
-shape = ["R"]
-reduce = { c = "C" }
-
-[[stage]]
-compute = "E[r] = argmin(H[r, c], c)"
-shape = ["R"]
-reduce = { c = "C" }
-schedule = ["co, ci = split(c, 16)", "bind(r, blockIdx.x)", "bind(ci, threadIdx.x)"]
-
-[[stage]]
-compute = "F[r, c] = select(isnan(X[r, c] / (X[r, c] - X[r, c])), 1, 0) + select(isinf(X[r, c] * inf), 2, 0) + bitcast(X[r, c], i32) % 7"
-shape = ["R", "C"]
-schedule = ["co, ci = split(c, 32)", "bind(r, blockIdx.y)", "bind(co, blockIdx.x)", "bind(ci, threadIdx.x)"]
-"#;
+fn kernel() -> String {
+    std::fs::read_to_string(root().join("tests/bits/bits.toml")).unwrap()
+}
 
 const SIZES: &[(i64, i64)] = &[(1, 1), (3, 7), (17, 100), (5, 1000), (2, 65)];
 
 #[test]
 fn bits_agree_with_the_interpreter_on_the_cpu_and_when_lowered() {
-    let front = rocmc::frontend("bits.toml", KERNEL).unwrap_or_else(|e| panic!("{e}"));
+    let front = rocmc::frontend("bits.toml", &kernel()).unwrap_or_else(|e| panic!("{e}"));
     let k = &front.kernel;
     for &(r, c) in SIZES {
         let cmp = rocmc::run::run_cpu(&front, &[r, c], &HashMap::new(), c as u64, false)
@@ -78,7 +42,7 @@ fn bits_compile_for_every_target() {
             code_object: true,
             ..Default::default()
         };
-        rocmc::compile("bits.toml", KERNEL, &rocmc::Options::new(t), emit)
+        rocmc::compile("bits.toml", &kernel(), &rocmc::Options::new(t), emit)
             .unwrap_or_else(|e| panic!("{t}: {e}"));
     }
     for t in ["sm_52", "sm_80", "sm_90"] {
@@ -86,7 +50,7 @@ fn bits_compile_for_every_target() {
             asm: true,
             ..Default::default()
         };
-        let art = rocmc::compile("bits.toml", KERNEL, &rocmc::Options::new(t), emit)
+        let art = rocmc::compile("bits.toml", &kernel(), &rocmc::Options::new(t), emit)
             .unwrap_or_else(|e| panic!("{t}: {e}"));
         assemble_ptx(&art.asm.unwrap_or_default(), t)
             .unwrap_or_else(|e| panic!("ptxas refused bits for {t}:\n{e}"));
