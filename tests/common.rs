@@ -293,3 +293,83 @@ pub fn cpu_module(
     .unwrap();
     (art.code_object.unwrap(), art.launch)
 }
+
+/// The kernel files of a folder under tests/ (`tests/gather`), as (name,
+/// source), sorted by name.
+pub fn kernel_files(folder: &str) -> Vec<(String, String)> {
+    let dir = root().join("tests").join(folder);
+    files_in(&dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".toml"))
+        .map(|f| {
+            let src = std::fs::read_to_string(dir.join(&f)).unwrap();
+            (f.trim_end_matches(".toml").to_string(), src)
+        })
+        .collect()
+}
+
+/// Each kernel run on the CPU path at every size (all sizes equal) and
+/// compared with the reference interpreter.
+pub fn check_on_the_cpu(kernels: &[(String, String)], sizes: &[i64]) {
+    for (name, src) in kernels {
+        let front = rocmc::frontend(name, src).unwrap_or_else(|e| panic!("{e}"));
+        for &n in sizes {
+            let sizes = vec![n; front.kernel.sizes.len()];
+            let cmp = rocmc::run::run_cpu(
+                &front,
+                &sizes,
+                &std::collections::HashMap::new(),
+                n as u64,
+                false,
+            )
+            .unwrap_or_else(|e| panic!("{name} at {n}: {e}"));
+            for c in &cmp {
+                assert!(
+                    c.ok(),
+                    "{name} at {n}: {} differs by {}",
+                    c.tensor,
+                    c.max_error
+                );
+            }
+        }
+    }
+}
+
+/// Each kernel compiled to a code object for every AMD target and to PTX
+/// for every NVIDIA one, which ptxas must accept.
+pub fn compile_everywhere(kernels: &[(String, String)], amd: &[&str], nvidia: &[&str]) {
+    for (name, src) in kernels {
+        for t in amd {
+            let emit = rocmc::Emit {
+                code_object: true,
+                ..Default::default()
+            };
+            let art = rocmc::compile(name, src, &rocmc::Options::new(t), emit)
+                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
+            assert!(art.code_object.is_some_and(|c| c.starts_with(b"\x7fELF")));
+        }
+        for t in nvidia {
+            let emit = rocmc::Emit {
+                asm: true,
+                ..Default::default()
+            };
+            let art = rocmc::compile(name, src, &rocmc::Options::new(t), emit)
+                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
+            let ptx = art.asm.unwrap_or_default();
+            assert!(ptx.contains(".entry"), "{name} for {t}: no entry in\n{ptx}");
+            assemble_ptx(&ptx, t).unwrap_or_else(|e| panic!("ptxas refused {name} for {t}:\n{e}"));
+        }
+    }
+}
+
+/// The PTX rocmc writes for `src` and NVIDIA processor `mcpu`.
+pub fn ptx_of(name: &str, src: &str, mcpu: &str) -> String {
+    let emit = rocmc::Emit {
+        asm: true,
+        ..Default::default()
+    };
+    rocmc::compile(name, src, &rocmc::Options::new(mcpu), emit)
+        .unwrap_or_else(|e| panic!("{name} for {mcpu}: {e}"))
+        .asm
+        .expect("PTX")
+}

@@ -12,15 +12,7 @@ use std::collections::HashMap;
 /// other stages, under schedules with guards, vectors and LDS: the files of
 /// tests/gather/ (also checked on the GPU by scripts/gpu-focus.sh).
 fn kernels() -> Vec<(String, String)> {
-    let dir = root().join("tests/gather");
-    let v: Vec<(String, String)> = files_in(&dir)
-        .into_iter()
-        .filter(|f| f.ends_with(".toml"))
-        .map(|f| {
-            let src = std::fs::read_to_string(dir.join(&f)).unwrap();
-            (f.trim_end_matches(".toml").to_string(), src)
-        })
-        .collect();
+    let v = kernel_files("gather");
     assert!(v.len() >= 5, "tests/gather/ lost its kernels");
     v
 }
@@ -35,22 +27,7 @@ const NVIDIA: &[&str] = &["sm_52", "sm_80", "sm_90"];
 
 #[test]
 fn gathers_agree_with_the_interpreter_on_the_cpu() {
-    for (name, src) in kernels() {
-        let front = rocmc::frontend(&name, &src).unwrap_or_else(|e| panic!("{e}"));
-        for &n in SIZES {
-            let sizes = vec![n; front.kernel.sizes.len()];
-            let cmp = rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), n as u64, false)
-                .unwrap_or_else(|e| panic!("{name} at {n}: {e}"));
-            for c in &cmp {
-                assert!(
-                    c.ok(),
-                    "{name} at {n}: {} differs by {}",
-                    c.tensor,
-                    c.max_error
-                );
-            }
-        }
-    }
+    check_on_the_cpu(&kernels(), SIZES);
 }
 
 #[test]
@@ -76,27 +53,7 @@ fn gathers_lower_to_their_meaning() {
 
 #[test]
 fn gathers_compile_for_every_target() {
-    for (name, src) in kernels() {
-        for t in AMD {
-            let emit = rocmc::Emit {
-                code_object: true,
-                ..Default::default()
-            };
-            let art = rocmc::compile(&name, &src, &rocmc::Options::new(t), emit)
-                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
-            assert!(art.code_object.is_some_and(|c| c.starts_with(b"\x7fELF")));
-        }
-        for t in NVIDIA {
-            let emit = rocmc::Emit {
-                asm: true,
-                ..Default::default()
-            };
-            let art = rocmc::compile(&name, &src, &rocmc::Options::new(t), emit)
-                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
-            assemble_ptx(&art.asm.unwrap_or_default(), t)
-                .unwrap_or_else(|e| panic!("ptxas refused {name} for {t}:\n{e}"));
-        }
-    }
+    compile_everywhere(&kernels(), AMD, NVIDIA);
 }
 
 fn ints(t: DType, v: &[i64]) -> Buffer {
@@ -202,16 +159,6 @@ fn the_embedding_example_gathers_16_bytes_per_thread() {
     let src = std::fs::read_to_string(example("embedding")).unwrap();
     let (asm, _) = amd_code("embedding.toml", &src, "gfx942");
     assert!(asm.contains("global_load_dwordx4"), "{asm}");
-    let art = rocmc::compile(
-        "embedding.toml",
-        &src,
-        &rocmc::Options::new("sm_90"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let ptx = art.asm.unwrap();
+    let ptx = ptx_of("embedding.toml", &src, "sm_90");
     assert!(ptx.contains("ld.global.nc.v4.b32"), "{ptx}");
 }

@@ -51,30 +51,7 @@ fn regression_kernels_match_the_interpreter_on_the_cpu() {
 
 #[test]
 fn regression_kernels_compile_for_every_generation() {
-    for path in kernels() {
-        let src = std::fs::read_to_string(&path).unwrap();
-        let file = path.to_string_lossy();
-        for t in TARGETS {
-            let emit = rocmc::Emit {
-                code_object: true,
-                ..Default::default()
-            };
-            let art = rocmc::compile(&file, &src, &rocmc::Options::new(t), emit)
-                .unwrap_or_else(|e| panic!("{file} for {t}: {e}"));
-            assert!(art.code_object.is_some_and(|c| c.starts_with(b"\x7fELF")));
-        }
-        for t in NVIDIA {
-            let emit = rocmc::Emit {
-                asm: true,
-                ..Default::default()
-            };
-            let art = rocmc::compile(&file, &src, &rocmc::Options::new(t), emit)
-                .unwrap_or_else(|e| panic!("{file} for {t}: {e}"));
-            let ptx = art.asm.unwrap_or_default();
-            assert!(ptx.contains(".entry"), "{file} for {t}: no entry in\n{ptx}");
-            assemble_ptx(&ptx, t).unwrap_or_else(|e| panic!("ptxas refused {file} for {t}:\n{e}"));
-        }
-    }
+    compile_everywhere(&kernel_files("regress"), TARGETS, NVIDIA);
 }
 
 /// The clamped stencils must keep their clamp: before the fix LLVM folded

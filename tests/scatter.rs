@@ -12,15 +12,7 @@ use std::collections::HashMap;
 /// scatter read by a later stage: the files of tests/scatter/ (also
 /// checked on the GPU by scripts/gpu-focus.sh), and the histogram example.
 fn kernels() -> Vec<(String, String)> {
-    let dir = root().join("tests/scatter");
-    let mut v: Vec<(String, String)> = files_in(&dir)
-        .into_iter()
-        .filter(|f| f.ends_with(".toml"))
-        .map(|f| {
-            let src = std::fs::read_to_string(dir.join(&f)).unwrap();
-            (f.trim_end_matches(".toml").to_string(), src)
-        })
-        .collect();
+    let mut v = kernel_files("scatter");
     assert!(v.len() >= 3, "tests/scatter/ lost its kernels");
     let hist = std::fs::read_to_string(example("histogram")).unwrap();
     v.push(("histogram".into(), hist));
@@ -33,22 +25,7 @@ const NVIDIA: &[&str] = &["sm_52", "sm_70", "sm_80", "sm_90"];
 
 #[test]
 fn scatters_agree_with_the_interpreter_on_the_cpu() {
-    for (name, src) in kernels() {
-        let front = rocmc::frontend(&name, &src).unwrap_or_else(|e| panic!("{e}"));
-        for &n in SIZES {
-            let sizes = vec![n; front.kernel.sizes.len()];
-            let cmp = rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), n as u64, false)
-                .unwrap_or_else(|e| panic!("{name} at {n}: {e}"));
-            for c in &cmp {
-                assert!(
-                    c.ok(),
-                    "{name} at {n}: {} differs by {}",
-                    c.tensor,
-                    c.max_error
-                );
-            }
-        }
-    }
+    check_on_the_cpu(&kernels(), SIZES);
 }
 
 #[test]
@@ -83,27 +60,7 @@ fn scatters_lower_to_their_meaning() {
 
 #[test]
 fn scatters_compile_for_every_target() {
-    for (name, src) in kernels() {
-        for t in AMD {
-            let emit = rocmc::Emit {
-                code_object: true,
-                ..Default::default()
-            };
-            let art = rocmc::compile(&name, &src, &rocmc::Options::new(t), emit)
-                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
-            assert!(art.code_object.is_some_and(|c| c.starts_with(b"\x7fELF")));
-        }
-        for t in NVIDIA {
-            let emit = rocmc::Emit {
-                asm: true,
-                ..Default::default()
-            };
-            let art = rocmc::compile(&name, &src, &rocmc::Options::new(t), emit)
-                .unwrap_or_else(|e| panic!("{name} for {t}: {e}"));
-            assemble_ptx(&art.asm.unwrap_or_default(), t)
-                .unwrap_or_else(|e| panic!("ptxas refused {name} for {t}:\n{e}"));
-        }
-    }
+    compile_everywhere(&kernels(), AMD, NVIDIA);
 }
 
 /// The definition on chosen data: repeated places accumulate, the
@@ -180,28 +137,8 @@ fn scatters_use_the_targets_atomics() {
         asm.contains("ds_add_u32") && asm.contains("global_atomic_add"),
         "{asm}"
     );
-    let art = rocmc::compile(
-        "histogram.toml",
-        &hist,
-        &rocmc::Options::new("sm_90"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let ptx = art.asm.unwrap();
+    let ptx = ptx_of("histogram.toml", &hist, "sm_90");
     assert!(ptx.contains("atom.shared.add.u32"), "{ptx}");
-    let art = rocmc::compile(
-        "index_add.toml",
-        &src,
-        &rocmc::Options::new("sm_90"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let ptx = art.asm.unwrap();
+    let ptx = ptx_of("index_add.toml", &src, "sm_90");
     assert!(ptx.contains(".add.f32") && !ptx.contains(".sys"), "{ptx}");
 }

@@ -783,26 +783,10 @@ impl<'s> Cx<'s> {
             );
         }
         // Reduction axes follow the output axes as variables.
-        let mut red_axes: Vec<Axis> = Vec::new();
-        for (name, ext) in &d.reduce {
-            let taken: Vec<(String, Span)> = names
-                .iter()
-                .cloned()
-                .chain(stmt.axes.iter().cloned())
-                .chain(red_axes.iter().map(|a| (a.name.clone(), a.span)))
-                .collect();
-            if !self.name(name, "reduction axis", &taken) {
-                return;
-            }
-            let Some(extent) = self.extent(k, ext) else {
-                return;
-            };
-            red_axes.push(Axis {
-                name: name.get_ref().clone(),
-                extent,
-                span: span_of(name),
-            });
-        }
+        let taken: Vec<(String, Span)> = names.iter().chain(&stmt.axes).cloned().collect();
+        let Some(red_axes) = self.declared_axes(k, &d.reduce, "reduction axis", &taken) else {
+            return;
+        };
         let declared = match &d.dtype {
             Some(s) => match self.dtype(s) {
                 Some(t) => Some((t, span_of(s))),
@@ -913,6 +897,34 @@ impl<'s> Cx<'s> {
             }
         }
         k.stages.push(stage);
+    }
+
+    /// Axes declared with their extents (`reduce = { k = "K" }`, `over`):
+    /// distinct names that take none of `taken`.
+    fn declared_axes(
+        &mut self,
+        k: &Kernel,
+        decl: &IndexMap<Spanned<String>, Spanned<Extent>>,
+        what: &str,
+        taken: &[(String, Span)],
+    ) -> Option<Vec<Axis>> {
+        let mut axes: Vec<Axis> = Vec::new();
+        for (name, ext) in decl {
+            let taken: Vec<(String, Span)> = taken
+                .iter()
+                .cloned()
+                .chain(axes.iter().map(|a| (a.name.clone(), a.span)))
+                .collect();
+            if !self.name(name, what, &taken) {
+                return None;
+            }
+            axes.push(Axis {
+                name: name.get_ref().clone(),
+                extent: self.extent(k, ext)?,
+                span: span_of(name),
+            });
+        }
+        Some(axes)
     }
 
     /// The stage's schedule steps, parsed with the tune configuration.

@@ -37,25 +37,9 @@ pub(super) fn stage(
                 .hint("declare them with their extents: `over = { i = \"n\" }`"),
         );
     }
-    let mut axes: Vec<Axis> = Vec::new();
-    for (name, ext) in &d.over {
-        let taken: Vec<(String, Span)> = names
-            .iter()
-            .cloned()
-            .chain(axes.iter().map(|a| (a.name.clone(), a.span)))
-            .collect();
-        if !cx.name(name, "axis", &taken) {
-            return;
-        }
-        let Some(extent) = cx.extent(k, ext) else {
-            return;
-        };
-        axes.push(Axis {
-            name: name.get_ref().clone(),
-            extent,
-            span: span_of(name),
-        });
-    }
+    let Some(axes) = cx.declared_axes(k, &d.over, "axis", names) else {
+        return;
+    };
     let Some(shape_decl) = &d.shape else {
         return cx.error(
             Diagnostic::new(
