@@ -19,8 +19,8 @@
 //! subscripts (elements of an integer tensor, in range and deliberately
 //! out of range, nested one level), scatters (`+=`, `max=`, `min=` into
 //! data-dependent, out-of-range and repeated places, privatized in LDS or
-//! not), argmax/argmin, `isnan`/`isinf` of NaN and infinities made on
-//! purpose, every dtype,
+//! not), argmax/argmin, triangular reductions (k < min(i + 1, m)),
+//! `isnan`/`isinf` of NaN and infinities made on purpose, every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
@@ -519,7 +519,15 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     "RL = cache_write(R, local, bx)".into(),
                 ],
             };
+            // Sometimes triangular: k runs to a bound that depends on i.
+            let extent = *rng.pick(&["m", "m", "m", "min(i + 1, m)", "min(m, i * 2 + 3)"]);
             stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &r_sched);
+            if extent != "m" {
+                src = src.replace(
+                    "reduce = { k = \"m\" }",
+                    &format!("reduce = {{ k = \"{extent}\" }}"),
+                );
+            }
         }
         "consumer" => {
             // A work-group part (into LDS) needs the consumer's block: T threads.

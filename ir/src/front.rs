@@ -784,7 +784,16 @@ impl<'s> Cx<'s> {
         }
         // Reduction axes follow the output axes as variables.
         let taken: Vec<(String, Span)> = names.iter().chain(&stmt.axes).cloned().collect();
-        let Some(red_axes) = self.declared_axes(k, &d.reduce, "reduction axis", &taken) else {
+        // Their extents may depend on the output axes: `j` in 0..i + 1.
+        let outer: Vec<(String, VarId)> = stmt
+            .axes
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.clone(), VarId(i as u32)))
+            .collect();
+        let Some(red_axes) =
+            self.declared_axes(k, &d.reduce, "reduction axis", &taken, &outer, &shape)
+        else {
             return;
         };
         let declared = match &d.dtype {
@@ -901,12 +910,16 @@ impl<'s> Cx<'s> {
 
     /// Axes declared with their extents (`reduce = { k = "K" }`, `over`):
     /// distinct names that take none of `taken`.
+    /// Their extents may use the axes `outer` (with extents `outer_ext`):
+    /// a triangular reduction, never negative.
     fn declared_axes(
         &mut self,
         k: &Kernel,
         decl: &IndexMap<Spanned<String>, Spanned<Extent>>,
         what: &str,
         taken: &[(String, Span)],
+        outer: &[(String, VarId)],
+        outer_ext: &[Index],
     ) -> Option<Vec<Axis>> {
         let mut axes: Vec<Axis> = Vec::new();
         for (name, ext) in decl {
@@ -918,13 +931,65 @@ impl<'s> Cx<'s> {
             if !self.name(name, what, &taken) {
                 return None;
             }
+            let extent = match (ext.get_ref(), outer.is_empty()) {
+                (Extent::Expr(text), false) => {
+                    self.dependent_extent(k, ext, text, outer, outer_ext)?
+                }
+                _ => self.extent(k, ext)?,
+            };
             axes.push(Axis {
                 name: name.get_ref().clone(),
-                extent: self.extent(k, ext)?,
+                extent,
                 span: span_of(name),
             });
         }
         Some(axes)
+    }
+
+    /// An extent that may use the axes `outer`: parsed over them, and
+    /// refused where some point of theirs could make it negative.
+    fn dependent_extent(
+        &mut self,
+        k: &Kernel,
+        e: &Spanned<Extent>,
+        text: &str,
+        outer: &[(String, VarId)],
+        outer_ext: &[Index],
+    ) -> Option<Index> {
+        let base = self.content_base(&Spanned::new(e.span(), text.to_string()));
+        let ast = match syntax::parse_expr(text, base) {
+            Ok(a) => a,
+            Err(d) => {
+                self.error(d);
+                return None;
+            }
+        };
+        let ix = self.index(
+            k,
+            outer,
+            &ast,
+            "an extent is an integer expression of sizes, constants and the output's axes",
+        )?;
+        if !ix.has_vars() {
+            return self.extent(k, e);
+        }
+        let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+        let var_max: Vec<u64> = outer_ext
+            .iter()
+            .map(|x| {
+                x.max_value(&size_max, &[])
+                    .saturating_sub(1)
+                    .min(u64::MAX as u128) as u64
+            })
+            .collect();
+        if ix.range(&size_max, &var_max).0 < 0 {
+            self.error(
+                Diagnostic::new(span_of(e), format!("the extent `{text}` may be negative"))
+                    .hint(format!("clamp it: `max({text}, 0)`")),
+            );
+            return None;
+        }
+        Some(ix)
     }
 
     /// The stage's schedule steps, parsed with the tune configuration.

@@ -805,22 +805,22 @@ pub fn run_reporting(
             continue;
         }
         let ext = &shapes[st.output.0 as usize];
-        let rext: Vec<i64> = match &st.reduce {
-            Some(r) => r
-                .axes
-                .iter()
-                .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
-                .collect(),
-            None => Vec::new(),
-        };
+        let nred = st.reduce.as_ref().map_or(0, |r| r.axes.len());
         let total: i64 = ext.iter().product();
-        let rtotal: i64 = rext.iter().product();
-        let mut point = vec![0i64; ext.len() + rext.len()];
+        let mut point = vec![0i64; ext.len() + nred];
         for flat in 0..total {
             unflatten(flat, ext, &mut point[..ext.len()]);
             let v = match &st.reduce {
                 None => env.eval(&st.value, &point, &bufs, &[], &[])?,
                 Some(r) => {
+                    // Extents may depend on the output point (triangular);
+                    // one below zero counts as zero.
+                    let rext: Vec<i64> = r
+                        .axes
+                        .iter()
+                        .map(|a| a.extent.eval(sizes, &point).unwrap_or(0).max(0))
+                        .collect();
+                    let rtotal: i64 = rext.iter().product();
                     let t = r.body.dtype;
                     let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[], &[])?;
                     for rflat in 0..rtotal {
@@ -1005,12 +1005,29 @@ fn exec(
             Stmt::Loop {
                 var, extent, body, ..
             } => {
-                let n = extent.eval(env.sizes, &th[0].vars).ok_or_else(dz)?;
+                // Each thread's own trip count (a triangular loop's may
+                // differ); lockstep runs to the largest, masking the rest.
+                let counts = th
+                    .iter()
+                    .map(|t| extent.eval(env.sizes, &t.vars).ok_or_else(dz))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let n = counts
+                    .iter()
+                    .zip(active)
+                    .filter(|(_, a)| **a)
+                    .map(|(c, _)| *c)
+                    .max()
+                    .unwrap_or(0);
                 for i in 0..n {
                     for t in th.iter_mut() {
                         t.vars[var.0 as usize] = i;
                     }
-                    exec(env, body, ids, th, active, bufs, shared)?;
+                    let mask: Vec<bool> = active
+                        .iter()
+                        .zip(&counts)
+                        .map(|(a, c)| *a && i < *c)
+                        .collect();
+                    exec(env, body, ids, th, &mask, bufs, shared)?;
                 }
             }
             Stmt::If { guards, body } => {

@@ -377,12 +377,27 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::Loop {
                     var, extent, body, ..
                 } => {
-                    let n = self.index(extent)?;
+                    // A triangular loop whose trip count differs between the
+                    // threads runs to the largest, each thread's leaves
+                    // guarded by its own count.
+                    let per_thread = st.threads.iter().any(|(v, _)| extent.uses_var(*v));
+                    let n = match per_thread {
+                        true => self.max_over_threads(extent, st)?,
+                        false => self.index(extent)?,
+                    };
                     let name = self.g.vars[var.0 as usize].name.clone();
+                    let guards = st.guards.len();
+                    if per_thread {
+                        st.guards.push(rocmc_ir::schedule::Guard {
+                            value: rocmc_ir::Index::Var(*var),
+                            extent: extent.clone(),
+                        });
+                    }
                     self.counted_loop(n, &name, |me, i| {
                         me.vars[var.0 as usize] = Some(i);
                         me.host_body(body, st)
                     })?;
+                    st.guards.truncate(guards);
                 }
                 Stmt::If { guards, body } => {
                     let n = st.guards.len();
@@ -412,27 +427,74 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    /// Runs a leaf statement for every thread of the block, in order.
-    fn leaf_for_threads(&mut self, leaf: &Stmt, st: &Lockstep<'ctx>) -> R<()> {
+    /// Sets the thread-bound variables to those of linear thread `tid`.
+    fn set_thread_vars(&mut self, tid: IntValue<'ctx>, st: &Lockstep<'ctx>) -> R<()> {
         let [bx, by, _] = self.g.block;
+        let b = &self.b;
+        let x = b
+            .build_int_unsigned_rem(tid, self.i32(bx as i64), "")
+            .map_err(llvm_err)?;
+        let xy = b
+            .build_int_unsigned_div(tid, self.i32(bx as i64), "")
+            .map_err(llvm_err)?;
+        let y = b
+            .build_int_unsigned_rem(xy, self.i32(by as i64), "")
+            .map_err(llvm_err)?;
+        let z = b
+            .build_int_unsigned_div(xy, self.i32(by as i64), "")
+            .map_err(llvm_err)?;
+        for (var, d) in &st.threads {
+            self.vars[var.0 as usize] = Some([x, y, z][*d]);
+        }
+        Ok(())
+    }
+
+    /// The largest value `extent` takes over the block's threads (at least
+    /// 0), kept in a stack slot of the entry block.
+    fn max_over_threads(
+        &mut self,
+        extent: &rocmc_ir::Index,
+        st: &Lockstep<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        let i32t = self.cx.i32_type();
+        let entry = self.f.get_first_basic_block().expect("an entry block");
+        let at = self.cx.create_builder();
+        match entry.get_first_instruction() {
+            Some(first) => at.position_before(&first),
+            None => at.position_at_end(entry),
+        }
+        let slot = at.build_alloca(i32t, "max_extent").map_err(llvm_err)?;
+        self.b
+            .build_store(slot, i32t.const_zero())
+            .map_err(llvm_err)?;
         let n = self.i32(self.g.threads() as i64);
         self.counted_loop(n, "tid", |me, tid| {
+            me.set_thread_vars(tid, st)?;
+            let e = me.index(extent)?;
+            let cur =
+                me.b.build_load(i32t, slot, "")
+                    .map_err(llvm_err)?
+                    .into_int_value();
+            let more =
+                me.b.build_int_compare(IntPredicate::SGT, e, cur, "")
+                    .map_err(llvm_err)?;
+            let m = me.b.build_select(more, e, cur, "").map_err(llvm_err)?;
+            me.b.build_store(slot, m).map_err(llvm_err)?;
+            Ok(())
+        })?;
+        Ok(self
+            .b
+            .build_load(i32t, slot, "")
+            .map_err(llvm_err)?
+            .into_int_value())
+    }
+
+    /// Runs a leaf statement for every thread of the block, in order.
+    fn leaf_for_threads(&mut self, leaf: &Stmt, st: &Lockstep<'ctx>) -> R<()> {
+        let n = self.i32(self.g.threads() as i64);
+        self.counted_loop(n, "tid", |me, tid| {
+            me.set_thread_vars(tid, st)?;
             let b = &me.b;
-            let x = b
-                .build_int_unsigned_rem(tid, me.i32(bx as i64), "")
-                .map_err(llvm_err)?;
-            let xy = b
-                .build_int_unsigned_div(tid, me.i32(bx as i64), "")
-                .map_err(llvm_err)?;
-            let y = b
-                .build_int_unsigned_rem(xy, me.i32(by as i64), "")
-                .map_err(llvm_err)?;
-            let z = b
-                .build_int_unsigned_div(xy, me.i32(by as i64), "")
-                .map_err(llvm_err)?;
-            for (var, d) in &st.threads {
-                me.vars[var.0 as usize] = Some([x, y, z][*d]);
-            }
             for (i, (all, at)) in st.whole.iter().enumerate() {
                 let len = at.len() as i64;
                 let start = b

@@ -37,7 +37,7 @@ pub(super) fn stage(
                 .hint("declare them with their extents: `over = { i = \"n\" }`"),
         );
     }
-    let Some(axes) = cx.declared_axes(k, &d.over, "axis", names) else {
+    let Some(axes) = cx.declared_axes(k, &d.over, "axis", names, &[], &[]) else {
         return;
     };
     let Some(shape_decl) = &d.shape else {

@@ -89,14 +89,29 @@ fn addressing(
             names.join(", ")
         )
     };
-    let mut var_max = vec![0u64; nest.vars.len()];
-    for (i, v) in nest.vars.iter().enumerate() {
-        let e = v.extent.max_value(&size_max, &[]);
+    // A triangular loop's extent depends on other loops (created in any
+    // order): bound them until nothing changes.
+    let mut var_max = vec![u64::MAX; nest.vars.len()];
+    for _ in 0..nest.vars.len() {
+        let next: Vec<u64> = nest
+            .vars
+            .iter()
+            .map(|v| {
+                let e = v.extent.max_value(&size_max, &var_max);
+                e.saturating_sub(1).min(u64::MAX as u128) as u64
+            })
+            .collect();
+        if next == var_max {
+            break;
+        }
+        var_max = next;
+    }
+    for v in &nest.vars {
+        let e = v.extent.max_value(&size_max, &var_max);
         if e >= U32_LIMIT {
             return Err(Diagnostic::new(v.span, format!("loop `{}` of stage `{}` can run up to {} iterations, more than a 32-bit loop counter holds", v.name, stage.name, power_of_two(e)))
                 .hint(hint()));
         }
-        var_max[i] = e.saturating_sub(1) as u64;
     }
     for (a, value) in stage.axes.iter().zip(&nest.axis_values) {
         let m = value.max_value(&size_max, &var_max);

@@ -490,8 +490,47 @@ impl State<'_> {
         }
         for g in &mut self.nest.guards {
             g.value = g.value.subst(&m);
+            // Triangular extents (`j < i + 1`) follow their axes.
+            if g.extent.uses_var(old) {
+                g.extent = g.extent.subst(&m);
+            }
+        }
+        for v in &mut self.nest.vars {
+            if v.extent.uses_var(old) {
+                v.extent = v.extent.subst(&m);
+            }
         }
         self.consumed.insert(old, span);
+    }
+
+    /// A loop whose extent depends on other loops (a triangular reduction,
+    /// `reduce = { j = "i + 1" }`) must sit inside them, and cannot be a
+    /// work-group index (the grid is fixed at launch).
+    fn check_dependent_extents(&self, stage: &Stage) -> Result<(), Diagnostic> {
+        for (pos, v) in self.nest.order.iter().enumerate() {
+            let lv = self.nest.var(*v);
+            let Some(u) = (0..self.nest.vars.len() as u32)
+                .map(VarId)
+                .find(|u| lv.extent.uses_var(*u))
+            else {
+                continue;
+            };
+            // Bound loops are in scope everywhere (their bindings come first).
+            let outer = self.nest.order[..pos].contains(&u)
+                || matches!(self.nest.var(u).kind, LoopKind::Bound(_));
+            let name = &self.nest.var(u).name;
+            if matches!(lv.kind, LoopKind::Bound(_)) || !outer {
+                return Err(Diagnostic::new(
+                    lv.span,
+                    format!(
+                        "loop `{}` of stage `{}` runs a number of times that depends on loop `{name}`, so it must be a loop inside `{name}`",
+                        lv.name, stage.name
+                    ),
+                )
+                .hint(format!("keep `{name}` outside it (reorder), and bind neither to a GPU index but `{name}`")));
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn not_bound(&self, v: VarId, n: &Name) -> Result<(), Diagnostic> {
@@ -649,5 +688,6 @@ pub fn apply_with_source<'a>(
     for step in &stage.schedule {
         st.apply(step)?;
     }
+    st.check_dependent_extents(stage)?;
     Ok(st.nest)
 }
