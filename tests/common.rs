@@ -373,3 +373,33 @@ pub fn ptx_of(name: &str, src: &str, mcpu: &str) -> String {
         .asm
         .expect("PTX")
 }
+
+/// Each kernel lowered to loop IR and executed the way a GPU runs it (the
+/// interpreter's `run_lowered`) at every size, against its meaning
+/// (`run`), every tensor in memory within the dtype's tolerance.
+pub fn check_lowered(kernels: &[(String, String)], sizes: &[i64]) {
+    use rocmc::ir::{interp, reference};
+    for (name, src) in kernels {
+        let k = rocmc::ir::parse_kernel(name, src).unwrap_or_else(|e| panic!("{}", e.render()));
+        let prog = rocmc::ir::lower(&k).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        for &n in sizes {
+            let sizes = vec![n; k.sizes.len()];
+            let inputs =
+                reference::random_inputs(&k, &sizes, &std::collections::HashMap::new(), n as u64)
+                    .unwrap()
+                    .inputs;
+            let want = interp::run(&k, &sizes, &[], &inputs).unwrap();
+            let got = interp::run_lowered(&k, &prog, &sizes, &[], &inputs).unwrap();
+            let cmp =
+                reference::compare(&k, &want, |i| Ok::<_, String>(got[i].to_bytes())).unwrap();
+            for c in cmp {
+                assert!(
+                    c.ok(),
+                    "{name} at {n}: {} differs by {}",
+                    c.tensor,
+                    c.max_error
+                );
+            }
+        }
+    }
+}

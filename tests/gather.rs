@@ -6,7 +6,6 @@
 use rocmc::ir::interp::{self, Buffer, Data};
 use rocmc::ir::DType;
 use rocmc_tests::*;
-use std::collections::HashMap;
 
 /// Embedding-like, nested, multi-dimensional, mixed with reductions and
 /// other stages, under schedules with guards, vectors and LDS: the files of
@@ -32,23 +31,7 @@ fn gathers_agree_with_the_interpreter_on_the_cpu() {
 
 #[test]
 fn gathers_lower_to_their_meaning() {
-    for (name, src) in kernels() {
-        let k = rocmc::ir::parse_kernel(&name, &src).unwrap_or_else(|e| panic!("{}", e.render()));
-        let prog = rocmc::ir::lower(&k).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        for &n in SIZES {
-            let sizes = vec![n; k.sizes.len()];
-            let inputs = rocmc::ir::reference::random_inputs(&k, &sizes, &HashMap::new(), 5)
-                .unwrap()
-                .inputs;
-            let want = interp::run(&k, &sizes, &[], &inputs).unwrap();
-            let got = interp::run_lowered(&k, &prog, &sizes, &[], &inputs).unwrap();
-            // Inlined stages have no buffer of their own to compare.
-            for st in k.stages.iter().filter(|s| !s.is_internal()) {
-                let t = st.output.0 as usize;
-                assert_eq!(want[t], got[t], "{name} at {n}: {}", st.name);
-            }
-        }
-    }
+    check_lowered(&kernels(), SIZES);
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! the largest count, each thread guarded) and every target agree.
 
 use rocmc_tests::*;
-use std::collections::HashMap;
 
 const SIZES: &[i64] = &[1, 2, 7, 33, 100];
 
@@ -22,19 +21,7 @@ fn triangular_reductions_agree_with_the_interpreter_on_the_cpu() {
 
 #[test]
 fn triangular_reductions_lower_to_their_meaning() {
-    for (name, src) in kernels() {
-        let k = rocmc::ir::parse_kernel(&name, &src).unwrap_or_else(|e| panic!("{}", e.render()));
-        let prog = rocmc::ir::lower(&k).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        for &n in SIZES {
-            let sizes = vec![n; k.sizes.len()];
-            let inputs = rocmc::ir::reference::random_inputs(&k, &sizes, &HashMap::new(), 9)
-                .unwrap()
-                .inputs;
-            let want = rocmc::ir::interp::run(&k, &sizes, &[], &inputs).unwrap();
-            let got = rocmc::ir::interp::run_lowered(&k, &prog, &sizes, &[], &inputs).unwrap();
-            assert_eq!(want, got, "{name} at {n}");
-        }
-    }
+    check_lowered(&kernels(), SIZES);
 }
 
 #[test]

@@ -863,7 +863,6 @@ impl<'s> Cx<'s> {
             Some((t, _)) => t,
             None => value.dtype,
         };
-        let stage_id = StageId(k.stages.len() as u32);
         let output = TensorId(k.tensors.len() as u32);
         let axes: Vec<Axis> = stmt
             .axes
@@ -876,15 +875,7 @@ impl<'s> Cx<'s> {
             })
             .collect();
         let steps = self.steps(d);
-        names.push((stmt.target.clone(), stmt.target_span));
-        k.tensors.push(Tensor {
-            name: stmt.target.clone(),
-            dtype,
-            shape,
-            kind: TensorKind::Stage(stage_id),
-            span: stmt.target_span,
-        });
-        let mut stage = Stage {
+        let stage = Stage {
             name: stmt.target.clone(),
             output,
             axes,
@@ -895,10 +886,31 @@ impl<'s> Cx<'s> {
             span: span_of(decl),
             nest: None,
         };
-        // Applying the schedule here reports its errors with the kernel's
-        // other errors, and lowering reuses the result. A stage computed at
-        // another's loop has the extents of the part computed there, known
-        // only when lowering.
+        self.push_stage(k, names, &stmt, dtype, shape, stage);
+    }
+
+    /// Adds a checked stage and its tensor (`stage.output`, the next id)
+    /// to `k`. Applying the schedule here reports its errors with the
+    /// kernel's other errors, and lowering reuses the result; a stage
+    /// computed at another's loop has the extents of the part computed
+    /// there, known only when lowering.
+    pub(crate) fn push_stage(
+        &mut self,
+        k: &mut Kernel,
+        names: &mut Vec<(String, Span)>,
+        stmt: &syntax::ComputeStmt,
+        dtype: DType,
+        shape: Vec<Index>,
+        mut stage: Stage,
+    ) {
+        names.push((stmt.target.clone(), stmt.target_span));
+        k.tensors.push(Tensor {
+            name: stmt.target.clone(),
+            dtype,
+            shape,
+            kind: TensorKind::Stage(StageId(k.stages.len() as u32)),
+            span: stmt.target_span,
+        });
         if stage.compute_at().is_none() {
             match schedule::apply_with_source(k, &stage, self.src) {
                 Ok(nest) => stage.nest = Some(nest),

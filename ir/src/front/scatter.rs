@@ -6,7 +6,7 @@ use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
 use crate::index::VarId;
 use crate::kernel::*;
-use crate::schedule::{self, StepKind};
+use crate::schedule::StepKind;
 use crate::syntax::{ComputeStmt, ScatterLhs};
 use toml::Spanned;
 
@@ -123,19 +123,9 @@ pub(super) fn stage(
             );
         }
     }
-    let stage_id = StageId(k.stages.len() as u32);
-    let output = TensorId(k.tensors.len() as u32);
-    names.push((stmt.target.clone(), stmt.target_span));
-    k.tensors.push(Tensor {
+    let stage = Stage {
         name: stmt.target.clone(),
-        dtype,
-        shape,
-        kind: TensorKind::Stage(stage_id),
-        span: stmt.target_span,
-    });
-    let mut stage = Stage {
-        name: stmt.target.clone(),
-        output,
+        output: TensorId(k.tensors.len() as u32),
         axes,
         reduce: None,
         scatter: Some(Scatter { op, indices }),
@@ -144,9 +134,5 @@ pub(super) fn stage(
         span: span_of(decl),
         nest: None,
     };
-    match schedule::apply_with_source(k, &stage, cx.src) {
-        Ok(nest) => stage.nest = Some(nest),
-        Err(e) => cx.error(e),
-    }
-    k.stages.push(stage);
+    cx.push_stage(k, names, stmt, dtype, shape, stage);
 }
