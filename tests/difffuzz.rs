@@ -214,8 +214,15 @@ impl Gen<'_> {
                     (format!("fma({a}, {b}, {c})"), false)
                 }
                 _ => {
-                    let (a, _) = self.expr(t, depth - 1);
-                    let e = match self.rng.below(15) {
+                    let (a, ea) = self.expr(t, depth - 1);
+                    // floor and ceil of an approximated value jump by 1
+                    // where it lies within an ulp of an integer: only of
+                    // exact ones (seed 267045513 found floor(sigmoid(x) * 4)).
+                    let pick = match self.rng.below(15) {
+                        11 | 12 if !ea => 13,
+                        k => k,
+                    };
+                    let e = match pick {
                         // Bounded: e^40 summed with ± weights cancels beyond any tolerance.
                         0 => format!("exp(min(max({a}, -8.0), 8.0) * 0.5)"),
                         1 => format!("exp2(min(max({a}, -8.0), 8.0))"),
