@@ -91,7 +91,7 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
     for g in &kernels {
         let mut stray = None;
         walk(&g.body, &mut |s| {
-            if let Some(e) = s.value() {
+            for e in s.exprs() {
                 e.visit_tensors(&mut |t| {
                     if let TensorKind::Stage(p) = k.tensor(t).kind {
                         if k.stage(p).compute_at().is_some() {

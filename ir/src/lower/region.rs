@@ -190,7 +190,8 @@ pub(super) fn peel_const(e: &Index) -> (Index, i64) {
 pub(super) fn loads_of(body: &[Stmt], tensor: TensorId) -> Vec<Vec<Index>> {
     let mut out = Vec::new();
     walk(body, &mut |s| {
-        if let Some(e) = s.value() {
+        // A scatter's subscripts read too.
+        for e in s.exprs() {
             e.visit_loads(&mut |t, ix| {
                 if t == tensor {
                     out.push(ix.to_vec());

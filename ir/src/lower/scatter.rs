@@ -55,6 +55,14 @@ pub(super) fn init_kernel(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnos
         nest: None,
     };
     let mut k2 = k.clone();
+    // Stages computed at the scatter's loops belong to the scatter's
+    // kernel, not to its fill.
+    for p in &mut k2.stages {
+        if p.compute_at().is_some_and(|(c, _, _)| c.name == st.name) {
+            p.schedule
+                .retain(|s| !matches!(s.kind, schedule::StepKind::ComputeAt { .. }));
+        }
+    }
     init.nest = Some(schedule::apply(&k2, &init).map_err(|e| too_large(st, &e))?);
     k2.stages[sid.0 as usize] = init;
     let mut g = lower_stage(&k2, sid, None).map_err(|e| too_large(st, &e))?;
