@@ -530,6 +530,37 @@ impl State<'_> {
                 .hint(format!("keep `{name}` outside it (reorder), and bind neither to a GPU index but `{name}`")));
             }
         }
+        // A loop whose trip count depends on a thread index runs a
+        // different number of times in each thread: no work-group copy
+        // (with barriers every thread must reach) at it or inside it.
+        let threads: Vec<VarId> = (0..self.nest.vars.len() as u32)
+            .map(VarId)
+            .filter(|v| matches!(self.nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
+            .collect();
+        let divergent = self.nest.order.iter().position(|v| {
+            threads
+                .iter()
+                .any(|t| self.nest.var(*v).extent.uses_var(*t))
+        });
+        if let Some(first) = divergent {
+            let lv = self.nest.var(self.nest.order[first]);
+            let shared = self.nest.caches.iter().find(|c| {
+                matches!(c.kind, CacheKind::ReadShared | CacheKind::WriteShared)
+                    && self.nest.order[first..].contains(&c.at)
+            });
+            if let Some(c) = shared {
+                return Err(Diagnostic::new(
+                    c.span,
+                    format!(
+                        "`{}` copies a tile with the whole work-group at loop `{}`, but loop `{}` (at or around it) runs a different number of times in each thread",
+                        c.name,
+                        self.nest.var(c.at).name,
+                        lv.name
+                    ),
+                )
+                .hint("stage it in registers (`local`), or bind the loop the trip count depends on to a blockIdx"));
+            }
+        }
         Ok(())
     }
 
