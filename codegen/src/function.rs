@@ -358,40 +358,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 });
             }
             let hi = self.b.build_int_sub(e, self.i32(1), "").map_err(llvm_err)?;
-            let v = self.smax(self.smin(v, hi)?, self.i32(0))?;
-            values.push(if wide {
-                self.b
-                    .build_int_z_extend(v, self.cx.i64_type(), "")
-                    .map_err(llvm_err)?
-            } else {
-                v
-            });
+            let i32t = self.cx.i32_type().into();
+            let v = self.call("llvm.smin", &[i32t], &[v.into(), hi.into()])?;
+            let v = self.call("llvm.smax", &[i32t], &[v.into(), self.i32(0).into()])?;
+            values.push(self.to_addressing_width(v.into_int_value())?);
         }
         self.element_address_in(tensor, &values, step, nonempty)
-    }
-
-    fn smin(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
-        let lt = self
-            .b
-            .build_int_compare(IntPredicate::SLT, a, b, "")
-            .map_err(llvm_err)?;
-        Ok(self
-            .b
-            .build_select(lt, a, b, "")
-            .map_err(llvm_err)?
-            .into_int_value())
-    }
-
-    fn smax(&self, a: IntValue<'ctx>, b: IntValue<'ctx>) -> R<IntValue<'ctx>> {
-        let gt = self
-            .b
-            .build_int_compare(IntPredicate::SGT, a, b, "")
-            .map_err(llvm_err)?;
-        Ok(self
-            .b
-            .build_select(gt, a, b, "")
-            .map_err(llvm_err)?
-            .into_int_value())
     }
 
     /// The address of the element at `values` (one per dimension, at the

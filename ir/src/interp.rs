@@ -395,12 +395,24 @@ impl Env<'_> {
             return Ok(());
         };
         let t = self.k.tensor(tensor).dtype;
-        let old = bufs[tensor.0 as usize].get(off);
-        let new = binary(op.combine(), t, old, v).ok_or(InterpError::DivisionByZero {
+        let new = self.combine(op, t, bufs[tensor.0 as usize].get(off), v)?;
+        bufs[tensor.0 as usize].set(off, new);
+        Ok(())
+    }
+
+    /// `acc` and `x` combined by `op` (a reduction's or a scatter's step),
+    /// rounded to `t`.
+    fn combine(
+        &self,
+        op: ReduceOp,
+        t: DType,
+        acc: Scalar,
+        x: Scalar,
+    ) -> Result<Scalar, InterpError> {
+        let v = binary(op.combine(), t, acc, x).ok_or_else(|| InterpError::DivisionByZero {
             stage: self.stage.to_string(),
         })?;
-        bufs[tensor.0 as usize].set(off, normalize(t, new));
-        Ok(())
+        Ok(normalize(t, v))
     }
 
     /// The element offset a scatter's subscripts name, or `None` (noted)
@@ -789,10 +801,10 @@ pub fn run_reporting(
 ) -> Result<(Vec<Buffer>, Option<OutOfRange>), InterpError> {
     let shapes = check_inputs(k, sizes, params, inputs)?;
     let mut bufs = all_buffers(k, &shapes, inputs);
-    let clamped = std::cell::RefCell::new(None);
+    let out_of_range = std::cell::RefCell::new(None);
     for st in &k.stages {
         let env = Env {
-            out_of_range: &clamped,
+            out_of_range: &out_of_range,
             races: Default::default(),
             k,
             sizes,
@@ -826,14 +838,7 @@ pub fn run_reporting(
                     for rflat in 0..rtotal {
                         unflatten(rflat, &rext, &mut point[ext.len()..]);
                         let x = env.eval(&r.body, &point, &bufs, &[], &[])?;
-                        acc = normalize(
-                            t,
-                            binary(r.op.combine(), t, acc, x).ok_or(
-                                InterpError::DivisionByZero {
-                                    stage: st.name.clone(),
-                                },
-                            )?,
-                        );
+                        acc = env.combine(r.op, t, acc, x)?;
                     }
                     let c = match acc {
                         Scalar::F(x) => Expr {
@@ -851,7 +856,7 @@ pub fn run_reporting(
             bufs[st.output.0 as usize].set(flat as usize, v);
         }
     }
-    Ok((bufs, clamped.into_inner()))
+    Ok((bufs, out_of_range.into_inner()))
 }
 
 /// Executes lowered loop IR the way the GPU does, block by block and thread
@@ -871,11 +876,11 @@ pub fn run_lowered(
         .iter()
         .map(|g| crate::lower::matrix::expand(g.clone()))
         .collect();
-    let clamped = std::cell::RefCell::new(None);
+    let out_of_range = std::cell::RefCell::new(None);
     for g in &expanded {
         let st = k.stage(g.stage);
         let env = Env {
-            out_of_range: &clamped,
+            out_of_range: &out_of_range,
             races: std::cell::RefCell::new(Races {
                 kernel: g.name.clone(),
                 names: g.shared.iter().map(|l| l.name.clone()).collect(),
@@ -1111,10 +1116,7 @@ fn exec(
                             if let Some(i) = at {
                                 let dt = env.k.tensor(*tensor).dtype;
                                 let cell = &mut shared[*a as usize][i];
-                                *cell = normalize(
-                                    dt,
-                                    binary(op.combine(), dt, *cell, v).ok_or_else(dz)?,
-                                );
+                                *cell = env.combine(*op, dt, *cell, v)?;
                             }
                         }
                     }

@@ -435,28 +435,11 @@ impl Expr {
     /// expression, including those inside a gather's subscripts; gathered
     /// tensors themselves are reported by [`Expr::visit_gathers`].
     pub fn visit_loads(&self, f: &mut impl FnMut(TensorId, &[Index])) {
-        match &self.kind {
-            ExprKind::Load { tensor, indices } => f(*tensor, indices),
-            ExprKind::Gather { indices, .. } => indices.iter().for_each(|a| a.visit_loads(f)),
-            ExprKind::Unary(_, a) | ExprKind::Cast(a) | ExprKind::Bitcast(a) => a.visit_loads(f),
-            ExprKind::Binary(_, a, b) => {
-                a.visit_loads(f);
-                b.visit_loads(f);
+        self.each(&mut |x| {
+            if let ExprKind::Load { tensor, indices } = &x.kind {
+                f(*tensor, indices);
             }
-            ExprKind::Select(c, a, b) => {
-                c.visit_loads(f);
-                a.visit_loads(f);
-                b.visit_loads(f);
-            }
-            ExprKind::Call(_, args) => args.iter().for_each(|a| a.visit_loads(f)),
-            ExprKind::Int(_)
-            | ExprKind::Float(_)
-            | ExprKind::Param(_)
-            | ExprKind::Index(_)
-            | ExprKind::Local { .. }
-            | ExprKind::Shared { .. }
-            | ExprKind::Reduced => {}
-        }
+        });
     }
 
     /// Calls `f` on the tensor of every gather in this expression (nested

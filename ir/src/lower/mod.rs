@@ -113,6 +113,9 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
                     let sid = StageId(*i as u32);
                     let mut f = |t: TensorId| reads |= t == ps.output;
                     inline_producers(k, sid, &s.value).visit_tensors(&mut f);
+                    for e in s.scatter.iter().flat_map(|sc| &sc.indices) {
+                        inline_producers(k, sid, e).visit_tensors(&mut f);
+                    }
                     if let Some(r) = &s.reduce {
                         inline_producers(k, sid, &r.body).visit_tensors(&mut f);
                     }
