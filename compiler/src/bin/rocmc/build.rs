@@ -1,0 +1,417 @@
+//! `rocmc build`: compile a kernel file into the forms asked for.
+
+use crate::{io, FpContract};
+use clap::ValueEnum;
+use rocmc::{Emit, Error, Options};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+enum Kind {
+    /// Loop IR after scheduling, as pseudo-code (.loops)
+    Loops,
+    /// Optimised LLVM IR (.ll)
+    Llvm,
+    /// Assembly: GCN (.s), or PTX for NVIDIA targets (.ptx)
+    Asm,
+    /// PTX for NVIDIA targets (.ptx): the same as asm there
+    Ptx,
+    /// Relocatable ELF object, before linking (.o)
+    Obj,
+    /// Linked code object that HIP loads (.hsaco)
+    Hsaco,
+    /// Shared object that rocmc's CPU runtime loads (.so), for `--mcpu x86-64`
+    So,
+}
+
+impl Kind {
+    fn ext(self) -> &'static str {
+        match self {
+            Kind::Loops => "loops",
+            Kind::Llvm => "ll",
+            Kind::Asm => "s",
+            Kind::Ptx => "ptx",
+            Kind::Obj => "o",
+            Kind::Hsaco => "hsaco",
+            Kind::So => "so",
+        }
+    }
+    fn is_text(self) -> bool {
+        matches!(self, Kind::Loops | Kind::Llvm | Kind::Asm | Kind::Ptx)
+    }
+}
+
+pub fn rocmc_ir_kernel(file: &str, source: &str) -> Result<rocmc::ir::Kernel, Error> {
+    Ok(rocmc::ir::front::parse_kernel(file, source)?)
+}
+
+/// Chooses the [tune] values a build uses: `--tune` by hand, else the
+/// database's entry for this kernel and target (stale ones reported and
+/// skipped), else the defaults. Returns a line for the summary.
+fn tuning_for_build(
+    a: &BuildArgs,
+    file: &str,
+    source: &str,
+    targets: &[rocmc::codegen::Target],
+    opts: &mut Options,
+) -> Result<Option<String>, Error> {
+    use rocmc::tune::db;
+    if let Some(t) = &a.tune {
+        opts.tune = rocmc::ir::tune::parse_assignments(t)
+            .map_err(|e| Error::Usage(format!("--tune: {e}")))?;
+        let k = rocmc::ir::front::parse_kernel_with(file, source, &opts.tune)?;
+        return Ok(k.tuning.map(|t| {
+            format!(
+                "tune values given: {}",
+                rocmc::ir::tune::describe(&t.config)
+            )
+        }));
+    }
+    if a.no_tuning {
+        return Ok(Some(
+            "tuning database not used (--no-tuning): the [tune] defaults".into(),
+        ));
+    }
+    let path = match &a.tuning {
+        Some(p) => p.clone(),
+        None => {
+            let p = PathBuf::from(db::DEFAULT_FILE);
+            if !p.exists() {
+                return Ok(None);
+            }
+            p
+        }
+    };
+    let k = rocmc::ir::front::parse_kernel(file, source)?;
+    if k.tuning.is_none() {
+        return Ok(None);
+    }
+    if targets.len() > 1 {
+        return Ok(Some(
+            "several targets: the [tune] defaults (tune and build one target at a time)".into(),
+        ));
+    }
+    let d = db::TuningDb::load(&path).map_err(Error::Usage)?;
+    let tuned_for = match &a.tuned_for {
+        Some(sz) => Some(
+            rocmc::ir::tune::parse_assignments(sz)
+                .map_err(|e| Error::Usage(format!("--tuned-for: {e}")))?,
+        ),
+        None => None,
+    };
+    let sel = db::select(
+        &d,
+        &path,
+        source,
+        &k,
+        &targets[0].to_string(),
+        tuned_for.as_deref(),
+    )
+    .map_err(|e| match &a.tuned_for {
+        Some(sz) => Error::Usage(format!("--tuned-for {sz}: {e}")),
+        None => Error::Usage(e),
+    })?;
+    for w in &sel.warnings {
+        eprintln!("warning: {w}");
+    }
+    opts.tune = sel.config;
+    Ok(Some(sel.note))
+}
+
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// The kernel file (kernel.toml format, see docs/kernel-format.md).
+    kernel: PathBuf,
+    /// Target(s) to compile for: an AMDGPU target ID (gfx90a, gfx942:sramecc+:xnack-, mi300x) or
+    /// an NVIDIA processor (sm_90, h100), or a comma list of one vendor's (gfx90a,gfx942,gfx1100:
+    /// compiled in parallel, packed into one offload bundle). Required.
+    #[arg(long, value_name = "TARGET")]
+    mcpu: String,
+    /// What to write: loops, llvm, asm, obj, hsaco (AMD), ptx (NVIDIA). A comma list or repeated.
+    /// Default: hsaco for AMD targets, ptx for NVIDIA ones.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KINDS")]
+    emit: Vec<Kind>,
+    /// Output path; `-` writes to stdout. With several outputs, the path's extension is replaced per
+    /// kind (and target). Default: the kernel's name in the current folder, e.g. vadd.hsaco, or
+    /// vadd.hipfb (an offload bundle) for several targets.
+    #[arg(short, long, value_name = "PATH")]
+    output: Option<String>,
+    /// Code object version: 4, 5 or 6. Version 5 loads on ROCm 5.x and later; generic targets need 6.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    code_object_version: u32,
+    /// Use 64-wide waves on gfx10 and later (default there is 32; gfx9 is always 64).
+    #[arg(long, conflicts_with = "wave32")]
+    wave64: bool,
+    /// Use 32-wide waves (the default on gfx10 and later; refused on gfx9, which has only wave64).
+    #[arg(long)]
+    wave32: bool,
+    /// Floating-point contraction: `fast` fuses `a * b + c` into FMAs (clang's HIP default),
+    /// `off` keeps every operation separately rounded, exactly as the reference interpreter.
+    #[arg(long, value_enum, default_value = "fast", value_name = "MODE")]
+    fp_contract: FpContract,
+    /// Print the wall time of each compiler phase to stderr.
+    #[arg(long)]
+    time_passes: bool,
+    /// The tuning database to take [tune] values from (default: ./rocmc-tuning.toml if present).
+    #[arg(long, value_name = "FILE")]
+    tuning: Option<PathBuf>,
+    /// Build the [tune] defaults, ignoring any tuning database.
+    #[arg(long, conflicts_with = "tuning")]
+    no_tuning: bool,
+    /// Which size bucket's tuned entry to use when the database has several, e.g. M=1024,N=1024,K=1024.
+    #[arg(long, value_name = "SIZES")]
+    tuned_for: Option<String>,
+    /// Set [tune] parameters by hand, e.g. BM=64,TM=4 (overrides the database).
+    #[arg(long, value_name = "NAME=N,...", conflicts_with = "tuned_for")]
+    tune: Option<String>,
+    /// Do not print the summary of what was written.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+pub fn build(a: BuildArgs) -> Result<(), Error> {
+    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let file = a.kernel.display().to_string();
+    let mut kinds = a.emit.clone();
+    kinds.sort();
+    kinds.dedup();
+    let to_stdout = a.output.as_deref() == Some("-");
+    let opts = Options {
+        fp_contract: a.fp_contract == FpContract::Fast,
+        mcpu: a.mcpu.clone(),
+        code_object_version: a.code_object_version,
+        wave_size: if a.wave64 {
+            Some(64)
+        } else if a.wave32 {
+            Some(32)
+        } else {
+            None
+        },
+        tune: Vec::new(),
+        emulate: None,
+    };
+    let targets = rocmc::targets(&opts)?;
+    let mut opts = opts;
+    let tuning_note = tuning_for_build(&a, &file, &source, &targets, &mut opts)?;
+    let multi = targets.len() > 1;
+    let vendor = targets[0].vendor();
+    let nvidia = vendor == rocmc::codegen::Vendor::Nvidia;
+    let cpu = vendor == rocmc::codegen::Vendor::Cpu;
+    if targets.iter().any(|t| t.vendor() != vendor) {
+        return Err(Error::Usage(format!(
+            "--mcpu {}: AMD, NVIDIA and CPU targets cannot share one build (their outputs differ: \
+             code objects, PTX, shared objects); build once per vendor",
+            a.mcpu
+        )));
+    }
+    if kinds.is_empty() {
+        kinds.push(if nvidia {
+            Kind::Ptx
+        } else if cpu {
+            Kind::So
+        } else {
+            Kind::Hsaco
+        });
+    }
+    if let Some(k) = kinds.iter().find(|k| {
+        if cpu {
+            matches!(k, Kind::Hsaco | Kind::Ptx)
+        } else {
+            **k == Kind::So
+        }
+    }) {
+        return Err(Error::Usage(if cpu {
+            format!(
+                "--emit {}: {} is the CPU target; rocmc writes a shared object for it (--emit so)",
+                k.ext(),
+                targets[0]
+            )
+        } else {
+            format!(
+                "--emit so: {} is a GPU target; shared objects are for the CPU target (--mcpu x86-64)",
+                targets[0]
+            )
+        }));
+    }
+    // For NVIDIA the assembly is the PTX: one output, written as .ptx.
+    if nvidia && kinds.contains(&Kind::Asm) {
+        kinds.retain(|k| *k != Kind::Asm);
+        kinds.push(Kind::Ptx);
+        kinds.sort();
+        kinds.dedup();
+    }
+    if let Some(k) = kinds.iter().find(|k| {
+        if nvidia {
+            matches!(k, Kind::Obj | Kind::Hsaco)
+        } else {
+            **k == Kind::Ptx && !cpu
+        }
+    }) {
+        return Err(Error::Usage(if nvidia {
+            format!(
+                "--emit {}: {} is an NVIDIA target; rocmc writes PTX for it (--emit ptx), which \
+                 the CUDA driver compiles when it loads it",
+                k.ext(),
+                targets[0]
+            )
+        } else {
+            format!(
+                "--emit ptx: {} is an AMD target; PTX is for NVIDIA targets (sm_NN)",
+                targets[0]
+            )
+        }));
+    }
+    if to_stdout
+        && kinds.iter().any(|k| !k.is_text())
+        && (kinds.len() > 1 || (multi && kinds != [Kind::Hsaco]))
+    {
+        return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm, ptx) can be combined".into()));
+    }
+    let emit = Emit {
+        llvm: kinds.contains(&Kind::Llvm),
+        asm: kinds.contains(&Kind::Asm) || kinds.contains(&Kind::Ptx),
+        object: kinds.contains(&Kind::Obj),
+        code_object: kinds.contains(&Kind::Hsaco) || kinds.contains(&Kind::So),
+    };
+    let arts = rocmc::compile_for(&file, &source, &targets, &opts, emit)?;
+    let first = &arts[0];
+    let header = |art: &rocmc::Artifact, comment: &str| {
+        format!(
+            "{comment} rocmc {} for {} ({})\n{}",
+            env!("CARGO_PKG_VERSION"),
+            art.target,
+            rocmc::target_summary(&art.target),
+            rocmc::launch_summary(&art.launch, &format!("{comment} "))
+        )
+    };
+    // (kind, target suffix for file names, bytes)
+    let mut outputs: Vec<(Kind, Option<String>, Vec<u8>)> = Vec::new();
+    for k in &kinds {
+        match k {
+            Kind::Loops => outputs.push((*k, None, first.loops.clone().into_bytes())),
+            Kind::Hsaco if multi => outputs.push((*k, None, rocmc::bundle(&arts))),
+            _ => {
+                for art in &arts {
+                    let bytes = match k {
+                        Kind::Llvm => format!("{}{}", header(art, ";"), art.llvm_ir).into_bytes(),
+                        Kind::Asm => format!(
+                            "{}{}",
+                            header(art, ";"),
+                            art.asm.clone().unwrap_or_default()
+                        )
+                        .into_bytes(),
+                        Kind::Ptx => {
+                            let ptx = art.asm.clone().unwrap_or_default();
+                            // LLVM ends the PTX without a newline; text files end with one.
+                            let nl = if ptx.ends_with('\n') { "" } else { "\n" };
+                            format!("{}{ptx}{nl}", header(art, "//")).into_bytes()
+                        }
+                        Kind::Obj => art.object.clone().unwrap_or_default(),
+                        _ => art.code_object.clone().unwrap_or_default(),
+                    };
+                    let suffix = multi.then(|| art.target.to_string().replace(':', "_"));
+                    outputs.push((*k, suffix, bytes));
+                }
+            }
+        }
+    }
+    let t_write = std::time::Instant::now();
+    let mut written = Vec::new();
+    if to_stdout {
+        let mut out = std::io::stdout().lock();
+        for (_, _, b) in &outputs {
+            out.write_all(b)
+                .and_then(|_| out.flush())
+                .map_err(io(Path::new("<stdout>")))?;
+        }
+    } else {
+        // Compute every path first so a bad path fails before anything is written.
+        let paths: Vec<PathBuf> = outputs
+            .iter()
+            .map(|(k, suffix, _)| {
+                let ext = match (k, multi) {
+                    (Kind::Hsaco, true) => "hipfb",
+                    _ => k.ext(),
+                };
+                let ext = match suffix {
+                    Some(t) => format!("{t}.{ext}"),
+                    None => ext.to_string(),
+                };
+                match &a.output {
+                    Some(p) if outputs.len() == 1 => PathBuf::from(p),
+                    Some(p) => PathBuf::from(p).with_extension(ext),
+                    None => PathBuf::from(format!("{}.{ext}", first.kernel.name)),
+                }
+            })
+            .collect();
+        for ((_, _, bytes), path) in outputs.iter().zip(&paths) {
+            write_atomic(path, bytes)?;
+            written.push(path.display().to_string());
+        }
+    }
+    if a.time_passes {
+        for art in &arts {
+            let mut timings = art.timings.clone();
+            timings.push(("write", t_write.elapsed()));
+            let total: f64 = timings.iter().map(|(_, d)| d.as_secs_f64()).sum();
+            eprintln!("phase ({:<16})     time (ms)", art.target.to_string());
+            for (name, d) in &timings {
+                eprintln!("{name:<26} {:>9.3}", d.as_secs_f64() * 1e3);
+            }
+            eprintln!("{:<26} {:>9.3}", "total", total * 1e3);
+        }
+    }
+    if !a.quiet && !to_stdout {
+        let targets: Vec<String> = arts
+            .iter()
+            .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
+            .collect();
+        eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
+        if let Some(note) = &tuning_note {
+            eprintln!("  {note}");
+        }
+        eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
+        for art in &arts {
+            let used = rocmc::ir::lower::matrix::uses_matrix(&art.program);
+            if !used.is_empty() {
+                let names: Vec<String> = used
+                    .iter()
+                    .map(|i| format!("{} ({}x{}x{}, wave{})", i.name, i.m, i.n, i.k, i.wave))
+                    .collect();
+                eprintln!(
+                    "  matrix instructions on {}: {}",
+                    art.target,
+                    names.join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes through a temporary file in the same folder, then renames, so a
+/// failure never leaves a partial output behind.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".rocmc-")
+        .tempfile_in(dir)
+        .map_err(io(path))?;
+    tmp.write_all(bytes).map_err(io(path))?;
+    // Temporary files are created 0600; outputs get the usual 0644.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io(path))?;
+    }
+    tmp.persist(path).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e.error,
+    })?;
+    Ok(())
+}

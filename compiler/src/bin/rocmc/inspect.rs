@@ -1,0 +1,196 @@
+//! `rocmc targets` and `rocmc inspect`: what LLVM supports, what a code object holds.
+
+use crate::io;
+use rocmc::Error;
+use std::io::Write;
+use std::path::Path;
+
+pub fn targets() -> Result<(), Error> {
+    use rocmc::codegen::target;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<16} {:<24} {:<17} {:>8}  {:<15} {}\n",
+        "processor", "family", "waves", "LDS/WG", "features", "aliases"
+    ));
+    for p in target::canonical_processors() {
+        let Some(info) = target::processor_info(&p) else {
+            continue;
+        };
+        let hw = rocmc::linker::hw::hardware(&p);
+        let waves = if info.wave32 {
+            "32 (default), 64"
+        } else {
+            "64"
+        };
+        let feats: Vec<&str> = [
+            ("xnack", info.supports_xnack),
+            ("sramecc", info.supports_sramecc),
+        ]
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| f.0)
+        .collect();
+        let extra = if p.contains("generic") {
+            " [code object v6]"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "{p:<16} {:<24} {waves:<17} {:>5} KiB  {:<15} {}{extra}\n",
+            hw.family,
+            hw.lds_per_workgroup / 1024,
+            if feats.is_empty() {
+                "-".to_string()
+            } else {
+                feats.join(", ")
+            },
+            target::aliases_of(&p).join(", ")
+        ));
+    }
+    out.push_str("\nNVIDIA (PTX; the CUDA driver compiles it when it loads the module)\n");
+    out.push_str(&format!(
+        "{:<16} {:<24} {:<17} {:>8}  {:<15} {}\n",
+        "processor", "compute capability", "warps", "smem/blk", "PTX ISA", "aliases"
+    ));
+    for p in target::nvptx::PROCESSORS {
+        let t = rocmc::codegen::NvidiaTarget::parse(p.name).expect("a processor of the table");
+        let (a, b) = t.compute_capability();
+        let runs = match p.name.chars().last() {
+            Some('a') => format!("{a}.{b} only"),
+            Some('f') => format!("{a}.{b}+ ({a}.x)"),
+            _ => format!("{a}.{b} and later"),
+        };
+        out.push_str(&format!(
+            "{:<16} {runs:<24} {:<17} {:>5} KiB  {:<15} {}\n",
+            p.name,
+            "32",
+            t.max_shared_per_block() / 1024,
+            t.ptx_text(),
+            target::nvptx::aliases_of(p.name).join(", ")
+        ));
+    }
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(io(Path::new("<stdout>")))
+}
+
+pub fn inspect(file: &Path, json: bool) -> Result<(), Error> {
+    use rocmc::linker::{bundle, codeobject};
+    let bytes = std::fs::read(file).map_err(io(file))?;
+    let bad = |e: codeobject::ReadError| Error::Usage(format!("{}: {e}", file.display()));
+    // (entry name, code object) pairs: one for a code object, one per device entry for a bundle.
+    let mut objects: Vec<(Option<String>, codeobject::CodeObject)> = Vec::new();
+    if bundle::is_bundle(&bytes) {
+        for e in bundle::read(&bytes).map_err(bad)? {
+            if e.range.is_empty() {
+                continue;
+            }
+            let co = codeobject::read(&bytes[e.range.clone()]).map_err(|err| {
+                Error::Usage(format!("{}: bundle entry {}: {err}", file.display(), e.id))
+            })?;
+            objects.push((Some(e.id), co));
+        }
+    } else {
+        objects.push((None, codeobject::read(&bytes).map_err(bad)?));
+    }
+    let mut out = String::new();
+    if json {
+        let list: Vec<serde_json::Value> = objects
+            .iter()
+            .map(|(entry, co)| inspect_json(entry.as_deref(), co))
+            .collect();
+        let v = if bundle::is_bundle(&bytes) {
+            serde_json::json!({ "bundle": list })
+        } else {
+            list.into_iter().next().unwrap_or_default()
+        };
+        out = serde_json::to_string_pretty(&v).unwrap_or_default();
+        out.push('\n');
+    } else {
+        for (entry, co) in &objects {
+            if let Some(e) = entry {
+                out.push_str(&format!("bundle entry {e}\n"));
+            }
+            out.push_str(&inspect_text(file, co));
+        }
+    }
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(io(Path::new("<stdout>")))
+}
+
+fn inspect_json(
+    entry: Option<&str>,
+    co: &rocmc::linker::codeobject::CodeObject,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(co).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.insert("target_id".into(), co.target_id().into());
+        if let Some(e) = entry {
+            m.insert("bundle_entry".into(), e.into());
+        }
+        if let Some(l) = &co.launch {
+            m.insert(
+                "launch".into(),
+                serde_json::from_str(&l.to_json()).unwrap_or_default(),
+            );
+        }
+        if let Some(ks) = m.get_mut("kernels").and_then(|k| k.as_array_mut()) {
+            for (kv, k) in ks.iter_mut().zip(&co.kernels) {
+                let (w, why) = rocmc::linker::hw::kernel_occupancy(co.target_id(), k);
+                kv["occupancy_waves_per_simd"] = w.into();
+                kv["occupancy_limited_by"] = why.into();
+            }
+        }
+    }
+    v
+}
+
+fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> String {
+    let mut out = format!(
+        "{}: target {} (code object v{}, ELF ABI version {}, e_flags {:#x})\n",
+        file.display(),
+        co.target_id(),
+        co.code_object_version,
+        co.abi_version,
+        co.e_flags
+    );
+    for k in &co.kernels {
+        let (w, why) = rocmc::linker::hw::kernel_occupancy(co.target_id(), k);
+        out.push_str(&format!(
+            "kernel {}: kernarg {} B, LDS {} B, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}, occupancy {} waves/SIMD ({})\n",
+            k.name,
+            k.kernarg_segment_size,
+            k.group_segment_fixed_size,
+            k.private_segment_fixed_size,
+            k.vgpr_count,
+            k.sgpr_count,
+            k.agpr_count.map(|a| format!(", AGPR {a}")).unwrap_or_default(),
+            k.vgpr_spill_count,
+            k.sgpr_spill_count,
+            k.wavefront_size,
+            k.max_flat_workgroup_size,
+            w,
+            why
+        ));
+        for a in &k.args {
+            out.push_str(&format!(
+                "  arg {:<22} offset {:>3} size {:>2} {}{}\n",
+                a.name.as_deref().unwrap_or("-"),
+                a.offset,
+                a.size,
+                a.value_kind,
+                a.address_space
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(l) = &co.launch {
+        out.push_str(&rocmc::launch_summary(l, "launch: "));
+    }
+    out
+}

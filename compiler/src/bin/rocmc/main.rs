@@ -1,0 +1,78 @@
+//! The `rocmc` command line: a thin layer over the `rocmc` library.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use rocmc::Error;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+mod build;
+mod inspect;
+mod run;
+mod tune;
+
+use build::BuildArgs;
+use run::RunArgs;
+use tune::TuneArgs;
+
+#[derive(Parser)]
+#[command(name = "rocmc", version, about = "Ahead-of-time GPU kernel compiler for AMD and NVIDIA GPUs", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile a kernel file into a code object (.hsaco) and other forms.
+    Build(BuildArgs),
+    /// Run a kernel on seeded random inputs and compare with the reference interpreter.
+    Run(RunArgs),
+    /// Search a kernel's [tune] parameters on a device and record the best in the tuning database.
+    Tune(TuneArgs),
+    /// List the AMDGPU and NVIDIA processors LLVM supports (valid --mcpu values).
+    Targets,
+    /// Show what a code object or offload bundle contains: target, kernels, arguments, resources, occupancy.
+    Inspect {
+        /// A code object (.hsaco) or an offload bundle (.hipfb); clang's work too.
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FpContract {
+    Fast,
+    Off,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Build(a) => build::build(a),
+        Command::Run(a) => run::run(a),
+        Command::Tune(a) => tune::tune(a),
+        Command::Targets => inspect::targets(),
+        Command::Inspect { file, json } => inspect::inspect(&file, json),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let text = e.to_string();
+            if text.starts_with("error") {
+                eprintln!("{}", text.trim_end());
+            } else {
+                eprintln!("error: {}", text.trim_end());
+            }
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
