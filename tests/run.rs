@@ -379,12 +379,12 @@ fn run_through_the_local_device_interface() {
     let root = root();
     let src = std::fs::read_to_string(root.join("examples/matmul_lds.toml")).unwrap();
     let front = rocmc::frontend("matmul_lds.toml", &src).unwrap();
+    let mut spec = rocmc::run::RunSpec::new(&[67, 45, 33], &Default::default(), 3);
+    spec.keep = true;
     let r = rocmc::run::run_local(
         &front,
         "cpu",
-        &[67, 45, 33],
-        &Default::default(),
-        3,
+        &spec,
         rocmc::run::GpuRun {
             check: true,
             bench: 2,
@@ -395,6 +395,12 @@ fn run_through_the_local_device_interface() {
     assert!(!r.comparisons.is_empty());
     assert!(r.comparisons.iter().all(|c| c.ok()), "{:?}", r.comparisons);
     assert_eq!(r.kernel_ms.len(), 1);
+    // What the device computed comes back beside the interpreter's.
+    let (got, want) = (&r.kept.outputs[0], &r.kept.reference[0]);
+    assert_eq!((got.name.as_str(), &got.shape[..]), ("C", &[67i64, 45][..]));
+    assert_eq!(got.shape, want.shape);
+    assert_eq!(r.kept.inputs.len(), 2);
+    assert!(rocmc::run::errors(&got.values, &want.values).1 < 1e-4);
     let out = rocmc(
         &root,
         &[

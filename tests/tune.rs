@@ -110,6 +110,23 @@ fn tune_section_errors_name_the_place() {
     assert!(e.contains("`T * U <= 512` is false for T=256 U=4"), "{e}");
 }
 
+/// `[tune.params]` with no `[tune]` line is valid TOML (the table is
+/// created implicitly) and means the same as with it.
+#[test]
+fn a_tune_section_may_be_created_by_its_params_table() {
+    let implicit = KERNEL.replacen("[tune]\nconstraints = [\"T * U <= 512\"]\n", "", 1);
+    assert_ne!(implicit, KERNEL);
+    let k = rocmc::ir::front::parse_kernel_with("k.toml", &implicit, &[("T".into(), 128)])
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+    let t = k.tuning.expect("the [tune] section is read");
+    assert_eq!(rocmc::ir::tune::describe(&t.config), "T=128 U=1");
+    // A wrong value given for it still names the parameter.
+    let e = rocmc::ir::front::parse_kernel_with("k.toml", &implicit, &[("U".into(), 3)])
+        .unwrap_err()
+        .render();
+    assert!(e.contains("parameter `U`") && e.contains("k.toml:"), "{e}");
+}
+
 #[test]
 fn the_search_is_deterministic_for_a_seed_and_samples_within_budget() {
     let k = rocmc::ir::front::parse_kernel("k.toml", KERNEL).unwrap();

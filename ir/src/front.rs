@@ -19,14 +19,17 @@ use toml::Spanned;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Doc {
-    kernel: Spanned<KernelDecl>,
+    /// Not `Spanned`, like `tune`: `[kernel.max]` creates it implicitly.
+    kernel: KernelDecl,
     #[serde(default)]
     inputs: IndexMap<Spanned<String>, Spanned<InputDecl>>,
     #[serde(default)]
     params: IndexMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     stage: Vec<Spanned<StageDecl>>,
-    tune: Option<Spanned<TuneDecl>>,
+    /// Not `Spanned`: a file may create the table implicitly with
+    /// `[tune.params]`, and toml has no span for an implicit table.
+    tune: Option<TuneDecl>,
 }
 
 /// `[tune]`: see [`crate::tune`].
@@ -252,7 +255,7 @@ impl<'s> Cx<'s> {
     /// with (into `self.config`). Parameter names join `names`.
     fn tune(
         &mut self,
-        decl: Option<&Spanned<TuneDecl>>,
+        decl: Option<&TuneDecl>,
         names: &mut Vec<(String, Span)>,
     ) -> Option<crate::tune::Tuning> {
         use crate::tune::{Constraint, TuneParam, TuneSpace};
@@ -267,7 +270,14 @@ impl<'s> Cx<'s> {
         };
         let mut space = TuneSpace::default();
         let before = self.diags.len();
-        for (name, p) in &decl.get_ref().params {
+        // Errors about the whole section point at its first parameter.
+        let decl_span = decl
+            .params
+            .keys()
+            .next()
+            .map(span_of)
+            .unwrap_or_default();
+        for (name, p) in &decl.params {
             if !self.name(name, "tune parameter", names) {
                 continue;
             }
@@ -368,7 +378,7 @@ impl<'s> Cx<'s> {
             });
         }
         let defaults = space.default_config();
-        for c in &decl.get_ref().constraints {
+        for c in &decl.constraints {
             let base = self.content_base(c);
             let ast = match syntax::parse_expr(c.get_ref(), base) {
                 Ok(a) => a,
@@ -408,15 +418,15 @@ impl<'s> Cx<'s> {
                 Some(crate::tune::Tuning { space, config })
             }
             Err(m) => {
-                self.error(Diagnostic::new(span_of(decl), m));
+                self.error(Diagnostic::new(decl_span, m));
                 None
             }
         }
     }
 
     fn kernel(&mut self, doc: Doc) -> Option<Kernel> {
-        let kernel_span = span_of(&doc.kernel);
-        let kdecl = doc.kernel.into_inner();
+        let kdecl = doc.kernel;
+        let kernel_span = span_of(&kdecl.name);
         let kname = kdecl.name.get_ref().clone();
         if !is_ident(&kname) {
             self.error(
@@ -942,6 +952,28 @@ impl<'s> Cx<'s> {
                 .collect();
             if !self.name(name, what, &taken) {
                 return None;
+            }
+            if let Extent::Expr(text) = ext.get_ref() {
+                let sibling = text
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .find(|w| axes.iter().any(|a| a.name == *w));
+                if let Some(w) = sibling {
+                    self.error(
+                        Diagnostic::new(
+                            span_of(ext),
+                            format!(
+                                "`{w}` is another {what} of this stage: an extent may use sizes, \
+                                 constants and the output's axes, not another {what}"
+                            ),
+                        )
+                        .hint(format!(
+                            "bound `{}` by a size and mask the extra points inside the expression \
+                             (`select(...)`), or make `{w}` an axis of the output",
+                            name.get_ref()
+                        )),
+                    );
+                    return None;
+                }
             }
             let extent = match (ext.get_ref(), outer.is_empty()) {
                 (Extent::Expr(text), false) => {

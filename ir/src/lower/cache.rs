@@ -211,6 +211,19 @@ fn stage_cache(
     } else {
         loads_of(&scope, c.tensor)
     };
+    if let TensorKind::Stage(s) = t.kind {
+        if k.stage(s).is_inlined() {
+            return Err(err(format!(
+                "`{}` is inlined into its readers (compute_inline): no loop reads it from memory, \
+                 so there is no tile of it to copy",
+                t.name
+            ))
+            .hint(format!(
+                "remove this `cache_read`, or cache the tensors `{}` reads instead",
+                t.name
+            )));
+        }
+    }
     if loads.is_empty() {
         return Err(err(format!(
             "nothing inside `{}` {} `{}`",
@@ -225,9 +238,20 @@ fn stage_cache(
         &loads,
         &varying,
         vars,
+        &k.size_names(),
         &nest.var(c.at).name,
         &err,
-    )?;
+    )
+    .map_err(|d| match t.kind {
+        // The part a compute_at stage computes is a box too: say so, or
+        // the user removes the cache and meets the same refusal again.
+        TensorKind::Stage(s) if k.stage(s).compute_at().is_some() => d.hint(format!(
+            "`{}` is computed at a loop of this stage (compute_at): its part is such a box as \
+             well, so removing this `cache_read` alone does not help",
+            t.name
+        )),
+        _ => d,
+    })?;
     let n = size.len();
     let mut padded = size.clone();
     padded[n - 1] = padded[n - 1].saturating_add(c.pad);

@@ -226,6 +226,7 @@ pub(super) fn attach(
         &reads,
         &varying,
         host.vars,
+        &k.size_names(),
         &at_name.name,
         &err,
     )?;

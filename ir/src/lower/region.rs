@@ -49,6 +49,49 @@ pub(super) fn split_varying(e: &Index, varying: &[VarId]) -> Option<(Vec<(Index,
     }
 }
 
+/// The smallest part of `e` that keeps it from being affine in the
+/// `varying` loops (where [`split_varying`] fails): a minimum or maximum
+/// of a loop variable, a product of two loop-dependent parts, a division
+/// by something other than a positive constant, or one of a size. Named in
+/// errors so the user sees which subexpression to change.
+fn non_affine_part<'e>(e: &'e Index, varying: &[VarId]) -> Option<&'e Index> {
+    let uses = |x: &Index| varying.iter().any(|v| x.uses_var(*v));
+    match e {
+        _ if !uses(e) => None,
+        Index::Var(_) | Index::Const(_) | Index::Size(_) => None,
+        Index::Bin(IOp::Add, a, b) => {
+            non_affine_part(a, varying).or_else(|| non_affine_part(b, varying))
+        }
+        Index::Bin(IOp::Mul, a, b) if a.as_const().is_some() || b.as_const().is_some() => {
+            non_affine_part(a, varying).or_else(|| non_affine_part(b, varying))
+        }
+        Index::Bin(IOp::Div | IOp::Mod, a, b)
+            if b.as_const().is_some_and(|c| c > 0) && only_varying(a, varying) =>
+        {
+            None
+        }
+        Index::Bin(..) => Some(e),
+    }
+}
+
+/// Why a non-affine part is not affine, for the error.
+fn non_affine_reason(e: &Index) -> &'static str {
+    match e {
+        Index::Bin(IOp::Min | IOp::Max, ..) => {
+            "a minimum or maximum of a loop variable (a clamp) is not affine: the tile a cache copies \
+             is a box that moves with the loops; leave the tensor uncached, or cache it at a loop \
+             over which the clamped subscript does not vary"
+        }
+        Index::Bin(IOp::Mul, ..) => "a product of two loop-dependent terms is not affine",
+        Index::Bin(IOp::Sub, ..) => {
+            "a loop variable subtracted walks the tensor backwards, which a tile cannot follow"
+        }
+        _ => {
+            "a division or remainder is affine only of loop variables and constants, by a positive constant"
+        }
+    }
+}
+
 /// Whether `e` is made of constants and `varying` variables only.
 fn only_varying(e: &Index, varying: &[VarId]) -> bool {
     match e {
@@ -77,9 +120,11 @@ pub(super) fn infer_region(
     accesses: &[Vec<Index>],
     varying: &[VarId],
     vars: &[LoopVar],
+    sizes: &[String],
     at: &str,
     err: &dyn Fn(String) -> Diagnostic,
 ) -> Result<Region, Diagnostic> {
+    let var_names: Vec<String> = vars.iter().map(|v| v.name.clone()).collect();
     let too_large = || {
         err(format!(
             "the part of `{tensor}` accessed inside `{at}` is too large"
@@ -90,9 +135,19 @@ pub(super) fn infer_region(
         let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
         for l in accesses {
             let (coefs, rest) = split_varying(&l[d], varying).ok_or_else(|| {
+                let whole = l[d].display(sizes, &var_names).to_string();
+                let part = non_affine_part(&l[d], varying).unwrap_or(&l[d]);
+                let part_text = part.display(sizes, &var_names).to_string();
+                let which = if part_text == whole {
+                    String::new()
+                } else {
+                    format!(", and its part `{part_text}` is not")
+                };
                 err(format!(
-                    "the accesses of `{tensor}` are not affine in the loops inside `{at}` (dimension {d})"
+                    "the accesses of `{tensor}` are not affine in the loops inside `{at}`: \
+                     dimension {d} is `{whole}`{which}"
                 ))
+                .hint(non_affine_reason(part))
             })?;
             let (s, off) = peel_const(&rest);
             match &sym {

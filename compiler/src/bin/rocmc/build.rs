@@ -396,10 +396,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    // The temporary file's name means nothing to the user: a failure to
+    // create it is reported against the folder.
     let mut tmp = tempfile::Builder::new()
         .prefix(".rocmc-")
         .tempfile_in(dir)
-        .map_err(io(path))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::Usage(format!(
+                "cannot write {}: the folder {} does not exist (rocmc does not create folders)",
+                path.display(),
+                dir.display()
+            )),
+            _ => Error::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::from(e.kind()),
+            },
+        })?;
     tmp.write_all(bytes).map_err(io(path))?;
     // Temporary files are created 0600; outputs get the usual 0644.
     #[cfg(unix)]

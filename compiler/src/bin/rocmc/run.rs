@@ -3,7 +3,8 @@
 
 use crate::{io, FpContract};
 use rocmc::{Error, Options};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -39,6 +40,41 @@ pub struct RunArgs {
     /// On a GPU: time N repetitions with HIP events and report the median, GB/s and GFLOP/s.
     #[arg(long, value_name = "N", default_value_t = 0)]
     bench: usize,
+    /// An input tensor's values: a .npy file (`X=x.npy`; its dtype and shape must be the
+    /// tensor's, and sizes not given are read off its shape) or a distribution:
+    /// `uniform:LO,HI` (integers: LO..HI, HI excluded), `normal:MEAN,STD`, `const:X`; a bound
+    /// may name a size (`ids=uniform:0,vocab`). Default: see docs/run.md.
+    #[arg(long = "input", value_name = "NAME=SPEC", value_parser = parse_input)]
+    inputs: Vec<(String, String)>,
+    /// Write the inputs, the results and the interpreter's results as .npy files into
+    /// DIR/inputs, DIR/outputs and DIR/reference (created if missing).
+    #[arg(long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Set [tune] parameters, e.g. BM=64,TM=4 (as `rocmc build --tune`).
+    #[arg(long, value_name = "NAME=N,...")]
+    tune: Option<String>,
+    /// Largest accepted |got - want| / (1 + |want|): `1e-3` for every computed tensor or
+    /// `NAME=X` for one. Defaults by dtype: f64 1e-9, f32 1e-4, f16 1e-2, bf16 5e-2, integers 0.
+    #[arg(long = "tolerance", value_name = "[NAME=]X", value_parser = parse_tolerance)]
+    tolerances: Vec<(Option<String>, f64)>,
+}
+
+fn parse_input(s: &str) -> Result<(String, String), String> {
+    let (n, v) = s.split_once('=').ok_or_else(|| {
+        format!("`{s}`: write NAME=FILE.npy or NAME=DISTRIBUTION, e.g. X=x.npy or ids=uniform:0,1000")
+    })?;
+    Ok((n.trim().to_string(), v.trim().to_string()))
+}
+
+fn parse_tolerance(s: &str) -> Result<(Option<String>, f64), String> {
+    let (name, v) = match s.split_once('=') {
+        Some((n, v)) => (Some(n.trim().to_string()), v),
+        None => (None, s),
+    };
+    match v.trim().parse::<f64>() {
+        Ok(x) if x >= 0.0 => Ok((name, x)),
+        _ => Err(format!("`{s}`: {v} is not a non-negative number")),
+    }
 }
 
 pub fn parse_size(s: &str) -> Result<(String, i64), String> {
@@ -74,10 +110,14 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         return run_binary(&a);
     }
     let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
-    let front = rocmc::frontend(&a.kernel.display().to_string(), &source)?;
-    let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
-    let sizes = rocmc::run::size_values(&front.kernel, &given)?;
-    let params: std::collections::HashMap<String, f64> = a.params.iter().cloned().collect();
+    let tune = match &a.tune {
+        Some(t) => rocmc::ir::tune::parse_assignments(t)
+            .map_err(|e| Error::Usage(format!("--tune: {e}")))?,
+        None => Vec::new(),
+    };
+    let front = rocmc::frontend_with(&a.kernel.display().to_string(), &source, &tune)?;
+    let spec = spec(&a, &front.kernel)?;
+    let sizes = spec.sizes.clone();
     let shown: Vec<String> = front
         .kernel
         .sizes
@@ -86,21 +126,14 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         .map(|(s, v)| format!("{}={v}", s.name))
         .collect();
     let t0 = std::time::Instant::now();
-    let (where_, report) = if a.device == "cpu" {
+    let (where_, report, kept) = if a.device == "cpu" {
         let mut opts = Options::new("cpu");
         opts.emulate = a.emulate.clone();
         let cpu = rocmc::targets(&opts)?.remove(0);
         let front = front.for_target(&cpu, &opts)?;
-        (
-            "cpu".to_string(),
-            rocmc::run::run_cpu(
-                &front,
-                &sizes,
-                &params,
-                a.seed,
-                a.fp_contract == FpContract::Fast,
-            )?,
-        )
+        let (cmp, kept) =
+            rocmc::run::run_cpu_with(&front, &spec, a.fp_contract == FpContract::Fast)?;
+        ("cpu".to_string(), cmp, kept)
     } else {
         let mut opts = Options::new("gfx900");
         opts.fp_contract = a.fp_contract == FpContract::Fast;
@@ -109,13 +142,13 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
             bench: a.bench,
         };
         let r = if a.device.starts_with("remote://") {
-            rocmc::run::run_remote(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
+            rocmc::run::run_remote(&front, &a.device, &spec, what, &opts)?
         } else if a.device.starts_with("cuda") {
-            rocmc::run::run_local(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
+            rocmc::run::run_local(&front, &a.device, &spec, what, &opts)?
         } else {
             rocmc::runtime_hip::DeviceSelector::parse(&a.device)
                 .map_err(|e| Error::Usage(e.to_string()))?;
-            rocmc::run::run_gpu(&front, &a.device, &sizes, &params, a.seed, what, &opts)?
+            rocmc::run::run_gpu(&front, &a.device, &spec, what, &opts)?
         };
         for (name, ms) in &r.kernel_ms {
             println!("{name}: median {ms:.4} ms over {} runs", a.bench);
@@ -128,8 +161,11 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
                 r.flops as f64 / total / 1e6
             );
         }
-        (r.device.clone(), r.comparisons)
+        (r.device.clone(), r.comparisons, r.kept)
     };
+    if let Some(dir) = &a.output {
+        write_kept(dir, &kept)?;
+    }
     println!(
         "{} on {where_} ({}), seed {}, {:.0} ms",
         front.kernel.name,
@@ -137,6 +173,9 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         a.seed,
         t0.elapsed().as_secs_f64() * 1e3
     );
+    if let Some(t) = &front.kernel.tuning {
+        println!("tune values: {}", rocmc::ir::tune::describe(&t.config));
+    }
     if report.is_empty() {
         return Ok(());
     }
@@ -177,6 +216,17 @@ fn run_binary(a: &RunArgs) -> Result<(), Error> {
     if a.check {
         return Err(Error::Usage("--check needs the kernel file: the reference interpreter runs kernel source, not code objects".into()));
     }
+    let source_only = [
+        ("--input", !a.inputs.is_empty()),
+        ("--output", a.output.is_some()),
+        ("--tune", a.tune.is_some()),
+        ("--tolerance", !a.tolerances.is_empty()),
+    ];
+    if let Some((flag, _)) = source_only.iter().find(|(_, given)| *given) {
+        return Err(Error::Usage(format!(
+            "{flag} needs the kernel file: a code object carries no tensor names, [tune] section or reference"
+        )));
+    }
     rocmc::runtime_hip::DeviceSelector::parse(&a.device)
         .map_err(|e| Error::Usage(e.to_string()))?;
     let bytes = std::fs::read(&a.kernel).map_err(io(&a.kernel))?;
@@ -187,5 +237,142 @@ fn run_binary(a: &RunArgs) -> Result<(), Error> {
     for (name, ms) in &r.kernel_ms {
         println!("{name}: median {ms:.4} ms over {} runs", a.bench);
     }
+    Ok(())
+}
+
+/// The run's sizes, parameters, inputs and tolerances from the command
+/// line. Sizes not given are read off the shapes of .npy inputs.
+fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error> {
+    use rocmc::ir::Index;
+    use rocmc::run::{Distribution, InputChoice};
+    let mut given: HashMap<String, i64> = a.sizes.iter().cloned().collect();
+    let size_names = k.size_names();
+    let input = |name: &str| -> Result<&rocmc::ir::Tensor, Error> {
+        let inputs: Vec<&str> = k.inputs().map(|(_, t)| t.name.as_str()).collect();
+        match k.tensors.iter().find(|t| t.name == name) {
+            Some(t) if t.kind == rocmc::ir::TensorKind::Input => Ok(t),
+            Some(_) => Err(Error::Usage(format!(
+                "--input {name}: `{name}` is computed by the kernel; only inputs can be given (its inputs: {})",
+                inputs.join(", ")
+            ))),
+            None => Err(Error::Usage(format!(
+                "--input {name}: the kernel has no tensor `{name}` (its inputs: {})",
+                inputs.join(", ")
+            ))),
+        }
+    };
+    // Files first: their shapes may give sizes.
+    let mut files: Vec<(String, PathBuf, Vec<i64>, rocmc::ir::interp::Buffer)> = Vec::new();
+    for (name, what) in &a.inputs {
+        let path = Path::new(what);
+        if !(what.ends_with(".npy") || path.is_file()) {
+            continue;
+        }
+        let t = input(name)?;
+        let (shape, values) = rocmc::run::npy::read(path, name, t.dtype)?;
+        if shape.len() != t.shape.len() {
+            return Err(Error::Usage(format!(
+                "--input {name}={what}: the file holds a {}-dimensional array {shape:?}, the kernel's `{name}` has {} dimensions",
+                shape.len(),
+                t.shape.len()
+            )));
+        }
+        for (ext, got) in t.shape.iter().zip(&shape) {
+            if let Index::Size(s) = ext {
+                let n = &size_names[s.0 as usize];
+                given.entry(n.clone()).or_insert(*got);
+            }
+        }
+        files.push((name.clone(), path.to_path_buf(), shape, values));
+    }
+    let sizes = rocmc::run::size_values(k, &given)?;
+    let mut inputs = HashMap::new();
+    for (name, path, shape, values) in files {
+        let t = input(&name)?;
+        let want = rocmc::ir::interp::shape_of(t, &sizes).unwrap_or_default();
+        if shape != want {
+            let text: Vec<String> = t
+                .shape
+                .iter()
+                .map(|e| e.display(&size_names, &[]).to_string())
+                .collect();
+            return Err(Error::Usage(format!(
+                "--input {name}={}: the file holds {shape:?}; the kernel's `{name}` is [{}] = {want:?} for these sizes",
+                path.display(),
+                text.join(", ")
+            )));
+        }
+        inputs.insert(name, InputChoice::Given(values));
+    }
+    let size_of = |n: &str| {
+        k.sizes
+            .iter()
+            .position(|s| s.name == n)
+            .map(|i| sizes[i])
+    };
+    for (name, what) in &a.inputs {
+        if inputs.contains_key(name) {
+            continue;
+        }
+        input(name)?;
+        let d = Distribution::parse(what, &size_of)
+            .map_err(|e| Error::Usage(format!("--input {name}={what}: {e}")))?;
+        inputs.insert(name.clone(), InputChoice::Random(d));
+    }
+    let mut tolerance = rocmc::run::Tolerances::default();
+    for (name, x) in &a.tolerances {
+        match name {
+            None => tolerance.all = Some(*x),
+            Some(n) => {
+                let computed = k
+                    .tensors
+                    .iter()
+                    .any(|t| &t.name == n && t.kind != rocmc::ir::TensorKind::Input);
+                if !computed {
+                    return Err(Error::Usage(format!(
+                        "--tolerance {n}={x}: the kernel computes no tensor `{n}`"
+                    )));
+                }
+                tolerance.by_tensor.insert(n.clone(), *x);
+            }
+        }
+    }
+    Ok(rocmc::run::RunSpec {
+        sizes,
+        params: a.params.iter().cloned().collect(),
+        seed: a.seed,
+        inputs,
+        tolerance,
+        keep: a.output.is_some(),
+    })
+}
+
+/// Writes what a run kept into DIR/inputs, DIR/outputs and DIR/reference.
+fn write_kept(dir: &Path, kept: &rocmc::run::Kept) -> Result<(), Error> {
+    let mut n = 0;
+    for (sub, tensors) in [
+        ("inputs", &kept.inputs),
+        ("outputs", &kept.outputs),
+        ("reference", &kept.reference),
+    ] {
+        if tensors.is_empty() {
+            continue;
+        }
+        let d = dir.join(sub);
+        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        for t in tensors {
+            crate::build::write_atomic(&d.join(format!("{}.npy", t.name)), &rocmc::run::npy::encode(t))?;
+            n += 1;
+        }
+    }
+    eprintln!(
+        "wrote {n} .npy files into {}{}",
+        dir.display(),
+        if kept.reference.is_empty() {
+            " (no reference: the interpreter runs with --check)"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }

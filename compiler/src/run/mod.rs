@@ -1,12 +1,123 @@
 //! `rocmc run --device cpu`: execute a kernel's scheduled, lowered form on
 //! the host through LLVM and compare it with the reference interpreter.
 
+pub mod npy;
+
 use crate::{Error, Frontend};
 use rocmc_ir::interp::{self, Buffer, Data};
-use rocmc_ir::reference::{compare, random_buffer, random_inputs, Inputs};
-pub use rocmc_ir::reference::{errors, flops, tolerance, Comparison, Rng};
-use rocmc_ir::{DType, Kernel};
+use rocmc_ir::reference::{compare_with, prepare_inputs, random_buffer, Inputs};
+pub use rocmc_ir::reference::{
+    errors, flops, tolerance, Comparison, Distribution, InputChoice, Rng, Tolerances,
+};
+use rocmc_ir::{DType, Kernel, TensorKind};
 use std::collections::HashMap;
+
+/// What a run feeds the kernel and how it judges the results.
+#[derive(Clone, Debug, Default)]
+pub struct RunSpec {
+    /// Sizes in kernel order ([`size_values`]).
+    pub sizes: Vec<i64>,
+    /// Parameter values by name (the rest: seeded random in [0.5, 1.5)).
+    pub params: HashMap<String, f64>,
+    /// Seed of the random inputs.
+    pub seed: u64,
+    /// Input tensors drawn from a chosen distribution or given as data.
+    pub inputs: HashMap<String, InputChoice>,
+    /// Tolerances of the comparison with the interpreter.
+    pub tolerance: Tolerances,
+    /// Keep the inputs, the results and the interpreter's ([`Kept`]).
+    pub keep: bool,
+}
+
+impl RunSpec {
+    /// Seeded random inputs for these sizes, nothing chosen, default tolerances.
+    pub fn new(sizes: &[i64], params: &HashMap<String, f64>, seed: u64) -> RunSpec {
+        RunSpec {
+            sizes: sizes.to_vec(),
+            params: params.clone(),
+            seed,
+            ..Default::default()
+        }
+    }
+}
+
+/// One tensor's values, with its name and shape, as a run kept them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// The tensor's name in the kernel file.
+    pub name: String,
+    /// Its extents for the run's sizes.
+    pub shape: Vec<i64>,
+    /// Its values, row-major.
+    pub values: Buffer,
+}
+
+/// What a run with [`RunSpec::keep`] kept: every input, every computed
+/// tensor in memory, and the interpreter's results where it ran.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Kept {
+    /// The inputs the kernel was given.
+    pub inputs: Vec<Tensor>,
+    /// The kernel's results.
+    pub outputs: Vec<Tensor>,
+    /// The reference interpreter's results (empty where it did not run).
+    pub reference: Vec<Tensor>,
+}
+
+/// Comparisons with the interpreter (if `want`) and, with `spec.keep`,
+/// the results and the reference as [`Tensor`]s.
+fn judge<E>(
+    k: &Kernel,
+    spec: &RunSpec,
+    want: Option<&[Buffer]>,
+    mut got: impl FnMut(usize) -> Result<Vec<u8>, E>,
+    kept: &mut Kept,
+) -> Result<Vec<Comparison>, E> {
+    let shape = |i: usize| interp::shape_of(&k.tensors[i], &spec.sizes).unwrap_or_default();
+    let named = |i: usize, values: Buffer| Tensor {
+        name: k.tensors[i].name.clone(),
+        shape: shape(i),
+        values,
+    };
+    let Some(want) = want else {
+        if spec.keep {
+            for (i, t) in k.tensors.iter().enumerate() {
+                if let TensorKind::Stage(s) = t.kind {
+                    if !k.stage(s).is_internal() {
+                        let b = Buffer::from_bytes(t.dtype, &got(i)?);
+                        kept.outputs.push(named(i, b));
+                    }
+                }
+            }
+        }
+        return Ok(Vec::new());
+    };
+    let (cmp, outs) = compare_with(k, want, &spec.tolerance, spec.keep, got)?;
+    for (i, b) in outs {
+        kept.reference.push(named(i, want[i].clone()));
+        kept.outputs.push(named(i, b));
+    }
+    Ok(cmp)
+}
+
+/// The inputs as [`Tensor`]s, for [`Kept`].
+fn kept_inputs(k: &Kernel, spec: &RunSpec, inputs: &[Buffer]) -> Vec<Tensor> {
+    if !spec.keep {
+        return Vec::new();
+    }
+    k.inputs()
+        .zip(inputs)
+        .map(|((_, t), b)| Tensor {
+            name: t.name.clone(),
+            shape: interp::shape_of(t, &spec.sizes).unwrap_or_default(),
+            values: b.clone(),
+        })
+        .collect()
+}
+
+fn inputs_for(k: &Kernel, spec: &RunSpec) -> Result<Inputs, Error> {
+    prepare_inputs(k, &spec.sizes, &spec.params, spec.seed, &spec.inputs).map_err(Error::Usage)
+}
 
 /// Sizes in kernel order from `name=value` pairs; every size must be given,
 /// non-negative and within its declared maximum.
@@ -73,18 +184,38 @@ pub fn run_cpu(
     seed: u64,
     fp_contract: bool,
 ) -> Result<Vec<Comparison>, Error> {
+    run_cpu_with(front, &RunSpec::new(sizes, params, seed), fp_contract).map(|(c, _)| c)
+}
+
+/// [`run_cpu`] with chosen inputs and tolerances; returns what it kept too.
+pub fn run_cpu_with(
+    front: &Frontend,
+    spec: &RunSpec,
+    fp_contract: bool,
+) -> Result<(Vec<Comparison>, Kept), Error> {
     let k = &front.kernel;
     let Inputs {
         inputs,
         pvals,
         pbytes,
         mut host,
-    } = random_inputs(k, sizes, params, seed).map_err(Error::Usage)?;
-    let want = reference(k, sizes, &pvals, &inputs)?;
-    let sizes32: Vec<i32> = sizes.iter().map(|s| *s as i32).collect();
+    } = inputs_for(k, spec)?;
+    let want = reference(k, &spec.sizes, &pvals, &inputs)?;
+    let sizes32: Vec<i32> = spec.sizes.iter().map(|s| *s as i32).collect();
     rocmc_codegen::host::run_on_host(k, &front.program, &sizes32, &pbytes, &mut host, fp_contract)
         .map_err(|e| Error::Codegen(e.to_string()))?;
-    compare(k, &want, |i| Ok(std::mem::take(&mut host[i])))
+    let mut kept = Kept {
+        inputs: kept_inputs(k, spec, &inputs),
+        ..Default::default()
+    };
+    let cmp = judge(
+        k,
+        spec,
+        Some(&want),
+        |i| Ok::<_, Error>(std::mem::take(&mut host[i])),
+        &mut kept,
+    )?;
+    Ok((cmp, kept))
 }
 
 /// Result of a GPU run: comparisons (with `--check`) and kernel times.
@@ -100,6 +231,8 @@ pub struct GpuReport {
     pub bytes_moved: u64,
     /// Floating-point operations of the kernel, for GFLOP/s.
     pub flops: u64,
+    /// What the run kept (with [`RunSpec::keep`]).
+    pub kept: Kept,
 }
 
 /// What a GPU run does besides running: compare, time.
@@ -117,12 +250,11 @@ pub struct GpuRun {
 pub fn run_gpu(
     front: &Frontend,
     device: &str,
-    sizes: &[i64],
-    params: &HashMap<String, f64>,
-    seed: u64,
+    spec: &RunSpec,
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
+    let sizes = &spec.sizes[..];
     use rocmc_runtime_hip::{Hip, KernelArg};
     let rt = |e: rocmc_runtime_hip::Error| match e {
         rocmc_runtime_hip::Error::DeviceSelection(..) => Error::Usage(e.to_string()),
@@ -165,7 +297,7 @@ pub fn run_gpu(
         pvals,
         pbytes,
         host,
-    } = random_inputs(k, sizes, params, seed).map_err(Error::Usage)?;
+    } = inputs_for(k, spec)?;
     let mut bufs = Vec::new();
     for (t, bytes) in k.tensors.iter().zip(&host) {
         let b = dev.alloc::<u8>(bytes.len()).map_err(rt)?;
@@ -213,10 +345,19 @@ pub fn run_gpu(
         Ok(times)
     };
     launch_all(bench > 0)?;
-    if check {
-        let want = reference(k, sizes, &pvals, &inputs)?;
-        report.comparisons = compare(k, &want, |i| bufs[i].0.to_vec().map_err(rt))?;
-    }
+    let want = if check {
+        Some(reference(k, sizes, &pvals, &inputs)?)
+    } else {
+        None
+    };
+    report.kept.inputs = kept_inputs(k, spec, &inputs);
+    report.comparisons = judge(
+        k,
+        spec,
+        want.as_deref(),
+        |i| bufs[i].0.to_vec().map_err(rt),
+        &mut report.kept,
+    )?;
     if bench > 0 {
         let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); front.program.kernels.len()];
         for _ in 0..bench {
@@ -384,9 +525,7 @@ fn device_error(e: rocmc_remote::RemoteError) -> Error {
 pub fn run_remote(
     front: &Frontend,
     device: &str,
-    sizes: &[i64],
-    params: &HashMap<String, f64>,
-    seed: u64,
+    spec: &RunSpec,
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
@@ -403,7 +542,7 @@ pub fn run_remote(
         .next()
         .unwrap_or("")
         .to_string();
-    run_on(front, &mut dev, &place, sizes, params, seed, what, opts)
+    run_on(front, &mut dev, &place, spec, what, opts)
 }
 
 /// Runs the kernel on one of this machine's devices through the same
@@ -412,38 +551,25 @@ pub fn run_remote(
 pub fn run_local(
     front: &Frontend,
     device: &str,
-    sizes: &[i64],
-    params: &HashMap<String, f64>,
-    seed: u64,
+    spec: &RunSpec,
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
     let mut dev = rocmc_remote::LocalDevice::open(device).map_err(device_error)?;
-    run_on(
-        front,
-        &mut dev,
-        "this machine",
-        sizes,
-        params,
-        seed,
-        what,
-        opts,
-    )
+    run_on(front, &mut dev, "this machine", spec, what, opts)
 }
 
 /// Compiles for `dev`'s target, runs on seeded random inputs, compares
 /// with the interpreter (`check`) and times with the device's clock (`bench`).
-#[allow(clippy::too_many_arguments)]
 fn run_on(
     front: &Frontend,
     dev: &mut dyn rocmc_remote::Device,
     place: &str,
-    sizes: &[i64],
-    params: &HashMap<String, f64>,
-    seed: u64,
+    spec: &RunSpec,
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
+    let sizes = &spec.sizes[..];
     use rocmc_remote::proto::WireArg;
     let rt = device_error;
     let info = dev.info().clone();
@@ -483,7 +609,7 @@ fn run_on(
         pvals,
         pbytes,
         host,
-    } = random_inputs(k, sizes, params, seed).map_err(Error::Usage)?;
+    } = inputs_for(k, spec)?;
     let mut ids = Vec::new();
     for bytes in &host {
         let id = dev.alloc(bytes.len() as u64).map_err(rt)?;
@@ -522,10 +648,19 @@ fn run_on(
         device: format!("{} on {place} ({})", info.name, info.target),
         ..Default::default()
     };
-    if what.check {
-        let want = reference(k, sizes, &pvals, &inputs)?;
-        report.comparisons = compare(k, &want, |i| dev.read(ids[i]).map_err(rt))?;
-    }
+    let want = if what.check {
+        Some(reference(k, sizes, &pvals, &inputs)?)
+    } else {
+        None
+    };
+    report.kept.inputs = kept_inputs(k, spec, &inputs);
+    report.comparisons = judge(
+        k,
+        spec,
+        want.as_deref(),
+        |i| dev.read(ids[i]).map_err(rt),
+        &mut report.kept,
+    )?;
     if what.bench > 0 {
         for g in &front.program.kernels {
             let mut ts = dev

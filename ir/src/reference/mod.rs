@@ -2,8 +2,11 @@
 //! of a run against them: shared by `rocmc run` (CPU and HIP) and by the
 //! runtime-only GPU checker, which runs where no LLVM is.
 
+mod choice;
+
 use crate::interp::{self, Buffer, Data, Scalar};
 use crate::{DType, Kernel, TensorKind};
+pub use choice::{Distribution, InputChoice, Tolerances, DISTRIBUTION_FORMS};
 use std::collections::HashMap;
 
 /// How one output tensor compares with the interpreter.
@@ -98,6 +101,36 @@ pub fn random_inputs(
     params: &HashMap<String, f64>,
     seed: u64,
 ) -> Result<Inputs, String> {
+    prepare_inputs(k, sizes, params, seed, &HashMap::new())
+}
+
+/// [`random_inputs`], with some input tensors chosen: drawn from a given
+/// distribution or given as data. The others get exactly the values
+/// [`random_inputs`] gives them.
+pub fn prepare_inputs(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &HashMap<String, f64>,
+    seed: u64,
+    choices: &HashMap<String, InputChoice>,
+) -> Result<Inputs, String> {
+    for name in choices.keys() {
+        match k.tensors.iter().find(|t| &t.name == name) {
+            Some(t) if t.kind == TensorKind::Input => {}
+            Some(_) => {
+                return Err(format!(
+                    "--input {name}: `{name}` is computed by the kernel; only inputs can be given (its inputs: {})",
+                    input_names(k)
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "--input {name}: the kernel has no tensor `{name}` (its inputs: {})",
+                    input_names(k)
+                ))
+            }
+        }
+    }
     let mut rng = Rng(seed);
     let mut pvals = Vec::new();
     let mut pbytes = Vec::new();
@@ -143,10 +176,36 @@ pub fn random_inputs(
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let ranges = index_ranges(k, &shapes);
-    let inputs: Vec<Buffer> = k
-        .inputs()
-        .map(|(id, t)| {
-            let n = shapes[id.0 as usize].iter().product::<i64>() as usize;
+    let mut inputs: Vec<Buffer> = Vec::new();
+    for (id, t) in k.inputs() {
+        let n = shapes[id.0 as usize].iter().product::<i64>() as usize;
+        let chosen = match choices.get(&t.name) {
+            None => None,
+            Some(InputChoice::Random(d)) => {
+                d.check(t.dtype)
+                    .map_err(|e| format!("--input {}: {e}", t.name))?;
+                Some(d.draw(&mut choice::stream_for(seed, &t.name), t.dtype, n))
+            }
+            Some(InputChoice::Given(b)) if b.len() != n || b.dtype != t.dtype => {
+                return Err(format!(
+                    "--input {}: {} {} elements given, the kernel's `{}` has {n} {} for these sizes",
+                    t.name,
+                    b.len(),
+                    b.dtype,
+                    t.name,
+                    t.dtype
+                ))
+            }
+            Some(InputChoice::Given(b)) => Some(b.clone()),
+        };
+        if let Some(b) = chosen {
+            // The default draws one number per element: skip them, so the
+            // tensors after this one keep their values.
+            rng.0 = rng.0.wrapping_add((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            inputs.push(b);
+            continue;
+        }
+        inputs.push({
             match ranges[id.0 as usize] {
                 Some(e) if !t.dtype.is_float() && e <= crate::kernel::int_range(t.dtype).1 => {
                     Buffer {
@@ -156,8 +215,8 @@ pub fn random_inputs(
                 }
                 _ => random_buffer(&mut rng, t.dtype, n),
             }
-        })
-        .collect();
+        });
+    }
     let host = host_buffers(k, &shapes, &inputs);
     Ok(Inputs {
         inputs,
@@ -165,6 +224,13 @@ pub fn random_inputs(
         pbytes,
         host,
     })
+}
+
+fn input_names(k: &Kernel) -> String {
+    k.inputs()
+        .map(|(_, t)| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// For each tensor read directly as a data subscript of a gather or a
@@ -239,8 +305,21 @@ fn host_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Vec<u
 pub fn compare<E>(
     k: &Kernel,
     want: &[Buffer],
-    mut got: impl FnMut(usize) -> Result<Vec<u8>, E>,
+    got: impl FnMut(usize) -> Result<Vec<u8>, E>,
 ) -> Result<Vec<Comparison>, E> {
+    compare_with(k, want, &Tolerances::default(), false, got).map(|(c, _)| c)
+}
+
+/// [`compare`] with the given tolerances; with `keep`, also returns what
+/// was compared (tensor index, values), to be written out.
+pub fn compare_with<E>(
+    k: &Kernel,
+    want: &[Buffer],
+    tol: &Tolerances,
+    keep: bool,
+    mut got: impl FnMut(usize) -> Result<Vec<u8>, E>,
+) -> Result<(Vec<Comparison>, Vec<(usize, Buffer)>), E> {
+    let mut kept = Vec::new();
     let mut out = Vec::new();
     for (i, t) in k.tensors.iter().enumerate() {
         let TensorKind::Stage(s) = t.kind else {
@@ -257,10 +336,13 @@ pub fn compare<E>(
             elements: want[i].len(),
             max_abs_error,
             max_error,
-            tolerance: tolerance(t.dtype),
+            tolerance: tol.of(&t.name, t.dtype),
         });
+        if keep {
+            kept.push((i, g));
+        }
     }
-    Ok(out)
+    Ok((out, kept))
 }
 
 /// Largest |got − want| and largest |got − want| / (1 + |want|); NaN where
