@@ -74,12 +74,22 @@ fn given_inputs_are_used_and_every_tensor_is_written_out() {
     let stdout = run_ok(
         d.path(),
         &[
-            "run", &v, "--input", "A=a.npy", "--input", "B=const:10", "--output", "out",
+            "run",
+            &v,
+            "--input",
+            "A=a.npy",
+            "--input",
+            "B=const:10",
+            "--output",
+            "out",
         ],
     );
     assert!(stdout.contains("(n=5)"), "{stdout}");
     let (h, c) = parse_npy(&d.path().join("out/outputs/C.npy"));
-    assert!(h.contains("'descr':'<f4'") && h.contains("'shape':(5,)"), "{h}");
+    assert!(
+        h.contains("'descr':'<f4'") && h.contains("'shape':(5,)"),
+        "{h}"
+    );
     assert_eq!(f32s(&c), [11.0, 12.0, 13.5, 6.0, 1e30]);
     let (_, r) = parse_npy(&d.path().join("out/reference/C.npy"));
     assert_eq!(f32s(&r), f32s(&c));
@@ -96,8 +106,18 @@ fn written_inputs_run_again_to_the_same_results() {
     run_ok(
         d.path(),
         &[
-            "run", &e, "--size", "T=37", "--size", "V=1000", "--input", "ids=uniform:0,V",
-            "--input", "table=normal:0,3", "--output", "one",
+            "run",
+            &e,
+            "--size",
+            "T=37",
+            "--size",
+            "V=1000",
+            "--input",
+            "ids=uniform:0,V",
+            "--input",
+            "table=normal:0,3",
+            "--output",
+            "one",
         ],
     );
     let (h, ids) = parse_npy(&d.path().join("one/inputs/ids.npy"));
@@ -114,8 +134,14 @@ fn written_inputs_run_again_to_the_same_results() {
     let stdout = run_ok(
         d.path(),
         &[
-            "run", &e, "--input", "ids=one/inputs/ids.npy", "--input",
-            "table=one/inputs/table.npy", "--output", "two",
+            "run",
+            &e,
+            "--input",
+            "ids=one/inputs/ids.npy",
+            "--input",
+            "table=one/inputs/table.npy",
+            "--output",
+            "two",
         ],
     );
     assert!(stdout.contains("(T=37 V=1000)"), "{stdout}");
@@ -126,13 +152,23 @@ fn written_inputs_run_again_to_the_same_results() {
     // Choosing one tensor's values leaves the others' as they were.
     run_ok(
         d.path(),
-        &["run", &e, "--size", "T=37", "--size", "V=1000", "--output", "three"],
+        &[
+            "run", &e, "--size", "T=37", "--size", "V=1000", "--output", "three",
+        ],
     );
     run_ok(
         d.path(),
         &[
-            "run", &e, "--size", "T=37", "--size", "V=1000", "--input", "ids=const:3",
-            "--output", "four",
+            "run",
+            &e,
+            "--size",
+            "T=37",
+            "--size",
+            "V=1000",
+            "--input",
+            "ids=const:3",
+            "--output",
+            "four",
         ],
     );
     assert_eq!(
@@ -147,7 +183,16 @@ fn a_distribution_over_the_full_byte_range_reaches_every_bin() {
     let h = example("histogram").to_string_lossy().into_owned();
     run_ok(
         d.path(),
-        &["run", &h, "--size", "n=20000", "--input", "X=uniform:0,256", "--output", "o"],
+        &[
+            "run",
+            &h,
+            "--size",
+            "n=20000",
+            "--input",
+            "X=uniform:0,256",
+            "--output",
+            "o",
+        ],
     );
     let (_, counts) = parse_npy(&d.path().join("o/outputs/H.npy"));
     let counts: Vec<u32> = counts
@@ -165,22 +210,41 @@ fn tune_values_and_tolerances_come_from_the_command_line() {
     let s = example("softmax_tunable").to_string_lossy().into_owned();
     let out = run_ok(
         d.path(),
-        &["run", &s, "--size", "rows=5", "--size", "cols=700", "--tune", "T=128,U=2"],
+        &[
+            "run",
+            &s,
+            "--size",
+            "rows=5",
+            "--size",
+            "cols=700",
+            "--tune",
+            "T=128,U=2",
+        ],
     );
     assert!(out.contains("tune values: T=128 U=2"), "{out}");
     let out = rocmc(
         d.path(),
-        &["run", &s, "--size", "rows=5", "--size", "cols=700", "--tune", "T=100"],
+        &[
+            "run", &s, "--size", "rows=5", "--size", "cols=700", "--tune", "T=100",
+        ],
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("100 is not a candidate"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("100 is not a candidate"),
+        "{}",
+        text(&out.stderr)
+    );
     // softmax's sums are reassociated: not bit-exact, so a zero tolerance
     // fails and names itself; a per-tensor one overrides it.
     let sm = example("softmax").to_string_lossy().into_owned();
     let base = ["run", &sm, "--size", "rows=7", "--size", "cols=300"];
     let strict = rocmc(d.path(), &[&base[..], &["--tolerance", "0"]].concat());
     assert_ne!(strict.status.code(), Some(0));
-    assert!(text(&strict.stdout).contains("0e0  MISMATCH"), "{}", text(&strict.stdout));
+    assert!(
+        text(&strict.stdout).contains("0e0  MISMATCH"),
+        "{}",
+        text(&strict.stdout)
+    );
     let out = run_ok(
         d.path(),
         &[&base[..], &["--tolerance", "0", "--tolerance", "Y=1e-3"]].concat(),

@@ -271,12 +271,7 @@ impl<'s> Cx<'s> {
         let mut space = TuneSpace::default();
         let before = self.diags.len();
         // Errors about the whole section point at its first parameter.
-        let decl_span = decl
-            .params
-            .keys()
-            .next()
-            .map(span_of)
-            .unwrap_or_default();
+        let decl_span = decl.params.keys().next().map(span_of).unwrap_or_default();
         for (name, p) in &decl.params {
             if !self.name(name, "tune parameter", names) {
                 continue;
@@ -527,7 +522,13 @@ impl<'s> Cx<'s> {
                 self.poisoned.push(name.get_ref().clone());
             }
         }
+        let before_tune = self.diags.len();
         let tuning = self.tune(doc.tune.as_ref(), &mut names);
+        if self.diags.len() > before_tune {
+            // Schedules name the parameters: without values they would
+            // only repeat this error in other words.
+            return Some(k);
+        }
         if doc.stage.is_empty() {
             self.error(
                 Diagnostic::new(kernel_span, "the kernel has no stage")

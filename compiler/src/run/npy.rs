@@ -47,10 +47,11 @@ pub fn read(path: &Path, name: &str, t: DType) -> Result<(Vec<i64>, Buffer), Err
     let shown = path.display();
     let bad = |m: String| Error::Usage(format!("--input {name}={shown}: {m}"));
     let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read the file ({e})")))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
-        .map_err(|e| bad(format!("not a .npy file ({e})")))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("not a .npy file ({e})")))?;
     let npyz::DType::Plain(ts) = npy.dtype() else {
-        return Err(bad("a structured array; rocmc reads plain arrays of numbers".into()));
+        return Err(bad(
+            "a structured array; rocmc reads plain arrays of numbers".into(),
+        ));
     };
     if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
         return Err(bad(
@@ -177,9 +178,18 @@ mod tests {
     fn every_dtype_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         for (t, data) in [
-            (DType::F32, Data::F(vec![1.5, -2.0, 0.25, 7.0, f64::INFINITY, -0.0])),
-            (DType::F16, Data::F(vec![1.5, -2.0, 0.25, 7.0, 65504.0, -0.0])),
-            (DType::BF16, Data::F(vec![1.5, -2.0, 0.25, 7.0, 256.0, -0.0])),
+            (
+                DType::F32,
+                Data::F(vec![1.5, -2.0, 0.25, 7.0, f64::INFINITY, -0.0]),
+            ),
+            (
+                DType::F16,
+                Data::F(vec![1.5, -2.0, 0.25, 7.0, 65504.0, -0.0]),
+            ),
+            (
+                DType::BF16,
+                Data::F(vec![1.5, -2.0, 0.25, 7.0, 256.0, -0.0]),
+            ),
             (DType::F64, Data::F(vec![1.5, -2.0, 0.1, 7.0, 1e300, -0.0])),
             (DType::I8, Data::I(vec![-128, 127, 0, 1, 2, 3])),
             (DType::U8, Data::I(vec![0, 255, 1, 2, 3, 4])),
@@ -215,7 +225,10 @@ mod tests {
         };
         std::fs::write(&p, encode(&t)).unwrap();
         let e = read(&p, "X", DType::F32).unwrap_err().to_string();
-        assert!(e.contains("the file holds float64, the kernel's `X` is f32: save it as float32"), "{e}");
+        assert!(
+            e.contains("the file holds float64, the kernel's `X` is f32: save it as float32"),
+            "{e}"
+        );
         let e = read(&p, "X", DType::BF16).unwrap_err().to_string();
         assert!(e.contains("numpy has no such type"), "{e}");
         std::fs::write(&p, b"not numpy").unwrap();

@@ -63,7 +63,9 @@ impl Distribution {
         let two = || -> Result<(f64, f64), String> {
             match args.split(',').collect::<Vec<_>>()[..] {
                 [a, b] => Ok((num(a)?, num(b)?)),
-                _ => Err(format!("`{text}`: `{kind}` takes two numbers, e.g. `{kind}:0,1`")),
+                _ => Err(format!(
+                    "`{text}`: `{kind}` takes two numbers, e.g. `{kind}:0,1`"
+                )),
             }
         };
         let d = match kind.trim() {
@@ -77,7 +79,9 @@ impl Distribution {
             "normal" => {
                 let (mean, std) = two()?;
                 if !(std >= 0.0) || !mean.is_finite() || !std.is_finite() {
-                    return Err(format!("`{text}`: a normal distribution needs a finite mean and STD >= 0"));
+                    return Err(format!(
+                        "`{text}`: a normal distribution needs a finite mean and STD >= 0"
+                    ));
                 }
                 Distribution::Normal { mean, std }
             }
@@ -192,15 +196,26 @@ mod tests {
     fn forms_parse_and_mistakes_are_named() {
         assert_eq!(
             parse("uniform:0,vocab").unwrap(),
-            Distribution::Uniform { lo: 0.0, hi: 50257.0 }
+            Distribution::Uniform {
+                lo: 0.0,
+                hi: 50257.0
+            }
         );
         assert_eq!(
             parse("normal:0,3").unwrap(),
-            Distribution::Normal { mean: 0.0, std: 3.0 }
+            Distribution::Normal {
+                mean: 0.0,
+                std: 3.0
+            }
         );
-        assert_eq!(parse("const:-inf").unwrap(), Distribution::Const(f64::NEG_INFINITY));
+        assert_eq!(
+            parse("const:-inf").unwrap(),
+            Distribution::Const(f64::NEG_INFINITY)
+        );
         assert!(parse("uniform:1,1").unwrap_err().contains("LO < HI"));
-        assert!(parse("gauss:0,1").unwrap_err().contains("`gauss` is not a distribution"));
+        assert!(parse("gauss:0,1")
+            .unwrap_err()
+            .contains("`gauss` is not a distribution"));
         assert!(parse("uniform:0,V").unwrap_err().contains("`V`"));
         assert!(parse("normal:0").unwrap_err().contains("two numbers"));
         assert!(parse("uniform:0,300").unwrap().check(DType::U8).is_err());
@@ -211,7 +226,9 @@ mod tests {
     #[test]
     fn integers_cover_the_whole_range_and_nothing_outside() {
         let mut r = Rng(5);
-        let b = parse("uniform:0,256").unwrap().draw(&mut r, DType::U8, 20000);
+        let b = parse("uniform:0,256")
+            .unwrap()
+            .draw(&mut r, DType::U8, 20000);
         let Data::I(v) = &b.data else { panic!() };
         assert_eq!(*v.iter().min().unwrap(), 0);
         assert_eq!(*v.iter().max().unwrap(), 255);
@@ -220,7 +237,9 @@ mod tests {
     #[test]
     fn normal_values_have_the_asked_moments() {
         let mut r = Rng(9);
-        let b = parse("normal:3,2").unwrap().draw(&mut r, DType::F64, 100_000);
+        let b = parse("normal:3,2")
+            .unwrap()
+            .draw(&mut r, DType::F64, 100_000);
         let Data::F(v) = &b.data else { panic!() };
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;

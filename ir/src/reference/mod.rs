@@ -201,7 +201,9 @@ pub fn prepare_inputs(
         if let Some(b) = chosen {
             // The default draws one number per element: skip them, so the
             // tensors after this one keep their values.
-            rng.0 = rng.0.wrapping_add((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            rng.0 = rng
+                .0
+                .wrapping_add((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             inputs.push(b);
             continue;
         }

@@ -402,11 +402,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         .prefix(".rocmc-")
         .tempfile_in(dir)
         .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::Usage(format!(
-                "cannot write {}: the folder {} does not exist (rocmc does not create folders)",
-                path.display(),
-                dir.display()
-            )),
+            std::io::ErrorKind::NotFound => Error::Io {
+                path: path.display().to_string(),
+                source: std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "the folder {} does not exist (rocmc does not create folders)",
+                        dir.display()
+                    ),
+                ),
+            },
             _ => Error::Io {
                 path: dir.display().to_string(),
                 source: std::io::Error::from(e.kind()),

@@ -61,7 +61,9 @@ pub struct RunArgs {
 
 fn parse_input(s: &str) -> Result<(String, String), String> {
     let (n, v) = s.split_once('=').ok_or_else(|| {
-        format!("`{s}`: write NAME=FILE.npy or NAME=DISTRIBUTION, e.g. X=x.npy or ids=uniform:0,1000")
+        format!(
+            "`{s}`: write NAME=FILE.npy or NAME=DISTRIBUTION, e.g. X=x.npy or ids=uniform:0,1000"
+        )
     })?;
     Ok((n.trim().to_string(), v.trim().to_string()))
 }
@@ -304,12 +306,7 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
         }
         inputs.insert(name, InputChoice::Given(values));
     }
-    let size_of = |n: &str| {
-        k.sizes
-            .iter()
-            .position(|s| s.name == n)
-            .map(|i| sizes[i])
-    };
+    let size_of = |n: &str| k.sizes.iter().position(|s| s.name == n).map(|i| sizes[i]);
     for (name, what) in &a.inputs {
         if inputs.contains_key(name) {
             continue;
@@ -361,7 +358,10 @@ fn write_kept(dir: &Path, kept: &rocmc::run::Kept) -> Result<(), Error> {
         let d = dir.join(sub);
         std::fs::create_dir_all(&d).map_err(io(&d))?;
         for t in tensors {
-            crate::build::write_atomic(&d.join(format!("{}.npy", t.name)), &rocmc::run::npy::encode(t))?;
+            crate::build::write_atomic(
+                &d.join(format!("{}.npy", t.name)),
+                &rocmc::run::npy::encode(t),
+            )?;
             n += 1;
         }
     }
