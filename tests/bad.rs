@@ -111,7 +111,7 @@ fn every_bad_command_line_gets_a_precise_error() {
     settings.set_snapshot_path(root().join("tests/bad/snapshots"));
     let work = tempfile::tempdir().unwrap();
     let d = work.path();
-    for ex in ["vadd", "embedding", "softmax_tunable"] {
+    for ex in ["vadd", "embedding", "softmax_tunable", "bias2d_vec"] {
         std::fs::copy(example(ex), d.join(format!("{ex}.toml"))).unwrap();
     }
     std::fs::write(d.join("f64s.npy"), zeros_npy("<f8", 8, 8)).unwrap();
@@ -221,6 +221,17 @@ fn every_bad_command_line_gets_a_precise_error() {
                 "V=10",
                 "--input",
                 "ids=missing.npy",
+            ],
+        ),
+        (
+            "cli_size_not_divisible",
+            &[
+                "run",
+                "bias2d_vec.toml",
+                "--size",
+                "rows=3",
+                "--size",
+                "cols=1001",
             ],
         ),
         (

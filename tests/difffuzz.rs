@@ -436,6 +436,13 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
     if bounded {
         writeln!(src, "max = {{ n = 4096, m = 4096 }}").unwrap();
     }
+    // A divisibility fact: rows of a multiple of 2, 4 or 8 elements start
+    // aligned, which vector accesses and alignment proofs then rely on.
+    if rng.chance(30) {
+        let d = *rng.pick(&[2, 4, 8]);
+        let size = *rng.pick(&["n", "m"]);
+        writeln!(src, "divisible = {{ {size} = {d} }}").unwrap();
+    }
     writeln!(src, "\n[inputs]").unwrap();
     for i in &inputs {
         let dims: Vec<String> = i.dims.iter().map(|d| format!("\"{d}\"")).collect();
@@ -680,6 +687,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             .iter()
             .map(|_| *rng.pick(&[1, 2, 3, 5, 17, 33, 64, 65, 100]))
             .collect();
+        let sizes = front.kernel.fit_sizes(&sizes);
         match rocmc::run::run_cpu(
             &front,
             &sizes,

@@ -21,6 +21,46 @@ fn ptx(name: &str, mcpu: &str) -> String {
     art.asm.expect("PTX")
 }
 
+/// `divisible = { cols = 4 }` proves every row of bias2d_vec's X and Y
+/// starts on 16 bytes: NVIDIA's 16-byte loads and stores need that proof.
+/// Without the fact only the 1-D `bias` gets them.
+#[test]
+fn a_divisibility_fact_gives_row_tensors_vector_accesses() {
+    let src = std::fs::read_to_string(example("bias2d_vec")).unwrap();
+    let build = |src: &str| {
+        compile(
+            "b.toml",
+            src,
+            &Options::new("sm_90"),
+            Emit {
+                asm: true,
+                ..Emit::default()
+            },
+        )
+        .unwrap()
+        .asm
+        .unwrap()
+    };
+    let count = |ptx: &str, what: &str| ptx.lines().filter(|l| l.contains(what)).count();
+    let with = build(&src);
+    let without = build(&src.replace("divisible = { cols = 4 }", ""));
+    assert_ne!(with, without);
+    assert_eq!(
+        count(&with, "ld.global.nc.v4.b32"),
+        2,
+        "X and bias:\n{with}"
+    );
+    assert_eq!(count(&with, "st.global.v4.b32"), 1, "Y:\n{with}");
+    assert_eq!(
+        count(&without, "ld.global.nc.v4.b32"),
+        1,
+        "bias only:\n{without}"
+    );
+    assert_eq!(count(&without, "st.global.v4.b32"), 0, "{without}");
+    // The fact travels in the launch document, for the runtimes to check.
+    assert!(with.contains(r#"{"name":"cols","max":16384,"divisor":4}"#));
+}
+
 #[test]
 fn every_example_as_ptx() {
     let mut settings = insta::Settings::clone_current();

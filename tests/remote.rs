@@ -65,10 +65,13 @@ fn every_example_runs_through_a_worker_and_matches_the_interpreter() {
             w.url("cpu"),
             "--check".into(),
         ];
-        for (i, s) in k.sizes.iter().enumerate() {
-            let span = if k.sizes.len() > 3 { 6 } else { 60 };
+        let span = if k.sizes.len() > 3 { 6 } else { 60 };
+        let picked: Vec<i64> = (0..k.sizes.len())
+            .map(|i| 3 + ((i * 37 + 11) % span) as i64)
+            .collect();
+        for (s, v) in k.sizes.iter().zip(k.fit_sizes(&picked)) {
             args.push("--size".into());
-            args.push(format!("{}={}", s.name, 3 + (i * 37 + 11) % span));
+            args.push(format!("{}={v}", s.name));
         }
         let out = Command::new(rocmc_bin())
             .args(&args)

@@ -23,16 +23,14 @@ fn sizes_for(name: &str, seed: u64) -> Vec<String> {
         3 => 90,
         _ => 9,
     };
+    let picked: Vec<i64> = (0..k.sizes.len())
+        .map(|i| 3 + ((seed * 7919 + i as u64 * 104_729) % span) as i64)
+        .collect();
+    // Sizes the kernel states are multiples (`divisible`) become so.
     k.sizes
         .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            format!(
-                "{}={}",
-                s.name,
-                3 + (seed * 7919 + i as u64 * 104_729) % span
-            )
-        })
+        .zip(k.fit_sizes(&picked))
+        .map(|(s, v)| format!("{}={v}", s.name))
         .collect()
 }
 

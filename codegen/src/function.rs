@@ -120,6 +120,43 @@ fn mem_ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
 
 pub(crate) type R<T> = Result<T, CodegenError>;
 
+/// The size arguments with their `divisible` facts made visible to LLVM:
+/// a size stated to be a multiple of d is used as `n & -d` (d a power of
+/// two) or `(n / d) * d`, equal to `n` for every launch the runtimes
+/// accept, so that known-bits analysis proves the alignment of row
+/// offsets (`r * cols`) and LLVM's load-store vectorizer may widen
+/// accesses into rows.
+fn known_multiples<'ctx>(
+    b: &Builder<'ctx>,
+    k: &Kernel,
+    g: &GpuKernel,
+    sizes: Vec<IntValue<'ctx>>,
+) -> R<Vec<IntValue<'ctx>>> {
+    let ids = g.args.iter().filter_map(|a| match a.kind {
+        rocmc_ir::loops::ArgKind::Size(s) => Some(s),
+        _ => None,
+    });
+    ids.zip(sizes)
+        .map(|(s, v)| {
+            let d = k.sizes.get(s.0 as usize).map_or(1, |s| s.divisor);
+            let t = v.get_type();
+            match d {
+                0 | 1 => Ok(v),
+                d if d.is_power_of_two() => b
+                    .build_and(v, t.const_int((!(d - 1)) & 0xffff_ffff, false), "")
+                    .map_err(llvm_err),
+                d => {
+                    let q = b
+                        .build_int_unsigned_div(v, t.const_int(d, false), "")
+                        .map_err(llvm_err)?;
+                    b.build_int_nuw_mul(q, t.const_int(d, false), "")
+                        .map_err(llvm_err)
+                }
+            }
+        })
+        .collect()
+}
+
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// Declares `g`'s kernel function through `be` and allocates its arrays.
     pub(crate) fn new(
@@ -141,6 +178,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             let at = ty(cx, l.dtype).array_type(l.len);
             shared.push((be.shared_array(cx, m, &b, g, l, at)?, at));
         }
+        let sizes = known_multiples(&b, k, g, abi.sizes)?;
         Ok(FnCx {
             cx,
             m,
@@ -149,7 +187,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             f: abi.f,
             b,
             bufs: abi.bufs,
-            sizes: abi.sizes,
+            sizes,
             params: abi.params,
             vars: vec![None; g.vars.len()],
             locals,
@@ -504,7 +542,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let mut i = 0;
         while i < stmts.len() {
             let width = if self.be.vector_stores() {
-                store_run(&stmts[i..])
+                store_run(&stmts[i..], &self.k.size_divisors())
             } else {
                 0
             };
@@ -1375,7 +1413,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let Some(last) = indices.last() else {
             return Ok(None);
         };
-        let d = last.known_divisor();
+        let divisors = self.k.size_divisors();
+        let d = last.known_divisor_in(&divisors);
         if d != 0 && !d.is_multiple_of(w) {
             return Ok(None);
         }
@@ -1384,7 +1423,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let shape = &self.k.tensor(tensor).shape;
         if indices.len() >= 2 {
             let row = &shape[shape.len() - 1];
-            let d = row.known_divisor();
+            let d = row.known_divisor_in(&divisors);
             if d != 0 && !d.is_multiple_of(w) {
                 let n = self.index(row)?;
                 let rem = self
@@ -1993,7 +2032,7 @@ fn guarded_store(s: &Stmt) -> Option<(&[rocmc_ir::schedule::Guard], &Stmt)> {
 /// decide the alignment), and no value reading that tensor (the stores
 /// then commute with each other's loads). Each may sit under its own
 /// guards; [`FnCx::store_vector`] checks them all before the vector store.
-fn store_run(stmts: &[Stmt]) -> usize {
+fn store_run(stmts: &[Stmt], size_divisors: &[u64]) -> usize {
     let run: Vec<&Stmt> = stmts
         .iter()
         .take(4)
@@ -2035,7 +2074,7 @@ fn store_run(stmts: &[Stmt]) -> usize {
         }
         n += 1;
     }
-    let d = last.known_divisor();
+    let d = last.known_divisor_in(size_divisors);
     [4, 2]
         .into_iter()
         .find(|&w| n >= w && (d == 0 || d % w as u64 == 0))
@@ -2185,15 +2224,15 @@ mod tests {
                 .map(|&l| store(&row, col0, l, None, DType::F32))
                 .collect()
         };
-        assert_eq!(store_run(&f32s(&even, &[0, 1, 0, 1])), 2);
-        assert_eq!(store_run(&f32s(&even, &[0, 1, 2, 3])), 2, "only even");
-        assert_eq!(store_run(&f32s(&quad, &[0, 1, 2, 3])), 4);
-        assert_eq!(store_run(&f32s(&quad, &[0, 1, 2])), 2);
-        assert_eq!(store_run(&f32s(&even, &[0])), 0);
-        assert_eq!(store_run(&f32s(&even, &[0, 2])), 0, "a gap");
-        assert_eq!(store_run(&f32s(&even, &[1, 2])), 0, "odd start");
+        assert_eq!(store_run(&f32s(&even, &[0, 1, 0, 1]), &[]), 2);
+        assert_eq!(store_run(&f32s(&even, &[0, 1, 2, 3]), &[]), 2, "only even");
+        assert_eq!(store_run(&f32s(&quad, &[0, 1, 2, 3]), &[]), 4);
+        assert_eq!(store_run(&f32s(&quad, &[0, 1, 2]), &[]), 2);
+        assert_eq!(store_run(&f32s(&even, &[0]), &[]), 0);
+        assert_eq!(store_run(&f32s(&even, &[0, 2]), &[]), 0, "a gap");
+        assert_eq!(store_run(&f32s(&even, &[1, 2]), &[]), 0, "odd start");
         let odd = Index::Var(VarId(1)) * Index::c(8) + Index::c(1);
-        assert_eq!(store_run(&f32s(&odd, &[0, 1])), 0, "unknown alignment");
+        assert_eq!(store_run(&f32s(&odd, &[0, 1]), &[]), 0, "unknown alignment");
         // Another row, another dtype, a value reading C, a bool: no run.
         let mut other_row = f32s(&even, &[0]);
         other_row.push(store(

@@ -22,6 +22,7 @@ use rocmc_linker::launch::{
 use std::time::{Duration, Instant};
 
 pub mod build;
+pub mod header;
 pub mod run;
 pub mod tune;
 
@@ -652,7 +653,8 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                         role: ArgRole::Buffer,
                         dtype: t.dtype.to_string(),
                         shape: t.shape.iter().map(|e| extent(e, &names)).collect(),
-                        written: *access == rocmc_ir::loops::Access::Write,
+                        // A scatter's output is read and written (atomically).
+                        written: *access != rocmc_ir::loops::Access::Read,
                     }
                 }
                 ArgKind::Size(_) => LaunchArg {
@@ -682,6 +684,7 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
             .map(|s| SizeBound {
                 name: s.name.clone(),
                 max: s.max,
+                divisor: s.divisor,
             })
             .collect(),
         kernels: p.kernels.iter().map(kernel).collect(),

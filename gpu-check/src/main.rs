@@ -207,6 +207,8 @@ pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>>
                 *v = (*v).min(2);
             }
         }
+        // Sizes the kernel states are multiples (`divisible`) become so.
+        *c = k.fit_sizes(c);
     }
     out
 }

@@ -61,6 +61,9 @@ struct KernelDecl {
     /// Upper bounds of sizes: `max = { n = 1048576 }`.
     #[serde(default)]
     max: IndexMap<Spanned<String>, Spanned<i64>>,
+    /// Divisibility facts: `divisible = { cols = 4 }`.
+    #[serde(default)]
+    divisible: IndexMap<Spanned<String>, Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -435,6 +438,7 @@ impl<'s> Cx<'s> {
             if self.name(s, "size", &names) {
                 names.push((s.get_ref().clone(), span_of(s)));
                 sizes.push(SizeVar {
+                    divisor: 1,
                     name: s.get_ref().clone(),
                     max: i32::MAX as u64,
                     span: span_of(s),
@@ -472,6 +476,7 @@ impl<'s> Cx<'s> {
                 }
             }
         }
+        self.divisible(&kdecl, &mut sizes);
         let mut k = Kernel {
             name: kname,
             sizes,
@@ -564,6 +569,37 @@ impl<'s> Cx<'s> {
             }
         }
         Some(k)
+    }
+
+    /// `[kernel] divisible`: each named size's divisor, between 1 and its maximum.
+    fn divisible(&mut self, kdecl: &KernelDecl, sizes: &mut [SizeVar]) {
+        for (name, v) in &kdecl.divisible {
+            let Some(sv) = sizes.iter_mut().find(|s| s.name == *name.get_ref()) else {
+                let d = Diagnostic::new(
+                    span_of(name),
+                    format!("`{}` in `divisible` is not a declared size", name.get_ref()),
+                )
+                .suggest(
+                    name.get_ref(),
+                    kdecl.sizes.iter().map(|s| s.get_ref().as_str()),
+                );
+                self.error(d);
+                continue;
+            };
+            match *v.get_ref() {
+                d if d >= 1 && d as u64 <= sv.max => sv.divisor = d as u64,
+                d => self.error(
+                    Diagnostic::new(
+                        span_of(v),
+                        format!(
+                            "`{}` cannot be a multiple of {d}: a divisor is between 1 and the size's maximum ({})",
+                            sv.name, sv.max
+                        ),
+                    )
+                    .hint("`divisible = { cols = 4 }` states that every `cols` the kernel is launched with is a multiple of 4"),
+                ),
+            }
+        }
     }
 
     fn dtype(&mut self, s: &Spanned<String>) -> Option<DType> {

@@ -149,6 +149,12 @@ impl Index {
     /// remainder or minimum keeps what divides both sides. Lets code
     /// generation prove an access aligned without looking at the address.
     pub fn known_divisor(&self) -> u64 {
+        self.known_divisor_in(&[])
+    }
+
+    /// [`Index::known_divisor`], knowing that size `s` is a multiple of
+    /// `size_divisors[s]` (the kernel's `divisible` facts; missing ones are 1).
+    pub fn known_divisor_in(&self, size_divisors: &[u64]) -> u64 {
         fn gcd(a: u64, b: u64) -> u64 {
             if b == 0 {
                 a
@@ -158,9 +164,13 @@ impl Index {
         }
         match self {
             Index::Const(v) => v.unsigned_abs(),
-            Index::Size(_) | Index::Var(_) => 1,
+            Index::Size(s) => size_divisors.get(s.0 as usize).copied().unwrap_or(1).max(1),
+            Index::Var(_) => 1,
             Index::Bin(op, a, b) => {
-                let (x, y) = (a.known_divisor(), b.known_divisor());
+                let (x, y) = (
+                    a.known_divisor_in(size_divisors),
+                    b.known_divisor_in(size_divisors),
+                );
                 match op {
                     IOp::Add | IOp::Sub | IOp::Min | IOp::Max | IOp::Mod => gcd(x, y),
                     IOp::Mul => x.checked_mul(y).unwrap_or_else(|| x.max(y)),

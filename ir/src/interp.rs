@@ -674,6 +674,9 @@ fn check_inputs(
             params.len()
         )));
     }
+    // A launch that breaks a `divisible` fact has no meaning: refused, as
+    // every runtime refuses it.
+    k.check_divisible(sizes).map_err(InterpError::BadInput)?;
     let shapes = k
         .tensors
         .iter()

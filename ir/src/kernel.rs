@@ -40,6 +40,10 @@ pub struct SizeVar {
     /// The largest value the kernel supports: `[kernel] max`, or `i32::MAX`.
     /// Bounds decide whether 32-bit index arithmetic is exact.
     pub max: u64,
+    /// `[kernel] divisible`: every value is a multiple of this (1 where
+    /// nothing is stated). Alignment proofs and vector accesses rely on
+    /// it; runtimes refuse launches that break it.
+    pub divisor: u64,
     pub span: Span,
 }
 
@@ -356,6 +360,42 @@ impl MathFn {
 impl Kernel {
     pub fn size_names(&self) -> Vec<String> {
         self.sizes.iter().map(|s| s.name.clone()).collect()
+    }
+    /// Each size's stated divisor (1 where none), by [`SizeId`].
+    pub fn size_divisors(&self) -> Vec<u64> {
+        self.sizes.iter().map(|s| s.divisor).collect()
+    }
+    /// `values` (in size order) moved to the nearest multiple of each
+    /// size's divisor at or below it (at least the divisor where the value
+    /// is positive), within the maximum: sizes a test or a sweep picked
+    /// made valid for the kernel.
+    pub fn fit_sizes(&self, values: &[i64]) -> Vec<i64> {
+        self.sizes
+            .iter()
+            .zip(values)
+            .map(|(s, v)| {
+                let d = s.divisor.max(1) as i64;
+                let top = (s.max as i64) / d * d;
+                match *v {
+                    v if v <= 0 || d == 1 => v,
+                    v => (v / d * d).max(d).min(top),
+                }
+            })
+            .collect()
+    }
+
+    /// Why `values` (in size order) break a `divisible` fact, if they do.
+    pub fn check_divisible(&self, values: &[i64]) -> Result<(), String> {
+        for (s, v) in self.sizes.iter().zip(values) {
+            if s.divisor > 1 && v.rem_euclid(s.divisor as i64) != 0 {
+                return Err(format!(
+                    "size `{}` = {v} is not a multiple of {}, which the kernel states \
+                     (`divisible = {{ {} = {} }}` in [kernel])",
+                    s.name, s.divisor, s.name, s.divisor
+                ));
+            }
+        }
+        Ok(())
     }
     pub fn tensor(&self, id: TensorId) -> &Tensor {
         &self.tensors[id.0 as usize]

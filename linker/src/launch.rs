@@ -30,6 +30,18 @@ pub struct LaunchInfo {
 pub struct SizeBound {
     pub name: String,
     pub max: u64,
+    /// Every value must be a multiple of this (`[kernel] divisible`): the
+    /// code relies on it for alignment. Absent in documents before it.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub divisor: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(d: &u64) -> bool {
+    *d == 1
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -313,16 +325,21 @@ impl LaunchInfo {
         let mut sizes: HashMap<String, i64> = HashMap::new();
         for (la, a) in kl.args.iter().zip(args) {
             if let (ArgRole::Size, ArgValue::Size(v)) = (&la.role, a) {
-                let max = self
-                    .sizes
-                    .iter()
-                    .find(|s| s.name == la.name)
-                    .map_or(i32::MAX as u64, |s| s.max);
+                let bound = self.sizes.iter().find(|s| s.name == la.name);
+                let max = bound.map_or(i32::MAX as u64, |s| s.max);
                 if *v < 0 || *v as u64 > max {
                     return Err(format!(
                     "size `{}` = {v} is outside 0..={max}, the range the kernel was compiled for",
                     la.name
                 ));
+                }
+                let d = bound.map_or(1, |s| s.divisor.max(1));
+                if (*v as u64) % d != 0 {
+                    return Err(format!(
+                        "size `{}` = {v} is not a multiple of {d}, which the kernel was compiled \
+                         to rely on (`divisible = {{ {} = {d} }}`)",
+                        la.name, la.name
+                    ));
                 }
                 sizes.insert(la.name.clone(), *v as i64);
             }
@@ -447,6 +464,7 @@ mod tests {
             sizes: vec![SizeBound {
                 name: "n".into(),
                 max: 1000,
+                divisor: 1,
             }],
             kernels: vec![KernelLaunch {
                 name: "k".into(),
@@ -491,6 +509,19 @@ mod tests {
         assert!(err(&[buf("f32", 99), ArgValue::Size(100)]).contains("at least 100 elements"));
         assert!(err(&[buf("f32", 2000), ArgValue::Size(1001)]).contains("outside 0..=1000"));
         assert!(err(&[ArgValue::Size(3), ArgValue::Size(3)]).contains("is a buffer"));
+        // A divisibility fact is checked; documents without one accept any size.
+        let mut l4 = l.clone();
+        l4.sizes[0].divisor = 4;
+        let e = l4
+            .check_args(k, &[buf("f32", 1000), ArgValue::Size(999)])
+            .unwrap_err();
+        assert!(e.contains("`n` = 999 is not a multiple of 4"), "{e}");
+        assert!(l4
+            .check_args(k, &[buf("f32", 1000), ArgValue::Size(996)])
+            .is_ok());
+        let json = l.to_json();
+        assert!(!json.contains("divisor"), "{json}");
+        assert_eq!(LaunchInfo::from_json(l4.to_json().as_bytes()).unwrap(), l4);
     }
 
     #[test]
@@ -500,6 +531,7 @@ mod tests {
             sizes: vec![SizeBound {
                 name: "n".into(),
                 max: 100,
+                divisor: 1,
             }],
             kernels: vec![KernelLaunch {
                 name: "k".into(),

@@ -144,7 +144,12 @@ pub fn size_values(k: &Kernel, given: &HashMap<String, i64>) -> Result<Vec<i64>,
             ))),
             Some(v) => Ok(*v),
         })
-        .collect()
+        .collect::<Result<Vec<i64>, Error>>()
+        .and_then(|v| {
+            k.check_divisible(&v)
+                .map_err(|e| Error::Usage(format!("--size: {e}")))?;
+            Ok(v)
+        })
 }
 
 fn names(k: &Kernel) -> String {

@@ -395,6 +395,7 @@ fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
         .map(|d| {
             let id = SizeId(k2.sizes.len() as u32);
             k2.sizes.push(SizeVar {
+                divisor: 1,
                 name: format!("{}.origin{d}", k.stage(p).name),
                 // An origin lies inside the tensor.
                 max: u64::try_from(out.shape[d].max_value(&size_max, &[])).unwrap_or(u64::MAX),

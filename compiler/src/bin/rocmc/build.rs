@@ -22,6 +22,8 @@ enum Kind {
     Hsaco,
     /// Shared object that rocmc's CPU runtime loads (.so), for `--mcpu x86-64`
     So,
+    /// C header: entry points, argument order and types, launch geometry (.h)
+    Header,
 }
 
 impl Kind {
@@ -34,10 +36,14 @@ impl Kind {
             Kind::Obj => "o",
             Kind::Hsaco => "hsaco",
             Kind::So => "so",
+            Kind::Header => "h",
         }
     }
     fn is_text(self) -> bool {
-        matches!(self, Kind::Loops | Kind::Llvm | Kind::Asm | Kind::Ptx)
+        matches!(
+            self,
+            Kind::Loops | Kind::Llvm | Kind::Asm | Kind::Ptx | Kind::Header
+        )
     }
 }
 
@@ -127,7 +133,7 @@ pub struct BuildArgs {
     /// compiled in parallel, packed into one offload bundle). Required.
     #[arg(long, value_name = "TARGET")]
     mcpu: String,
-    /// What to write: loops, llvm, asm, obj, hsaco (AMD), ptx (NVIDIA). A comma list or repeated.
+    /// What to write: loops, llvm, asm, obj, hsaco (AMD), ptx (NVIDIA), so (CPU), header (C). A comma list or repeated.
     /// Default: hsaco for AMD targets, ptx for NVIDIA ones.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KINDS")]
     emit: Vec<Kind>,
@@ -289,6 +295,13 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
     for k in &kinds {
         match k {
             Kind::Loops => outputs.push((*k, None, first.loops.clone().into_bytes())),
+            // One header for every target: the launch document is the same.
+            Kind::Header => outputs.push((
+                *k,
+                None,
+                rocmc::header::c_header(&first.kernel.name, &first.target, &first.launch)
+                    .into_bytes(),
+            )),
             Kind::Hsaco if multi => outputs.push((*k, None, rocmc::bundle(&arts))),
             _ => {
                 for art in &arts {

@@ -1,0 +1,137 @@
+//! `rocmc build --emit header`: the C header of a module. A C program
+//! compiled by clang-22 calls the x86-64 shared objects through it and
+//! checks the results itself; the GPU headers compile as strict C and
+//! their argument blocks sit at the offsets LLVM's code object metadata
+//! gives (read by llvm-readobj-22).
+
+use rocmc_tests::*;
+use std::path::Path;
+use std::process::Command;
+
+fn build(dir: &Path, name: &str, mcpu: &str, emit: &str, out: &str) {
+    let ex = example(name).to_string_lossy().into_owned();
+    let o = rocmc(
+        dir,
+        &[
+            "build", "-q", "--mcpu", mcpu, "--emit", emit, &ex, "-o", out,
+        ],
+    );
+    assert!(o.status.success(), "{name} {mcpu}: {}", text(&o.stderr));
+}
+
+fn clang(dir: &Path, args: &[&str]) {
+    let o = Command::new("clang-22")
+        .current_dir(dir)
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args(args)
+        .output()
+        .expect("clang-22 (scripts/install-deps.sh installs it)");
+    assert!(
+        o.status.success(),
+        "clang-22 {args:?}:\n{}",
+        text(&o.stderr)
+    );
+}
+
+const MAIN: &str = r#"
+#include "bias2d_vec.h"
+#include "histogram.h"
+#include <stdio.h>
+#include <math.h>
+
+int main(void) {
+    enum { R = 5, C = 12 };
+    float X[R * C], bias[C], Y[R * C];
+    for (int i = 0; i < R * C; i++) { X[i] = (float)(i % 7) - 3.0f; Y[i] = -1.0f; }
+    for (int c = 0; c < C; c++) bias[c] = 0.25f * (float)c;
+    if (bias2d_vec_run(X, bias, Y, R, C, 1.5f) != 0) { puts("refused a valid launch"); return 1; }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            float want = X[r * C + c] * 1.5f + bias[c];
+            if (fabsf(Y[r * C + c] - want) > 1e-5f) { printf("Y[%d][%d] = %f, not %f\n", r, c, Y[r * C + c], want); return 1; }
+        }
+    /* cols = 13 breaks `divisible = { cols = 4 }`: refused, nothing written. */
+    Y[0] = -7.0f;
+    if (bias2d_vec_run(X, bias, Y, 1, 13, 1.5f) != -1 || Y[0] != -7.0f) { puts("cols = 13 ran"); return 1; }
+    if (BIAS2D_VEC_COLS_DIVISOR != 4 || bias2d_vec_grid_x(R, 1000) != 4) { puts("geometry"); return 1; }
+
+    enum { N = 100000 };
+    static uint8_t bytes[N];
+    int32_t H[256], want[256] = {0};
+    uint32_t s = 12345;
+    for (int i = 0; i < N; i++) { s = s * 1103515245u + 12345u; bytes[i] = (uint8_t)(s >> 16); want[bytes[i]]++; }
+    for (int b = 0; b < 256; b++) H[b] = 99;
+    if (histogram_init_run(H, N) != 0 || histogram_run(bytes, H, N) != 0) { puts("histogram refused"); return 1; }
+    for (int b = 0; b < 256; b++)
+        if (H[b] != want[b]) { printf("H[%d] = %d, not %d\n", b, H[b], want[b]); return 1; }
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn c_calls_the_cpu_objects_through_their_headers() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    build(p, "bias2d_vec", "x86-64", "so,header", "libbias2d_vec.so");
+    build(p, "histogram", "x86-64", "so,header", "libhistogram.so");
+    std::fs::rename(p.join("libbias2d_vec.h"), p.join("bias2d_vec.h")).unwrap();
+    std::fs::rename(p.join("libhistogram.h"), p.join("histogram.h")).unwrap();
+    std::fs::write(p.join("main.c"), MAIN).unwrap();
+    clang(
+        p,
+        &[
+            "main.c",
+            "-o",
+            "main",
+            "-L.",
+            "-lbias2d_vec",
+            "-lhistogram",
+            "-lm",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+    );
+    let o = Command::new(p.join("main")).output().unwrap();
+    assert_eq!(text(&o.stdout).trim(), "ok", "{}", text(&o.stderr));
+}
+
+#[test]
+fn gpu_headers_compile_and_lay_out_the_argument_block_as_llvm_does() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    build(p, "bias2d_vec", "gfx90a", "hsaco,header", "bv.hsaco");
+    build(p, "embedding", "sm_90", "header", "emb.h");
+    // Offsets of the kernel arguments in LLVM's own metadata.
+    let notes = Command::new("llvm-readobj-22")
+        .args(["--notes", "bv.hsaco"])
+        .current_dir(p)
+        .output()
+        .unwrap();
+    let notes = text(&notes.stdout);
+    let mut offsets = Vec::new();
+    let mut name = None;
+    for l in notes.lines() {
+        let l = l.trim().trim_start_matches("- ");
+        if let Some(n) = l.strip_prefix(".name:") {
+            name = Some(n.trim().to_string());
+        } else if let Some(o) = l.strip_prefix(".offset:") {
+            offsets.push((name.take().unwrap(), o.trim().to_string()));
+        }
+    }
+    assert_eq!(offsets.len(), 6, "{notes}");
+    let mut c = String::from("#include <stddef.h>\n#include \"bv.h\"\n#include \"emb.h\"\n");
+    for (n, o) in &offsets {
+        c.push_str(&format!(
+            "_Static_assert(offsetof(struct bias2d_vec_args, {n}) == {o}, \"{n}\");\n"
+        ));
+    }
+    c.push_str("int main(void) { struct embedding_args a; (void)a; return (int)embedding_grid_x(4, 10); }\n");
+    std::fs::write(p.join("t.c"), c).unwrap();
+    clang(p, &["-c", "t.c", "-o", "t.o"]);
+    let h = std::fs::read_to_string(p.join("emb.h")).unwrap();
+    assert!(
+        h.contains("const uint16_t *table"),
+        "f16 travels as bits:\n{h}"
+    );
+    assert!(h.contains("const int32_t *ids"), "{h}");
+}
