@@ -144,7 +144,7 @@ def run(name, s):
         by = 12 * n
         report("pytorch", name, s, timed(lambda: torch.add(y, x, alpha=1.5, out=o)), by)
         report("triton", name, s, timed(lambda: k_saxpy[(triton.cdiv(n, 1024),)](x, y, o, 1.5, n, BLOCK=1024)), by)
-    elif name in ("bias2d", "bias2d_vec"):
+    elif name in ("bias2d", "bias2d_vec", "bias2d_vec_nofact"):
         r, c = s["rows"], s["cols"]; x, bias, y = rnd(r, c), rnd(c), torch.empty(r, c, device=dev)
         by = 8 * r * c + 4 * c
         report("pytorch", name, s, timed(lambda: torch.add(bias, x, alpha=1.5, out=y)), by)
