@@ -2233,6 +2233,19 @@ mod tests {
         assert_eq!(store_run(&f32s(&even, &[1, 2]), &[]), 0, "odd start");
         let odd = Index::Var(VarId(1)) * Index::c(8) + Index::c(1);
         assert_eq!(store_run(&f32s(&odd, &[0, 1]), &[]), 0, "unknown alignment");
+        // A column offset of a size stated to be a multiple of 4 (divisible).
+        let sized = Index::Size(rocmc_ir::index::SizeId(0)) + Index::Var(VarId(1)) * Index::c(4);
+        assert_eq!(store_run(&f32s(&sized, &[0, 1, 2, 3]), &[]), 0, "no fact");
+        assert_eq!(
+            store_run(&f32s(&sized, &[0, 1, 2, 3]), &[4]),
+            4,
+            "divisible = 4"
+        );
+        assert_eq!(
+            store_run(&f32s(&sized, &[0, 1, 2, 3]), &[2]),
+            2,
+            "divisible = 2"
+        );
         // Another row, another dtype, a value reading C, a bool: no run.
         let mut other_row = f32s(&even, &[0]);
         other_row.push(store(
@@ -2242,32 +2255,32 @@ mod tests {
             None,
             DType::F32,
         ));
-        assert_eq!(store_run(&other_row), 0);
+        assert_eq!(store_run(&other_row, &[]), 0);
         let mixed = vec![
             store(&row, &even, 0, None, DType::F32),
             store(&row, &even, 1, None, DType::F16),
         ];
-        assert_eq!(store_run(&mixed), 0);
+        assert_eq!(store_run(&mixed, &[]), 0);
         let reading = vec![
             store(&row, &even, 0, None, DType::F32),
             store(&row, &even, 1, Some(TensorId(2)), DType::F32),
         ];
-        assert_eq!(store_run(&reading), 0);
+        assert_eq!(store_run(&reading, &[]), 0);
         let other_input = vec![
             store(&row, &even, 0, Some(TensorId(0)), DType::F32),
             store(&row, &even, 1, Some(TensorId(0)), DType::F32),
         ];
-        assert_eq!(store_run(&other_input), 2);
+        assert_eq!(store_run(&other_input, &[]), 2);
         let bools = vec![
             store(&row, &even, 0, None, DType::Bool),
             store(&row, &even, 1, None, DType::Bool),
         ];
-        assert_eq!(store_run(&bools), 0);
+        assert_eq!(store_run(&bools, &[]), 0);
         // An If holding more than the store is not part of a run.
         let mut wide = f32s(&even, &[0, 1]);
         if let Stmt::If { body, .. } = &mut wide[1] {
             body.push(Stmt::Barrier);
         }
-        assert_eq!(store_run(&wide), 0);
+        assert_eq!(store_run(&wide, &[]), 0);
     }
 }

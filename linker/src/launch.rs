@@ -334,7 +334,7 @@ impl LaunchInfo {
                 ));
                 }
                 let d = bound.map_or(1, |s| s.divisor.max(1));
-                if (*v as u64) % d != 0 {
+                if !(*v as u64).is_multiple_of(d) {
                     return Err(format!(
                         "size `{}` = {v} is not a multiple of {d}, which the kernel was compiled \
                          to rely on (`divisible = {{ {} = {d} }}`)",

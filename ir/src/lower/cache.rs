@@ -5,7 +5,7 @@
 use super::nest::clamp_into;
 use super::region::{
     at_loop, divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads,
-    scope_of, Region,
+    scope_of, Place, Region,
 };
 use super::{Local, Lowering, Stmt, MAX_ACCUMULATORS, MAX_LDS};
 use crate::diag::Diagnostic;
@@ -237,9 +237,11 @@ fn stage_cache(
         t.shape.len(),
         &loads,
         &varying,
-        vars,
-        &k.size_names(),
-        &nest.var(c.at).name,
+        &Place {
+            vars,
+            sizes: &k.size_names(),
+            at: &nest.var(c.at).name,
+        },
         &err,
     )
     .map_err(|d| match t.kind {

@@ -14,6 +14,7 @@
 
 use super::region::{
     divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads, scope_of,
+    Place,
 };
 use super::{
     lower_stage_in, Addressing, Local, Lowering, PartBound, Stmt, MAX_ACCUMULATORS, MAX_LDS,
@@ -225,9 +226,11 @@ pub(super) fn attach(
         t.shape.len(),
         &reads,
         &varying,
-        host.vars,
-        &k.size_names(),
-        &at_name.name,
+        &Place {
+            vars: host.vars,
+            sizes: &k.size_names(),
+            at: &at_name.name,
+        },
         &err,
     )?;
 

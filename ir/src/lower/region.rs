@@ -111,6 +111,14 @@ pub(super) struct Region {
     pub(super) size: Vec<i64>,
 }
 
+/// Where a region is inferred, for its errors: the loops (by [`VarId`]),
+/// the kernel's size names, and the name of the loop the tile sits at.
+pub(super) struct Place<'a> {
+    pub(super) vars: &'a [LoopVar],
+    pub(super) sizes: &'a [String],
+    pub(super) at: &'a str,
+}
+
 /// Infers the [`Region`] of `accesses`: each dimension must be affine in the
 /// `varying` loops with non-negative coefficients, the loops must have
 /// constant extents, and every access must share one symbolic base.
@@ -119,11 +127,10 @@ pub(super) fn infer_region(
     dims: usize,
     accesses: &[Vec<Index>],
     varying: &[VarId],
-    vars: &[LoopVar],
-    sizes: &[String],
-    at: &str,
+    place: &Place<'_>,
     err: &dyn Fn(String) -> Diagnostic,
 ) -> Result<Region, Diagnostic> {
+    let Place { vars, sizes, at } = *place;
     let var_names: Vec<String> = vars.iter().map(|v| v.name.clone()).collect();
     let too_large = || {
         err(format!(

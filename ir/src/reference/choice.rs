@@ -71,14 +71,14 @@ impl Distribution {
         let d = match kind.trim() {
             "uniform" => {
                 let (lo, hi) = two()?;
-                if !(lo < hi) || !lo.is_finite() || !hi.is_finite() {
+                if lo >= hi || !lo.is_finite() || !hi.is_finite() {
                     return Err(format!("`{text}`: a uniform range needs finite LO < HI"));
                 }
                 Distribution::Uniform { lo, hi }
             }
             "normal" => {
                 let (mean, std) = two()?;
-                if !(std >= 0.0) || !mean.is_finite() || !std.is_finite() {
+                if std < 0.0 || !mean.is_finite() || !std.is_finite() {
                     return Err(format!(
                         "`{text}`: a normal distribution needs a finite mean and STD >= 0"
                     ));

@@ -312,6 +312,9 @@ pub fn compare<E>(
     compare_with(k, want, &Tolerances::default(), false, got).map(|(c, _)| c)
 }
 
+/// The results [`compare_with`] kept: tensor index and values.
+pub type Kept = Vec<(usize, Buffer)>;
+
 /// [`compare`] with the given tolerances; with `keep`, also returns what
 /// was compared (tensor index, values), to be written out.
 pub fn compare_with<E>(
@@ -320,7 +323,7 @@ pub fn compare_with<E>(
     tol: &Tolerances,
     keep: bool,
     mut got: impl FnMut(usize) -> Result<Vec<u8>, E>,
-) -> Result<(Vec<Comparison>, Vec<(usize, Buffer)>), E> {
+) -> Result<(Vec<Comparison>, Kept), E> {
     let mut kept = Vec::new();
     let mut out = Vec::new();
     for (i, t) in k.tensors.iter().enumerate() {
