@@ -44,11 +44,18 @@ fn host_machine() -> R<TargetMachine> {
     });
     let triple = TargetMachine::get_default_triple();
     let target = LlvmTarget::from_triple(&triple).map_err(llvm_err)?;
+    // This machine's own processor: the code runs here and nowhere else.
+    // A generic x86-64 (no F16C) made LLVM 22's MachineLICM crash on
+    // vectorised half-precision code (`fabs <4 x half>` from an f16 load),
+    // a fuzzer find (seed 517353052); with the host's features LLVM
+    // converts halves in hardware and takes another path.
+    let cpu = TargetMachine::get_host_cpu_name();
+    let features = TargetMachine::get_host_cpu_features();
     target
         .create_target_machine(
             &triple,
-            "generic",
-            "",
+            cpu.to_str().unwrap_or("generic"),
+            features.to_str().unwrap_or(""),
             OptimizationLevel::Default,
             RelocMode::Default,
             CodeModel::JITDefault,
@@ -713,6 +720,21 @@ pub fn run_on_host_with(
     for g in &prog.kernels {
         let mut f = FnCx::new(&cx, &module, k, g, &host)?;
         f.host_kernel(fp_contract)?;
+    }
+    // MCJIT builds its own target machine for a generic processor; the
+    // functions' attributes make it compile for this one (see host_machine).
+    let (cpu, features) = (
+        TargetMachine::get_host_cpu_name(),
+        TargetMachine::get_host_cpu_features(),
+    );
+    for f in module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+    {
+        for (key, value) in [("target-cpu", &cpu), ("target-features", &features)] {
+            let a = cx.create_string_attribute(key, value.to_str().unwrap_or_default());
+            f.add_attribute(inkwell::attributes::AttributeLoc::Function, a);
+        }
     }
     module
         .verify()
