@@ -36,6 +36,27 @@ use std::sync::Once;
 /// work-groups over threads; the JIT runs them all in one call.
 pub type HostFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8, i64, i64);
 
+/// This machine's processor and features for the JIT, less the hardware
+/// bf16 conversions (AVX512-BF16, AVX-NE-CONVERT), which flush denormal
+/// results to zero where rocmc's conversion rounds them (every other path,
+/// and the interpreter, keep bf16 denormals).
+fn host_cpu() -> (String, String) {
+    let cpu = TargetMachine::get_host_cpu_name();
+    let features = TargetMachine::get_host_cpu_features();
+    let features = features
+        .to_str()
+        .unwrap_or("")
+        .split(',')
+        .map(|f| match f {
+            "+avx512bf16" => "-avx512bf16",
+            "+avxneconvert" => "-avxneconvert",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    (cpu.to_str().unwrap_or("generic").to_string(), features)
+}
+
 fn host_machine() -> R<TargetMachine> {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
@@ -49,13 +70,12 @@ fn host_machine() -> R<TargetMachine> {
     // vectorised half-precision code (`fabs <4 x half>` from an f16 load),
     // a fuzzer find (seed 517353052); with the host's features LLVM
     // converts halves in hardware and takes another path.
-    let cpu = TargetMachine::get_host_cpu_name();
-    let features = TargetMachine::get_host_cpu_features();
+    let (cpu, features) = host_cpu();
     target
         .create_target_machine(
             &triple,
-            cpu.to_str().unwrap_or("generic"),
-            features.to_str().unwrap_or(""),
+            &cpu,
+            &features,
             OptimizationLevel::Default,
             RelocMode::Default,
             CodeModel::JITDefault,
@@ -723,16 +743,13 @@ pub fn run_on_host_with(
     }
     // MCJIT builds its own target machine for a generic processor; the
     // functions' attributes make it compile for this one (see host_machine).
-    let (cpu, features) = (
-        TargetMachine::get_host_cpu_name(),
-        TargetMachine::get_host_cpu_features(),
-    );
+    let (cpu, features) = host_cpu();
     for f in module
         .get_functions()
         .filter(|f| f.count_basic_blocks() > 0)
     {
         for (key, value) in [("target-cpu", &cpu), ("target-features", &features)] {
-            let a = cx.create_string_attribute(key, value.to_str().unwrap_or_default());
+            let a = cx.create_string_attribute(key, value);
             f.add_attribute(inkwell::attributes::AttributeLoc::Function, a);
         }
     }
