@@ -37,15 +37,20 @@ run)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
   rc=0
   "$dir/rocmc-gpu-check" check "$dir/kernels" --cases "${CASES:-6}" --seed "${SEED:-1}" | tee "$out/check.txt" || rc=1
-  "$dir/rocmc-gpu-check" copy | tee "$out/rocmc.jsonl"
-  "$dir/rocmc-gpu-check" bench "$dir/kernels" bench/gpu/plan.json --reps "${REPS:-100}" | tee -a "$out/rocmc.jsonl"
-  # The peers of the kernels at hand only.
-  python3 - "$dir/kernels" > "$out/plan.json" <<'EOF'
+  # The kernels at hand; NAME_default (an example without its schedule,
+  # scripts/strip-schedules.py) runs at NAME's sizes, against NAME's peers.
+  python3 - "$dir/kernels" "$out/plan-all.json" > "$out/plan.json" <<'EOF'
 import json, os, sys
 plan = json.load(open("bench/gpu/plan.json"))
 names = {f[:-4] for f in os.listdir(sys.argv[1]) if f.endswith(".ptx")}
-print(json.dumps({k: v for k, v in plan.items() if k in names}))
+base = lambda n: n[: -len("_default")] if n.endswith("_default") else n
+everything = dict(plan)
+everything.update({n: plan[base(n)] for n in names if base(n) in plan})
+json.dump(everything, open(sys.argv[2], "w"))
+print(json.dumps({k: v for k, v in plan.items() if k in {base(n) for n in names}}))
 EOF
+  "$dir/rocmc-gpu-check" copy | tee "$out/rocmc.jsonl"
+  "$dir/rocmc-gpu-check" bench "$dir/kernels" "$out/plan-all.json" --reps "${REPS:-100}" | tee -a "$out/rocmc.jsonl"
   python3 bench/gpu/peers.py "$out/plan.json" "${REPS:-100}" > "$out/peers.jsonl" 2> "$out/peers.log" || echo "peers.py failed: see $out/peers.log"
   python3 bench/gpu/report.py "$out/rocmc.jsonl" "$out/peers.jsonl" "$out/gpu-results.md" | tee "$out/table.txt"
   echo "check exit code: $rc"

@@ -18,6 +18,20 @@ RELATIVE = {"softmax": 1.0, "layernorm": 1.0, "embedding": 1.0, "histogram": 1.0
 MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear"}
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "softmax", "layernorm", "embedding", "histogram", "histogram_global", "argmax",
          "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "conv2d"]
+# NAME_default: NAME without its schedule (rocmc's default schedules),
+# beside NAME and against NAME's peers.
+order = [x for k in order for x in (k, k + "_default")]
+for k in list(by):
+    if k.endswith("_default"):
+        base = k[: -len("_default")]
+        for tool, r in by.get(base, {}).items():
+            if tool != "rocmc":
+                by[k].setdefault(tool, r)
+        for d in (MEM, RELATIVE):
+            if base in d:
+                d[k] = d[base]
+        if base in MATMUL:
+            MATMUL.add(k)
 table = []
 for k in order:
     t = by.get(k, {})

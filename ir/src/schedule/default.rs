@@ -1,0 +1,222 @@
+//! Default schedules: a stage written without `schedule` gets one by rule,
+//! in the manner of TVM's DLight. A rule looks at the stage's shape (an
+//! element-wise map over rows, a reduction along contiguous rows, a
+//! scatter into a small table) and writes the steps of the measured
+//! example of that shape (bias2d_vec and saxpy at copy bandwidth, argmax at
+//! 94 % of copy, histogram 5× `torch.bincount`). Each stage gets a list of
+//! candidates, best first, ending with a plain flat grid; the front end
+//! keeps the first that applies, so no default is ever an error.
+//! `rocmc build --emit schedule` prints the rule and the steps, ready to
+//! paste into the file and edit.
+//!
+//! The rules do not depend on the target: the numbers (256 threads, 4
+//! elements per thread, 512 threads per row) suit both wave sizes.
+
+use crate::index::{Index, VarId};
+use crate::kernel::{Expr, ExprKind, Kernel, Stage};
+
+/// A schedule a rule wrote for a stage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefaultSchedule {
+    /// The rule that wrote it (`elementwise-2d`, `row-reduction`, ...).
+    pub rule: &'static str,
+    /// The steps, as a user would write them.
+    pub steps: Vec<String>,
+}
+
+fn sched(rule: &'static str, steps: &[String]) -> DefaultSchedule {
+    DefaultSchedule {
+        rule,
+        steps: steps.to_vec(),
+    }
+}
+
+/// Output tables of at most this many elements are counted in LDS first
+/// (`privatize`) by the scatter rule.
+const PRIVATE_TABLE: i64 = 4096;
+
+/// Candidate schedules for `st`, best first. Empty for a stage with no
+/// output axes and no reduction worth spreading (it runs on one thread).
+pub fn candidates(k: &Kernel, st: &Stage) -> Vec<DefaultSchedule> {
+    let mut out = Vec::new();
+    let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
+    if st.scatter.is_some() {
+        out.extend(scatter(k, st, &names));
+    } else if let Some(r) = row_reduction(st, &names) {
+        out.push(r);
+    }
+    let reduces = st.reduce.is_some();
+    out.extend(elementwise(st, &names, reduces));
+    if let Some(flat) = flat(&names, 256) {
+        out.push(flat);
+    }
+    out
+}
+
+/// The steps that fuse all `names` (leading ones first) into one loop; its name.
+fn fuse_all(names: &[&str]) -> (Vec<String>, String) {
+    let mut steps = Vec::new();
+    let mut cur = names[0].to_string();
+    for n in &names[1..] {
+        let f = format!("{cur}_{n}");
+        steps.push(format!("{f} = fuse({cur}, {n})"));
+        cur = f;
+    }
+    (steps, cur)
+}
+
+/// Every output point on its own thread: fused, split by `threads`.
+fn flat(names: &[&str], threads: i64) -> Option<DefaultSchedule> {
+    if names.is_empty() {
+        return None;
+    }
+    let (mut steps, f) = fuse_all(names);
+    steps.extend([
+        format!("{f}_b, {f}_t = split({f}, {threads})"),
+        format!("bind({f}_b, blockIdx.x)"),
+        format!("bind({f}_t, threadIdx.x)"),
+    ]);
+    Some(sched("flat", &steps))
+}
+
+/// An element-wise map (a reduction, if any, runs serially per thread):
+/// rows of 256 columns per work-group of 64 × 4 threads, 4 consecutive
+/// columns per thread as one vector access (bias2d_vec); a 1-D stage as
+/// saxpy does. A matrix product gets 16 × 16 output tiles (matmul.toml).
+fn elementwise(st: &Stage, names: &[&str], reduces: bool) -> Vec<DefaultSchedule> {
+    let Some((&last, lead)) = names.split_last() else {
+        return Vec::new();
+    };
+    let narrow = st
+        .axes
+        .last()
+        .and_then(|a| a.extent.as_const())
+        .is_some_and(|c| c < 64);
+    if lead.is_empty() || narrow {
+        let (mut steps, f) = fuse_all(names);
+        if reduces {
+            return flat(names, 256).into_iter().collect();
+        }
+        steps.extend([
+            format!("{f}_b, {f}_t = split({f}, 1024)"),
+            format!("{f}_x, {f}_v = split({f}_t, 4)"),
+            format!("bind({f}_b, blockIdx.x)"),
+            format!("bind({f}_x, threadIdx.x)"),
+            format!("vectorize({f}_v)"),
+        ]);
+        return vec![sched("elementwise-1d", &steps)];
+    }
+    let (mut steps, r) = if lead.len() == 1 {
+        (Vec::new(), lead[0].to_string())
+    } else {
+        fuse_all(lead)
+    };
+    let c = last;
+    if reduces {
+        steps.extend([
+            format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 16, 16)"),
+            format!("bind({r}_o, blockIdx.x)"),
+            format!("bind({c}_o, blockIdx.y)"),
+            format!("bind({r}_i, threadIdx.y)"),
+            format!("bind({c}_i, threadIdx.x)"),
+        ]);
+        return vec![sched("tiles-16x16", &steps)];
+    }
+    steps.extend([
+        format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 4, 256)"),
+        format!("{c}_t, {c}_v = split({c}_i, 4)"),
+        format!("bind({r}_o, blockIdx.x)"),
+        format!("bind({c}_o, blockIdx.y)"),
+        format!("bind({r}_i, threadIdx.y)"),
+        format!("bind({c}_t, threadIdx.x)"),
+        format!("vectorize({c}_v)"),
+    ]);
+    vec![sched("elementwise-2d", &steps)]
+}
+
+/// A reduction along contiguous memory (its axis is the last subscript of
+/// a tensor it reads) over a long row: one work-group of 512 threads per
+/// output point, each thread 4 elements 512 apart per step, combined in
+/// the work-group (argmax.toml). Short constant rows stay serial.
+fn row_reduction(st: &Stage, names: &[&str]) -> Option<DefaultSchedule> {
+    let r = st.reduce.as_ref()?;
+    let [axis] = r.axes.as_slice() else {
+        return None;
+    };
+    if axis.extent.as_const().is_some_and(|c| c < 256) {
+        return None;
+    }
+    let kv = VarId(st.axes.len() as u32);
+    if !contiguous(&r.body, kv) {
+        return None;
+    }
+    let k = axis.name.as_str();
+    let mut steps = Vec::new();
+    let block = match names {
+        [] => None,
+        [one] => Some(one.to_string()),
+        _ => {
+            let (s, f) = fuse_all(names);
+            steps.extend(s);
+            Some(f)
+        }
+    };
+    steps.extend([
+        format!("{k}_o, {k}_i = split({k}, 2048)"),
+        format!("{k}_v, {k}_t = split({k}_i, 512)"),
+    ]);
+    if let Some(b) = block {
+        steps.push(format!("bind({b}, blockIdx.x)"));
+    }
+    steps.extend([
+        format!("bind({k}_t, threadIdx.x)"),
+        format!("unroll({k}_v)"),
+    ]);
+    Some(sched("row-reduction", &steps))
+}
+
+/// Whether some tensor read in `e` has `v` in its last subscript.
+fn contiguous(e: &Expr, v: VarId) -> bool {
+    let mut found = false;
+    e.each(&mut |x| {
+        if let ExprKind::Load { indices, .. } = &x.kind {
+            found |= indices.last().is_some_and(|i: &Index| i.uses_var(v));
+        }
+    });
+    found
+}
+
+/// A scatter: 256 threads per work-group over the fused `over` axes; into
+/// a small constant table, 16384 updates per work-group counted in LDS
+/// first (histogram.toml).
+fn scatter(k: &Kernel, st: &Stage, names: &[&str]) -> Vec<DefaultSchedule> {
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let out = k.tensor(st.output);
+    let table: Option<i64> = out
+        .shape
+        .iter()
+        .map(|e| e.as_const())
+        .try_fold(1i64, |a, b| b.and_then(|b| a.checked_mul(b)));
+    let (mut steps, f) = fuse_all(names);
+    let mut v = Vec::new();
+    if table.is_some_and(|n| n <= PRIVATE_TABLE) {
+        let mut p = steps.clone();
+        p.extend([
+            format!("{f}_b, {f}_r = split({f}, 16384)"),
+            format!("{f}_e, {f}_t = split({f}_r, 256)"),
+            format!("bind({f}_b, blockIdx.x)"),
+            format!("bind({f}_t, threadIdx.x)"),
+            format!("privatize({})", out.name),
+        ]);
+        v.push(sched("scatter-privatized", &p));
+    }
+    steps.extend([
+        format!("{f}_b, {f}_t = split({f}, 256)"),
+        format!("bind({f}_b, blockIdx.x)"),
+        format!("bind({f}_t, threadIdx.x)"),
+    ]);
+    v.push(sched("scatter", &steps));
+    v
+}
