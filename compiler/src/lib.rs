@@ -22,6 +22,7 @@ use rocmc_linker::launch::{
 use std::time::{Duration, Instant};
 
 pub mod build;
+pub mod explain;
 pub mod header;
 pub mod run;
 pub mod tune;
@@ -254,7 +255,31 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
 /// [`frontend`] for one configuration of the kernel's `[tune]` parameters:
 /// the defaults overridden by `tune`.
 pub fn frontend_with(file: &str, source: &str, tune: &[(String, i64)]) -> Result<Frontend, Error> {
-    let (kernel, [parse, validate]) = rocmc_ir::front::parse_kernel_timed(file, source, tune)?;
+    match frontend_defaults(file, source, tune, true) {
+        // A rule's schedule that does not lower must not make a kernel
+        // that compiled without it an error: the one-thread nest then.
+        Err(e) => {
+            let had_default = rocmc_ir::front::parse_kernel_with(file, source, tune)
+                .is_ok_and(|k| k.stages.iter().any(|s| s.default.is_some()));
+            if had_default {
+                if let Ok(f) = frontend_defaults(file, source, tune, false) {
+                    return Ok(f);
+                }
+            }
+            Err(e)
+        }
+        ok => ok,
+    }
+}
+
+fn frontend_defaults(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    defaults: bool,
+) -> Result<Frontend, Error> {
+    let (kernel, [parse, validate]) =
+        rocmc_ir::front::parse_kernel_defaults(file, source, tune, defaults)?;
     let t1 = Instant::now();
     let launch = launch_info(&kernel, &Program { kernels: vec![] });
     let mut front = Frontend {

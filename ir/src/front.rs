@@ -119,6 +119,18 @@ pub fn parse_kernel_timed(
     source: &str,
     tune: &[(String, i64)],
 ) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
+    parse_kernel_defaults(file, source, tune, true)
+}
+
+/// [`parse_kernel_timed`]; with `defaults` false, stages the file gives no
+/// schedule keep the one-thread nest instead of a rule's schedule (the
+/// fallback where a default schedule fails to lower).
+pub fn parse_kernel_defaults(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    defaults: bool,
+) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
     let t0 = std::time::Instant::now();
     let err = |diagnostics| KernelError {
         file: file.to_string(),
@@ -144,6 +156,7 @@ pub fn parse_kernel_timed(
         poisoned: Vec::new(),
         given: tune,
         config: Vec::new(),
+        defaults,
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -171,6 +184,8 @@ struct Cx<'s> {
     poisoned: Vec<String>,
     /// Tune parameter values asked for (the rest take their defaults).
     given: &'s [(String, i64)],
+    /// Whether stages without a schedule get a rule's (see [`schedule::default`]).
+    defaults: bool,
     /// The configuration schedule steps are parsed with.
     config: crate::tune::Config,
 }
@@ -932,6 +947,7 @@ impl<'s> Cx<'s> {
             schedule: steps,
             span: span_of(decl),
             nest: None,
+            default: None,
         };
         self.push_stage(k, names, &stmt, dtype, shape, stage);
     }
@@ -959,12 +975,52 @@ impl<'s> Cx<'s> {
             span: stmt.target_span,
         });
         if stage.compute_at().is_none() {
-            match schedule::apply_with_source(k, &stage, self.src) {
-                Ok(nest) => stage.nest = Some(nest),
-                Err(e) => self.error(e),
+            // A stage some earlier stage is computed at keeps its axes:
+            // that stage's `compute_at` names them.
+            let host = k
+                .stages
+                .iter()
+                .any(|s| s.compute_at().is_some_and(|(c, _, _)| c.name == stage.name));
+            if self.defaults && stage.schedule.is_empty() && !host {
+                self.default_schedule(k, &mut stage);
+            }
+            if stage.nest.is_none() {
+                match schedule::apply_with_source(k, &stage, self.src) {
+                    Ok(nest) => stage.nest = Some(nest),
+                    Err(e) => self.error(e),
+                }
             }
         }
         k.stages.push(stage);
+    }
+
+    /// A stage the file gives no schedule: the first candidate of the
+    /// rules that applies (see [`schedule::default`]), its steps pointing at
+    /// the stage. None applying leaves the one-thread nest.
+    fn default_schedule(&self, k: &Kernel, stage: &mut Stage) {
+        for cand in schedule::default::candidates(k, stage) {
+            let steps: Result<Vec<Step>, Diagnostic> = cand
+                .steps
+                .iter()
+                .map(|t| {
+                    syntax::parse_step(t, stage.span.start).and_then(|s| Step::from_syntax(&s))
+                })
+                .collect();
+            let Ok(mut steps) = steps else {
+                continue;
+            };
+            for s in &mut steps {
+                s.span = stage.span;
+            }
+            let mut trial = stage.clone();
+            trial.schedule = steps;
+            if let Ok(nest) = schedule::apply_with_source(k, &trial, self.src) {
+                trial.nest = Some(nest);
+                trial.default = Some(cand);
+                *stage = trial;
+                return;
+            }
+        }
     }
 
     /// Axes declared with their extents (`reduce = { k = "K" }`, `over`):

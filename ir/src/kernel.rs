@@ -102,6 +102,9 @@ pub struct Stage {
     /// The schedule applied, once, while the kernel is checked (absent for
     /// a stage computed at another's loop, whose extents lowering decides).
     pub nest: Option<crate::schedule::LoopNest>,
+    /// Where the file gives no schedule: the rule that wrote `schedule`
+    /// (see [`crate::schedule::default`]).
+    pub default: Option<crate::schedule::default::DefaultSchedule>,
 }
 
 /// A reduction over named axes: `value` is combined with `op` over every

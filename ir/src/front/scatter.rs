@@ -133,6 +133,7 @@ pub(super) fn stage(
         schedule: steps,
         span: span_of(decl),
         nest: None,
+        default: None,
     };
     cx.push_stage(k, names, stmt, dtype, shape, stage);
 }

@@ -53,6 +53,7 @@ pub(super) fn init_kernel(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnos
         schedule: steps,
         span: st.span,
         nest: None,
+        default: None,
     };
     let mut k2 = k.clone();
     // Stages computed at the scatter's loops belong to the scatter's

@@ -13,7 +13,7 @@
 //! elements per thread, 512 threads per row) suit both wave sizes.
 
 use crate::index::{Index, VarId};
-use crate::kernel::{Expr, ExprKind, Kernel, Stage};
+use crate::kernel::{Expr, Kernel, Stage};
 
 /// A schedule a rule wrote for a stage.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +39,18 @@ const PRIVATE_TABLE: i64 = 4096;
 /// output axes and no reduction worth spreading (it runs on one thread).
 pub fn candidates(k: &Kernel, st: &Stage) -> Vec<DefaultSchedule> {
     let mut out = Vec::new();
+    // What the stage reads once its inlined producers are substituted.
+    let mut value = st.value.clone();
+    for _ in 0..k.stages.len() {
+        let before = value.clone();
+        for p in k.stages.iter().filter(|p| p.is_inlined()) {
+            value = p.inline_into(&value);
+        }
+        if value == before {
+            break;
+        }
+    }
+    let vector = !st.axes.is_empty() && unit_stride(&value, VarId(st.axes.len() as u32 - 1));
     let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
     if st.scatter.is_some() {
         out.extend(scatter(k, st, &names));
@@ -46,10 +58,9 @@ pub fn candidates(k: &Kernel, st: &Stage) -> Vec<DefaultSchedule> {
         out.push(r);
     }
     let reduces = st.reduce.is_some();
-    out.extend(elementwise(st, &names, reduces));
-    if let Some(flat) = flat(&names, 256) {
-        out.push(flat);
-    }
+    out.extend(elementwise(st, &names, reduces, vector));
+    out.extend(flat(&names, 256));
+    out.dedup();
     out
 }
 
@@ -83,7 +94,7 @@ fn flat(names: &[&str], threads: i64) -> Option<DefaultSchedule> {
 /// rows of 256 columns per work-group of 64 × 4 threads, 4 consecutive
 /// columns per thread as one vector access (bias2d_vec); a 1-D stage as
 /// saxpy does. A matrix product gets 16 × 16 output tiles (matmul.toml).
-fn elementwise(st: &Stage, names: &[&str], reduces: bool) -> Vec<DefaultSchedule> {
+fn elementwise(st: &Stage, names: &[&str], reduces: bool, vector: bool) -> Vec<DefaultSchedule> {
     let Some((&last, lead)) = names.split_last() else {
         return Vec::new();
     };
@@ -94,7 +105,7 @@ fn elementwise(st: &Stage, names: &[&str], reduces: bool) -> Vec<DefaultSchedule
         .is_some_and(|c| c < 64);
     if lead.is_empty() || narrow {
         let (mut steps, f) = fuse_all(names);
-        if reduces {
+        if reduces || !vector || lead.len() > 0 && narrow {
             return flat(names, 256).into_iter().collect();
         }
         steps.extend([
@@ -122,6 +133,17 @@ fn elementwise(st: &Stage, names: &[&str], reduces: bool) -> Vec<DefaultSchedule
         ]);
         return vec![sched("tiles-16x16", &steps)];
     }
+    if !vector {
+        // A transpose-like access: 16 x 16 tiles keep both sides in short runs.
+        steps.extend([
+            format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 16, 16)"),
+            format!("bind({r}_o, blockIdx.x)"),
+            format!("bind({c}_o, blockIdx.y)"),
+            format!("bind({r}_i, threadIdx.y)"),
+            format!("bind({c}_i, threadIdx.x)"),
+        ]);
+        return vec![sched("elementwise-tiles", &steps)];
+    }
     steps.extend([
         format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 4, 256)"),
         format!("{c}_t, {c}_v = split({c}_i, 4)"),
@@ -147,7 +169,7 @@ fn row_reduction(st: &Stage, names: &[&str]) -> Option<DefaultSchedule> {
         return None;
     }
     let kv = VarId(st.axes.len() as u32);
-    if !contiguous(&r.body, kv) {
+    if !along_rows(&r.body, kv) {
         return None;
     }
     let k = axis.name.as_str();
@@ -175,15 +197,37 @@ fn row_reduction(st: &Stage, names: &[&str]) -> Option<DefaultSchedule> {
     Some(sched("row-reduction", &steps))
 }
 
-/// Whether some tensor read in `e` has `v` in its last subscript.
-fn contiguous(e: &Expr, v: VarId) -> bool {
-    let mut found = false;
-    e.each(&mut |x| {
-        if let ExprKind::Load { indices, .. } = &x.kind {
-            found |= indices.last().is_some_and(|i: &Index| i.uses_var(v));
+/// Whether `e` reads along rows in `v`: some tensor has `v` in its last
+/// subscript, and none has it elsewhere (a matrix product's `B[k, j]`
+/// walks columns).
+fn along_rows(e: &Expr, v: VarId) -> bool {
+    let (mut last, mut elsewhere) = (false, false);
+    e.visit_loads(&mut |_, ix| {
+        if let Some((l, lead)) = ix.split_last() {
+            last |= l.uses_var(v);
+            elsewhere |= lead.iter().any(|i| i.uses_var(v));
         }
     });
-    found
+    last && !elsewhere
+}
+
+/// Whether every read of `e` that moves with `v` moves along its last
+/// dimension with stride 1, as `vectorize` requires.
+fn unit_stride(e: &Expr, v: VarId) -> bool {
+    let mut ok = true;
+    e.visit_loads(&mut |_, ix| {
+        for (d, x) in ix.iter().enumerate() {
+            if !x.uses_var(v) {
+                continue;
+            }
+            let (terms, _) = x.affine();
+            ok &= d + 1 == ix.len()
+                && terms
+                    .iter()
+                    .all(|(t, c)| !t.uses_var(v) || (*t == Index::Var(v) && *c == 1));
+        }
+    });
+    ok
 }
 
 /// A scatter: 256 threads per work-group over the fused `over` axes; into

@@ -13,6 +13,7 @@ use crate::syntax::{AstKind, StepStmt};
 use std::collections::HashMap;
 use std::fmt;
 
+pub mod default;
 pub mod steps;
 
 /// The most threads a work-group may have on any AMDGPU target.

@@ -24,6 +24,8 @@ enum Kind {
     So,
     /// C header: entry points, argument order and types, launch geometry (.h)
     Header,
+    /// Each stage's schedule as text, and the rule that wrote it where the file gives none (.schedule)
+    Schedule,
 }
 
 impl Kind {
@@ -37,12 +39,13 @@ impl Kind {
             Kind::Hsaco => "hsaco",
             Kind::So => "so",
             Kind::Header => "h",
+            Kind::Schedule => "schedule",
         }
     }
     fn is_text(self) -> bool {
         matches!(
             self,
-            Kind::Loops | Kind::Llvm | Kind::Asm | Kind::Ptx | Kind::Header
+            Kind::Loops | Kind::Llvm | Kind::Asm | Kind::Ptx | Kind::Header | Kind::Schedule
         )
     }
 }
@@ -133,7 +136,8 @@ pub struct BuildArgs {
     /// compiled in parallel, packed into one offload bundle). Required.
     #[arg(long, value_name = "TARGET")]
     mcpu: String,
-    /// What to write: loops, llvm, asm, obj, hsaco (AMD), ptx (NVIDIA), so (CPU), header (C). A comma list or repeated.
+    /// What to write: loops, llvm, asm, obj, hsaco (AMD), ptx (NVIDIA), so (CPU), header (C),
+    /// schedule (each stage's steps; the rule's where the file gives none). A comma list or repeated.
     /// Default: hsaco for AMD targets, ptx for NVIDIA ones.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KINDS")]
     emit: Vec<Kind>,
@@ -295,6 +299,11 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
     for k in &kinds {
         match k {
             Kind::Loops => outputs.push((*k, None, first.loops.clone().into_bytes())),
+            Kind::Schedule => outputs.push((
+                *k,
+                None,
+                rocmc::explain::schedules(&first.kernel, &source).into_bytes(),
+            )),
             // One header for every target: the launch document is the same.
             Kind::Header => outputs.push((
                 *k,
