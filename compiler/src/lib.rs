@@ -255,28 +255,30 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
 /// [`frontend`] for one configuration of the kernel's `[tune]` parameters:
 /// the defaults overridden by `tune`.
 pub fn frontend_with(file: &str, source: &str, tune: &[(String, i64)]) -> Result<Frontend, Error> {
-    match frontend_defaults(file, source, tune, true) {
-        // A rule's schedule that does not lower must not make a kernel
-        // that compiled without it an error: the one-thread nest then.
-        Err(e) => {
-            let had_default = rocmc_ir::front::parse_kernel_with(file, source, tune)
-                .is_ok_and(|k| k.stages.iter().any(|s| s.default.is_some()));
-            if had_default {
-                if let Ok(f) = frontend_defaults(file, source, tune, false) {
-                    return Ok(f);
-                }
+    let first = frontend_defaults(file, source, tune, 2);
+    let Err(e) = first else {
+        return first;
+    };
+    // A rule's schedule that does not lower must not make a kernel that
+    // compiled without it an error: rules without row chains, then the
+    // one-thread nest.
+    let had_default = rocmc_ir::front::parse_kernel_with(file, source, tune)
+        .is_ok_and(|k| k.stages.iter().any(|s| s.default.is_some()));
+    if had_default {
+        for level in [1, 0] {
+            if let Ok(f) = frontend_defaults(file, source, tune, level) {
+                return Ok(f);
             }
-            Err(e)
         }
-        ok => ok,
     }
+    Err(e)
 }
 
 fn frontend_defaults(
     file: &str,
     source: &str,
     tune: &[(String, i64)],
-    defaults: bool,
+    defaults: u8,
 ) -> Result<Frontend, Error> {
     let (kernel, [parse, validate]) =
         rocmc_ir::front::parse_kernel_defaults(file, source, tune, defaults)?;

@@ -119,17 +119,18 @@ pub fn parse_kernel_timed(
     source: &str,
     tune: &[(String, i64)],
 ) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
-    parse_kernel_defaults(file, source, tune, true)
+    parse_kernel_defaults(file, source, tune, 2)
 }
 
-/// [`parse_kernel_timed`]; with `defaults` false, stages the file gives no
-/// schedule keep the one-thread nest instead of a rule's schedule (the
-/// fallback where a default schedule fails to lower).
+/// [`parse_kernel_timed`] with a level of default schedules for stages
+/// the file gives none: 2 (the default) each stage's rule and row chains
+/// fused, 1 each stage's rule only, 0 the one-thread nest (the fallbacks
+/// where a default schedule fails to lower).
 pub fn parse_kernel_defaults(
     file: &str,
     source: &str,
     tune: &[(String, i64)],
-    defaults: bool,
+    defaults: u8,
 ) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
     let t0 = std::time::Instant::now();
     let err = |diagnostics| KernelError {
@@ -184,8 +185,9 @@ struct Cx<'s> {
     poisoned: Vec<String>,
     /// Tune parameter values asked for (the rest take their defaults).
     given: &'s [(String, i64)],
-    /// Whether stages without a schedule get a rule's (see [`schedule::default`]).
-    defaults: bool,
+    /// Stages without a schedule get a rule's (see [`schedule::default`]):
+    /// 0 none, 1 each stage's own, 2 also fused into row chains.
+    defaults: u8,
     /// The configuration schedule steps are parsed with.
     config: crate::tune::Config,
 }
@@ -559,6 +561,9 @@ impl<'s> Cx<'s> {
             self.stage(&mut k, &mut names, st);
         }
         k.tuning = tuning;
+        if self.defaults > 1 && self.diags.is_empty() {
+            self.row_chains(&mut k);
+        }
         // A refused later stage would leave an earlier one last: only
         // judge the last stage of a kernel whose stages were all accepted.
         let last = k
@@ -981,7 +986,7 @@ impl<'s> Cx<'s> {
                 .stages
                 .iter()
                 .any(|s| s.compute_at().is_some_and(|(c, _, _)| c.name == stage.name));
-            if self.defaults && stage.schedule.is_empty() && !host {
+            if self.defaults > 0 && stage.schedule.is_empty() && !host {
                 self.default_schedule(k, &mut stage);
             }
             if stage.nest.is_none() {
@@ -992,6 +997,45 @@ impl<'s> Cx<'s> {
             }
         }
         k.stages.push(stage);
+    }
+
+    /// Default-scheduled row reductions fused into the stage that
+    /// normalises the rows ([`schedule::default::row_chains`]); kept only
+    /// if every rescheduled stage applies.
+    fn row_chains(&self, k: &mut Kernel) {
+        let plan = schedule::default::row_chains(k);
+        if plan.is_empty() {
+            return;
+        }
+        let mut next = k.clone();
+        for (i, cand) in plan {
+            let span = next.stages[i].span;
+            let Ok(mut steps) = cand
+                .steps
+                .iter()
+                .map(|t| syntax::parse_step(t, span.start).and_then(|s| Step::from_syntax(&s)))
+                .collect::<Result<Vec<Step>, Diagnostic>>()
+            else {
+                return;
+            };
+            for s in &mut steps {
+                s.span = span;
+            }
+            let st = &mut next.stages[i];
+            st.schedule = steps;
+            st.nest = None;
+            st.default = Some(cand);
+        }
+        for i in 0..next.stages.len() {
+            let st = &next.stages[i];
+            if st.nest.is_none() && st.compute_at().is_none() {
+                match schedule::apply_with_source(&next, st, self.src) {
+                    Ok(nest) => next.stages[i].nest = Some(nest),
+                    Err(_) => return,
+                }
+            }
+        }
+        *k = next;
     }
 
     /// A stage the file gives no schedule: the first candidate of the
