@@ -91,7 +91,8 @@ fn the_rule_follows_the_shape_of_the_stage() {
         ("softmax", "Y", "row-chain"),
         ("layernorm", "rstd", "row-chain"),
         ("histogram", "H", "scatter-privatized"),
-        ("matmul", "C", "tiles-16x16"),
+        ("matmul", "C", "matmul-tiles"),
+        ("conv2d", "O", "tiles-16x16"),
         ("embedding", "E", "elementwise-2d"),
         ("transpose", "B", "elementwise-tiles"),
     ] {

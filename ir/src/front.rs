@@ -1043,6 +1043,11 @@ impl<'s> Cx<'s> {
     /// the stage. None applying leaves the one-thread nest.
     fn default_schedule(&self, k: &Kernel, stage: &mut Stage) {
         for cand in schedule::default::candidates(k, stage) {
+            // Rules whose tiles may not lower for every kernel come only
+            // at the first level (see `frontend_with`'s fallbacks).
+            if self.defaults < 2 && cand.rule == "matmul-tiles" {
+                continue;
+            }
             let steps: Result<Vec<Step>, Diagnostic> = cand
                 .steps
                 .iter()

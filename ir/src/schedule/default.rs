@@ -54,6 +54,8 @@ pub fn candidates(k: &Kernel, st: &Stage) -> Vec<DefaultSchedule> {
     let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
     if st.scatter.is_some() {
         out.extend(scatter(k, st, &names));
+    } else if let Some(m) = matmul(k, st, &names) {
+        out.push(m);
     } else if let Some(r) = row_reduction(st, &names) {
         out.push(r);
     }
@@ -195,6 +197,57 @@ fn row_reduction(st: &Stage, names: &[&str]) -> Option<DefaultSchedule> {
         format!("unroll({k}_v)"),
     ]);
     Some(sched("row-reduction", &steps))
+}
+
+/// A matrix product `C[i, j] = sum(A[i, k] * B[k, j], k)` (casts and an
+/// epilogue allowed): 128 x 128 tiles of C per work-group of 16 x 16
+/// threads, 8 x 8 outputs per thread in registers, 16-wide k tiles of A and
+/// B staged in LDS (matmul_sgemm.toml, 65 % of cuBLAS SGEMM on the H100).
+fn matmul(k: &Kernel, st: &Stage, names: &[&str]) -> Option<DefaultSchedule> {
+    let r = st.reduce.as_ref()?;
+    let ([i, j], [axis]) = (names, r.axes.as_slice()) else {
+        return None;
+    };
+    if r.op != crate::kernel::ReduceOp::Sum {
+        return None;
+    }
+    let (vi, vj, vk) = (VarId(0), VarId(1), VarId(2));
+    let mut loads: Vec<(crate::kernel::TensorId, Vec<Index>)> = Vec::new();
+    r.body
+        .visit_loads(&mut |t, ix| loads.push((t, ix.to_vec())));
+    let uses = |ix: &[Index], v: VarId| ix.iter().any(|x| x.uses_var(v));
+    let [(ta, a), (tb, b)] = loads.as_slice() else {
+        return None;
+    };
+    let (ta, tb) = match (
+        uses(a, vi) && uses(a, vk) && !uses(a, vj),
+        uses(b, vk) && uses(b, vj) && !uses(b, vi),
+    ) {
+        (true, true) => (ta, tb),
+        _ if uses(b, vi) && uses(b, vk) && !uses(b, vj) && uses(a, vk) && uses(a, vj) => (tb, ta),
+        _ => return None,
+    };
+    if ta == tb {
+        return None;
+    }
+    let (an, bn) = (&k.tensor(*ta).name, &k.tensor(*tb).name);
+    let kk = axis.name.as_str();
+    let steps = [
+        format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, 128, 128)"),
+        format!("{i}_t, {j}_t, {i}_r, {j}_r = tile({i}_i, {j}_i, 8, 8)"),
+        format!("{kk}_o, {kk}_i = split({kk}, 16)"),
+        format!("reorder({kk}_o, {kk}_i, {i}_r, {j}_r)"),
+        format!("bind({i}_o, blockIdx.y)"),
+        format!("bind({j}_o, blockIdx.x)"),
+        format!("bind({i}_t, threadIdx.y)"),
+        format!("bind({j}_t, threadIdx.x)"),
+        format!("unroll({kk}_i)"),
+        format!("unroll({i}_r)"),
+        format!("unroll({j}_r)"),
+        format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad=1)"),
+        format!("{bn}_tile = cache_read({bn}, shared, {kk}_o)"),
+    ];
+    Some(sched("matmul-tiles", &steps))
 }
 
 /// Whether `e` reads along rows in `v`: some tensor has `v` in its last
