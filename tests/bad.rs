@@ -114,8 +114,8 @@ fn every_bad_command_line_gets_a_precise_error() {
     for ex in ["vadd", "embedding", "softmax_tunable", "bias2d_vec"] {
         std::fs::copy(example(ex), d.join(format!("{ex}.toml"))).unwrap();
     }
-    std::fs::write(d.join("f64s.npy"), zeros_npy("<f8", 8, 8)).unwrap();
-    std::fs::write(d.join("i32s.npy"), zeros_npy("<i4", 8, 4)).unwrap();
+    std::fs::write(d.join("f64s.npy"), npy_file("<f8", &[8], &[0; 64])).unwrap();
+    std::fs::write(d.join("i32s.npy"), npy_file("<i4", &[8], &[0; 32])).unwrap();
     let ok = rocmc(
         d,
         &["build", "--mcpu", "gfx90a", "vadd.toml", "-o", "vadd.hsaco"],
@@ -291,18 +291,4 @@ fn every_bad_command_line_gets_a_precise_error() {
             insta::assert_snapshot!(name.to_string(), err);
         }
     });
-}
-
-/// An NPY 1.0 file of `n` zeros of numpy type `descr`, written by hand.
-fn zeros_npy(descr: &str, n: usize, elem: usize) -> Vec<u8> {
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({n},), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend((header.len() as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(vec![0u8; n * elem]);
-    b
 }

@@ -7,26 +7,6 @@
 use rocmc_tests::*;
 use std::path::Path;
 
-/// An NPY 1.0 file: magic, version, header length, the header dict padded
-/// with spaces to a multiple of 64 bytes, then the little-endian data.
-fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
-}
-
 /// The header text (without spaces) and the data of an .npy file.
 fn parse_npy(path: &Path) -> (String, Vec<u8>) {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -69,7 +49,7 @@ fn given_inputs_are_used_and_every_tensor_is_written_out() {
         .iter()
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    std::fs::write(d.path().join("a.npy"), npy("<f4", &[5], &a)).unwrap();
+    std::fs::write(d.path().join("a.npy"), npy_file("<f4", &[5], &a)).unwrap();
     // n is read off a.npy's shape; B is the constant 10.
     let stdout = run_ok(
         d.path(),

@@ -106,20 +106,21 @@ fn size_params(l: &LaunchInfo) -> String {
 
 /// The C parameter list of a typed call: buffers, sizes, scalars in order.
 fn typed_params(k: &KernelLaunch) -> String {
-    k.args
-        .iter()
-        .map(|a| match a.role {
-            ArgRole::Buffer => format!(
-                "{}{} *{}",
-                if a.written { "" } else { "const " },
-                c_type(&a.dtype),
-                a.name
-            ),
-            ArgRole::Size => format!("int32_t {}", a.name),
-            ArgRole::Scalar => format!("{} {}", c_type(&a.dtype), a.name),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    k.args.iter().map(c_decl).collect::<Vec<_>>().join(", ")
+}
+
+/// An argument as a C declaration: `const float *X`, `int32_t n`.
+fn c_decl(a: &LaunchArg) -> String {
+    match a.role {
+        ArgRole::Buffer => format!(
+            "{}{} *{}",
+            if a.written { "" } else { "const " },
+            c_type(&a.dtype),
+            a.name
+        ),
+        ArgRole::Size => format!("int32_t {}", a.name),
+        ArgRole::Scalar => format!("{} {}", c_type(&a.dtype), a.name),
+    }
 }
 
 /// The C header for the module `l` built for `target`.
@@ -228,17 +229,7 @@ fn gpu_args(w: &mut String, k: &KernelLaunch) {
         k.name
     );
     for a in &k.args {
-        let field = match a.role {
-            ArgRole::Buffer => format!(
-                "{}{} *{}",
-                if a.written { "" } else { "const " },
-                c_type(&a.dtype),
-                a.name
-            ),
-            ArgRole::Size => format!("int32_t {}", a.name),
-            ArgRole::Scalar => format!("{} {}", c_type(&a.dtype), a.name),
-        };
-        let _ = writeln!(w, "  {field};");
+        let _ = writeln!(w, "  {};", c_decl(a));
     }
     let _ = writeln!(w, "}};");
 }

@@ -463,19 +463,7 @@ impl<'s> Cx<'s> {
             }
         }
         for (name, v) in &kdecl.max {
-            let Some(sv) = sizes
-                .iter_mut()
-                .find(|s: &&mut SizeVar| s.name == *name.get_ref())
-            else {
-                let d = Diagnostic::new(
-                    span_of(name),
-                    format!("`{}` in `max` is not a declared size", name.get_ref()),
-                )
-                .suggest(
-                    name.get_ref(),
-                    kdecl.sizes.iter().map(|s| s.get_ref().as_str()),
-                );
-                self.error(d);
+            let Some(sv) = self.declared_size(&kdecl, &mut sizes, name, "max") else {
                 continue;
             };
             match *v.get_ref() {
@@ -591,19 +579,34 @@ impl<'s> Cx<'s> {
         Some(k)
     }
 
+    /// The size `name` of a `[kernel]` table (`max`, `divisible`), or an
+    /// error suggesting the declared sizes.
+    fn declared_size<'v>(
+        &mut self,
+        kdecl: &KernelDecl,
+        sizes: &'v mut [SizeVar],
+        name: &Spanned<String>,
+        table: &str,
+    ) -> Option<&'v mut SizeVar> {
+        let found = sizes.iter_mut().find(|s| s.name == *name.get_ref());
+        if found.is_none() {
+            let d = Diagnostic::new(
+                span_of(name),
+                format!("`{}` in `{table}` is not a declared size", name.get_ref()),
+            )
+            .suggest(
+                name.get_ref(),
+                kdecl.sizes.iter().map(|s| s.get_ref().as_str()),
+            );
+            self.error(d);
+        }
+        found
+    }
+
     /// `[kernel] divisible`: each named size's divisor, between 1 and its maximum.
     fn divisible(&mut self, kdecl: &KernelDecl, sizes: &mut [SizeVar]) {
         for (name, v) in &kdecl.divisible {
-            let Some(sv) = sizes.iter_mut().find(|s| s.name == *name.get_ref()) else {
-                let d = Diagnostic::new(
-                    span_of(name),
-                    format!("`{}` in `divisible` is not a declared size", name.get_ref()),
-                )
-                .suggest(
-                    name.get_ref(),
-                    kdecl.sizes.iter().map(|s| s.get_ref().as_str()),
-                );
-                self.error(d);
+            let Some(sv) = self.declared_size(kdecl, sizes, name, "divisible") else {
                 continue;
             };
             match *v.get_ref() {

@@ -100,6 +100,28 @@ fn judge<E>(
     Ok(cmp)
 }
 
+/// After a device run: the interpreter's results on the same `given`
+/// parameters and inputs (with `check`), compared with what the device
+/// computed (`got`), and what the run keeps, into `report`.
+fn judge_device(
+    k: &Kernel,
+    spec: &RunSpec,
+    check: bool,
+    given: (&[interp::Scalar], &[Buffer]),
+    report: &mut GpuReport,
+    got: impl FnMut(usize) -> Result<Vec<u8>, Error>,
+) -> Result<(), Error> {
+    let (pvals, inputs) = given;
+    let want = if check {
+        Some(reference(k, &spec.sizes, pvals, inputs)?)
+    } else {
+        None
+    };
+    report.kept.inputs = kept_inputs(k, spec, inputs);
+    report.comparisons = judge(k, spec, want.as_deref(), got, &mut report.kept)?;
+    Ok(())
+}
+
 /// The inputs as [`Tensor`]s, for [`Kept`].
 fn kept_inputs(k: &Kernel, spec: &RunSpec, inputs: &[Buffer]) -> Vec<Tensor> {
     if !spec.keep {
@@ -350,19 +372,9 @@ pub fn run_gpu(
         Ok(times)
     };
     launch_all(bench > 0)?;
-    let want = if check {
-        Some(reference(k, sizes, &pvals, &inputs)?)
-    } else {
-        None
-    };
-    report.kept.inputs = kept_inputs(k, spec, &inputs);
-    report.comparisons = judge(
-        k,
-        spec,
-        want.as_deref(),
-        |i| bufs[i].0.to_vec().map_err(rt),
-        &mut report.kept,
-    )?;
+    judge_device(k, spec, check, (&pvals, &inputs), &mut report, |i| {
+        bufs[i].0.to_vec().map_err(rt)
+    })?;
     if bench > 0 {
         let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); front.program.kernels.len()];
         for _ in 0..bench {
@@ -653,19 +665,9 @@ fn run_on(
         device: format!("{} on {place} ({})", info.name, info.target),
         ..Default::default()
     };
-    let want = if what.check {
-        Some(reference(k, sizes, &pvals, &inputs)?)
-    } else {
-        None
-    };
-    report.kept.inputs = kept_inputs(k, spec, &inputs);
-    report.comparisons = judge(
-        k,
-        spec,
-        want.as_deref(),
-        |i| dev.read(ids[i]).map_err(rt),
-        &mut report.kept,
-    )?;
+    judge_device(k, spec, what.check, (&pvals, &inputs), &mut report, |i| {
+        dev.read(ids[i]).map_err(rt)
+    })?;
     if what.bench > 0 {
         for g in &front.program.kernels {
             let mut ts = dev

@@ -114,59 +114,44 @@ fn ints<T: Into<i64>>(v: Vec<T>) -> Vec<i64> {
 /// The bytes of a `.npy` file holding `t` (little-endian, C order).
 pub fn encode(t: &Tensor) -> Vec<u8> {
     let shape: Vec<u64> = t.shape.iter().map(|d| (*d).max(0) as u64).collect();
+    let floats = || -> Vec<f64> {
+        match &t.values.data {
+            Data::F(v) => v.clone(),
+            Data::I(v) => v.iter().map(|x| *x as f64).collect(),
+        }
+    };
+    let ints = || -> Vec<i64> {
+        match &t.values.data {
+            Data::I(v) => v.clone(),
+            Data::F(v) => v.iter().map(|x| *x as i64).collect(),
+        }
+    };
+    // The values all fit their numpy type (the interpreter keeps them in range).
+    match t.values.dtype {
+        DType::Bool => npy_of(&shape, ints().into_iter().map(|x| x != 0)),
+        DType::I8 => npy_of(&shape, ints().into_iter().map(|x| x as i8)),
+        DType::U8 => npy_of(&shape, ints().into_iter().map(|x| x as u8)),
+        DType::I32 => npy_of(&shape, ints().into_iter().map(|x| x as i32)),
+        DType::U32 => npy_of(&shape, ints().into_iter().map(|x| x as u32)),
+        DType::I64 => npy_of(&shape, ints()),
+        DType::F64 => npy_of(&shape, floats()),
+        DType::F16 => npy_of(&shape, floats().into_iter().map(npyz::half::f16::from_f64)),
+        _ => npy_of(&shape, floats().into_iter().map(|x| x as f32)),
+    }
+}
+
+/// A `.npy` file of `values` with numpy's type for `T`.
+fn npy_of<T: npyz::AutoSerialize>(shape: &[u64], values: impl IntoIterator<Item = T>) -> Vec<u8> {
     let mut out = Vec::new();
-    let dt = t.values.dtype;
-    let floats = || match &t.values.data {
-        Data::F(v) => v.clone(),
-        Data::I(v) => v.iter().map(|x| *x as f64).collect(),
-    };
-    let ints = || match &t.values.data {
-        Data::I(v) => v.clone(),
-        Data::F(v) => v.iter().map(|x| *x as i64).collect(),
-    };
-    // Writing into a Vec cannot fail; the values all fit their numpy type.
-    let w = |r: std::io::Result<()>| r.expect("writing a .npy into memory");
-    macro_rules! write_as {
-        ($ty:ty, $values:expr) => {{
-            let mut wr = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&shape)
-                .writer(&mut out)
-                .begin_nd()
-                .expect("a .npy header into memory");
-            w(wr.extend($values.into_iter().map(|x| x as $ty)));
-            w(wr.finish());
-        }};
-    }
-    match dt {
-        DType::Bool => {
-            let mut wr = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&shape)
-                .writer(&mut out)
-                .begin_nd()
-                .expect("a .npy header into memory");
-            w(wr.extend(ints().into_iter().map(|x| x != 0)));
-            w(wr.finish());
-        }
-        DType::I8 => write_as!(i8, ints()),
-        DType::U8 => write_as!(u8, ints()),
-        DType::I32 => write_as!(i32, ints()),
-        DType::U32 => write_as!(u32, ints()),
-        DType::I64 => write_as!(i64, ints()),
-        DType::F64 => write_as!(f64, floats()),
-        DType::F16 => {
-            let mut wr = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&shape)
-                .writer(&mut out)
-                .begin_nd()
-                .expect("a .npy header into memory");
-            w(wr.extend(floats().into_iter().map(npyz::half::f16::from_f64)));
-            w(wr.finish());
-        }
-        _ => write_as!(f32, floats()),
-    }
+    // Writing into a Vec cannot fail.
+    let mut w = npyz::WriteOptions::<T>::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(&mut out)
+        .begin_nd()
+        .expect("a .npy header into memory");
+    w.extend(values).expect("values into memory");
+    w.finish().expect("a .npy file into memory");
     out
 }
 
