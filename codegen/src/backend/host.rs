@@ -36,25 +36,31 @@ use std::sync::Once;
 /// work-groups over threads; the JIT runs them all in one call.
 pub type HostFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8, i64, i64);
 
-/// This machine's processor and features for the JIT, less the hardware
-/// bf16 conversions (AVX512-BF16, AVX-NE-CONVERT), which flush denormal
-/// results to zero where rocmc's conversion rounds them (every other path,
-/// and the interpreter, keep bf16 denormals).
+/// The processor the JIT compiles for: x86-64-v3 (AVX2, F16C, FMA; the
+/// level of the `x86-64` target's shared objects) where this machine has
+/// it, else a generic x86-64. Not the host's own processor: with AVX-512,
+/// LLVM 22 turned a triangular argmin's guarded loads into masked gathers
+/// that faulted (fuzz seed 952657295, tests/regress/fz766_masked_gather.toml),
+/// and AVX512-BF16 flushes bf16 denormals. Not generic where v3 exists:
+/// without F16C, LLVM 22's MachineLICM crashed on vectorised half code
+/// (fuzz seed 517353052, tests/regress/fz91_half_licm.toml).
 fn host_cpu() -> (String, String) {
-    let cpu = TargetMachine::get_host_cpu_name();
     let features = TargetMachine::get_host_cpu_features();
-    let features = features
-        .to_str()
-        .unwrap_or("")
-        .split(',')
-        .map(|f| match f {
-            "+avx512bf16" => "-avx512bf16",
-            "+avxneconvert" => "-avxneconvert",
-            other => other,
-        })
-        .collect::<Vec<_>>()
-        .join(",");
-    (cpu.to_str().unwrap_or("generic").to_string(), features)
+    let has = |f: &str| {
+        features
+            .to_str()
+            .unwrap_or("")
+            .split(',')
+            .any(|x| x == format!("+{f}"))
+    };
+    let v3 = ["avx2", "f16c", "fma", "bmi2", "movbe"]
+        .iter()
+        .all(|f| has(f));
+    if v3 {
+        ("x86-64-v3".to_string(), String::new())
+    } else {
+        ("x86-64".to_string(), String::new())
+    }
 }
 
 fn host_machine() -> R<TargetMachine> {
