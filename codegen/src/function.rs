@@ -41,6 +41,8 @@ pub(crate) struct FnCx<'a, 'ctx> {
     /// Buffer argument of each tensor.
     pub(crate) bufs: HashMap<TensorId, PointerValue<'ctx>>,
     pub(crate) sizes: Vec<IntValue<'ctx>>,
+    /// The kernel's `divisible` facts by size, for alignment proofs.
+    divisors: Vec<u64>,
     pub(crate) params: Vec<BasicValueEnum<'ctx>>,
     /// Current value of each loop variable.
     pub(crate) vars: Vec<Option<IntValue<'ctx>>>,
@@ -188,6 +190,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             b,
             bufs: abi.bufs,
             sizes,
+            divisors: k.size_divisors(),
             params: abi.params,
             vars: vec![None; g.vars.len()],
             locals,
@@ -542,7 +545,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let mut i = 0;
         while i < stmts.len() {
             let width = if self.be.vector_stores() {
-                store_run(&stmts[i..], &self.k.size_divisors())
+                store_run(&stmts[i..], &self.divisors)
             } else {
                 0
             };
@@ -1413,8 +1416,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let Some(last) = indices.last() else {
             return Ok(None);
         };
-        let divisors = self.k.size_divisors();
-        let d = last.known_divisor_in(&divisors);
+        let d = last.known_divisor_in(&self.divisors);
         if d != 0 && !d.is_multiple_of(w) {
             return Ok(None);
         }
@@ -1423,7 +1425,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let shape = &self.k.tensor(tensor).shape;
         if indices.len() >= 2 {
             let row = &shape[shape.len() - 1];
-            let d = row.known_divisor_in(&divisors);
+            let d = row.known_divisor_in(&self.divisors);
             if d != 0 && !d.is_multiple_of(w) {
                 let n = self.index(row)?;
                 let rem = self

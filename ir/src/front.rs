@@ -216,6 +216,21 @@ fn is_reserved(name: &str) -> bool {
         || matches!(name, "select" | "min" | "max" | "blockIdx" | "threadIdx")
 }
 
+/// A rule's steps parsed, each pointing at the stage (`span`): the text
+/// is rocmc's, not the file's.
+fn default_steps(cand: &schedule::default::DefaultSchedule, span: Span) -> Option<Vec<Step>> {
+    let mut steps = cand
+        .steps
+        .iter()
+        .map(|t| syntax::parse_step(t, span.start).and_then(|s| Step::from_syntax(&s)))
+        .collect::<Result<Vec<Step>, Diagnostic>>()
+        .ok()?;
+    for s in &mut steps {
+        s.span = span;
+    }
+    Some(steps)
+}
+
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
     c.next()
@@ -1012,18 +1027,9 @@ impl<'s> Cx<'s> {
         }
         let mut next = k.clone();
         for (i, cand) in plan {
-            let span = next.stages[i].span;
-            let Ok(mut steps) = cand
-                .steps
-                .iter()
-                .map(|t| syntax::parse_step(t, span.start).and_then(|s| Step::from_syntax(&s)))
-                .collect::<Result<Vec<Step>, Diagnostic>>()
-            else {
+            let Some(steps) = default_steps(&cand, next.stages[i].span) else {
                 return;
             };
-            for s in &mut steps {
-                s.span = span;
-            }
             let st = &mut next.stages[i];
             st.schedule = steps;
             st.nest = None;
@@ -1051,19 +1057,9 @@ impl<'s> Cx<'s> {
             if self.defaults < 2 && cand.rule == "matmul-tiles" {
                 continue;
             }
-            let steps: Result<Vec<Step>, Diagnostic> = cand
-                .steps
-                .iter()
-                .map(|t| {
-                    syntax::parse_step(t, stage.span.start).and_then(|s| Step::from_syntax(&s))
-                })
-                .collect();
-            let Ok(mut steps) = steps else {
+            let Some(steps) = default_steps(&cand, stage.span) else {
                 continue;
             };
-            for s in &mut steps {
-                s.span = stage.span;
-            }
             let mut trial = stage.clone();
             trial.schedule = steps;
             if let Ok(nest) = schedule::apply_with_source(k, &trial, self.src) {

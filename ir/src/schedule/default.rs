@@ -106,10 +106,10 @@ fn elementwise(st: &Stage, names: &[&str], reduces: bool, vector: bool) -> Vec<D
         .and_then(|a| a.extent.as_const())
         .is_some_and(|c| c < 64);
     if lead.is_empty() || narrow {
-        let (mut steps, f) = fuse_all(names);
-        if reduces || !vector || !lead.is_empty() && narrow {
+        if reduces || !vector || !lead.is_empty() {
             return flat(names, 256).into_iter().collect();
         }
+        let (mut steps, f) = fuse_all(names);
         steps.extend([
             format!("{f}_b, {f}_t = split({f}, 1024)"),
             format!("{f}_x, {f}_v = split({f}_t, 4)"),
@@ -125,7 +125,9 @@ fn elementwise(st: &Stage, names: &[&str], reduces: bool, vector: bool) -> Vec<D
         fuse_all(lead)
     };
     let c = last;
-    if reduces {
+    if reduces || !vector {
+        // A serial reduction per output, or a transpose-like access (16 x
+        // 16 tiles keep both sides in short runs).
         steps.extend([
             format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 16, 16)"),
             format!("bind({r}_o, blockIdx.x)"),
@@ -133,18 +135,12 @@ fn elementwise(st: &Stage, names: &[&str], reduces: bool, vector: bool) -> Vec<D
             format!("bind({r}_i, threadIdx.y)"),
             format!("bind({c}_i, threadIdx.x)"),
         ]);
-        return vec![sched("tiles-16x16", &steps)];
-    }
-    if !vector {
-        // A transpose-like access: 16 x 16 tiles keep both sides in short runs.
-        steps.extend([
-            format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 16, 16)"),
-            format!("bind({r}_o, blockIdx.x)"),
-            format!("bind({c}_o, blockIdx.y)"),
-            format!("bind({r}_i, threadIdx.y)"),
-            format!("bind({c}_i, threadIdx.x)"),
-        ]);
-        return vec![sched("elementwise-tiles", &steps)];
+        let rule = if reduces {
+            "tiles-16x16"
+        } else {
+            "elementwise-tiles"
+        };
+        return vec![sched(rule, &steps)];
     }
     steps.extend([
         format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, 4, 256)"),
