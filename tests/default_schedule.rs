@@ -113,7 +113,7 @@ fn the_rule_follows_the_shape_of_the_stage() {
 #[test]
 fn printed_default_steps_pasted_into_the_file_give_the_same_kernel() {
     let d = tempfile::tempdir().unwrap();
-    for name in ["bias2d", "softmax", "histogram"] {
+    for name in ["bias2d", "softmax", "histogram", "gemm_f16"] {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         std::fs::write(d.path().join("k.toml"), &src).unwrap();
         let out = rocmc(
@@ -176,4 +176,177 @@ fn printed_default_steps_pasted_into_the_file_give_the_same_kernel() {
         let again = std::fs::read_to_string(d.path().join("p.schedule")).unwrap();
         assert!(again.contains("as written in the file"), "{again}");
     }
+}
+
+/// The rule of stage `C` of an unscheduled matrix example as compiled for
+/// `mcpu`, and the text of what it compiled to.
+fn compiled_gemm(name: &str, mcpu: &str) -> (String, rocmc::Artifact) {
+    let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
+    let nv = mcpu.starts_with("sm");
+    let art = rocmc::compile(
+        &format!("{name}.toml"),
+        &src,
+        &rocmc::Options::new(mcpu),
+        rocmc::Emit {
+            code_object: !nv,
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name} for {mcpu}: {e}"));
+    let st = art.kernel.stages.last().unwrap();
+    (st.default.as_ref().map_or("", |d| d.rule).to_string(), art)
+}
+
+#[test]
+fn matrix_products_take_the_targets_matrix_instructions() {
+    for (name, mcpu, instr) in [
+        ("gemm_f16_mma", "sm_90", "mma.sync.aligned.m16n8k16"),
+        ("gemm_f16_mma", "sm_80", "mma.sync.aligned.m16n8k16"),
+        ("gemm_f16", "gfx90a", "v_mfma_f32_16x16x16"),
+        ("gemm_f16", "gfx942", "v_mfma_f32_16x16x16"),
+        ("gemm_f16", "gfx950", "v_mfma_f32_16x16x32"),
+        ("gemm_f16", "gfx1100", "v_wmma_f32_16x16x16_f16"),
+        ("gemm_f16", "gfx1201", "v_wmma_f32_16x16x16_f16"),
+        ("gemm_bf16_gelu", "gfx942", "v_mfma_f32_16x16x16"),
+        ("gemm_i8", "gfx942", "v_mfma_i32_16x16x32"),
+        ("gemm_i8", "sm_90", "mma.sync.aligned.m16n8k32"),
+    ] {
+        let (rule, art) = compiled_gemm(name, mcpu);
+        assert_eq!(rule, "matmul-mma", "{name} {mcpu}");
+        let asm = art.asm.as_deref().unwrap();
+        assert!(asm.contains(instr), "{name} {mcpu}: no {instr}");
+        if let Some(co) = &art.code_object {
+            for k in rocmc::linker::codeobject::read(co).unwrap().kernels {
+                assert_eq!(
+                    (
+                        k.vgpr_spill_count,
+                        k.sgpr_spill_count,
+                        k.private_segment_fixed_size
+                    ),
+                    (0, 0, 0),
+                    "{name} {mcpu}: spills"
+                );
+            }
+        }
+    }
+    // The pipeline is as deep as the processor's shared memory allows:
+    // gemm_f16_mma's four cp.async stages on sm_90, three on sm_80's 163 KiB.
+    for (mcpu, stages) in [("sm_90", "stages=4"), ("sm_80", "stages=3")] {
+        let (_, art) = compiled_gemm("gemm_f16_mma", mcpu);
+        let d = art.kernel.stages[0].default.as_ref().unwrap();
+        assert!(
+            d.steps.iter().any(|s| s.contains(stages)),
+            "{mcpu}: {:?}",
+            d.steps
+        );
+    }
+    // No matrix instruction for the types: register tiles.
+    let (rule, _) = compiled_gemm("matmul_sgemm", "sm_90");
+    assert_eq!(rule, "matmul-tiles");
+    let (rule, _) = compiled_gemm("gemm_fp8", "gfx90a");
+    assert_eq!(rule, "matmul-tiles");
+}
+
+#[test]
+fn the_matrix_default_means_what_the_interpreter_says_in_every_lane_layout() {
+    // On the CPU, `--emulate` runs the emulated processor's rule (its
+    // matrix instructions through their lane layouts) at sizes that are no
+    // multiple of any tile.
+    let src = unscheduled(&std::fs::read_to_string(example("gemm_bf16_gelu")).unwrap());
+    let f = front("gemm_bf16_gelu", &src);
+    for emulate in ["sm_90", "gfx942", "gfx1100", "gfx1201"] {
+        let mut opts = rocmc::Options::new("x86-64");
+        opts.emulate = Some(emulate.into());
+        let cpu = rocmc::targets(&opts).unwrap().remove(0);
+        let lowered = f.for_target(&cpu, &opts).unwrap();
+        let d = lowered.kernel.stages[0].default.as_ref().unwrap();
+        assert_eq!(d.rule, "matmul-mma", "{emulate}");
+        assert!(!lowered.matrix_instructions().is_empty(), "{emulate}");
+        let sizes = lowered.kernel.fit_sizes(&[70, 45, 83]);
+        let cmp = rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 3, false).unwrap();
+        for c in &cmp {
+            assert!(c.ok(), "{emulate}: {c:?}");
+        }
+    }
+}
+
+#[test]
+fn the_numbers_of_a_default_are_tune_parameters() {
+    let src = unscheduled(&std::fs::read_to_string(example("gemm_f16_mma")).unwrap());
+    let sm90 = rocmc::Options::new("sm_90");
+    let t = rocmc::targets(&sm90).unwrap().remove(0);
+    let k = rocmc::kernel_for("g.toml", &src, &[], &t, &sm90).unwrap();
+    let tuning = k.tuning.expect("knobs as a tune space");
+    let names: Vec<&str> = tuning
+        .space
+        .params
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["C_BM", "C_BN", "C_WM", "C_WN", "C_KSTEPS", "C_STAGES"]
+    );
+    // A value given changes the steps.
+    let tune = [("C_BN".to_string(), 128), ("C_STAGES".to_string(), 2)];
+    let k = rocmc::kernel_for("g.toml", &src, &tune, &t, &sm90).unwrap();
+    let steps = &k.stages[0].default.as_ref().unwrap().steps;
+    assert!(steps[0].ends_with("tile(i, j, 128, 128)"), "{steps:?}");
+    assert!(steps.iter().any(|s| s.contains("stages=2")), "{steps:?}");
+    // A refused value names this rule's candidates and the stage.
+    let e = rocmc::kernel_for("g.toml", &src, &[("C_BN".into(), 100)], &t, &sm90)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("100 is not a candidate of tune parameter `C_BN` (64, 128, 256)"),
+        "{e}"
+    );
+    let e = rocmc::kernel_for("g.toml", &src, &[("C_XY".into(), 1)], &t, &sm90)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no tune parameter `C_XY`; the kernel has: C_BM"),
+        "{e}"
+    );
+    // On the CPU the rule and its knobs are register tiles'.
+    let cpu = rocmc::Options::new("x86-64");
+    let c = rocmc::targets(&cpu).unwrap().remove(0);
+    let k = rocmc::kernel_for("g.toml", &src, &[], &c, &cpu).unwrap();
+    let names: Vec<String> = k
+        .tuning
+        .unwrap()
+        .space
+        .params
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["C_BM", "C_BN", "C_TM", "C_TN", "C_BK"]);
+}
+
+#[test]
+fn rocmc_tune_searches_an_unscheduled_kernel_and_builds_take_the_result() {
+    let d = tempfile::tempdir().unwrap();
+    let src = unscheduled(&std::fs::read_to_string(example("saxpy")).unwrap());
+    std::fs::write(d.path().join("k.toml"), &src).unwrap();
+    let out = rocmc(
+        d.path(),
+        &[
+            "tune", "k.toml", "--size", "n=100003", "--budget", "6", "--reps", "2",
+        ],
+    );
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{log}");
+    let db = std::fs::read_to_string(d.path().join("rocmc-tuning.toml")).unwrap();
+    assert!(db.contains("out_THREADS") && db.contains("out_VEC"), "{db}");
+    let out = rocmc(
+        d.path(),
+        &["build", "--mcpu", "x86-64", "k.toml", "-o", "k.so"],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("rocmc-tuning.toml"),
+        "the build names the database: {err}"
+    );
 }

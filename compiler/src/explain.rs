@@ -17,6 +17,24 @@ pub fn schedules(k: &Kernel, source: &str) -> String {
                     "\n# stage `{}`: rule `{}` (the file gives no schedule; paste this into the stage to edit it)",
                     st.name, d.rule
                 );
+                if !d.knobs.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "# its numbers are tune parameters (`rocmc tune` searches them, `--tune NAME=V` sets one):"
+                    );
+                }
+                for kb in &d.knobs {
+                    let vals: Vec<String> = kb.values.iter().map(i64::to_string).collect();
+                    let _ = writeln!(
+                        s,
+                        "#   {}={} ({}; default {}; candidates {})",
+                        kb.name,
+                        kb.value,
+                        kb.doc,
+                        kb.default,
+                        vals.join(", ")
+                    );
+                }
                 d.steps.clone()
             }
             None => {

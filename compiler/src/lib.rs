@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 use rocmc_codegen::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, Vendor};
+use rocmc_ir::front::RulesFor;
 use rocmc_ir::loops::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
@@ -234,6 +235,9 @@ pub struct Frontend {
     pub file: String,
     /// See `file`.
     pub source: String,
+    /// The tune values it was parsed with: the rules of default
+    /// schedules apply again for each target ([`Frontend::for_target`]).
+    tune: Vec<(String, i64)>,
 }
 
 /// Parses, validates and lowers kernel source text. `file` names it in diagnostics.
@@ -255,7 +259,17 @@ pub fn frontend(file: &str, source: &str) -> Result<Frontend, Error> {
 /// [`frontend`] for one configuration of the kernel's `[tune]` parameters:
 /// the defaults overridden by `tune`.
 pub fn frontend_with(file: &str, source: &str, tune: &[(String, i64)]) -> Result<Frontend, Error> {
-    let first = frontend_defaults(file, source, tune, 2);
+    frontend_rules(file, source, tune, RulesFor::default())
+}
+
+/// [`frontend_with`] with default schedules written for a target.
+fn frontend_rules(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    rules: RulesFor,
+) -> Result<Frontend, Error> {
+    let first = frontend_defaults(file, source, tune, 2, rules);
     let Err(e) = first else {
         return first;
     };
@@ -266,7 +280,7 @@ pub fn frontend_with(file: &str, source: &str, tune: &[(String, i64)]) -> Result
         .is_ok_and(|k| k.stages.iter().any(|s| s.default.is_some()));
     if had_default {
         for level in [1, 0] {
-            if let Ok(f) = frontend_defaults(file, source, tune, level) {
+            if let Ok(f) = frontend_defaults(file, source, tune, level, rules) {
                 return Ok(f);
             }
         }
@@ -279,9 +293,10 @@ fn frontend_defaults(
     source: &str,
     tune: &[(String, i64)],
     defaults: u8,
+    rules: RulesFor,
 ) -> Result<Frontend, Error> {
     let (kernel, [parse, validate]) =
-        rocmc_ir::front::parse_kernel_defaults(file, source, tune, defaults)?;
+        rocmc_ir::front::parse_kernel_for(file, source, tune, defaults, rules)?;
     let t1 = Instant::now();
     let launch = launch_info(&kernel, &Program { kernels: vec![] });
     let mut front = Frontend {
@@ -293,6 +308,7 @@ fn frontend_defaults(
         matrix: None,
         file: file.into(),
         source: source.into(),
+        tune: tune.to_vec(),
     };
     if rocmc_ir::lower::needs_target(&front.kernel) {
         // Lowered per target by `backend`; until then, say so.
@@ -337,6 +353,39 @@ impl Frontend {
         opts: &Options,
     ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
         use std::borrow::Cow;
+        let by_target = self
+            .kernel
+            .stages
+            .iter()
+            .any(|s| s.default.as_ref().is_some_and(|d| d.by_target));
+        if by_target {
+            // The rules choose again, knowing the target (a matrix product
+            // onto its matrix instructions). Where that does not compile,
+            // the target-independent choice stands, unless values were
+            // given for the knobs: then the error is the user's to see.
+            let (rt, shared_limit) = rules_target(target, opts)?;
+            let rules = RulesFor {
+                target: Some(&rt),
+                shared_limit,
+            };
+            let again = frontend_rules(&self.file, &self.source, &self.tune, rules)
+                .and_then(|f| f.lowered_for(target, opts).map(Cow::into_owned));
+            match again {
+                Ok(f) => return Ok(Cow::Owned(f)),
+                Err(e) if !self.tune.is_empty() => return Err(e),
+                Err(_) => {}
+            }
+        }
+        self.lowered_for(target, opts)
+    }
+
+    /// This kernel, its schedules as they are, lowered for `target`.
+    fn lowered_for(
+        &self,
+        target: &Target,
+        opts: &Options,
+    ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
+        use std::borrow::Cow;
         if !rocmc_ir::lower::needs_target(&self.kernel) {
             return Ok(Cow::Borrowed(self));
         }
@@ -359,6 +408,37 @@ impl Frontend {
     }
 }
 
+/// The processor default schedules are written for on `target`: itself,
+/// or on the CPU the one `opts.emulate` names, within the CPU's shared
+/// memory.
+pub fn rules_target(target: &Target, opts: &Options) -> Result<(Target, Option<u32>), Error> {
+    match (target, &opts.emulate) {
+        (Target::Cpu(_), Some(p)) => Ok((
+            Target::parse(p, opts.wave_size, opts.code_object_version)?,
+            Some(target.lds_limit()),
+        )),
+        _ => Ok((target.clone(), None)),
+    }
+}
+
+/// The kernel of `source` as compiled for `target`: its default schedules
+/// written for it, `tune` applied. What `rocmc tune` searches and what
+/// the tuning database is matched against.
+pub fn kernel_for(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    target: &Target,
+    opts: &Options,
+) -> Result<Kernel, Error> {
+    let (rt, shared_limit) = rules_target(target, opts)?;
+    let rules = RulesFor {
+        target: Some(&rt),
+        shared_limit,
+    };
+    Ok(rocmc_ir::front::parse_kernel_for(file, source, tune, 2, rules)?.0)
+}
+
 /// Which matrix instructions `mma` steps use on `target`: its own, or on
 /// the CPU those of `opts.emulate`.
 pub fn matrix_unit(
@@ -367,16 +447,7 @@ pub fn matrix_unit(
 ) -> Result<Option<rocmc_ir::lower::matrix::MatrixUnit>, Error> {
     use rocmc_ir::lower::matrix::MatrixUnit;
     Ok(match target {
-        Target::Amd(t) => Some(MatrixUnit {
-            target: target.to_string(),
-            processor: t.id.processor.clone(),
-            wave: t.wavefront_size(),
-        }),
-        Target::Nvidia(t) => Some(MatrixUnit {
-            target: target.to_string(),
-            processor: t.processor.clone(),
-            wave: 32,
-        }),
+        Target::Amd(_) | Target::Nvidia(_) => MatrixUnit::of(target),
         Target::Cpu(_) => match &opts.emulate {
             None => None,
             Some(p) => {

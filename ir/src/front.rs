@@ -132,6 +132,26 @@ pub fn parse_kernel_defaults(
     tune: &[(String, i64)],
     defaults: u8,
 ) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
+    parse_kernel_for(file, source, tune, defaults, RulesFor::default())
+}
+
+/// The target default schedules are written for, and the shared memory
+/// they may use (see [`schedule::default::RuleCx`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RulesFor<'a> {
+    pub target: Option<&'a rocmc_target::Target>,
+    pub shared_limit: Option<u32>,
+}
+
+/// [`parse_kernel_defaults`] with the rules writing default schedules for
+/// a target (the matrix-product rule's `mma` path and its numbers).
+pub fn parse_kernel_for(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    defaults: u8,
+    rules: RulesFor,
+) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
     let t0 = std::time::Instant::now();
     let err = |diagnostics| KernelError {
         file: file.to_string(),
@@ -158,6 +178,8 @@ pub fn parse_kernel_defaults(
         given: tune,
         config: Vec::new(),
         defaults,
+        rules,
+        knobs_given: Vec::new(),
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -190,6 +212,11 @@ struct Cx<'s> {
     defaults: u8,
     /// The configuration schedule steps are parsed with.
     config: crate::tune::Config,
+    /// What default schedules are written for.
+    rules: RulesFor<'s>,
+    /// Values given for names that `[tune]` does not declare: knobs of
+    /// default schedules (checked once the stages are parsed).
+    knobs_given: Vec<(String, i64)>,
 }
 
 /// Whether an expression reads a tensor element (in a subscript, that
@@ -295,12 +322,7 @@ impl<'s> Cx<'s> {
     ) -> Option<crate::tune::Tuning> {
         use crate::tune::{Constraint, TuneParam, TuneSpace};
         let Some(decl) = decl else {
-            if let Some((n, _)) = self.given.first() {
-                self.error(Diagnostic::new(
-                    Span::default(),
-                    format!("tune parameter `{n}` given, but the kernel has no [tune] section"),
-                ));
-            }
+            self.knobs_given = self.given.to_vec();
             return None;
         };
         let mut space = TuneSpace::default();
@@ -442,7 +464,13 @@ impl<'s> Cx<'s> {
         if self.diags.len() > before {
             return None;
         }
-        match space.resolve(self.given) {
+        let (declared, knobs): (Vec<_>, Vec<_>) = self
+            .given
+            .iter()
+            .cloned()
+            .partition(|(n, _)| space.params.iter().any(|p| p.name == *n));
+        self.knobs_given = knobs;
+        match space.resolve(&declared) {
             Ok(config) => {
                 self.config = config.clone();
                 Some(crate::tune::Tuning { space, config })
@@ -566,6 +594,9 @@ impl<'s> Cx<'s> {
         k.tuning = tuning;
         if self.defaults > 1 && self.diags.is_empty() {
             self.row_chains(&mut k);
+        }
+        if self.diags.is_empty() {
+            self.knobs(&mut k);
         }
         // A refused later stage would leave an earlier one last: only
         // judge the last stage of a kernel whose stages were all accepted.
@@ -1017,11 +1048,85 @@ impl<'s> Cx<'s> {
         k.stages.push(stage);
     }
 
+    /// The knobs of the default schedules join the kernel's tune space
+    /// (so `rocmc tune` searches an unscheduled kernel); values given for
+    /// them were applied by the rules and are checked here.
+    fn knobs(&mut self, k: &mut Kernel) {
+        use crate::tune::{TuneParam, Tuning};
+        let at: Vec<(Span, &schedule::default::Knob)> = k
+            .stages
+            .iter()
+            .filter_map(|s| s.default.as_ref().map(|d| (s.span, d)))
+            .flat_map(|(span, d)| d.knobs.iter().map(move |kb| (span, kb)))
+            .collect();
+        let knobs: Vec<&schedule::default::Knob> = at.iter().map(|x| x.1).collect();
+        // Without a target, a matrix product's knobs may be those of the
+        // rule the target will choose: checked when it is known.
+        let later = self.rules.target.is_none()
+            && k.stages
+                .iter()
+                .any(|s| s.default.as_ref().is_some_and(|d| d.by_target));
+        let mut errors = Vec::new();
+        for (n, v) in self.knobs_given.iter().filter(|_| !later) {
+            let found = at.iter().find(|(_, kb)| kb.name == *n);
+            // A knob's errors point at the stage whose rule reads it.
+            let span = found.map_or(Span::default(), |f| f.0);
+            let msg = match found.map(|f| f.1) {
+                Some(kb) if kb.values.contains(v) => continue,
+                Some(kb) => format!(
+                    "{v} is not a candidate of tune parameter `{n}` ({})",
+                    kb.values
+                        .iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => {
+                    let mut names: Vec<&str> = knobs.iter().map(|kb| kb.name.as_str()).collect();
+                    if let Some(t) = &k.tuning {
+                        names.extend(t.space.params.iter().map(|p| p.name.as_str()));
+                    }
+                    if names.is_empty() {
+                        format!("tune parameter `{n}` given, but the kernel has no [tune] section and no default schedule with knobs")
+                    } else {
+                        format!(
+                            "no tune parameter `{n}`; the kernel has: {}",
+                            names.join(", ")
+                        )
+                    }
+                }
+            };
+            errors.push(Diagnostic::new(span, msg));
+        }
+        for e in errors {
+            self.error(e);
+        }
+        if knobs.is_empty() || !self.diags.is_empty() {
+            return;
+        }
+        let t = k.tuning.get_or_insert_with(|| Tuning {
+            space: Default::default(),
+            config: Vec::new(),
+        });
+        for kb in knobs {
+            if t.space.params.iter().any(|p| p.name == kb.name) {
+                continue;
+            }
+            t.space.params.push(TuneParam {
+                name: kb.name.clone(),
+                values: kb.values.clone(),
+                default: kb.default,
+                span: Span::default(),
+            });
+            t.config.push((kb.name.clone(), kb.value));
+        }
+    }
+
     /// Default-scheduled row reductions fused into the stage that
     /// normalises the rows ([`schedule::default::row_chains`]); kept only
     /// if every rescheduled stage applies.
     fn row_chains(&self, k: &mut Kernel) {
-        let plan = schedule::default::row_chains(k);
+        let plan = schedule::default::row_chains(k, &self.knobs_given);
         if plan.is_empty() {
             return;
         }
@@ -1051,11 +1156,22 @@ impl<'s> Cx<'s> {
     /// rules that applies (see [`schedule::default`]), its steps pointing at
     /// the stage. None applying leaves the one-thread nest.
     fn default_schedule(&self, k: &Kernel, stage: &mut Stage) {
-        for cand in schedule::default::candidates(k, stage) {
+        let cx = schedule::default::RuleCx {
+            target: self.rules.target,
+            shared_limit: self.rules.shared_limit,
+            given: &self.knobs_given,
+        };
+        for cand in schedule::default::candidates(k, stage, &cx) {
             // Rules whose tiles may not lower for every kernel come only
             // at the first level (see `frontend_with`'s fallbacks).
             if self.defaults < 2 && cand.rule == "matmul-tiles" {
                 continue;
+            }
+            if cand.bad_knob() {
+                // Refused once the stages are parsed (`knobs`), naming
+                // this rule's candidates.
+                stage.default = Some(cand);
+                return;
             }
             let Some(steps) = default_steps(&cand, stage.span) else {
                 continue;

@@ -206,11 +206,24 @@ fn first_line(e: Error) -> String {
         .to_string()
 }
 
-fn parse(req: &TuneRequest) -> Result<(rocmc_ir::Kernel, rocmc_ir::tune::Tuning), Error> {
-    let k = rocmc_ir::front::parse_kernel(&req.file, &req.source)?;
+/// The kernel and its tune space as compiled for `target` (the knobs of
+/// its default schedules depend on it); without a target, as written.
+fn parse(
+    req: &TuneRequest,
+    target: Option<&str>,
+) -> Result<(rocmc_ir::Kernel, rocmc_ir::tune::Tuning), Error> {
+    let k = match target {
+        Some(t) => {
+            let mut o = req.opts.clone();
+            o.mcpu = t.to_string();
+            let t = crate::targets(&o)?.remove(0);
+            crate::kernel_for(&req.file, &req.source, &[], &t, &o)?
+        }
+        None => rocmc_ir::front::parse_kernel(&req.file, &req.source)?,
+    };
     let Some(tuning) = k.tuning.clone() else {
         return Err(Error::Usage(format!(
-            "{}: the kernel has no [tune] section: nothing to tune (see docs/kernel-format.md, \"Tunable parameters\")",
+            "{}: the kernel has no [tune] section and every stage has a schedule: nothing to tune (see docs/kernel-format.md, \"Tunable parameters\", and docs/tuning.md on default schedules)",
             req.file
         )));
     };
@@ -238,7 +251,15 @@ pub fn tune_on(
     on: &mut dyn FnMut(Event),
 ) -> Result<TuneReport, Error> {
     let start = Instant::now();
-    let (k, tuning) = parse(req)?;
+    // The space is that of the first device's target (`cpu` when named).
+    let target = match &devices {
+        Devices::One(d) => Some(d.info().target.clone()),
+        Devices::Named(n) => n
+            .first()
+            .filter(|d| d.as_str() == "cpu")
+            .map(|_| "x86-64".to_string()),
+    };
+    let (k, tuning) = parse(req, target.as_deref())?;
     let bench = rocmc_tuner::Bench::new(
         k,
         req.sizes.clone(),
@@ -275,7 +296,6 @@ pub fn export(
     on: &mut dyn FnMut(Event),
 ) -> Result<plan::Plan, Error> {
     let start = Instant::now();
-    let (_, tuning) = parse(req)?;
     let mut o = req.opts.clone();
     o.mcpu = target.to_string();
     // The flag here is --target; the compiler's message names --mcpu.
@@ -286,6 +306,7 @@ pub fn export(
         })?
         .remove(0);
     let target = t.to_string();
+    let (_, tuning) = parse(req, Some(&target))?;
     let (valid, configs) = candidates(&tuning.space, req.budget.max(1), req.seed);
     on(Event::Compiling {
         round: 1,

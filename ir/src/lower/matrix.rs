@@ -33,12 +33,31 @@ pub struct MatrixUnit {
 }
 
 impl MatrixUnit {
+    /// The matrix unit of a GPU target; none for the CPU (which runs
+    /// another processor's instructions only when told to emulate it).
+    pub fn of(target: &rocmc_target::Target) -> Option<MatrixUnit> {
+        use rocmc_target::Target;
+        match target {
+            Target::Amd(t) => Some(MatrixUnit {
+                target: target.to_string(),
+                processor: t.id.processor.clone(),
+                wave: t.wavefront_size(),
+            }),
+            Target::Nvidia(t) => Some(MatrixUnit {
+                target: target.to_string(),
+                processor: t.processor.clone(),
+                wave: 32,
+            }),
+            Target::Cpu(_) => None,
+        }
+    }
+
     pub fn instructions(&self) -> Vec<&'static MatrixInstr> {
         instructions_for(&self.processor, self.wave)
     }
 }
 
-fn mtype(t: DType) -> Option<MType> {
+pub(crate) fn mtype(t: DType) -> Option<MType> {
     Some(match t {
         DType::F16 => MType::F16,
         DType::BF16 => MType::Bf16,
@@ -54,7 +73,7 @@ fn mtype(t: DType) -> Option<MType> {
 /// The 8-bit float types a processor's matrix instructions read: gfx942
 /// the FNUZ encodings, gfx950 and gfx12 the OCP ones (LLVM's intrinsics
 /// are the same; the hardware differs).
-fn f8_types(processor: &str) -> [DType; 2] {
+pub(crate) fn f8_types(processor: &str) -> [DType; 2] {
     if processor.starts_with("gfx942") {
         [DType::F8E4M3FNUZ, DType::F8E5M2FNUZ]
     } else {

@@ -68,7 +68,8 @@ fn tuning_for_build(
     if let Some(t) = &a.tune {
         opts.tune = rocmc::ir::tune::parse_assignments(t)
             .map_err(|e| Error::Usage(format!("--tune: {e}")))?;
-        let k = rocmc::ir::front::parse_kernel_with(file, source, &opts.tune)?;
+        // Default schedules' knobs depend on the target: the first one's.
+        let k = rocmc::kernel_for(file, source, &opts.tune, &targets[0], opts)?;
         return Ok(k.tuning.map(|t| {
             format!(
                 "tune values given: {}",
@@ -91,7 +92,7 @@ fn tuning_for_build(
             p
         }
     };
-    let k = rocmc::ir::front::parse_kernel(file, source)?;
+    let k = rocmc::kernel_for(file, source, &[], &targets[0], opts)?;
     if k.tuning.is_none() {
         return Ok(None);
     }

@@ -175,7 +175,20 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         a.seed,
         t0.elapsed().as_secs_f64() * 1e3
     );
-    if let Some(t) = &front.kernel.tuning {
+    // A file's [tune] values, or values given: not the knobs of default
+    // schedules nobody asked about (their rule may differ per target).
+    let declared = |t: &rocmc::ir::tune::Tuning| {
+        t.space
+            .params
+            .iter()
+            .any(|p| p.span != rocmc::ir::Span::default())
+    };
+    if let Some(t) = front
+        .kernel
+        .tuning
+        .as_ref()
+        .filter(|t| a.tune.is_some() || declared(t))
+    {
         println!("tune values: {}", rocmc::ir::tune::describe(&t.config));
     }
     if report.is_empty() {

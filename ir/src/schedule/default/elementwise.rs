@@ -1,0 +1,145 @@
+//! Element-wise maps (bias2d_vec, saxpy) and reductions along rows
+//! (argmax).
+
+use super::{along_rows, flat, fuse_all, DefaultSchedule, Knobs, RuleCx, THREADS};
+use crate::index::VarId;
+use crate::kernel::Stage;
+
+/// An element-wise map (a reduction, if any, runs serially per thread):
+/// rows of 256 columns per work-group of 64 × 4 threads, 4 consecutive
+/// columns per thread as one vector access (bias2d_vec); a 1-D stage as
+/// saxpy does. A matrix product gets 16 × 16 output tiles (matmul.toml).
+pub(super) fn elementwise(
+    st: &Stage,
+    names: &[&str],
+    reduces: bool,
+    vector: bool,
+    cx: &RuleCx,
+) -> Vec<DefaultSchedule> {
+    let Some((&last, lead)) = names.split_last() else {
+        return Vec::new();
+    };
+    let mut kn = Knobs::new(&st.name, cx.given);
+    let narrow = st
+        .axes
+        .last()
+        .and_then(|a| a.extent.as_const())
+        .is_some_and(|c| c < 64);
+    if lead.is_empty() || narrow {
+        if reduces || !vector || !lead.is_empty() {
+            return flat(&st.name, names, cx).into_iter().collect();
+        }
+        let threads = kn.get("THREADS", THREADS, 256, "threads per work-group");
+        let vec = kn.get(
+            "VEC",
+            &[1, 2, 4],
+            4,
+            "consecutive elements per thread, one vector access",
+        );
+        let (mut steps, f) = fuse_all(names);
+        steps.extend([
+            format!("{f}_b, {f}_t = split({f}, {})", threads * vec),
+            format!("{f}_x, {f}_v = split({f}_t, {vec})"),
+            format!("bind({f}_b, blockIdx.x)"),
+            format!("bind({f}_x, threadIdx.x)"),
+            format!("vectorize({f}_v)"),
+        ]);
+        return vec![kn.done("elementwise-1d", steps)];
+    }
+    let (mut steps, r) = if lead.len() == 1 {
+        (Vec::new(), lead[0].to_string())
+    } else {
+        fuse_all(lead)
+    };
+    let c = last;
+    if reduces || !vector {
+        // A serial reduction per output, or a transpose-like access (16 x
+        // 16 tiles keep both sides in short runs).
+        let t = kn.get(
+            "TILE",
+            &[8, 16, 32],
+            16,
+            "rows and columns of a work-group's tile",
+        );
+        steps.extend([
+            format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
+            format!("bind({r}_o, blockIdx.x)"),
+            format!("bind({c}_o, blockIdx.y)"),
+            format!("bind({r}_i, threadIdx.y)"),
+            format!("bind({c}_i, threadIdx.x)"),
+        ]);
+        let rule = if reduces {
+            "tiles-16x16"
+        } else {
+            "elementwise-tiles"
+        };
+        return vec![kn.done(rule, steps)];
+    }
+    let rows = kn.get("ROWS", &[1, 2, 4, 8], 4, "rows per work-group");
+    let cols = kn.get("COLS", &[64, 128, 256, 512], 256, "columns per work-group");
+    let vec = kn.get(
+        "VEC",
+        &[1, 2, 4],
+        4,
+        "consecutive columns per thread, one vector access",
+    );
+    steps.extend([
+        format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {rows}, {cols})"),
+        format!("{c}_t, {c}_v = split({c}_i, {vec})"),
+        format!("bind({r}_o, blockIdx.x)"),
+        format!("bind({c}_o, blockIdx.y)"),
+        format!("bind({r}_i, threadIdx.y)"),
+        format!("bind({c}_t, threadIdx.x)"),
+        format!("vectorize({c}_v)"),
+    ]);
+    vec![kn.done("elementwise-2d", steps)]
+}
+
+/// A reduction along contiguous memory (its axis is the last subscript of
+/// a tensor it reads) over a long row: one work-group of 512 threads per
+/// output point, each thread 4 elements 512 apart per step, combined in
+/// the work-group (argmax.toml). Short constant rows stay serial.
+pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
+    let r = st.reduce.as_ref()?;
+    let [axis] = r.axes.as_slice() else {
+        return None;
+    };
+    if axis.extent.as_const().is_some_and(|c| c < 256) {
+        return None;
+    }
+    let kv = VarId(st.axes.len() as u32);
+    if !along_rows(&r.body, kv) {
+        return None;
+    }
+    let mut kn = Knobs::new(&st.name, cx.given);
+    let threads = kn.get("THREADS", &THREADS[1..], 512, "threads per row");
+    let per = kn.get(
+        "PER",
+        &[1, 2, 4, 8],
+        4,
+        "elements per thread and step, `threads` apart",
+    );
+    let k = axis.name.as_str();
+    let mut steps = Vec::new();
+    let block = match names {
+        [] => None,
+        [one] => Some(one.to_string()),
+        _ => {
+            let (s, f) = fuse_all(names);
+            steps.extend(s);
+            Some(f)
+        }
+    };
+    steps.extend([
+        format!("{k}_o, {k}_i = split({k}, {})", threads * per),
+        format!("{k}_v, {k}_t = split({k}_i, {threads})"),
+    ]);
+    if let Some(b) = block {
+        steps.push(format!("bind({b}, blockIdx.x)"));
+    }
+    steps.extend([
+        format!("bind({k}_t, threadIdx.x)"),
+        format!("unroll({k}_v)"),
+    ]);
+    Some(kn.done("row-reduction", steps))
+}

@@ -1,0 +1,232 @@
+//! Matrix products `C[i, j] = sum(A[i, k] * B[k, j], k)` (casts and an
+//! epilogue allowed): on a target whose matrix instructions take the
+//! operands' types, the `mma` path (gemm_f16_mma.toml, gemm_f16.toml);
+//! elsewhere register tiles (matmul_sgemm.toml).
+
+use super::{DefaultSchedule, Knobs, RuleCx};
+use crate::index::{Index, VarId};
+use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
+use crate::lower::matrix::{f8_types, instr_id, mtype, MatrixUnit};
+use rocmc_target::matrix::{Family, MatrixInstr};
+
+/// A stage found to be a matrix product, and its names.
+pub(super) struct Matmul<'k> {
+    i: &'k str,
+    j: &'k str,
+    k: &'k str,
+    /// The operand varying with `i` (A) and the one varying with `j` (B).
+    a: TensorId,
+    b: TensorId,
+}
+
+impl<'k> Matmul<'k> {
+    pub(super) fn find(k: &Kernel, st: &'k Stage) -> Option<Matmul<'k>> {
+        let r = st.reduce.as_ref()?;
+        let ([i, j], [axis]) = (st.axes.as_slice(), r.axes.as_slice()) else {
+            return None;
+        };
+        if r.op != ReduceOp::Sum {
+            return None;
+        }
+        let (vi, vj, vk) = (VarId(0), VarId(1), VarId(2));
+        let mut loads: Vec<(TensorId, Vec<Index>)> = Vec::new();
+        r.body
+            .visit_loads(&mut |t, ix| loads.push((t, ix.to_vec())));
+        let uses = |ix: &[Index], v: VarId| ix.iter().any(|x| x.uses_var(v));
+        let [(ta, a), (tb, b)] = loads.as_slice() else {
+            return None;
+        };
+        let (ta, tb) = match (
+            uses(a, vi) && uses(a, vk) && !uses(a, vj),
+            uses(b, vk) && uses(b, vj) && !uses(b, vi),
+        ) {
+            (true, true) => (*ta, *tb),
+            _ if uses(b, vi) && uses(b, vk) && !uses(b, vj) && uses(a, vk) && uses(a, vj) => {
+                (*tb, *ta)
+            }
+            _ => return None,
+        };
+        if ta == tb || k.tensors.get(ta.0 as usize).is_none() {
+            return None;
+        }
+        Some(Matmul {
+            i: &i.name,
+            j: &j.name,
+            k: &axis.name,
+            a: ta,
+            b: tb,
+        })
+    }
+
+    /// The `mma` schedule where `cx`'s target takes the types, then
+    /// register tiles.
+    pub(super) fn schedules(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
+        let mut out: Vec<DefaultSchedule> = self.mma(k, st, cx).into_iter().collect();
+        let mut tiles = self.tiles(k, st, cx);
+        tiles.by_target = cx.target.is_none() && self.instr_types(k, st).is_some();
+        out.push(tiles);
+        out
+    }
+
+    /// The operand and accumulator types when the stage sums a plain
+    /// product (casts allowed), as `mma` needs.
+    fn instr_types(&self, k: &Kernel, st: &Stage) -> Option<[crate::DType; 3]> {
+        let r = st.reduce.as_ref()?;
+        if !matches!(r.body.kind, ExprKind::Binary(BinOp::Mul, ..)) {
+            return None;
+        }
+        let t = [k.tensor(self.a).dtype, k.tensor(self.b).dtype, r.body.dtype];
+        t.iter().all(|d| mtype(*d).is_some()).then_some(t)
+    }
+
+    /// 128 x 128 tiles of C per work-group of 16 x 16 threads, 8 x 8
+    /// outputs per thread in registers, 16-wide k tiles of A and B staged
+    /// in LDS (matmul_sgemm.toml, 65 % of cuBLAS SGEMM on the H100).
+    fn tiles(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> DefaultSchedule {
+        let (i, j, kk) = (self.i, self.j, self.k);
+        let (an, bn) = (&k.tensor(self.a).name, &k.tensor(self.b).name);
+        let mut kn = Knobs::new(&st.name, cx.given);
+        let bm = kn.get("BM", &[32, 64, 128], 128, "rows of C per work-group");
+        let bn_ = kn.get("BN", &[32, 64, 128], 128, "columns of C per work-group");
+        let tm = kn.get("TM", &[2, 4, 8], 8, "rows of C per thread");
+        let tn = kn.get("TN", &[2, 4, 8], 8, "columns of C per thread");
+        let bk = kn.get("BK", &[8, 16, 32], 16, "k step staged in LDS");
+        let steps = vec![
+            format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn_})"),
+            format!("{i}_t, {j}_t, {i}_r, {j}_r = tile({i}_i, {j}_i, {tm}, {tn})"),
+            format!("{kk}_o, {kk}_i = split({kk}, {bk})"),
+            format!("reorder({kk}_o, {kk}_i, {i}_r, {j}_r)"),
+            format!("bind({i}_o, blockIdx.y)"),
+            format!("bind({j}_o, blockIdx.x)"),
+            format!("bind({i}_t, threadIdx.y)"),
+            format!("bind({j}_t, threadIdx.x)"),
+            format!("unroll({kk}_i)"),
+            format!("unroll({i}_r)"),
+            format!("unroll({j}_r)"),
+            format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad=1)"),
+            format!("{bn}_tile = cache_read({bn}, shared, {kk}_o)"),
+        ];
+        kn.done("matmul-tiles", steps)
+    }
+
+    /// The matrix-instruction path (gemm_f16_mma.toml's schedule, 55 % of
+    /// cuBLAS HGEMM on the H100): a work-group of WM x WN waves computes a
+    /// BM x BN tile of C, each wave its share as fragments of the
+    /// instruction; k tiles of A and B staged in LDS, padded by 16 bytes
+    /// and filled 16 bytes per access. On NVIDIA, `cp.async` keeps as many
+    /// tiles in flight as shared memory holds (4 on sm_90, 3 on sm_80); on
+    /// AMD, where the fills are ordinary loads, the next tile waits in
+    /// registers (`prefetch=1`).
+    fn mma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
+        let target = cx.target?;
+        let unit = MatrixUnit::of(target)?;
+        let [da, db, acc] = self.instr_types(k, st)?;
+        let f8 = f8_types(&unit.processor);
+        if [da, db].iter().any(|t| t.is_f8() && !f8.contains(t)) {
+            return None;
+        }
+        let types = (mtype(da), mtype(db), mtype(acc));
+        let typed: Vec<&MatrixInstr> = unit
+            .instructions()
+            .into_iter()
+            .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)))
+            .collect();
+        let nvidia = typed.first()?.family == Family::MmaSync;
+        // NVIDIA's m16n8 (A fragments reused over twice the columns), AMD's
+        // 16x16; the longest k of that shape.
+        let want_n = if nvidia { 8 } else { 16 };
+        let instr = typed
+            .iter()
+            .filter(|i| i.m == 16 && i.n == want_n)
+            .max_by_key(|i| i.k)
+            .or_else(|| typed.first())?;
+        let esize = da.size().max(db.size()) as i64;
+        // 16 bytes: one vector access, and the padding that keeps rows of
+        // the tiles on distinct banks.
+        let (vec, pad) = (16 / esize, 16 / esize);
+        let shared = i64::from(cx.shared_bytes());
+        let bytes = |bm: i64, bn: i64, bk: i64, bufs: i64| {
+            bufs * (bm * (bk + pad) + bk * (bn + pad)) * esize
+        };
+        let kstep = i64::from(instr.k);
+        // 128-byte k tiles on NVIDIA (gemm_f16_mma's 64 halves); 64 bytes
+        // on AMD, where the next tile waits in registers and LDS bounds the
+        // work-groups per CU.
+        let kbytes = if nvidia { 128 } else { 64 };
+        let ksteps_d = (kbytes / (kstep * esize)).max(1);
+        // Preferred shapes, largest first: the first that fits with at least
+        // two buffers (NVIDIA) or one (AMD) is the default.
+        let shapes: &[(i64, i64, i64, i64)] = match instr.family {
+            Family::MmaSync => &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)],
+            Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
+            Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
+        };
+        let (mut d_shape, mut d_stages) = (shapes[shapes.len() - 1], 1);
+        'pick: for &s in shapes {
+            let bk = ksteps_d * kstep;
+            for bufs in if nvidia { [4, 3, 2] } else { [1, 1, 1] } {
+                if bytes(s.0, s.1, bk, bufs) <= shared {
+                    (d_shape, d_stages) = (s, bufs);
+                    break 'pick;
+                }
+            }
+        }
+        let mut kn = Knobs::new(&st.name, cx.given);
+        let bm = kn.get("BM", &[64, 128, 256], d_shape.0, "rows of C per work-group");
+        let bn = kn.get(
+            "BN",
+            &[64, 128, 256],
+            d_shape.1,
+            "columns of C per work-group",
+        );
+        let wm = kn.get("WM", &[1, 2, 4], d_shape.2, "waves along the rows");
+        let wn = kn.get("WN", &[1, 2, 4, 8], d_shape.3, "waves along the columns");
+        let ks = kn.get(
+            "KSTEPS",
+            &[1, 2, 4, 8],
+            ksteps_d,
+            "instructions along k per staged tile",
+        );
+        let stages = kn.get(
+            "STAGES",
+            &[1, 2, 3, 4, 5],
+            d_stages,
+            "LDS buffers per operand (1: one, the next tile prefetched into registers)",
+        );
+        let (m, n) = (i64::from(instr.m), i64::from(instr.n));
+        let (fm, fn_) = (bm / wm, bn / wn);
+        let fits = bm % wm == 0 && bn % wn == 0 && fm % m == 0 && fn_ % n == 0;
+        let threads = wm * wn * i64::from(unit.wave);
+        if !kn.bad() && (!fits || threads > i64::from(target.max_threads_per_block())) {
+            return None;
+        }
+        let (i, j, kk) = (self.i, self.j, self.k);
+        let (an, bn_) = (&k.tensor(self.a).name, &k.tensor(self.b).name);
+        let pipe = if stages > 1 {
+            format!("stages={stages}")
+        } else {
+            "prefetch=1".to_string()
+        };
+        let steps = vec![
+            format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn})"),
+            format!("{i}_w, {j}_w, {i}_f, {j}_f = tile({i}_i, {j}_i, {fm}, {fn_})"),
+            format!("{i}_m, {j}_m, {i}_r, {j}_r = tile({i}_f, {j}_f, {m}, {n})"),
+            format!("{kk}_o, {kk}_i = split({kk}, {})", ks * kstep),
+            format!("{kk}_m, {kk}_r = split({kk}_i, {kstep})"),
+            format!("reorder({kk}_o, {kk}_m, {i}_m, {j}_m, {i}_r, {j}_r, {kk}_r)"),
+            format!("bind({i}_o, blockIdx.y)"),
+            format!("bind({j}_o, blockIdx.x)"),
+            format!("bind({i}_w, threadIdx.z)"),
+            format!("bind({j}_w, threadIdx.y)"),
+            format!("unroll({kk}_m)"),
+            format!("unroll({i}_m)"),
+            format!("unroll({j}_m)"),
+            format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
+            format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
+            format!("mma({i}_r, {j}_r, {kk}_r, instr={})", instr_id(instr)),
+        ];
+        let mut s = kn.done("matmul-mma", steps);
+        s.by_target = true;
+        Some(s)
+    }
+}

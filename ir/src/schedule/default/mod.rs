@@ -1,0 +1,265 @@
+//! Default schedules: a stage written without `schedule` gets one by rule,
+//! in the manner of TVM's DLight. A rule looks at the stage's shape (an
+//! element-wise map over rows, a reduction along contiguous rows, a
+//! matrix product, a scatter into a small table) and writes the steps of
+//! the measured example of that shape (bias2d_vec and saxpy at copy
+//! bandwidth, argmax at 94 % of copy, histogram 5× `torch.bincount`,
+//! gemm_f16_mma on the tensor cores). Each stage gets a list of
+//! candidates, best first, ending with a plain flat grid; the front end
+//! keeps the first that applies, so no default is ever an error.
+//! `rocmc build --emit schedule` prints the rule and the steps, ready to
+//! paste into the file and edit.
+//!
+//! Every number a rule writes is a *knob* ([`Knob`]): a tune parameter
+//! named after the stage (`C_BM`), so `rocmc tune` searches an
+//! unscheduled kernel as it does a `[tune]` section, and builds take the
+//! tuning database's values.
+//!
+//! Most rules do not depend on the target (256 threads and 4 elements per
+//! thread suit both wave sizes). The matrix-product rule does: with a
+//! target whose matrix instructions take the operands' types it writes
+//! the `mma` path with that target's fragment shape, tile sizes and
+//! pipeline, within its shared memory ([`RuleCx::target`]).
+
+mod elementwise;
+mod matmul;
+mod rows;
+mod scatter;
+
+pub use rows::row_chains;
+
+use crate::index::{Index, VarId};
+use crate::kernel::{Expr, Kernel, Stage};
+use rocmc_target::Target;
+
+/// A schedule a rule wrote for a stage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefaultSchedule {
+    /// The rule that wrote it (`elementwise-2d`, `row-reduction`, ...).
+    pub rule: &'static str,
+    /// The steps, as a user would write them.
+    pub steps: Vec<String>,
+    /// Its numbers, as tune parameters.
+    pub knobs: Vec<Knob>,
+    /// Whether the rules may choose otherwise for a GPU target than
+    /// without one (a matrix product whose types a matrix unit may take):
+    /// the compiler then applies them again per target.
+    pub by_target: bool,
+}
+
+/// One number of a rule's schedule, tunable: `rocmc tune` searches
+/// `values`; a build takes `value` (the tuning database's, `--tune`'s, or
+/// `default`, which may depend on the target).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Knob {
+    /// `<stage>_<NAME>`: `C_BM`.
+    pub name: String,
+    /// Candidates, ascending.
+    pub values: Vec<i64>,
+    pub default: i64,
+    /// What the schedule was written with.
+    pub value: i64,
+    /// What it sets, for `--emit schedule`.
+    pub doc: &'static str,
+}
+
+/// What the rules may consult besides the kernel.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuleCx<'a> {
+    /// The processor the schedule is for (on the CPU with `--emulate`, the
+    /// emulated one); `None` writes target-independent schedules.
+    pub target: Option<&'a Target>,
+    /// Shared memory a work-group may use, if less than the target's (the
+    /// CPU that emulates it has its own limit).
+    pub shared_limit: Option<u32>,
+    /// Knob values given by the tuner, `--tune` or the tuning database.
+    pub given: &'a [(String, i64)],
+}
+
+impl RuleCx<'_> {
+    /// Shared memory one work-group may use.
+    fn shared_bytes(&self) -> u32 {
+        let t = self.target.map_or(u32::MAX, Target::lds_limit);
+        t.min(self.shared_limit.unwrap_or(u32::MAX))
+    }
+}
+
+/// The knobs one candidate reads, by stage.
+struct Knobs<'a> {
+    stage: String,
+    given: &'a [(String, i64)],
+    used: Vec<Knob>,
+}
+
+impl<'a> Knobs<'a> {
+    fn new(stage: &str, given: &'a [(String, i64)]) -> Knobs<'a> {
+        Knobs {
+            stage: stage.to_string(),
+            given,
+            used: Vec::new(),
+        }
+    }
+
+    /// The value of knob `name`: given, else `default`. A value that is
+    /// not a candidate is kept here and refused by the front end, which
+    /// names the candidates.
+    fn get(&mut self, name: &str, values: &[i64], default: i64, doc: &'static str) -> i64 {
+        let full = format!("{}_{name}", self.stage);
+        let value = self
+            .given
+            .iter()
+            .find(|(n, _)| *n == full)
+            .map_or(default, |g| g.1);
+        let mut values = values.to_vec();
+        if !values.contains(&default) {
+            values.push(default);
+        }
+        values.sort_unstable();
+        values.dedup();
+        if let Some(k) = self.used.iter_mut().find(|k| k.name == full) {
+            k.value = value;
+        } else {
+            self.used.push(Knob {
+                name: full,
+                values,
+                default,
+                value,
+                doc,
+            });
+        }
+        value
+    }
+
+    /// Whether a given value is not a candidate: the rule writes its
+    /// schedule anyway, so that the front end names this rule's
+    /// candidates rather than falling back to another rule.
+    fn bad(&self) -> bool {
+        self.used.iter().any(Knob::bad)
+    }
+
+    fn done(self, rule: &'static str, steps: Vec<String>) -> DefaultSchedule {
+        DefaultSchedule {
+            rule,
+            steps,
+            knobs: self.used,
+            by_target: false,
+        }
+    }
+}
+
+impl Knob {
+    /// A value given that is not among the candidates.
+    pub fn bad(&self) -> bool {
+        !self.values.contains(&self.value)
+    }
+}
+
+impl DefaultSchedule {
+    /// Whether a knob was given a value that is not a candidate.
+    pub fn bad_knob(&self) -> bool {
+        self.knobs.iter().any(Knob::bad)
+    }
+}
+
+/// Output tables of at most this many elements are counted in LDS first
+/// (`privatize`) by the scatter rule.
+const PRIVATE_TABLE: i64 = 4096;
+
+/// Candidate schedules for `st`, best first. Empty for a stage with no
+/// output axes and no reduction worth spreading (it runs on one thread).
+pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
+    let mut out = Vec::new();
+    // What the stage reads once its inlined producers are substituted.
+    let mut value = st.value.clone();
+    for _ in 0..k.stages.len() {
+        let before = value.clone();
+        for p in k.stages.iter().filter(|p| p.is_inlined()) {
+            value = p.inline_into(&value);
+        }
+        if value == before {
+            break;
+        }
+    }
+    let vector = !st.axes.is_empty() && unit_stride(&value, VarId(st.axes.len() as u32 - 1));
+    let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
+    if st.scatter.is_some() {
+        out.extend(scatter::scatter(k, st, &names, cx));
+    } else if let Some(m) = matmul::Matmul::find(k, st) {
+        out.extend(m.schedules(k, st, cx));
+    } else if let Some(r) = elementwise::row_reduction(st, &names, cx) {
+        out.push(r);
+    }
+    let reduces = st.reduce.is_some();
+    out.extend(elementwise::elementwise(st, &names, reduces, vector, cx));
+    out.extend(flat(&st.name, &names, cx));
+    out.dedup();
+    // The rule a refused knob value was meant for, alone (see `Knobs::bad`).
+    if let Some(p) = out.iter().position(DefaultSchedule::bad_knob) {
+        return vec![out.swap_remove(p)];
+    }
+    out
+}
+
+/// The steps that fuse all `names` (leading ones first) into one loop; its name.
+fn fuse_all(names: &[&str]) -> (Vec<String>, String) {
+    let mut steps = Vec::new();
+    let mut cur = names[0].to_string();
+    for n in &names[1..] {
+        let f = format!("{cur}_{n}");
+        steps.push(format!("{f} = fuse({cur}, {n})"));
+        cur = f;
+    }
+    (steps, cur)
+}
+
+/// Threads per work-group a rule may choose from.
+const THREADS: &[i64] = &[64, 128, 256, 512, 1024];
+
+/// Every output point on its own thread: fused, split by 256 threads.
+fn flat(stage: &str, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
+    if names.is_empty() {
+        return None;
+    }
+    let mut kn = Knobs::new(stage, cx.given);
+    let threads = kn.get("THREADS", THREADS, 256, "threads per work-group");
+    let (mut steps, f) = fuse_all(names);
+    steps.extend([
+        format!("{f}_b, {f}_t = split({f}, {threads})"),
+        format!("bind({f}_b, blockIdx.x)"),
+        format!("bind({f}_t, threadIdx.x)"),
+    ]);
+    Some(kn.done("flat", steps))
+}
+
+/// Whether `e` reads along rows in `v`: some tensor has `v` in its last
+/// subscript, and none has it elsewhere (a matrix product's `B[k, j]`
+/// walks columns).
+fn along_rows(e: &Expr, v: VarId) -> bool {
+    let (mut last, mut elsewhere) = (false, false);
+    e.visit_loads(&mut |_, ix| {
+        if let Some((l, lead)) = ix.split_last() {
+            last |= l.uses_var(v);
+            elsewhere |= lead.iter().any(|i| i.uses_var(v));
+        }
+    });
+    last && !elsewhere
+}
+
+/// Whether every read of `e` that moves with `v` moves along its last
+/// dimension with stride 1, as `vectorize` requires.
+fn unit_stride(e: &Expr, v: VarId) -> bool {
+    let mut ok = true;
+    e.visit_loads(&mut |_, ix| {
+        for (d, x) in ix.iter().enumerate() {
+            if !x.uses_var(v) {
+                continue;
+            }
+            let (terms, _) = x.affine();
+            ok &= d + 1 == ix.len()
+                && terms
+                    .iter()
+                    .all(|(t, c)| !t.uses_var(v) || (*t == Index::Var(v) && *c == 1));
+        }
+    });
+    ok
+}

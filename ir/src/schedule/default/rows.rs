@@ -1,0 +1,103 @@
+//! Row-normalisation chains (softmax.toml, layernorm.toml).
+
+use super::{DefaultSchedule, Knobs};
+use crate::index::{Index, VarId};
+use crate::kernel::Kernel;
+
+/// Row-normalisation chains (softmax, layernorm): reductions along rows
+/// (`M[r]`, `S[r]`, default-scheduled) whose only readers are a final
+/// two-axis stage over the same rows (`Y[r, j]`) and each other, always at
+/// that stage's row. The row stays on chip: each reduction is computed at
+/// the final stage's row loop by 256 threads, and the final stage runs one
+/// work-group per row (softmax.toml). Returns the stages to reschedule, by
+/// index, with their schedules; the final stage's holds the one knob
+/// (threads per row), which every member shares.
+pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSchedule)> {
+    let mut out = Vec::new();
+    for (yi, y) in k.stages.iter().enumerate() {
+        let ok_final = y
+            .default
+            .as_ref()
+            .is_some_and(|d| d.rule.starts_with("elementwise"))
+            && y.axes.len() == 2
+            && y.reduce.is_none()
+            && y.scatter.is_none();
+        if !ok_final {
+            continue;
+        }
+        let rows = &y.axes[0];
+        let members: Vec<usize> = (0..yi)
+            .filter(|&p| {
+                let s = &k.stages[p];
+                s.default
+                    .as_ref()
+                    .is_some_and(|d| d.rule == "row-reduction")
+                    && s.axes.len() == 1
+                    && s.axes[0].extent == rows.extent
+            })
+            .collect();
+        // Every read of a member: by the final stage or another member,
+        // at that reader's first axis; and the final stage reads one.
+        let reads_ok = |p: usize| {
+            let t = k.stages[p].output;
+            let mut ok = true;
+            let mut by_final = false;
+            for (ri, r) in k.stages.iter().enumerate() {
+                let exprs = [Some(&r.value), r.reduce.as_ref().map(|x| &x.body)];
+                for e in exprs.into_iter().flatten() {
+                    e.visit_loads(&mut |tt, ix| {
+                        if tt != t {
+                            return;
+                        }
+                        let at_row = ix.len() == 1 && ix[0] == Index::Var(VarId(0));
+                        ok &= at_row && (ri == yi || members.contains(&ri));
+                        by_final |= ri == yi;
+                    });
+                }
+            }
+            ok && (by_final || members.iter().any(|&m| m != p))
+        };
+        let chain: Vec<usize> = members.iter().copied().filter(|&p| reads_ok(p)).collect();
+        if chain.is_empty() || chain.len() != members.len() {
+            continue;
+        }
+        let mut kn = Knobs::new(&y.name, given);
+        let threads = kn.get(
+            "ROW_THREADS",
+            &super::THREADS[..4],
+            256,
+            "threads per row, shared by the row's reductions",
+        );
+        let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
+        for &p in &chain {
+            let s = &k.stages[p];
+            let Some(red) = s.reduce.as_ref() else {
+                continue;
+            };
+            let c = red.axes[0].name.as_str();
+            out.push((
+                p,
+                Knobs::new(&s.name, &[]).done(
+                    "row-chain",
+                    vec![
+                        format!("compute_at({}, {r})", y.name),
+                        format!("{c}_o, {c}_t = split({c}, {threads})"),
+                        format!("bind({c}_t, threadIdx.x)"),
+                    ],
+                ),
+            ));
+        }
+        out.push((
+            yi,
+            kn.done(
+                "row-chain",
+                vec![
+                    format!("bind({r}, blockIdx.x)"),
+                    format!("{j}_o, {j}_t = split({j}, {threads})"),
+                    format!("bind({j}_t, threadIdx.x)"),
+                ],
+            ),
+        ));
+    }
+    out
+}
