@@ -288,6 +288,27 @@ fn the_numbers_of_a_default_are_tune_parameters() {
         names,
         ["C_BM", "C_BN", "C_WM", "C_WN", "C_KSTEPS", "C_STAGES"]
     );
+    // The rule's constraints keep the search within shared memory and
+    // whole fragments.
+    let too_big = tuning.space.resolve(&[
+        ("C_BM".into(), 256),
+        ("C_BN".into(), 256),
+        ("C_STAGES".into(), 5),
+    ]);
+    assert!(
+        too_big.unwrap_err().contains("<= 232448"),
+        "sm_90's 227 KiB"
+    );
+    // gfx942's 16x16 fragments: 64 columns over 8 waves is 8 each.
+    let mi300 = rocmc::Options::new("gfx942");
+    let t942 = rocmc::targets(&mi300).unwrap().remove(0);
+    let k942 = rocmc::kernel_for("g.toml", &src, &[], &t942, &mi300).unwrap();
+    let ragged = k942
+        .tuning
+        .unwrap()
+        .space
+        .resolve(&[("C_BN".into(), 64), ("C_WN".into(), 8)]);
+    assert!(ragged.unwrap_err().contains("% 16 == 0"));
     // A value given changes the steps.
     let tune = [("C_BN".to_string(), 128), ("C_STAGES".to_string(), 2)];
     let k = rocmc::kernel_for("g.toml", &src, &tune, &t, &sm90).unwrap();

@@ -1108,6 +1108,12 @@ impl<'s> Cx<'s> {
             space: Default::default(),
             config: Vec::new(),
         });
+        let texts: Vec<&String> = k
+            .stages
+            .iter()
+            .filter_map(|s| s.default.as_ref())
+            .flat_map(|d| &d.constraints)
+            .collect();
         for kb in knobs {
             if t.space.params.iter().any(|p| p.name == kb.name) {
                 continue;
@@ -1119,6 +1125,20 @@ impl<'s> Cx<'s> {
                 span: Span::default(),
             });
             t.config.push((kb.name.clone(), kb.value));
+        }
+        // Kept where the defaults meet them (rocmc wrote both).
+        let defaults = t.space.default_config();
+        for text in texts {
+            let Ok(ast) = syntax::parse_expr(text, 0) else {
+                continue;
+            };
+            if matches!(crate::tune::eval(&ast, &defaults), Ok(v) if v != 0) {
+                t.space.constraints.push(crate::tune::Constraint {
+                    text: text.clone(),
+                    ast,
+                    span: Span::default(),
+                });
+            }
         }
     }
 

@@ -91,6 +91,8 @@ impl<'k> Matmul<'k> {
         let tm = kn.get("TM", &[2, 4, 8], 8, "rows of C per thread");
         let tn = kn.get("TN", &[2, 4, 8], 8, "columns of C per thread");
         let bk = kn.get("BK", &[8, 16, 32], 16, "k step staged in LDS");
+        kn.require("({BM} / {TM}) * ({BN} / {TN}) <= 1024");
+        kn.require("({BM} / {TM}) * ({BN} / {TN}) >= 64");
         let steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn_})"),
             format!("{i}_t, {j}_t, {i}_r, {j}_r = tile({i}_i, {j}_i, {tm}, {tn})"),
@@ -195,6 +197,19 @@ impl<'k> Matmul<'k> {
         );
         let (m, n) = (i64::from(instr.m), i64::from(instr.n));
         let (fm, fn_) = (bm / wm, bn / wn);
+        kn.require("{BM} % {WM} == 0 && {BN} % {WN} == 0");
+        kn.require(&format!(
+            "({{BM}} / {{WM}}) % {m} == 0 && ({{BN}} / {{WN}}) % {n} == 0"
+        ));
+        kn.require(&format!(
+            "{{WM}} * {{WN}} * {} <= {}",
+            unit.wave,
+            target.max_threads_per_block()
+        ));
+        // The staged tiles within shared memory (`bytes` above).
+        kn.require(&format!(
+            "{{STAGES}} * ({{BM}} * ({{KSTEPS}} * {kstep} + {pad}) + {{KSTEPS}} * {kstep} * ({{BN}} + {pad})) * {esize} <= {shared}"
+        ));
         let fits = bm % wm == 0 && bn % wn == 0 && fm % m == 0 && fn_ % n == 0;
         let threads = wm * wn * i64::from(unit.wave);
         if !kn.bad() && (!fits || threads > i64::from(target.max_threads_per_block())) {

@@ -41,6 +41,9 @@ pub struct DefaultSchedule {
     pub steps: Vec<String>,
     /// Its numbers, as tune parameters.
     pub knobs: Vec<Knob>,
+    /// What the knobs must meet together, as `[tune] constraints` are
+    /// written (`C_BM % C_WM == 0`): the tuner's space leaves out the rest.
+    pub constraints: Vec<String>,
     /// Whether the rules may choose otherwise for a GPU target than
     /// without one (a matrix product whose types a matrix unit may take):
     /// the compiler then applies them again per target.
@@ -89,6 +92,7 @@ struct Knobs<'a> {
     stage: String,
     given: &'a [(String, i64)],
     used: Vec<Knob>,
+    constraints: Vec<String>,
 }
 
 impl<'a> Knobs<'a> {
@@ -97,7 +101,18 @@ impl<'a> Knobs<'a> {
             stage: stage.to_string(),
             given,
             used: Vec::new(),
+            constraints: Vec::new(),
         }
+    }
+
+    /// A constraint between knobs, `{NAME}` standing for knob NAME.
+    fn require(&mut self, text: &str) {
+        let mut t = text.to_string();
+        for k in &self.used {
+            let short = &k.name[self.stage.len() + 1..];
+            t = t.replace(&format!("{{{short}}}"), &k.name);
+        }
+        self.constraints.push(t);
     }
 
     /// The value of knob `name`: given, else `default`. A value that is
@@ -142,6 +157,7 @@ impl<'a> Knobs<'a> {
             rule,
             steps,
             knobs: self.used,
+            constraints: self.constraints,
             by_target: false,
         }
     }
@@ -193,9 +209,20 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     out.extend(elementwise::elementwise(st, &names, reduces, vector, cx));
     out.extend(flat(&st.name, &names, cx));
     out.dedup();
-    // The rule a refused knob value was meant for, alone (see `Knobs::bad`).
+    // Values given that one rule takes: the rules they do not fit drop
+    // out. Values no rule takes: the first rule that reads them alone,
+    // so that the front end names its candidates (see `Knobs::bad`).
     if let Some(p) = out.iter().position(DefaultSchedule::bad_knob) {
-        return vec![out.swap_remove(p)];
+        let claimed = out.iter().any(|c| {
+            !c.bad_knob()
+                && c.knobs
+                    .iter()
+                    .any(|k| cx.given.iter().any(|g| g.0 == k.name))
+        });
+        if !claimed {
+            return vec![out.swap_remove(p)];
+        }
+        out.retain(|c| !c.bad_knob());
     }
     out
 }
