@@ -95,6 +95,9 @@ fn the_rule_follows_the_shape_of_the_stage() {
         ("conv2d", "O", "tiles-16x16"),
         ("embedding", "E", "elementwise-2d"),
         ("transpose", "B", "elementwise-tiles"),
+        ("gelu_mask", "H", "inline"),
+        ("gelu_mask", "G", "inline"),
+        ("gelu_mask", "Y", "elementwise-2d"),
     ] {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         let f = front(name, &src);
@@ -370,4 +373,50 @@ fn rocmc_tune_searches_an_unscheduled_kernel_and_builds_take_the_result() {
         err.contains("rocmc-tuning.toml"),
         "the build names the database: {err}"
     );
+}
+
+#[test]
+fn element_wise_producers_read_once_per_element_are_fused_into_their_readers() {
+    // gelu_mask: H and G computed where Y reads them: one kernel, one
+    // buffer out, Y's rows vectorized.
+    let f = front(
+        "gelu_mask",
+        &std::fs::read_to_string(example("gelu_mask")).unwrap(),
+    );
+    assert_eq!(f.program.kernels.len(), 1);
+    let outs: Vec<&str> = f.launch.kernels[0]
+        .args
+        .iter()
+        .filter(|a| a.written)
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(outs, ["Y"]);
+    let cmp = rocmc::run::run_cpu(&f, &[37, 300], &HashMap::new(), 5, false).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    // Not fused: a producer read along a broadcast (each element read by
+    // every row), one a matrix product reads (k times per element), one
+    // gathered from, and one whose reader has a schedule of its own.
+    let rule = |src: &str, stage: &str| {
+        let f = front("k", src);
+        let st = f.kernel.stages.iter().find(|s| s.name == stage).unwrap();
+        st.default.as_ref().map(|d| d.rule)
+    };
+    let head = "[kernel]\nname = \"k\"\nsizes = [\"n\", \"m\"]\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\", \"m\"] }\nI = { dtype = \"i32\", shape = [\"n\"] }\n";
+    let broadcast = format!("{head}[[stage]]\ncompute = \"P[j] = X[0, j] * 2.0\"\nshape = [\"m\"]\n[[stage]]\ncompute = \"Y[i, j] = X[i, j] + P[j]\"\nshape = [\"n\", \"m\"]\n");
+    assert_ne!(rule(&broadcast, "P"), Some("inline"));
+    let once = broadcast
+        .replace("P[j] = X[0, j] * 2.0", "P[i, j] = X[i, j] * 2.0")
+        .replace("shape = [\"m\"]", "shape = [\"n\", \"m\"]")
+        .replace("X[i, j] + P[j]", "X[i, j] + P[i, j]");
+    assert_eq!(rule(&once, "P"), Some("inline"));
+    let matmul = format!("{head}[[stage]]\ncompute = \"P[i, j] = X[i, j] * 2.0\"\nshape = [\"n\", \"m\"]\n[[stage]]\ncompute = \"Y[i, j] = sum(P[i, k] * X[k, j], k)\"\nshape = [\"n\", \"m\"]\nreduce = {{ k = \"m\" }}\n");
+    assert_ne!(rule(&matmul, "P"), Some("inline"));
+    let gathered = format!("{head}[[stage]]\ncompute = \"P[i, j] = X[i, j] * 2.0\"\nshape = [\"n\", \"m\"]\n[[stage]]\ncompute = \"Y[i, j] = P[I[i], j]\"\nshape = [\"n\", \"m\"]\n");
+    assert_ne!(rule(&gathered, "P"), Some("inline"));
+    let scheduled = once.replace(
+        "X[i, j] + P[i, j]\"\nshape = [\"n\", \"m\"]",
+        "X[i, j] + P[i, j]\"\nshape = [\"n\", \"m\"]\nschedule = [\"bind(i, blockIdx.x)\", \"jo, ji = split(j, 64)\", \"bind(ji, threadIdx.x)\"]",
+    );
+    assert_ne!(scheduled, once);
+    assert_ne!(rule(&scheduled, "P"), Some("inline"));
 }

@@ -25,7 +25,8 @@
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
 //! (shared and local), compute_inline, compute_at and cooperative
-//! reductions, with random factors; sizes 1, 2, 3 and non-divisible ones.
+//! reductions, with random factors, or no schedule at all (the default
+//! rules, fusion included); sizes 1, 2, 3 and non-divisible ones.
 //!
 //! Two tests run: one from a fixed seed (`ROCMC_DIFFUZZ_SEED` overrides it)
 //! and one from a seed drawn anew each run and printed first, so CI keeps
@@ -331,7 +332,12 @@ fn factor(rng: &mut Rng) -> usize {
 }
 
 /// A schedule for a 2-D elementwise stage over (i, j).
+/// Sometimes none: the default rules (and their fusion of producers into
+/// readers) are then what is tested.
 fn schedule_2d(rng: &mut Rng, vec_ok: bool, bounded: bool) -> Vec<String> {
+    if rng.chance(15) {
+        return Vec::new();
+    }
     let (fy, fx) = (*rng.pick(&[1, 2, 4, 8]), *rng.pick(&[8, 16, 32, 64]));
     let mut s = Vec::new();
     match rng.below(5) {
@@ -571,7 +577,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     "bind(jo, blockIdx.x)".into(),
                     "bind(ji, threadIdx.x)".into(),
                 ]
-            } else if p_sched[0].starts_with("compute_at") {
+            } else if p_sched.first().is_some_and(|s| s.starts_with("compute_at")) {
                 vec![
                     "bind(i, blockIdx.y)".into(),
                     format!("jo, ji = split(j, {})", rng.pick(&[4, 8, 16])),
@@ -580,7 +586,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 ]
             } else {
                 let mut s = schedule_2d(rng, true, bounded);
-                if rng.chance(30) {
+                if !s.is_empty() && rng.chance(30) {
                     s.push(format!(
                         "QS = cache_write(Q, {}, {})",
                         rng.pick(&["shared", "local"]),
@@ -627,7 +633,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             };
             let mut s = schedule_2d(rng, false, bounded);
             // A work-group's copy in LDS, where the shape is constant.
-            if extent.parse::<u32>().is_ok() && rng.chance(50) {
+            if !s.is_empty() && extent.parse::<u32>().is_ok() && rng.chance(50) {
                 s.push("privatize(S)".into());
             }
             writeln!(

@@ -60,6 +60,18 @@ def k_bias2d(x, bias, y, scale, rows, cols, BR: tl.constexpr, BC: tl.constexpr):
 
 
 @triton.jit
+def k_gelu_mask(x, b, keep, y, cols, BC: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    m = c < cols
+    h = tl.load(x + r * cols + c, mask=m) * 1.5 + tl.load(b + c, mask=m)
+    z = 0.7978845608 * (h + 0.044715 * h * h * h)
+    g = 0.5 * h * (1.0 + (2.0 * tl.sigmoid(2.0 * z) - 1.0))
+    k = tl.load(keep + r * cols + c, mask=m)
+    tl.store(y + r * cols + c, tl.where(k != 0, g * 2.0, 0.0), mask=m)
+
+
+@triton.jit
 def k_transpose(a, b, rows, cols, B: tl.constexpr):
     r = tl.program_id(0) * B + tl.arange(0, B)[:, None]
     c = tl.program_id(1) * B + tl.arange(0, B)[None, :]
@@ -156,6 +168,18 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: b.copy_(a.t())), by)
         grid = (triton.cdiv(r, 64), triton.cdiv(c, 64))
         report("triton", name, s, timed(lambda: k_transpose[grid](a, b, r, c, B=64)), by)
+    elif name == "gelu_mask":
+        # Bias and scale, tanh GELU, a kept-elements mask scaled by 2:
+        # PyTorch's eager operators, and one fused Triton kernel.
+        r, c = s["rows"], s["cols"]
+        x, b = rnd(r, c), rnd(c)
+        keep = torch.randint(0, 2, (r, c), device=dev, dtype=torch.uint8)
+        y = torch.empty(r, c, device=dev)
+        by = 9 * r * c + 4 * c
+        eager = lambda: torch.where(keep != 0, F.gelu(x * 1.5 + b, approximate="tanh") * 2.0, 0.0)
+        report("pytorch", name, s, timed(eager), by)
+        grid = (r, triton.cdiv(c, 1024))
+        report("triton", name, s, timed(lambda: k_gelu_mask[grid](x, b, keep, y, c, BC=1024)), by)
     elif name == "softmax":
         r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
         by = 8 * r * c

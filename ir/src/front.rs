@@ -593,6 +593,7 @@ impl<'s> Cx<'s> {
         }
         k.tuning = tuning;
         if self.defaults > 1 && self.diags.is_empty() {
+            self.fuse_producers(&mut k);
             self.row_chains(&mut k);
         }
         if self.diags.is_empty() {
@@ -1140,6 +1141,56 @@ impl<'s> Cx<'s> {
                 });
             }
         }
+    }
+
+    /// Default-scheduled element-wise producers inlined into their
+    /// readers ([`schedule::default::inlinable`]), whose rules then choose
+    /// again; kept only if every changed stage applies.
+    fn fuse_producers(&self, k: &mut Kernel) {
+        let plan = schedule::default::inlinable(k);
+        if plan.is_empty() {
+            return;
+        }
+        let mut next = k.clone();
+        let fused: Vec<TensorId> = plan.iter().map(|(i, _)| k.stages[*i].output).collect();
+        for (i, cand) in plan {
+            let Some(steps) = default_steps(&cand, next.stages[i].span) else {
+                return;
+            };
+            let st = &mut next.stages[i];
+            st.schedule = steps;
+            st.default = Some(cand);
+            match schedule::apply_with_source(&next, &next.stages[i], self.src) {
+                Ok(nest) => next.stages[i].nest = Some(nest),
+                Err(_) => return,
+            }
+        }
+        for i in 0..next.stages.len() {
+            let st = &next.stages[i];
+            if fused.contains(&st.output) || st.default.is_none() {
+                continue;
+            }
+            let mut reads = false;
+            for e in [Some(&st.value), st.reduce.as_ref().map(|r| &r.body)]
+                .into_iter()
+                .flatten()
+            {
+                e.visit_loads(&mut |t, _| reads |= fused.contains(&t));
+            }
+            if !reads {
+                continue;
+            }
+            let mut again = st.clone();
+            again.schedule.clear();
+            again.default = None;
+            again.nest = None;
+            self.default_schedule(&next, &mut again);
+            if again.nest.is_none() {
+                return;
+            }
+            next.stages[i] = again;
+        }
+        *k = next;
     }
 
     /// Default-scheduled row reductions fused into the stage that

@@ -22,10 +22,12 @@
 //! pipeline, within its shared memory ([`RuleCx::target`]).
 
 mod elementwise;
+mod fuse;
 mod matmul;
 mod rows;
 mod scatter;
 
+pub use fuse::inlinable;
 pub use rows::row_chains;
 
 use crate::index::{Index, VarId};
