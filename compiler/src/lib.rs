@@ -476,6 +476,7 @@ pub fn backend(
     let lowered = front.for_target(target, opts)?;
     let front: &Frontend = &lowered;
     check_lds(front, target)?;
+    check_partial(front, target)?;
     rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();
     let amd = target.vendor() == Vendor::Amd;
@@ -584,6 +585,41 @@ pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> Kerne
 
 /// Refuses kernels whose LDS exceeds what one work-group of `target` may
 /// use, pointing at the step that asked for the largest array.
+/// A written schedule is kept as written, not completed by the rules; one
+/// that binds no loop to the GPU's indices would run a whole stage on one
+/// GPU thread, which no one wants: refused on GPU targets (the CPU runs
+/// such a nest as the serial loops it is).
+fn check_partial(front: &Frontend, target: &Target) -> Result<(), Error> {
+    use rocmc_ir::schedule::StepKind;
+    if target.vendor() == Vendor::Cpu {
+        return Ok(());
+    }
+    for st in &front.kernel.stages {
+        let written = st.default.is_none() && !st.schedule.is_empty() && !st.is_internal();
+        let work = !st.axes.is_empty() || st.reduce.is_some();
+        let binds = st
+            .schedule
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::Bind { .. }));
+        if written && work && !binds {
+            let d = rocmc_ir::Diagnostic::new(
+                st.schedule[0].span,
+                format!(
+                    "stage `{}`'s schedule binds no loop to blockIdx or threadIdx: on {target} one GPU thread would run all of it",
+                    st.name
+                ),
+            )
+            .hint("bind its loops (`bind(io, blockIdx.x)`, `bind(ii, threadIdx.x)`), or leave `schedule` out for the default, which `rocmc build --emit schedule` prints; rocmc does not complete a partial schedule");
+            return Err(Error::Kernel(KernelError {
+                file: front.file.clone(),
+                source: front.source.clone(),
+                diagnostics: vec![d],
+            }));
+        }
+    }
+    Ok(())
+}
+
 fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
     let limit = u64::from(target.lds_limit());
     for g in &front.program.kernels {
