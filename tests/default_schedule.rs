@@ -95,6 +95,7 @@ fn the_rule_follows_the_shape_of_the_stage() {
         ("conv2d", "O", "tiles-16x16"),
         ("embedding", "E", "elementwise-2d"),
         ("transpose", "B", "elementwise-tiles"),
+        ("bias_grad", "db", "column-reduction"),
         ("gelu_mask", "H", "inline"),
         ("gelu_mask", "G", "inline"),
         ("gelu_mask", "Y", "elementwise-2d"),

@@ -180,6 +180,11 @@ def run(name, s):
         report("pytorch", name, s, timed(eager), by)
         grid = (r, triton.cdiv(c, 1024))
         report("triton", name, s, timed(lambda: k_gelu_mask[grid](x, b, keep, y, c, BC=1024)), by)
+    elif name == "bias_grad":
+        # A linear layer's bias gradient: column sums of the output gradient.
+        r, c = s["rows"], s["cols"]
+        dy = rnd(r, c)
+        report("pytorch", name, s, timed(lambda: torch.sum(dy, dim=0)), 4 * r * c + 4 * c)
     elif name == "softmax":
         r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
         by = 8 * r * c

@@ -206,6 +206,8 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
         out.extend(m.schedules(k, st, cx));
     } else if let Some(r) = elementwise::row_reduction(st, &names, cx) {
         out.push(r);
+    } else if let Some(c) = elementwise::column_reduction(st, &names, cx) {
+        out.push(c);
     }
     let reduces = st.reduce.is_some();
     out.extend(elementwise::elementwise(st, &names, reduces, vector, cx));
