@@ -6,6 +6,7 @@ use rocmc::remote::proto::{self, Reply, WireArg};
 use rocmc::remote::tls::Pin;
 use rocmc::remote::Device;
 use rocmc_tests::{cpu_module, example, examples, rocmc_bin, Worker};
+use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
 
@@ -322,4 +323,98 @@ fn a_time_request_is_capped() {
     assert!(e.contains("at most 1000000"), "{e}");
     // The session still answers afterwards.
     assert!(dev.request(Request::Sync).is_ok());
+}
+
+/// A plain (`--insecure`) client's options for `w`.
+fn plain_opts(w: &Worker) -> rocmc::remote::ConnectOptions {
+    let mut o = w.opts();
+    o.insecure = true;
+    o
+}
+
+#[test]
+fn a_deeply_nested_frame_is_refused_before_login_and_after() {
+    // A debug worker (as tests run it) decoding 900 nested arrays
+    // recursively would overflow its thread's stack and die.
+    let w = Worker::start(&["--insecure"]);
+    let mut deep = vec![0x91u8; 900];
+    deep.push(0x01);
+    let mut frame = Vec::new();
+    proto::write_frame(&mut frame, &deep).unwrap();
+    let mut tcp = std::net::TcpStream::connect(&w.addr).unwrap();
+    tcp.write_all(&frame).unwrap();
+    let mut rest = Vec::new();
+    // The worker closes this connection (after refusing), nothing more.
+    let _ = tcp.read_to_end(&mut rest);
+    // After login, inside a request.
+    let (so, info) = vadd();
+    let mut d = RemoteDevice::connect(&w.url("cpu"), &plain_opts(&w)).unwrap();
+    match d.send_raw(&frame).unwrap() {
+        Reply::Error(m) => assert!(m.contains("nested") && m.contains("limit of 32"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // The worker is alive and serves.
+    vadd_on(
+        &mut RemoteDevice::connect(&w.url("cpu"), &plain_opts(&w)).unwrap(),
+        &so,
+        &info,
+        5,
+    );
+}
+
+#[test]
+fn idle_connections_cannot_lock_out_clients_with_the_secret() {
+    let w = Worker::start(&["--login-timeout", "1", "--max-pending", "4"]);
+    // Eight sockets that never start TLS: four are held until the login
+    // deadline, the rest closed at once.
+    let idle: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| std::net::TcpStream::connect(&w.addr).unwrap())
+        .collect();
+    let t0 = std::time::Instant::now();
+    let mut closed = 0;
+    for mut s in idle {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        // EOF or reset: the worker closed it (not a timeout of ours).
+        match s.read(&mut b) {
+            Ok(0) => closed += 1,
+            Err(e)
+                if e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut =>
+            {
+                closed += 1
+            }
+            other => panic!("an idle connection was kept: {other:?}"),
+        }
+    }
+    assert_eq!(closed, 8);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(4));
+    // A client trickling its handshake is cut at the deadline too.
+    let mut slow = std::net::TcpStream::connect(&w.addr).unwrap();
+    slow.write_all(&[0x16]).unwrap();
+    let t1 = std::time::Instant::now();
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _ = slow.read(&mut [0u8; 1]);
+    assert!(t1.elapsed() < std::time::Duration::from_secs(3));
+    // And a client with the secret is served.
+    let (so, info) = vadd();
+    vadd_on(&mut w.connect(), &so, &info, 6);
+}
+
+#[test]
+fn an_empty_or_short_secret_is_refused_at_start() {
+    for secret in ["", "\n", "short"] {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::write(state.path().join("secret"), secret).unwrap();
+        let out = Command::new(rocmc_tests::worker_bin())
+            .args(["--listen", "127.0.0.1:0", "--state"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{secret:?}: started");
+        assert!(err.contains("at least 16 are needed"), "{err}");
+    }
 }

@@ -264,9 +264,98 @@ pub fn encode<T: Serialize>(m: &T) -> Vec<u8> {
     rmp_serde::to_vec(m).expect("protocol messages always encode")
 }
 
-/// Decodes a message.
+/// Deepest nesting of maps and arrays a frame may have. rocmc's messages
+/// nest at most 5 deep (a request, its argument list, an argument, its
+/// value); the decoder recurses once per level, so an unchecked frame
+/// nested thousands deep would overflow the stack of the thread decoding it.
+pub const MAX_DEPTH: usize = 32;
+
+/// Decodes a message, refusing frames nested deeper than [`MAX_DEPTH`]
+/// before the (recursive) decoder sees them.
 pub fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, FrameError> {
+    let depth = nesting(b).map_err(FrameError::Malformed)?;
+    if depth > MAX_DEPTH {
+        return Err(FrameError::Malformed(format!(
+            "nested {depth} deep, over the limit of {MAX_DEPTH}"
+        )));
+    }
     rmp_serde::from_slice(b).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// The deepest nesting of MessagePack maps and arrays in `b`, walked
+/// without recursion (a stack of counts of items still to read). Stops
+/// counting past [`MAX_DEPTH`] + 1.
+fn nesting(b: &[u8]) -> Result<usize, String> {
+    let mut pos = 0usize;
+    // Items still to read at each open level; the outermost is the value.
+    let mut open: Vec<u64> = vec![1];
+    let mut deepest = 0;
+    let take = |pos: &mut usize, n: usize| -> Result<u64, String> {
+        let end = pos
+            .checked_add(n)
+            .filter(|&e| e <= b.len())
+            .ok_or("truncated")?;
+        let v = b[*pos..end]
+            .iter()
+            .fold(0u64, |a, &x| (a << 8) | u64::from(x));
+        *pos = end;
+        Ok(v)
+    };
+    let skip = |pos: &mut usize, n: u64| -> Result<(), String> {
+        let n = usize::try_from(n).map_err(|_| "truncated")?;
+        take(pos, 0)?;
+        *pos = pos
+            .checked_add(n)
+            .filter(|&e| e <= b.len())
+            .ok_or("truncated")?;
+        Ok(())
+    };
+    while let Some(left) = open.last_mut() {
+        if *left == 0 {
+            open.pop();
+            continue;
+        }
+        *left -= 1;
+        let m = take(&mut pos, 1)? as u8;
+        // (items of a container opened here, bytes to skip)
+        let (items, bytes): (Option<u64>, u64) = match m {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (None, 0),
+            0x80..=0x8f => (Some(2 * u64::from(m & 0x0f)), 0),
+            0x90..=0x9f => (Some(u64::from(m & 0x0f)), 0),
+            0xa0..=0xbf => (None, u64::from(m & 0x1f)),
+            0xc4 | 0xd9 => (None, take(&mut pos, 1)?),
+            0xc5 | 0xda => (None, take(&mut pos, 2)?),
+            0xc6 | 0xdb => (None, take(&mut pos, 4)?),
+            0xc7 => (None, take(&mut pos, 1)? + 1),
+            0xc8 => (None, take(&mut pos, 2)? + 1),
+            0xc9 => (None, take(&mut pos, 4)? + 1),
+            0xca => (None, 4),
+            0xcb => (None, 8),
+            0xcc | 0xd0 => (None, 1),
+            0xcd | 0xd1 => (None, 2),
+            0xce | 0xd2 => (None, 4),
+            0xcf | 0xd3 => (None, 8),
+            0xd4 => (None, 2),
+            0xd5 => (None, 3),
+            0xd6 => (None, 5),
+            0xd7 => (None, 9),
+            0xd8 => (None, 17),
+            0xdc => (Some(take(&mut pos, 2)?), 0),
+            0xdd => (Some(take(&mut pos, 4)?), 0),
+            0xde => (Some(2 * take(&mut pos, 2)?), 0),
+            0xdf => (Some(2 * take(&mut pos, 4)?), 0),
+            0xc1 => return Err("the reserved byte 0xc1".into()),
+        };
+        skip(&mut pos, bytes)?;
+        if let Some(n) = items {
+            open.push(n);
+            deepest = deepest.max(open.len() - 1);
+            if deepest > MAX_DEPTH {
+                return Ok(deepest);
+            }
+        }
+    }
+    Ok(deepest)
 }
 
 /// Reads and decodes one message.
@@ -291,6 +380,38 @@ pub fn content_hash(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nesting_is_measured_without_recursion_and_limited() {
+        // Every message kind nests well within the limit.
+        let m = Request::Launch {
+            module: "ab".into(),
+            kernel: "k".into(),
+            args: vec![
+                WireArg::Buffer {
+                    id: 3,
+                    dtype: "f32".into(),
+                    len: 8,
+                },
+                WireArg::Scalar {
+                    dtype: "f32".into(),
+                    bytes: vec![0, 0, 128, 63],
+                },
+            ],
+        };
+        let d = nesting(&encode(&m)).unwrap();
+        assert!((1..=5).contains(&d), "{d}");
+        // 100,000 nested one-element arrays: measured, refused, no overflow.
+        let mut deep = vec![0x91u8; 100_000];
+        deep.push(0x01);
+        assert_eq!(nesting(&deep).unwrap(), MAX_DEPTH + 1);
+        let e = decode::<Request>(&deep).unwrap_err().to_string();
+        assert!(e.contains("over the limit of 32"), "{e}");
+        // Truncated containers and strings are malformed, not a panic.
+        assert!(nesting(&[0xdc, 0x00]).is_err());
+        assert!(nesting(&[0xa5, b'a']).is_err());
+        assert!(nesting(&[0xc6, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
 
     #[test]
     fn frames_round_trip_and_limits_hold() {

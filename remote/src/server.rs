@@ -33,6 +33,13 @@ pub struct WorkerConfig {
     pub session_memory: u64,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
+    /// A connection not logged in (TLS handshake and Hello) this long
+    /// after it was accepted is closed, however it trickles bytes.
+    pub login_timeout: Duration,
+    /// Connections accepted and not yet logged in, at most; more are
+    /// closed at once, so idle sockets cannot lock out clients with the
+    /// secret (nor exhaust the worker's file descriptors).
+    pub max_pending: usize,
     /// Largest frame, bytes.
     pub max_frame: usize,
     /// Names for the certificate (host names the worker is reached by).
@@ -49,6 +56,48 @@ pub struct Worker {
     tls: Option<Arc<rustls::ServerConfig>>,
     devices: Vec<DeviceInfo>,
     sessions: Arc<AtomicUsize>,
+    pending: Arc<Pending>,
+}
+
+/// Connections not logged in yet, each with its deadline: a reaper thread
+/// shuts down the sockets whose deadline passed, which ends any read
+/// blocked on them.
+#[derive(Default)]
+struct Pending {
+    next: AtomicUsize,
+    open: std::sync::Mutex<Vec<(usize, std::time::Instant, TcpStream)>>,
+}
+
+impl Pending {
+    /// Registers `tcp` until `deadline`; `None` at the limit.
+    fn admit(&self, tcp: &TcpStream, deadline: std::time::Instant, max: usize) -> Option<usize> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= max {
+            return None;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        open.push((id, deadline, tcp.try_clone().ok()?));
+        Some(id)
+    }
+
+    /// The connection logged in (or ended): no deadline any more.
+    fn done(&self, id: usize) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(i, _, _)| *i != id);
+    }
+
+    /// Shuts down the connections past their deadline.
+    fn reap(&self) {
+        let now = std::time::Instant::now();
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(_, deadline, tcp)| {
+            let late = *deadline <= now;
+            if late {
+                let _ = tcp.shutdown(std::net::Shutdown::Both);
+            }
+            !late
+        });
+    }
 }
 
 impl Worker {
@@ -69,6 +118,7 @@ impl Worker {
             tls,
             devices,
             sessions: Arc::new(AtomicUsize::new(0)),
+            pending: Arc::new(Pending::default()),
         })
     }
 
@@ -95,14 +145,35 @@ impl Worker {
     /// Serves connections forever, one thread each.
     pub fn serve(self) -> std::io::Result<()> {
         let me = Arc::new(self);
+        let pending = me.pending.clone();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(100));
+            pending.reap();
+        });
         for conn in me.listener.incoming() {
-            let Ok(stream) = conn else { continue };
+            let stream = match conn {
+                Ok(s) => s,
+                Err(e) => {
+                    // Out of file descriptors (or a transient error): wait
+                    // for connections to close rather than spin.
+                    eprintln!("rocmc-worker: accept: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            };
+            let deadline = std::time::Instant::now() + me.cfg.login_timeout;
+            let Some(id) = me.pending.admit(&stream, deadline, me.cfg.max_pending) else {
+                // Dropped: closed at once.
+                continue;
+            };
             let me = me.clone();
             std::thread::spawn(move || {
                 let peer = stream
                     .peer_addr()
                     .map_or_else(|_| "?".into(), |a| a.to_string());
-                if let Err(e) = me.connection(stream) {
+                let r = me.connection(stream, id);
+                me.pending.done(id);
+                if let Err(e) = r {
                     eprintln!("rocmc-worker: {peer}: {e}");
                 }
             });
@@ -110,7 +181,8 @@ impl Worker {
         Ok(())
     }
 
-    fn connection(&self, tcp: TcpStream) -> Result<(), String> {
+    fn connection(&self, tcp: TcpStream, id: usize) -> Result<(), String> {
+        let logged_in = || self.pending.done(id);
         tcp.set_read_timeout(Some(self.cfg.idle_timeout))
             .and_then(|_| tcp.set_nodelay(true))
             .map_err(|e| e.to_string())?;
@@ -125,16 +197,16 @@ impl Worker {
                         .complete_io(&mut s.sock)
                         .map_err(|e| format!("TLS handshake: {e}"))?;
                 }
-                self.session(&mut s)
+                self.session(&mut s, &logged_in)
             }
             None => {
                 let mut s = tcp;
-                self.session(&mut s)
+                self.session(&mut s, &logged_in)
             }
         }
     }
 
-    fn session<S: Read + Write>(&self, s: &mut S) -> Result<(), String> {
+    fn session<S: Read + Write>(&self, s: &mut S, logged_in: &dyn Fn()) -> Result<(), String> {
         let hello: Hello = proto::recv(s, 64 << 10).map_err(|e| format!("hello: {e}"))?;
         let refuse = |s: &mut S, why: String| -> Result<(), String> {
             let _ = proto::send(s, &Welcome::Refused(why.clone()));
@@ -153,6 +225,7 @@ impl Worker {
         if !secrets_match(&hello.secret, &self.identity.secret) {
             return refuse(s, "wrong secret".into());
         }
+        logged_in();
         let _slot = match SessionSlot::take(&self.sessions, self.cfg.max_sessions) {
             Some(slot) => slot,
             None => {

@@ -39,10 +39,19 @@ impl Identity {
         if !sp.exists() {
             private_write(&sp, random_secret().as_bytes())?;
         }
+        let secret = std::fs::read_to_string(&sp)?.trim().to_string();
+        // An empty secret would let in any client that sends none.
+        if secret.len() < 16 {
+            return Err(std::io::Error::other(format!(
+                "{}: the secret is {} characters; at least 16 are needed (delete the file and a random one of 64 is made)",
+                sp.display(),
+                secret.len()
+            )));
+        }
         Ok(Identity {
             cert: CertificateDer::from(std::fs::read(&cp)?),
             key: PrivatePkcs8KeyDer::from(std::fs::read(&kp)?),
-            secret: std::fs::read_to_string(&sp)?.trim().to_string(),
+            secret,
         })
     }
 

@@ -36,6 +36,12 @@ struct Args {
     /// Seconds of silence after which a connection is closed.
     #[arg(long, default_value_t = 600)]
     idle_timeout: u64,
+    /// Seconds a connection has for its TLS handshake and login, however it trickles bytes.
+    #[arg(long, default_value_t = 10)]
+    login_timeout: u64,
+    /// Connections not logged in yet, at most; more are closed at once.
+    #[arg(long, default_value_t = 64)]
+    max_pending: usize,
     /// Largest frame (one upload or module), bytes.
     #[arg(long, default_value_t = rocmc_remote::proto::DEFAULT_MAX_FRAME)]
     max_frame: usize,
@@ -150,6 +156,8 @@ fn main() -> ExitCode {
         max_sessions: a.max_sessions,
         session_memory: a.session_memory,
         idle_timeout: Duration::from_secs(a.idle_timeout),
+        login_timeout: Duration::from_secs(a.login_timeout),
+        max_pending: a.max_pending,
         max_frame: a.max_frame,
         names,
         allow_crash: a.allow_crash_requests,
