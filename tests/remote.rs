@@ -418,3 +418,29 @@ fn an_empty_or_short_secret_is_refused_at_start() {
         assert!(err.contains("at least 16 are needed"), "{err}");
     }
 }
+
+#[test]
+fn an_unwritable_known_workers_file_refuses_instead_of_trusting_every_certificate() {
+    let w = Worker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    // Its parent is a file: it can be neither created nor appended to
+    // (whatever the user's privileges).
+    std::fs::write(dir.path().join("not_a_dir"), "x").unwrap();
+    let mut o = w.opts();
+    o.pin = Some(Pin::KnownWorkers {
+        file: dir.path().join("not_a_dir/known_workers"),
+        key: w.addr.clone(),
+    });
+    let e = RemoteDevice::connect(&w.url("cpu"), &o)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("could not record the worker's certificate fingerprint")
+            && e.contains("ROCMC_WORKER_FINGERPRINT="),
+        "{e}"
+    );
+    // A writable one pins on first use and the connection works.
+    let (so, info) = vadd();
+    vadd_on(&mut w.connect(), &so, &info, 8);
+}

@@ -228,6 +228,14 @@ impl RemoteDevice {
                     },
                 });
             }
+            if let (Some(PinOutcome::Unrecorded { got, why }), Pin::KnownWorkers { file, .. }) =
+                (&outcome, &pin)
+            {
+                return Err(conn_err(format!(
+                    "could not record the worker's certificate fingerprint in {} ({why}), so a later connection could not tell another certificate from it; make the file writable, or pin it with ROCMC_WORKER_FINGERPRINT={got}",
+                    file.display()
+                )));
+            }
             if let Some(PinOutcome::FirstUse(f)) = outcome {
                 first_use = Some(f);
             }

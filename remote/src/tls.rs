@@ -159,6 +159,14 @@ pub enum PinOutcome {
     Matched,
     /// Nothing was recorded: this one was recorded now.
     FirstUse(String),
+    /// Nothing was recorded and the file could not be written: refused,
+    /// since the next connection could not detect another certificate.
+    Unrecorded {
+        /// Presented.
+        got: String,
+        /// Why the file could not be written.
+        why: String,
+    },
     /// It differs from the pinned one.
     Mismatch {
         /// Pinned.
@@ -203,10 +211,13 @@ impl PinVerifier {
                             .create(true)
                             .open(file)
                             .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-                        if ok.is_err() {
-                            // Not recorded, still this connection's pin.
+                        match ok {
+                            Ok(()) => PinOutcome::FirstUse(got),
+                            Err(e) => PinOutcome::Unrecorded {
+                                got,
+                                why: e.to_string(),
+                            },
                         }
-                        PinOutcome::FirstUse(got)
                     }
                 }
             }
@@ -224,7 +235,7 @@ impl ServerCertVerifier for PinVerifier {
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let outcome = self.check(fingerprint(end_entity));
-        let ok = !matches!(outcome, PinOutcome::Mismatch { .. });
+        let ok = matches!(outcome, PinOutcome::Matched | PinOutcome::FirstUse(_));
         *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
         if ok {
             Ok(ServerCertVerified::assertion())
