@@ -444,3 +444,53 @@ fn an_unwritable_known_workers_file_refuses_instead_of_trusting_every_certificat
     let (so, info) = vadd();
     vadd_on(&mut w.connect(), &so, &info, 8);
 }
+
+#[test]
+fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
+    // m * m = 10^18 serial steps per thread: it would run for ages.
+    let spin = r#"
+[kernel]
+name = "spin"
+sizes = ["n", "m"]
+
+[inputs]
+A = { dtype = "f32", shape = ["n"] }
+
+[[stage]]
+compute = "S[i] = sum(A[i] * f32(k + l), k, l)"
+shape = ["n"]
+reduce = { k = "m", l = "m" }
+"#;
+    let (so, info) = cpu_module(spin, &[]);
+    let w = Worker::start(&["--kernel-timeout", "1", "--max-sessions", "1"]);
+    let mut d = w.connect();
+    let h = d.load_module(&so).unwrap();
+    let a = d.alloc(4).unwrap();
+    let s = d.alloc(4).unwrap();
+    let buf = |id| WireArg::Buffer {
+        id,
+        dtype: "f32".into(),
+        len: 1,
+    };
+    let t0 = std::time::Instant::now();
+    d.launch(
+        &h,
+        &info,
+        "spin",
+        vec![
+            buf(a),
+            buf(s),
+            WireArg::Size(1),
+            WireArg::Size(1_000_000_000),
+        ],
+    )
+    .unwrap();
+    // A read queued behind it: answered with the reason, not never.
+    let e = d.read(s).err().expect("the session was ended").to_string();
+    assert!(e.contains("--kernel-timeout of 1 s"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(20));
+    drop(d);
+    // The only session slot is free again.
+    let (so, info) = vadd();
+    vadd_on(&mut w.connect(), &so, &info, 9);
+}

@@ -33,6 +33,10 @@ pub struct WorkerConfig {
     pub session_memory: u64,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
+    /// A request waiting this long for its session (a kernel that never
+    /// returns, or many queued before it) ends the session, which the
+    /// client is told; its slot is free again.
+    pub kernel_timeout: Duration,
     /// A connection not logged in (TLS handshake and Hello) this long
     /// after it was accepted is closed, however it trickles bytes.
     pub login_timeout: Duration,
@@ -238,9 +242,10 @@ impl Worker {
                 )
             }
         };
-        let mut child = self
+        let child = self
             .spawn_session()
             .map_err(|e| format!("starting a session: {e}"))?;
+        let child = Arc::new(std::sync::Mutex::new(child));
         proto::send(
             s,
             &Welcome::Ok {
@@ -251,7 +256,8 @@ impl Worker {
         )
         .and_then(|_| s.flush().map_err(FrameError::from))
         .map_err(|e| e.to_string())?;
-        let r = relay(s, &mut child, self.cfg.max_frame);
+        let r = relay(s, &child, self.cfg.max_frame, self.cfg.kernel_timeout);
+        let mut child = child.lock().unwrap_or_else(|p| p.into_inner());
         drop(child.stdin.take());
         // A session that does not exit once its input is closed is ended.
         for _ in 0..50 {
@@ -321,9 +327,67 @@ impl Drop for SessionSlot {
 /// Relays requests to the session process and its replies back, checking
 /// each request decodes (a malformed frame ends the connection with the
 /// reason) and is within the frame limit.
-fn relay<S: Read + Write>(s: &mut S, child: &mut Child, max: usize) -> Result<(), String> {
-    let mut to = child.stdin.take().expect("piped");
-    let mut from = BufReader::new(child.stdout.take().expect("piped"));
+/// Waits for a session's reply, killing the session if none comes within
+/// `limit`: a watchdog thread, so the wait itself stays a plain blocking
+/// read of the session's pipe.
+struct Watchdog {
+    /// When the current wait started, if one is on; set to `None` to stop.
+    since: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    fired: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(child: &Arc<std::sync::Mutex<Child>>, limit: Duration) -> Watchdog {
+        let w = Watchdog {
+            since: Arc::default(),
+            fired: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (since, fired, stop, child) = (
+            w.since.clone(),
+            w.fired.clone(),
+            w.stop.clone(),
+            child.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50).min(limit));
+                let late = since
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_some_and(|t| t.elapsed() >= limit);
+                if late {
+                    fired.store(true, Ordering::Relaxed);
+                    let _ = child.lock().unwrap_or_else(|p| p.into_inner()).kill();
+                    return;
+                }
+            }
+        });
+        w
+    }
+
+    fn waiting(&self, on: bool) {
+        *self.since.lock().unwrap_or_else(|p| p.into_inner()) = on.then(std::time::Instant::now);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn relay<S: Read + Write>(
+    s: &mut S,
+    child: &Arc<std::sync::Mutex<Child>>,
+    max: usize,
+    kernel_timeout: Duration,
+) -> Result<(), String> {
+    let lock = || child.lock().unwrap_or_else(|p| p.into_inner());
+    let mut to = lock().stdin.take().expect("piped");
+    let mut from = BufReader::new(lock().stdout.take().expect("piped"));
+    let dog = Watchdog::start(child, kernel_timeout);
     loop {
         let frame = match proto::read_frame(s, max) {
             Ok(f) => f,
@@ -342,8 +406,15 @@ fn relay<S: Read + Write>(s: &mut S, child: &mut Child, max: usize) -> Result<()
                 return Err(e.to_string());
             }
         };
-        let died = |child: &mut Child| {
-            let status = child
+        let died = |_: ()| {
+            if dog.fired.load(Ordering::Relaxed) {
+                let _ = lock().wait();
+                return format!(
+                    "the request waited over the worker's --kernel-timeout of {} s (a kernel that does not return?): the session was ended; the worker and other sessions are unaffected",
+                    kernel_timeout.as_secs_f64()
+                );
+            }
+            let status = lock()
                 .wait()
                 .map_or_else(|e| e.to_string(), |s| s.to_string());
             format!(
@@ -354,7 +425,7 @@ fn relay<S: Read + Write>(s: &mut S, child: &mut Child, max: usize) -> Result<()
             .and_then(|_| to.flush().map_err(FrameError::from))
             .is_err()
         {
-            let why = died(child);
+            let why = died(());
             let _ = proto::send(s, &Reply::Error(why.clone()));
             let _ = s.flush();
             return Err(why);
@@ -362,14 +433,17 @@ fn relay<S: Read + Write>(s: &mut S, child: &mut Child, max: usize) -> Result<()
         if req.is_async() {
             continue;
         }
-        match proto::read_frame(&mut from, usize::MAX) {
+        dog.waiting(true);
+        let reply = proto::read_frame(&mut from, usize::MAX);
+        dog.waiting(false);
+        match reply {
             Ok(reply) => {
                 proto::write_frame(s, &reply)
                     .and_then(|_| s.flush().map_err(FrameError::from))
                     .map_err(|e| e.to_string())?;
             }
             Err(_) => {
-                let why = died(child);
+                let why = died(());
                 let _ = proto::send(s, &Reply::Error(why.clone()));
                 let _ = s.flush();
                 return Err(why);

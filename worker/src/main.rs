@@ -36,6 +36,9 @@ struct Args {
     /// Seconds of silence after which a connection is closed.
     #[arg(long, default_value_t = 600)]
     idle_timeout: u64,
+    /// Seconds a request may wait for its session (kernels included) before the session is ended.
+    #[arg(long, default_value_t = 300)]
+    kernel_timeout: u64,
     /// Seconds a connection has for its TLS handshake and login, however it trickles bytes.
     #[arg(long, default_value_t = 10)]
     login_timeout: u64,
@@ -157,6 +160,7 @@ fn main() -> ExitCode {
         session_memory: a.session_memory,
         idle_timeout: Duration::from_secs(a.idle_timeout),
         login_timeout: Duration::from_secs(a.login_timeout),
+        kernel_timeout: Duration::from_secs(a.kernel_timeout.max(1)),
         max_pending: a.max_pending,
         max_frame: a.max_frame,
         names,
