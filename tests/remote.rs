@@ -486,7 +486,7 @@ reduce = { k = "m", l = "m" }
     )
     .unwrap();
     // A read queued behind it: answered with the reason, not never.
-    let e = d.read(s).err().expect("the session was ended").to_string();
+    let e = d.read(s).expect_err("the session was ended").to_string();
     assert!(e.contains("--kernel-timeout of 1 s"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(20));
     drop(d);
