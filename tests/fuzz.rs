@@ -395,6 +395,7 @@ fn fuzz_worker_protocol() {
         },
         Request::Write {
             id: 0,
+            offset: 0,
             data: vec![0x3f; (n * 4) as usize],
         },
         Request::Fill {
@@ -414,7 +415,11 @@ fn fuzz_worker_protocol() {
             warmup: 1,
             reps: 2,
         },
-        Request::Read { id: 2 },
+        Request::Read {
+            id: 2,
+            offset: 0,
+            len: n * 4,
+        },
         Request::Free { id: 1 },
         Request::Sync,
     ];

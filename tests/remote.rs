@@ -199,10 +199,18 @@ fn malformed_truncated_and_oversized_frames_end_only_their_session() {
     .unwrap();
     drop(d);
     vadd_on(&mut w.connect(), &so, &info, 3);
-    // An upload over the frame limit is refused before it is sent, and says so.
+    // A buffer larger than the frame limit goes in parts, both ways.
     let mut d = w.connect();
     let id = d.alloc(1 << 20).unwrap();
-    let e = d.write(id, &vec![0u8; 1 << 20]).err().unwrap().to_string();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    d.write(id, &data).unwrap();
+    assert!(d.read(id).unwrap() == data);
+    // A module over the limit is refused before it is sent, and says so.
+    let e = d
+        .load_module(&vec![0u8; 1 << 17])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("over the limit of 65536"), "{e}");
     vadd_on(&mut d, &so, &info, 11);
     vadd_on(&mut w.connect(), &so, &info, 4);
@@ -493,4 +501,22 @@ reduce = { k = "m", l = "m" }
     // The only session slot is free again.
     let (so, info) = vadd();
     vadd_on(&mut w.connect(), &so, &info, 9);
+}
+
+#[test]
+fn buffers_of_256_mib_and_1_gib_round_trip_with_the_default_frame_limit() {
+    // 256 MiB is over the default 256 MiB frame once framed: sent in parts.
+    let w = Worker::start(&[]);
+    let mut d = w.connect();
+    for mib in [256usize, 1024] {
+        let n = mib << 20;
+        let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ (i >> 20) as u8).collect();
+        let id = d.alloc(n as u64).unwrap();
+        d.write(id, &data).unwrap();
+        let back = d.read(id).unwrap();
+        assert_eq!(back.len(), n);
+        assert!(back == data, "{mib} MiB differ");
+        d.free(id).unwrap();
+    }
+    d.sync().unwrap();
 }

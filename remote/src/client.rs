@@ -329,7 +329,7 @@ impl RemoteDevice {
         let bytes = proto::encode(r);
         if bytes.len() > self.max_frame {
             return Err(self.err(format!(
-                "a frame of {} bytes is over the limit of {} (send it in parts, or raise the worker's --max-frame)",
+                "a frame of {} bytes is over the limit of {} (raise the worker's --max-frame)",
                 bytes.len(),
                 self.max_frame
             )));
@@ -390,6 +390,10 @@ impl RemoteDevice {
 impl crate::device::Device for RemoteDevice {
     fn info(&self) -> &DeviceInfo {
         &self.device
+    }
+    fn chunk(&self) -> usize {
+        // A Write's other fields and its framing take well under 64 bytes.
+        self.max_frame.saturating_sub(64)
     }
     fn request(&mut self, r: Request) -> Result<Reply> {
         self.call(r)

@@ -46,12 +46,31 @@ pub trait Device {
         Ok(id)
     }
 
-    /// Writes `data` at the start of buffer `id` (asynchronous).
+    /// The most bytes one `Write` or `Read` carries: a frame of the
+    /// worker's limit, less its framing.
+    fn chunk(&self) -> usize {
+        usize::MAX
+    }
+
+    /// Writes `data` at the start of buffer `id` (asynchronous), in parts
+    /// of at most [`Device::chunk`] bytes.
     fn write(&mut self, id: u32, data: &[u8]) -> Result<()> {
-        self.post(Request::Write {
-            id,
-            data: data.to_vec(),
-        })
+        let c = self.chunk().max(1);
+        if data.is_empty() {
+            return self.post(Request::Write {
+                id,
+                offset: 0,
+                data: Vec::new(),
+            });
+        }
+        for (i, part) in data.chunks(c).enumerate() {
+            self.post(Request::Write {
+                id,
+                offset: (i * c) as u64,
+                data: part.to_vec(),
+            })?;
+        }
+        Ok(())
     }
 
     /// Fills buffer `id` with seeded random `dtype` values on the device's
@@ -71,9 +90,24 @@ pub trait Device {
 
     /// Reads buffer `id`.
     fn read(&mut self, id: u32) -> Result<Vec<u8>> {
-        match self.request(Request::Read { id })? {
-            Reply::Data(d) => Ok(d),
-            other => Err(unexpected(self.info(), other)),
+        let c = self.chunk().max(1) as u64;
+        let mut out = Vec::new();
+        loop {
+            let r = self.request(Request::Read {
+                id,
+                offset: out.len() as u64,
+                len: c,
+            })?;
+            match r {
+                Reply::Data(d) => {
+                    let short = (d.len() as u64) < c;
+                    out.extend_from_slice(&d);
+                    if short || d.is_empty() {
+                        return Ok(out);
+                    }
+                }
+                other => return Err(unexpected(self.info(), other)),
+            }
         }
     }
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Protocol version; bumped on any incompatible change.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Largest frame a peer accepts by default (a code object or a buffer
 /// upload is one frame).
@@ -114,10 +114,13 @@ pub enum Request {
         /// Size.
         bytes: u64,
     },
-    /// Writes `data` into buffer `id` from its start (async).
+    /// Writes `data` into buffer `id` from byte `offset` on (async). Clients
+    /// send a buffer larger than a frame as several.
     Write {
         /// Buffer.
         id: u32,
+        /// Where, in bytes.
+        offset: u64,
         /// Bytes.
         #[serde(with = "serde_bytes")]
         data: Vec<u8>,
@@ -160,10 +163,16 @@ pub enum Request {
         /// Timed launches.
         reps: u32,
     },
-    /// Reads buffer `id` (sync).
+    /// Reads up to `len` bytes of buffer `id` from byte `offset` on (sync):
+    /// fewer at its end, and at most what fits in a frame of the worker's
+    /// limit. Clients read a large buffer in several.
     Read {
         /// Buffer.
         id: u32,
+        /// Where, in bytes.
+        offset: u64,
+        /// How many at most.
+        len: u64,
     },
     /// Waits for everything sent before; reports the first error of the
     /// asynchronous requests since the last synchronisation (sync).

@@ -156,20 +156,24 @@ fn open(name: &str) -> Result<Device, String> {
 /// What a session does with a buffer, whichever runtime holds it.
 trait Bytes {
     fn size(&self) -> usize;
-    fn put(&self, data: &[u8]) -> Result<(), String>;
-    fn get(&self) -> Result<Vec<u8>, String>;
+    /// Writes `data` from byte `offset` on (checked by the caller).
+    fn put(&self, offset: usize, data: &[u8]) -> Result<(), String>;
+    /// `n` bytes from `offset` on (checked by the caller).
+    fn get(&self, offset: usize, n: usize) -> Result<Vec<u8>, String>;
 }
 
 impl Bytes for rocmc_runtime_cpu::CpuBuffer<u8> {
     fn size(&self) -> usize {
         self.len()
     }
-    fn put(&self, data: &[u8]) -> Result<(), String> {
-        self.copy_from_host(data);
-        Ok(())
+    fn put(&self, offset: usize, data: &[u8]) -> Result<(), String> {
+        self.copy_from_host_at(offset, data)
+            .then_some(())
+            .ok_or_else(|| "a write outside the buffer".to_string())
     }
-    fn get(&self) -> Result<Vec<u8>, String> {
-        Ok(self.to_vec())
+    fn get(&self, offset: usize, n: usize) -> Result<Vec<u8>, String> {
+        self.read_at(offset, n)
+            .ok_or_else(|| "a read outside the buffer".to_string())
     }
 }
 
@@ -179,11 +183,15 @@ macro_rules! gpu_bytes {
             fn size(&self) -> usize {
                 self.len()
             }
-            fn put(&self, data: &[u8]) -> Result<(), String> {
-                self.copy_from_host(data).map_err(|e| e.to_string())
+            fn put(&self, offset: usize, data: &[u8]) -> Result<(), String> {
+                self.copy_from_host_at(offset, data)
+                    .map_err(|e| e.to_string())
             }
-            fn get(&self) -> Result<Vec<u8>, String> {
-                self.to_vec().map_err(|e| e.to_string())
+            fn get(&self, offset: usize, n: usize) -> Result<Vec<u8>, String> {
+                let mut out = vec![0u8; n];
+                self.copy_to_host_at(offset, &mut out)
+                    .map_err(|e| e.to_string())?;
+                Ok(out)
             }
         }
     };
@@ -354,8 +362,8 @@ impl Session {
                 self.used += bytes;
                 Ok(Reply::Ok)
             }
-            Request::Write { id, data } => {
-                self.write(id, &data)?;
+            Request::Write { id, offset, data } => {
+                self.write(id, offset, &data)?;
                 Ok(Reply::Ok)
             }
             Request::Fill { id, dtype, seed } => {
@@ -364,7 +372,7 @@ impl Session {
                     .get(&id)
                     .ok_or_else(|| format!("buffer #{id} does not exist"))?;
                 let data = random_bytes(&dtype, n as usize, seed);
-                self.write(id, &data)?;
+                self.write(id, 0, &data)?;
                 Ok(Reply::Ok)
             }
             Request::Free { id } => {
@@ -397,7 +405,20 @@ impl Session {
             } => Ok(Reply::Times(
                 self.launch(&module, &kernel, &args, warmup, reps, true)?,
             )),
-            Request::Read { id } => Ok(Reply::Data(self.dev()?.buffer(id)?.get()?)),
+            Request::Read { id, offset, len } => {
+                // A reply stays within a frame of the worker's limit (its
+                // framing and encoding take well under 64 bytes).
+                let most = self.cfg.max_frame.saturating_sub(64) as u64;
+                let b = self.dev()?.buffer(id)?;
+                let size = b.size() as u64;
+                if offset > size {
+                    return Err(format!(
+                        "reading from byte {offset} of buffer #{id} of {size} bytes"
+                    ));
+                }
+                let n = len.min(size - offset).min(most) as usize;
+                Ok(Reply::Data(b.get(offset as usize, n)?))
+            }
             Request::Sync => {
                 match self.dev()? {
                     Device::Cpu { .. } => {}
@@ -421,16 +442,20 @@ impl Session {
         }
     }
 
-    fn write(&mut self, id: u32, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, id: u32, offset: u64, data: &[u8]) -> Result<(), String> {
         let b = self.dev()?.buffer(id)?;
-        if data.len() > b.size() {
+        let fits = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(data.len()))
+            .is_some_and(|end| end <= b.size());
+        if !fits {
             return Err(format!(
-                "writing {} bytes into buffer #{id} of {} bytes",
+                "writing {} bytes at byte {offset} of buffer #{id} of {} bytes",
                 data.len(),
                 b.size()
             ));
         }
-        b.put(data)
+        b.put(offset as usize, data)
     }
 
     /// Launches `warmup + reps` times; with `timed`, returns each of the

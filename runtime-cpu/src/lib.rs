@@ -271,6 +271,52 @@ impl<T: DeviceScalar> CpuBuffer<T> {
         };
     }
 
+    /// Copies `data` into the elements from `offset` on; false (nothing
+    /// copied) where they do not fit.
+    pub fn copy_from_host_at(&self, offset: usize, data: &[T]) -> bool {
+        if offset
+            .checked_add(data.len())
+            .is_none_or(|end| end > self.len)
+        {
+            return false;
+        }
+        let size = std::mem::size_of::<T>();
+        let _heap = self.heap.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the heap lock excludes every other access to the store;
+        // the range was checked to lie inside it; T is a plain scalar.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr().cast::<u8>(),
+                (*self.store.get())
+                    .as_mut_ptr()
+                    .cast::<u8>()
+                    .add(offset * size),
+                std::mem::size_of_val(data),
+            )
+        };
+        true
+    }
+
+    /// The `n` elements from `offset` on; `None` where they do not fit.
+    pub fn read_at(&self, offset: usize, n: usize) -> Option<Vec<T>> {
+        if offset.checked_add(n).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        let size = std::mem::size_of::<T>();
+        let mut out = vec![T::default(); n];
+        let _heap = self.heap.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the heap lock excludes kernels writing the store; the
+        // range was checked to lie inside it; every bit pattern is a T.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (*self.store.get()).as_ptr().cast::<u8>().add(offset * size),
+                out.as_mut_ptr().cast::<u8>(),
+                n * size,
+            )
+        };
+        Some(out)
+    }
+
     /// The buffer's elements.
     pub fn to_vec(&self) -> Vec<T> {
         let mut out = vec![T::default(); self.len];

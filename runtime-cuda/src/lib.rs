@@ -577,6 +577,42 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
         )
     }
 
+    /// Copies `data` into the elements from `offset` on.
+    pub fn copy_from_host_at(&self, offset: usize, data: &[T]) -> Result<()> {
+        self.range(offset, data.len())?;
+        self.current()?;
+        let bytes = std::mem::size_of_val(data);
+        let at = self.ptr + (offset * std::mem::size_of::<T>()) as CuDevicePtr;
+        // SAFETY: `range` checked that the allocation holds `bytes` bytes from `at`.
+        self.api.check(
+            unsafe { (self.api.memcpy_htod)(at, data.as_ptr().cast(), bytes) },
+            || format!("copying {bytes} bytes to the device at element {offset}"),
+        )
+    }
+
+    /// Copies the elements from `offset` on into `out`.
+    pub fn copy_to_host_at(&self, offset: usize, out: &mut [T]) -> Result<()> {
+        self.range(offset, out.len())?;
+        self.current()?;
+        let bytes = std::mem::size_of_val(out);
+        let at = self.ptr + (offset * std::mem::size_of::<T>()) as CuDevicePtr;
+        // SAFETY: `range` checked the device side; `out` holds `bytes` bytes; T is a plain scalar.
+        self.api.check(
+            unsafe { (self.api.memcpy_dtoh)(out.as_mut_ptr().cast(), at, bytes) },
+            || format!("copying {bytes} bytes from the device at element {offset}"),
+        )
+    }
+
+    fn range(&self, offset: usize, n: usize) -> Result<()> {
+        if offset.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(Error::Incompatible(format!(
+                "elements {offset}..{offset}+{n} of a buffer of {}",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+
     /// The buffer's contents.
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut v = vec![T::default(); self.len];

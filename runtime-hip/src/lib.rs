@@ -423,6 +423,60 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
             )
         })
     }
+    /// Copies `data` into the elements from `offset` on.
+    pub fn copy_from_host_at(&self, offset: usize, data: &[T]) -> Result<()> {
+        self.range(offset, data.len())?;
+        let bytes = std::mem::size_of_val(data);
+        let at = self
+            .ptr
+            .cast::<u8>()
+            .wrapping_add(offset * std::mem::size_of::<T>())
+            .cast::<c_void>();
+        // SAFETY: `range` checked that the allocation holds `bytes` bytes from `at`.
+        let e = unsafe {
+            (self.api.memcpy)(at, data.as_ptr().cast(), bytes, ffi::MEMCPY_HOST_TO_DEVICE)
+        };
+        self.api.check(e, || {
+            format!("copying {bytes} bytes to the device at element {offset}")
+        })
+    }
+
+    /// Copies the elements from `offset` on into `out`.
+    pub fn copy_to_host_at(&self, offset: usize, out: &mut [T]) -> Result<()> {
+        self.range(offset, out.len())?;
+        let bytes = std::mem::size_of_val(out);
+        let at = self
+            .ptr
+            .cast::<u8>()
+            .wrapping_add(offset * std::mem::size_of::<T>())
+            .cast::<c_void>();
+        // SAFETY: `range` checked the device side; `out` holds `bytes` bytes; T is a plain scalar.
+        let e = unsafe {
+            (self.api.memcpy)(
+                out.as_mut_ptr().cast(),
+                at,
+                bytes,
+                ffi::MEMCPY_DEVICE_TO_HOST,
+            )
+        };
+        self.api.check(e, || {
+            format!("copying {bytes} bytes from the device at element {offset}")
+        })
+    }
+
+    fn range(&self, offset: usize, n: usize) -> Result<()> {
+        if offset.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(Error::BadLaunch {
+                kernel: "-".into(),
+                reason: format!(
+                    "elements {offset}..{offset}+{n} of a buffer of {}",
+                    self.len
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Copies the buffer into a new vector.
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut v = vec![T::default(); self.len];
