@@ -427,11 +427,7 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
     pub fn copy_from_host_at(&self, offset: usize, data: &[T]) -> Result<()> {
         self.range(offset, data.len())?;
         let bytes = std::mem::size_of_val(data);
-        let at = self
-            .ptr
-            .cast::<u8>()
-            .wrapping_add(offset * std::mem::size_of::<T>())
-            .cast::<c_void>();
+        let at = self.at(offset);
         // SAFETY: `range` checked that the allocation holds `bytes` bytes from `at`.
         let e = unsafe {
             (self.api.memcpy)(at, data.as_ptr().cast(), bytes, ffi::MEMCPY_HOST_TO_DEVICE)
@@ -445,11 +441,7 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
     pub fn copy_to_host_at(&self, offset: usize, out: &mut [T]) -> Result<()> {
         self.range(offset, out.len())?;
         let bytes = std::mem::size_of_val(out);
-        let at = self
-            .ptr
-            .cast::<u8>()
-            .wrapping_add(offset * std::mem::size_of::<T>())
-            .cast::<c_void>();
+        let at = self.at(offset);
         // SAFETY: `range` checked the device side; `out` holds `bytes` bytes; T is a plain scalar.
         let e = unsafe {
             (self.api.memcpy)(
@@ -462,6 +454,14 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
         self.api.check(e, || {
             format!("copying {bytes} bytes from the device at element {offset}")
         })
+    }
+
+    /// The device address of element `offset` (checked by `range` first).
+    fn at(&self, offset: usize) -> *mut c_void {
+        self.ptr
+            .cast::<u8>()
+            .wrapping_add(offset * std::mem::size_of::<T>())
+            .cast::<c_void>()
     }
 
     fn range(&self, offset: usize, n: usize) -> Result<()> {
