@@ -126,7 +126,7 @@ fn authentication_refuses_wrong_secrets_certificates_and_protocols() {
         .unwrap()
         .to_string();
     assert!(
-        e.contains("does not speak rocmc's protocol") || e.contains("connection"),
+        e.contains("does not speak rocmc's protocol") || e.contains("unset ROCMC_WORKER_INSECURE"),
         "{e}"
     );
 
@@ -519,4 +519,31 @@ fn buffers_of_256_mib_and_1_gib_round_trip_with_the_default_frame_limit() {
         d.free(id).unwrap();
     }
     d.sync().unwrap();
+}
+
+#[test]
+fn an_address_sending_wrong_secrets_is_locked_out_for_a_minute() {
+    let w = Worker::start(&["--max-login-failures", "3"]);
+    let mut bad = w.opts();
+    bad.secret = "guess-0123456789abcdef".into();
+    for _ in 0..3 {
+        let e = RemoteDevice::connect(&w.url("cpu"), &bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("wrong secret"), "{e}");
+    }
+    // Now even the right secret is not looked at from this address.
+    let e = RemoteDevice::connect(&w.url("cpu"), &w.opts())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("too many wrong secrets from this address"),
+        "{e}"
+    );
+    // Another worker (its own count) serves the right secret at once.
+    let other = Worker::start(&["--max-login-failures", "3"]);
+    let (so, info) = vadd();
+    vadd_on(&mut other.connect(), &so, &info, 12);
 }

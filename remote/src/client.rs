@@ -260,6 +260,10 @@ impl RemoteDevice {
                 FrameError::Malformed(_) | FrameError::TooLarge { .. } => format!(
                     "it does not speak rocmc's protocol ({e}); if it is a TLS worker, do not set ROCMC_WORKER_INSECURE"
                 ),
+                // A TLS worker drops a plain Hello (it is no TLS record).
+                FrameError::Closed if opts.insecure => format!(
+                    "{e} before the worker answered the login: a worker started without --insecure speaks TLS; unset ROCMC_WORKER_INSECURE"
+                ),
                 other => other.to_string(),
             })
         })?;

@@ -33,6 +33,9 @@ pub struct WorkerConfig {
     pub session_memory: u64,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
+    /// Wrong secrets one address may send within a minute; after that,
+    /// its logins are refused, unread, until the minute is over.
+    pub max_login_failures: u32,
     /// A request waiting this long for its session (a kernel that never
     /// returns, or many queued before it) ends the session, which the
     /// client is told; its slot is free again.
@@ -61,7 +64,13 @@ pub struct Worker {
     devices: Vec<DeviceInfo>,
     sessions: Arc<AtomicUsize>,
     pending: Arc<Pending>,
+    /// Wrong secrets by address: how many, since when.
+    failures:
+        std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u32, std::time::Instant)>>,
 }
+
+/// The window of `max_login_failures`.
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 /// Connections not logged in yet, each with its deadline: a reaper thread
 /// shuts down the sockets whose deadline passed, which ends any read
@@ -123,6 +132,7 @@ impl Worker {
             devices,
             sessions: Arc::new(AtomicUsize::new(0)),
             pending: Arc::new(Pending::default()),
+            failures: Default::default(),
         })
     }
 
@@ -187,6 +197,7 @@ impl Worker {
 
     fn connection(&self, tcp: TcpStream, id: usize) -> Result<(), String> {
         let logged_in = || self.pending.done(id);
+        let peer = tcp.peer_addr().ok().map(|a| a.ip());
         tcp.set_read_timeout(Some(self.cfg.idle_timeout))
             .and_then(|_| tcp.set_nodelay(true))
             .map_err(|e| e.to_string())?;
@@ -201,16 +212,35 @@ impl Worker {
                         .complete_io(&mut s.sock)
                         .map_err(|e| format!("TLS handshake: {e}"))?;
                 }
-                self.session(&mut s, &logged_in)
+                self.session(&mut s, peer, &logged_in)
             }
             None => {
                 let mut s = tcp;
-                self.session(&mut s, &logged_in)
+                self.session(&mut s, peer, &logged_in)
             }
         }
     }
 
-    fn session<S: Read + Write>(&self, s: &mut S, logged_in: &dyn Fn()) -> Result<(), String> {
+    /// Whether `peer` sent too many wrong secrets within the window; with
+    /// `failed`, counts one more.
+    fn locked_out(&self, peer: Option<std::net::IpAddr>, failed: bool) -> bool {
+        let Some(ip) = peer else { return false };
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        f.retain(|_, (_, since)| now.duration_since(*since) < FAILURE_WINDOW);
+        let e = f.entry(ip).or_insert((0, now));
+        if failed {
+            e.0 += 1;
+        }
+        e.0 >= self.cfg.max_login_failures
+    }
+
+    fn session<S: Read + Write>(
+        &self,
+        s: &mut S,
+        peer: Option<std::net::IpAddr>,
+        logged_in: &dyn Fn(),
+    ) -> Result<(), String> {
         let hello: Hello = proto::recv(s, 64 << 10).map_err(|e| format!("hello: {e}"))?;
         let refuse = |s: &mut S, why: String| -> Result<(), String> {
             let _ = proto::send(s, &Welcome::Refused(why.clone()));
@@ -226,7 +256,17 @@ impl Worker {
                 ),
             );
         }
+        if self.locked_out(peer, false) {
+            return refuse(
+                s,
+                format!(
+                    "too many wrong secrets from this address (at most {} a minute); try again in a minute",
+                    self.cfg.max_login_failures
+                ),
+            );
+        }
         if !secrets_match(&hello.secret, &self.identity.secret) {
+            self.locked_out(peer, true);
             return refuse(s, "wrong secret".into());
         }
         logged_in();

@@ -36,6 +36,9 @@ struct Args {
     /// Seconds of silence after which a connection is closed.
     #[arg(long, default_value_t = 600)]
     idle_timeout: u64,
+    /// Wrong secrets one address may send in a minute before its logins are refused for the rest of it.
+    #[arg(long, default_value_t = 10)]
+    max_login_failures: u32,
     /// Seconds a request may wait for its session (kernels included) before the session is ended.
     #[arg(long, default_value_t = 300)]
     kernel_timeout: u64,
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
         idle_timeout: Duration::from_secs(a.idle_timeout),
         login_timeout: Duration::from_secs(a.login_timeout),
         kernel_timeout: Duration::from_secs(a.kernel_timeout.max(1)),
+        max_login_failures: a.max_login_failures.max(1),
         max_pending: a.max_pending,
         max_frame: a.max_frame,
         names,
