@@ -154,6 +154,19 @@ fn open(name: &str) -> Result<Device, String> {
 }
 
 /// What a session does with a buffer, whichever runtime holds it.
+/// Writes zeros over all of `b`, 16 MiB at a time.
+fn zero(b: &dyn Bytes) -> Result<(), String> {
+    const PART: usize = 16 << 20;
+    let zeros = vec![0u8; PART.min(b.size())];
+    let mut at = 0;
+    while at < b.size() {
+        let n = PART.min(b.size() - at);
+        b.put(at, &zeros[..n])?;
+        at += n;
+    }
+    Ok(())
+}
+
 trait Bytes {
     fn size(&self) -> usize;
     /// Writes `data` from byte `offset` on (checked by the caller).
@@ -360,6 +373,11 @@ impl Session {
                 }
                 self.sizes.insert(id, bytes);
                 self.used += bytes;
+                // The protocol promises zeroed buffers; GPU runtimes hand out
+                // whatever the memory held (another session's data, even).
+                if !matches!(self.dev()?, Device::Cpu { .. }) {
+                    zero(self.dev()?.buffer(id)?)?;
+                }
                 Ok(Reply::Ok)
             }
             Request::Write { id, offset, data } => {
@@ -541,5 +559,26 @@ pub fn run(cfg: SessionConfig) -> Result<(), FrameError> {
         };
         proto::send(&mut output, &reply)?;
         output.flush()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_overwrites_every_byte_in_parts() {
+        let dev = rocmc_runtime_cpu::Cpu::new();
+        // Over one 16 MiB part, and not a multiple of it.
+        let n = (16 << 20) + 12_345;
+        let b = dev.alloc::<u8>(n);
+        b.copy_from_host(&vec![0xa5u8; n]);
+        zero(&b).unwrap();
+        assert!(b.to_vec().iter().all(|&x| x == 0));
+        // Writes and reads at offsets stay inside the buffer.
+        assert!(b.put(n - 2, &[1, 2, 3]).is_err());
+        b.put(n - 3, &[1, 2, 3]).unwrap();
+        assert_eq!(b.get(n - 4, 4).unwrap(), [0, 1, 2, 3]);
+        assert!(b.get(n - 1, 2).is_err());
     }
 }
