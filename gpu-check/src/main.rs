@@ -35,6 +35,7 @@ use std::process::ExitCode;
 
 mod mma;
 mod remote;
+mod transfer;
 
 type Res<T> = Result<T, String>;
 
@@ -47,8 +48,9 @@ fn main() -> ExitCode {
         Some("errors") => errors(&args[1..]),
         Some("remote") => remote::check(&args[1..]),
         Some("latency") => remote::latency(&args[1..]),
+        Some("transfer") => transfer::transfer(&args[1..]),
         Some("mma") => mma::check(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | mma [--seed S] [--perturb]".into()),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

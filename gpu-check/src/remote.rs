@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A worker process on loopback with its own state folder.
-struct Worker {
+pub(crate) struct Worker {
     child: Child,
     addr: String,
     fingerprint: String,
@@ -25,7 +25,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(bin: &Path) -> Res<Worker> {
+    pub(crate) fn start(bin: &Path) -> Res<Worker> {
         let state = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut child = Command::new(bin)
             .args(["--listen", "127.0.0.1:0", "--state"])
@@ -64,7 +64,7 @@ impl Worker {
 
     /// A fresh session on `device`, the certificate pinned to the
     /// fingerprint the worker printed (as a user pins it out of band).
-    fn connect(&self, device: &str) -> Res<RemoteDevice> {
+    pub(crate) fn connect(&self, device: &str) -> Res<RemoteDevice> {
         let opts = ConnectOptions {
             secret: self.secret.clone(),
             pin: Some(Pin::Exact(self.fingerprint.clone())),
@@ -185,7 +185,7 @@ pub fn check(args: &[String]) -> Res<bool> {
     )
 }
 
-fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+pub(crate) fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))

@@ -391,13 +391,19 @@ impl RemoteDevice {
     }
 }
 
+/// Bytes per `Write` or `Read` of a large buffer (see `chunk`).
+const TRANSFER_PART: usize = 4 << 20;
+
 impl crate::device::Device for RemoteDevice {
     fn info(&self) -> &DeviceInfo {
         &self.device
     }
     fn chunk(&self) -> usize {
-        // A Write's other fields and its framing take well under 64 bytes.
-        self.max_frame.saturating_sub(64)
+        // Parts of a few MiB keep the stages busy at once (the client
+        // sending one part while the worker forwards the last and the
+        // session copies the one before); a Write's other fields and its
+        // framing take well under 64 bytes.
+        TRANSFER_PART.min(self.max_frame.saturating_sub(64))
     }
     fn request(&mut self, r: Request) -> Result<Reply> {
         self.call(r)
