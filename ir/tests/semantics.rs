@@ -343,7 +343,14 @@ proptest! {
         // Staging tiles inside the reduction: rows beyond R then accumulate
         // from clamped loads, so every thread reaches the tile's barriers.
         let cache = if cache { r#", "AS = cache_read(A, shared, co)""# } else { "" };
-        let body = if op == "prod" { "1.0 + A[r, c] * 0.01" } else { "A[r, c]" };
+        // Sums of positive terms: a tree and a serial sum of values that
+        // cancel to near zero differ by more than any relative tolerance
+        // (seen: 1.3e-5 on -0.21 from 297 terms), without any bug.
+        let body = match op {
+            "prod" => "1.0 + A[r, c] * 0.01",
+            "sum" => "A[r, c] * A[r, c] + 0.1",
+            _ => "A[r, c]",
+        };
         let src = format!(r#"
 [kernel]
 name = "k"
