@@ -626,14 +626,20 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         let em = self.expm1_reduced(r)?;
         let pk = self.ldexp(self.c(x, 1.0), ki)?;
         let u = self.add(self.mul(em, pk)?, self.sub(pk, self.c(x, 1.0))?)?;
-        let small = self.div(u, self.add(u, self.c(x, 2.0))?)?;
         let e = self.exp(two_ax)?;
-        let big = self.sub(
-            self.c(x, 1.0),
-            self.div(self.c(x, 2.0), self.add(e, self.c(x, 1.0))?)?,
-        )?;
         let is_small = self.cmp(FloatPredicate::OLT, ax, self.c(x, 0.55))?;
-        let v = self.sel(is_small, small, big)?;
+        // One division for both branches (an IEEE divide is a long
+        // sequence on NVIDIA): u/(u + 2) below 0.55, 1 − 2/(e + 1) above,
+        // the operands chosen first. The same operations on the same
+        // values as two divisions would be, so the same results.
+        let num = self.sel(is_small, u, self.c(x, 2.0))?;
+        let den = self.sel(
+            is_small,
+            self.add(u, self.c(x, 2.0))?,
+            self.add(e, self.c(x, 1.0))?,
+        )?;
+        let q = self.div(num, den)?;
+        let v = self.sel(is_small, q, self.sub(self.c(x, 1.0), q)?)?;
         self.with_sign_of(v, x)
     }
 
