@@ -94,7 +94,7 @@ fn the_rule_follows_the_shape_of_the_stage() {
         ("matmul", "C", "matmul-tiles"),
         ("conv2d", "O", "tiles-16x16"),
         ("embedding", "E", "elementwise-2d"),
-        ("transpose", "B", "elementwise-tiles"),
+        ("transpose", "B", "transpose-tiles"),
         ("bias_grad", "db", "column-reduction"),
         ("gelu_mask", "H", "inline"),
         ("gelu_mask", "G", "inline"),

@@ -41,7 +41,7 @@ for k in order:
     pt, tr = t.get("pytorch"), t.get("triton")
     peers = [p for p in (pt, tr) if p]
     best = min(peers, key=lambda p: p["ms"]) if peers else None
-    unit = "TFLOP/s" if k in MATMUL or k == "conv2d" else "GB/s"
+    unit = "TFLOP/s" if k in MATMUL or k in ("conv2d", "conv2d_default") else "GB/s"
     val = (lambda p: p["tflops"]) if unit == "TFLOP/s" else (lambda p: p["gbps"])
     if k in MEM:
         target = f"≥ {MEM[k]:.0%} of copy ({MEM[k] * copy_bw:.0f} GB/s)"

@@ -2,8 +2,8 @@
 //! (argmax).
 
 use super::{along_rows, flat, fuse_all, DefaultSchedule, Knobs, RuleCx, THREADS};
-use crate::index::VarId;
-use crate::kernel::Stage;
+use crate::index::{Index, VarId};
+use crate::kernel::{Expr, Kernel, Stage, TensorId};
 
 /// An element-wise map (a reduction, if any, runs serially per thread):
 /// rows of 256 columns per work-group of 64 × 4 threads, 4 consecutive
@@ -204,4 +204,64 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
         }
     }
     Some(kn.done("column-reduction", steps))
+}
+
+/// A map whose reads do not all run along the output's rows (a
+/// transpose): 32 x 32 tiles of the output per work-group of 32 x 8
+/// threads, 4 rows each, and every tensor read across its rows staged
+/// through LDS at the tile (padded by one so the column reads avoid bank
+/// conflicts), so both the reads and the writes are coalesced
+/// (transpose_coarse.toml, 93 % of copy on the H100).
+pub(super) fn transpose(
+    k: &Kernel,
+    st: &Stage,
+    value: &Expr,
+    names: &[&str],
+    cx: &RuleCx,
+) -> Option<DefaultSchedule> {
+    let (&c, lead) = names.split_last()?;
+    if lead.is_empty() || st.axes.last()?.extent.as_const().is_some_and(|e| e < 32) {
+        return None;
+    }
+    let cv = VarId(st.axes.len() as u32 - 1);
+    // Tensors whose last subscript does not follow the last axis at stride 1.
+    let mut across: Vec<TensorId> = Vec::new();
+    value.visit_loads(&mut |t, ix| {
+        let follows = ix.last().is_some_and(|l| *l == Index::Var(cv));
+        if !follows && ix.iter().any(|x| x.uses_var(cv)) && !across.contains(&t) {
+            across.push(t);
+        }
+    });
+    if across.is_empty() {
+        return None;
+    }
+    let mut kn = Knobs::new(&st.name, cx.given);
+    let t = kn.get(
+        "TILE",
+        &[16, 32, 64],
+        32,
+        "rows and columns of a work-group's tile",
+    );
+    let per = kn.get("PER", &[1, 2, 4, 8], 4, "rows per thread");
+    kn.require("{TILE} % {PER} == 0 && ({TILE} / {PER}) * {TILE} <= 1024");
+    let (mut steps, r) = if lead.len() == 1 {
+        (Vec::new(), lead[0].to_string())
+    } else {
+        fuse_all(lead)
+    };
+    steps.extend([
+        format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
+        format!("{r}_t, {r}_v = split({r}_i, {per})"),
+        format!("reorder({r}_t, {c}_i, {r}_v)"),
+        format!("bind({r}_o, blockIdx.y)"),
+        format!("bind({c}_o, blockIdx.x)"),
+        format!("bind({r}_t, threadIdx.y)"),
+        format!("bind({c}_i, threadIdx.x)"),
+        format!("unroll({r}_v)"),
+    ]);
+    for tid in across {
+        let n = &k.tensor(tid).name;
+        steps.push(format!("{n}_tile = cache_read({n}, shared, {c}_o, pad=1)"));
+    }
+    Some(kn.done("transpose-tiles", steps))
 }

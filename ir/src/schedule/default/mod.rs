@@ -210,6 +210,9 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
         out.push(c);
     }
     let reduces = st.reduce.is_some();
+    if !reduces && !vector && st.scatter.is_none() {
+        out.extend(elementwise::transpose(k, st, &value, &names, cx));
+    }
     out.extend(elementwise::elementwise(st, &names, reduces, vector, cx));
     out.extend(flat(&st.name, &names, cx));
     out.dedup();
