@@ -421,3 +421,68 @@ fn element_wise_producers_read_once_per_element_are_fused_into_their_readers() {
     assert_ne!(scheduled, once);
     assert_ne!(rule(&scheduled, "P"), Some("inline"));
 }
+
+/// Unlike every example: f16, i8 and bf16 inputs, clamped subscripts, a
+/// gather, a producer chain, a column sum and a transposed write, with no
+/// schedule at all. Every stage keeps a rule (a rule whose schedule does
+/// not lower sends the whole kernel back to one thread per stage).
+const ODD: &str = r#"
+[kernel]
+name = "odd"
+sizes = ["n", "m", "v"]
+
+[inputs]
+A = { dtype = "f16", shape = ["n", "m"] }
+W = { dtype = "i8", shape = ["m", "m"] }
+ids = { dtype = "i32", shape = ["n"] }
+T = { dtype = "bf16", shape = ["v", "m"] }
+
+[[stage]]
+compute = "P[i, j] = f32(A[max(i - 1, 0), min(j + 1, m - 1)]) * 0.5 + f32(T[ids[i], j])"
+shape = ["n", "m"]
+
+[[stage]]
+compute = "Q[i, j] = tanh(P[i, j]) + f32(W[j, i % m])"
+shape = ["n", "m"]
+
+[[stage]]
+compute = "S[j] = sum(Q[i, j] * Q[i, j], i)"
+shape = ["m"]
+reduce = { i = "n" }
+
+[[stage]]
+compute = "R[j, i] = f16(Q[i, j] / (1.0 + S[j]))"
+shape = ["m", "n"]
+"#;
+
+#[test]
+fn an_unusual_unscheduled_kernel_keeps_a_rule_for_every_stage_and_its_meaning() {
+    let f = front("odd", ODD);
+    let rules: Vec<(&str, &str)> = f
+        .kernel
+        .stages
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.default.as_ref().map_or("none", |d| d.rule),
+            )
+        })
+        .collect();
+    // R's read of Q crosses its rows, but through a clamp of A that
+    // `cache_read` cannot stage: 16 x 16 tiles instead of transpose-tiles.
+    assert_eq!(
+        rules,
+        [
+            ("P", "inline"),
+            ("Q", "inline"),
+            ("S", "column-reduction"),
+            ("R", "elementwise-tiles")
+        ]
+    );
+    for sizes in [[1, 1, 1], [67, 45, 13], [300, 129, 7]] {
+        let sizes = f.kernel.fit_sizes(&sizes);
+        let cmp = rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), 2, false).unwrap();
+        assert!(cmp.iter().all(|c| c.ok()), "{sizes:?}: {cmp:?}");
+    }
+}

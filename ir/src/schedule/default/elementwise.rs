@@ -232,7 +232,22 @@ pub(super) fn transpose(
             across.push(t);
         }
     });
-    if across.is_empty() {
+    // `cache_read` copies a box that moves with the loops: every read of a
+    // staged tensor must be affine in the stage's axes, with positive
+    // coefficients (a clamp `A[i, min(j + 1, m - 1)]` is not).
+    let vars = st.axes.len() as u32;
+    let mut boxed = true;
+    value.visit_loads(&mut |t, ix| {
+        if across.contains(&t) {
+            boxed &= ix.iter().all(|x| {
+                x.affine().0.iter().all(|(term, c)| {
+                    let moves = (0..vars).any(|v| term.uses_var(VarId(v)));
+                    !moves || (matches!(term, Index::Var(_)) && *c > 0)
+                })
+            });
+        }
+    });
+    if across.is_empty() || !boxed {
         return None;
     }
     let mut kn = Knobs::new(&st.name, cx.given);
