@@ -117,22 +117,16 @@ fn the_rule_follows_the_shape_of_the_stage() {
 #[test]
 fn printed_default_steps_pasted_into_the_file_give_the_same_kernel() {
     let d = tempfile::tempdir().unwrap();
+    // `STEM.toml` built into STEM.schedule and STEM.loops.
+    let build = |stem: &str| {
+        let file = format!("{stem}.toml");
+        let args = ["build", "--mcpu", "gfx942", "--emit", "schedule,loops"];
+        rocmc(d.path(), &[&args[..], &[&file, "-o", stem]].concat())
+    };
     for name in ["bias2d", "softmax", "histogram", "gemm_f16"] {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         std::fs::write(d.path().join("k.toml"), &src).unwrap();
-        let out = rocmc(
-            d.path(),
-            &[
-                "build",
-                "--mcpu",
-                "gfx942",
-                "--emit",
-                "schedule,loops",
-                "k.toml",
-                "-o",
-                "k",
-            ],
-        );
+        let out = build("k");
         assert!(out.status.success(), "{}", text(&out.stderr));
         let printed = std::fs::read_to_string(d.path().join("k.schedule")).unwrap();
         assert!(printed.contains("rule `"), "{printed}");
@@ -153,19 +147,7 @@ fn printed_default_steps_pasted_into_the_file_give_the_same_kernel() {
             }
         }
         std::fs::write(d.path().join("p.toml"), &pasted).unwrap();
-        let out = rocmc(
-            d.path(),
-            &[
-                "build",
-                "--mcpu",
-                "gfx942",
-                "--emit",
-                "schedule,loops",
-                "p.toml",
-                "-o",
-                "p",
-            ],
-        );
+        let out = build("p");
         assert!(
             out.status.success(),
             "{name}:\n{pasted}\n{}",

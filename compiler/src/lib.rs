@@ -344,9 +344,20 @@ impl Frontend {
         Ok(())
     }
 
-    /// This kernel lowered for `target`: itself unless a stage has an
-    /// `mma` step. On the CPU, `opts.emulate` names the processor whose
-    /// matrix instructions run there.
+    /// One diagnostic about this kernel's file, as an error to render.
+    pub fn diagnostic(&self, d: rocmc_ir::Diagnostic) -> KernelError {
+        KernelError {
+            file: self.file.clone(),
+            source: self.source.clone(),
+            diagnostics: vec![d],
+        }
+    }
+
+    /// This kernel for `target`: its default schedules written again by
+    /// rules that depend on the target (a matrix product onto its matrix
+    /// instructions), and lowered again if a stage has an `mma` step. On
+    /// the CPU, `opts.emulate` names the processor whose rules and matrix
+    /// instructions are used.
     pub fn for_target(
         &self,
         target: &Target,
@@ -563,10 +574,8 @@ pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> Kerne
         .or(k.stages.first());
     let what = named.map_or("this kernel".to_string(), |f| format!("`{}`", f.name()));
     let span = stage.map_or(rocmc_ir::diag::Span::new(0, 0), |s| s.span);
-    KernelError {
-        file: front.file.clone(),
-        source: front.source.clone(),
-        diagnostics: vec![rocmc_ir::diag::Diagnostic::new(
+    front.diagnostic(
+        rocmc_ir::diag::Diagnostic::new(
             span,
             format!(
                 "LLVM's {} backend cannot compile {what} for {target}",
@@ -579,8 +588,8 @@ pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> Kerne
         )
         .label("in this stage")
         .hint(format!("LLVM said: {msg}"))
-        .hint("this is a rocmc bug (rocmc expands every math function itself): please report it with this kernel")],
-    }
+        .hint("this is a rocmc bug (rocmc expands every math function itself): please report it with this kernel"),
+    )
 }
 
 /// Refuses kernels whose LDS exceeds what one work-group of `target` may
@@ -610,11 +619,7 @@ fn check_partial(front: &Frontend, target: &Target) -> Result<(), Error> {
                 ),
             )
             .hint("bind its loops (`bind(io, blockIdx.x)`, `bind(ii, threadIdx.x)`), or leave `schedule` out for the default, which `rocmc build --emit schedule` prints; rocmc does not complete a partial schedule");
-            return Err(Error::Kernel(KernelError {
-                file: front.file.clone(),
-                source: front.source.clone(),
-                diagnostics: vec![d],
-            }));
+            return Err(Error::Kernel(front.diagnostic(d)));
         }
     }
     Ok(())
@@ -647,11 +652,7 @@ fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
             )
             .hint(format!("{} arrays: {}", target.shared_memory_name(), parts.join(", ")))
             .hint("use smaller tiles, or build for a processor with more LDS (`rocmc targets` lists them)");
-            return Err(Error::Kernel(KernelError {
-                file: front.file.clone(),
-                source: front.source.clone(),
-                diagnostics: vec![d],
-            }));
+            return Err(Error::Kernel(front.diagnostic(d)));
         }
     }
     Ok(())

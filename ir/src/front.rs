@@ -1074,14 +1074,7 @@ impl<'s> Cx<'s> {
             let span = found.map_or(Span::default(), |f| f.0);
             let msg = match found.map(|f| f.1) {
                 Some(kb) if kb.values.contains(v) => continue,
-                Some(kb) => format!(
-                    "{v} is not a candidate of tune parameter `{n}` ({})",
-                    kb.values
-                        .iter()
-                        .map(i64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                Some(kb) => crate::tune::not_a_candidate(n, *v, &kb.values),
                 None => {
                     let mut names: Vec<&str> = knobs.iter().map(|kb| kb.name.as_str()).collect();
                     if let Some(t) = &k.tuning {
@@ -1171,10 +1164,7 @@ impl<'s> Cx<'s> {
                 continue;
             }
             let mut reads = false;
-            for e in [Some(&st.value), st.reduce.as_ref().map(|r| &r.body)]
-                .into_iter()
-                .flatten()
-            {
+            for e in st.exprs() {
                 e.visit_loads(&mut |t, _| reads |= fused.contains(&t));
             }
             if !reads {

@@ -427,6 +427,14 @@ impl Stage {
             .chain(self.reduce.iter().flat_map(|r| r.axes.iter()))
     }
 
+    /// Every expression of the stage: its value, its reduction's body, a
+    /// scatter's subscripts.
+    pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        std::iter::once(&self.value)
+            .chain(self.reduce.as_ref().map(|r| &r.body))
+            .chain(self.scatter.iter().flat_map(|s| s.indices.iter()))
+    }
+
     /// Whether the schedule asks for this stage to be inlined into its consumers.
     pub fn is_inlined(&self) -> bool {
         self.schedule

@@ -142,14 +142,7 @@ impl TuneSpace {
             };
             let p = &self.params[i];
             if !p.values.contains(v) {
-                return Err(format!(
-                    "{v} is not a candidate of tune parameter `{n}` ({})",
-                    p.values
-                        .iter()
-                        .map(i64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+                return Err(not_a_candidate(n, *v, &p.values));
             }
             c[i].1 = *v;
         }
@@ -158,6 +151,15 @@ impl TuneSpace {
             None => Ok(c),
         }
     }
+}
+
+/// Why `v` cannot be given to parameter `name`.
+pub(crate) fn not_a_candidate(name: &str, v: i64, values: &[i64]) -> String {
+    let list: Vec<String> = values.iter().map(i64::to_string).collect();
+    format!(
+        "{v} is not a candidate of tune parameter `{name}` ({})",
+        list.join(", ")
+    )
 }
 
 /// Evaluates a constraint or step argument over a configuration.

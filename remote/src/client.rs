@@ -401,9 +401,8 @@ impl crate::device::Device for RemoteDevice {
     fn chunk(&self) -> usize {
         // Parts of a few MiB keep the stages busy at once (the client
         // sending one part while the worker forwards the last and the
-        // session copies the one before); a Write's other fields and its
-        // framing take well under 64 bytes.
-        TRANSFER_PART.min(self.max_frame.saturating_sub(64))
+        // session copies the one before).
+        TRANSFER_PART.min(self.max_frame.saturating_sub(proto::PART_OVERHEAD))
     }
     fn request(&mut self, r: Request) -> Result<Reply> {
         self.call(r)

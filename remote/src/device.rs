@@ -100,9 +100,10 @@ pub trait Device {
             })?;
             match r {
                 Reply::Data(d) => {
-                    let short = (d.len() as u64) < c;
+                    // The last part is short (empty, if the size is a multiple).
+                    let last = (d.len() as u64) < c;
                     out.extend_from_slice(&d);
-                    if short || d.is_empty() {
+                    if last {
                         return Ok(out);
                     }
                 }

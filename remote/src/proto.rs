@@ -18,9 +18,14 @@ use std::io::{Read, Write};
 /// Protocol version; bumped on any incompatible change.
 pub const VERSION: u32 = 3;
 
-/// Largest frame a peer accepts by default (a code object or a buffer
-/// upload is one frame).
+/// Largest frame a peer accepts by default (a code object is one frame;
+/// buffers go in parts).
 pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
+
+/// More than a `Write`'s or a `Data` reply's fields and framing take
+/// besides their bytes: a part of a buffer is at most the frame limit
+/// less this.
+pub const PART_OVERHEAD: usize = 64;
 
 /// The first frame from the client.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

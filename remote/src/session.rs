@@ -424,9 +424,8 @@ impl Session {
                 self.launch(&module, &kernel, &args, warmup, reps, true)?,
             )),
             Request::Read { id, offset, len } => {
-                // A reply stays within a frame of the worker's limit (its
-                // framing and encoding take well under 64 bytes).
-                let most = self.cfg.max_frame.saturating_sub(64) as u64;
+                // A reply stays within a frame of the worker's limit.
+                let most = self.cfg.max_frame.saturating_sub(proto::PART_OVERHEAD) as u64;
                 let b = self.dev()?.buffer(id)?;
                 let size = b.size() as u64;
                 if offset > size {

@@ -1,7 +1,7 @@
 //! Element-wise maps (bias2d_vec, saxpy) and reductions along rows
 //! (argmax).
 
-use super::{along_rows, flat, fuse_all, DefaultSchedule, Knobs, RuleCx, THREADS};
+use super::{along_rows, flat, fuse_all, fuse_any, DefaultSchedule, Knobs, RuleCx, THREADS};
 use crate::index::{Index, VarId};
 use crate::kernel::{Expr, Kernel, Stage, TensorId};
 
@@ -46,11 +46,7 @@ pub(super) fn elementwise(
         ]);
         return vec![kn.done("elementwise-1d", steps)];
     }
-    let (mut steps, r) = if lead.len() == 1 {
-        (Vec::new(), lead[0].to_string())
-    } else {
-        fuse_all(lead)
-    };
+    let (mut steps, r) = fuse_all(lead);
     let c = last;
     if reduces || !vector {
         // A serial reduction per output, or a transpose-like access (16 x
@@ -120,16 +116,7 @@ pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<D
         "elements per thread and step, `threads` apart",
     );
     let k = axis.name.as_str();
-    let mut steps = Vec::new();
-    let block = match names {
-        [] => None,
-        [one] => Some(one.to_string()),
-        _ => {
-            let (s, f) = fuse_all(names);
-            steps.extend(s);
-            Some(f)
-        }
-    };
+    let (mut steps, block) = fuse_any(names);
     steps.extend([
         format!("{k}_o, {k}_i = split({k}, {})", threads * per),
         format!("{k}_v, {k}_t = split({k}_i, {threads})"),
@@ -186,7 +173,7 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
     );
     kn.require("{COLS} * {ROWS} <= 1024");
     let k = axis.name.as_str();
-    let mut steps = Vec::new();
+    let (mut steps, block) = fuse_any(lead);
     steps.extend([
         format!("{last}_o, {last}_t = split({last}, {cols})"),
         format!("{k}_o, {k}_t = split({k}, {rows})"),
@@ -194,14 +181,8 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
         format!("bind({last}_t, threadIdx.x)"),
         format!("bind({k}_t, threadIdx.y)"),
     ]);
-    match lead {
-        [] => {}
-        [one] => steps.push(format!("bind({one}, blockIdx.y)")),
-        _ => {
-            let (s, f) = fuse_all(lead);
-            steps.splice(0..0, s);
-            steps.push(format!("bind({f}, blockIdx.y)"));
-        }
+    if let Some(b) = block {
+        steps.push(format!("bind({b}, blockIdx.y)"));
     }
     Some(kn.done("column-reduction", steps))
 }
@@ -259,11 +240,7 @@ pub(super) fn transpose(
     );
     let per = kn.get("PER", &[1, 2, 4, 8], 4, "rows per thread");
     kn.require("{TILE} % {PER} == 0 && ({TILE} / {PER}) * {TILE} <= 1024");
-    let (mut steps, r) = if lead.len() == 1 {
-        (Vec::new(), lead[0].to_string())
-    } else {
-        fuse_all(lead)
-    };
+    let (mut steps, r) = fuse_all(lead);
     steps.extend([
         format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
         format!("{r}_t, {r}_v = split({r}_i, {per})"),

@@ -6,7 +6,7 @@
 
 use super::{DefaultSchedule, Knobs};
 use crate::index::{Index, VarId};
-use crate::kernel::{Expr, Kernel, Stage, TensorId};
+use crate::kernel::{Kernel, TensorId};
 
 /// The stages to inline, by index: default-scheduled element-wise stages
 /// (no reduction, no scatter) that some later stage reads, whose readers
@@ -19,7 +19,7 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
     let last = k.stages.len().saturating_sub(1);
     let mut gathered: Vec<TensorId> = Vec::new();
     for st in &k.stages {
-        for e in exprs(st) {
+        for e in st.exprs() {
             e.visit_gathers(&mut |t| gathered.push(t));
         }
     }
@@ -39,7 +39,7 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
         for r in &k.stages[pi + 1..] {
             let vars = r.axes.len() + r.reduce.as_ref().map_or(0, |x| x.axes.len());
             let mut reads = false;
-            for e in exprs(r) {
+            for e in r.exprs() {
                 e.visit_loads(&mut |t, ix| {
                     if t == p.output {
                         reads = true;
@@ -58,17 +58,6 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
         }
     }
     out
-}
-
-/// Every expression of a stage: its value, its reduction's body, a
-/// scatter's subscripts.
-fn exprs(st: &Stage) -> Vec<&Expr> {
-    let mut v = vec![&st.value];
-    v.extend(st.reduce.as_ref().map(|r| &r.body));
-    if let Some(s) = &st.scatter {
-        v.extend(s.indices.iter());
-    }
-    v
 }
 
 /// Whether subscripts `ix` are distinct plain variables, all `vars` of

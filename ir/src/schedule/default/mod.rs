@@ -234,7 +234,8 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     out
 }
 
-/// The steps that fuse all `names` (leading ones first) into one loop; its name.
+/// The steps that fuse all `names` (leading ones first) into one loop; its
+/// name. One name needs no step.
 fn fuse_all(names: &[&str]) -> (Vec<String>, String) {
     let mut steps = Vec::new();
     let mut cur = names[0].to_string();
@@ -244,6 +245,15 @@ fn fuse_all(names: &[&str]) -> (Vec<String>, String) {
         cur = f;
     }
     (steps, cur)
+}
+
+/// [`fuse_all`], or nothing where there are no names.
+fn fuse_any(names: &[&str]) -> (Vec<String>, Option<String>) {
+    if names.is_empty() {
+        return (Vec::new(), None);
+    }
+    let (steps, f) = fuse_all(names);
+    (steps, Some(f))
 }
 
 /// Threads per work-group a rule may choose from.

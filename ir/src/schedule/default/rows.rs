@@ -43,8 +43,7 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
             let mut ok = true;
             let mut by_final = false;
             for (ri, r) in k.stages.iter().enumerate() {
-                let exprs = [Some(&r.value), r.reduce.as_ref().map(|x| &x.body)];
-                for e in exprs.into_iter().flatten() {
+                for e in r.exprs() {
                     e.visit_loads(&mut |tt, ix| {
                         if tt != t {
                             return;
