@@ -2,7 +2,8 @@
 //! bulk transfers through a `rocmc-worker` on loopback beside a plain TLS
 //! stream (rustls, the same configuration as the worker's) measured in the
 //! same run, so the table says what the worker's framing and its two
-//! process hops cost over TLS itself.
+//! process hops cost over TLS itself. Each buffer is checked: zeroed when
+//! allocated, and read back as written.
 
 use crate::remote::{opt, Worker};
 use crate::Res;
@@ -56,6 +57,10 @@ pub fn transfer(args: &[String]) -> Res<bool> {
         let recv = plain(&server, &client, n, false)?;
         let b = d.alloc(n as u64).map_err(e)?;
         d.sync().map_err(e)?;
+        // The protocol promises zeroed buffers, whatever the memory held.
+        if d.read(b).map_err(e)?.iter().any(|&x| x != 0) {
+            return Err(format!("a fresh {mib} MiB buffer is not zeroed"));
+        }
         let t = Instant::now();
         d.write(b, &data).and_then(|_| d.sync()).map_err(e)?;
         let write = t.elapsed().as_secs_f64();
