@@ -1595,7 +1595,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 None => lt.into_float_type().const_float(*v).into(),
             },
             ExprKind::Param(p) => self.params[p.0 as usize],
-            ExprKind::Reduced => {
+            ExprKind::Reduced | ExprKind::Operand { .. } => {
                 return Err(CodegenError::Llvm(
                     "a reduction result outside its stage (a rocmc bug)".into(),
                 ))

@@ -6,6 +6,7 @@
 
 mod bits;
 mod scatter;
+mod tuple;
 use crate::diag::{Diagnostic, KernelError, Span};
 use crate::dtype::DType;
 use crate::index::{IOp, Index, SizeId, VarId};
@@ -94,6 +95,22 @@ struct StageDecl {
     dtype: Option<Spanned<String>>,
     #[serde(default)]
     schedule: Vec<Spanned<String>>,
+    /// A tuple reduction's start, one formula per computed tensor.
+    #[serde(default)]
+    init: IndexMap<Spanned<String>, Spanned<Formula>>,
+    /// A tuple reduction's combiner, one formula per computed tensor over
+    /// `a.X` and `b.X`.
+    #[serde(default)]
+    combine: IndexMap<Spanned<String>, Spanned<Formula>>,
+}
+
+/// A value written as a TOML number or as an expression string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Formula {
+    Int(i64),
+    Float(f64),
+    Text(String),
 }
 
 /// Parses and checks a kernel file. `file` names it in diagnostics.
@@ -180,6 +197,7 @@ pub fn parse_kernel_for(
         defaults,
         rules,
         knobs_given: Vec::new(),
+        operands: Vec::new(),
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -217,6 +235,9 @@ struct Cx<'s> {
     /// Values given for names that `[tune]` does not declare: knobs of
     /// default schedules (checked once the stages are parsed).
     knobs_given: Vec<(String, i64)>,
+    /// Inside a tuple reduction's combiner: its tensors and dtypes, which
+    /// `a.X` and `b.X` name.
+    operands: Vec<(String, DType)>,
 }
 
 /// Whether an expression reads a tensor element (in a subscript, that
@@ -913,6 +934,25 @@ impl<'s> Cx<'s> {
         else {
             return;
         };
+        let tuple = !stmt.more.is_empty()
+            || matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "reduce");
+        if tuple {
+            let ax = tuple::Axes {
+                vars: axes_names,
+                shape,
+                reduce: red_axes,
+            };
+            return tuple::stage(self, k, names, decl, &stmt, ax);
+        }
+        if let Some((key, _)) = d.init.first().or(d.combine.first()) {
+            return self.error(
+                Diagnostic::new(span_of(key), "`init` and `combine` belong to tuple reductions")
+                    .hint(format!(
+                        "write the stage as `{}[...] = reduce(...)` with one element per tensor, or drop them",
+                        stmt.target
+                    )),
+            );
+        }
         let declared = match &d.dtype {
             Some(s) => match self.dtype(s) {
                 Some(t) => Some((t, span_of(s))),
@@ -940,6 +980,7 @@ impl<'s> Cx<'s> {
                 op,
                 axes: red_axes,
                 body,
+                tuple: None,
             }),
             Some(_) => {
                 return self.error(
@@ -1022,13 +1063,26 @@ impl<'s> Cx<'s> {
         mut stage: Stage,
     ) {
         names.push((stmt.target.clone(), stmt.target_span));
+        let kind = TensorKind::Stage(StageId(k.stages.len() as u32));
         k.tensors.push(Tensor {
             name: stmt.target.clone(),
             dtype,
-            shape,
-            kind: TensorKind::Stage(StageId(k.stages.len() as u32)),
+            shape: shape.clone(),
+            kind,
             span: stmt.target_span,
         });
+        // A tuple reduction's other tensors follow its first.
+        let more_types = stage.tuple().map(|t| t.elems[1..].to_vec());
+        for ((name, span), e) in stmt.more.iter().zip(more_types.iter().flatten()) {
+            names.push((name.clone(), *span));
+            k.tensors.push(Tensor {
+                name: name.clone(),
+                dtype: e.dtype,
+                shape: shape.clone(),
+                kind,
+                span: *span,
+            });
+        }
         if stage.compute_at().is_none() {
             // A stage some earlier stage is computed at keeps its axes:
             // that stage's `compute_at` names them.
@@ -1423,6 +1477,9 @@ impl<'s> Cx<'s> {
                 }
                 if self.poisoned.contains(n) {
                     return None;
+                }
+                if let Some(x) = self.operand(n) {
+                    return Some(x);
                 }
                 if let Some(lit) = self.float_literal(n, ast.span, hint) {
                     return lit;

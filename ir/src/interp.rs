@@ -155,6 +155,14 @@ pub enum InterpError {
         thread: usize,
     },
     BadInput(String),
+    /// A tuple reduction whose combiner does not keep `init` when it meets
+    /// `init` (a cooperative schedule combines the empty shares of idle
+    /// threads, so the result would depend on the schedule).
+    NotIdentity {
+        stage: String,
+        init: String,
+        combined: String,
+    },
 }
 
 /// How a thread touched an LDS element.
@@ -206,6 +214,16 @@ impl fmt::Display for InterpError {
                 "barrier in kernel `{kernel}` skipped by thread {thread} (under a guard), reached by others"
             ),
             InterpError::BadInput(m) => f.write_str(m),
+            InterpError::NotIdentity {
+                stage,
+                init,
+                combined,
+            } => write!(
+                f,
+                "stage `{stage}`: combining `init` ({init}) with itself gives ({combined}); \
+                 the combiner must leave a partial result unchanged when the other side is `init` \
+                 (schedules combine the empty shares of threads with no elements)"
+            ),
         }
     }
 }
@@ -415,6 +433,72 @@ impl Env<'_> {
         Ok(normalize(t, v))
     }
 
+    /// A tuple reduction at one output point (the first `nout` entries of
+    /// `point`): `init`, then each element combined in row-major order.
+    /// The result as constants, one per slot.
+    fn fold_tuple(
+        &self,
+        tup: &crate::kernel::TupleReduce,
+        rext: &[i64],
+        rtotal: i64,
+        point: &mut [i64],
+        nout: usize,
+        bufs: &[Buffer],
+    ) -> Result<Vec<Expr>, InterpError> {
+        let consts = |es: &[Expr], point: &[i64]| -> Result<Vec<Expr>, InterpError> {
+            es.iter()
+                .map(|e| Ok(constant(self.eval(e, point, bufs, &[], &[])?, e.dtype)))
+                .collect()
+        };
+        let mut acc = consts(&tup.init, point)?;
+        self.identity(tup, &acc, point, bufs)?;
+        for rflat in 0..rtotal {
+            unflatten(rflat, rext, &mut point[nout..]);
+            let x = consts(&tup.elems, point)?;
+            acc = consts(&tup.apply(&acc, &x), point)?;
+        }
+        Ok(acc)
+    }
+
+    /// Whether `tup`'s combiner keeps `init` (evaluated: `acc`) when it
+    /// meets `init`.
+    fn identity(
+        &self,
+        tup: &crate::kernel::TupleReduce,
+        acc: &[Expr],
+        point: &[i64],
+        bufs: &[Buffer],
+    ) -> Result<(), InterpError> {
+        let mut twice = Vec::new();
+        for e in tup.apply(acc, acc) {
+            twice.push(constant(self.eval(&e, point, bufs, &[], &[])?, e.dtype));
+        }
+        let same = |x: &Expr, y: &Expr| match (&x.kind, &y.kind) {
+            (ExprKind::Float(a), ExprKind::Float(b)) => {
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+            }
+            (a, b) => a == b,
+        };
+        if acc.iter().zip(&twice).all(|(x, y)| same(x, y)) {
+            return Ok(());
+        }
+        let show = |es: &[Expr]| {
+            es.iter()
+                .map(|e| match e.kind {
+                    ExprKind::Float(v) => format!("{v}"),
+                    ExprKind::Int(v) => format!("{v}"),
+                    _ => "?".into(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Err(InterpError::NotIdentity {
+            stage: self.stage.to_string(),
+            init: show(acc),
+            combined: show(&twice),
+        })
+    }
+
     /// The element offset a scatter's subscripts name, or `None` (noted)
     /// where they leave the tensor.
     fn scatter_place(
@@ -465,7 +549,7 @@ impl Env<'_> {
                 self.races.borrow_mut().read(*a as usize, i as usize)?;
                 shared[*a as usize][i as usize]
             }
-            ExprKind::Reduced => {
+            ExprKind::Reduced | ExprKind::Operand { .. } => {
                 return Err(InterpError::BadInput(
                     "internal: a reduction result outside its stage".into(),
                 ))
@@ -764,6 +848,51 @@ fn scatter_stage(
 
 /// The value whose bits in dtype `to` are those of `x` in `from` (the
 /// pairs the front end allows: f32 with i32 or u32, f64 with i64).
+/// For the front end: whether `tup`'s combiner keeps its `init` when it
+/// meets `init`, where both are made of constants alone (`None` where
+/// they use sizes or parameters, known only at run time).
+pub fn tuple_identity(
+    k: &Kernel,
+    stage: &str,
+    tup: &crate::kernel::TupleReduce,
+) -> Option<InterpError> {
+    let mut runtime = false;
+    for e in tup.init.iter().chain(&tup.combine) {
+        e.each(&mut |x| runtime |= matches!(x.kind, ExprKind::Param(_) | ExprKind::Index(_)));
+    }
+    if runtime {
+        return None;
+    }
+    let cell = std::cell::RefCell::new(None);
+    let env = Env {
+        races: Default::default(),
+        out_of_range: &cell,
+        k,
+        sizes: &[],
+        params: &[],
+        shapes: Vec::new(),
+        stage,
+    };
+    let init: Result<Vec<Expr>, InterpError> = tup
+        .init
+        .iter()
+        .map(|e| Ok(constant(env.eval(e, &[], &[], &[], &[])?, e.dtype)))
+        .collect();
+    match init {
+        Ok(acc) => env.identity(tup, &acc, &[], &[]).err(),
+        Err(e) => Some(e),
+    }
+}
+
+/// `s` as a constant expression of type `t`.
+fn constant(s: Scalar, t: DType) -> Expr {
+    let kind = match s {
+        Scalar::F(x) => ExprKind::Float(x),
+        Scalar::I(x) => ExprKind::Int(x),
+    };
+    Expr { kind, dtype: t }
+}
+
 fn bitcast(from: DType, to: DType, x: Scalar) -> Scalar {
     match (from, to) {
         (DType::F32, DType::I32) => Scalar::I((x.f() as f32).to_bits() as i32 as i64),
@@ -836,24 +965,25 @@ pub fn run_reporting(
                         .map(|a| a.extent.eval(sizes, &point).unwrap_or(0).max(0))
                         .collect();
                     let rtotal: i64 = rext.iter().product();
-                    let t = r.body.dtype;
-                    let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[], &[])?;
-                    for rflat in 0..rtotal {
-                        unflatten(rflat, &rext, &mut point[ext.len()..]);
-                        let x = env.eval(&r.body, &point, &bufs, &[], &[])?;
-                        acc = env.combine(r.op, t, acc, x)?;
+                    if let Some(tup) = &r.tuple {
+                        let acc =
+                            env.fold_tuple(tup, &rext, rtotal, &mut point, ext.len(), &bufs)?;
+                        for (out, a) in tup.outputs.iter().zip(&acc).skip(1) {
+                            let v = env.eval(a, &point, &bufs, &[], &[])?;
+                            bufs[out.0 as usize].set(flat as usize, v);
+                        }
+                        env.eval(&acc[0], &point, &bufs, &[], &[])?
+                    } else {
+                        let t = r.body.dtype;
+                        let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[], &[])?;
+                        for rflat in 0..rtotal {
+                            unflatten(rflat, &rext, &mut point[ext.len()..]);
+                            let x = env.eval(&r.body, &point, &bufs, &[], &[])?;
+                            acc = env.combine(r.op, t, acc, x)?;
+                        }
+                        let c = constant(acc, t);
+                        env.eval(&st.value.replace_reduced(&c), &point, &bufs, &[], &[])?
                     }
-                    let c = match acc {
-                        Scalar::F(x) => Expr {
-                            kind: ExprKind::Float(x),
-                            dtype: t,
-                        },
-                        Scalar::I(x) => Expr {
-                            kind: ExprKind::Int(x),
-                            dtype: t,
-                        },
-                    };
-                    env.eval(&st.value.replace_reduced(&c), &point, &bufs, &[], &[])?
                 }
             };
             bufs[st.output.0 as usize].set(flat as usize, v);

@@ -116,6 +116,58 @@ pub struct Reduction {
     pub axes: Vec<Axis>,
     /// The reduced expression, over output and reduction axes.
     pub body: Expr,
+    /// A reduction over a tuple with the user's combiner
+    /// (`M[r], S[r] = reduce(X[r, c], 1.0)`); `op` is then unused and
+    /// `body` is the first element.
+    pub tuple: Option<TupleReduce>,
+}
+
+/// A multi-result reduction: each point of the reduction axes gives a
+/// tuple (`elems`, over output and reduction axes); tuples are folded
+/// from `init` with `combine`, in row-major order of the axes, and
+/// component `s` of the result is stored in `outputs[s]` (`outputs[0]` is
+/// the stage's own tensor; the others are tensors of the same stage).
+/// `combine[s]` is slot `s` of the combination of two partial results,
+/// written over [`ExprKind::Operand`]s; it must be associative for a
+/// cooperative schedule to give the interpreter's result (up to float
+/// rounding), which the user states by writing it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TupleReduce {
+    pub outputs: Vec<TensorId>,
+    pub elems: Vec<Expr>,
+    /// Constants, sizes and parameters only.
+    pub init: Vec<Expr>,
+    pub combine: Vec<Expr>,
+}
+
+impl TupleReduce {
+    /// The combiner applied to two partial results (one expression per slot each).
+    pub fn apply(&self, left: &[Expr], right: &[Expr]) -> Vec<Expr> {
+        self.combine
+            .iter()
+            .map(|c| {
+                c.rewrite(&|x: &Expr| match x.kind {
+                    ExprKind::Operand { right: r, slot } => Some(
+                        if r {
+                            &right[slot as usize]
+                        } else {
+                            &left[slot as usize]
+                        }
+                        .clone(),
+                    ),
+                    _ => None,
+                })
+            })
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.outputs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.outputs.is_empty()
+    }
 }
 
 /// A stage that combines values into data-dependent places of its output:
@@ -243,6 +295,12 @@ pub enum ExprKind {
     },
     /// The result of the stage's reduction (tensor IR only).
     Reduced,
+    /// Slot `slot` of the left (accumulated) or right partial result in a
+    /// tuple reduction's combiner (`a.M`, `b.M`; tensor IR only).
+    Operand {
+        right: bool,
+        slot: u32,
+    },
     /// Element of an LDS array shared by the work-group (loop IR only:
     /// cooperative reductions, see [`crate::loops::GpuKernel::shared`]).
     Shared {
@@ -427,12 +485,31 @@ impl Stage {
             .chain(self.reduce.iter().flat_map(|r| r.axes.iter()))
     }
 
-    /// Every expression of the stage: its value, its reduction's body, a
-    /// scatter's subscripts.
+    /// Every expression of the stage that reads tensors or axes: its
+    /// value, its reduction's body (each element of a tuple), a scatter's
+    /// subscripts.
     pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
         std::iter::once(&self.value)
             .chain(self.reduce.as_ref().map(|r| &r.body))
+            .chain(
+                self.tuple()
+                    .into_iter()
+                    .flat_map(|t| t.elems.iter().skip(1)),
+            )
             .chain(self.scatter.iter().flat_map(|s| s.indices.iter()))
+    }
+
+    /// The tuple reduction this stage computes, if it is one.
+    pub fn tuple(&self) -> Option<&TupleReduce> {
+        self.reduce.as_ref().and_then(|r| r.tuple.as_ref())
+    }
+
+    /// The tensors this stage writes: its own, and a tuple reduction's others.
+    pub fn outputs(&self) -> Vec<TensorId> {
+        match self.tuple() {
+            Some(t) => t.outputs.clone(),
+            None => vec![self.output],
+        }
     }
 
     /// Whether the schedule asks for this stage to be inlined into its consumers.
@@ -527,6 +604,7 @@ impl Expr {
             | ExprKind::Index(_)
             | ExprKind::Local { .. }
             | ExprKind::Shared { .. }
+            | ExprKind::Operand { .. }
             | ExprKind::Reduced => {}
         }
     }

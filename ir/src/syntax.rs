@@ -207,6 +207,9 @@ pub struct ComputeStmt {
     /// A scatter's combining operator (`+=`, `max=`, `min=`) and its
     /// subscripts, expressions of the axes of `over`.
     pub scatter: Option<ScatterLhs>,
+    /// The other tensors of a tuple reduction (`M[r], S[r] = reduce(...)`),
+    /// indexed by the same axes as the first.
+    pub more: Vec<(String, Span)>,
     pub value: Ast,
 }
 
@@ -535,6 +538,7 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
         }
         _ => None,
     };
+    let mut more = Vec::new();
     let (axes, scatter) = match op {
         Some(op) => {
             p.bump();
@@ -547,18 +551,30 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
             (Vec::new(), Some(lhs))
         }
         None => {
-            let mut axes = Vec::new();
-            for a in subs {
-                match a.kind {
-                    AstKind::Name(n) => axes.push((n, a.span)),
-                    _ => {
-                        return Err(Diagnostic::new(
-                            a.span,
-                            "expected an axis name (the left side of `=` indexes the output by plain axis names)",
-                        )
-                        .hint("to combine into data-dependent places, write a scatter: `H[X[i]] += 1` with `over = { i = \"n\" }`"))
+            let axes = plain_axes(subs)?;
+            while p.eat(",") {
+                let (name, span) = p.ident("the name of another tensor of a tuple reduction, as in `M[r], S[r] = reduce(...)`")?;
+                let mut subs = Vec::new();
+                if p.eat("[") && !p.eat("]") {
+                    loop {
+                        subs.push(p.expr()?);
+                        if p.eat("]") {
+                            break;
+                        }
+                        p.expect(",", "between subscripts")?;
                     }
                 }
+                let these = plain_axes(subs)?;
+                if these.iter().map(|a| &a.0).ne(axes.iter().map(|a| &a.0)) {
+                    return Err(Diagnostic::new(
+                        span,
+                        format!("`{name}` is indexed differently from `{target}`"),
+                    )
+                    .hint(
+                        "every tensor of a tuple reduction takes the same axes in the same order",
+                    ));
+                }
+                more.push((name, span));
             }
             p.expect("=", "after the computed tensor")?;
             (axes, None)
@@ -571,8 +587,23 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
         target_span,
         axes,
         scatter,
+        more,
         value,
     })
+}
+
+/// The left side's subscripts as plain axis names.
+fn plain_axes(subs: Vec<Ast>) -> PResult<Vec<(String, Span)>> {
+    subs.into_iter()
+        .map(|a| match a.kind {
+            AstKind::Name(n) => Ok((n, a.span)),
+            _ => Err(Diagnostic::new(
+                a.span,
+                "expected an axis name (the left side of `=` indexes the output by plain axis names)",
+            )
+            .hint("to combine into data-dependent places, write a scatter: `H[X[i]] += 1` with `over = { i = \"n\" }`")),
+        })
+        .collect()
 }
 
 /// Parses one schedule step, `a, b = split(i, 64)` or `bind(a, blockIdx.x)`.

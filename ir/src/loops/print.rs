@@ -49,6 +49,7 @@ fn expr_text(p: &Pretty<'_>, e: &Expr, sizes: &[String], vars: &[String]) -> Str
             index.display(sizes, vars)
         ),
         ExprKind::Reduced => "<reduced>".into(),
+        ExprKind::Operand { right, slot } => format!("{}.{slot}", if *right { "b" } else { "a" }),
         ExprKind::Unary(crate::kernel::UnaryOp::Neg, a) => format!("-{}", go(a)),
         ExprKind::Unary(crate::kernel::UnaryOp::Not, a) => format!("!{}", go(a)),
         ExprKind::Cast(a) => format!("{}({})", e.dtype.name(), go(a)),

@@ -176,7 +176,9 @@ impl Cx<'_> {
                 ExprKind::Shared { shared, index } => {
                     self.array_access(true, *shared, index, "read of")
                 }
-                ExprKind::Reduced => Err(self.err("a reduction result outside its stage".into())),
+                ExprKind::Reduced | ExprKind::Operand { .. } => {
+                    Err(self.err("a reduction result outside its stage".into()))
+                }
                 _ => Ok(()),
             };
             *found.borrow_mut() = r;

@@ -36,7 +36,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                 tensor: *t,
                 access: if *t == stage.output && stage.scatter.is_some() {
                     Access::Update
-                } else if *t == stage.output {
+                } else if stage.outputs().contains(t) {
                     Access::Write
                 } else {
                     Access::Read

@@ -28,6 +28,7 @@ pub mod matrix;
 mod nest;
 mod region;
 mod scatter;
+mod slots;
 mod vectorize;
 
 /// A lowering pass: extends or rewrites the kernel being built.
@@ -112,12 +113,8 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
                     let mut reads = false;
                     let sid = StageId(*i as u32);
                     let mut f = |t: TensorId| reads |= t == ps.output;
-                    inline_producers(k, sid, &s.value).visit_tensors(&mut f);
-                    for e in s.scatter.iter().flat_map(|sc| &sc.indices) {
+                    for e in s.exprs() {
                         inline_producers(k, sid, e).visit_tensors(&mut f);
-                    }
-                    if let Some(r) = &s.reduce {
-                        inline_producers(k, sid, &r.body).visit_tensors(&mut f);
                     }
                     reads && !s.is_inlined()
                 })

@@ -4,7 +4,8 @@
 //! accumulators) or cooperative (threads combine partial results through
 //! LDS in a tree).
 
-use super::{inline_producers, Local, Lowering, Stmt, MAX_ACCUMULATORS};
+use super::slots::{Home, Slots};
+use super::{inline_producers, Lowering, Stmt, MAX_ACCUMULATORS};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
@@ -142,7 +143,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                 None => body.extend(main),
             }
         }
-        Some(red)
+        Some(_)
             if nest.order.iter().any(|v| {
                 nest.var(*v).reduce
                     && matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
@@ -181,38 +182,10 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             }
             // The stride of the reduction's dimension in the linear thread index.
             let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
-            let rbody = rbody.clone().expect("a reduction has a body");
-            let t = rbody.dtype;
-            locals.push(Local {
-                name: format!("{}_acc", stage.name),
-                dtype: t,
-                len: 1,
-                span: stage.span,
-            });
-            shared.push(Local {
-                name: format!("{}_lds", stage.name),
-                dtype: t,
-                len: block.iter().product(),
-                span: nest.var(tr).span,
-            });
-            let acc = Expr {
-                kind: ExprKind::Local {
-                    local: 0,
-                    index: Index::c(0),
-                },
-                dtype: t,
-            };
-            let lds = |ix: Index| Expr {
-                kind: ExprKind::Shared {
-                    shared: 0,
-                    index: ix,
-                },
-                dtype: t,
-            };
-            let combine = |a: Expr, b: Expr| Expr {
-                kind: ExprKind::Binary(red.op.combine(), Box::new(a), Box::new(b)),
-                dtype: t,
-            };
+            let slots = Slots::new(k, sid, stage, &subst).expect("a reduction");
+            let zero = Index::c(0);
+            locals = slots.locals(stage, 1);
+            shared = slots.shared(stage, block.iter().product(), nest.var(tr).span);
             let spatial: Vec<Guard> = nest
                 .guards
                 .iter()
@@ -225,21 +198,13 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                 })
                 .cloned()
                 .collect();
-            let mut leaf = vec![Stmt::LocalStore {
-                local: 0,
-                index: Index::c(0),
-                value: red.op.identity(t),
-            }];
-            let update = Stmt::LocalStore {
-                local: 0,
-                index: Index::c(0),
-                value: combine(acc.clone(), rbody),
-            };
+            let mut leaf = slots.init(&zero);
+            let update = slots.update(&zero);
             // With tiles staged inside the reduction, the barriers there must
             // be reached by every thread: out-of-range outputs accumulate from
             // clamped loads (never stored) instead of skipping the loops.
             if cached.is_empty() || spatial.is_empty() {
-                leaf.extend(build(nest, inner, &all_guards, vec![update]));
+                leaf.extend(build(nest, inner, &all_guards, update));
             } else {
                 let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
                     .map(VarId)
@@ -250,18 +215,19 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                     .iter()
                     .filter(|g| !spatial.contains(g))
                     .collect();
-                leaf.extend(build(
-                    nest,
-                    inner,
-                    &reduction_guards,
-                    vec![clamp_loads(k, update, &guarded, &cached)],
-                ));
+                let update = update
+                    .into_iter()
+                    .map(|u| clamp_loads(k, u, &guarded, &cached))
+                    .collect();
+                leaf.extend(build(nest, inner, &reduction_guards, update));
             }
-            leaf.push(Stmt::SharedStore {
-                shared: 0,
-                index: tid.clone(),
-                value: acc,
-            });
+            for s in 0..slots.len() {
+                leaf.push(Stmt::SharedStore {
+                    shared: s as u32,
+                    index: tid.clone(),
+                    value: slots.at(Home::Local, 0, s, &zero),
+                });
+            }
             leaf.push(Stmt::Barrier);
             let mut step = (t_count as u64).next_power_of_two() as i64 / 2;
             while step >= 1 {
@@ -278,11 +244,9 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                 let partner = tid.clone() + Index::c(step * stride);
                 leaf.push(Stmt::If {
                     guards,
-                    body: vec![Stmt::SharedStore {
-                        shared: 0,
-                        index: tid.clone(),
-                        value: combine(lds(tid.clone()), lds(partner)),
-                    }],
+                    body: slots.combine_into(Home::Shared, 0, &tid, &|s| {
+                        slots.at(Home::Shared, 0, s, &partner)
+                    }),
                 });
                 leaf.push(Stmt::Barrier);
                 step /= 2;
@@ -294,15 +258,11 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             guards.extend(spatial);
             leaf.push(Stmt::If {
                 guards,
-                body: vec![Stmt::Store {
-                    tensor: stage.output,
-                    indices,
-                    value: value.replace_reduced(&lds(tid.clone())),
-                }],
+                body: slots.stores(&value, &indices, &|s| slots.at(Home::Shared, 0, s, &tid)),
             });
             body.extend(build(nest, outer, &[], leaf));
         }
-        Some(red) => {
+        Some(_) => {
             // Loops from the first reduction loop inward accumulate; the
             // output loops among them index a per-thread accumulator array.
             let r0 = loops
@@ -330,21 +290,8 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                 return Err(Diagnostic::new(stage.span, format!("stage `{}` needs {len} accumulators per thread; at most {MAX_ACCUMULATORS} are allowed", stage.name))
                     .hint("use smaller factors for the output loops inside the reduction loops"));
             }
-            let rbody = rbody.clone().expect("a reduction has a body");
-            let t = rbody.dtype;
-            locals.push(Local {
-                name: format!("{}_acc", stage.name),
-                dtype: t,
-                len: len as u32,
-                span: stage.span,
-            });
-            let acc = Expr {
-                kind: ExprKind::Local {
-                    local: 0,
-                    index: acc_index.clone(),
-                },
-                dtype: t,
-            };
+            let slots = Slots::new(k, sid, stage, &subst).expect("a reduction");
+            locals = slots.locals(stage, len as u32);
             let spatial: Vec<&Guard> = nest
                 .guards
                 .iter()
@@ -356,32 +303,18 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                         .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
                 })
                 .collect();
-            let init = Stmt::LocalStore {
-                local: 0,
-                index: acc_index.clone(),
-                value: red.op.identity(t),
-            };
-            let combined = Expr {
-                kind: ExprKind::Binary(red.op.combine(), Box::new(acc.clone()), Box::new(rbody)),
-                dtype: t,
-            };
-            let update = Stmt::LocalStore {
-                local: 0,
-                index: acc_index,
-                value: combined,
-            };
-            let store = Stmt::Store {
-                tensor: stage.output,
-                indices,
-                value: value.replace_reduced(&acc),
-            };
+            let init = slots.init(&acc_index);
+            let update = slots.update(&acc_index);
+            let store = slots.stores(&value, &indices, &|s| {
+                slots.at(Home::Local, 0, s, &acc_index)
+            });
             // With several accumulators per thread, the accumulation keeps only
             // the reduction's guards: out-of-range outputs accumulate values
             // that are never stored, and loads indexed by guarded loops are
             // clamped into bounds instead of branched around, so loads shared
             // by several accumulators (A[i, k] for every j) are loaded once.
             // With one accumulator, one branch around the reduction is cheaper.
-            let (update, update_guards): (Stmt, Vec<&Guard>) =
+            let (update, update_guards): (Vec<Stmt>, Vec<&Guard>) =
                 if (acc_loops.is_empty() && cached.is_empty()) || spatial.is_empty() {
                     (update, all_guards.clone())
                 } else {
@@ -390,16 +323,19 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                         .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
                         .collect();
                     (
-                        clamp_loads(k, update, &guarded, &cached),
+                        update
+                            .into_iter()
+                            .map(|u| clamp_loads(k, u, &guarded, &cached))
+                            .collect(),
                         nest.guards
                             .iter()
                             .filter(|g| !spatial.contains(g))
                             .collect(),
                     )
                 };
-            let mut leaf = build(nest, &acc_loops, &[], vec![init]);
-            leaf.extend(build(nest, inner, &update_guards, vec![update]));
-            leaf.extend(build(nest, &acc_loops, &spatial, vec![store]));
+            let mut leaf = build(nest, &acc_loops, &[], init);
+            leaf.extend(build(nest, inner, &update_guards, update));
+            leaf.extend(build(nest, &acc_loops, &spatial, store));
             body.extend(build(nest, outer, &[], leaf));
         }
     }

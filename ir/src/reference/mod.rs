@@ -258,8 +258,9 @@ pub fn index_ranges(k: &Kernel, shapes: &[Vec<i64>]) -> Vec<Option<i64>> {
     };
     let mut gathers = Vec::new();
     for st in &k.stages {
-        let exprs = [Some(&st.value), st.reduce.as_ref().map(|r| &r.body)];
-        for e in exprs.into_iter().flatten() {
+        // A scatter's subscripts are handled below, as its output's.
+        let exprs = st.exprs().take_while(|_| st.scatter.is_none());
+        for e in std::iter::once(&st.value).chain(exprs.skip(1)) {
             e.each(&mut |x| {
                 if let crate::ExprKind::Gather { tensor, indices } = &x.kind {
                     gathers.push((*tensor, indices.clone()));
@@ -398,7 +399,10 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
                         .iter()
                         .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
                         .product::<i64>(),
-                    count(&r.body) + 1,
+                    match &r.tuple {
+                        Some(t) => t.elems.iter().chain(&t.combine).map(count).sum(),
+                        None => count(&r.body) + 1,
+                    },
                 ),
                 None => (0, 0),
             };

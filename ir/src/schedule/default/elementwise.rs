@@ -104,7 +104,7 @@ pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<D
         return None;
     }
     let kv = VarId(st.axes.len() as u32);
-    if !along_rows(&r.body, kv) {
+    if !along_rows(&super::reduced(st), kv) {
         return None;
     }
     let mut kn = Knobs::new(&st.name, cx.given);
@@ -148,13 +148,17 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
     let jv = VarId(st.axes.len() as u32 - 1);
     let mut down = false;
     let mut along = true;
-    r.body.visit_loads(&mut |_, ix| {
-        if let Some((l, rest)) = ix.split_last() {
-            down |= rest.iter().any(|x| x.uses_var(kv));
-            along &= !l.uses_var(kv);
-        }
-    });
-    if !(down && along && super::unit_stride(&r.body, jv)) {
+    let mut unit = true;
+    for e in super::reduced(st) {
+        e.visit_loads(&mut |_, ix| {
+            if let Some((l, rest)) = ix.split_last() {
+                down |= rest.iter().any(|x| x.uses_var(kv));
+                along &= !l.uses_var(kv);
+            }
+        });
+        unit &= super::unit_stride(e, jv);
+    }
+    if !(down && along && unit) {
         return None;
     }
     let mut kn = Knobs::new(&st.name, cx.given);

@@ -25,7 +25,7 @@ impl<'k> Matmul<'k> {
         let ([i, j], [axis]) = (st.axes.as_slice(), r.axes.as_slice()) else {
             return None;
         };
-        if r.op != ReduceOp::Sum {
+        if r.op != ReduceOp::Sum || r.tuple.is_some() {
             return None;
         }
         let (vi, vj, vk) = (VarId(0), VarId(1), VarId(2));

@@ -278,15 +278,26 @@ fn flat(stage: &str, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
 /// Whether `e` reads along rows in `v`: some tensor has `v` in its last
 /// subscript, and none has it elsewhere (a matrix product's `B[k, j]`
 /// walks columns).
-fn along_rows(e: &Expr, v: VarId) -> bool {
+fn along_rows(es: &[&Expr], v: VarId) -> bool {
     let (mut last, mut elsewhere) = (false, false);
-    e.visit_loads(&mut |_, ix| {
-        if let Some((l, lead)) = ix.split_last() {
-            last |= l.uses_var(v);
-            elsewhere |= lead.iter().any(|i| i.uses_var(v));
-        }
-    });
+    for e in es {
+        e.visit_loads(&mut |_, ix| {
+            if let Some((l, lead)) = ix.split_last() {
+                last |= l.uses_var(v);
+                elsewhere |= lead.iter().any(|i| i.uses_var(v));
+            }
+        });
+    }
     last && !elsewhere
+}
+
+/// What a stage reduces: its reduction's body, or each element of a tuple.
+fn reduced(st: &crate::kernel::Stage) -> Vec<&Expr> {
+    match (st.tuple(), &st.reduce) {
+        (Some(t), _) => t.elems.iter().collect(),
+        (None, Some(r)) => vec![&r.body],
+        (None, None) => Vec::new(),
+    }
 }
 
 /// Whether every read of `e` that moves with `v` moves along its last

@@ -32,6 +32,7 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
                 s.default
                     .as_ref()
                     .is_some_and(|d| d.rule == "row-reduction")
+                    && s.tuple().is_none()
                     && s.axes.len() == 1
                     && s.axes[0].extent == rows.extent
             })
