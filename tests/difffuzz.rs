@@ -19,7 +19,8 @@
 //! subscripts (elements of an integer tensor, in range and deliberately
 //! out of range, nested one level), scatters (`+=`, `max=`, `min=` into
 //! data-dependent, out-of-range and repeated places, privatized in LDS or
-//! not), argmax/argmin, triangular reductions (k < min(i + 1, m)),
+//! not), argmax/argmin, tuple reductions (a sum beside a maximum, an
+//! argmax pair), triangular reductions (k < min(i + 1, m)),
 //! `isnan`/`isinf` of NaN and infinities made on purpose, every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
@@ -384,6 +385,48 @@ fn schedule_2d(rng: &mut Rng, vec_ok: bool, bounded: bool) -> Vec<String> {
     s
 }
 
+/// A tuple reduction over `x` (of dtype `t`) into `R[i], R2[i]`: its
+/// compute and its `init`/`combine` lines. A sum beside a maximum (where
+/// a sum's order cannot matter beyond the tolerance), or an argmax pair
+/// (first index on ties, NaN below every number, so that the combiner is
+/// associative whatever the data); `None` for types neither takes.
+fn tuple_reduction(t: DType, x: &str, rng: &mut Rng) -> Option<(String, String)> {
+    let lowest = match t {
+        DType::F16 | DType::BF16 | DType::F32 | DType::F64 => "\"-inf\"",
+        DType::I8 => "-128",
+        DType::U8 | DType::U32 => "0",
+        DType::I32 => "-2147483648",
+        _ => return None,
+    };
+    let zero = if t.is_float() { "0.0" } else { "0" };
+    if matches!(t, DType::F32 | DType::F64 | DType::I32 | DType::U32) && rng.chance(50) {
+        return Some((
+            format!("R[i], R2[i] = reduce({x}, {x})"),
+            format!(
+                "init = {{ R = {zero}, R2 = {lowest} }}\ncombine = {{ R = \"a.R + b.R\", R2 = \"max(a.R2, b.R2)\" }}\n"
+            ),
+        ));
+    }
+    if matches!(t, DType::U32 | DType::F64) {
+        return None;
+    }
+    let (gt, eq) = if t.is_float() {
+        (
+            "(b.R > a.R || (isnan(a.R) && !isnan(b.R)))",
+            "(b.R == a.R || (isnan(a.R) && isnan(b.R)))",
+        )
+    } else {
+        ("b.R > a.R", "b.R == a.R")
+    };
+    let wins = format!("a.R2 < 0 || (b.R2 >= 0 && ({gt} || ({eq} && b.R2 < a.R2)))");
+    Some((
+        format!("R[i], R2[i] = reduce({x}, k)"),
+        format!(
+            "init = {{ R = {lowest}, R2 = -1 }}\ncombine = {{ R = \"select({wins}, b.R, a.R)\", R2 = \"select({wins}, b.R2, a.R2)\" }}\n"
+        ),
+    ))
+}
+
 /// Appends a stage over (n) or (n, m); a 1-D stage reduces over k in 0..m.
 fn stage(src: &mut String, compute: &str, dims: usize, schedule: &[String]) {
     let (shape, reduce) = if dims == 1 {
@@ -541,7 +584,22 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             };
             // Sometimes triangular: k runs to a bound that depends on i.
             let extent = *rng.pick(&["m", "m", "m", "min(i + 1, m)", "min(m, i * 2 + 3)"]);
-            stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &r_sched);
+            match rng
+                .chance(30)
+                .then(|| tuple_reduction(pt, &extra, rng))
+                .flatten()
+            {
+                Some((compute, tables)) => {
+                    // A tuple stage takes no cache_write: one thread per row instead.
+                    let sched = match r_sched.iter().any(|s| s.contains("cache_write")) {
+                        true => r_sched[..3].to_vec(),
+                        false => r_sched,
+                    };
+                    stage(&mut src, &compute, 1, &sched);
+                    src.push_str(&tables);
+                }
+                None => stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &r_sched),
+            }
             if extent != "m" {
                 src = src.replace(
                     "reduce = { k = \"m\" }",
@@ -686,6 +744,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .any(|s| s.value.has_gather() || s.reduce.as_ref().is_some_and(|r| r.body.has_gather()))
         as usize;
     st.scatters += k.stages.iter().any(|s| s.scatter.is_some()) as usize;
+    st.tuples += k.stages.iter().any(|s| s.tuple().is_some()) as usize;
     for _ in 0..2 {
         let sizes: Vec<i64> = front
             .kernel
@@ -800,6 +859,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.rejected += l.rejected;
                 st.gathers += l.gathers;
                 st.scatters += l.scatters;
+                st.tuples += l.tuples;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -815,11 +875,12 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
         st.scatters,
+        st.tuples,
         st.executed,
         st.compiled,
         st.failures.len()

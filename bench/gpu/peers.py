@@ -211,6 +211,21 @@ def run(name, s):
         x = rnd(r, c)
         by = 4 * r * c + 8 * r
         report("pytorch", name, s, timed(lambda: torch.argmax(x, dim=1)), by)
+    elif name == "log_softmax":
+        # Over GPT-2's vocabulary: read the row, write it (the statistics
+        # pass reads it once more in both).
+        r, c = s["rows"], s["cols"]
+        x = rnd(r, c)
+        report("pytorch", name, s, timed(lambda: torch.log_softmax(x, dim=1)), 8 * r * c)
+    elif name == "cross_entropy":
+        # Per-row loss over GPT-2's vocabulary, targets in range.
+        r, v = s["rows"], s["vocab"]
+        x = rnd(r, v)
+        tgt = torch.randint(0, v, (r,), device=dev, dtype=torch.int64)
+        report("pytorch", name, s, timed(lambda: F.cross_entropy(x, tgt, reduction="none")), 4 * r * v + 12 * r)
+    elif name == "welford_layernorm":
+        r, c = s["rows"], s["cols"]; x, g, bt = rnd(r, c), rnd(c), rnd(c)
+        report("pytorch", name, s, timed(lambda: F.layer_norm(x, (c,), g, bt, 1e-5)), 8 * r * c + 8 * c)
     elif name in ("histogram", "histogram_global"):
         # 256 bins of bytes; bincount of uint8 (its int64 counts are its own).
         n = s["n"]

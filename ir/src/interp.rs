@@ -160,6 +160,8 @@ pub enum InterpError {
     /// threads, so the result would depend on the schedule).
     NotIdentity {
         stage: String,
+        /// The first tensor whose slot changes.
+        tensor: String,
         init: String,
         combined: String,
     },
@@ -216,11 +218,13 @@ impl fmt::Display for InterpError {
             InterpError::BadInput(m) => f.write_str(m),
             InterpError::NotIdentity {
                 stage,
+                tensor,
                 init,
                 combined,
             } => write!(
                 f,
-                "stage `{stage}`: combining `init` ({init}) with itself gives ({combined}); \
+                "stage `{stage}`: combining `init` ({init}) with itself gives ({combined}), \
+                 which changes `{tensor}`; \
                  the combiner must leave a partial result unchanged when the other side is `init` \
                  (schedules combine the empty shares of threads with no elements)"
             ),
@@ -479,9 +483,9 @@ impl Env<'_> {
             }
             (a, b) => a == b,
         };
-        if acc.iter().zip(&twice).all(|(x, y)| same(x, y)) {
+        let Some(slot) = acc.iter().zip(&twice).position(|(x, y)| !same(x, y)) else {
             return Ok(());
-        }
+        };
         let show = |es: &[Expr]| {
             es.iter()
                 .map(|e| match e.kind {
@@ -494,6 +498,7 @@ impl Env<'_> {
         };
         Err(InterpError::NotIdentity {
             stage: self.stage.to_string(),
+            tensor: self.k.tensor(tup.outputs[slot]).name.clone(),
             init: show(acc),
             combined: show(&twice),
         })

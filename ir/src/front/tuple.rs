@@ -146,7 +146,6 @@ pub(super) fn stage(
             StepKind::Vectorize(_) => Some("vectorize"),
             StepKind::Mma { .. } => Some("mma"),
             StepKind::ComputeInline => Some("compute_inline"),
-            StepKind::ComputeAt { .. } => Some("compute_at"),
             StepKind::Cache {
                 kind: CacheKind::WriteLocal | CacheKind::WriteShared,
                 ..
@@ -157,7 +156,7 @@ pub(super) fn stage(
             cx.error(
                 Diagnostic::new(s.span, format!("a tuple reduction cannot take `{what}`")).hint(
                     "its schedule may split, fuse, reorder, tile, bind and unroll its loops, \
-                     and stage inputs with cache_read",
+                     stage inputs with cache_read, and compute it at a consumer's loop",
                 ),
             );
         }
@@ -172,11 +171,27 @@ pub(super) fn stage(
         combine,
     };
     let t0 = tuple.elems[0].dtype;
-    if let Some(e) = crate::interp::tuple_identity(k, &stmt.target, &tuple) {
+    // The tensors are pushed only later: name the slots from here.
+    let mut named = k.clone();
+    for (j, (n, _)) in outs.iter().enumerate() {
+        named.tensors.push(Tensor {
+            name: n.clone(),
+            dtype: tuple.elems[j].dtype,
+            shape: Vec::new(),
+            kind: TensorKind::Input,
+            span: stmt.target_span,
+        });
+    }
+    if let Some(e) = crate::interp::tuple_identity(&named, &stmt.target, &tuple) {
+        let slot = match &e {
+            crate::interp::InterpError::NotIdentity { tensor, .. } => tensor.clone(),
+            _ => String::new(),
+        };
         let at = d
             .combine
-            .first()
-            .map_or(stmt.target_span, |(key, _)| span_of(key));
+            .iter()
+            .find(|(key, _)| *key.get_ref() == slot)
+            .map_or(stmt.target_span, |(_, f)| span_of(f));
         return cx.error(
             Diagnostic::new(at, e.to_string())
                 .hint("let an empty side pass the other through, e.g. `select(b.S == 0.0, a.S, ...)` (examples/log_softmax.toml)"),
@@ -227,14 +242,6 @@ fn formulas(
     types: &[(String, DType)],
     combine: bool,
 ) -> Option<Vec<Expr>> {
-    let example = if combine {
-        format!(
-            "{} = \"max(a.{}, b.{})\"",
-            types[0].0, types[0].0, types[0].0
-        )
-    } else {
-        format!("{} = \"0.0\"", types[0].0)
-    };
     for (key, _) in table {
         if !types.iter().any(|(n, _)| n == key.get_ref()) {
             cx.error(
@@ -259,6 +266,10 @@ fn formulas(
     }
     let mut out = Vec::new();
     for (name, t) in types {
+        let example = match combine {
+            true => format!("{name} = \"max(a.{name}, b.{name})\""),
+            false => format!("{name} = \"0.0\""),
+        };
         let Some((_, f)) = table.iter().find(|(key, _)| key.get_ref() == name) else {
             cx.error(
                 Diagnostic::new(

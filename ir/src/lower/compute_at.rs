@@ -209,7 +209,14 @@ pub(super) fn attach(
             varying.push(*var);
         }
     });
-    let reads = loads_of(&scope, ps.output);
+    // A tuple reduction's tensors share one part: the union of the reads.
+    // Tensors of a tuple reduction that nothing reads there get no part
+    // (their stores are dropped below).
+    let (outputs, unread): (Vec<TensorId>, Vec<TensorId>) = ps
+        .outputs()
+        .into_iter()
+        .partition(|o| !loads_of(&scope, *o).is_empty());
+    let reads: Vec<_> = outputs.iter().flat_map(|o| loads_of(&scope, *o)).collect();
     if reads.is_empty() {
         return Err(err(format!(
             "nothing inside loop `{}` of `{}` reads `{}`",
@@ -273,7 +280,11 @@ pub(super) fn attach(
             .chain(&gp.shared)
             .map(|s| s.bytes() as i64)
             .sum();
-        let need = elems.saturating_mul(t.dtype.size() as i64);
+        let bytes: i64 = outputs
+            .iter()
+            .map(|o| k.tensor(*o).dtype.size() as i64)
+            .sum();
+        let need = elems.saturating_mul(bytes);
         if used.saturating_add(need) > MAX_LDS {
             return Err(err(format!(
                 "`{}` computed at `{}` needs {need} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU",
@@ -283,10 +294,10 @@ pub(super) fn attach(
         }
         host.shared.len() + gp.shared.len()
     } else {
-        if elems > MAX_ACCUMULATORS {
+        if elems.saturating_mul(outputs.len() as i64) > MAX_ACCUMULATORS {
             return Err(err(format!(
-                "`{}` computed at `{}` needs {elems} registers per thread; at most {MAX_ACCUMULATORS} are allowed",
-                ps.name, at_name.name
+                "`{}` computed at `{}` needs {} registers per thread; at most {MAX_ACCUMULATORS} are allowed",
+                ps.name, at_name.name, elems.saturating_mul(outputs.len() as i64)
             ))
             .hint("attach it at an inner loop, so each iteration needs a smaller part"));
         }
@@ -334,16 +345,19 @@ pub(super) fn attach(
     };
     host.locals.extend(gp.locals.iter().map(own));
     host.shared.extend(gp.shared.iter().map(own));
-    let part = Local {
-        name: format!("{}_part", ps.name),
-        dtype: t.dtype,
-        len: elems as u32,
-        span,
-    };
-    if cooperative {
-        host.shared.push(part);
-    } else {
-        host.locals.push(part);
+    // One part array per tensor, consecutive from `id`.
+    for o in &outputs {
+        let part = Local {
+            name: format!("{}_part", k.tensor(*o).name),
+            dtype: k.tensor(*o).dtype,
+            len: elems as u32,
+            span,
+        };
+        if cooperative {
+            host.shared.push(part);
+        } else {
+            host.locals.push(part);
+        }
     }
     *host.addressing = (*host.addressing).max(gp.addressing);
     let fill: Vec<Stmt> = gp
@@ -357,24 +371,40 @@ pub(super) fn attach(
         var_map: &var_map,
         dl,
         ds,
-        output: ps.output,
+        outputs: &outputs,
         part: id,
         cooperative,
         flat: &flat,
     };
-    let fill: Vec<Stmt> = fill.into_iter().map(|s| cx.stmt(s)).collect();
+    let fill: Vec<Stmt> = drop_stores(fill.into_iter().map(|s| cx.stmt(s)).collect(), &unread);
 
-    let (tensor, dtype, lo) = (ps.output, t.dtype, region.lo.clone());
-    let read = move |ix: &[Index]| {
-        let index = flat(&region_offsets(ix, &varying, &lo));
-        let kind = if cooperative {
-            ExprKind::Shared { shared: id, index }
-        } else {
-            ExprKind::Local { local: id, index }
-        };
-        Expr { kind, dtype }
+    let lo = region.lo.clone();
+    let read = |j: usize| {
+        let (dtype, lo, varying) = (k.tensor(outputs[j]).dtype, lo.clone(), varying.clone());
+        move |ix: &[Index]| {
+            let index = flat(&region_offsets(ix, &varying, &lo));
+            let array = id + j as u32;
+            let kind = if cooperative {
+                ExprKind::Shared {
+                    shared: array,
+                    index,
+                }
+            } else {
+                ExprKind::Local {
+                    local: array,
+                    index,
+                }
+            };
+            Expr { kind, dtype }
+        }
     };
-    let rewrite = |e: &Expr| replace_loads(e, tensor, &read);
+    let reads: Vec<_> = (0..outputs.len()).map(read).collect();
+    let rewrite = |e: &Expr| {
+        outputs
+            .iter()
+            .zip(&reads)
+            .fold(e.clone(), |e, (t, r)| replace_loads(&e, *t, r))
+    };
     Ok(insert_fill(
         body,
         at,
@@ -383,6 +413,15 @@ pub(super) fn attach(
         &|inner| map_values(inner, &rewrite),
         cooperative,
     ))
+}
+
+/// `stmts` without the stores into `tensors`, at any depth.
+fn drop_stores(stmts: Vec<Stmt>, tensors: &[TensorId]) -> Vec<Stmt> {
+    stmts
+        .into_iter()
+        .filter(|s| !matches!(s, Stmt::Store { tensor, .. } if tensors.contains(tensor)))
+        .map(|s| s.map_bodies(&mut |b| drop_stores(b, tensors)))
+        .collect()
 }
 
 /// The kernel with producer `p` alone over a part: its axes get the part's
@@ -420,6 +459,9 @@ fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
     st.value = st.value.map_indices(&|ix| ix.subst(&shift));
     if let Some(r) = &mut st.reduce {
         r.body = r.body.map_indices(&|ix| ix.subst(&shift));
+        for e in r.tuple.iter_mut().flat_map(|t| t.elems.iter_mut()) {
+            *e = e.map_indices(&|ix| ix.subst(&shift));
+        }
     }
     (k2, origins)
 }
@@ -476,7 +518,7 @@ struct Renumber<'a> {
     var_map: &'a HashMap<VarId, VarId>,
     dl: u32,
     ds: u32,
-    output: TensorId,
+    outputs: &'a [TensorId],
     part: u32,
     cooperative: bool,
     flat: &'a dyn Fn(&[Index]) -> Index,
@@ -537,19 +579,21 @@ impl Fold for Renumber<'_> {
                 tensor,
                 indices,
                 value,
-            } if tensor == self.output => {
+            } if self.outputs.contains(&tensor) => {
                 // Indices of the producer's own stores are offsets in the part.
                 let index = (self.flat)(&indices.iter().map(|i| self.ix(i)).collect::<Vec<_>>());
                 let value = self.expr(value);
+                let array =
+                    self.part + self.outputs.iter().position(|o| *o == tensor).unwrap_or(0) as u32;
                 if self.cooperative {
                     Stmt::SharedStore {
-                        shared: self.part,
+                        shared: array,
                         index,
                         value,
                     }
                 } else {
                     Stmt::LocalStore {
-                        local: self.part,
+                        local: array,
                         index,
                         value,
                     }

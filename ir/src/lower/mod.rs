@@ -112,7 +112,8 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
                 .filter(|(i, s)| {
                     let mut reads = false;
                     let sid = StageId(*i as u32);
-                    let mut f = |t: TensorId| reads |= t == ps.output;
+                    let outs = ps.outputs();
+                    let mut f = |t: TensorId| reads |= outs.contains(&t);
                     for e in s.exprs() {
                         inline_producers(k, sid, e).visit_tensors(&mut f);
                     }

@@ -32,7 +32,6 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
                 s.default
                     .as_ref()
                     .is_some_and(|d| d.rule == "row-reduction")
-                    && s.tuple().is_none()
                     && s.axes.len() == 1
                     && s.axes[0].extent == rows.extent
             })
@@ -40,13 +39,13 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
         // Every read of a member: by the final stage or another member,
         // at that reader's first axis; and the final stage reads one.
         let reads_ok = |p: usize| {
-            let t = k.stages[p].output;
+            let outs = k.stages[p].outputs();
             let mut ok = true;
             let mut by_final = false;
             for (ri, r) in k.stages.iter().enumerate() {
                 for e in r.exprs() {
                     e.visit_loads(&mut |tt, ix| {
-                        if tt != t {
+                        if !outs.contains(&tt) {
                             return;
                         }
                         let at_row = ix.len() == 1 && ix[0] == Index::Var(VarId(0));
