@@ -713,9 +713,10 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
 struct Stats {
     generated: usize,
     rejected: usize,
-    /// Accepted kernels with a gather, with a scatter.
+    /// Accepted kernels with a gather, with a scatter, with a tuple reduction.
     gathers: usize,
     scatters: usize,
+    tuples: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
