@@ -211,6 +211,10 @@ def run(name, s):
         x = rnd(r, c)
         by = 4 * r * c + 8 * r
         report("pytorch", name, s, timed(lambda: torch.argmax(x, dim=1)), by)
+    elif name == "cumsum":
+        r, c = s["rows"], s["cols"]
+        x = rnd(r, c)
+        report("pytorch", name, s, timed(lambda: torch.cumsum(x, dim=1)), 8 * r * c)
     elif name == "log_softmax":
         # Over GPT-2's vocabulary: read the row, write it (the statistics
         # pass reads it once more in both).

@@ -609,7 +609,7 @@ fn check_partial(front: &Frontend, target: &Target) -> Result<(), Error> {
         let binds = st
             .schedule
             .iter()
-            .any(|s| matches!(s.kind, StepKind::Bind { .. }));
+            .any(|s| matches!(s.kind, StepKind::Bind { .. } | StepKind::Scan { .. }));
         if written && work && !binds {
             let d = rocmc_ir::Diagnostic::new(
                 st.schedule[0].span,

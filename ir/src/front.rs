@@ -5,6 +5,7 @@
 //! in docs/kernel-format.md.
 
 mod bits;
+mod scan;
 mod scatter;
 mod tuple;
 use crate::diag::{Diagnostic, KernelError, Span};
@@ -198,6 +199,7 @@ pub fn parse_kernel_for(
         rules,
         knobs_given: Vec::new(),
         operands: Vec::new(),
+        scan: None,
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -238,6 +240,8 @@ struct Cx<'s> {
     /// Inside a tuple reduction's combiner: its tensors and dtypes, which
     /// `a.X` and `b.X` name.
     operands: Vec<(String, DType)>,
+    /// The scan of the stage being parsed, once its value has one.
+    scan: Option<scan::ScanCx>,
 }
 
 /// Whether an expression reads a tensor element (in a subscript, that
@@ -971,6 +975,7 @@ impl<'s> Cx<'s> {
         });
         let value = self.expr(k, &axes_names, &stmt.value, declared.map(|d| d.0));
         let red = self.red.take();
+        let scan = self.scan.take();
         let Some(value) = value else { return };
         let reduce = match red {
             Some(RedCx {
@@ -978,9 +983,16 @@ impl<'s> Cx<'s> {
                 ..
             }) => Some(Reduction {
                 op,
-                axes: red_axes,
+                axes: match &scan {
+                    Some(s) => vec![self.scan_axis(s)],
+                    None => red_axes,
+                },
                 body,
                 tuple: None,
+                scan: scan.map(|s| Scan {
+                    axis: s.axis,
+                    exclusive: s.exclusive,
+                }),
             }),
             Some(_) => {
                 return self.error(
@@ -1956,6 +1968,9 @@ impl<'s> Cx<'s> {
         span: Span,
         hint: Option<DType>,
     ) -> Option<Expr> {
+        if let Some(op) = scan::scan_op(name) {
+            return self.scan_call(k, axes, op, name, args, span);
+        }
         if let Some(a) = args.iter().find_map(|a| a.key.as_ref()) {
             self.error(Diagnostic::new(
                 a.1,

@@ -889,6 +889,48 @@ pub fn tuple_identity(
     }
 }
 
+/// A scan stage: the triangular reduction it stands for, folded once
+/// along each row (the same order of operations, so the same rounding, as
+/// folding each prefix afresh), in linear time.
+fn scan_stage(
+    env: &Env,
+    st: &crate::kernel::Stage,
+    r: &crate::kernel::Reduction,
+    scan: crate::kernel::Scan,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let ext = env.shapes[st.output.0 as usize].clone();
+    let n = ext.len();
+    let a = scan.axis;
+    let mut rows_ext = ext.clone();
+    rows_ext[a] = 1;
+    let rows: i64 = rows_ext.iter().product();
+    let t = r.body.dtype;
+    let mut point = vec![0i64; n + 1];
+    for row in 0..rows {
+        unflatten(row, &rows_ext, &mut point[..n]);
+        let mut acc = env.eval(&r.op.identity(t), &point, bufs, &[], &[])?;
+        for c in 0..ext[a] {
+            point[a] = c;
+            point[n] = c;
+            let before = acc;
+            let x = env.eval(&r.body, &point, bufs, &[], &[])?;
+            acc = env.combine(r.op, t, acc, x)?;
+            let got = if scan.exclusive { before } else { acc };
+            let v = env.eval(
+                &st.value.replace_reduced(&constant(got, t)),
+                &point,
+                bufs,
+                &[],
+                &[],
+            )?;
+            let off = env.offset(st.output, &point[..n])?;
+            bufs[st.output.0 as usize].set(off, v);
+        }
+    }
+    Ok(())
+}
+
 /// `s` as a constant expression of type `t`.
 fn constant(s: Scalar, t: DType) -> Expr {
     let kind = match s {
@@ -951,6 +993,10 @@ pub fn run_reporting(
         };
         if let Some(sc) = &st.scatter {
             scatter_stage(&env, st, sc, &mut bufs)?;
+            continue;
+        }
+        if let Some((r, scan)) = st.reduce.as_ref().and_then(|r| Some((r, r.scan?))) {
+            scan_stage(&env, st, r, scan, &mut bufs)?;
             continue;
         }
         let ext = &shapes[st.output.0 as usize];

@@ -120,6 +120,16 @@ pub struct Reduction {
     /// (`M[r], S[r] = reduce(X[r, c], 1.0)`); `op` is then unused and
     /// `body` is the first element.
     pub tuple: Option<TupleReduce>,
+    /// A scan (`cumsum(x, c)`): this reduction is its definition, over
+    /// one axis whose extent is `c + 1` (`c` exclusive).
+    pub scan: Option<Scan>,
+}
+
+/// `cumsum(x, c)` and its kind along output axis `axis`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scan {
+    pub axis: usize,
+    pub exclusive: bool,
 }
 
 /// A multi-result reduction: each point of the reduction axes gives a

@@ -216,6 +216,7 @@ pub(super) fn stage(
             axes: ax.reduce,
             body: tuple.elems[0].clone(),
             tuple: Some(tuple),
+            scan: None,
         }),
         scatter: None,
         value: Expr {

@@ -27,6 +27,7 @@ mod ldmatrix;
 pub mod matrix;
 mod nest;
 mod region;
+mod scan;
 mod scatter;
 mod slots;
 mod vectorize;

@@ -12,8 +12,12 @@ use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
 use crate::schedule::{self, GpuAxis, Guard, LoopKind};
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
-    let (k, sid, nest) = (l.k, l.sid, &l.nest);
+    let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
+    if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan)) {
+        return super::scan::build(l, scan, plan);
+    }
+    let nest = &l.nest;
     let value = inline_producers(k, sid, &stage.value);
     let reduce_body = stage
         .reduce

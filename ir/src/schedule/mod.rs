@@ -123,6 +123,13 @@ pub enum StepKind {
         k: Name,
         instr: Option<Name>,
     },
+    /// `scan(c, threads=256, per=4)`: a scan stage computed by one
+    /// work-group per row of `c`, in chunks (see [`steps::scan`]).
+    Scan {
+        axis: Name,
+        threads: u32,
+        per: u32,
+    },
     /// `vectorize(v)`: the innermost loop `v` (2, 4, 8 or 16 iterations)
     /// becomes vector loads and stores where every lane is in range.
     Vectorize(Name),
@@ -367,6 +374,16 @@ pub struct LoopNest {
     pub min_blocks: Option<(u32, Span)>,
     /// `privatize(H)`: the step, where a scatter stage asked for it.
     pub privatized: Option<Span>,
+    /// `scan(c, ...)`: how a scan stage's work-group scan is shaped.
+    pub scan: Option<ScanPlan>,
+}
+
+/// What `scan(c, threads=T, per=P)` asked for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScanPlan {
+    pub threads: u32,
+    pub per: u32,
+    pub span: Span,
 }
 
 /// What `mma` asked for. The instruction itself depends on the target and
@@ -412,6 +429,8 @@ pub(crate) struct State<'a> {
     stage_output: Option<crate::TensorId>,
     /// Whether the stage is a scatter.
     scatter: bool,
+    /// The axis a scan stage scans along.
+    scan_axis: Option<String>,
     /// Which step consumed a variable, for "already split" messages.
     consumed: HashMap<VarId, Span>,
     bind_spans: HashMap<VarId, Span>,
@@ -618,6 +637,9 @@ impl State<'_> {
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Occupancy(n) => steps::occupancy::apply(self, *n, span),
             StepKind::Privatize(t) => steps::privatize::apply(self, t, span),
+            StepKind::Scan { axis, threads, per } => {
+                steps::scan::apply(self, axis, *threads, *per, span)
+            }
             StepKind::Mma {
                 rows,
                 cols,
@@ -686,11 +708,17 @@ pub fn apply_with_source<'a>(
             matrix: None,
             min_blocks: None,
             privatized: None,
+            scan: None,
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),
         stage_output: Some(stage.output),
         scatter: stage.scatter.is_some(),
+        scan_axis: stage
+            .reduce
+            .as_ref()
+            .and_then(|r| r.scan)
+            .map(|s| stage.axes[s.axis].name.clone()),
     };
     if stage.is_inlined() {
         let step = stage
@@ -719,6 +747,24 @@ pub fn apply_with_source<'a>(
     }
     for step in &stage.schedule {
         st.apply(step)?;
+    }
+    if let Some(plan) = st.nest.scan {
+        // The work-group scan is built whole; it takes no other loop steps.
+        if let Some(other) = stage
+            .schedule
+            .iter()
+            .find(|s| !matches!(s.kind, StepKind::Scan { .. } | StepKind::Occupancy(_)))
+        {
+            return Err(Diagnostic::new(
+                other.span,
+                "a stage scheduled with `scan` takes no other step (but `occupancy`)",
+            )
+            .hint(format!(
+                "keep `scan(...)` alone (line {}), or drop it to schedule the triangular reduction it stands for",
+                line_col(src, plan.span.start).0
+            )));
+        }
+        return Ok(st.nest);
     }
     st.check_dependent_extents(stage)?;
     Ok(st.nest)

@@ -91,6 +91,24 @@ pub(super) fn elementwise(
     vec![kn.done("elementwise-2d", steps)]
 }
 
+/// A scan (`cumsum(x, c)`): `scan(c, ...)`, a work-group per row walking
+/// it in chunks (cumsum.toml).
+pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> DefaultSchedule {
+    let mut kn = Knobs::new(&st.name, cx.given);
+    let threads = kn.get("THREADS", &THREADS, 256, "threads per row");
+    let per = kn.get(
+        "PER",
+        &[1, 2, 4, 8],
+        4,
+        "consecutive elements per thread in a chunk",
+    );
+    let c = &st.axes[scan.axis].name;
+    kn.done(
+        "scan",
+        vec![format!("scan({c}, threads={threads}, per={per})")],
+    )
+}
+
 /// A reduction along contiguous memory (its axis is the last subscript of
 /// a tensor it reads) over a long row: one work-group of 512 threads per
 /// output point, each thread 4 elements 512 apart per step, combined in

@@ -20,6 +20,7 @@ pub mod mma;
 pub mod occupancy;
 pub mod privatize;
 pub mod reorder;
+pub mod scan;
 pub mod split;
 pub mod tile;
 pub mod unroll;
@@ -32,7 +33,7 @@ pub struct Primitive {
 }
 
 /// Every primitive, in the order the documentation lists them.
-pub const PRIMITIVES: [Primitive; 14] = [
+pub const PRIMITIVES: [Primitive; 15] = [
     Primitive {
         name: "split",
         parse: split::parse,
@@ -72,6 +73,10 @@ pub const PRIMITIVES: [Primitive; 14] = [
     Primitive {
         name: "privatize",
         parse: privatize::parse,
+    },
+    Primitive {
+        name: "scan",
+        parse: scan::parse,
     },
     Primitive {
         name: "compute_inline",
