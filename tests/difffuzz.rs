@@ -20,7 +20,9 @@
 //! out of range, nested one level), scatters (`+=`, `max=`, `min=` into
 //! data-dependent, out-of-range and repeated places, privatized in LDS or
 //! not), argmax/argmin, tuple reductions (a sum beside a maximum, an
-//! argmax pair), triangular reductions (k < min(i + 1, m)),
+//! argmax pair), scans (cumsum/cumprod/cummax/cummin along either axis,
+//! inclusive or exclusive, by the work-group scan or any schedule),
+//! triangular reductions (k < min(i + 1, m)),
 //! `isnan`/`isinf` of NaN and infinities made on purpose, every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
@@ -513,13 +515,15 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
         gathering: false,
     };
     let (pe, _) = g.expr(pt, depth);
-    let shape = match g.rng.below(5) {
+    let shape = match g.rng.below(6) {
         // A reduction over j.
         0 => "reduce",
         // Consumed by a second elementwise stage.
         1 => "consumer",
         // Combined into data-dependent or repeated places.
         2 if pt != DType::Bool => "scatter",
+        // A running fold along j or i.
+        3 if pt != DType::Bool => "scan",
         _ => "alone",
     };
     let rng = g.rng;
@@ -673,6 +677,41 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 &q_sched,
             );
         }
+        "scan" => {
+            let p_sched: Vec<String> = match rng.below(3) {
+                0 => vec!["compute_inline()".into()],
+                _ => schedule_2d(rng, false, bounded),
+            };
+            stage(&mut src, &format!("P[i, j] = {pe}"), 2, &p_sched);
+            // Sums only where their order cannot matter beyond the
+            // tolerance (integers wrap exactly); products of integers.
+            let op = match pt {
+                DType::F32 | DType::F64 => *rng.pick(&["cumsum", "cummax", "cummin"]),
+                t if t.is_float() => *rng.pick(&["cummax", "cummin"]),
+                _ => *rng.pick(&["cumsum", "cumprod", "cummax", "cummin"]),
+            };
+            let axis = *rng.pick(&["j", "j", "i"]);
+            let exclusive = if rng.chance(30) {
+                ", exclusive=true"
+            } else {
+                ""
+            };
+            let sched: Vec<String> = match rng.below(4) {
+                0 => Vec::new(),
+                1 => schedule_2d(rng, false, bounded),
+                _ => vec![format!(
+                    "scan({axis}, threads={}, per={})",
+                    rng.pick(&[32, 64, 256]),
+                    rng.pick(&[1, 2, 3, 4])
+                )],
+            };
+            stage(
+                &mut src,
+                &format!("R[i, j] = {op}(P[i, j], {axis}{exclusive})"),
+                2,
+                &sched,
+            );
+        }
         "scatter" => {
             // Float sums only where their order cannot matter beyond the
             // tolerance; integer sums wrap, exactly, in any order.
@@ -717,6 +756,7 @@ struct Stats {
     gathers: usize,
     scatters: usize,
     tuples: usize,
+    scans: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -746,6 +786,10 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         as usize;
     st.scatters += k.stages.iter().any(|s| s.scatter.is_some()) as usize;
     st.tuples += k.stages.iter().any(|s| s.tuple().is_some()) as usize;
+    st.scans += k
+        .stages
+        .iter()
+        .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan.is_some())) as usize;
     for _ in 0..2 {
         let sizes: Vec<i64> = front
             .kernel
@@ -861,6 +905,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.gathers += l.gathers;
                 st.scatters += l.scatters;
                 st.tuples += l.tuples;
+                st.scans += l.scans;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -876,12 +921,13 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
         st.scatters,
         st.tuples,
+        st.scans,
         st.executed,
         st.compiled,
         st.failures.len()
