@@ -67,6 +67,15 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
             256,
             "threads per row, shared by the row's reductions",
         );
+        // Several loads of a thread in flight at once: the reductions'
+        // accumulators chain their steps, so without unrolling each load
+        // waits for the previous step.
+        let per = kn.get(
+            "ROW_PER",
+            &[1, 2, 4, 8],
+            4,
+            "elements per thread and step of the row's reductions, unrolled",
+        );
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
         for &p in &chain {
             let s = &k.stages[p];
@@ -78,11 +87,20 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
                 p,
                 Knobs::new(&s.name, &[]).done(
                     "row-chain",
-                    vec![
-                        format!("compute_at({}, {r})", y.name),
-                        format!("{c}_o, {c}_t = split({c}, {threads})"),
-                        format!("bind({c}_t, threadIdx.x)"),
-                    ],
+                    match per {
+                        1 => vec![
+                            format!("compute_at({}, {r})", y.name),
+                            format!("{c}_o, {c}_t = split({c}, {threads})"),
+                            format!("bind({c}_t, threadIdx.x)"),
+                        ],
+                        _ => vec![
+                            format!("compute_at({}, {r})", y.name),
+                            format!("{c}_o, {c}_i = split({c}, {})", threads * per),
+                            format!("{c}_v, {c}_t = split({c}_i, {threads})"),
+                            format!("bind({c}_t, threadIdx.x)"),
+                            format!("unroll({c}_v)"),
+                        ],
+                    },
                 ),
             ));
         }
