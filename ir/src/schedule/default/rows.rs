@@ -69,11 +69,14 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
         );
         // Several loads of a thread in flight at once: the reductions'
         // accumulators chain their steps, so without unrolling each load
-        // waits for the previous step.
+        // waits for the previous step. 4 is 5 % faster for softmax on the
+        // H100, 1.4 % slower for log_softmax (bench/gpu/runs/h100-rows-1),
+        // and makes log_softmax spill on sm_52: 1 stays the default, the
+        // tuner's to change.
         let per = kn.get(
             "ROW_PER",
             &[1, 2, 4, 8],
-            4,
+            1,
             "elements per thread and step of the row's reductions, unrolled",
         );
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
