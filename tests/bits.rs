@@ -201,3 +201,62 @@ shape = ["n"]
         .collect();
     assert_eq!(flags, [1, 2, 6, 0, 0]);
 }
+
+/// Bitwise operators on every integer type (tests/bits/bitwise.toml):
+/// the interpreter, the CPU path, the lowered loop IR and every target.
+#[test]
+fn bitwise_operators_agree_everywhere() {
+    let src = std::fs::read_to_string(root().join("tests/bits/bitwise.toml")).unwrap();
+    let kernels = vec![("bitwise".to_string(), src)];
+    check_on_the_cpu(&kernels, &[1, 7, 100, 1000]);
+    check_lowered(&kernels, &[1, 7, 100]);
+    compile_everywhere(
+        &kernels,
+        &["gfx90a", "gfx942", "gfx1100", "gfx1201"],
+        &["sm_52", "sm_80", "sm_90"],
+    );
+}
+
+/// Hand-computed: shift amounts modulo the width, `>>` arithmetic on
+/// signed and logical on unsigned types, C's precedence of `|`, `^`, `&`.
+#[test]
+fn shifts_and_masks_mean_what_the_docs_say() {
+    let src = r#"
+[kernel]
+name = "k"
+sizes = ["n"]
+[inputs]
+A = { dtype = "i32", shape = ["n"] }
+B = { dtype = "u32", shape = ["n"] }
+[[stage]]
+compute = "S[i] = (A[i] >> 1) + (A[i] << 33) + (1 | 6 ^ 3 & 5)"
+shape = ["n"]
+schedule = ["io, ii = split(i, 32)", "bind(io, blockIdx.x)", "bind(ii, threadIdx.x)"]
+[[stage]]
+compute = "U[i] = B[i] >> 1"
+shape = ["n"]
+schedule = ["io, ii = split(i, 32)", "bind(io, blockIdx.x)", "bind(ii, threadIdx.x)"]
+"#;
+    let front = rocmc::frontend("k", src).unwrap();
+    let a: Vec<i32> = vec![-8, 5];
+    let b: Vec<u32> = vec![0xffff_fff8, 5];
+    let mut bufs = vec![
+        a.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        b.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        vec![0; 8],
+        vec![0; 8],
+    ];
+    rocmc::codegen::host::run_on_host(&front.kernel, &front.program, &[2], &[], &mut bufs, false)
+        .unwrap();
+    let s: Vec<i32> = bufs[2]
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let u: Vec<u32> = bufs[3]
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    // 1 | (6 ^ (3 & 5)) = 1 | (6 ^ 1) = 7; << 33 is << 1.
+    assert_eq!(s, [-4 + -16 + 7, 2 + 10 + 7]);
+    assert_eq!(u, [0x7fff_fffc, 2]);
+}

@@ -23,7 +23,8 @@
 //! argmax pair), scans (cumsum/cumprod/cummax/cummin along either axis,
 //! inclusive or exclusive, by the work-group scan or any schedule),
 //! triangular reductions (k < min(i + 1, m)),
-//! `isnan`/`isinf` of NaN and infinities made on purpose, every dtype,
+//! `isnan`/`isinf` of NaN and infinities made on purpose, bitwise
+//! operators and shifts on integers, every dtype,
 //! casts, comparisons, select and math functions; one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
@@ -288,7 +289,12 @@ impl Gen<'_> {
     fn arith(&mut self, t: DType, depth: usize) -> (String, bool) {
         let (a, ea) = self.expr(t, depth - 1);
         let (b, eb) = self.expr(t, depth - 1);
-        let op = self.rng.pick(&["+", "-", "*"]);
+        // Integers also get bitwise operators and shifts (by any amount:
+        // taken modulo the width).
+        let op = match t.is_int() {
+            true => self.rng.pick(&["+", "-", "*", "&", "|", "^", "<<", ">>"]),
+            false => self.rng.pick(&["+", "-", "*"]),
+        };
         (format!("({a} {op} {b})"), ea && eb)
     }
 

@@ -1728,7 +1728,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 BinOp::Le => cmp(FloatPredicate::OLE),
                 BinOp::Gt => cmp(FloatPredicate::OGT),
                 BinOp::Ge => cmp(FloatPredicate::OGE),
-                BinOp::Rem | BinOp::And | BinOp::Or => Err(CodegenError::Llvm(format!(
+                BinOp::Rem
+                | BinOp::And
+                | BinOp::Or
+                | BinOp::BitAnd
+                | BinOp::BitOr
+                | BinOp::BitXor
+                | BinOp::Shl
+                | BinOp::Shr => Err(CodegenError::Llvm(format!(
                     "{op:?} on floats (a rocmc bug)"
                 ))),
             };
@@ -1762,8 +1769,19 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 &[lt],
                 &[x.into(), y.into()],
             )?,
-            BinOp::And => b.build_and(x, y, "").map_err(llvm_err)?.into(),
-            BinOp::Or => b.build_or(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::And | BinOp::BitAnd => b.build_and(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::Or | BinOp::BitOr => b.build_or(x, y, "").map_err(llvm_err)?.into(),
+            BinOp::BitXor => b.build_xor(x, y, "").map_err(llvm_err)?.into(),
+            // The amount modulo the width: LLVM's shifts are poison beyond it.
+            BinOp::Shl | BinOp::Shr => {
+                let bits = u64::from(x.get_type().get_bit_width());
+                let mask = x.get_type().const_int(bits - 1, false);
+                let n = b.build_and(y, mask, "").map_err(llvm_err)?;
+                match op {
+                    BinOp::Shl => b.build_left_shift(x, n, "").map_err(llvm_err)?.into(),
+                    _ => b.build_right_shift(x, n, s, "").map_err(llvm_err)?.into(),
+                }
+            }
             BinOp::Eq => cmp(IntPredicate::EQ)?,
             BinOp::Ne => cmp(IntPredicate::NE)?,
             BinOp::Lt => cmp(pick(IntPredicate::SLT, IntPredicate::ULT))?,

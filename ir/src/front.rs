@@ -1611,6 +1611,11 @@ impl<'s> Cx<'s> {
                     BinaryOp::Ge => BinOp::Ge,
                     BinaryOp::And => BinOp::And,
                     BinaryOp::Or => BinOp::Or,
+                    BinaryOp::BitAnd => BinOp::BitAnd,
+                    BinaryOp::BitOr => BinOp::BitOr,
+                    BinaryOp::BitXor => BinOp::BitXor,
+                    BinaryOp::Shl => BinOp::Shl,
+                    BinaryOp::Shr => BinOp::Shr,
                 };
                 let operand_hint =
                     if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
@@ -1777,12 +1782,16 @@ impl<'s> Cx<'s> {
             BinOp::And | BinOp::Or => t == DType::Bool,
             BinOp::Eq | BinOp::Ne => true,
             BinOp::Rem => t.is_int(),
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => t.is_int(),
             _ => t != DType::Bool,
         };
         if !ok {
             let what = match op {
                 BinOp::Rem => "`%` needs integer operands".to_string(),
                 BinOp::And | BinOp::Or => format!("`&&` and `||` need bool operands, not `{t}`"),
+                BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
+                    format!("`&`, `|`, `^`, `<<` and `>>` need integer operands, not `{t}`")
+                }
                 _ => format!("arithmetic does not apply to `{t}` values"),
             };
             let mut d = Diagnostic::new(span, what);

@@ -703,6 +703,13 @@ fn binary(op: BinOp, t: DType, x: Scalar, y: Scalar) -> Option<Scalar> {
         Max => a.max(b),
         And => ((a != 0) && (b != 0)) as i64,
         Or => ((a != 0) || (b != 0)) as i64,
+        BitAnd => normalize_int(t, a & b),
+        BitOr => normalize_int(t, a | b),
+        BitXor => normalize_int(t, a ^ b),
+        Shl => normalize_int(t, a.wrapping_shl((b & (t.size() as i64 * 8 - 1)) as u32)),
+        // Values are kept sign-extended (signed) or zero-extended
+        // (unsigned): an i64 shift right is the type's own.
+        Shr => normalize_int(t, a >> (b & (t.size() as i64 * 8 - 1))),
         _ => unreachable!("comparisons handled above"),
     }))
 }

@@ -344,6 +344,14 @@ pub enum BinOp {
     Ge,
     And,
     Or,
+    /// Bitwise on integers; shifts take their amount modulo the width
+    /// (its low bits, as AMD's and x86's shift instructions do), and `>>`
+    /// is arithmetic on signed types, logical on unsigned ones.
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
 }
 
 impl BinOp {

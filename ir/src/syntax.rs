@@ -23,9 +23,9 @@ struct Token {
     span: Span,
 }
 
-const SYMBOLS: [&str; 23] = [
-    "==", "!=", "<=", ">=", "&&", "||", "->", "+=", "+", "-", "*", "/", "%", "(", ")", "[", "]",
-    ",", "=", "<", ">", "!", ".",
+const SYMBOLS: [&str; 28] = [
+    "==", "!=", "<=", ">=", "&&", "||", "->", "+=", "<<", ">>", "+", "-", "*", "/", "%", "(", ")",
+    "[", "]", ",", "=", "<", ">", "!", ".", "&", "|", "^",
 ];
 
 fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
@@ -58,6 +58,7 @@ fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
             if i < bytes.len()
                 && (bytes[i] == b'-' || bytes[i] == b'+')
                 && matches!(bytes[i - 1], b'e' | b'E')
+                && !text[start..i].starts_with("0x")
             {
                 is_float = true;
                 i += 1;
@@ -68,11 +69,18 @@ fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
             let s = &text[start..i];
             let span = Span::new(base + start, base + i);
             let digits = s.replace('_', "");
-            let tok = if is_float || digits.contains(['e', 'E']) {
+            let hex = digits.starts_with("0x");
+            let tok = if !hex && (is_float || digits.contains(['e', 'E'])) {
                 digits
                     .parse::<f64>()
                     .map(Tok::Float)
                     .map_err(|_| Diagnostic::new(span, format!("invalid number `{s}`")))?
+            } else if let Some(hex) = digits.strip_prefix("0x") {
+                // Masks and bit patterns: `0xff`, `0x7fff_ffff`.
+                i64::from_str_radix(hex, 16).map(Tok::Int).map_err(|_| {
+                    Diagnostic::new(span, format!("invalid integer `{s}`"))
+                        .label("not a hexadecimal integer that fits in 64 bits")
+                })?
             } else {
                 digits.parse::<i64>().map(Tok::Int).map_err(|_| {
                     Diagnostic::new(span, format!("invalid integer `{s}`"))
@@ -169,6 +177,11 @@ pub enum BinaryOp {
     Ge,
     And,
     Or,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
 }
 
 impl BinaryOp {
@@ -187,6 +200,11 @@ impl BinaryOp {
             BinaryOp::Ge => ">=",
             BinaryOp::And => "&&",
             BinaryOp::Or => "||",
+            BinaryOp::BitAnd => "&",
+            BinaryOp::BitOr => "|",
+            BinaryOp::BitXor => "^",
+            BinaryOp::Shl => "<<",
+            BinaryOp::Shr => ">>",
         }
     }
     pub fn is_comparison(self) -> bool {
@@ -320,19 +338,25 @@ impl Parser {
         let mut lhs = self.unary()?;
         loop {
             let (op, prec) = match self.peek() {
+                // C's precedence.
                 Tok::Sym("||") => (BinaryOp::Or, 1),
                 Tok::Sym("&&") => (BinaryOp::And, 2),
-                Tok::Sym("==") => (BinaryOp::Eq, 3),
-                Tok::Sym("!=") => (BinaryOp::Ne, 3),
-                Tok::Sym("<") => (BinaryOp::Lt, 4),
-                Tok::Sym("<=") => (BinaryOp::Le, 4),
-                Tok::Sym(">") => (BinaryOp::Gt, 4),
-                Tok::Sym(">=") => (BinaryOp::Ge, 4),
-                Tok::Sym("+") => (BinaryOp::Add, 5),
-                Tok::Sym("-") => (BinaryOp::Sub, 5),
-                Tok::Sym("*") => (BinaryOp::Mul, 6),
-                Tok::Sym("/") => (BinaryOp::Div, 6),
-                Tok::Sym("%") => (BinaryOp::Rem, 6),
+                Tok::Sym("|") => (BinaryOp::BitOr, 3),
+                Tok::Sym("^") => (BinaryOp::BitXor, 4),
+                Tok::Sym("&") => (BinaryOp::BitAnd, 5),
+                Tok::Sym("==") => (BinaryOp::Eq, 6),
+                Tok::Sym("!=") => (BinaryOp::Ne, 6),
+                Tok::Sym("<") => (BinaryOp::Lt, 7),
+                Tok::Sym("<=") => (BinaryOp::Le, 7),
+                Tok::Sym(">") => (BinaryOp::Gt, 7),
+                Tok::Sym(">=") => (BinaryOp::Ge, 7),
+                Tok::Sym("<<") => (BinaryOp::Shl, 8),
+                Tok::Sym(">>") => (BinaryOp::Shr, 8),
+                Tok::Sym("+") => (BinaryOp::Add, 9),
+                Tok::Sym("-") => (BinaryOp::Sub, 9),
+                Tok::Sym("*") => (BinaryOp::Mul, 10),
+                Tok::Sym("/") => (BinaryOp::Div, 10),
+                Tok::Sym("%") => (BinaryOp::Rem, 10),
                 _ => return Ok(lhs),
             };
             if prec < min_prec {

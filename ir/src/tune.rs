@@ -206,6 +206,14 @@ pub(crate) fn eval(a: &Ast, c: &Config) -> Result<i64, (Span, String)> {
                 BinaryOp::Ge => b(x >= y),
                 BinaryOp::And => b(x != 0 && y != 0),
                 BinaryOp::Or => b(x != 0 || y != 0),
+                BinaryOp::BitAnd => x & y,
+                BinaryOp::BitOr => x | y,
+                BinaryOp::BitXor => x ^ y,
+                BinaryOp::Shl | BinaryOp::Shr if !(0..63).contains(&y) => {
+                    return Err((a.span, "shifts by a negative or too large amount".into()))
+                }
+                BinaryOp::Shl => x.checked_shl(y as u32).ok_or_else(over)?,
+                BinaryOp::Shr => x >> y,
             }
         }
         _ => {

@@ -77,6 +77,11 @@ fn expr_text(p: &Pretty<'_>, e: &Expr, sizes: &[String], vars: &[String]) -> Str
                 Ge => ">=",
                 And => "&&",
                 Or => "||",
+                BitAnd => "&",
+                BitOr => "|",
+                BitXor => "^",
+                Shl => "<<",
+                Shr => ">>",
             };
             format!("({} {sym} {})", go(a), go(b))
         }
