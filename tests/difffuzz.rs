@@ -723,6 +723,8 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             // tolerance; integer sums wrap, exactly, in any order.
             let op = if pt.is_float() && pt != DType::F32 && pt != DType::F64 {
                 *rng.pick(&["max=", "min="])
+            } else if pt.is_int() {
+                *rng.pick(&["+=", "+=", "max=", "min=", "|=", "&="])
             } else {
                 *rng.pick(&["+=", "+=", "max=", "min="])
             };

@@ -125,4 +125,14 @@ fn scatters_use_the_targets_atomics() {
     assert!(ptx.contains("atom.shared.add.u32"), "{ptx}");
     let ptx = ptx_of("index_add.toml", &src, "sm_90");
     assert!(ptx.contains(".add.f32") && !ptx.contains(".sys"), "{ptx}");
+    // Bit masks: native or/and, in LDS and in memory.
+    let bits = std::fs::read_to_string(root().join("tests/scatter/bitmask.toml")).unwrap();
+    let (asm, _) = amd_code("bitmask.toml", &bits, "gfx942");
+    for op in ["ds_or_b32", "global_atomic_or", "global_atomic_and"] {
+        assert!(asm.contains(op), "{op}:\n{asm}");
+    }
+    let ptx = ptx_of("bitmask.toml", &bits, "sm_90");
+    for op in ["atom.shared.or.b32", "atom.global.or.b32", "atom.global.and.b32"] {
+        assert!(ptx.contains(op), "{op}:\n{ptx}");
+    }
 }

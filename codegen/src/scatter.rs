@@ -75,7 +75,9 @@ impl<'ctx> FnCx<'_, 'ctx> {
             (ReduceOp::Min, false, true) => Op::LLVMAtomicRMWBinOpMin,
             (ReduceOp::Max, false, false) => Op::LLVMAtomicRMWBinOpUMax,
             (ReduceOp::Min, false, false) => Op::LLVMAtomicRMWBinOpUMin,
-            (ReduceOp::Prod, ..) => {
+            (ReduceOp::Or, false, _) => Op::LLVMAtomicRMWBinOpOr,
+            (ReduceOp::And, false, _) => Op::LLVMAtomicRMWBinOpAnd,
+            (ReduceOp::Or | ReduceOp::And, true, _) | (ReduceOp::Prod, ..) => {
                 return Err(crate::CodegenError::Llvm(
                     "a scatter with `*` (a rocmc bug: the front end refuses it)".into(),
                 ))

@@ -1943,6 +1943,16 @@ impl<'s> Cx<'s> {
             );
             return None;
         }
+        if matches!(op, ReduceOp::Or | ReduceOp::And) && !v.dtype.is_int() {
+            self.error(
+                Diagnostic::new(
+                    body.value.span,
+                    format!("`{name}` combines integer bits, not `{}` values", v.dtype),
+                )
+                .hint("convert to an integer first, e.g. `i32(...)`, or use `bitcast`"),
+            );
+            return None;
+        }
         let v = match wrap(v) {
             Ok(v) => v,
             Err(what) => {
@@ -2080,8 +2090,10 @@ impl<'s> Cx<'s> {
                         .iter()
                         .map(|f| f.name())
                         .chain([
-                            "select", "min", "max", "isnan", "isinf", "bitcast", "argmax", "argmin",
+                            "select", "min", "max", "isnan", "isinf", "bitcast", "argmax",
+                            "argmin", "cumsum", "cumprod", "cummax", "cummin", "reduce",
                         ])
+                        .chain(ReduceOp::ALL.iter().map(|r| r.name()))
                         .chain(DType::ALL.iter().map(|d| d.name()))
                         .collect();
                     self.error(

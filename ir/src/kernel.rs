@@ -202,10 +202,20 @@ pub enum ReduceOp {
     Prod,
     Max,
     Min,
+    /// Bitwise, on integers.
+    Or,
+    And,
 }
 
 impl ReduceOp {
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    pub const ALL: [ReduceOp; 6] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Or,
+        ReduceOp::And,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -213,6 +223,8 @@ impl ReduceOp {
             ReduceOp::Prod => "prod",
             ReduceOp::Max => "reduce_max",
             ReduceOp::Min => "reduce_min",
+            ReduceOp::Or => "reduce_or",
+            ReduceOp::And => "reduce_and",
         }
     }
 
@@ -223,6 +235,8 @@ impl ReduceOp {
             ReduceOp::Prod => BinOp::Mul,
             ReduceOp::Max => BinOp::Max,
             ReduceOp::Min => BinOp::Min,
+            ReduceOp::Or => BinOp::BitOr,
+            ReduceOp::And => BinOp::BitAnd,
         }
     }
 
@@ -238,6 +252,9 @@ impl ReduceOp {
             (ReduceOp::Prod, false) => ExprKind::Int(1),
             (ReduceOp::Max, false) => ExprKind::Int(int_range(t).0),
             (ReduceOp::Min, false) => ExprKind::Int(int_range(t).1),
+            (ReduceOp::Or, _) => ExprKind::Int(0),
+            // Every bit set: -1, or the largest value of an unsigned type.
+            (ReduceOp::And, _) => ExprKind::Int(if t.is_signed() { -1 } else { int_range(t).1 }),
         };
         Expr { kind, dtype: t }
     }

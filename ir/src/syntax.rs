@@ -23,9 +23,9 @@ struct Token {
     span: Span,
 }
 
-const SYMBOLS: [&str; 28] = [
-    "==", "!=", "<=", ">=", "&&", "||", "->", "+=", "<<", ">>", "+", "-", "*", "/", "%", "(", ")",
-    "[", "]", ",", "=", "<", ">", "!", ".", "&", "|", "^",
+const SYMBOLS: [&str; 30] = [
+    "==", "!=", "<=", ">=", "&&", "||", "->", "+=", "|=", "&=", "<<", ">>", "+", "-", "*", "/",
+    "%", "(", ")", "[", "]", ",", "=", "<", ">", "!", ".", "&", "|", "^",
 ];
 
 fn lex(text: &str, base: usize) -> Result<Vec<Token>, Diagnostic> {
@@ -234,7 +234,7 @@ pub struct ComputeStmt {
 /// The left side of a scatter: `H[X[i], j] += ...`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScatterLhs {
-    /// `+`, `max` or `min`.
+    /// `+`, `max`, `min`, `|` or `&`.
     pub op: &'static str,
     pub op_span: Span,
     pub indices: Vec<Ast>,
@@ -556,6 +556,8 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
     let op_span = p.span();
     let op = match p.peek().clone() {
         Tok::Sym("+=") => Some("+"),
+        Tok::Sym("|=") => Some("|"),
+        Tok::Sym("&=") => Some("&"),
         Tok::Ident(n) if matches!(p.peek_at(1), Tok::Sym("=")) && (n == "max" || n == "min") => {
             p.bump();
             Some(if n == "max" { "max" } else { "min" })

@@ -23,6 +23,8 @@ pub(super) fn stage(
     let op = match lhs.op {
         "+" => ReduceOp::Sum,
         "max" => ReduceOp::Max,
+        "|" => ReduceOp::Or,
+        "&" => ReduceOp::And,
         _ => ReduceOp::Min,
     };
     if let Some((name, _)) = d.reduce.first() {
@@ -94,6 +96,12 @@ pub(super) fn stage(
                 ),
             )
             .hint(format!("convert it with `{dtype}(...)`")),
+        );
+    }
+    if matches!(op, ReduceOp::Or | ReduceOp::And) && !dtype.is_int() {
+        return cx.error(
+            Diagnostic::new(lhs.op_span, format!("`{}=` needs integers, not `{dtype}`", lhs.op))
+                .hint("scatter integer bit masks, e.g. `M[g[i]] |= 1 << (i % 32)` into an i32 or u32 tensor"),
         );
     }
     if dtype == DType::Bool || dtype.is_f8() {

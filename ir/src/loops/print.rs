@@ -285,10 +285,13 @@ impl fmt::Display for Pretty<'_> {
                             .iter()
                             .map(|i| expr_text(p, i, sizes, vars))
                             .collect();
-                        let op = match op.combine() {
-                            crate::kernel::BinOp::Add => "+=",
-                            crate::kernel::BinOp::Max => "max=",
-                            _ => "min=",
+                        let op = match op {
+                            crate::kernel::ReduceOp::Sum => "+=",
+                            crate::kernel::ReduceOp::Prod => "*=",
+                            crate::kernel::ReduceOp::Max => "max=",
+                            crate::kernel::ReduceOp::Min => "min=",
+                            crate::kernel::ReduceOp::Or => "|=",
+                            crate::kernel::ReduceOp::And => "&=",
                         };
                         let (name, mem) = match shared {
                             Some(a) => (p.gpu.shared[*a as usize].name.as_str(), " in LDS"),
