@@ -61,9 +61,13 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
             continue;
         }
         let mut kn = Knobs::new(&y.name, given);
+        // 256 measured best for softmax and Welford at 4096 columns; long
+        // rows want more (log_softmax over 50257: 1024, layernorm: 512),
+        // which only the sizes tell: the tuner's choice
+        // (bench/gpu/runs/h100-rows-2).
         let threads = kn.get(
             "ROW_THREADS",
-            &super::THREADS[..4],
+            super::THREADS,
             256,
             "threads per row, shared by the row's reductions",
         );
