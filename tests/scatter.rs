@@ -132,7 +132,11 @@ fn scatters_use_the_targets_atomics() {
         assert!(asm.contains(op), "{op}:\n{asm}");
     }
     let ptx = ptx_of("bitmask.toml", &bits, "sm_90");
-    for op in ["atom.shared.or.b32", "atom.global.or.b32", "atom.global.and.b32"] {
+    for op in [
+        "atom.shared.or.b32",
+        "atom.global.or.b32",
+        "atom.global.and.b32",
+    ] {
         assert!(ptx.contains(op), "{op}:\n{ptx}");
     }
 }

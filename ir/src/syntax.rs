@@ -334,6 +334,21 @@ impl Parser {
         self.binary(0)
     }
 
+    /// `[a, b, ...]` after a tensor name on the left of `=`, or nothing.
+    fn subscripts(&mut self) -> PResult<Vec<Ast>> {
+        let mut subs = Vec::new();
+        if self.eat("[") && !self.eat("]") {
+            loop {
+                subs.push(self.expr()?);
+                if self.eat("]") {
+                    break;
+                }
+                self.expect(",", "between subscripts")?;
+            }
+        }
+        Ok(subs)
+    }
+
     fn binary(&mut self, min_prec: u8) -> PResult<Ast> {
         let mut lhs = self.unary()?;
         loop {
@@ -543,16 +558,7 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
     let mut p = Parser::new(text, base)?;
     let (target, target_span) =
         p.ident("the name of the tensor this stage computes, as in `C[i] = A[i] + B[i]`")?;
-    let mut subs = Vec::new();
-    if p.eat("[") && !p.eat("]") {
-        loop {
-            subs.push(p.expr()?);
-            if p.eat("]") {
-                break;
-            }
-            p.expect(",", "between subscripts")?;
-        }
-    }
+    let subs = p.subscripts()?;
     let op_span = p.span();
     let op = match p.peek().clone() {
         Tok::Sym("+=") => Some("+"),
@@ -580,17 +586,7 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
             let axes = plain_axes(subs)?;
             while p.eat(",") {
                 let (name, span) = p.ident("the name of another tensor of a tuple reduction, as in `M[r], S[r] = reduce(...)`")?;
-                let mut subs = Vec::new();
-                if p.eat("[") && !p.eat("]") {
-                    loop {
-                        subs.push(p.expr()?);
-                        if p.eat("]") {
-                            break;
-                        }
-                        p.expect(",", "between subscripts")?;
-                    }
-                }
-                let these = plain_axes(subs)?;
+                let these = plain_axes(p.subscripts()?)?;
                 if these.iter().map(|a| &a.0).ne(axes.iter().map(|a| &a.0)) {
                     return Err(Diagnostic::new(
                         span,

@@ -95,7 +95,7 @@ pub(super) fn elementwise(
 /// it in chunks (cumsum.toml).
 pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> DefaultSchedule {
     let mut kn = Knobs::new(&st.name, cx.given);
-    let threads = kn.get("THREADS", &THREADS, 256, "threads per row");
+    let threads = kn.get("THREADS", THREADS, 256, "threads per row");
     let per = kn.get(
         "PER",
         &[1, 2, 4, 8],
