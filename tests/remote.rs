@@ -503,6 +503,78 @@ reduce = { k = "m", l = "m" }
     vadd_on(&mut w.connect(), &so, &info, 9);
 }
 
+/// A client killed while its kernel runs: the worker sees the socket's
+/// hang-up and ends the session at once, long before --kernel-timeout, so
+/// the only session slot serves the next client.
+#[test]
+fn a_client_that_leaves_during_a_kernel_frees_its_session_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let spin = dir.path().join("spin.toml");
+    std::fs::write(
+        &spin,
+        r#"
+[kernel]
+name = "spin"
+sizes = ["n", "m"]
+
+[inputs]
+A = { dtype = "f32", shape = ["n"] }
+
+[[stage]]
+compute = "S[i] = sum(A[i] * f32(k + l), k, l)"
+shape = ["n"]
+reduce = { k = "m", l = "m" }
+"#,
+    )
+    .unwrap();
+    let w = Worker::start(&["--kernel-timeout", "300", "--max-sessions", "1"]);
+    let known = dir.path().join("known");
+    let mut run = Command::new(rocmc_bin())
+        .arg("run")
+        .arg(&spin)
+        .args([
+            "--device",
+            &w.url("cpu"),
+            "--size",
+            "n=1",
+            "--size",
+            "m=1000000000",
+        ])
+        .env("ROCMC_WORKER_SECRET", &w.secret)
+        .env("ROCMC_KNOWN_WORKERS", &known)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // By now (it compiles the kernel first) the run has launched it and
+    // waits for its result, holding the only slot: another client is
+    // refused (a probe that got in would have taken the slot from it).
+    std::thread::sleep(Duration::from_secs(20));
+    assert!(run.try_wait().unwrap().is_none(), "the run ended early");
+    let e = RemoteDevice::connect(&w.url("cpu"), &w.opts())
+        .err()
+        .expect("the run's session holds the only slot")
+        .to_string();
+    assert!(e.contains("limit of 1 sessions"), "{e}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let gone = std::time::Instant::now();
+    let (so, info) = vadd();
+    loop {
+        match RemoteDevice::connect(&w.url("cpu"), &w.opts()) {
+            Ok(mut d) => {
+                vadd_on(&mut d, &so, &info, 5);
+                break;
+            }
+            Err(e) => assert!(
+                gone.elapsed() < Duration::from_secs(10),
+                "still refused 10 s after the client left: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn buffers_of_256_mib_and_1_gib_round_trip_with_the_default_frame_limit() {
     // 256 MiB is over the default 256 MiB frame once framed: sent in parts.

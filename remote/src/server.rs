@@ -198,6 +198,8 @@ impl Worker {
     fn connection(&self, tcp: TcpStream, id: usize) -> Result<(), String> {
         let logged_in = || self.pending.done(id);
         let peer = tcp.peer_addr().ok().map(|a| a.ip());
+        // Watched while a request runs: a client that leaves ends its session.
+        let fd = tcp.as_raw_fd();
         tcp.set_read_timeout(Some(self.cfg.idle_timeout))
             .and_then(|_| tcp.set_nodelay(true))
             .map_err(|e| e.to_string())?;
@@ -212,11 +214,11 @@ impl Worker {
                         .complete_io(&mut s.sock)
                         .map_err(|e| format!("TLS handshake: {e}"))?;
                 }
-                self.session(&mut s, peer, &logged_in)
+                self.session(&mut s, peer, &logged_in, fd)
             }
             None => {
                 let mut s = tcp;
-                self.session(&mut s, peer, &logged_in)
+                self.session(&mut s, peer, &logged_in, fd)
             }
         }
     }
@@ -240,6 +242,7 @@ impl Worker {
         s: &mut S,
         peer: Option<std::net::IpAddr>,
         logged_in: &dyn Fn(),
+        fd: std::os::fd::RawFd,
     ) -> Result<(), String> {
         let hello: Hello = proto::recv(s, 64 << 10).map_err(|e| format!("hello: {e}"))?;
         let refuse = |s: &mut S, why: String| -> Result<(), String> {
@@ -296,7 +299,7 @@ impl Worker {
         )
         .and_then(|_| s.flush().map_err(FrameError::from))
         .map_err(|e| e.to_string())?;
-        let r = relay(s, &child, self.cfg.max_frame, self.cfg.kernel_timeout);
+        let r = relay(s, &child, self.cfg.max_frame, self.cfg.kernel_timeout, fd);
         let mut child = child.lock().unwrap_or_else(|p| p.into_inner());
         drop(child.stdin.take());
         // A session that does not exit once its input is closed is ended.
@@ -368,37 +371,63 @@ impl Drop for SessionSlot {
 /// each request decodes (a malformed frame ends the connection with the
 /// reason) and is within the frame limit.
 /// Waits for a session's reply, killing the session if none comes within
-/// `limit`: a watchdog thread, so the wait itself stays a plain blocking
-/// read of the session's pipe.
+/// `limit`, or as soon as the client hangs up (its socket, `peer`, shows
+/// the peer's shutdown): a watchdog thread, so the wait itself stays a
+/// plain blocking read of the session's pipe.
 struct Watchdog {
     /// When the current wait started, if one is on; set to `None` to stop.
     since: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     fired: Arc<std::sync::atomic::AtomicBool>,
+    /// The client left while a request ran.
+    departed: Arc<std::sync::atomic::AtomicBool>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// Whether the peer of socket `fd` has shut down or reset the connection.
+fn hung_up(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd for a socket the connection's thread keeps open
+    // while the watchdog runs; a zero timeout never blocks.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
 impl Watchdog {
-    fn start(child: &Arc<std::sync::Mutex<Child>>, limit: Duration) -> Watchdog {
+    fn start(
+        child: &Arc<std::sync::Mutex<Child>>,
+        limit: Duration,
+        peer: std::os::fd::RawFd,
+    ) -> Watchdog {
         let w = Watchdog {
             since: Arc::default(),
             fired: Arc::default(),
+            departed: Arc::default(),
             stop: Arc::default(),
         };
-        let (since, fired, stop, child) = (
+        let (since, fired, departed, stop, child) = (
             w.since.clone(),
             w.fired.clone(),
+            w.departed.clone(),
             w.stop.clone(),
             child.clone(),
         );
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(50).min(limit));
-                let late = since
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .is_some_and(|t| t.elapsed() >= limit);
-                if late {
-                    fired.store(true, Ordering::Relaxed);
+                let guard = since.lock().unwrap_or_else(|p| p.into_inner());
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Some(t) = *guard else { continue };
+                let (late, gone) = (t.elapsed() >= limit, hung_up(peer));
+                drop(guard);
+                if late || gone {
+                    fired.store(late, Ordering::Relaxed);
+                    departed.store(gone && !late, Ordering::Relaxed);
                     let _ = child.lock().unwrap_or_else(|p| p.into_inner()).kill();
                     return;
                 }
@@ -423,11 +452,12 @@ fn relay<S: Read + Write>(
     child: &Arc<std::sync::Mutex<Child>>,
     max: usize,
     kernel_timeout: Duration,
+    peer: std::os::fd::RawFd,
 ) -> Result<(), String> {
     let lock = || child.lock().unwrap_or_else(|p| p.into_inner());
     let mut to = lock().stdin.take().expect("piped");
     let mut from = BufReader::new(lock().stdout.take().expect("piped"));
-    let dog = Watchdog::start(child, kernel_timeout);
+    let dog = Watchdog::start(child, kernel_timeout, peer);
     loop {
         let frame = match proto::read_frame(s, max) {
             Ok(f) => f,
@@ -447,6 +477,10 @@ fn relay<S: Read + Write>(
             }
         };
         let died = |_: ()| {
+            if dog.departed.load(Ordering::Relaxed) {
+                let _ = lock().wait();
+                return "the client left while its request ran: the session was ended".to_string();
+            }
             if dog.fired.load(Ordering::Relaxed) {
                 let _ = lock().wait();
                 return format!(
