@@ -619,3 +619,130 @@ fn an_address_sending_wrong_secrets_is_locked_out_for_a_minute() {
     let (so, info) = vadd();
     vadd_on(&mut other.connect(), &so, &info, 12);
 }
+
+/// A fuzz of the session protocol, seeded from the malformed-frame kinds
+/// the worker was probed with: valid requests (every kind, random ids,
+/// offsets, lengths, dtypes and arguments, a loaded module's kernel),
+/// then mutated — bytes flipped, the payload cut short under a corrected
+/// length, a MessagePack length made huge, a nesting prefix, a request
+/// repeated — each followed by a `Sync` so that an answer is due. Every
+/// case gets an answer or a closed connection, never a hang; the worker
+/// keeps serving; a last client's vadd is correct.
+#[test]
+fn mutated_session_frames_never_take_the_worker_down() {
+    let seed: u64 = std::env::var("ROCMC_FRAMEFUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(77);
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let w = Worker::start(&["--max-frame", "1048576", "--session-memory", "67108864"]);
+    let (so, info) = vadd();
+    let module = w.connect().load_module(&so).unwrap();
+    let mut answered = 0;
+    for case in 0..200 {
+        let id = (next() % 4) as u32;
+        let arg = |r: u64| match r % 4 {
+            0 => WireArg::Buffer {
+                id,
+                dtype: ["f32", "i8", "f16", "nope"][(r / 4 % 4) as usize].into(),
+                len: r / 16 % 5000,
+            },
+            1 => WireArg::Size((r / 4) as i32),
+            _ => WireArg::Size((r % 3000) as i32),
+        };
+        let req = match next() % 9 {
+            0 => proto::Request::Alloc {
+                id,
+                bytes: next() % (1 << 20),
+            },
+            1 => proto::Request::Write {
+                id,
+                offset: next() % 5000,
+                data: vec![7; (next() % 300) as usize],
+            },
+            2 => proto::Request::Read {
+                id,
+                offset: next() % 5000,
+                len: next(),
+            },
+            3 => proto::Request::Free { id },
+            4 => proto::Request::Fill {
+                id,
+                dtype: ["f32", "u8", "bool", "x"][(next() % 4) as usize].into(),
+                seed: next(),
+            },
+            5 => proto::Request::Launch {
+                module: module.clone(),
+                kernel: ["vadd", "nope"][(next() % 2) as usize].into(),
+                args: (0..next() % 6).map(|_| arg(next())).collect(),
+            },
+            6 => proto::Request::Time {
+                module: module.clone(),
+                kernel: "vadd".into(),
+                args: (0..next() % 6).map(|_| arg(next())).collect(),
+                warmup: (next() % 3) as u32,
+                reps: (next() % 3) as u32,
+            },
+            7 => proto::Request::HasModule {
+                hash: format!("{:x}", next()),
+            },
+            _ => proto::Request::LoadModule {
+                hash: module.clone(),
+                bytes: None,
+            },
+        };
+        let mut payload = proto::encode(&req);
+        match next() % 6 {
+            // Bytes flipped.
+            0 | 1 => {
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() as usize) % payload.len();
+                    payload[i] ^= 1 << (next() % 8);
+                }
+            }
+            // Cut short, the frame's length saying so.
+            2 => payload.truncate((next() as usize) % payload.len()),
+            // A str/bin/array length made huge.
+            3 => {
+                let i = (next() as usize) % payload.len();
+                payload.splice(i..i, [0xdb, 0x7f, 0xff, 0xff, 0xff]);
+            }
+            // Nested arrays in front.
+            4 => {
+                payload.splice(0..0, vec![0x91; (next() % 64) as usize]);
+            }
+            // Valid, as generated.
+            _ => {}
+        }
+        let mut bytes = Vec::new();
+        proto::write_frame(&mut bytes, &payload).unwrap();
+        if next() % 4 == 0 {
+            bytes.extend_from_within(..);
+        }
+        proto::write_frame(&mut bytes, &proto::encode(&proto::Request::Sync)).unwrap();
+        let mut d = w.connect();
+        // Buffers for the requests to find, sometimes.
+        if case % 2 == 0 {
+            for _ in 0..2 {
+                d.alloc(4096).unwrap();
+            }
+        }
+        let t0 = std::time::Instant::now();
+        match d.send_raw(&bytes) {
+            Ok(_) => answered += 1,
+            Err(e) => assert!(!e.to_string().contains("timed out"), "case {case}: {e}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "case {case} hung");
+    }
+    println!(
+        "framefuzz: seed {seed}, 200 cases, {answered} answered, the rest closed with a reason"
+    );
+    assert!(answered > 50, "only {answered} of 200 cases answered");
+    vadd_on(&mut w.connect(), &so, &info, 21);
+}
