@@ -453,10 +453,8 @@ fn an_unwritable_known_workers_file_refuses_instead_of_trusting_every_certificat
     vadd_on(&mut w.connect(), &so, &info, 8);
 }
 
-#[test]
-fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
-    // m * m = 10^18 serial steps per thread: it would run for ages.
-    let spin = r#"
+/// With m = 10^9, m * m = 10^18 serial steps per thread: it would run for ages.
+const SPIN: &str = r#"
 [kernel]
 name = "spin"
 sizes = ["n", "m"]
@@ -469,7 +467,10 @@ compute = "S[i] = sum(A[i] * f32(k + l), k, l)"
 shape = ["n"]
 reduce = { k = "m", l = "m" }
 "#;
-    let (so, info) = cpu_module(spin, &[]);
+
+#[test]
+fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
+    let (so, info) = cpu_module(SPIN, &[]);
     let w = Worker::start(&["--kernel-timeout", "1", "--max-sessions", "1"]);
     let mut d = w.connect();
     let h = d.load_module(&so).unwrap();
@@ -510,23 +511,7 @@ reduce = { k = "m", l = "m" }
 fn a_client_that_leaves_during_a_kernel_frees_its_session_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let spin = dir.path().join("spin.toml");
-    std::fs::write(
-        &spin,
-        r#"
-[kernel]
-name = "spin"
-sizes = ["n", "m"]
-
-[inputs]
-A = { dtype = "f32", shape = ["n"] }
-
-[[stage]]
-compute = "S[i] = sum(A[i] * f32(k + l), k, l)"
-shape = ["n"]
-reduce = { k = "m", l = "m" }
-"#,
-    )
-    .unwrap();
+    std::fs::write(&spin, SPIN).unwrap();
     let w = Worker::start(&["--kernel-timeout", "300", "--max-sessions", "1"]);
     let known = dir.path().join("known");
     let mut run = Command::new(rocmc_bin())
