@@ -1421,6 +1421,24 @@ impl<'s> Cx<'s> {
     }
 
     /// The stage's schedule steps, parsed with the tune configuration.
+    /// Reports each step that a kind of stage (`what`, as "a scatter
+    /// stage") cannot take: `refused` names the step, `hint` says what it may.
+    fn refuse_steps(
+        &mut self,
+        steps: &[Step],
+        what: &str,
+        hint: &str,
+        refused: impl Fn(&schedule::StepKind) -> Option<&'static str>,
+    ) {
+        for s in steps {
+            if let Some(step) = refused(&s.kind) {
+                self.error(
+                    Diagnostic::new(s.span, format!("{what} cannot take `{step}`")).hint(hint),
+                );
+            }
+        }
+    }
+
     fn steps(&mut self, d: &StageDecl) -> Vec<Step> {
         let mut steps: Vec<Step> = Vec::new();
         for s in &d.schedule {

@@ -455,7 +455,8 @@ impl Env<'_> {
                 .collect()
         };
         let mut acc = consts(&tup.init, point)?;
-        self.identity(tup, &acc, point, bufs)?;
+        let name = |slot: usize| self.k.tensor(tup.outputs[slot]).name.clone();
+        self.identity(tup, &name, &acc, point, bufs)?;
         for rflat in 0..rtotal {
             unflatten(rflat, rext, &mut point[nout..]);
             let x = consts(&tup.elems, point)?;
@@ -465,10 +466,11 @@ impl Env<'_> {
     }
 
     /// Whether `tup`'s combiner keeps `init` (evaluated: `acc`) when it
-    /// meets `init`.
+    /// meets `init`; `name` names a slot's tensor for the error.
     fn identity(
         &self,
         tup: &crate::kernel::TupleReduce,
+        name: &dyn Fn(usize) -> String,
         acc: &[Expr],
         point: &[i64],
         bufs: &[Buffer],
@@ -498,7 +500,7 @@ impl Env<'_> {
         };
         Err(InterpError::NotIdentity {
             stage: self.stage.to_string(),
-            tensor: self.k.tensor(tup.outputs[slot]).name.clone(),
+            tensor: name(slot),
             init: show(acc),
             combined: show(&twice),
         })
@@ -858,15 +860,15 @@ fn scatter_stage(
     Ok(())
 }
 
-/// The value whose bits in dtype `to` are those of `x` in `from` (the
-/// pairs the front end allows: f32 with i32 or u32, f64 with i64).
 /// For the front end: whether `tup`'s combiner keeps its `init` when it
 /// meets `init`, where both are made of constants alone (`None` where
-/// they use sizes or parameters, known only at run time).
+/// they use sizes or parameters, known only at run time). `names` are the
+/// tuple's tensors, not yet in `k`.
 pub fn tuple_identity(
     k: &Kernel,
     stage: &str,
     tup: &crate::kernel::TupleReduce,
+    names: &[String],
 ) -> Option<InterpError> {
     let mut runtime = false;
     for e in tup.init.iter().chain(&tup.combine) {
@@ -891,7 +893,9 @@ pub fn tuple_identity(
         .map(|e| Ok(constant(env.eval(e, &[], &[], &[], &[])?, e.dtype)))
         .collect();
     match init {
-        Ok(acc) => env.identity(tup, &acc, &[], &[]).err(),
+        Ok(acc) => env
+            .identity(tup, &|slot| names[slot].clone(), &acc, &[], &[])
+            .err(),
         Err(e) => Some(e),
     }
 }
@@ -947,6 +951,8 @@ fn constant(s: Scalar, t: DType) -> Expr {
     Expr { kind, dtype: t }
 }
 
+/// The value whose bits in dtype `to` are those of `x` in `from` (the
+/// pairs the front end allows: f32 with i32 or u32, f64 with i64).
 fn bitcast(from: DType, to: DType, x: Scalar) -> Scalar {
     match (from, to) {
         (DType::F32, DType::I32) => Scalar::I((x.f() as f32).to_bits() as i32 as i64),

@@ -114,23 +114,19 @@ pub(super) fn stage(
         );
     }
     let steps = cx.steps(d);
-    for s in &steps {
-        let refused = match &s.kind {
+    cx.refuse_steps(
+        &steps,
+        "a scatter stage",
+        "its schedule may split, fuse, reorder, tile, bind and unroll its `over` axes",
+        |kind| match kind {
             StepKind::Vectorize(_) => Some("vectorize"),
             StepKind::Mma { .. } => Some("mma"),
             StepKind::ComputeInline => Some("compute_inline"),
             StepKind::ComputeAt { .. } => Some("compute_at"),
             StepKind::Cache { .. } => Some("cache_read/cache_write"),
             _ => None,
-        };
-        if let Some(what) = refused {
-            cx.error(
-                Diagnostic::new(s.span, format!("a scatter stage cannot take `{what}`")).hint(
-                    "its schedule may split, fuse, reorder, tile, bind and unroll its `over` axes",
-                ),
-            );
-        }
-    }
+        },
+    );
     let stage = Stage {
         name: stmt.target.clone(),
         output: TensorId(k.tensors.len() as u32),

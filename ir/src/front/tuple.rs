@@ -141,8 +141,12 @@ pub(super) fn stage(
         return;
     };
     let steps = cx.steps(d);
-    for s in &steps {
-        let refused = match &s.kind {
+    cx.refuse_steps(
+        &steps,
+        "a tuple reduction",
+        "its schedule may split, fuse, reorder, tile, bind and unroll its loops, \
+         stage inputs with cache_read, and compute it at a consumer's loop",
+        |kind| match kind {
             StepKind::Vectorize(_) => Some("vectorize"),
             StepKind::Mma { .. } => Some("mma"),
             StepKind::ComputeInline => Some("compute_inline"),
@@ -151,16 +155,8 @@ pub(super) fn stage(
                 ..
             } => Some("cache_write"),
             _ => None,
-        };
-        if let Some(what) = refused {
-            cx.error(
-                Diagnostic::new(s.span, format!("a tuple reduction cannot take `{what}`")).hint(
-                    "its schedule may split, fuse, reorder, tile, bind and unroll its loops, \
-                     stage inputs with cache_read, and compute it at a consumer's loop",
-                ),
-            );
-        }
-    }
+        },
+    );
     let first = TensorId(k.tensors.len() as u32);
     let tuple = TupleReduce {
         outputs: (0..outs.len() as u32)
@@ -171,18 +167,8 @@ pub(super) fn stage(
         combine,
     };
     let t0 = tuple.elems[0].dtype;
-    // The tensors are pushed only later: name the slots from here.
-    let mut named = k.clone();
-    for (j, (n, _)) in outs.iter().enumerate() {
-        named.tensors.push(Tensor {
-            name: n.clone(),
-            dtype: tuple.elems[j].dtype,
-            shape: Vec::new(),
-            kind: TensorKind::Input,
-            span: stmt.target_span,
-        });
-    }
-    if let Some(e) = crate::interp::tuple_identity(&named, &stmt.target, &tuple) {
+    let slot_names: Vec<String> = outs.iter().map(|o| o.0.clone()).collect();
+    if let Some(e) = crate::interp::tuple_identity(k, &stmt.target, &tuple, &slot_names) {
         let slot = match &e {
             crate::interp::InterpError::NotIdentity { tensor, .. } => tensor.clone(),
             _ => String::new(),

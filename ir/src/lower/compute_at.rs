@@ -212,11 +212,16 @@ pub(super) fn attach(
     // A tuple reduction's tensors share one part: the union of the reads.
     // Tensors of a tuple reduction that nothing reads there get no part
     // (their stores are dropped below).
-    let (outputs, unread): (Vec<TensorId>, Vec<TensorId>) = ps
-        .outputs()
-        .into_iter()
-        .partition(|o| !loads_of(&scope, *o).is_empty());
-    let reads: Vec<_> = outputs.iter().flat_map(|o| loads_of(&scope, *o)).collect();
+    let (mut outputs, mut unread, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+    for o in ps.outputs() {
+        let r = loads_of(&scope, o);
+        if r.is_empty() {
+            unread.push(o);
+        } else {
+            outputs.push(o);
+            reads.extend(r);
+        }
+    }
     if reads.is_empty() {
         return Err(err(format!(
             "nothing inside loop `{}` of `{}` reads `{}`",

@@ -19,10 +19,6 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     }
     let nest = &l.nest;
     let value = inline_producers(k, sid, &stage.value);
-    let reduce_body = stage
-        .reduce
-        .as_ref()
-        .map(|r| inline_producers(k, sid, &r.body));
 
     let mut block = [1u32; 3];
     let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
@@ -55,9 +51,6 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         .collect();
     let value = value.map_indices(&|ix| ix.subst(&subst));
     let all_guards: Vec<&Guard> = nest.guards.iter().collect();
-    let rbody = reduce_body
-        .as_ref()
-        .map(|b| b.map_indices(&|ix| ix.subst(&subst)));
     // Linear thread index within the work-group (x fastest).
     let thread_var = |d: usize| {
         nest.order.iter().copied().find(|v| {
@@ -91,7 +84,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
                     loops: &loops,
                     guards: &nest.guards,
                     cached: &cached,
-                    rbody: rbody.clone().expect("a reduction has a body"),
+                    rbody: inline_producers(k, sid, &red.body).map_indices(&|ix| ix.subst(&subst)),
                     value: value.clone(),
                     indices: indices.clone(),
                     output: stage.output,

@@ -52,11 +52,8 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: ScanPlan) -> Result<(), 
         LoopKind::Bound(GpuAxis::Thread(Dim::X)),
     );
     let len = stage.axes[scan.axis].extent.clone();
-    let chunk = var(
-        "scan.chunk".into(),
-        Index::bin(IOp::CeilDiv, len.clone(), Index::c(t_n * p_n)),
-        LoopKind::Serial,
-    );
+    let chunks = Index::bin(IOp::CeilDiv, len.clone(), Index::c(t_n * p_n));
+    let chunk = var("scan.chunk".into(), chunks.clone(), LoopKind::Serial);
     let v = var("scan.v".into(), Index::c(p_n), LoopKind::Unrolled);
 
     // Axis values: the other axes decoded from the row (row-major), the
@@ -236,7 +233,7 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: ScanPlan) -> Result<(), 
         set(carry, zero, identity),
         Stmt::Loop {
             var: chunk,
-            extent: Index::bin(IOp::CeilDiv, len, Index::c(t_n * p_n)),
+            extent: chunks,
             unroll: false,
             body: per_chunk,
         },
