@@ -353,8 +353,9 @@ fn fuzz_code_object_reader() {
 /// with an error; nothing may panic.
 #[test]
 fn fuzz_worker_protocol() {
+    use rocmc::remote::proto::Reply;
     use rocmc::remote::proto::{self, Request, WireArg};
-    use rocmc::remote::{Device, LocalDevice};
+    use rocmc::remote::session::{Session, SessionConfig};
     let (budget, seed) = settings();
     let src = std::fs::read_to_string(example("saxpy")).unwrap();
     let (module, _) = cpu_module(&src, &[]);
@@ -434,9 +435,17 @@ fn fuzz_worker_protocol() {
         b"\xcf\xff\xff\xff\xff\xff\xff\xff\xff",
     ];
     let mut rng = Rng(seed);
-    let mut dev = LocalDevice::open_with_limit("cpu", 1 << 24).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SessionConfig {
+        cache: cache.path().to_path_buf(),
+        memory_limit: 1 << 24,
+        max_frame: usize::MAX,
+        allow_crash: false,
+    };
+    let mut dev = Session::open(cfg, "cpu").unwrap();
     for r in &session {
-        dev.request(r.clone()).unwrap();
+        let reply = dev.answer(r.clone());
+        assert!(!matches!(reply, Some(Reply::Error(_))), "{r:?}: {reply:?}");
     }
     let (mut execs, mut decoded, mut answered) = (0u64, 0u64, 0u64);
     let start = Instant::now();
@@ -454,7 +463,7 @@ fn fuzz_worker_protocol() {
             match proto::decode::<Request>(&payload) {
                 // Crash is obeyed only by workers started for isolation tests.
                 Ok(Request::Crash) | Err(_) => (false, false),
-                Ok(req) => (true, dev.request(req).is_ok()),
+                Ok(req) => (true, !matches!(dev.answer(req), Some(Reply::Error(_)))),
             }
         }));
         execs += 1;

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 /// vadd compiled for the CPU: the shared object and its launch document.
-fn vadd() -> (Vec<u8>, rocmc::linker::launch::LaunchInfo) {
-    cpu_module(&std::fs::read_to_string(example("vadd")).unwrap(), &[])
+fn vadd() -> Vec<u8> {
+    cpu_module(&std::fs::read_to_string(example("vadd")).unwrap(), &[]).0
 }
 
 fn f32s(v: &[f32]) -> Vec<u8> {
@@ -20,14 +20,14 @@ fn f32s(v: &[f32]) -> Vec<u8> {
 }
 
 /// Runs vadd on `d` with inputs from `seed`; checks C = A + B exactly.
-fn vadd_on(d: &mut RemoteDevice, so: &[u8], info: &rocmc::linker::launch::LaunchInfo, seed: u32) {
+fn vadd_on(d: &mut RemoteDevice, so: &[u8], seed: u32) {
     let n = 1000 + seed as usize;
     let a: Vec<f32> = (0..n).map(|i| (i as f32) * 0.5 + seed as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
     let h = d.load_module(so).unwrap();
     let ids: Vec<u32> = (0..3).map(|_| d.alloc(4 * n as u64).unwrap()).collect();
-    d.write(ids[0], &f32s(&a)).unwrap();
-    d.write(ids[1], &f32s(&b)).unwrap();
+    d.write(ids[0], 0, &f32s(&a)).unwrap();
+    d.write(ids[1], 0, &f32s(&b)).unwrap();
     let buf = |id| WireArg::Buffer {
         id,
         dtype: "f32".into(),
@@ -35,9 +35,8 @@ fn vadd_on(d: &mut RemoteDevice, so: &[u8], info: &rocmc::linker::launch::Launch
     };
     d.launch(
         &h,
-        info,
         "vadd",
-        vec![
+        &[
             buf(ids[0]),
             buf(ids[1]),
             buf(ids[2]),
@@ -45,7 +44,7 @@ fn vadd_on(d: &mut RemoteDevice, so: &[u8], info: &rocmc::linker::launch::Launch
         ],
     )
     .unwrap();
-    let c = d.read(ids[2]).unwrap();
+    let c = d.read_all(ids[2]).unwrap();
     for i in 0..n {
         let got = f32::from_le_bytes(c[4 * i..4 * i + 4].try_into().unwrap());
         assert_eq!(got, a[i] + b[i], "element {i} (seed {seed})");
@@ -139,16 +138,15 @@ fn authentication_refuses_wrong_secrets_certificates_and_protocols() {
     assert!(e.contains("TLS handshake failed"), "{e}");
     let mut o = plain.opts();
     o.insecure = true;
-    let (so, info) = vadd();
+    let so = vadd();
     vadd_on(
         &mut RemoteDevice::connect(&plain.url("cpu"), &o).unwrap(),
         &so,
-        &info,
         1,
     );
 
     // After all that, the TLS worker still serves a correct client.
-    vadd_on(&mut w.connect(), &so, &info, 2);
+    vadd_on(&mut w.connect(), &so, 2);
     let e = RemoteDevice::connect(&w.url("cuda:7"), &w.opts())
         .err()
         .unwrap()
@@ -162,7 +160,7 @@ fn authentication_refuses_wrong_secrets_certificates_and_protocols() {
 #[test]
 fn malformed_truncated_and_oversized_frames_end_only_their_session() {
     let w = Worker::start(&["--max-frame", "65536"]);
-    let (so, info) = vadd();
+    let so = vadd();
     let mut d = w.connect();
     let mut garbage = Vec::new();
     proto::write_frame(&mut garbage, &[0xc1, 0x00, 0x13]).unwrap();
@@ -190,21 +188,16 @@ fn malformed_truncated_and_oversized_frames_end_only_their_session() {
         dtype: "f32".into(),
         len: 1000,
     };
-    d.launch(
-        &h,
-        &info,
-        "vadd",
-        vec![b.clone(), b.clone(), b, WireArg::Size(1000)],
-    )
-    .unwrap();
+    d.launch(&h, "vadd", &[b.clone(), b.clone(), b, WireArg::Size(1000)])
+        .unwrap();
     drop(d);
-    vadd_on(&mut w.connect(), &so, &info, 3);
+    vadd_on(&mut w.connect(), &so, 3);
     // A buffer larger than the frame limit goes in parts, both ways.
     let mut d = w.connect();
     let id = d.alloc(1 << 20).unwrap();
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-    d.write(id, &data).unwrap();
-    assert!(d.read(id).unwrap() == data);
+    d.write(id, 0, &data).unwrap();
+    assert!(d.read_all(id).unwrap() == data);
     // A module over the limit is refused before it is sent, and says so.
     let e = d
         .load_module(&vec![0u8; 1 << 17])
@@ -212,21 +205,21 @@ fn malformed_truncated_and_oversized_frames_end_only_their_session() {
         .unwrap()
         .to_string();
     assert!(e.contains("over the limit of 65536"), "{e}");
-    vadd_on(&mut d, &so, &info, 11);
-    vadd_on(&mut w.connect(), &so, &info, 4);
+    vadd_on(&mut d, &so, 11);
+    vadd_on(&mut w.connect(), &so, 4);
 }
 
 #[test]
 fn a_crashing_session_does_not_take_down_the_worker_or_other_sessions() {
     let w = Worker::start(&["--allow-crash-requests"]);
-    let (so, info) = vadd();
+    let so = vadd();
     let mut bystander = w.connect();
-    vadd_on(&mut bystander, &so, &info, 5);
+    vadd_on(&mut bystander, &so, 5);
     let mut victim = w.connect();
     let e = victim.crash().err().unwrap().to_string();
     assert!(e.contains("session process died"), "{e}");
-    vadd_on(&mut bystander, &so, &info, 6);
-    vadd_on(&mut w.connect(), &so, &info, 7);
+    vadd_on(&mut bystander, &so, 6);
+    vadd_on(&mut w.connect(), &so, 7);
     // The second load used the worker's cache: the module was not re-sent.
     assert!(w.state.path().join("modules").read_dir().unwrap().count() >= 1);
 }
@@ -234,14 +227,14 @@ fn a_crashing_session_does_not_take_down_the_worker_or_other_sessions() {
 #[test]
 fn sixteen_concurrent_clients_all_get_correct_results() {
     let w = Worker::start(&[]);
-    let (so, info) = vadd();
+    let so = vadd();
     std::thread::scope(|s| {
         for seed in 0..16 {
-            let (w, so, info) = (&w, &so, &info);
+            let (w, so) = (&w, &so);
             s.spawn(move || {
                 let mut d = w.connect();
                 for round in 0..3 {
-                    vadd_on(&mut d, so, info, seed * 10 + round);
+                    vadd_on(&mut d, so, seed * 10 + round);
                 }
             });
         }
@@ -251,20 +244,20 @@ fn sixteen_concurrent_clients_all_get_correct_results() {
 #[test]
 fn a_session_over_its_memory_limit_is_refused_and_nothing_else_is_affected() {
     let w = Worker::start(&["--session-memory", "100000"]);
-    let (so, info) = vadd();
+    let so = vadd();
     let mut d = w.connect();
     let _ = d.alloc(60_000).unwrap();
     let _ = d.alloc(60_000).unwrap();
-    let e = d.sync().err().unwrap().to_string();
+    let e = d.synchronize().err().unwrap().to_string();
     assert!(e.contains("memory limit of 100000 bytes"), "{e}");
-    vadd_on(&mut d, &so, &info, 8);
-    vadd_on(&mut w.connect(), &so, &info, 9);
+    vadd_on(&mut d, &so, 8);
+    vadd_on(&mut w.connect(), &so, 9);
 }
 
 #[test]
 fn launches_are_checked_on_the_client_before_anything_is_sent() {
     let w = Worker::start(&[]);
-    let (so, info) = vadd();
+    let so = vadd();
     let mut d = w.connect();
     let h = d.load_module(&so).unwrap();
     let id = d.alloc(400).unwrap();
@@ -274,29 +267,24 @@ fn launches_are_checked_on_the_client_before_anything_is_sent() {
         len: 100,
     };
     let e = d
-        .launch(
-            &h,
-            &info,
-            "vadd",
-            vec![b.clone(), b.clone(), b, WireArg::Size(1000)],
-        )
+        .launch(&h, "vadd", &[b.clone(), b.clone(), b, WireArg::Size(1000)])
         .err()
         .unwrap()
         .to_string();
     assert!(e.contains("must hold at least 1000 elements"), "{e}");
-    d.sync().unwrap();
+    d.synchronize().unwrap();
 }
 
 #[test]
 fn a_killed_worker_gives_a_clear_error_and_nothing_hangs() {
     let mut w = Worker::start(&[]);
-    let (so, info) = vadd();
+    let so = vadd();
     let mut d = w.connect();
-    vadd_on(&mut d, &so, &info, 10);
+    vadd_on(&mut d, &so, 10);
     w.child.kill().unwrap();
     w.child.wait().unwrap();
     let t = std::time::Instant::now();
-    let e = d.sync().err().unwrap().to_string();
+    let e = d.synchronize().err().unwrap().to_string();
     assert!(e.contains("connection was lost"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(30));
     let e = RemoteDevice::connect(&w.url("cpu"), &w.opts())
@@ -314,9 +302,16 @@ fn a_killed_worker_gives_a_clear_error_and_nothing_hangs() {
 #[test]
 fn a_time_request_is_capped() {
     use rocmc::remote::proto::{Reply, Request};
-    use rocmc::remote::{Device, LocalDevice};
-    let mut dev = LocalDevice::open_with_limit("cpu", 1 << 20).unwrap();
-    let r = dev.request(Request::Time {
+    use rocmc::remote::session::{Session, SessionConfig};
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = SessionConfig {
+        cache: cache.path().to_path_buf(),
+        memory_limit: 1 << 20,
+        max_frame: usize::MAX,
+        allow_crash: false,
+    };
+    let mut dev = Session::open(cfg, "cpu").unwrap();
+    let r = dev.answer(Request::Time {
         module: "0".repeat(64),
         kernel: "k".into(),
         args: vec![],
@@ -324,13 +319,12 @@ fn a_time_request_is_capped() {
         reps: 2,
     });
     let e = match r {
-        Err(e) => e.to_string(),
-        Ok(Reply::Error(e)) => e,
-        Ok(other) => panic!("{other:?}"),
+        Some(Reply::Error(e)) => e,
+        other => panic!("{other:?}"),
     };
     assert!(e.contains("at most 1000000"), "{e}");
     // The session still answers afterwards.
-    assert!(dev.request(Request::Sync).is_ok());
+    assert_eq!(dev.answer(Request::Sync), Some(Reply::Ok));
 }
 
 /// A plain (`--insecure`) client's options for `w`.
@@ -355,7 +349,7 @@ fn a_deeply_nested_frame_is_refused_before_login_and_after() {
     // The worker closes this connection (after refusing), nothing more.
     let _ = tcp.read_to_end(&mut rest);
     // After login, inside a request.
-    let (so, info) = vadd();
+    let so = vadd();
     let mut d = RemoteDevice::connect(&w.url("cpu"), &plain_opts(&w)).unwrap();
     match d.send_raw(&frame).unwrap() {
         Reply::Error(m) => assert!(m.contains("nested") && m.contains("limit of 32"), "{m}"),
@@ -365,7 +359,6 @@ fn a_deeply_nested_frame_is_refused_before_login_and_after() {
     vadd_on(
         &mut RemoteDevice::connect(&w.url("cpu"), &plain_opts(&w)).unwrap(),
         &so,
-        &info,
         5,
     );
 }
@@ -407,8 +400,8 @@ fn idle_connections_cannot_lock_out_clients_with_the_secret() {
     let _ = slow.read(&mut [0u8; 1]);
     assert!(t1.elapsed() < std::time::Duration::from_secs(3));
     // And a client with the secret is served.
-    let (so, info) = vadd();
-    vadd_on(&mut w.connect(), &so, &info, 6);
+    let so = vadd();
+    vadd_on(&mut w.connect(), &so, 6);
 }
 
 #[test]
@@ -449,8 +442,8 @@ fn an_unwritable_known_workers_file_refuses_instead_of_trusting_every_certificat
         "{e}"
     );
     // A writable one pins on first use and the connection works.
-    let (so, info) = vadd();
-    vadd_on(&mut w.connect(), &so, &info, 8);
+    let so = vadd();
+    vadd_on(&mut w.connect(), &so, 8);
 }
 
 /// With m = 10^9, m * m = 10^18 serial steps per thread: it would run for ages.
@@ -470,7 +463,7 @@ reduce = { k = "m", l = "m" }
 
 #[test]
 fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
-    let (so, info) = cpu_module(SPIN, &[]);
+    let (so, _) = cpu_module(SPIN, &[]);
     let w = Worker::start(&["--kernel-timeout", "1", "--max-sessions", "1"]);
     let mut d = w.connect();
     let h = d.load_module(&so).unwrap();
@@ -484,9 +477,8 @@ fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
     let t0 = std::time::Instant::now();
     d.launch(
         &h,
-        &info,
         "spin",
-        vec![
+        &[
             buf(a),
             buf(s),
             WireArg::Size(1),
@@ -495,13 +487,16 @@ fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
     )
     .unwrap();
     // A read queued behind it: answered with the reason, not never.
-    let e = d.read(s).expect_err("the session was ended").to_string();
+    let e = d
+        .read_all(s)
+        .expect_err("the session was ended")
+        .to_string();
     assert!(e.contains("--kernel-timeout of 1 s"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(20));
     drop(d);
     // The only session slot is free again.
-    let (so, info) = vadd();
-    vadd_on(&mut w.connect(), &so, &info, 9);
+    let so = vadd();
+    vadd_on(&mut w.connect(), &so, 9);
 }
 
 /// A client killed while its kernel runs: the worker sees the socket's
@@ -544,11 +539,11 @@ fn a_client_that_leaves_during_a_kernel_frees_its_session_at_once() {
     run.kill().unwrap();
     run.wait().unwrap();
     let gone = std::time::Instant::now();
-    let (so, info) = vadd();
+    let so = vadd();
     loop {
         match RemoteDevice::connect(&w.url("cpu"), &w.opts()) {
             Ok(mut d) => {
-                vadd_on(&mut d, &so, &info, 5);
+                vadd_on(&mut d, &so, 5);
                 break;
             }
             Err(e) => assert!(
@@ -569,13 +564,13 @@ fn buffers_of_256_mib_and_1_gib_round_trip_with_the_default_frame_limit() {
         let n = mib << 20;
         let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ (i >> 20) as u8).collect();
         let id = d.alloc(n as u64).unwrap();
-        d.write(id, &data).unwrap();
-        let back = d.read(id).unwrap();
+        d.write(id, 0, &data).unwrap();
+        let back = d.read_all(id).unwrap();
         assert_eq!(back.len(), n);
         assert!(back == data, "{mib} MiB differ");
         d.free(id).unwrap();
     }
-    d.sync().unwrap();
+    d.synchronize().unwrap();
 }
 
 #[test]
@@ -601,8 +596,8 @@ fn an_address_sending_wrong_secrets_is_locked_out_for_a_minute() {
     );
     // Another worker (its own count) serves the right secret at once.
     let other = Worker::start(&["--max-login-failures", "3"]);
-    let (so, info) = vadd();
-    vadd_on(&mut other.connect(), &so, &info, 12);
+    let so = vadd();
+    vadd_on(&mut other.connect(), &so, 12);
 }
 
 /// A fuzz of the session protocol, seeded from the malformed-frame kinds
@@ -627,7 +622,7 @@ fn mutated_session_frames_never_take_the_worker_down() {
         state
     };
     let w = Worker::start(&["--max-frame", "1048576", "--session-memory", "67108864"]);
-    let (so, info) = vadd();
+    let so = vadd();
     let module = w.connect().load_module(&so).unwrap();
     let mut answered = 0;
     for case in 0..200 {
@@ -729,5 +724,5 @@ fn mutated_session_frames_never_take_the_worker_down() {
         "framefuzz: seed {seed}, 200 cases, {answered} answered, the rest closed with a reason"
     );
     assert!(answered > 50, "only {answered} of 200 cases answered");
-    vadd_on(&mut w.connect(), &so, &info, 21);
+    vadd_on(&mut w.connect(), &so, 21);
 }

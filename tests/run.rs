@@ -368,9 +368,9 @@ schedule = ["io, jo, ii, ji = tile(i, j, 4, 8)", "ko, ki = split(k, 6)", "reorde
     }
 }
 
-/// `rocmc run --device cuda:N` goes through the device interface the
-/// worker serves (LocalDevice); here that path runs on this machine's CPU
-/// device (a compiled shared object) and must match the interpreter, and a
+/// `rocmc run` has one path for every device (`cuda:N`, `amdgpu:N`,
+/// `remote://…` and the CPU device as a compiled shared object); here it
+/// runs on this machine's CPU device and must match the interpreter, and a
 /// device the machine lacks is named in the error.
 #[test]
 fn run_through_the_local_device_interface() {
@@ -379,7 +379,7 @@ fn run_through_the_local_device_interface() {
     let front = rocmc::frontend("matmul_lds.toml", &src).unwrap();
     let mut spec = rocmc::run::RunSpec::new(&[67, 45, 33], &Default::default(), 3);
     spec.keep = true;
-    let r = rocmc::run::run_local(
+    let r = rocmc::run::run_device(
         &front,
         "cpu",
         &spec,

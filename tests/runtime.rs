@@ -57,9 +57,12 @@ fn rocmc_run_on_a_gpu_fails_cleanly_without_one() {
             "run", &v, "--size", "n=64", "--device", "amdgpu:0", "--check",
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
+    // A device the machine lacks is the user's to fix (exit 2), as for
+    // every kind of device: named, with what the machine has and why.
+    assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).starts_with("error: no AMD GPU visible"),
+        text(&out.stderr).starts_with("error: no device `amdgpu:0`; this machine has: cpu")
+            && text(&out.stderr).contains("no AMD GPU visible"),
         "{}",
         text(&out.stderr)
     );
@@ -68,7 +71,7 @@ fn rocmc_run_on_a_gpu_fails_cleanly_without_one() {
         .env("ROCMC_HIP_LIBRARY", "/nonexistent/libamdhip64.so")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("HIP runtime not found (looked in /nonexistent/libamdhip64.so"),
         "{}",
@@ -254,7 +257,7 @@ fn running_a_code_object_checks_before_loading_hip() {
     for (args, code, msg) in [
         (
             vec!["run", "s.hipfb", "--device", "amdgpu", "--size", "n=1000"],
-            1,
+            2,
             "no AMD GPU visible",
         ),
         (

@@ -2,8 +2,7 @@
 //! and through a TLS worker on loopback), the tuning database and builds
 //! that read it.
 
-use rocmc::remote::proto::{DeviceInfo, Reply, Request};
-use rocmc::remote::{Device, LocalDevice, RemoteError};
+use rocmc::device::{Arg, BufferId, Device, DeviceInfo, Result as DevResult};
 use rocmc::tune::{self, db, Outcome, TuneRequest};
 use rocmc_tests::{cpu_module, rocmc, rocmc_bin, root, text, worker_bin, Worker};
 use std::path::Path;
@@ -150,51 +149,75 @@ fn the_search_is_deterministic_for_a_seed_and_samples_within_budget() {
 /// A CPU device that returns wrong results, and flatteringly short times,
 /// for one module: a candidate that would win if it were not checked.
 struct Planted {
-    inner: LocalDevice,
-    bad_hash: String,
-    loaded: String,
+    inner: Box<dyn Device>,
+    bad_module: Vec<u8>,
+    loaded: Vec<u8>,
 }
 
 impl Device for Planted {
     fn info(&self) -> &DeviceInfo {
         self.inner.info()
     }
-    fn request(&mut self, r: Request) -> Result<Reply, RemoteError> {
-        if let Request::LoadModule { hash, .. } = &r {
-            self.loaded = hash.clone();
-        }
-        let bad = self.loaded == self.bad_hash;
-        match self.inner.request(r)? {
-            Reply::Data(mut d) if bad => {
-                // The top byte of each f32: sign and exponent.
-                for b in d.iter_mut().skip(3).step_by(4) {
-                    *b ^= 0x40;
-                }
-                Ok(Reply::Data(d))
+    fn alloc(&mut self, bytes: u64) -> DevResult<BufferId> {
+        self.inner.alloc(bytes)
+    }
+    fn free(&mut self, id: BufferId) -> DevResult<()> {
+        self.inner.free(id)
+    }
+    fn size(&self, id: BufferId) -> DevResult<u64> {
+        self.inner.size(id)
+    }
+    fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> DevResult<()> {
+        self.inner.write(id, offset, data)
+    }
+    fn read(&mut self, id: BufferId, offset: u64, len: u64) -> DevResult<Vec<u8>> {
+        let mut d = self.inner.read(id, offset, len)?;
+        if self.loaded == self.bad_module {
+            // The top byte of each f32: sign and exponent.
+            for b in d.iter_mut().skip(3).step_by(4) {
+                *b ^= 0x40;
             }
-            Reply::Times(t) if bad => Ok(Reply::Times(t.iter().map(|_| 1e-6).collect())),
-            other => Ok(other),
         }
+        Ok(d)
     }
-    fn post(&mut self, r: Request) -> Result<(), RemoteError> {
-        self.inner.post(r)
+    fn load_module(&mut self, bytes: &[u8]) -> DevResult<String> {
+        self.loaded = bytes.to_vec();
+        self.inner.load_module(bytes)
     }
-    fn new_id(&mut self) -> u32 {
-        self.inner.new_id()
+    fn launch(&mut self, module: &str, kernel: &str, args: &[Arg]) -> DevResult<()> {
+        self.inner.launch(module, kernel, args)
+    }
+    fn time(
+        &mut self,
+        module: &str,
+        kernel: &str,
+        args: &[Arg],
+        warmup: u32,
+        reps: u32,
+    ) -> DevResult<Vec<f64>> {
+        let t = self.inner.time(module, kernel, args, warmup, reps)?;
+        Ok(if self.loaded == self.bad_module {
+            t.iter().map(|_| 1e-6).collect()
+        } else {
+            t
+        })
+    }
+    fn synchronize(&mut self) -> DevResult<()> {
+        self.inner.synchronize()
     }
 }
 
-fn module_hash(cfg: &[(String, i64)]) -> String {
-    rocmc::remote::proto::content_hash(&cpu_module(KERNEL, cfg).0)
+fn cpu() -> Box<dyn Device> {
+    rocmc::remote::open_local("cpu").unwrap()
 }
 
 #[test]
 fn a_wrong_candidate_is_reported_and_never_chosen() {
     let planted = vec![("T".to_string(), 128), ("U".to_string(), 2)];
     let mut dev = Planted {
-        inner: LocalDevice::open("cpu").unwrap(),
-        bad_hash: module_hash(&planted),
-        loaded: String::new(),
+        inner: cpu(),
+        bad_module: cpu_module(KERNEL, &planted).0,
+        loaded: Vec::new(),
     };
     let r = tune::tune(&request(100, 1), &mut dev, &mut |_| {}).unwrap();
     let c = r.candidates.iter().find(|c| c.config == planted).unwrap();
@@ -213,8 +236,8 @@ fn a_wrong_candidate_is_reported_and_never_chosen() {
 
 #[test]
 fn the_database_round_trips_and_refuses_stale_entries() {
-    let mut dev = LocalDevice::open("cpu").unwrap();
-    let r = tune::tune(&request(3, 2), &mut dev, &mut |_| {}).unwrap();
+    let mut dev = cpu();
+    let r = tune::tune(&request(3, 2), dev.as_mut(), &mut |_| {}).unwrap();
     let hash = db::kernel_hash(KERNEL).unwrap();
     let e = db::entry_from(&r, &["n".into()], &[100_003], &hash, 2).unwrap();
     let mut d = db::TuningDb::default();
@@ -673,8 +696,8 @@ fn build_rs_api_uses_the_tuning_database() {
     let dir = tempfile::tempdir().unwrap();
     let k = dir.path().join("scale_tunable.toml");
     std::fs::write(&k, KERNEL).unwrap();
-    let mut dev = LocalDevice::open("cpu").unwrap();
-    let r = tune::tune(&request(3, 4), &mut dev, &mut |_| {}).unwrap();
+    let mut dev = cpu();
+    let r = tune::tune(&request(3, 4), dev.as_mut(), &mut |_| {}).unwrap();
     let e = db::entry_from(
         &r,
         &["n".into()],

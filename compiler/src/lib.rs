@@ -33,6 +33,7 @@ pub use rocmc_linker::ptxas;
 pub use build::Build;
 
 pub use rocmc_codegen as codegen;
+pub use rocmc_device as device;
 pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
 pub use rocmc_remote as remote;

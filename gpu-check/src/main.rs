@@ -24,10 +24,10 @@
 //! - `rocmc-gpu-check mma [--seed S]` checks the `mma.sync` lane layouts
 //!   of rocmc's matrix-instruction table on the GPU, element by element.
 
+use rocmc_device::launch::{ArgRole, LaunchInfo};
 use rocmc_ir::interp;
 use rocmc_ir::reference::{compare, random_inputs, Comparison, Inputs, Rng};
 use rocmc_ir::{Kernel, TensorKind};
-use rocmc_linker::launch::{ArgRole, LaunchInfo};
 use rocmc_runtime_cuda::{Cuda, Device, DeviceBuffer, KernelArg, Module};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! `rocmc run --device remote://…` uses, and what that path costs.
 
 use crate::{check_all, flag, kernels, Res, Runner};
+use rocmc_device::launch::{KernelArg, LaunchInfo};
 use rocmc_ir::reference::Inputs;
 use rocmc_ir::Kernel;
-use rocmc_linker::launch::{KernelArg, LaunchInfo};
 use rocmc_remote::client::{ConnectOptions, RemoteDevice};
 use rocmc_remote::device::wire_args;
 use rocmc_remote::tls::Pin;
@@ -93,23 +93,6 @@ fn extension(device: &str) -> Res<&'static str> {
     }
 }
 
-/// The launch document a module carries.
-fn launch_of(ext: &str, module: &[u8]) -> Res<LaunchInfo> {
-    match ext {
-        "ptx" => {
-            let text = std::str::from_utf8(module).map_err(|e| e.to_string())?;
-            LaunchInfo::from_ptx(text)
-                .ok_or("the PTX has no launch document")?
-                .map_err(|e| e.to_string())
-        }
-        "so" => rocmc_runtime_cpu::read_launch(module).map_err(|e| e.to_string()),
-        _ => rocmc_linker::codeobject::read(module)
-            .map_err(|e| e.to_string())?
-            .launch
-            .ok_or_else(|| "the code object has no rocmc launch section".into()),
-    }
-}
-
 struct RemoteRunner {
     dev: RemoteDevice,
     ext: &'static str,
@@ -122,7 +105,7 @@ impl Runner for RemoteRunner {
     }
 
     fn load(&mut self, module: &[u8]) -> Res<()> {
-        let info = launch_of(self.ext, module)?;
+        let info = rocmc_device::module_launch(module).map_err(|e| e.to_string())?;
         let hash = self.dev.load_module(module).map_err(|e| e.to_string())?;
         self.module = Some((hash, info));
         Ok(())
@@ -131,20 +114,20 @@ impl Runner for RemoteRunner {
     fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
         let (hash, info) = self.module.as_ref().ok_or("no module loaded")?;
         let d = &mut self.dev;
-        let e = |e: rocmc_remote::RemoteError| e.to_string();
+        let e = |e: rocmc_device::Error| e.to_string();
         let mut ids = Vec::new();
         for b in &inputs.host {
             let id = d.alloc(b.len() as u64).map_err(e)?;
-            d.write(id, b).map_err(e)?;
+            d.write(id, 0, b).map_err(e)?;
             ids.push(id);
         }
         for kl in &info.kernels {
             let args = wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
-            d.launch(hash, info, &kl.name, args).map_err(e)?;
+            d.launch(hash, &kl.name, &args).map_err(e)?;
         }
         let out = ids
             .iter()
-            .map(|&id| d.read(id).map_err(e))
+            .map(|&id| d.read_all(id).map_err(e))
             .collect::<Res<Vec<_>>>()?;
         for id in ids {
             d.free(id).map_err(e)?;
@@ -275,7 +258,7 @@ pub fn latency(args: &[String]) -> Res<bool> {
         .into_iter()
         .find(|(n, ..)| n == "vadd")
         .ok_or_else(|| format!("{dir} has no vadd.{ext}"))?;
-    let info = launch_of(ext, &module)?;
+    let info = rocmc_device::module_launch(&module).map_err(|e| e.to_string())?;
     let kl = info
         .kernel("vadd")
         .ok_or("vadd's module has no vadd")?
@@ -283,7 +266,7 @@ pub fn latency(args: &[String]) -> Res<bool> {
     let (local_rt, local_batch) = local_figures(ext, &module, reps, batch)?;
 
     let w = Worker::start(Path::new(bin))?;
-    let e = |e: rocmc_remote::RemoteError| e.to_string();
+    let e = |e: rocmc_device::Error| e.to_string();
     let mut connect = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -307,14 +290,14 @@ pub fn latency(args: &[String]) -> Res<bool> {
     let a = d.alloc(4).map_err(e)?;
     let ids = [a, a, a];
     let args_v = wire_args(&k, &kl, &ids, &host, &[1], &[])?;
-    let launch = |d: &mut RemoteDevice| d.launch(&hash, &info, "vadd", args_v.clone()).map_err(e);
+    let launch = |d: &mut RemoteDevice| d.launch(&hash, "vadd", &args_v).map_err(e);
     launch(&mut d)?;
-    d.sync().map_err(e)?;
+    d.synchronize().map_err(e)?;
     let rt = (0..reps)
         .map(|_| {
             us(|| {
                 launch(&mut d)?;
-                d.sync().map_err(e)
+                d.synchronize().map_err(e)
             })
         })
         .collect::<Res<Vec<_>>>()?;
@@ -322,12 +305,12 @@ pub fn latency(args: &[String]) -> Res<bool> {
         for _ in 0..batch {
             launch(&mut d)?;
         }
-        d.sync().map_err(e)
+        d.synchronize().map_err(e)
     })? / batch as f64;
     let each = us(|| {
         for _ in 0..batch {
             launch(&mut d)?;
-            d.sync().map_err(e)?;
+            d.synchronize().map_err(e)?;
         }
         Ok(())
     })? / batch as f64;
@@ -336,12 +319,20 @@ pub fn latency(args: &[String]) -> Res<bool> {
     let bytes = mib << 20;
     let big = d.alloc(bytes as u64).map_err(e)?;
     let data = vec![7u8; bytes];
-    let write = us(|| d.write(big, &data).and_then(|_| d.sync()).map_err(e))?;
-    let read = us(|| d.read(big).map(|_| ()).map_err(e))?;
-    let fill = us(|| d.fill(big, "f32", 1).and_then(|_| d.sync()).map_err(e))?;
+    let write = us(|| {
+        d.write(big, 0, &data)
+            .and_then(|_| d.synchronize())
+            .map_err(e)
+    })?;
+    let read = us(|| d.read_all(big).map(|_| ()).map_err(e))?;
+    let fill = us(|| {
+        d.fill(big, "f32", 1)
+            .and_then(|_| d.synchronize())
+            .map_err(e)
+    })?;
     d.free(big).map_err(e)?;
     d.free(a).map_err(e)?;
-    d.sync().map_err(e)?;
+    d.synchronize().map_err(e)?;
 
     let rate = |t_us: f64| format!("{:.0} MB/s", bytes as f64 / t_us);
     println!("device: {desc}; worker on loopback over TLS; {reps} repetitions, batches of {batch}");

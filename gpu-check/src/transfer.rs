@@ -40,7 +40,7 @@ pub fn transfer(args: &[String]) -> Res<bool> {
         client_config(PinVerifier::new(Pin::Exact(id.fingerprint()))).map_err(|e| e.to_string())?;
     let w = Worker::start(Path::new(bin))?;
     let mut d = w.connect(device)?;
-    let e = |e: rocmc_remote::RemoteError| e.to_string();
+    let e = |e: rocmc_device::Error| e.to_string();
     println!(
         "device: {} ({}); worker on loopback over TLS; plain: one rustls stream on loopback, {} KiB per call",
         d.info().name,
@@ -56,21 +56,23 @@ pub fn transfer(args: &[String]) -> Res<bool> {
         let send = plain(&server, &client, n, true)?;
         let recv = plain(&server, &client, n, false)?;
         let b = d.alloc(n as u64).map_err(e)?;
-        d.sync().map_err(e)?;
+        d.synchronize().map_err(e)?;
         // The protocol promises zeroed buffers, whatever the memory held.
-        if d.read(b).map_err(e)?.iter().any(|&x| x != 0) {
+        if d.read_all(b).map_err(e)?.iter().any(|&x| x != 0) {
             return Err(format!("a fresh {mib} MiB buffer is not zeroed"));
         }
         let t = Instant::now();
-        d.write(b, &data).and_then(|_| d.sync()).map_err(e)?;
+        d.write(b, 0, &data)
+            .and_then(|_| d.synchronize())
+            .map_err(e)?;
         let write = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let back = d.read(b).map_err(e)?;
+        let back = d.read_all(b).map_err(e)?;
         let read = t.elapsed().as_secs_f64();
         if back != data {
             return Err(format!("{mib} MiB came back different"));
         }
-        d.free(b).and_then(|_| d.sync()).map_err(e)?;
+        d.free(b).and_then(|_| d.synchronize()).map_err(e)?;
         let rate = |s: f64| n as f64 / s / 1e6;
         println!(
             "| {mib} MiB | {:.0} MB/s | {:.0} MB/s | {:.0} MB/s ({:.0} %) | {:.0} MB/s ({:.0} %) |",

@@ -8,6 +8,9 @@
 
 use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, VERSION};
 use crate::tls::{client_config, Pin, PinOutcome, PinVerifier};
+use rocmc_device::launch::LaunchInfo;
+use rocmc_device::{self as dev, Arg, BufferId, ModuleId};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -18,7 +21,7 @@ pub enum RemoteError {
     /// A device address that does not parse.
     #[error("{0}")]
     Address(String),
-    /// This machine's device (LocalDevice) failed or does not exist.
+    /// This machine's device failed or does not exist.
     #[error("{0}")]
     Local(String),
     /// Connecting, TLS, or the connection breaking.
@@ -174,7 +177,11 @@ pub struct RemoteDevice {
     devices: Vec<DeviceInfo>,
     device: DeviceInfo,
     max_frame: usize,
-    pub(crate) next_id: u32,
+    next_id: u32,
+    /// Bytes of each buffer allocated (for range checks before sending).
+    sizes: HashMap<BufferId, u64>,
+    /// Each loaded module's launch document, if readable here.
+    launches: HashMap<ModuleId, Option<LaunchInfo>>,
     /// Whether the last connection pinned the certificate for the first time.
     pub first_use: Option<String>,
 }
@@ -303,6 +310,8 @@ impl RemoteDevice {
             device: device.clone(),
             max_frame,
             next_id: 0,
+            sizes: HashMap::new(),
+            launches: HashMap::new(),
             first_use,
         };
         me.call(Request::Open {
@@ -391,28 +400,153 @@ impl RemoteDevice {
     }
 }
 
-/// Bytes per `Write` or `Read` of a large buffer (see `chunk`).
+/// Bytes per `Write` or `Read` of a large buffer (see `part`).
 const TRANSFER_PART: usize = 4 << 20;
 
-impl crate::device::Device for RemoteDevice {
+impl RemoteDevice {
+    /// The most bytes one `Write` or `Read` carries: parts of a few MiB
+    /// keep the stages busy at once (the client sending one part while the
+    /// worker forwards the last and the session copies the one before),
+    /// and a part stays within the worker's frame limit.
+    fn part(&self) -> usize {
+        TRANSFER_PART
+            .min(self.max_frame.saturating_sub(proto::PART_OVERHEAD))
+            .max(1)
+    }
+
+    fn unexpected(&self, r: Reply) -> dev::Error {
+        self.err(format!("unexpected reply {r:?}")).into()
+    }
+
+    fn checked(&self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
+        match self.launches.get(module) {
+            None => Err(dev::Error::NoModule(module.to_string())),
+            Some(Some(info)) => dev::check_launch(info, kernel, args),
+            // No launch document readable here: the worker's runtime checks.
+            Some(None) => Ok(()),
+        }
+    }
+
+    fn size_of(&self, id: BufferId) -> dev::Result<u64> {
+        self.sizes.get(&id).copied().ok_or(dev::Error::NoBuffer(id))
+    }
+}
+
+impl dev::Device for RemoteDevice {
     fn info(&self) -> &DeviceInfo {
         &self.device
     }
-    fn chunk(&self) -> usize {
-        // Parts of a few MiB keep the stages busy at once (the client
-        // sending one part while the worker forwards the last and the
-        // session copies the one before).
-        TRANSFER_PART.min(self.max_frame.saturating_sub(proto::PART_OVERHEAD))
-    }
-    fn request(&mut self, r: Request) -> Result<Reply> {
-        self.call(r)
-    }
-    fn post(&mut self, r: Request) -> Result<()> {
-        self.queue(r)
-    }
-    fn new_id(&mut self) -> u32 {
+
+    fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
+        let id = self.next_id;
         self.next_id += 1;
-        self.next_id - 1
+        self.queue(Request::Alloc { id, bytes })?;
+        self.sizes.insert(id, bytes);
+        Ok(id)
+    }
+
+    fn free(&mut self, id: BufferId) -> dev::Result<()> {
+        self.size_of(id)?;
+        self.queue(Request::Free { id })?;
+        self.sizes.remove(&id);
+        Ok(())
+    }
+
+    fn size(&self, id: BufferId) -> dev::Result<u64> {
+        self.size_of(id)
+    }
+
+    fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> dev::Result<()> {
+        dev::in_range("writing", id, offset, data.len() as u64, self.size_of(id)?)?;
+        let c = self.part();
+        if data.is_empty() {
+            return Ok(());
+        }
+        for (i, part) in data.chunks(c).enumerate() {
+            self.queue(Request::Write {
+                id,
+                offset: offset + (i * c) as u64,
+                data: part.to_vec(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, id: BufferId, offset: u64, len: u64) -> dev::Result<Vec<u8>> {
+        let r = dev::in_range("reading", id, offset, len, self.size_of(id)?)?;
+        let c = self.part() as u64;
+        let mut out = Vec::with_capacity(r.len());
+        while (out.len() as u64) < len {
+            let want = c.min(len - out.len() as u64);
+            match self.call(Request::Read {
+                id,
+                offset: offset + out.len() as u64,
+                len: want,
+            })? {
+                Reply::Data(d) if d.len() as u64 == want => out.extend_from_slice(&d),
+                other => return Err(self.unexpected(other)),
+            }
+        }
+        Ok(out)
+    }
+
+    fn fill(&mut self, id: BufferId, dtype: &str, seed: u64) -> dev::Result<()> {
+        self.size_of(id)?;
+        Ok(self.queue(Request::Fill {
+            id,
+            dtype: dtype.into(),
+            seed,
+        })?)
+    }
+
+    fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
+        let hash = proto::content_hash(bytes);
+        let cached = matches!(
+            self.call(Request::HasModule { hash: hash.clone() })?,
+            Reply::Has(true)
+        );
+        self.call(Request::LoadModule {
+            hash: hash.clone(),
+            bytes: (!cached).then(|| bytes.to_vec()),
+        })?;
+        self.launches
+            .insert(hash.clone(), dev::module_launch(bytes).ok());
+        Ok(hash)
+    }
+
+    fn launch(&mut self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
+        self.checked(module, kernel, args)?;
+        Ok(self.queue(Request::Launch {
+            module: module.to_string(),
+            kernel: kernel.into(),
+            args: args.to_vec(),
+        })?)
+    }
+
+    fn time(
+        &mut self,
+        module: &str,
+        kernel: &str,
+        args: &[Arg],
+        warmup: u32,
+        reps: u32,
+    ) -> dev::Result<Vec<f64>> {
+        self.checked(module, kernel, args)?;
+        match self.call(Request::Time {
+            module: module.to_string(),
+            kernel: kernel.into(),
+            args: args.to_vec(),
+            warmup,
+            reps,
+        })? {
+            Reply::Times(t) => Ok(t),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn synchronize(&mut self) -> dev::Result<()> {
+        self.call(Request::Sync)?;
+        Ok(())
     }
 }
 

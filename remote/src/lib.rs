@@ -5,8 +5,8 @@
 //! - [`server`]: the worker (accepts, authenticates, one session process per client).
 //! - [`session`]: the session process, the only one that touches a device.
 //! - [`client`]: a worker's device as a [`client::RemoteDevice`].
-//! - [`device`]: the [`Device`] interface every device is used through,
-//!   remote or this machine's ([`LocalDevice`]).
+//! - [`device`]: where a device name becomes a [`Device`] (the one
+//!   device interface, from `rocmc-device`), remote or this machine's.
 //!
 //! The crate links no LLVM: the worker binary (`rocmc-worker`) is built from it.
 
@@ -20,4 +20,5 @@ pub mod session;
 pub mod tls;
 
 pub use client::{ConnectOptions, RemoteAddress, RemoteDevice, RemoteError};
-pub use device::{Device, LocalDevice};
+pub use device::{list_devices, open, open_local};
+pub use rocmc_device::{Device, Error as DeviceError};

@@ -52,44 +52,12 @@ pub enum Welcome {
     Refused(String),
 }
 
-/// One device a worker serves.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct DeviceInfo {
-    /// How clients name it: `cpu`, `cuda:0`, `amdgpu:1`.
-    pub name: String,
-    /// Its `--mcpu`: `x86-64`, `sm_90`, `gfx942:sramecc+:xnack-`.
-    pub target: String,
-    /// For people: `NVIDIA H100 80GB HBM3`.
-    pub description: String,
-    /// Device memory in bytes (0: the host's).
-    pub memory: u64,
-    /// Highest code-object version its runtime loads (AMD only; 0 otherwise).
-    pub code_object_version: u32,
-}
+/// One device a worker serves (the device interface's own description).
+pub use rocmc_device::DeviceInfo;
 
-/// A kernel argument on the wire.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub enum WireArg {
-    /// A buffer of the session, with its dtype and length in elements.
-    Buffer {
-        /// Buffer id.
-        id: u32,
-        /// Element type name.
-        dtype: String,
-        /// Elements.
-        len: u64,
-    },
-    /// A size.
-    Size(i32),
-    /// A scalar: dtype and little-endian bytes.
-    Scalar {
-        /// Type name.
-        dtype: String,
-        /// Value.
-        #[serde(with = "serde_bytes")]
-        bytes: Vec<u8>,
-    },
-}
+/// A kernel argument on the wire: the device interface's own arguments,
+/// with buffer ids of the session.
+pub use rocmc_device::Arg as WireArg;
 
 /// What a client asks of its session.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

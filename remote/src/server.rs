@@ -543,5 +543,5 @@ fn discover_devices() -> std::io::Result<Vec<DeviceInfo>> {
 
 /// `--list-devices`: prints the devices as one message on stdout.
 pub fn print_devices() -> std::io::Result<()> {
-    std::io::stdout().write_all(&proto::encode(&crate::session::list_devices()))
+    std::io::stdout().write_all(&proto::encode(&crate::device::list_devices()))
 }

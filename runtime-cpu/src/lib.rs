@@ -24,10 +24,12 @@
 
 #![deny(missing_docs)]
 
+mod device;
+pub use device::CpuDevice;
 pub use half::{bf16, f16};
-pub use rocmc_linker::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
+pub use rocmc_device::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
 
-use rocmc_linker::launch::{ArgRole, KernelLaunch, LaunchInfo, SECTION};
+use rocmc_device::launch::{ArgRole, KernelLaunch, LaunchInfo};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -218,16 +220,7 @@ pub fn read_launch(so: &[u8]) -> Result<LaunchInfo> {
             "not an x86-64 ELF shared object (built with --mcpu x86-64?)".into(),
         ));
     }
-    let sh = elf
-        .section_headers
-        .iter()
-        .find(|s| elf.shdr_strtab.get_at(s.sh_name) == Some(SECTION))
-        .ok_or_else(|| Error::BadModule(format!("no {SECTION} section")))?;
-    let range = sh
-        .file_range()
-        .filter(|r| r.end <= so.len())
-        .ok_or_else(|| Error::BadModule(format!("{SECTION} lies outside the file")))?;
-    LaunchInfo::from_json(&so[range]).map_err(|e| Error::BadModule(format!("{SECTION}: {e}")))
+    rocmc_device::elf_launch(so).map_err(Error::BadModule)
 }
 
 /// A buffer in the CPU device's memory. Its bytes are read and written
@@ -457,7 +450,7 @@ impl Kernel<'_> {
                     let ArgValue::Buffer { dtype: _, len } = v else {
                         unreachable!("checked by check_args")
                     };
-                    let elem = rocmc_linker::launch::dtype(&la.dtype).map_or(1, |(_, n)| n);
+                    let elem = rocmc_device::launch::dtype(&la.dtype).map_or(1, |(_, n)| n);
                     if len.saturating_mul(elem) > have {
                         return Err(refuse(format!(
                             "buffer `{}` claims {len} elements but holds {} bytes",

@@ -23,18 +23,20 @@
 
 #![deny(missing_docs)]
 
+pub mod device;
 mod error;
 mod ffi;
 
+pub use device::CudaDevice;
 pub use error::{Error, Result};
-pub use rocmc_linker::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
+pub use rocmc_device::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
 pub use rocmc_target::nvptx::ComputeCapability;
 
 /// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
 pub use half::{bf16, f16};
 
 use ffi::{Api, CuDevice, CuDevicePtr, Handle};
-use rocmc_linker::launch::LaunchInfo;
+use rocmc_device::launch::LaunchInfo;
 use rocmc_target::NvidiaTarget;
 use std::ffi::{c_int, c_void, CString};
 use std::marker::PhantomData;

@@ -2,10 +2,10 @@
 //! geometry, before the GPU sees anything.
 
 use crate::error::{Error, Result};
-use rocmc_linker::codeobject::KernelInfo;
-use rocmc_linker::launch::{KernelLaunch, LaunchInfo};
+use rocmc_device::codeobject::KernelInfo;
+use rocmc_device::launch::{KernelLaunch, LaunchInfo};
 
-pub use rocmc_linker::launch::ArgValue;
+pub use rocmc_device::launch::ArgValue;
 
 /// Checks `args` against the kernel's metadata (count, size and kind of each
 /// explicit argument) and, when rocmc's launch geometry is present, against

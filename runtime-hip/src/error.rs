@@ -52,7 +52,7 @@ pub enum Error {
     },
     #[error("code object: {0}")]
     /// An unreadable code object or bundle.
-    CodeObject(#[from] rocmc_linker::codeobject::ReadError),
+    CodeObject(#[from] rocmc_device::codeobject::ReadError),
 }
 
 fn env_hint() -> String {

@@ -25,16 +25,18 @@
 
 pub mod check;
 pub mod compat;
+pub mod device;
 mod error;
 mod ffi;
 
 pub use check::ArgValue;
 pub use compat::DeviceSelector;
+pub use device::HipDevice;
 pub use error::{Error, Result};
 
 use ffi::Api;
-use rocmc_linker::codeobject::{self, CodeObject, KernelInfo};
-use rocmc_linker::{bundle, launch::LaunchInfo};
+use rocmc_device::codeobject::{self, CodeObject, KernelInfo};
+use rocmc_device::{bundle, launch::LaunchInfo};
 use std::ffi::{c_void, CString};
 use std::marker::PhantomData;
 use std::path::Path;
@@ -235,7 +237,7 @@ fn arch_name(props: &[u8]) -> Option<String> {
         })
 }
 
-pub use rocmc_linker::launch::{Bool8, DeviceMemory, DeviceScalar, KernelArg};
+pub use rocmc_device::launch::{Bool8, DeviceMemory, DeviceScalar, KernelArg};
 
 /// The 16-bit float types of `f16` and `bf16` buffers (from the `half` crate).
 pub use half::{bf16, f16};

@@ -77,7 +77,7 @@ fn upload(dev: &mut dyn Device, inputs: Inputs) -> Result<Set, String> {
     let mut ids = Vec::new();
     for b in &inputs.host {
         let id = dev.alloc(b.len() as u64).map_err(|e| e.to_string())?;
-        dev.write(id, b).map_err(|e| e.to_string())?;
+        dev.write(id, 0, b).map_err(|e| e.to_string())?;
         ids.push(id);
     }
     Ok(Set { ids, inputs })
@@ -108,7 +108,7 @@ impl<'d> Station<'d> {
             )?;
             sets.push(upload(dev, inputs)?);
         }
-        dev.sync().map_err(|e| e.to_string())?;
+        dev.synchronize().map_err(|e| e.to_string())?;
         Ok(Station { dev, sets })
     }
 
@@ -135,7 +135,7 @@ impl<'d> Station<'d> {
         };
         if let Outcome::Failed(_) = out {
             // A failure may leave the session unusable; find out now, not in the next candidate.
-            let _ = self.dev.sync();
+            let _ = self.dev.synchronize();
         }
         out
     }
@@ -174,11 +174,11 @@ impl<'d> Station<'d> {
         let r = (|| {
             for kl in &c.launch.kernels {
                 let args = Self::args(bench, kl, &set, &bench.check_sizes)?;
-                dev.launch(hash, &c.launch, &kl.name, args)
+                dev.launch(hash, &kl.name, &args)
                     .map_err(|e| e.to_string())?;
             }
             let got = compare(&bench.kernel, &bench.want, |i| {
-                dev.read(set.ids[i]).map_err(|e| e.to_string())
+                dev.read_all(set.ids[i]).map_err(|e| e.to_string())
             })?;
             Ok(match got.iter().find(|c| !c.ok()) {
                 None => Ok(()),
@@ -204,7 +204,7 @@ impl<'d> Station<'d> {
                 let warmup = if i == 0 { 3 } else { 1 };
                 samples.extend(
                     self.dev
-                        .time(hash, &c.launch, &kl.name, args, warmup, per_set)
+                        .time(hash, &kl.name, &args, warmup, per_set)
                         .map_err(|e| e.to_string())?,
                 );
             }
@@ -220,7 +220,7 @@ impl Drop for Station<'_> {
         for s in &self.sets {
             free(self.dev, s);
         }
-        let _ = self.dev.sync();
+        let _ = self.dev.synchronize();
     }
 }
 

@@ -271,131 +271,10 @@ pub struct GpuRun {
     pub bench: usize,
 }
 
-/// Compiles the kernel for the device's architecture, runs it on seeded
-/// random inputs, optionally compares with the interpreter and times
-/// repetitions with HIP events.
-pub fn run_gpu(
-    front: &Frontend,
-    device: &str,
-    spec: &RunSpec,
-    what: GpuRun,
-    opts: &crate::Options,
-) -> Result<GpuReport, Error> {
-    let sizes = &spec.sizes[..];
-    use rocmc_runtime_hip::{Hip, KernelArg};
-    let rt = |e: rocmc_runtime_hip::Error| match e {
-        rocmc_runtime_hip::Error::DeviceSelection(..) => Error::Usage(e.to_string()),
-        other => Error::Runtime(other.to_string()),
-    };
-    let GpuRun { check, bench } = what;
-    let hip = Hip::load().map_err(rt)?;
-    let dev = hip.device(device).map_err(rt)?;
-    let processor = dev
-        .info
-        .arch
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let cov = rocmc_runtime_hip::compat::max_code_object_version(hip.runtime_version())
-        .min(opts.code_object_version);
-    let mut o = opts.clone();
-    o.mcpu = processor;
-    o.code_object_version = cov;
-    let target = crate::targets(&o)?.remove(0);
-    // Kernels with `mma` steps are lowered for the device's target.
-    let front = &front.for_target(&target, &o)?;
-    let art = crate::backend(
-        front,
-        &target,
-        &o,
-        crate::Emit {
-            code_object: true,
-            ..Default::default()
-        },
-    )?;
-    let module = dev
-        .load_module(art.code_object.as_deref().unwrap_or_default())
-        .map_err(rt)?;
-
-    let k = &front.kernel;
-    let Inputs {
-        inputs,
-        pvals,
-        pbytes,
-        host,
-    } = inputs_for(k, spec)?;
-    let mut bufs = Vec::new();
-    for (t, bytes) in k.tensors.iter().zip(&host) {
-        let b = dev.alloc::<u8>(bytes.len()).map_err(rt)?;
-        b.copy_from_host(bytes).map_err(rt)?;
-        bufs.push((b, bytes.len() / t.dtype.size()));
-    }
-    let mut report = GpuReport {
-        device: format!("{} ({})", dev.info.name, dev.info.arch),
-        ..Default::default()
-    };
-    let launch_all = |stream_events: bool| -> Result<Vec<f64>, Error> {
-        let mut times = Vec::new();
-        for g in &front.program.kernels {
-            let kern = module.kernel(&g.name).map_err(rt)?;
-            let args: Vec<KernelArg> = g
-                .args
-                .iter()
-                .map(|a| match &a.kind {
-                    rocmc_ir::loops::ArgKind::Buffer { tensor, .. } => {
-                        let (b, n) = &bufs[tensor.0 as usize];
-                        KernelArg::raw_buffer(b, k.tensor(*tensor).dtype.name(), *n)
-                    }
-                    rocmc_ir::loops::ArgKind::Size(s) => {
-                        KernelArg::size(sizes[s.0 as usize] as i32)
-                    }
-                    rocmc_ir::loops::ArgKind::Param(p) => {
-                        let t = k.params[p.0 as usize].dtype;
-                        KernelArg::raw_scalar(
-                            t.name(),
-                            pbytes[p.0 as usize * 8..p.0 as usize * 8 + t.size()].to_vec(),
-                        )
-                    }
-                })
-                .collect();
-            if stream_events {
-                let (a, b) = (dev.event().map_err(rt)?, dev.event().map_err(rt)?);
-                a.record(None).map_err(rt)?;
-                kern.launch(&args, None).map_err(rt)?;
-                b.record(None).map_err(rt)?;
-                times.push(b.elapsed_since(&a).map_err(rt)? as f64);
-            } else {
-                kern.launch(&args, None).map_err(rt)?;
-            }
-        }
-        Ok(times)
-    };
-    launch_all(bench > 0)?;
-    judge_device(k, spec, check, (&pvals, &inputs), &mut report, |i| {
-        bufs[i].0.to_vec().map_err(rt)
-    })?;
-    if bench > 0 {
-        let mut per_kernel: Vec<Vec<f64>> = vec![Vec::new(); front.program.kernels.len()];
-        for _ in 0..bench {
-            for (i, t) in launch_all(true)?.into_iter().enumerate() {
-                per_kernel[i].push(t);
-            }
-        }
-        for (g, mut ts) in front.program.kernels.iter().zip(per_kernel) {
-            ts.sort_by(f64::total_cmp);
-            report.kernel_ms.push((g.name.clone(), ts[ts.len() / 2]));
-        }
-    }
-    report.bytes_moved = host.iter().map(|b| b.len() as u64).sum();
-    report.flops = flops(k, sizes);
-    Ok(report)
-}
-
-/// Runs a compiled code object or bundle on a GPU, with inputs generated
-/// from the launch geometry rocmc stored in it (dtypes, shapes, size
-/// bounds). There is no kernel source, so no comparison with the
-/// interpreter; `bench` repetitions are timed.
+/// Runs a compiled module (code object, bundle, PTX or CPU shared object)
+/// on a device, with inputs generated from the launch geometry rocmc
+/// stored in it (dtypes, shapes, size bounds). There is no kernel source,
+/// so no comparison with the interpreter; `bench` repetitions are timed.
 pub fn run_code_object(
     bytes: &[u8],
     device: &str,
@@ -404,25 +283,15 @@ pub fn run_code_object(
     seed: u64,
     bench: usize,
 ) -> Result<GpuReport, Error> {
-    use rocmc_linker::launch::ArgRole;
-    use rocmc_runtime_hip::{Hip, KernelArg};
-    let rt = |e: rocmc_runtime_hip::Error| match e {
-        rocmc_runtime_hip::Error::DeviceSelection(..) => Error::Usage(e.to_string()),
-        other => Error::Runtime(other.to_string()),
-    };
-    // Read the launch geometry before touching the GPU, so a file without it is refused anywhere.
-    let co = if rocmc_linker::bundle::is_bundle(bytes) {
-        let entries = rocmc_linker::bundle::read(bytes).map_err(|e| Error::Usage(e.to_string()))?;
-        let e = entries
-            .iter()
-            .find(|e| !e.range.is_empty())
-            .ok_or_else(|| Error::Usage("the bundle holds no code object".into()))?;
-        rocmc_linker::codeobject::read(&bytes[e.range.clone()])
-    } else {
-        rocmc_linker::codeobject::read(bytes)
-    }
-    .map_err(|e| Error::Usage(e.to_string()))?;
-    let launch = co.launch.clone().ok_or_else(|| Error::Usage("the code object has no rocmc launch geometry (was it built by rocmc?); run the kernel file instead".into()))?;
+    use rocmc_device::launch::ArgRole;
+    use rocmc_device::Arg;
+    let rt = device_error;
+    // Read the launch geometry before touching the device, so a file without it is refused anywhere.
+    let launch = rocmc_device::module_launch(bytes).map_err(|e| {
+        Error::Usage(format!(
+            "the module has no rocmc launch geometry ({e}); run the kernel file instead"
+        ))
+    })?;
     let mut all_sizes = HashMap::new();
     for s in &launch.sizes {
         let v = *sizes.get(&s.name).ok_or_else(|| {
@@ -445,15 +314,14 @@ pub fn run_code_object(
         }
         all_sizes.insert(s.name.clone(), v);
     }
-    let hip = Hip::load().map_err(rt)?;
-    let dev = hip.device(device).map_err(rt)?;
+    let mut dev = open_device(device)?;
     let module = dev.load_module(bytes).map_err(rt)?;
     let mut rng = Rng(seed);
     // One buffer per named tensor, shared by every kernel that names it.
-    let mut buffers: HashMap<String, (rocmc_runtime_hip::DeviceBuffer<u8>, usize, &'static str)> =
-        HashMap::new();
+    let mut buffers: HashMap<String, (u32, usize, &'static str)> = HashMap::new();
+    let info = dev.info().clone();
     let mut report = GpuReport {
-        device: format!("{} ({})", dev.info.name, dev.info.arch),
+        device: format!("{} ({})", info.description, info.target),
         ..Default::default()
     };
     for kl in &launch.kernels {
@@ -470,50 +338,49 @@ pub fn run_code_object(
                 .product::<i64>()
                 .max(0) as usize;
             let host = random_buffer(&mut rng, t, n).to_bytes();
-            let b = dev.alloc::<u8>(host.len()).map_err(rt)?;
-            b.copy_from_host(&host).map_err(rt)?;
+            let b = dev.upload(&host).map_err(rt)?;
             report.bytes_moved += host.len() as u64;
             buffers.insert(a.name.clone(), (b, n, t.name()));
         }
     }
     let mut times = vec![Vec::new(); launch.kernels.len()];
-    for rep in 0..bench.max(1) {
-        for (i, kl) in launch.kernels.iter().enumerate() {
-            let kern = module.kernel(&kl.name).map_err(rt)?;
-            let mut args = Vec::new();
-            for a in &kl.args {
-                args.push(match a.role {
-                    ArgRole::Buffer => {
-                        let (b, n, d) = &buffers[&a.name];
-                        KernelArg::raw_buffer(b, d, *n)
+    for (i, kl) in launch.kernels.iter().enumerate() {
+        let mut args = Vec::new();
+        for a in &kl.args {
+            args.push(match a.role {
+                ArgRole::Buffer => {
+                    let (b, n, d) = &buffers[&a.name];
+                    Arg::Buffer {
+                        id: *b,
+                        dtype: d.to_string(),
+                        len: *n as u64,
                     }
-                    ArgRole::Size => KernelArg::size(all_sizes[&a.name] as i32),
-                    ArgRole::Scalar => {
-                        let t = DType::parse(&a.dtype)
-                            .ok_or_else(|| Error::Usage(format!("unknown dtype {}", a.dtype)))?;
-                        let v = params.get(&a.name).copied().unwrap_or(1.0);
-                        let b = Buffer {
-                            dtype: t,
-                            data: if t.is_float() {
-                                Data::F(vec![v])
-                            } else {
-                                Data::I(vec![v as i64])
-                            },
-                        };
-                        KernelArg::raw_scalar(t.name(), b.to_bytes())
+                }
+                ArgRole::Size => Arg::Size(all_sizes[&a.name] as i32),
+                ArgRole::Scalar => {
+                    let t = DType::parse(&a.dtype)
+                        .ok_or_else(|| Error::Usage(format!("unknown dtype {}", a.dtype)))?;
+                    let v = params.get(&a.name).copied().unwrap_or(1.0);
+                    let b = Buffer {
+                        dtype: t,
+                        data: if t.is_float() {
+                            Data::F(vec![v])
+                        } else {
+                            Data::I(vec![v as i64])
+                        },
+                    };
+                    Arg::Scalar {
+                        dtype: t.name().into(),
+                        bytes: b.to_bytes(),
                     }
-                });
-            }
-            let (s, e) = (dev.event().map_err(rt)?, dev.event().map_err(rt)?);
-            s.record(None).map_err(rt)?;
-            kern.launch(&args, None).map_err(rt)?;
-            e.record(None).map_err(rt)?;
-            let ms = e.elapsed_since(&s).map_err(rt)? as f64;
-            if bench > 0 && rep < bench {
-                times[i].push(ms);
-            }
+                }
+            });
         }
+        times[i] = dev
+            .time(&module, &kl.name, &args, 0, bench.max(1) as u32)
+            .map_err(rt)?;
     }
+    dev.synchronize().map_err(rt)?;
     if bench > 0 {
         for (kl, mut ts) in launch.kernels.iter().zip(times) {
             ts.sort_by(f64::total_cmp);
@@ -523,80 +390,68 @@ pub fn run_code_object(
     Ok(report)
 }
 
-/// A device's error as the CLI reports it: a bad address or launch is the
-/// user's to fix (exit 2), the rest happened at run time.
-fn device_error(e: rocmc_remote::RemoteError) -> Error {
-    match e {
-        rocmc_remote::RemoteError::Address(_) | rocmc_remote::RemoteError::BadLaunch { .. } => {
-            Error::Usage(e.to_string())
+/// A device's error as the CLI reports it: a device name, module or
+/// launch is the user's to fix (exit 2), the rest happened at run time.
+fn device_error(e: rocmc_device::Error) -> Error {
+    if e.is_usage() {
+        Error::Usage(e.to_string())
+    } else {
+        Error::Runtime(e.to_string())
+    }
+}
+
+/// Opens a device by name: `cpu`, `cuda:N`, `amdgpu:N`,
+/// `amdgpu://GPU-<uuid>` or `remote://HOST:PORT/DEVICE`. A worker met for
+/// the first time gets its certificate pinned, and the user is told.
+pub fn open_device(name: &str) -> Result<Box<dyn rocmc_device::Device>, Error> {
+    if name.starts_with("remote://") {
+        let dev = rocmc_remote::RemoteDevice::connect(name, &Default::default())
+            .map_err(|e| device_error(e.into()))?;
+        if let Some(f) = &dev.first_use {
+            eprintln!(
+                "note: first connection to this worker: its certificate {f} is now pinned in the known-workers file"
+            );
         }
-        other => Error::Runtime(other.to_string()),
+        return Ok(Box::new(dev));
     }
+    rocmc_remote::open_local(name).map_err(device_error)
 }
 
-/// Runs the kernel on a worker's device (`remote://HOST:PORT/DEVICE`):
-/// asks the worker for the device's target, compiles here for it, uploads
-/// the module (only if the worker has not seen it) and the inputs, runs,
-/// compares with the interpreter here (`check`) and times with the
-/// device's own clock (`bench`).
-pub fn run_remote(
+/// Runs the kernel on a device of any kind (see [`open_device`]): compiles
+/// here for the target the device reports, uploads the module and the
+/// inputs, runs, compares with the interpreter here (`check`) and times
+/// with the device's own clock (`bench`).
+pub fn run_device(
     front: &Frontend,
     device: &str,
     spec: &RunSpec,
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
-    let rt = device_error;
-    let mut dev = rocmc_remote::RemoteDevice::connect(device, &Default::default()).map_err(rt)?;
-    if let Some(f) = &dev.first_use {
-        eprintln!(
-            "note: first connection to this worker: its certificate {f} is now pinned in the known-workers file"
-        );
-    }
-    let place = device
-        .trim_start_matches("remote://")
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .to_string();
-    run_on(front, &mut dev, &place, spec, what, opts)
-}
-
-/// Runs the kernel on one of this machine's devices through the same
-/// device interface the worker serves (`cuda:N`, `amdgpu:N`, `cpu` as a
-/// compiled shared object).
-pub fn run_local(
-    front: &Frontend,
-    device: &str,
-    spec: &RunSpec,
-    what: GpuRun,
-    opts: &crate::Options,
-) -> Result<GpuReport, Error> {
-    let mut dev = rocmc_remote::LocalDevice::open(device).map_err(device_error)?;
-    run_on(front, &mut dev, "this machine", spec, what, opts)
+    let mut dev = open_device(device)?;
+    let place = match device.strip_prefix("remote://") {
+        Some(rest) => rest.split('/').next().unwrap_or("").to_string(),
+        None => "this machine".to_string(),
+    };
+    run_on(front, dev.as_mut(), &place, spec, what, opts)
 }
 
 /// Compiles for `dev`'s target, runs on seeded random inputs, compares
 /// with the interpreter (`check`) and times with the device's clock (`bench`).
 fn run_on(
     front: &Frontend,
-    dev: &mut dyn rocmc_remote::Device,
+    dev: &mut dyn rocmc_device::Device,
     place: &str,
     spec: &RunSpec,
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
     let sizes = &spec.sizes[..];
-    use rocmc_remote::proto::WireArg;
+    use rocmc_device::Arg as WireArg;
     let rt = device_error;
     let info = dev.info().clone();
     let mut o = opts.clone();
-    o.mcpu = info
-        .target
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    o.mcpu = info.processor().to_string();
     if info.code_object_version > 0 {
         o.code_object_version = o.code_object_version.min(info.code_object_version);
     }
@@ -629,9 +484,7 @@ fn run_on(
     } = inputs_for(k, spec)?;
     let mut ids = Vec::new();
     for bytes in &host {
-        let id = dev.alloc(bytes.len() as u64).map_err(rt)?;
-        dev.write(id, bytes).map_err(rt)?;
-        ids.push(id);
+        ids.push(dev.upload(bytes).map_err(rt)?);
     }
     let args_of = |g: &rocmc_ir::loops::GpuKernel| -> Vec<WireArg> {
         g.args
@@ -657,28 +510,20 @@ fn run_on(
             .collect()
     };
     for g in &front.program.kernels {
-        dev.launch(&hash, &art.launch, &g.name, args_of(g))
-            .map_err(rt)?;
+        dev.launch(&hash, &g.name, &args_of(g)).map_err(rt)?;
     }
-    dev.sync().map_err(rt)?;
+    dev.synchronize().map_err(rt)?;
     let mut report = GpuReport {
         device: format!("{} on {place} ({})", info.name, info.target),
         ..Default::default()
     };
     judge_device(k, spec, what.check, (&pvals, &inputs), &mut report, |i| {
-        dev.read(ids[i]).map_err(rt)
+        dev.read_all(ids[i]).map_err(rt)
     })?;
     if what.bench > 0 {
         for g in &front.program.kernels {
             let mut ts = dev
-                .time(
-                    &hash,
-                    &art.launch,
-                    &g.name,
-                    args_of(g),
-                    2,
-                    what.bench as u32,
-                )
+                .time(&hash, &g.name, &args_of(g), 2, what.bench as u32)
                 .map_err(rt)?;
             ts.sort_by(f64::total_cmp);
             report.kernel_ms.push((g.name.clone(), ts[ts.len() / 2]));
@@ -687,7 +532,7 @@ fn run_on(
     for id in ids {
         dev.free(id).map_err(rt)?;
     }
-    dev.sync().map_err(rt)?;
+    dev.synchronize().map_err(rt)?;
     report.bytes_moved = host.iter().map(|b| b.len() as u64).sum();
     report.flops = flops(k, sizes);
     Ok(report)

@@ -143,15 +143,7 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
             check: a.check,
             bench: a.bench,
         };
-        let r = if a.device.starts_with("remote://") {
-            rocmc::run::run_remote(&front, &a.device, &spec, what, &opts)?
-        } else if a.device.starts_with("cuda") {
-            rocmc::run::run_local(&front, &a.device, &spec, what, &opts)?
-        } else {
-            rocmc::runtime_hip::DeviceSelector::parse(&a.device)
-                .map_err(|e| Error::Usage(e.to_string()))?;
-            rocmc::run::run_gpu(&front, &a.device, &spec, what, &opts)?
-        };
+        let r = rocmc::run::run_device(&front, &a.device, &spec, what, &opts)?;
         for (name, ms) in &r.kernel_ms {
             println!("{name}: median {ms:.4} ms over {} runs", a.bench);
         }

@@ -1,0 +1,302 @@
+//! The one device interface of rocmc: every place that runs a kernel
+//! (`rocmc run`, the worker's session, the tuner, `rocmc-gpu-check`) uses a
+//! `dyn` [`Device`], and every runtime implements it — this machine's CPU
+//! (`rocmc-runtime-cpu`), CUDA (`rocmc-runtime-cuda`), HIP
+//! (`rocmc-runtime-hip`), and a worker's device over the network
+//! (`rocmc-remote`'s client). In the manner of CubeCL's `ComputeServer`: one
+//! small set of operations on buffers and modules by id, implemented once
+//! per backend.
+//!
+//! The crate also holds what a device needs to know about a module without
+//! any compiler: the launch document rocmc stores in every module
+//! ([`launch`]) with its argument checks, and readers of AMD code objects
+//! ([`codeobject`]) and offload bundles ([`bundle`]). It links no LLVM and
+//! loads no GPU runtime.
+
+#![deny(missing_docs)]
+
+mod args;
+// The three readers came from `rocmc-linker`, which did not require docs on
+// every field; their fields are the keys of the formats they read.
+#[allow(missing_docs)]
+pub mod bundle;
+#[allow(missing_docs)]
+pub mod codeobject;
+mod error;
+#[allow(missing_docs)]
+pub mod launch;
+
+pub use args::{check_launch, kernel_args, known_dtype, random_bytes, Arg};
+pub use error::{Error, Result};
+
+use serde::{Deserialize, Serialize};
+
+/// A buffer of a device, named by the id the device gave it.
+pub type BufferId = u32;
+
+/// A module loaded on a device, named by the id the device gave it.
+pub type ModuleId = String;
+
+/// What a device is.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DeviceInfo {
+    /// How it is named: `cpu`, `cuda:0`, `amdgpu:1`.
+    pub name: String,
+    /// Its `--mcpu`: `x86-64`, `sm_90`, `gfx942:sramecc+:xnack-`.
+    pub target: String,
+    /// For people: `NVIDIA H100 80GB HBM3`.
+    pub description: String,
+    /// Device memory in bytes (0: the host's).
+    pub memory: u64,
+    /// Highest code-object version its runtime loads (AMD only; 0 otherwise).
+    pub code_object_version: u32,
+}
+
+impl DeviceInfo {
+    /// The processor to compile for: the target without its features
+    /// (`gfx942` of `gfx942:sramecc+:xnack-`).
+    pub fn processor(&self) -> &str {
+        self.target.split(':').next().unwrap_or_default()
+    }
+}
+
+/// A device that holds buffers, loads modules and runs their kernels.
+///
+/// Operations may be queued (a worker's device sends several at once);
+/// an error of a queued one is reported at the latest by the next call
+/// that returns data, or by [`Device::synchronize`]. Buffers are zeroed
+/// when allocated, so no caller sees memory another one left.
+pub trait Device {
+    /// What the device is and which target to compile for.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Allocates `bytes` zeroed bytes.
+    fn alloc(&mut self, bytes: u64) -> Result<BufferId>;
+
+    /// Frees a buffer.
+    fn free(&mut self, id: BufferId) -> Result<()>;
+
+    /// The size of a buffer in bytes.
+    fn size(&self, id: BufferId) -> Result<u64>;
+
+    /// Copies `data` into buffer `id` from byte `offset` on.
+    fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Copies `len` bytes of buffer `id` from byte `offset` on.
+    fn read(&mut self, id: BufferId, offset: u64, len: u64) -> Result<Vec<u8>>;
+
+    /// Fills buffer `id` with the seeded random `dtype` values of
+    /// [`random_bytes`] (a worker makes them on its side, sending nothing).
+    fn fill(&mut self, id: BufferId, dtype: &str, seed: u64) -> Result<()> {
+        let n = self.size(id)?;
+        let n = usize::try_from(n).map_err(|_| Error::Limit(format!("{n} bytes")))?;
+        self.write(id, 0, &random_bytes(dtype, n, seed))
+    }
+
+    /// Loads a module built for this device's target (a code object or
+    /// bundle, PTX text, or a CPU shared object).
+    fn load_module(&mut self, bytes: &[u8]) -> Result<ModuleId>;
+
+    /// Launches `kernel` of a loaded module, after checking `args` against
+    /// the module's launch document.
+    fn launch(&mut self, module: &str, kernel: &str, args: &[Arg]) -> Result<()>;
+
+    /// Launches `warmup + reps` times and returns each of the last `reps`
+    /// launches' time in ms, measured with the device's own clock.
+    fn time(
+        &mut self,
+        module: &str,
+        kernel: &str,
+        args: &[Arg],
+        warmup: u32,
+        reps: u32,
+    ) -> Result<Vec<f64>>;
+
+    /// Waits for everything queued; reports an earlier queued failure.
+    fn synchronize(&mut self) -> Result<()>;
+
+    /// A fresh buffer holding `data`.
+    fn upload(&mut self, data: &[u8]) -> Result<BufferId> {
+        let id = self.alloc(data.len() as u64)?;
+        self.write(id, 0, data)?;
+        Ok(id)
+    }
+
+    /// The whole of buffer `id`.
+    fn read_all(&mut self, id: BufferId) -> Result<Vec<u8>> {
+        let n = self.size(id)?;
+        self.read(id, 0, n)
+    }
+}
+
+/// Checks that a copy of `len` bytes at `offset` stays inside a buffer of
+/// `size` bytes; the range as `usize`s for the copy.
+pub fn in_range(
+    what: &'static str,
+    id: BufferId,
+    offset: u64,
+    len: u64,
+    size: u64,
+) -> Result<std::ops::Range<usize>> {
+    offset
+        .checked_add(len)
+        .filter(|&end| end <= size)
+        .map(|end| offset as usize..end as usize)
+        .ok_or(Error::OutOfRange {
+            what,
+            id,
+            offset,
+            len,
+            size,
+        })
+}
+
+/// Writes zeros over `size` bytes with `put(offset, zeros)`, 16 MiB at a
+/// time (what a GPU runtime without a memset call does to zero a buffer).
+pub fn zero_in_parts<E>(
+    size: usize,
+    mut put: impl FnMut(usize, &[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    const PART: usize = 16 << 20;
+    let zeros = vec![0u8; PART.min(size)];
+    let mut at = 0;
+    while at < size {
+        let n = PART.min(size - at);
+        put(at, &zeros[..n])?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// How many launches one [`Device::time`] may ask for: a request must end.
+pub const MAX_LAUNCHES: u32 = 1_000_000;
+
+/// `warmup + reps`, refused over [`MAX_LAUNCHES`] (and never overflowing).
+pub fn launch_count(warmup: u32, reps: u32) -> Result<u32> {
+    warmup
+        .checked_add(reps)
+        .filter(|&n| n <= MAX_LAUNCHES)
+        .ok_or_else(|| {
+            Error::Limit(format!(
+                "{warmup} warm-up and {reps} timed launches: at most {MAX_LAUNCHES} in one request"
+            ))
+        })
+}
+
+/// Times `warmup + reps` runs of `launch` with `clock` (which runs one
+/// launch and returns its time in ms); each of the last `reps` times.
+pub fn timed_launches(
+    warmup: u32,
+    reps: u32,
+    mut launch: impl FnMut() -> Result<()>,
+    mut clock: impl FnMut(&mut dyn FnMut() -> Result<()>) -> Result<f64>,
+) -> Result<Vec<f64>> {
+    let total = launch_count(warmup, reps)?;
+    let mut times = Vec::with_capacity(reps as usize);
+    for i in 0..total {
+        if i < warmup {
+            launch()?;
+        } else {
+            times.push(clock(&mut launch)?);
+        }
+    }
+    Ok(times)
+}
+
+/// The launch document of module bytes as a device receives them: PTX
+/// text (its `// rocmc.launch` line), an ELF code object or shared object
+/// (its `.rocmc.launch` section), or an offload bundle (its first code
+/// object's).
+pub fn module_launch(bytes: &[u8]) -> Result<launch::LaunchInfo> {
+    let bad = |m: String| Error::BadModule(m);
+    if bundle::is_bundle(bytes) {
+        let entries = bundle::read(bytes).map_err(|e| bad(e.to_string()))?;
+        let e = entries
+            .iter()
+            .find(|e| !e.range.is_empty())
+            .ok_or_else(|| bad("the bundle holds no code object".into()))?;
+        return module_launch(&bytes[e.range.clone()]);
+    }
+    if bytes.starts_with(b"\x7fELF") {
+        return elf_launch(bytes).map_err(bad);
+    }
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| bad("neither an ELF object nor PTX text".into()))?;
+    launch::LaunchInfo::from_ptx(text)
+        .ok_or_else(|| bad("the PTX has no rocmc launch document (was it built by rocmc?)".into()))?
+        .map_err(|e| bad(format!("the PTX's launch document: {e}")))
+}
+
+/// The `.rocmc.launch` section of an ELF file.
+pub fn elf_launch(bytes: &[u8]) -> std::result::Result<launch::LaunchInfo, String> {
+    let elf = goblin::elf::Elf::parse(bytes).map_err(|e| e.to_string())?;
+    let sh = elf
+        .section_headers
+        .iter()
+        .find(|s| elf.shdr_strtab.get_at(s.sh_name) == Some(launch::SECTION))
+        .ok_or_else(|| format!("no {} section (was it built by rocmc?)", launch::SECTION))?;
+    let range = sh
+        .file_range()
+        .filter(|r| r.end <= bytes.len())
+        .ok_or_else(|| format!("{} lies outside the file", launch::SECTION))?;
+    launch::LaunchInfo::from_json(&bytes[range]).map_err(|e| format!("{}: {e}", launch::SECTION))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_checked_without_overflow() {
+        assert_eq!(in_range("reading", 0, 2, 3, 5).unwrap(), 2..5);
+        assert!(in_range("reading", 0, 3, 3, 5).is_err());
+        assert!(in_range("writing", 0, u64::MAX, 2, 5).is_err());
+        let e = in_range("writing", 7, 4, 2, 5).unwrap_err().to_string();
+        assert_eq!(e, "writing 2 bytes at byte 4 of buffer #7 of 5 bytes");
+    }
+
+    #[test]
+    fn zeros_cover_every_byte_in_parts() {
+        // Over one 16 MiB part, and not a multiple of it.
+        let n = (16 << 20) + 12_345;
+        let mut buf = vec![0xa5u8; n];
+        zero_in_parts(n, |at, z| {
+            buf[at..at + z.len()].copy_from_slice(z);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert!(buf.iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn launch_counts_are_capped() {
+        assert_eq!(launch_count(2, 3).unwrap(), 5);
+        assert!(launch_count(u32::MAX, 2).is_err());
+        assert!(launch_count(MAX_LAUNCHES, 1).is_err());
+        let mut n = 0;
+        let t = timed_launches(
+            2,
+            3,
+            || {
+                n += 1;
+                Ok(())
+            },
+            |f| f().map(|_| 1.5),
+        )
+        .unwrap();
+        assert_eq!((t, n), (vec![1.5; 3], 5));
+    }
+
+    #[test]
+    fn modules_without_a_launch_document_are_refused_by_name() {
+        for (bytes, says) in [
+            (&b"\x00\x01"[..], "neither an ELF"),
+            (b".version 8.0\n", "no rocmc launch document"),
+            (b"\x7fELF\x02", ""),
+        ] {
+            let e = module_launch(bytes).unwrap_err();
+            assert!(matches!(e, Error::BadModule(_)));
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The CPU as a [`rocmc_device::Device`].
+
+use crate::{Cpu, CpuBuffer, Error, Module};
+use rocmc_device::{self as dev, Arg, BufferId, DeviceInfo, ModuleId};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// This machine's CPU behind the one device interface: buffers and
+/// modules by id, launches timed with the host's clock.
+pub struct CpuDevice {
+    cpu: Cpu,
+    info: DeviceInfo,
+    bufs: HashMap<BufferId, CpuBuffer<u8>>,
+    modules: HashMap<ModuleId, Module>,
+    next: u32,
+}
+
+impl CpuDevice {
+    /// The CPU device named `cpu`, with a thread per core.
+    pub fn open() -> CpuDevice {
+        let cpu = Cpu::new();
+        CpuDevice {
+            info: info(&cpu),
+            cpu,
+            bufs: HashMap::new(),
+            modules: HashMap::new(),
+            next: 0,
+        }
+    }
+
+    fn buffer(&self, id: BufferId) -> dev::Result<&CpuBuffer<u8>> {
+        self.bufs.get(&id).ok_or(dev::Error::NoBuffer(id))
+    }
+
+    fn module(&self, id: &str) -> dev::Result<&Module> {
+        self.modules
+            .get(id)
+            .ok_or_else(|| dev::Error::NoModule(id.to_string()))
+    }
+
+    fn run(&self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
+        let k = self.module(module)?.kernel(kernel).map_err(error)?;
+        let a = dev::kernel_args(args, |id| self.bufs.get(&id).map(|b| (b, b.len() as u64)))?;
+        k.launch(&a).map_err(error)
+    }
+}
+
+/// What the CPU device reports about itself.
+pub fn info(cpu: &Cpu) -> DeviceInfo {
+    DeviceInfo {
+        name: "cpu".into(),
+        target: cpu.target().to_string(),
+        description: format!("host CPU, {} threads", cpu.threads()),
+        memory: 0,
+        code_object_version: 0,
+    }
+}
+
+/// The runtime's errors as the device interface's.
+fn error(e: Error) -> dev::Error {
+    match e {
+        Error::BadModule(m) => dev::Error::BadModule(format!("not a rocmc CPU shared object: {m}")),
+        Error::BadLaunch { kernel, reason } => dev::Error::BadLaunch { kernel, reason },
+        e @ Error::NoKernel { .. } => dev::Error::BadLaunch {
+            kernel: String::new(),
+            reason: e.to_string(),
+        },
+        other => dev::Error::Runtime {
+            device: "cpu".into(),
+            message: other.to_string(),
+        },
+    }
+}
+
+impl dev::Device for CpuDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
+        let n = usize::try_from(bytes).map_err(|_| dev::Error::Limit(format!("{bytes} bytes")))?;
+        // The CPU heap hands out zeroed memory.
+        let id = self.next;
+        self.next += 1;
+        self.bufs.insert(id, self.cpu.alloc::<u8>(n));
+        Ok(id)
+    }
+
+    fn free(&mut self, id: BufferId) -> dev::Result<()> {
+        self.bufs
+            .remove(&id)
+            .map(drop)
+            .ok_or(dev::Error::NoBuffer(id))
+    }
+
+    fn size(&self, id: BufferId) -> dev::Result<u64> {
+        Ok(self.buffer(id)?.len() as u64)
+    }
+
+    fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> dev::Result<()> {
+        let b = self.buffer(id)?;
+        let r = dev::in_range("writing", id, offset, data.len() as u64, b.len() as u64)?;
+        b.copy_from_host_at(r.start, data);
+        Ok(())
+    }
+
+    fn read(&mut self, id: BufferId, offset: u64, len: u64) -> dev::Result<Vec<u8>> {
+        let b = self.buffer(id)?;
+        let r = dev::in_range("reading", id, offset, len, b.len() as u64)?;
+        b.read_at(r.start, r.len()).ok_or(dev::Error::NoBuffer(id))
+    }
+
+    fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
+        let m = self.cpu.load(bytes).map_err(error)?;
+        let id = format!("m{}", self.modules.len());
+        self.modules.insert(id.clone(), m);
+        Ok(id)
+    }
+
+    fn launch(&mut self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
+        self.run(module, kernel, args)
+    }
+
+    fn time(
+        &mut self,
+        module: &str,
+        kernel: &str,
+        args: &[Arg],
+        warmup: u32,
+        reps: u32,
+    ) -> dev::Result<Vec<f64>> {
+        dev::timed_launches(
+            warmup,
+            reps,
+            || self.run(module, kernel, args),
+            |launch| {
+                let t = Instant::now();
+                launch()?;
+                Ok(t.elapsed().as_secs_f64() * 1e3)
+            },
+        )
+    }
+
+    fn synchronize(&mut self) -> dev::Result<()> {
+        // Launches and copies return when done.
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! A CUDA GPU as a [`rocmc_device::Device`].
+
+use crate::{Cuda, Device, DeviceBuffer, Error, Module};
+use rocmc_device::{self as dev, Arg, BufferId, DeviceInfo, ModuleId};
+use std::collections::HashMap;
+
+/// An NVIDIA GPU behind the one device interface: buffers and modules by
+/// id, launches timed with CUDA events.
+pub struct CudaDevice {
+    dev: Device,
+    info: DeviceInfo,
+    bufs: HashMap<BufferId, DeviceBuffer<u8>>,
+    modules: HashMap<ModuleId, Module>,
+    next: u32,
+}
+
+/// What CUDA device `index` reports about itself, as the device interface
+/// names it.
+pub fn info(cuda: &Cuda, index: usize) -> crate::Result<DeviceInfo> {
+    let d = cuda.device_info(index)?;
+    Ok(DeviceInfo {
+        name: format!("cuda:{index}"),
+        target: d.processor(),
+        description: d.name.clone(),
+        memory: d.total_memory as u64,
+        code_object_version: 0,
+    })
+}
+
+impl CudaDevice {
+    /// Opens `cuda:N` (or `cuda`, the first GPU).
+    pub fn open(selector: &str) -> dev::Result<CudaDevice> {
+        let cuda = Cuda::load().map_err(|e| error(selector, e))?;
+        let d = cuda.device(selector).map_err(|e| error(selector, e))?;
+        let info = info(&cuda, d.info.index).map_err(|e| error(selector, e))?;
+        Ok(CudaDevice {
+            dev: d,
+            info,
+            bufs: HashMap::new(),
+            modules: HashMap::new(),
+            next: 0,
+        })
+    }
+
+    fn err(&self, e: Error) -> dev::Error {
+        error(&self.info.name, e)
+    }
+
+    fn buffer(&self, id: BufferId) -> dev::Result<&DeviceBuffer<u8>> {
+        self.bufs.get(&id).ok_or(dev::Error::NoBuffer(id))
+    }
+
+    fn run(&self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
+        let m = self
+            .modules
+            .get(module)
+            .ok_or_else(|| dev::Error::NoModule(module.to_string()))?;
+        let k = m.kernel(kernel).map_err(|e| self.err(e))?;
+        let a = dev::kernel_args(args, |id| self.bufs.get(&id).map(|b| (b, b.len() as u64)))?;
+        k.launch(&a, None).map_err(|e| self.err(e))
+    }
+}
+
+/// The runtime's errors as the device interface's.
+fn error(device: &str, e: Error) -> dev::Error {
+    match e {
+        Error::DeviceSelection(..) | Error::NotFound { .. } | Error::NoDevice { .. } => {
+            dev::Error::NoDevice(e.to_string())
+        }
+        Error::Incompatible(_) | Error::Jit { .. } | Error::Ptx(_) => {
+            dev::Error::BadModule(e.to_string())
+        }
+        Error::BadLaunch { kernel, reason } => dev::Error::BadLaunch { kernel, reason },
+        other => dev::Error::Runtime {
+            device: device.into(),
+            message: other.to_string(),
+        },
+    }
+}
+
+impl dev::Device for CudaDevice {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
+        let n = usize::try_from(bytes).map_err(|_| dev::Error::Limit(format!("{bytes} bytes")))?;
+        let b = self.dev.alloc::<u8>(n).map_err(|e| self.err(e))?;
+        // The interface promises zeroed buffers; the driver hands out
+        // whatever the memory held (another process's data, even).
+        dev::zero_in_parts(n, |at, zeros| b.copy_from_host_at(at, zeros))
+            .map_err(|e| self.err(e))?;
+        let id = self.next;
+        self.next += 1;
+        self.bufs.insert(id, b);
+        Ok(id)
+    }
+
+    fn free(&mut self, id: BufferId) -> dev::Result<()> {
+        self.bufs
+            .remove(&id)
+            .map(drop)
+            .ok_or(dev::Error::NoBuffer(id))
+    }
+
+    fn size(&self, id: BufferId) -> dev::Result<u64> {
+        Ok(self.buffer(id)?.len() as u64)
+    }
+
+    fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> dev::Result<()> {
+        let b = self.buffer(id)?;
+        let r = dev::in_range("writing", id, offset, data.len() as u64, b.len() as u64)?;
+        b.copy_from_host_at(r.start, data).map_err(|e| self.err(e))
+    }
+
+    fn read(&mut self, id: BufferId, offset: u64, len: u64) -> dev::Result<Vec<u8>> {
+        let b = self.buffer(id)?;
+        let r = dev::in_range("reading", id, offset, len, b.len() as u64)?;
+        let mut out = vec![0u8; r.len()];
+        b.copy_to_host_at(r.start, &mut out)
+            .map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| dev::Error::BadModule("a CUDA module must be PTX text".into()))?;
+        let m = self.dev.load_ptx(text).map_err(|e| self.err(e))?;
+        let id = format!("m{}", self.modules.len());
+        self.modules.insert(id.clone(), m);
+        Ok(id)
+    }
+
+    fn launch(&mut self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
+        self.run(module, kernel, args)
+    }
+
+    fn time(
+        &mut self,
+        module: &str,
+        kernel: &str,
+        args: &[Arg],
+        warmup: u32,
+        reps: u32,
+    ) -> dev::Result<Vec<f64>> {
+        let e = |x| error(&self.info.name, x);
+        dev::timed_launches(
+            warmup,
+            reps,
+            || self.run(module, kernel, args),
+            |launch| {
+                let (s, f) = (self.dev.event().map_err(e)?, self.dev.event().map_err(e)?);
+                s.record(None).map_err(e)?;
+                launch()?;
+                f.record(None).map_err(e)?;
+                Ok(f64::from(f.elapsed_since(&s).map_err(e)?))
+            },
+        )
+    }
+
+    fn synchronize(&mut self) -> dev::Result<()> {
+        self.dev.synchronize().map_err(|e| self.err(e))
+    }
+}
