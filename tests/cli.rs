@@ -381,3 +381,52 @@ fn output_is_reproducible() {
         std::fs::read(d.path().join("b.hsaco")).unwrap()
     );
 }
+
+/// `--verify` (the loop-IR verifier after every pass, for release builds;
+/// debug builds verify anyway) is accepted by every subcommand and changes
+/// nothing in what is built.
+#[test]
+fn verify_is_a_global_flag_that_changes_no_output() {
+    let d = tempfile::tempdir().unwrap();
+    let s = example("softmax").to_string_lossy().into_owned();
+    let plain = rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx942",
+            &s,
+            "--emit",
+            "loops,llvm",
+            "-o",
+            "-",
+        ],
+    );
+    let verified = rocmc(
+        d.path(),
+        &[
+            "--verify",
+            "build",
+            "--mcpu",
+            "gfx942",
+            &s,
+            "--emit",
+            "loops,llvm",
+            "-o",
+            "-",
+        ],
+    );
+    assert!(
+        plain.status.success() && verified.status.success(),
+        "{}",
+        text(&verified.stderr)
+    );
+    assert_eq!(plain.stdout, verified.stdout);
+    let run = rocmc(
+        d.path(),
+        &[
+            "run", "--verify", &s, "--size", "rows=3", "--size", "cols=70",
+        ],
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+}

@@ -417,3 +417,48 @@ fn run_through_the_local_device_interface() {
         text(&out.stderr)
     );
 }
+
+/// A compiled module runs through the same device path as a kernel file:
+/// a CPU shared object on the `cpu` device, with inputs from its launch
+/// document; GPU code on the CPU is refused, and so is a device name the
+/// machine lacks, before anything runs.
+#[test]
+fn a_compiled_module_runs_on_the_device_that_loads_it() {
+    let d = tempfile::tempdir().unwrap();
+    let v = example("vadd").to_string_lossy().into_owned();
+    for (mcpu, out) in [("x86-64", "v.so"), ("sm_90", "v.ptx")] {
+        let b = rocmc(d.path(), &["build", "-q", "--mcpu", mcpu, &v, "-o", out]);
+        assert!(b.status.success(), "{}", text(&b.stderr));
+    }
+    let out = rocmc(
+        d.path(),
+        &["run", "v.so", "--size", "n=5000", "--bench", "3"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let so = text(&out.stdout);
+    assert!(
+        so.contains("v.so ran on host CPU") && so.contains("vadd: median"),
+        "{so}"
+    );
+    for (args, msg) in [
+        (vec!["run", "v.ptx", "--size", "n=10"], "runs on a GPU only"),
+        (
+            vec!["run", "v.so", "--size", "n=10", "--device", "gpu7"],
+            "no device `gpu7`",
+        ),
+        (vec!["run", "v.so", "--device", "cpu"], "missing --size n=N"),
+    ] {
+        let out = rocmc(d.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(msg),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -167,15 +167,36 @@ pub fn inline_producers(k: &Kernel, sid: StageId, e: &Expr) -> Expr {
     e
 }
 
+/// Whether release builds verify the loop IR too (`rocmc --verify`).
+static VERIFY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the loop-IR verifier on (or back off) for release builds of this
+/// process: after every pass of [`PASSES`], [`verify::verify`] checks the
+/// IR and names the pass that broke it. Debug builds, and so every test,
+/// verify always.
+pub fn set_verify(on: bool) {
+    VERIFY.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether lowering verifies after each pass: in debug builds, after
+/// [`set_verify`], or with `ROCMC_VERIFY=1` in the environment (how a
+/// `build.rs` using `rocmc::Build` turns it on).
+pub fn verifying() -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    cfg!(debug_assertions)
+        || VERIFY.load(std::sync::atomic::Ordering::Relaxed)
+        || *ENV.get_or_init(|| std::env::var_os("ROCMC_VERIFY").is_some_and(|v| v == "1"))
+}
+
 /// Lowers one kernel-producing stage through [`PASSES`] and the barrier
-/// pass, verifying after each in debug builds (tests included).
+/// pass, verifying after each where [`verifying`].
 fn lower_stage(
     k: &Kernel,
     sid: StageId,
     unit: Option<&matrix::MatrixUnit>,
 ) -> Result<GpuKernel, Diagnostic> {
     let check = |g: &GpuKernel, pass| -> Result<(), Diagnostic> {
-        if cfg!(debug_assertions) {
+        if verifying() {
             verify::verify(k, g, pass)
                 .map_err(|e| Diagnostic::new(k.stage(sid).span, e.to_string()))?;
         }

@@ -19,6 +19,10 @@ use tune::TuneArgs;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Check the loop IR after every lowering pass, naming the pass that
+    /// broke it (always on in debug builds and tests; costs compile time).
+    #[arg(long, global = true)]
+    verify: bool,
 }
 
 #[derive(Subcommand)]
@@ -49,6 +53,9 @@ enum FpContract {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.verify {
+        rocmc::ir::lower::set_verify(true);
+    }
     let r = match cli.command {
         Command::Build(a) => build::build(a),
         Command::Run(a) => run::run(a),

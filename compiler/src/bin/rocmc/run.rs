@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The kernel file, or a code object / bundle built by rocmc (.hsaco, .hipfb: GPU only, no --check).
+    /// The kernel file, or a module built by rocmc (.hsaco, .hipfb, .ptx: GPU only; .so: the CPU device; no --check).
     kernel: PathBuf,
     /// Where to run: `cpu` (the scheduled kernel compiled for this machine by LLVM, blocks and
     /// threads as loops), an AMD GPU: `amdgpu`, `amdgpu:N`, `amdgpu://GPU-<uuid>` (the HIP
@@ -108,7 +108,7 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or_default();
-    if matches!(ext, "hsaco" | "hipfb" | "co") {
+    if matches!(ext, "hsaco" | "hipfb" | "co" | "ptx" | "so") {
         return run_binary(&a);
     }
     let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
@@ -212,11 +212,13 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
     }
 }
 
-/// `rocmc run FILE.hsaco|FILE.hipfb --device amdgpu...`: a compiled kernel, without its source.
+/// `rocmc run FILE.hsaco|.hipfb|.ptx|.so --device D`: a compiled module,
+/// without its source, on any device that loads it.
 fn run_binary(a: &RunArgs) -> Result<(), Error> {
-    if a.device == "cpu" {
+    let cpu_module = a.kernel.extension().is_some_and(|e| e == "so");
+    if a.device == "cpu" && !cpu_module {
         return Err(Error::Usage(format!(
-            "{}: a code object runs on a GPU only; to run on the CPU, give the kernel file",
+            "{}: a code object or PTX runs on a GPU only; to run on the CPU, give the kernel file or a shared object built with --mcpu x86-64",
             a.kernel.display()
         )));
     }
@@ -234,8 +236,6 @@ fn run_binary(a: &RunArgs) -> Result<(), Error> {
             "{flag} needs the kernel file: a code object carries no tensor names, [tune] section or reference"
         )));
     }
-    rocmc::runtime_hip::DeviceSelector::parse(&a.device)
-        .map_err(|e| Error::Usage(e.to_string()))?;
     let bytes = std::fs::read(&a.kernel).map_err(io(&a.kernel))?;
     let sizes: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
     let params: std::collections::HashMap<String, f64> = a.params.iter().cloned().collect();
