@@ -1,7 +1,7 @@
 //! rocmc's code generators.
 //!
 //! Loop IR ([`rocmc_ir::Program`]) becomes an LLVM module: the
-//! target-neutral lowering (`function.rs`, with `index.rs` and `math.rs`)
+//! target-neutral lowering (`function/`, with `index.rs` and `math.rs`)
 //! writes each kernel's body, and a [`backend`] supplies what the target
 //! decides (ABI, address spaces, indices, barriers). The module is
 //! optimised with `default<O3>` and emitted as LLVM IR text, assembly (GCN,

@@ -1,0 +1,441 @@
+//! Fills (cache_read copies into LDS or registers): grouped, vectorised
+//! when the alignment is proved, asynchronous where the target has it.
+
+use super::*;
+use crate::CodegenError;
+use inkwell::types::{BasicType, BasicTypeEnum};
+use inkwell::values::{BasicValue, BasicValueEnum, IntValue, PointerValue};
+use inkwell::IntPredicate;
+use rocmc_ir::loops::{Mem, Stmt};
+use rocmc_ir::{DType, Expr, ExprKind, Index, TensorId};
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    /// A [`Stmt::Fill`]: from a tensor, one W-wide load where every lane
+    /// lies inside the tensor and the address is aligned to the whole
+    /// vector, otherwise each lane's clamped scalar load (the alignment is
+    /// checked at run time: it depends on the row length and the base
+    /// address); from registers, the W values. Into LDS, one aligned vector
+    /// store; into registers, W scalars. An asynchronous fill's vector path
+    /// is the target's asynchronous copy where it has one; its lanes path
+    /// copies at once, which its semantics allow.
+    pub(super) fn fill(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &Expr,
+        width: u32,
+        asynchronous: bool,
+    ) -> R<()> {
+        let Some(vt) = self.fill_vector_type(value.dtype, width) else {
+            return self.fill_lanes(mem, array, index, value, width);
+        };
+        let (tensor, indices) = match &value.kind {
+            ExprKind::Load { tensor, indices } => (*tensor, indices),
+            ExprKind::Local { .. } => {
+                let mut acc = vt.into_vector_type().get_poison();
+                for l in 0..width {
+                    let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l))?;
+                    acc = self
+                        .b
+                        .build_insert_element(acc, x, self.i32(i64::from(l)), "")
+                        .map_err(llvm_err)?;
+                }
+                return self.fill_store_vector(mem, array, index, value.dtype, width, acc.into());
+            }
+            _ => return self.fill_lanes(mem, array, index, value, width),
+        };
+        let Some(inside) = self.fill_inside(tensor, indices, width)? else {
+            return self.fill_lanes(mem, array, index, value, width);
+        };
+        let check = self.cx.append_basic_block(self.f, "fill.align");
+        let vector = self.cx.append_basic_block(self.f, "fill.vector");
+        let lanes = self.cx.append_basic_block(self.f, "fill.lanes");
+        let join = self.cx.append_basic_block(self.f, "fill.join");
+        self.b
+            .build_conditional_branch(inside, check, lanes)
+            .map_err(llvm_err)?;
+        // Only formed where the lanes are inside: out-of-range indices
+        // would make the address arithmetic's no-wrap flags poison.
+        self.b.position_at_end(check);
+        let p = self.address(tensor, indices)?;
+        let aligned = self.fill_aligned_at(tensor, indices, p, value.dtype, width)?;
+        self.b
+            .build_conditional_branch(aligned, vector, lanes)
+            .map_err(llvm_err)?;
+        self.b.position_at_end(vector);
+        self.fill_vector(mem, array, index, p, vt, value.dtype, width, asynchronous)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(lanes);
+        self.fill_lanes(mem, array, index, value, width)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
+        Ok(())
+    }
+
+    /// Several fills from tensors (a tile's copy, each thread's share of
+    /// it): when every one of them takes its vector path, they run as
+    /// straight-line vector copies with no branch between them (which lets
+    /// the assembler schedule them among other work), else each fill checks
+    /// its own lanes. One branch instead of two per fill.
+    pub(super) fn fill_group(&mut self, stmts: &[Stmt]) -> R<()> {
+        let all = self.fill_group_ok(stmts)?;
+        self.if_else(
+            all,
+            ["fills.vector", "fills.checked", "fills.join"],
+            |me| me.fill_group_vector(stmts),
+            |me| me.body(stmts),
+        )
+    }
+
+    /// Whether every fill of a group may take its vector path: all lanes
+    /// inside the tensor, the address aligned.
+    pub(super) fn fill_group_ok(&mut self, stmts: &[Stmt]) -> R<IntValue<'ctx>> {
+        let mut all = self.cx.bool_type().const_int(1, false);
+        self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
+            let Stmt::Fill { value, width, .. } = f else {
+                return Ok(());
+            };
+            let Some(inside) = me.fill_inside(tensor, indices, *width)? else {
+                return Err(CodegenError::Llvm(
+                    "a grouped fill without a last dimension (a rocmc bug)".into(),
+                ));
+            };
+            let p = me.address(tensor, indices)?;
+            let aligned = me.fill_aligned_at(tensor, indices, p, value.dtype, *width)?;
+            // A select, not an and: out of range, the address arithmetic's
+            // no-wrap flags may make `aligned` poison.
+            let no = me.cx.bool_type().const_zero();
+            let ok =
+                me.b.build_select(inside, aligned, no, "")
+                    .map_err(llvm_err)?
+                    .into_int_value();
+            all = me.b.build_and(all, ok, "").map_err(llvm_err)?;
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// A group's fills as straight-line vector copies, where
+    /// [`Self::fill_group_ok`] holds.
+    pub(super) fn fill_group_vector(&mut self, stmts: &[Stmt]) -> R<()> {
+        self.fill_group_range(stmts, 0..usize::MAX)
+    }
+
+    /// The vector copies of the fills numbered `range` of a group, in
+    /// [`Self::fill_group_each`]'s order.
+    pub(super) fn fill_group_range(
+        &mut self,
+        stmts: &[Stmt],
+        range: std::ops::Range<usize>,
+    ) -> R<()> {
+        let mut n = 0;
+        self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
+            n += 1;
+            if !range.contains(&(n - 1)) {
+                return Ok(());
+            }
+            let Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                asynchronous,
+            } = f
+            else {
+                return Ok(());
+            };
+            let vt = me.fill_vector_type(value.dtype, *width).ok_or_else(|| {
+                CodegenError::Llvm("a grouped fill without a vector type (a rocmc bug)".into())
+            })?;
+            let p = me.address(tensor, indices)?;
+            me.fill_vector(
+                *mem,
+                *array,
+                index,
+                p,
+                vt,
+                value.dtype,
+                *width,
+                *asynchronous,
+            )
+        })
+    }
+
+    /// Calls `f` on each fill of a group ([`fill_group_size`]) with its
+    /// source tensor and indices, unrolled loops' variables bound.
+    pub(super) fn fill_group_each(
+        &mut self,
+        stmts: &[Stmt],
+        f: &mut GroupedFill<'_, 'a, 'ctx>,
+    ) -> R<()> {
+        for s in stmts {
+            match s {
+                Stmt::Loop {
+                    var, extent, body, ..
+                } => {
+                    for i in 0..extent.as_const().unwrap_or(0) {
+                        self.vars[var.0 as usize] = Some(self.i32(i));
+                        self.fill_group_each(body, f)?;
+                    }
+                    self.vars[var.0 as usize] = None;
+                }
+                Stmt::Fill { value, .. } => {
+                    if let ExprKind::Load { tensor, indices } = &value.kind {
+                        f(self, *tensor, indices, s)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The W-wide vector a fill of `dt` moves in one access, if any.
+    pub(super) fn fill_vector_type(&self, dt: DType, width: u32) -> Option<BasicTypeEnum<'ctx>> {
+        match mem_ty(self.cx, dt) {
+            BasicTypeEnum::FloatType(t) if dt != DType::Bool => {
+                Some(t.vec_type(width).as_basic_type_enum())
+            }
+            BasicTypeEnum::IntType(t) if dt != DType::Bool => {
+                Some(t.vec_type(width).as_basic_type_enum())
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a fill's W lanes `tensor[.., c..c + W]` all lie inside the
+    /// tensor's last dimension; `None` for a tensor without one.
+    pub(super) fn fill_inside(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Index],
+        width: u32,
+    ) -> R<Option<IntValue<'ctx>>> {
+        let (Some(last), Some(ext)) = (indices.last(), self.k.tensor(tensor).shape.last()) else {
+            return Ok(None);
+        };
+        let c = self.index(last)?;
+        let ext = self.index(ext)?;
+        let end = self
+            .b
+            .build_int_nsw_add(c, self.i32(i64::from(width)), "")
+            .map_err(llvm_err)?;
+        let lo = self
+            .b
+            .build_int_compare(IntPredicate::SGE, c, self.i32(0), "")
+            .map_err(llvm_err)?;
+        let hi = self
+            .b
+            .build_int_compare(IntPredicate::SLE, end, ext, "")
+            .map_err(llvm_err)?;
+        Ok(Some(self.b.build_and(lo, hi, "").map_err(llvm_err)?))
+    }
+
+    /// Whether a fill's W lanes `tensor[indices..+W]` start on a whole
+    /// W-wide vector, from the shape of the index rather than the address:
+    /// the last index is a known multiple of W, and the row length and the
+    /// tensor's base are (checked at run time where not known; both are
+    /// loop-invariant, so the check leaves the loop). `None` where the last
+    /// index is not a known multiple of W: the address must be checked.
+    pub(super) fn fill_aligned_known(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Index],
+        dt: DType,
+        width: u32,
+    ) -> R<Option<IntValue<'ctx>>> {
+        let w = u64::from(width);
+        let Some(last) = indices.last() else {
+            return Ok(None);
+        };
+        let d = last.known_divisor_in(&self.divisors);
+        if d != 0 && !d.is_multiple_of(w) {
+            return Ok(None);
+        }
+        let i32t = self.cx.i32_type();
+        let mut ok = self.cx.bool_type().const_int(1, false);
+        let shape = &self.k.tensor(tensor).shape;
+        if indices.len() >= 2 {
+            let row = &shape[shape.len() - 1];
+            let d = row.known_divisor_in(&self.divisors);
+            if d != 0 && !d.is_multiple_of(w) {
+                let n = self.index(row)?;
+                let rem = self
+                    .b
+                    .build_int_unsigned_rem(n, i32t.const_int(w, false), "")
+                    .map_err(llvm_err)?;
+                ok = self
+                    .b
+                    .build_int_compare(IntPredicate::EQ, rem, i32t.const_zero(), "")
+                    .map_err(llvm_err)?;
+            }
+        }
+        let base = self.bufs[&tensor];
+        let based = self.fill_aligned(base, dt, width)?;
+        Ok(Some(self.b.build_and(ok, based, "").map_err(llvm_err)?))
+    }
+
+    /// A fill's alignment check: from the index where the backend asks for
+    /// that and it is known ([`Self::fill_aligned_known`]), else from the
+    /// address `p`.
+    pub(super) fn fill_aligned_at(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Index],
+        p: PointerValue<'ctx>,
+        dt: DType,
+        width: u32,
+    ) -> R<IntValue<'ctx>> {
+        if !self.be.alignment_from_index() {
+            return self.fill_aligned(p, dt, width);
+        }
+        match self.fill_aligned_known(tensor, indices, dt, width)? {
+            Some(ok) => Ok(ok),
+            None => self.fill_aligned(p, dt, width),
+        }
+    }
+
+    /// Whether `p` is aligned to a whole W-wide vector of `dt`.
+    pub(super) fn fill_aligned(
+        &mut self,
+        p: PointerValue<'ctx>,
+        dt: DType,
+        width: u32,
+    ) -> R<IntValue<'ctx>> {
+        let bytes = u64::from(width) * dt.size() as u64;
+        let i64t = self.cx.i64_type();
+        let pi = self.b.build_ptr_to_int(p, i64t, "").map_err(llvm_err)?;
+        let rem = self
+            .b
+            .build_and(pi, i64t.const_int(bytes - 1, false), "")
+            .map_err(llvm_err)?;
+        self.b
+            .build_int_compare(IntPredicate::EQ, rem, i64t.const_zero(), "")
+            .map_err(llvm_err)
+    }
+
+    /// A fill's vector path from the aligned address `p` of its lanes:
+    /// the target's asynchronous copy where the fill allows one, else one
+    /// vector load and the store into `mem`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fill_vector(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        p: PointerValue<'ctx>,
+        vt: BasicTypeEnum<'ctx>,
+        dt: DType,
+        width: u32,
+        asynchronous: bool,
+    ) -> R<()> {
+        let bytes = u64::from(width) * dt.size() as u64;
+        let sent = asynchronous && mem == Mem::Shared && {
+            let sp = self.shared_ptr(array, index)?;
+            self.be.async_copy(self, sp, p, bytes as u32)?
+        };
+        if !sent {
+            let v = self.b.build_load(vt, p, "").map_err(llvm_err)?;
+            v.as_instruction_value()
+                .expect("load")
+                .set_alignment(bytes as u32)
+                .map_err(llvm_err)?;
+            self.fill_store_vector(mem, array, index, dt, width, v)?;
+        }
+        Ok(())
+    }
+
+    /// Stores the W values (of `dt`) of `v` into `mem` array `array` at `index`.
+    pub(super) fn fill_store_vector(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        dt: DType,
+        width: u32,
+        v: BasicValueEnum<'ctx>,
+    ) -> R<()> {
+        match mem {
+            Mem::Shared => {
+                let sp = self.shared_ptr(array, index)?;
+                let st = self.b.build_store(sp, v).map_err(llvm_err)?;
+                st.set_alignment(width * dt.size() as u32).map_err(llvm_err)
+            }
+            Mem::Local => {
+                for l in 0..width {
+                    let x = self
+                        .b
+                        .build_extract_element(v.into_vector_value(), self.i32(i64::from(l)), "")
+                        .map_err(llvm_err)?;
+                    let p = self.local_ptr(array, &(index.clone() + Index::c(i64::from(l))))?;
+                    self.b.build_store(p, x).map_err(llvm_err)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A fill lane by lane: each lane's own (clamped) value.
+    pub(super) fn fill_lanes(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &Expr,
+        width: u32,
+    ) -> R<()> {
+        for l in 0..width {
+            let index = index.clone() + Index::c(i64::from(l));
+            let v = rocmc_ir::loops::fill_lane(self.k, value, l);
+            self.leaf(&match mem {
+                Mem::Shared => Stmt::SharedStore {
+                    shared: array,
+                    index,
+                    value: v,
+                },
+                Mem::Local => Stmt::LocalStore {
+                    local: array,
+                    index,
+                    value: v,
+                },
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`FnCx::fill_group_each`] calls on each fill: the fill with its
+/// source tensor and indices.
+pub(super) type GroupedFill<'f, 'a, 'ctx> =
+    dyn FnMut(&mut FnCx<'a, 'ctx>, TensorId, &[Index], &Stmt) -> R<()> + 'f;
+
+/// How many fills `stmts` holds when it is nothing but fills from tensors
+/// that have a vector path, inside unrolled loops of constant extent
+/// ([`FnCx::fill_group`]); 0 when it holds anything else.
+pub(super) fn fill_group_size(stmts: &[Stmt]) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        match s {
+            Stmt::Loop {
+                extent,
+                unroll: true,
+                body,
+                ..
+            } => match (extent.as_const(), fill_group_size(body)) {
+                (Some(k), m) if k > 0 && m > 0 => n += k as usize * m,
+                _ => return 0,
+            },
+            Stmt::Fill { value, width, .. }
+                if *width > 1
+                    && value.dtype != DType::Bool
+                    && matches!(&value.kind, ExprKind::Load { indices, .. } if !indices.is_empty()) =>
+            {
+                n += 1
+            }
+            _ => return 0,
+        }
+    }
+    n
+}

@@ -1,0 +1,187 @@
+//! Matrix instructions: fragment loads and the instruction itself, with the
+//! operands gathered per lane as the target's layout requires.
+
+use super::stmt::register_only;
+use super::*;
+use crate::CodegenError;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::BasicValueEnum;
+use rocmc_ir::loops::Stmt;
+use rocmc_ir::Index;
+use rocmc_target::matrix::MatrixInstr;
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    /// A [`Stmt::MatrixLoad`]: the target's instruction, each 32-bit
+    /// register split into the two 16-bit elements its stores name; the
+    /// stores themselves where the target has none.
+    pub(super) fn matrix_load(
+        &mut self,
+        shared: u32,
+        row: &Index,
+        count: u32,
+        trans: bool,
+        stores: &[Stmt],
+    ) -> R<()> {
+        let p = self.shared_ptr(shared, row)?;
+        let Some(regs) = self.be.matrix_load(self, p, count, trans)? else {
+            return self.body(stores);
+        };
+        for (e, s) in stores.iter().enumerate() {
+            let (
+                Stmt::LocalStore {
+                    local,
+                    index,
+                    value,
+                },
+                Some(reg),
+            ) = (s, regs.get(e / 2))
+            else {
+                return Err(CodegenError::Llvm(
+                    "a matrix load with other than register stores (a rocmc bug)".into(),
+                ));
+            };
+            let pair = match mem_ty(self.cx, value.dtype) {
+                BasicTypeEnum::FloatType(t) => t.vec_type(2),
+                BasicTypeEnum::IntType(t) => t.vec_type(2),
+                _ => {
+                    return Err(CodegenError::Llvm(
+                        "a matrix load of other than 16-bit elements (a rocmc bug)".into(),
+                    ))
+                }
+            };
+            let v = self
+                .b
+                .build_bit_cast(*reg, pair, "")
+                .map_err(llvm_err)?
+                .into_vector_value();
+            let x = self
+                .b
+                .build_extract_element(v, self.i32((e % 2) as i64), "")
+                .map_err(llvm_err)?;
+            let dst = self.local_ptr(*local, index)?;
+            self.b.build_store(dst, x).map_err(llvm_err)?;
+        }
+        Ok(())
+    }
+
+    /// One matrix instruction: the lane's fragments packed into the
+    /// intrinsic's operand types, the backend's call, D back into the
+    /// accumulator elements.
+    pub(super) fn matrix(
+        &mut self,
+        instr: &MatrixInstr,
+        a: &(u32, Index),
+        b: &(u32, Index),
+        acc: &(u32, Index),
+    ) -> R<()> {
+        let av = self.matrix_operands(a, instr.a_per_lane(), instr.llvm_a)?;
+        let bv = self.matrix_operands(b, instr.b_per_lane(), instr.llvm_b)?;
+        let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
+        let d = self.be.matrix(self, instr, av, bv, cv)?;
+        let mut elems = Vec::new();
+        for v in d {
+            match v {
+                BasicValueEnum::VectorValue(vv) => {
+                    for i in 0..vv.get_type().get_size() {
+                        elems.push(
+                            self.b
+                                .build_extract_element(vv, self.i32(i64::from(i)), "")
+                                .map_err(llvm_err)?,
+                        );
+                    }
+                }
+                other => elems.push(other),
+            }
+        }
+        if elems.len() != instr.acc_per_lane() as usize {
+            return Err(CodegenError::Llvm(format!(
+                "{} gave {} accumulator elements, not {} (a rocmc bug)",
+                instr.name,
+                elems.len(),
+                instr.acc_per_lane()
+            )));
+        }
+        for (e, v) in elems.into_iter().enumerate() {
+            let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
+            self.b.build_store(p, v).map_err(llvm_err)?;
+        }
+        Ok(())
+    }
+
+    /// `count` elements of `locals[id]` from `base` as `spec.1` operands of
+    /// the LLVM type `spec.0` (`<4 x half>`, `i32` holding four i8 …).
+    pub(super) fn matrix_operands(
+        &self,
+        (id, base): &(u32, Index),
+        count: u32,
+        spec: (&str, u32),
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        let dtype = self.g.locals[*id as usize].dtype;
+        let et = ty(self.cx, dtype);
+        let mut elems = Vec::new();
+        for e in 0..count {
+            let p = self.local_ptr(*id, &(base.clone() + Index::c(i64::from(e))))?;
+            elems.push(self.b.build_load(et, p, "").map_err(llvm_err)?);
+        }
+        let target = llvm_type(self.cx, spec.0)?;
+        let per = (count / spec.1) as usize;
+        let mut out = Vec::new();
+        for part in elems.chunks(per) {
+            let v: BasicValueEnum = if per == 1 {
+                part[0]
+            } else {
+                let vt = match et {
+                    BasicTypeEnum::FloatType(t) => t.vec_type(per as u32),
+                    BasicTypeEnum::IntType(t) => t.vec_type(per as u32),
+                    _ => {
+                        return Err(CodegenError::Llvm(
+                            "a matrix operand of a non-scalar type".into(),
+                        ))
+                    }
+                };
+                let mut acc = vt.get_poison();
+                for (i, x) in part.iter().enumerate() {
+                    acc = self
+                        .b
+                        .build_insert_element(acc, *x, self.i32(i as i64), "")
+                        .map_err(llvm_err)?;
+                }
+                acc.into()
+            };
+            out.push(if v.get_type() == target {
+                v
+            } else {
+                self.b.build_bit_cast(v, target, "").map_err(llvm_err)?
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `s` is or holds a matrix instruction.
+pub(super) fn contains_matrix(s: &Stmt) -> bool {
+    match s {
+        Stmt::Matrix { .. } => true,
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(contains_matrix),
+        Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).any(contains_matrix),
+        _ => false,
+    }
+}
+
+/// Where held-back fills may be spread ([`FnCx::interleave`]): the
+/// position of the one unrolled loop of constant extent in `fast` that
+/// holds matrix instructions, when every statement of `fast` is
+/// [`register_only`].
+pub(super) fn matrix_steps(fast: &[Stmt]) -> Option<usize> {
+    if !fast.iter().all(register_only) {
+        return None;
+    }
+    let mut at = fast.iter().enumerate().filter(|(_, s)| {
+        matches!(s, Stmt::Loop { unroll: true, extent, .. } if extent.as_const().is_some_and(|e| e > 0))
+            && contains_matrix(s)
+    });
+    match (at.next(), at.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
+}
