@@ -1,0 +1,340 @@
+//! The kernel.toml front end: TOML → checked [`Kernel`].
+//!
+//! Parsing and validation happen in one pass over the document so every
+//! error carries the span of the text it is about. The format is documented
+//! in docs/kernel-format.md.
+//!
+//! This file holds the document's types, the entry points and the checking
+//! context [`Cx`]; the rest is split by what it reads: [`decls`] (`[kernel]`,
+//! `[tune]`, sizes and tensors), [`stage`] (one `[[stage]]`), [`expr`],
+//! [`call`] and [`reduce`] (the expression language), [`defaults`] (the
+//! default schedules of unscheduled stages), and one module per construct
+//! with its own syntax ([`scatter`], [`tuple`], [`scan`], [`bits`]).
+
+mod bits;
+mod scan;
+mod scatter;
+mod tuple;
+
+mod call;
+mod decls;
+mod defaults;
+mod expr;
+mod reduce;
+mod stage;
+
+use crate::diag::{Diagnostic, KernelError, Span};
+use crate::dtype::DType;
+use crate::index::VarId;
+use crate::kernel::*;
+use crate::syntax::{Ast, AstKind};
+pub use call::round_to;
+use indexmap::IndexMap;
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    /// Not `Spanned`, like `tune`: `[kernel.max]` creates it implicitly.
+    kernel: KernelDecl,
+    #[serde(default)]
+    inputs: IndexMap<Spanned<String>, Spanned<InputDecl>>,
+    #[serde(default)]
+    params: IndexMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    stage: Vec<Spanned<StageDecl>>,
+    /// Not `Spanned`: a file may create the table implicitly with
+    /// `[tune.params]`, and toml has no span for an implicit table.
+    tune: Option<TuneDecl>,
+}
+
+/// `[tune]`: see [`crate::tune`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TuneDecl {
+    #[serde(default)]
+    params: IndexMap<Spanned<String>, Spanned<TuneParamDecl>>,
+    #[serde(default)]
+    constraints: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TuneParamDecl {
+    values: Option<Vec<Spanned<i64>>>,
+    pow2: Option<Spanned<Vec<i64>>>,
+    range: Option<Spanned<Vec<i64>>>,
+    step: Option<Spanned<i64>>,
+    default: Spanned<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelDecl {
+    name: Spanned<String>,
+    #[serde(default)]
+    sizes: Vec<Spanned<String>>,
+    /// Upper bounds of sizes: `max = { n = 1048576 }`.
+    #[serde(default)]
+    max: IndexMap<Spanned<String>, Spanned<i64>>,
+    /// Divisibility facts: `divisible = { cols = 4 }`.
+    #[serde(default)]
+    divisible: IndexMap<Spanned<String>, Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputDecl {
+    dtype: Spanned<String>,
+    shape: Spanned<Vec<Spanned<Extent>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Extent {
+    Int(i64),
+    Expr(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StageDecl {
+    compute: Spanned<String>,
+    /// Reduction axes and their extents: `reduce = { k = "K" }`.
+    #[serde(default)]
+    reduce: IndexMap<Spanned<String>, Spanned<Extent>>,
+    /// A scatter's axes and their extents: `over = { i = "n" }`.
+    #[serde(default)]
+    over: IndexMap<Spanned<String>, Spanned<Extent>>,
+    shape: Option<Spanned<Vec<Spanned<Extent>>>>,
+    dtype: Option<Spanned<String>>,
+    #[serde(default)]
+    schedule: Vec<Spanned<String>>,
+    /// A tuple reduction's start, one formula per computed tensor.
+    #[serde(default)]
+    init: IndexMap<Spanned<String>, Spanned<Formula>>,
+    /// A tuple reduction's combiner, one formula per computed tensor over
+    /// `a.X` and `b.X`.
+    #[serde(default)]
+    combine: IndexMap<Spanned<String>, Spanned<Formula>>,
+}
+
+/// A value written as a TOML number or as an expression string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Formula {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+/// Parses and checks a kernel file. `file` names it in diagnostics.
+pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
+    parse_kernel_timed(file, source, &[]).map(|(k, _)| k)
+}
+
+/// [`parse_kernel`] for one configuration of its tune parameters: the
+/// defaults overridden by `tune` (each checked against its candidates and
+/// the constraints).
+pub fn parse_kernel_with(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+) -> Result<Kernel, KernelError> {
+    parse_kernel_timed(file, source, tune).map(|(k, _)| k)
+}
+
+/// [`parse_kernel_with`], also returning the time spent parsing TOML and
+/// checking it.
+pub fn parse_kernel_timed(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
+    parse_kernel_defaults(file, source, tune, 2)
+}
+
+/// [`parse_kernel_timed`] with a level of default schedules for stages
+/// the file gives none: 2 (the default) each stage's rule and row chains
+/// fused, 1 each stage's rule only, 0 the one-thread nest (the fallbacks
+/// where a default schedule fails to lower).
+pub fn parse_kernel_defaults(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    defaults: u8,
+) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
+    parse_kernel_for(file, source, tune, defaults, RulesFor::default())
+}
+
+/// The target default schedules are written for, and the shared memory
+/// they may use (see [`schedule::default::RuleCx`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RulesFor<'a> {
+    pub target: Option<&'a rocmc_target::Target>,
+    pub shared_limit: Option<u32>,
+}
+
+/// [`parse_kernel_defaults`] with the rules writing default schedules for
+/// a target (the matrix-product rule's `mma` path and its numbers).
+pub fn parse_kernel_for(
+    file: &str,
+    source: &str,
+    tune: &[(String, i64)],
+    defaults: u8,
+    rules: RulesFor,
+) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
+    let t0 = std::time::Instant::now();
+    let err = |diagnostics| KernelError {
+        file: file.to_string(),
+        source: source.to_string(),
+        diagnostics,
+    };
+    let doc: Doc = toml::from_str(source).map_err(|e| {
+        let span = e
+            .span()
+            .map_or(Span::default(), |r| Span::new(r.start, r.end));
+        let msg = e.message().trim_end().to_string();
+        let mut d = Diagnostic::new(span, msg.clone());
+        if msg.contains("missing field `kernel`") {
+            d = d.hint("a kernel file starts with `[kernel]`, `name = \"...\"` and `sizes = [...]`; see docs/kernel-format.md");
+        }
+        err(vec![d])
+    })?;
+    let t1 = std::time::Instant::now();
+    let mut cx = Cx {
+        src: source,
+        diags: Vec::new(),
+        red: None,
+        poisoned: Vec::new(),
+        given: tune,
+        config: Vec::new(),
+        defaults,
+        rules,
+        knobs_given: Vec::new(),
+        operands: Vec::new(),
+        scan: None,
+    };
+    let kernel = cx.kernel(doc);
+    match kernel {
+        Some(k) if cx.diags.is_empty() => Ok((k, [t1 - t0, t1.elapsed()])),
+        _ => Err(err(cx.diags)),
+    }
+}
+
+/// The reduction of the stage being parsed.
+struct RedCx {
+    /// Reduction axes as variables, after the output axes.
+    vars: Vec<(String, VarId)>,
+    /// The reduction once parsed: operation and body.
+    result: Option<(ReduceOp, Expr)>,
+    /// Parsing the body now (reductions do not nest).
+    inside: bool,
+}
+
+struct Cx<'s> {
+    src: &'s str,
+    diags: Vec<Diagnostic>,
+    red: Option<RedCx>,
+    /// Names whose declaration was refused: their uses are not reported
+    /// again, so one mistake gives one error.
+    poisoned: Vec<String>,
+    /// Tune parameter values asked for (the rest take their defaults).
+    given: &'s [(String, i64)],
+    /// Stages without a schedule get a rule's (see [`schedule::default`]):
+    /// 0 none, 1 each stage's own, 2 also fused into row chains.
+    defaults: u8,
+    /// The configuration schedule steps are parsed with.
+    config: crate::tune::Config,
+    /// What default schedules are written for.
+    rules: RulesFor<'s>,
+    /// Values given for names that `[tune]` does not declare: knobs of
+    /// default schedules (checked once the stages are parsed).
+    knobs_given: Vec<(String, i64)>,
+    /// Inside a tuple reduction's combiner: its tensors and dtypes, which
+    /// `a.X` and `b.X` name.
+    operands: Vec<(String, DType)>,
+    /// The scan of the stage being parsed, once its value has one.
+    scan: Option<scan::ScanCx>,
+}
+
+/// Whether an expression reads a tensor element (in a subscript, that
+/// makes the access a gather).
+fn reads_tensor(a: &Ast) -> bool {
+    match &a.kind {
+        AstKind::Access { .. } => true,
+        AstKind::Int(_) | AstKind::Float(_) | AstKind::Name(_) => false,
+        AstKind::Call { args, .. } => args.iter().any(|x| reads_tensor(&x.value)),
+        AstKind::Unary(_, x) => reads_tensor(x),
+        AstKind::Binary(_, x, y) => reads_tensor(x) || reads_tensor(y),
+    }
+}
+
+fn span_of<T>(s: &Spanned<T>) -> Span {
+    let r = s.span();
+    Span::new(r.start, r.end)
+}
+
+/// Reserved words: GPU axes and function names may not name tensors, sizes, params or axes.
+fn is_reserved(name: &str) -> bool {
+    DType::parse(name).is_some()
+        || MathFn::ALL.iter().any(|f| f.name() == name)
+        || matches!(name, "select" | "min" | "max" | "blockIdx" | "threadIdx")
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl<'s> Cx<'s> {
+    fn error(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    /// Byte offset of a TOML string's content, so spans inside it point at
+    /// the right characters. Falls back to the string's start when escapes
+    /// make the text differ from the source.
+    fn content_base(&self, s: &Spanned<String>) -> usize {
+        let sp = span_of(s);
+        for q in [1usize, 3] {
+            let start = sp.start + q;
+            if self.src.get(start..start + s.get_ref().len()) == Some(s.get_ref().as_str()) {
+                return start;
+            }
+        }
+        sp.start
+    }
+
+    fn name(&mut self, s: &Spanned<String>, what: &str, taken: &[(String, Span)]) -> bool {
+        let name = s.get_ref();
+        let span = span_of(s);
+        if !is_ident(name) {
+            self.error(
+                Diagnostic::new(span, format!("`{name}` is not a valid {what} name")).hint(
+                    "names start with a letter or `_` and contain only letters, digits and `_`",
+                ),
+            );
+            return false;
+        }
+        if is_reserved(name) {
+            self.error(Diagnostic::new(
+                span,
+                format!("`{name}` is reserved and cannot name a {what}"),
+            ));
+            return false;
+        }
+        if let Some((_, prev)) = taken.iter().find(|(n, _)| n == name) {
+            let (line, _) = crate::diag::line_col(self.src, prev.start);
+            self.error(
+                Diagnostic::new(span, format!("`{name}` is already declared (line {line})"))
+                    .label("declared again here"),
+            );
+            return false;
+        }
+        true
+    }
+}

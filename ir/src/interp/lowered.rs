@@ -1,0 +1,368 @@
+//! The loop IR run as the GPU would run it (work-groups, threads in
+//! lockstep, LDS), checking for LDS races and divergent barriers.
+
+use super::*;
+use crate::kernel::*;
+use crate::loops::{Program, Stmt};
+use crate::schedule::GpuAxis;
+
+/// Executes lowered loop IR the way the GPU does, block by block and thread
+/// by thread. Same inputs and result layout as [`run`].
+pub fn run_lowered(
+    k: &Kernel,
+    prog: &Program,
+    sizes: &[i64],
+    params: &[Scalar],
+    inputs: &[Buffer],
+) -> Result<Vec<Buffer>, InterpError> {
+    let shapes = check_inputs(k, sizes, params, inputs)?;
+    let mut bufs = all_buffers(k, &shapes, inputs);
+    // Matrix instructions run as a wave does, through their lane layout.
+    let expanded: Vec<crate::loops::GpuKernel> = prog
+        .kernels
+        .iter()
+        .map(|g| crate::lower::matrix::expand(g.clone()))
+        .collect();
+    let out_of_range = std::cell::RefCell::new(None);
+    for g in &expanded {
+        let st = k.stage(g.stage);
+        let env = Env {
+            out_of_range: &out_of_range,
+            races: std::cell::RefCell::new(Races {
+                kernel: g.name.clone(),
+                names: g.shared.iter().map(|l| l.name.clone()).collect(),
+                ..Default::default()
+            }),
+            k,
+            sizes,
+            params,
+            shapes: shapes.clone(),
+            stage: &st.name,
+        };
+        let grid: Vec<i64> = g
+            .grid
+            .iter()
+            .map(|e| {
+                e.eval(sizes, &[]).ok_or(InterpError::DivisionByZero {
+                    stage: st.name.clone(),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let threads = g.threads() as usize;
+        for bz in 0..grid[2] {
+            for by in 0..grid[1] {
+                for bx in 0..grid[0] {
+                    let ids: Vec<Ids> = (0..threads as i64)
+                        .map(|t| {
+                            let (x, y) = (g.block[0] as i64, g.block[1] as i64);
+                            Ids {
+                                block: [bx, by, bz],
+                                thread: [t % x, (t / x) % y, t / (x * y)],
+                            }
+                        })
+                        .collect();
+                    let mut th: Vec<Thread> = (0..threads)
+                        .map(|_| Thread {
+                            vars: vec![UNSET; g.vars.len()],
+                            locals: g
+                                .locals
+                                .iter()
+                                .map(|l| vec![Scalar::I(0); l.len as usize])
+                                .collect(),
+                            in_flight: Vec::new(),
+                            open: Vec::new(),
+                        })
+                        .collect();
+                    let mut shared: Vec<Vec<Scalar>> = g
+                        .shared
+                        .iter()
+                        .map(|l| vec![Scalar::I(0); l.len as usize])
+                        .collect();
+                    {
+                        let mut r = env.races.borrow_mut();
+                        r.epoch = 1;
+                        r.cells = g
+                            .shared
+                            .iter()
+                            .map(|l| vec![Cell::default(); l.len as usize])
+                            .collect();
+                    }
+                    let active = vec![true; threads];
+                    exec(
+                        &env,
+                        &g.body,
+                        &ids,
+                        &mut th,
+                        &active,
+                        &mut bufs,
+                        &mut shared,
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(bufs)
+}
+
+pub(super) struct Ids {
+    block: [i64; 3],
+    thread: [i64; 3],
+}
+
+/// One thread's state while it runs loop IR.
+pub(super) struct Thread {
+    vars: Vec<i64>,
+    locals: Vec<Vec<Scalar>>,
+    /// Asynchronous LDS fills committed and not yet waited for, oldest
+    /// first: (array, element, value). They land at the [`Stmt::AsyncWait`]
+    /// that completes them, the latest moment the hardware may, so a
+    /// read before it sees the old contents, as it may on a GPU.
+    in_flight: Vec<Vec<(u32, usize, Scalar)>>,
+    /// Asynchronous fills issued since the last commit.
+    open: Vec<(u32, usize, Scalar)>,
+}
+
+/// Runs loop IR for all threads of a block in lockstep: loops (whose trip
+/// counts never depend on the thread) are shared, guards mask threads out,
+/// and every leaf runs for each active thread in order. Lockstep orders
+/// every thread's writes before later reads, so it alone cannot show a
+/// missing barrier: LDS accesses are checked for races instead, epoch by
+/// epoch between barriers.
+pub(super) fn exec(
+    env: &Env,
+    body: &[Stmt],
+    ids: &[Ids],
+    th: &mut [Thread],
+    active: &[bool],
+    bufs: &mut [Buffer],
+    shared: &mut [Vec<Scalar>],
+) -> Result<(), InterpError> {
+    let dz = || InterpError::DivisionByZero {
+        stage: env.stage.to_string(),
+    };
+    for s in body {
+        match s {
+            Stmt::Bind { var, axis } => {
+                for (t, id) in th.iter_mut().zip(ids) {
+                    t.vars[var.0 as usize] = match axis {
+                        GpuAxis::Block(d) => id.block[d.index()],
+                        GpuAxis::Thread(d) => id.thread[d.index()],
+                    }
+                }
+            }
+            Stmt::Loop {
+                var, extent, body, ..
+            } => {
+                // Each thread's own trip count (a triangular loop's may
+                // differ); lockstep runs to the largest, masking the rest.
+                let counts = th
+                    .iter()
+                    .map(|t| extent.eval(env.sizes, &t.vars).ok_or_else(dz))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let n = counts
+                    .iter()
+                    .zip(active)
+                    .filter(|(_, a)| **a)
+                    .map(|(c, _)| *c)
+                    .max()
+                    .unwrap_or(0);
+                for i in 0..n {
+                    for t in th.iter_mut() {
+                        t.vars[var.0 as usize] = i;
+                    }
+                    let mask: Vec<bool> = active
+                        .iter()
+                        .zip(&counts)
+                        .map(|(a, c)| *a && i < *c)
+                        .collect();
+                    exec(env, body, ids, th, &mask, bufs, shared)?;
+                }
+            }
+            Stmt::If { guards, body } => {
+                let mut mask = active.to_vec();
+                for (m, t) in mask.iter_mut().zip(th.iter()) {
+                    for gd in guards {
+                        *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
+                            < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+                    }
+                }
+                if mask.iter().any(|m| *m) {
+                    exec(env, body, ids, th, &mask, bufs, shared)?;
+                }
+            }
+            Stmt::Matrix { .. } => unreachable!("run_lowered expands matrix instructions"),
+            // Its meaning is its stores (see `Stmt::MatrixLoad`).
+            Stmt::MatrixLoad { stores, .. } => exec(env, stores, ids, th, active, bufs, shared)?,
+            Stmt::Barrier => {
+                // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
+                if let Some(t) = active.iter().position(|a| !*a) {
+                    let r = env.races.borrow();
+                    return Err(InterpError::DivergentBarrier {
+                        kernel: r.kernel.clone(),
+                        thread: t,
+                    });
+                }
+                env.races.borrow_mut().epoch += 1;
+            }
+            Stmt::Unswitch { guards, fast, slow } => {
+                let mut yes = active.to_vec();
+                for (m, t) in yes.iter_mut().zip(th.iter()) {
+                    for gd in guards {
+                        *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
+                            < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+                    }
+                }
+                let no: Vec<bool> = active.iter().zip(&yes).map(|(a, y)| *a && !*y).collect();
+                if yes.iter().any(|m| *m) {
+                    exec(env, fast, ids, th, &yes, bufs, shared)?;
+                }
+                if no.iter().any(|m| *m) {
+                    exec(env, slow, ids, th, &no, bufs, shared)?;
+                }
+            }
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
+                    let idx = indices
+                        .iter()
+                        .map(|i| i.eval(env.sizes, &t.vars).ok_or_else(dz))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let off = env.offset(*tensor, &idx)?;
+                    let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
+                    bufs[tensor.0 as usize].set(off, v);
+                }
+            }
+            Stmt::Scatter {
+                tensor,
+                indices,
+                op,
+                value,
+                shared: place,
+            } => {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
+                    match place {
+                        None => env.scatter(
+                            *tensor, indices, *op, value, &t.vars, bufs, &t.locals, shared,
+                        )?,
+                        Some(a) => {
+                            let at = env.scatter_place(
+                                *tensor, indices, &t.vars, bufs, &t.locals, shared,
+                            )?;
+                            let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
+                            // Atomic updates of one LDS element by several
+                            // threads are no race: they are not recorded.
+                            if let Some(i) = at {
+                                let dt = env.k.tensor(*tensor).dtype;
+                                let cell = &mut shared[*a as usize][i];
+                                *cell = env.combine(*op, dt, *cell, v)?;
+                            }
+                        }
+                    }
+                }
+            }
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => {
+                for (n, (t, _)) in th
+                    .iter_mut()
+                    .zip(active)
+                    .enumerate()
+                    .filter(|(_, (_, a))| **a)
+                {
+                    env.races.borrow_mut().current = n;
+                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    let v = normalize(
+                        value.dtype,
+                        env.eval(value, &t.vars, bufs, &t.locals, shared)?,
+                    );
+                    t.locals[*local as usize][i] = v;
+                }
+            }
+            Stmt::AsyncCommit => {
+                for (t, _) in th.iter_mut().zip(active).filter(|(_, a)| **a) {
+                    let group = std::mem::take(&mut t.open);
+                    t.in_flight.push(group);
+                }
+            }
+            Stmt::AsyncWait { pending } => {
+                for (n, (t, _)) in th
+                    .iter_mut()
+                    .zip(active)
+                    .enumerate()
+                    .filter(|(_, (_, a))| **a)
+                {
+                    env.races.borrow_mut().current = n;
+                    while t.in_flight.len() > *pending as usize {
+                        for (a, i, v) in t.in_flight.remove(0) {
+                            env.races.borrow_mut().write(a as usize, i)?;
+                            shared[a as usize][i] = v;
+                        }
+                    }
+                }
+            }
+            Stmt::Fill {
+                mem,
+                array: a,
+                index,
+                value,
+                width,
+                asynchronous,
+            } => {
+                for (n, (t, _)) in th
+                    .iter_mut()
+                    .zip(active)
+                    .enumerate()
+                    .filter(|(_, (_, a))| **a)
+                {
+                    env.races.borrow_mut().current = n;
+                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    // Every lane is read before any is written, as one access does.
+                    let mut lanes = Vec::with_capacity(*width as usize);
+                    for l in 0..*width {
+                        let lane = crate::loops::fill_lane(env.k, value, l);
+                        lanes.push(normalize(
+                            value.dtype,
+                            env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,
+                        ));
+                    }
+                    for (l, v) in lanes.into_iter().enumerate() {
+                        match mem {
+                            crate::loops::Mem::Shared if *asynchronous => {
+                                t.open.push((*a, i + l, v));
+                            }
+                            crate::loops::Mem::Shared => {
+                                env.races.borrow_mut().write(*a as usize, i + l)?;
+                                shared[*a as usize][i + l] = v;
+                            }
+                            crate::loops::Mem::Local => t.locals[*a as usize][i + l] = v,
+                        }
+                    }
+                }
+            }
+            Stmt::SharedStore {
+                shared: a,
+                index,
+                value,
+            } => {
+                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
+                    env.races.borrow_mut().current = n;
+                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+                    let v = normalize(
+                        value.dtype,
+                        env.eval(value, &t.vars, bufs, &t.locals, shared)?,
+                    );
+                    env.races.borrow_mut().write(*a as usize, i)?;
+                    shared[*a as usize][i] = v;
+                }
+            }
+        }
+    }
+    Ok(())
+}
