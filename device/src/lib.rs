@@ -290,7 +290,7 @@ mod tests {
     #[test]
     fn modules_without_a_launch_document_are_refused_by_name() {
         for (bytes, says) in [
-            (&b"\x00\x01"[..], "neither an ELF"),
+            (&b"\xff\xfe"[..], "neither an ELF"),
             (b".version 8.0\n", "no rocmc launch document"),
             (b"\x7fELF\x02", ""),
         ] {
