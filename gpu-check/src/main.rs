@@ -215,39 +215,57 @@ pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>>
     out
 }
 
-/// One way to run a folder's kernels: on the local GPU, or on a device of a
-/// worker. [`check_all`] drives either the same way.
-pub(crate) trait Runner {
+/// Runs a folder's kernels on any device through the one device interface
+/// (`rocmc_device::Device`): the local GPU (`CudaDevice`) or a device of a
+/// worker (`RemoteDevice`). [`check_all`] drives either the same way.
+pub(crate) struct DeviceRunner {
+    pub(crate) dev: Box<dyn rocmc_device::Device>,
     /// What the folder's modules end in (`ptx`, `so`).
-    fn extension(&self) -> &'static str;
-    /// Makes `module` the one [`Runner::run`] launches.
-    fn load(&mut self, module: &[u8]) -> Res<()>;
-    /// Uploads `inputs`, runs every kernel of the module in order and returns
-    /// the contents of every tensor afterwards.
-    fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>>;
+    pub(crate) ext: &'static str,
+    module: Option<(String, rocmc_device::launch::LaunchInfo)>,
 }
 
-struct LocalCuda {
-    dev: Device,
-    module: Option<Module>,
-}
-
-impl Runner for LocalCuda {
-    fn extension(&self) -> &'static str {
-        "ptx"
+impl DeviceRunner {
+    pub(crate) fn new(dev: Box<dyn rocmc_device::Device>, ext: &'static str) -> DeviceRunner {
+        DeviceRunner {
+            dev,
+            ext,
+            module: None,
+        }
     }
+
+    /// Makes `module` the one [`DeviceRunner::run`] launches.
     fn load(&mut self, module: &[u8]) -> Res<()> {
-        let ptx = std::str::from_utf8(module).map_err(|e| e.to_string())?;
-        self.module = Some(self.dev.load_ptx(ptx).map_err(|e| e.to_string())?);
+        let info = rocmc_device::module_launch(module).map_err(|e| e.to_string())?;
+        let id = self.dev.load_module(module).map_err(|e| e.to_string())?;
+        self.module = Some((id, info));
         Ok(())
     }
+
+    /// Uploads `inputs`, runs every kernel of the module in order and returns
+    /// the contents of every tensor afterwards.
     fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
-        let m = self.module.as_ref().ok_or("no module loaded")?;
-        let bufs = upload(&self.dev, &inputs.host)?;
-        prepare(m, k, &bufs, sizes, &inputs.pbytes).and_then(|ks| launch_all(&ks))?;
-        bufs.iter()
-            .map(|b| b.to_vec().map_err(|e| e.to_string()))
-            .collect()
+        let (id, info) = self.module.as_ref().ok_or("no module loaded")?;
+        let d = &mut self.dev;
+        let e = |e: rocmc_device::Error| e.to_string();
+        let mut ids = Vec::new();
+        for b in &inputs.host {
+            ids.push(d.upload(b).map_err(e)?);
+        }
+        for kl in &info.kernels {
+            let args =
+                rocmc_remote::device::wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
+            d.launch(id, &kl.name, &args).map_err(e)?;
+        }
+        let out = ids
+            .iter()
+            .map(|&id| d.read_all(id).map_err(e))
+            .collect::<Res<Vec<_>>>()?;
+        for id in ids {
+            d.free(id).map_err(e)?;
+        }
+        d.synchronize().map_err(e)?;
+        Ok(out)
     }
 }
 
@@ -264,12 +282,14 @@ fn check(args: &[String]) -> Res<bool> {
         dev.info.processor(),
         dev.info.sm_count
     );
-    check_all(&mut LocalCuda { dev, module: None }, &dir, cases, seed)
+    drop(dev);
+    let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    check_all(&mut DeviceRunner::new(local, "ptx"), &dir, cases, seed)
 }
 
 /// Runs every kernel of `dir` through `runner` at awkward and random sizes
 /// and compares each output with the reference interpreter.
-pub(crate) fn check_all(runner: &mut dyn Runner, dir: &Path, cases: u64, seed: u64) -> Res<bool> {
+pub(crate) fn check_all(runner: &mut DeviceRunner, dir: &Path, cases: u64, seed: u64) -> Res<bool> {
     let mut rng = Rng(seed);
     let mut all_ok = true;
     let (mut compared, mut skipped) = (0usize, 0usize);
@@ -277,7 +297,7 @@ pub(crate) fn check_all(runner: &mut dyn Runner, dir: &Path, cases: u64, seed: u
         "{:<16} {:<28} {:>8} {:>12} {:>10}  result",
         "kernel", "sizes", "tensor", "max error", "tolerance"
     );
-    for (name, k, module) in kernels(dir, runner.extension())? {
+    for (name, k, module) in kernels(dir, runner.ext)? {
         runner.load(&module).map_err(|e| format!("{name}: {e}"))?;
         for sizes in size_cases(&k, cases, &mut rng) {
             let seed = rng.next_u64();

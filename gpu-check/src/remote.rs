@@ -2,10 +2,8 @@
 //! loopback, through the same client (TLS, pinned certificate, secret) that
 //! `rocmc run --device remote://…` uses, and what that path costs.
 
-use crate::{check_all, flag, kernels, Res, Runner};
-use rocmc_device::launch::{KernelArg, LaunchInfo};
-use rocmc_ir::reference::Inputs;
-use rocmc_ir::Kernel;
+use crate::{check_all, flag, kernels, DeviceRunner, Res};
+use rocmc_device::launch::KernelArg;
 use rocmc_remote::client::{ConnectOptions, RemoteDevice};
 use rocmc_remote::device::wire_args;
 use rocmc_remote::tls::Pin;
@@ -93,49 +91,6 @@ fn extension(device: &str) -> Res<&'static str> {
     }
 }
 
-struct RemoteRunner {
-    dev: RemoteDevice,
-    ext: &'static str,
-    module: Option<(String, LaunchInfo)>,
-}
-
-impl Runner for RemoteRunner {
-    fn extension(&self) -> &'static str {
-        self.ext
-    }
-
-    fn load(&mut self, module: &[u8]) -> Res<()> {
-        let info = rocmc_device::module_launch(module).map_err(|e| e.to_string())?;
-        let hash = self.dev.load_module(module).map_err(|e| e.to_string())?;
-        self.module = Some((hash, info));
-        Ok(())
-    }
-
-    fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
-        let (hash, info) = self.module.as_ref().ok_or("no module loaded")?;
-        let d = &mut self.dev;
-        let e = |e: rocmc_device::Error| e.to_string();
-        let mut ids = Vec::new();
-        for b in &inputs.host {
-            let id = d.alloc(b.len() as u64).map_err(e)?;
-            d.write(id, 0, b).map_err(e)?;
-            ids.push(id);
-        }
-        for kl in &info.kernels {
-            let args = wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
-            d.launch(hash, &kl.name, &args).map_err(e)?;
-        }
-        let out = ids
-            .iter()
-            .map(|&id| d.read_all(id).map_err(e))
-            .collect::<Res<Vec<_>>>()?;
-        for id in ids {
-            d.free(id).map_err(e)?;
-        }
-        Ok(out)
-    }
-}
-
 /// `remote WORKER DIR [--device D] [--cases N] [--seed S]`: every kernel of
 /// `DIR` checked against the interpreter on a worker's device.
 pub fn check(args: &[String]) -> Res<bool> {
@@ -155,11 +110,7 @@ pub fn check(args: &[String]) -> Res<bool> {
         i.description,
         i.target
     );
-    let mut r = RemoteRunner {
-        dev,
-        ext,
-        module: None,
-    };
+    let mut r = DeviceRunner::new(Box::new(dev), ext);
     check_all(
         &mut r,
         &PathBuf::from(dir),
