@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 mod args;
+mod buffers;
 // The three readers came from `rocmc-linker`, which did not require docs on
 // every field; their fields are the keys of the formats they read.
 #[allow(missing_docs)]
@@ -27,6 +28,7 @@ mod error;
 pub mod launch;
 
 pub use args::{check_launch, kernel_args, known_dtype, random_bytes, Arg};
+pub use buffers::{Buffers, HostCopy};
 pub use error::{Error, Result};
 
 use serde::{Deserialize, Serialize};

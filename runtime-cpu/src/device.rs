@@ -10,9 +10,8 @@ use std::time::Instant;
 pub struct CpuDevice {
     cpu: Cpu,
     info: DeviceInfo,
-    bufs: HashMap<BufferId, CpuBuffer<u8>>,
+    bufs: dev::Buffers<CpuBuffer<u8>>,
     modules: HashMap<ModuleId, Module>,
-    next: u32,
 }
 
 impl CpuDevice {
@@ -22,14 +21,9 @@ impl CpuDevice {
         CpuDevice {
             info: info(&cpu),
             cpu,
-            bufs: HashMap::new(),
+            bufs: dev::Buffers::new("cpu"),
             modules: HashMap::new(),
-            next: 0,
         }
-    }
-
-    fn buffer(&self, id: BufferId) -> dev::Result<&CpuBuffer<u8>> {
-        self.bufs.get(&id).ok_or(dev::Error::NoBuffer(id))
     }
 
     fn module(&self, id: &str) -> dev::Result<&Module> {
@@ -40,7 +34,7 @@ impl CpuDevice {
 
     fn run(&self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
         let k = self.module(module)?.kernel(kernel).map_err(error)?;
-        let a = dev::kernel_args(args, |id| self.bufs.get(&id).map(|b| (b, b.len() as u64)))?;
+        let a = dev::kernel_args(args, self.bufs.lookup())?;
         k.launch(&a).map_err(error)
     }
 }
@@ -80,34 +74,23 @@ impl dev::Device for CpuDevice {
     fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
         let n = usize::try_from(bytes).map_err(|_| dev::Error::Limit(format!("{bytes} bytes")))?;
         // The CPU heap hands out zeroed memory.
-        let id = self.next;
-        self.next += 1;
-        self.bufs.insert(id, self.cpu.alloc::<u8>(n));
-        Ok(id)
+        self.bufs.insert(self.cpu.alloc::<u8>(n), true)
     }
 
     fn free(&mut self, id: BufferId) -> dev::Result<()> {
-        self.bufs
-            .remove(&id)
-            .map(drop)
-            .ok_or(dev::Error::NoBuffer(id))
+        self.bufs.free(id)
     }
 
     fn size(&self, id: BufferId) -> dev::Result<u64> {
-        Ok(self.buffer(id)?.len() as u64)
+        self.bufs.size(id)
     }
 
     fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> dev::Result<()> {
-        let b = self.buffer(id)?;
-        let r = dev::in_range("writing", id, offset, data.len() as u64, b.len() as u64)?;
-        b.copy_from_host_at(r.start, data);
-        Ok(())
+        self.bufs.write(id, offset, data)
     }
 
     fn read(&mut self, id: BufferId, offset: u64, len: u64) -> dev::Result<Vec<u8>> {
-        let b = self.buffer(id)?;
-        let r = dev::in_range("reading", id, offset, len, b.len() as u64)?;
-        b.read_at(r.start, r.len()).ok_or(dev::Error::NoBuffer(id))
+        self.bufs.read(id, offset, len)
     }
 
     fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
@@ -143,6 +126,24 @@ impl dev::Device for CpuDevice {
 
     fn synchronize(&mut self) -> dev::Result<()> {
         // Launches and copies return when done.
+        Ok(())
+    }
+}
+
+impl dev::HostCopy for CpuBuffer<u8> {
+    fn bytes(&self) -> usize {
+        self.len()
+    }
+    fn put(&self, at: usize, data: &[u8]) -> Result<(), String> {
+        self.copy_from_host_at(at, data)
+            .then_some(())
+            .ok_or_else(|| "a write outside the buffer".into())
+    }
+    fn get(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
+        let v = self
+            .read_at(at, out.len())
+            .ok_or_else(|| "a read outside the buffer".to_string())?;
+        out.copy_from_slice(&v);
         Ok(())
     }
 }

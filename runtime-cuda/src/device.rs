@@ -9,9 +9,8 @@ use std::collections::HashMap;
 pub struct CudaDevice {
     dev: Device,
     info: DeviceInfo,
-    bufs: HashMap<BufferId, DeviceBuffer<u8>>,
+    bufs: dev::Buffers<DeviceBuffer<u8>>,
     modules: HashMap<ModuleId, Module>,
-    next: u32,
 }
 
 /// What CUDA device `index` reports about itself, as the device interface
@@ -35,19 +34,14 @@ impl CudaDevice {
         let info = info(&cuda, d.info.index).map_err(|e| error(selector, e))?;
         Ok(CudaDevice {
             dev: d,
-            info,
-            bufs: HashMap::new(),
+            bufs: dev::Buffers::new(&info.name),
             modules: HashMap::new(),
-            next: 0,
+            info,
         })
     }
 
     fn err(&self, e: Error) -> dev::Error {
         error(&self.info.name, e)
-    }
-
-    fn buffer(&self, id: BufferId) -> dev::Result<&DeviceBuffer<u8>> {
-        self.bufs.get(&id).ok_or(dev::Error::NoBuffer(id))
     }
 
     fn run(&self, module: &str, kernel: &str, args: &[Arg]) -> dev::Result<()> {
@@ -56,7 +50,7 @@ impl CudaDevice {
             .get(module)
             .ok_or_else(|| dev::Error::NoModule(module.to_string()))?;
         let k = m.kernel(kernel).map_err(|e| self.err(e))?;
-        let a = dev::kernel_args(args, |id| self.bufs.get(&id).map(|b| (b, b.len() as u64)))?;
+        let a = dev::kernel_args(args, self.bufs.lookup())?;
         k.launch(&a, None).map_err(|e| self.err(e))
     }
 }
@@ -86,40 +80,23 @@ impl dev::Device for CudaDevice {
     fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
         let n = usize::try_from(bytes).map_err(|_| dev::Error::Limit(format!("{bytes} bytes")))?;
         let b = self.dev.alloc::<u8>(n).map_err(|e| self.err(e))?;
-        // The interface promises zeroed buffers; the driver hands out
-        // whatever the memory held (another process's data, even).
-        dev::zero_in_parts(n, |at, zeros| b.copy_from_host_at(at, zeros))
-            .map_err(|e| self.err(e))?;
-        let id = self.next;
-        self.next += 1;
-        self.bufs.insert(id, b);
-        Ok(id)
+        self.bufs.insert(b, false)
     }
 
     fn free(&mut self, id: BufferId) -> dev::Result<()> {
-        self.bufs
-            .remove(&id)
-            .map(drop)
-            .ok_or(dev::Error::NoBuffer(id))
+        self.bufs.free(id)
     }
 
     fn size(&self, id: BufferId) -> dev::Result<u64> {
-        Ok(self.buffer(id)?.len() as u64)
+        self.bufs.size(id)
     }
 
     fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> dev::Result<()> {
-        let b = self.buffer(id)?;
-        let r = dev::in_range("writing", id, offset, data.len() as u64, b.len() as u64)?;
-        b.copy_from_host_at(r.start, data).map_err(|e| self.err(e))
+        self.bufs.write(id, offset, data)
     }
 
     fn read(&mut self, id: BufferId, offset: u64, len: u64) -> dev::Result<Vec<u8>> {
-        let b = self.buffer(id)?;
-        let r = dev::in_range("reading", id, offset, len, b.len() as u64)?;
-        let mut out = vec![0u8; r.len()];
-        b.copy_to_host_at(r.start, &mut out)
-            .map_err(|e| self.err(e))?;
-        Ok(out)
+        self.bufs.read(id, offset, len)
     }
 
     fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
@@ -160,5 +137,17 @@ impl dev::Device for CudaDevice {
 
     fn synchronize(&mut self) -> dev::Result<()> {
         self.dev.synchronize().map_err(|e| self.err(e))
+    }
+}
+
+impl dev::HostCopy for DeviceBuffer<u8> {
+    fn bytes(&self) -> usize {
+        self.len()
+    }
+    fn put(&self, at: usize, data: &[u8]) -> Result<(), String> {
+        self.copy_from_host_at(at, data).map_err(|e| e.to_string())
+    }
+    fn get(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
+        self.copy_to_host_at(at, out).map_err(|e| e.to_string())
     }
 }
