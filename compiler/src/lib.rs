@@ -38,6 +38,7 @@ pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
 pub use rocmc_remote as remote;
 pub use rocmc_runtime_hip as runtime_hip;
+pub use rocmc_target as target;
 
 /// How to compile.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -458,7 +458,7 @@ fn run_on(
     let target = crate::targets(&o)?.remove(0);
     // Kernels with `mma` steps are lowered for the device's target.
     let front = &front.for_target(&target, &o)?;
-    let ptx = target.vendor() == rocmc_codegen::Vendor::Nvidia;
+    let ptx = target.module_form() == rocmc_target::ModuleForm::Ptx;
     let art = crate::backend(
         front,
         &target,

@@ -205,79 +205,7 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
     let mut opts = opts;
     let tuning_note = tuning_for_build(&a, &file, &source, &targets, &mut opts)?;
     let multi = targets.len() > 1;
-    let vendor = targets[0].vendor();
-    let nvidia = vendor == rocmc::codegen::Vendor::Nvidia;
-    let cpu = vendor == rocmc::codegen::Vendor::Cpu;
-    if targets.iter().any(|t| t.vendor() != vendor) {
-        return Err(Error::Usage(format!(
-            "--mcpu {}: AMD, NVIDIA and CPU targets cannot share one build (their outputs differ: \
-             code objects, PTX, shared objects); build once per vendor",
-            a.mcpu
-        )));
-    }
-    if kinds.is_empty() {
-        kinds.push(if nvidia {
-            Kind::Ptx
-        } else if cpu {
-            Kind::So
-        } else {
-            Kind::Hsaco
-        });
-    }
-    if let Some(k) = kinds.iter().find(|k| {
-        if cpu {
-            matches!(k, Kind::Hsaco | Kind::Ptx)
-        } else {
-            **k == Kind::So
-        }
-    }) {
-        return Err(Error::Usage(if cpu {
-            format!(
-                "--emit {}: {} is the CPU target; rocmc writes a shared object for it (--emit so)",
-                k.ext(),
-                targets[0]
-            )
-        } else {
-            format!(
-                "--emit so: {} is a GPU target; shared objects are for the CPU target (--mcpu x86-64)",
-                targets[0]
-            )
-        }));
-    }
-    // For NVIDIA the assembly is the PTX: one output, written as .ptx.
-    if nvidia && kinds.contains(&Kind::Asm) {
-        kinds.retain(|k| *k != Kind::Asm);
-        kinds.push(Kind::Ptx);
-        kinds.sort();
-        kinds.dedup();
-    }
-    if let Some(k) = kinds.iter().find(|k| {
-        if nvidia {
-            matches!(k, Kind::Obj | Kind::Hsaco)
-        } else {
-            **k == Kind::Ptx && !cpu
-        }
-    }) {
-        return Err(Error::Usage(if nvidia {
-            format!(
-                "--emit {}: {} is an NVIDIA target; rocmc writes PTX for it (--emit ptx), which \
-                 the CUDA driver compiles when it loads it",
-                k.ext(),
-                targets[0]
-            )
-        } else {
-            format!(
-                "--emit ptx: {} is an AMD target; PTX is for NVIDIA targets (sm_NN)",
-                targets[0]
-            )
-        }));
-    }
-    if to_stdout
-        && kinds.iter().any(|k| !k.is_text())
-        && (kinds.len() > 1 || (multi && kinds != [Kind::Hsaco]))
-    {
-        return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm, ptx) can be combined".into()));
-    }
+    let kinds = kinds_for(&a, kinds, &targets, to_stdout)?;
     let emit = Emit {
         llvm: kinds.contains(&Kind::Llvm),
         asm: kinds.contains(&Kind::Asm) || kinds.contains(&Kind::Ptx),
@@ -286,58 +214,7 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
     };
     let arts = rocmc::compile_for(&file, &source, &targets, &opts, emit)?;
     let first = &arts[0];
-    let header = |art: &rocmc::Artifact, comment: &str| {
-        format!(
-            "{comment} rocmc {} for {} ({})\n{}",
-            env!("CARGO_PKG_VERSION"),
-            art.target,
-            rocmc::target_summary(&art.target),
-            rocmc::launch_summary(&art.launch, &format!("{comment} "))
-        )
-    };
-    // (kind, target suffix for file names, bytes)
-    let mut outputs: Vec<(Kind, Option<String>, Vec<u8>)> = Vec::new();
-    for k in &kinds {
-        match k {
-            Kind::Loops => outputs.push((*k, None, first.loops.clone().into_bytes())),
-            Kind::Schedule => outputs.push((
-                *k,
-                None,
-                rocmc::explain::schedules(&first.kernel, &source).into_bytes(),
-            )),
-            // One header for every target: the launch document is the same.
-            Kind::Header => outputs.push((
-                *k,
-                None,
-                rocmc::header::c_header(&first.kernel.name, &first.target, &first.launch)
-                    .into_bytes(),
-            )),
-            Kind::Hsaco if multi => outputs.push((*k, None, rocmc::bundle(&arts))),
-            _ => {
-                for art in &arts {
-                    let bytes = match k {
-                        Kind::Llvm => format!("{}{}", header(art, ";"), art.llvm_ir).into_bytes(),
-                        Kind::Asm => format!(
-                            "{}{}",
-                            header(art, ";"),
-                            art.asm.clone().unwrap_or_default()
-                        )
-                        .into_bytes(),
-                        Kind::Ptx => {
-                            let ptx = art.asm.clone().unwrap_or_default();
-                            // LLVM ends the PTX without a newline; text files end with one.
-                            let nl = if ptx.ends_with('\n') { "" } else { "\n" };
-                            format!("{}{ptx}{nl}", header(art, "//")).into_bytes()
-                        }
-                        Kind::Obj => art.object.clone().unwrap_or_default(),
-                        _ => art.code_object.clone().unwrap_or_default(),
-                    };
-                    let suffix = multi.then(|| art.target.to_string().replace(':', "_"));
-                    outputs.push((*k, suffix, bytes));
-                }
-            }
-        }
-    }
+    let outputs = render(&kinds, &arts, &source, multi);
     let t_write = std::time::Instant::now();
     let mut written = Vec::new();
     if to_stdout {
@@ -373,43 +250,181 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
         }
     }
     if a.time_passes {
-        for art in &arts {
-            let mut timings = art.timings.clone();
-            timings.push(("write", t_write.elapsed()));
-            let total: f64 = timings.iter().map(|(_, d)| d.as_secs_f64()).sum();
-            eprintln!("phase ({:<16})     time (ms)", art.target.to_string());
-            for (name, d) in &timings {
-                eprintln!("{name:<26} {:>9.3}", d.as_secs_f64() * 1e3);
-            }
-            eprintln!("{:<26} {:>9.3}", "total", total * 1e3);
-        }
+        time_passes(&arts, t_write.elapsed());
     }
     if !a.quiet && !to_stdout {
-        let targets: Vec<String> = arts
-            .iter()
-            .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
-            .collect();
-        eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
-        if let Some(note) = &tuning_note {
-            eprintln!("  {note}");
-        }
-        eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
-        for art in &arts {
-            let used = rocmc::ir::lower::matrix::uses_matrix(&art.program);
-            if !used.is_empty() {
-                let names: Vec<String> = used
-                    .iter()
-                    .map(|i| format!("{} ({}x{}x{}, wave{})", i.name, i.m, i.n, i.k, i.wave))
-                    .collect();
-                eprintln!(
-                    "  matrix instructions on {}: {}",
-                    art.target,
-                    names.join(", ")
-                );
+        summary(&arts, &written, tuning_note.as_deref());
+    }
+    Ok(())
+}
+
+/// The output kinds of a build: the target's own module by default, and
+/// refusals (naming the target) for kinds its module form has not.
+fn kinds_for(
+    a: &BuildArgs,
+    mut kinds: Vec<Kind>,
+    targets: &[rocmc::target::Target],
+    to_stdout: bool,
+) -> Result<Vec<Kind>, Error> {
+    use rocmc::target::ModuleForm;
+    let form = targets[0].module_form();
+    if targets.iter().any(|t| t.module_form() != form) {
+        return Err(Error::Usage(format!(
+            "--mcpu {}: AMD, NVIDIA and CPU targets cannot share one build (their outputs differ: \
+             code objects, PTX, shared objects); build once per vendor",
+            a.mcpu
+        )));
+    }
+    let t = &targets[0];
+    if kinds.is_empty() {
+        kinds.push(match form {
+            ModuleForm::CodeObject => Kind::Hsaco,
+            ModuleForm::Ptx => Kind::Ptx,
+            ModuleForm::SharedObject => Kind::So,
+        });
+    }
+    // For PTX targets the assembly is the PTX: one output, written as .ptx.
+    if form == ModuleForm::Ptx && kinds.contains(&Kind::Asm) {
+        kinds.retain(|k| *k != Kind::Asm);
+        kinds.push(Kind::Ptx);
+        kinds.sort();
+        kinds.dedup();
+    }
+    let refused = kinds.iter().find_map(|&k| match (form, k) {
+        (ModuleForm::SharedObject, Kind::Hsaco | Kind::Ptx) => Some(format!(
+            "--emit {}: {t} is the CPU target; rocmc writes a shared object for it (--emit so)",
+            k.ext()
+        )),
+        (ModuleForm::CodeObject | ModuleForm::Ptx, Kind::So) => Some(format!(
+            "--emit so: {t} is a GPU target; shared objects are for the CPU target (--mcpu x86-64)"
+        )),
+        (ModuleForm::Ptx, Kind::Obj | Kind::Hsaco) => Some(format!(
+            "--emit {}: {t} is an NVIDIA target; rocmc writes PTX for it (--emit ptx), which \
+             the CUDA driver compiles when it loads it",
+            k.ext()
+        )),
+        (ModuleForm::CodeObject, Kind::Ptx) => Some(format!(
+            "--emit ptx: {t} is an AMD target; PTX is for NVIDIA targets (sm_NN)"
+        )),
+        _ => None,
+    });
+    if let Some(m) = refused {
+        return Err(Error::Usage(m));
+    }
+    let multi = targets.len() > 1;
+    if to_stdout
+        && kinds.iter().any(|k| !k.is_text())
+        && (kinds.len() > 1 || (multi && kinds != [Kind::Hsaco]))
+    {
+        return Err(Error::Usage("-o - writes binary output only for a single --emit kind; text kinds (loops, llvm, asm, ptx) can be combined".into()));
+    }
+    Ok(kinds)
+}
+
+/// Each output's kind, target suffix for file names (several targets) and bytes.
+fn render(
+    kinds: &[Kind],
+    arts: &[rocmc::Artifact],
+    source: &str,
+    multi: bool,
+) -> Vec<(Kind, Option<String>, Vec<u8>)> {
+    let first = &arts[0];
+    let header = |art: &rocmc::Artifact, comment: &str| {
+        format!(
+            "{comment} rocmc {} for {} ({})\n{}",
+            env!("CARGO_PKG_VERSION"),
+            art.target,
+            rocmc::target_summary(&art.target),
+            rocmc::launch_summary(&art.launch, &format!("{comment} "))
+        )
+    };
+    // (kind, target suffix for file names, bytes)
+    let mut outputs: Vec<(Kind, Option<String>, Vec<u8>)> = Vec::new();
+    for k in kinds {
+        match k {
+            Kind::Loops => outputs.push((*k, None, first.loops.clone().into_bytes())),
+            Kind::Schedule => outputs.push((
+                *k,
+                None,
+                rocmc::explain::schedules(&first.kernel, source).into_bytes(),
+            )),
+            // One header for every target: the launch document is the same.
+            Kind::Header => outputs.push((
+                *k,
+                None,
+                rocmc::header::c_header(&first.kernel.name, &first.target, &first.launch)
+                    .into_bytes(),
+            )),
+            Kind::Hsaco if multi => outputs.push((*k, None, rocmc::bundle(arts))),
+            _ => {
+                for art in arts {
+                    let bytes = match k {
+                        Kind::Llvm => format!("{}{}", header(art, ";"), art.llvm_ir).into_bytes(),
+                        Kind::Asm => format!(
+                            "{}{}",
+                            header(art, ";"),
+                            art.asm.clone().unwrap_or_default()
+                        )
+                        .into_bytes(),
+                        Kind::Ptx => {
+                            let ptx = art.asm.clone().unwrap_or_default();
+                            // LLVM ends the PTX without a newline; text files end with one.
+                            let nl = if ptx.ends_with('\n') { "" } else { "\n" };
+                            format!("{}{ptx}{nl}", header(art, "//")).into_bytes()
+                        }
+                        Kind::Obj => art.object.clone().unwrap_or_default(),
+                        _ => art.code_object.clone().unwrap_or_default(),
+                    };
+                    let suffix = multi.then(|| art.target.to_string().replace(':', "_"));
+                    outputs.push((*k, suffix, bytes));
+                }
             }
         }
     }
-    Ok(())
+    outputs
+}
+
+/// `--time-passes`: each target's phases, with the write.
+fn time_passes(arts: &[rocmc::Artifact], write: std::time::Duration) {
+    for art in arts {
+        let mut timings = art.timings.clone();
+        timings.push(("write", write));
+        let total: f64 = timings.iter().map(|(_, d)| d.as_secs_f64()).sum();
+        eprintln!("phase ({:<16})     time (ms)", art.target.to_string());
+        for (name, d) in &timings {
+            eprintln!("{name:<26} {:>9.3}", d.as_secs_f64() * 1e3);
+        }
+        eprintln!("{:<26} {:>9.3}", "total", total * 1e3);
+    }
+}
+
+/// What a build wrote, for the user: files, targets, tuning, launch
+/// geometry, matrix instructions.
+fn summary(arts: &[rocmc::Artifact], written: &[String], tuning_note: Option<&str>) {
+    let first = &arts[0];
+    let targets: Vec<String> = arts
+        .iter()
+        .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
+        .collect();
+    eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
+    if let Some(note) = tuning_note {
+        eprintln!("  {note}");
+    }
+    eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
+    for art in arts {
+        let used = rocmc::ir::lower::matrix::uses_matrix(&art.program);
+        if !used.is_empty() {
+            let names: Vec<String> = used
+                .iter()
+                .map(|i| format!("{} ({}x{}x{}, wave{})", i.name, i.m, i.n, i.k, i.wave))
+                .collect();
+            eprintln!(
+                "  matrix instructions on {}: {}",
+                art.target,
+                names.join(", ")
+            );
+        }
+    }
 }
 
 /// Writes through a temporary file in the same folder, then renames, so a
