@@ -11,7 +11,9 @@ pub use rocmc_tuner::{
 use crate::{Emit, Error, Options};
 use rocmc_ir::tune::Config;
 use rocmc_remote::Device;
+use rocmc_target::{ModuleForm, Target};
 use rocmc_tuner::Compiled;
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -64,18 +66,37 @@ impl TuneRequest {
     }
 }
 
-fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled, String> {
+/// The targets devices report, each parsed once for every candidate
+/// compiled for it (the search names a device's target by its string).
+#[derive(Default)]
+struct Parsed(std::sync::Mutex<HashMap<String, Result<Target, String>>>);
+
+impl Parsed {
+    fn get(&self, req: &TuneRequest, target: &str) -> Result<Target, String> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(target.to_string())
+            .or_insert_with(|| {
+                let mut o = req.opts.clone();
+                o.mcpu = target.to_string();
+                crate::targets(&o)
+                    .map(|mut t| t.remove(0))
+                    .map_err(first_line)
+            })
+            .clone()
+    }
+}
+
+fn compile(req: &TuneRequest, t: &Target, config: &Config) -> Result<Compiled, String> {
     let front = crate::frontend_with(&req.file, &req.source, config).map_err(first_line)?;
     let mut o = req.opts.clone();
-    o.mcpu = target.to_string();
-    let t = crate::targets(&o).map_err(first_line)?.remove(0);
-    let ptx = t.vendor() == rocmc_codegen::Vendor::Nvidia;
-    let amd = t.vendor() == rocmc_codegen::Vendor::Amd;
+    o.mcpu = t.to_string();
+    let ptx = t.module_form() == ModuleForm::Ptx;
+    let amd = t.module_form() == ModuleForm::CodeObject;
     // LLVM states each AMD kernel's occupancy in its assembly.
     let occupancy = amd && req.min_occupancy.is_some();
     let art = crate::backend(
         &front,
-        &t,
+        t,
         &o,
         Emit {
             code_object: !ptx,
@@ -105,7 +126,7 @@ fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled,
                 (k.block.iter().product::<u32>(), k.dynamic_shared)
             })
         };
-        if let Some((kernel, warps)) = nvidia_occupancy(&t, text, &block)?
+        if let Some((kernel, warps)) = nvidia_occupancy(t, text, &block)?
             .into_iter()
             .min_by_key(|(_, w)| *w)
             .filter(|(_, w)| *w < floor)
@@ -120,7 +141,7 @@ fn compile(req: &TuneRequest, target: &str, config: &Config) -> Result<Compiled,
     } else {
         art.code_object.unwrap_or_default()
     };
-    if t.vendor() == rocmc_codegen::Vendor::Amd {
+    if amd {
         if let Ok(co) = rocmc_linker::codeobject::read(&module) {
             for k in &co.kernels {
                 if k.vgpr_spill_count > 0
@@ -260,6 +281,7 @@ pub fn tune_on(
             .map(|_| "x86-64".to_string()),
     };
     let (k, tuning) = parse(req, target.as_deref())?;
+    let parsed = Parsed::default();
     let bench = rocmc_tuner::Bench::new(
         k,
         req.sizes.clone(),
@@ -279,7 +301,7 @@ pub fn tune_on(
         &bench,
         &settings,
         devices,
-        &|target: &str, c: &Config| compile(req, target, c),
+        &|target: &str, c: &Config| compile(req, &parsed.get(req, target)?, c),
         on,
     )
     .map_err(Error::Runtime)?;
@@ -312,16 +334,12 @@ pub fn export(
         round: 1,
         n: configs.len(),
     });
-    let compiled = rocmc_tuner::compile_all(
-        &configs,
-        &|c: &Config| compile(req, &target, c),
-        req.jobs,
-        on,
-    );
-    let ext = match t.vendor() {
-        rocmc_codegen::Vendor::Nvidia => "ptx",
-        rocmc_codegen::Vendor::Amd => "hsaco",
-        rocmc_codegen::Vendor::Cpu => "so",
+    let compiled =
+        rocmc_tuner::compile_all(&configs, &|c: &Config| compile(req, &t, c), req.jobs, on);
+    let ext = match t.module_form() {
+        ModuleForm::Ptx => "ptx",
+        ModuleForm::CodeObject => "hsaco",
+        ModuleForm::SharedObject => "so",
     };
     let mut p = plan::Plan {
         format: plan::FORMAT,
