@@ -60,6 +60,22 @@ impl DeviceInfo {
     pub fn processor(&self) -> &str {
         self.target.split(':').next().unwrap_or_default()
     }
+
+    /// The target to compile for, parsed once here: the processor (every
+    /// feature setting of it runs the code), at the highest code-object
+    /// version both `code_object_version` (what the caller asks) and the
+    /// device's runtime allow.
+    pub fn compile_target(
+        &self,
+        code_object_version: u32,
+        wave_size: Option<u32>,
+    ) -> std::result::Result<rocmc_target::Target, rocmc_target::TargetError> {
+        let cov = match self.code_object_version {
+            0 => code_object_version,
+            most => code_object_version.min(most),
+        };
+        rocmc_target::Target::parse(self.processor(), wave_size, cov)
+    }
 }
 
 /// A device that holds buffers, loads modules and runs their kernels.
@@ -247,6 +263,25 @@ pub fn elf_launch(bytes: &[u8]) -> std::result::Result<launch::LaunchInfo, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_report_a_parsed_target() {
+        let info = |target: &str, cov| DeviceInfo {
+            name: "d".into(),
+            target: target.into(),
+            description: String::new(),
+            memory: 0,
+            code_object_version: cov,
+        };
+        let t = info("gfx942:sramecc+:xnack-", 5)
+            .compile_target(6, None)
+            .unwrap();
+        assert_eq!(t.processor(), "gfx942");
+        assert_eq!(t.amd().unwrap().code_object_version, 5);
+        let t = info("sm_90", 0).compile_target(6, None).unwrap();
+        assert_eq!(t.module_form(), rocmc_target::ModuleForm::Ptx);
+        assert!(info("gfx9999", 5).compile_target(6, None).is_err());
+    }
 
     #[test]
     fn ranges_are_checked_without_overflow() {

@@ -450,12 +450,12 @@ fn run_on(
     use rocmc_device::Arg as WireArg;
     let rt = device_error;
     let info = dev.info().clone();
+    let target = info.compile_target(opts.code_object_version, opts.wave_size)?;
     let mut o = opts.clone();
-    o.mcpu = info.processor().to_string();
-    if info.code_object_version > 0 {
-        o.code_object_version = o.code_object_version.min(info.code_object_version);
+    o.mcpu = target.processor().to_string();
+    if let Some(t) = target.amd() {
+        o.code_object_version = t.code_object_version;
     }
-    let target = crate::targets(&o)?.remove(0);
     // Kernels with `mma` steps are lowered for the device's target.
     let front = &front.for_target(&target, &o)?;
     let ptx = target.module_form() == rocmc_target::ModuleForm::Ptx;
