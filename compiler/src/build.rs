@@ -243,8 +243,9 @@ impl Build {
             opts.code_object_version = v;
         }
         let targets = crate::targets(&opts)?;
-        let nvidia = targets[0].vendor() == rocmc_codegen::Vendor::Nvidia;
-        if targets.iter().any(|t| t.vendor() != targets[0].vendor()) {
+        let form = targets[0].module_form();
+        let nvidia = form == rocmc_target::ModuleForm::Ptx;
+        if targets.iter().any(|t| t.module_form() != form) {
             return Err(Error::Usage(format!(
                 "rocmc::Build: targets {mcpus} mix AMD and NVIDIA; use one Build per vendor, each with its own out_dir"
             )));

@@ -20,6 +20,7 @@ use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
     ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, FORMAT_VERSION,
 };
+use rocmc_target::ModuleForm;
 use std::time::{Duration, Instant};
 
 pub mod build;
@@ -492,9 +493,9 @@ pub fn backend(
     check_partial(front, target)?;
     rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();
-    let amd = target.vendor() == Vendor::Amd;
-    let cpu = target.vendor() == Vendor::Cpu;
-    if target.vendor() == Vendor::Nvidia && (emit.object || emit.code_object) {
+    // What the target's devices load decides the object and link steps.
+    let form = target.module_form();
+    if form == ModuleForm::Ptx && (emit.object || emit.code_object) {
         return Err(Error::Usage(format!(
             "{target} is an NVIDIA target: rocmc writes PTX for it (the CUDA driver compiles PTX \
              when it loads it), not objects or code objects; ask for `asm`/`ptx`"
@@ -503,7 +504,7 @@ pub fn backend(
     let req = Request {
         llvm_ir: emit.llvm,
         asm: emit.asm,
-        object: (amd || cpu) && (emit.object || emit.code_object),
+        object: form != ModuleForm::Ptx && (emit.object || emit.code_object),
         no_fp_contract: !opts.fp_contract,
     };
     let mut launch = front.launch.clone();
@@ -528,9 +529,9 @@ pub fn backend(
         })?;
     let t1 = Instant::now();
     timings.extend(out.timings.iter().copied());
-    let code_object = match (&out.object, emit.code_object) {
-        (Some(obj), true) if cpu => Some(rocmc_linker::link_shared_object(obj)?),
-        (Some(obj), true) => Some(rocmc_linker::link_code_object(obj)?),
+    let code_object = match (&out.object, emit.code_object, form) {
+        (Some(obj), true, ModuleForm::SharedObject) => Some(rocmc_linker::link_shared_object(obj)?),
+        (Some(obj), true, _) => Some(rocmc_linker::link_code_object(obj)?),
         _ => None,
     };
     timings.push(("link", t1.elapsed()));
