@@ -212,6 +212,10 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
     /// (mantissa in [0.5, 1), exponent) of a finite non-zero x.
     fn frexp(&self, x: F<'ctx>) -> R<(F<'ctx>, IntValue<'ctx>)> {
         let i32t = self.cx.cx.i32_type();
+        let wide = x.get_type() == self.cx.cx.f64_type();
+        if !self.cx.be.frexp_intrinsic() && (wide || x.get_type() == self.cx.cx.f32_type()) {
+            return self.frexp_bits(x, wide);
+        }
         let s = self
             .cx
             .call("llvm.frexp", &[self.ty(x), i32t.into()], &[x.into()])?
@@ -220,6 +224,69 @@ impl<'r, 'a, 'ctx> Mb<'r, 'a, 'ctx> {
         let m = b.build_extract_value(s, 0, "").map_err(llvm_err)?;
         let e = b.build_extract_value(s, 1, "").map_err(llvm_err)?;
         Ok((m.into_float_value(), e.into_int_value()))
+    }
+
+    /// [`Self::frexp`] from the float's bits, for f32 and f64: subnormals
+    /// are first scaled into the normal range (by 2^54 or 2^25, undone in
+    /// the exponent), then the biased exponent is read and replaced by
+    /// that of 0.5.
+    fn frexp_bits(&self, x: F<'ctx>, wide: bool) -> R<(F<'ctx>, IntValue<'ctx>)> {
+        let b = &self.cx.b;
+        let (it, mbits, bias, shift) = if wide {
+            (self.cx.cx.i64_type(), 52u64, 1022u64, 54i32)
+        } else {
+            (self.cx.cx.i32_type(), 23, 126, 25)
+        };
+        let i32t = self.cx.cx.i32_type();
+        let tiny = self.cmp(
+            FloatPredicate::OLT,
+            self.un("llvm.fabs", x)?,
+            self.c(x, f64::powi(2.0, if wide { -1022 } else { -126 })),
+        )?;
+        let y = self.sel(tiny, self.mul(x, self.c(x, f64::powi(2.0, shift)))?, x)?;
+        let bits = b
+            .build_bit_cast(y, it, "")
+            .map_err(llvm_err)?
+            .into_int_value();
+        let field = b
+            .build_right_shift(bits, it.const_int(mbits, false), false, "")
+            .map_err(llvm_err)?;
+        let field = b
+            .build_and(
+                field,
+                it.const_int(if wide { 0x7ff } else { 0xff }, false),
+                "",
+            )
+            .map_err(llvm_err)?;
+        let field = b
+            .build_int_truncate_or_bit_cast(field, i32t, "")
+            .map_err(llvm_err)?;
+        let e = b
+            .build_int_sub(field, i32t.const_int(bias, false), "")
+            .map_err(llvm_err)?;
+        let undo = b
+            .build_select(
+                tiny,
+                i32t.const_int(shift as u64, false),
+                i32t.const_zero(),
+                "",
+            )
+            .map_err(llvm_err)?
+            .into_int_value();
+        let e = b.build_int_sub(e, undo, "").map_err(llvm_err)?;
+        let keep = !(((1u64 << (if wide { 11 } else { 8 })) - 1) << mbits);
+        let keep = if wide { keep } else { keep & 0xffff_ffff };
+        let m = b
+            .build_and(bits, it.const_int(keep, false), "")
+            .map_err(llvm_err)?;
+        let m = b
+            .build_or(m, it.const_int(bias << mbits, false), "")
+            .map_err(llvm_err)?;
+        let m = b
+            .build_bit_cast(m, self.ty(x), "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        Ok((m, e))
     }
 
     /// e^x at x's own type: the intrinsic for f32, the expansion for f64.

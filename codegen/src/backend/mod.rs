@@ -263,6 +263,16 @@ pub(crate) trait Backend {
         false
     }
 
+    /// Whether `llvm.frexp` may be emitted. LLVM 22's x86 back end crashes
+    /// (a segfault in `SimplifyDemandedVectorElts`) on the vector form the
+    /// vectorizers make of it, `{<2 x double>, <2 x i32>} llvm.frexp` with
+    /// its exponent used; where this is false, [`crate::math`] splits the
+    /// float's bits instead. AMD and NVPTX keep the intrinsic (AMD: one
+    /// instruction).
+    fn frexp_intrinsic(&self) -> bool {
+        true
+    }
+
     /// Whether serial loop bodies get a straight-line version
     /// ([`FnCx::versioned_body`]): it pays where the assembler schedules a
     /// staged tile's copies among the compute (ptxas), and doubles the
