@@ -2,7 +2,7 @@
 //! (msgpack), symbols, and rocmc's launch section. Any input, however
 //! malformed, gives a value or an error, never a panic.
 
-use crate::launch::{LaunchInfo, SECTION};
+use crate::launch::LaunchInfo;
 use goblin::elf::Elf;
 use rmpv::Value;
 
@@ -184,22 +184,9 @@ pub fn read(bytes: &[u8]) -> Result<CodeObject, ReadError> {
         .map(str::to_string)
         .collect();
 
-    let mut launch = None;
-    for sh in &elf.section_headers {
-        if elf.shdr_strtab.get_at(sh.sh_name) == Some(SECTION) {
-            let start = sh.sh_offset as usize;
-            let data = start
-                .checked_add(sh.sh_size as usize)
-                .and_then(|end| bytes.get(start..end))
-                .ok_or_else(|| {
-                    ReadError::Corrupt(format!("section {SECTION} lies outside the file"))
-                })?;
-            launch = Some(
-                LaunchInfo::from_json(data)
-                    .map_err(|e| ReadError::Corrupt(format!("{SECTION}: {e}")))?,
-            );
-        }
-    }
+    let launch = crate::launch_section(&elf, bytes)
+        .transpose()
+        .map_err(ReadError::Corrupt)?;
     Ok(CodeObject {
         target,
         abi_version,

@@ -248,16 +248,31 @@ pub fn module_launch(bytes: &[u8]) -> Result<launch::LaunchInfo> {
 /// The `.rocmc.launch` section of an ELF file.
 pub fn elf_launch(bytes: &[u8]) -> std::result::Result<launch::LaunchInfo, String> {
     let elf = goblin::elf::Elf::parse(bytes).map_err(|e| e.to_string())?;
+    launch_section(&elf, bytes).unwrap_or_else(|| {
+        Err(format!(
+            "no {} section (was it built by rocmc?)",
+            launch::SECTION
+        ))
+    })
+}
+
+/// The launch document in `elf`'s `.rocmc.launch` section, if it has one
+/// (shared by [`elf_launch`] and the code-object reader).
+pub(crate) fn launch_section(
+    elf: &goblin::elf::Elf,
+    bytes: &[u8],
+) -> Option<std::result::Result<launch::LaunchInfo, String>> {
     let sh = elf
         .section_headers
         .iter()
-        .find(|s| elf.shdr_strtab.get_at(s.sh_name) == Some(launch::SECTION))
-        .ok_or_else(|| format!("no {} section (was it built by rocmc?)", launch::SECTION))?;
-    let range = sh
+        .find(|s| elf.shdr_strtab.get_at(s.sh_name) == Some(launch::SECTION))?;
+    let data = sh
         .file_range()
-        .filter(|r| r.end <= bytes.len())
-        .ok_or_else(|| format!("{} lies outside the file", launch::SECTION))?;
-    launch::LaunchInfo::from_json(&bytes[range]).map_err(|e| format!("{}: {e}", launch::SECTION))
+        .and_then(|r| bytes.get(r))
+        .ok_or_else(|| format!("section {} lies outside the file", launch::SECTION));
+    Some(data.and_then(|d| {
+        launch::LaunchInfo::from_json(d).map_err(|e| format!("{}: {e}", launch::SECTION))
+    }))
 }
 
 #[cfg(test)]
