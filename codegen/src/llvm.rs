@@ -2,7 +2,6 @@
 //! [`Backend`]), `default<O3>`, and the emissions asked for. LLVM's
 //! diagnostics and fatal errors are caught here.
 
-use crate::backend::{amdgpu::AmdGpu, nvptx::Nvptx, Backend};
 use crate::function::{llvm_err, FnCx};
 use crate::{CodegenError, Target};
 use inkwell::context::Context;
@@ -88,11 +87,7 @@ pub fn compile(
     req: Request,
 ) -> Result<Emitted, CodegenError> {
     let t0 = std::time::Instant::now();
-    let be: Box<dyn Backend> = match t {
-        Target::Amd(t) => Box::new(AmdGpu::new(t)),
-        Target::Nvidia(t) => Box::new(Nvptx::new(t)),
-        Target::Cpu(t) => crate::backend::host::cpu_backend(t),
-    };
+    let be = crate::backend::lookup(t);
     install_fatal_error_handler();
     let tm = be.target_machine()?;
     if let Ok(mut c) = CRASH_KERNEL.lock() {
@@ -105,34 +100,16 @@ pub fn compile(
     module.set_triple(&TargetTriple::create(&be.triple()));
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     be.configure_module(&cx, &module);
-    // The CPU runs a wave's matrix instruction through its lane layout.
-    let expanded: Vec<rocmc_ir::loops::GpuKernel>;
-    let kernels = if let Target::Cpu(_) = t {
-        expanded = prog
-            .kernels
-            .iter()
-            .map(|g| rocmc_ir::lower::matrix::expand(g.clone()))
-            .collect();
-        &expanded
-    } else {
-        &prog.kernels
-    };
-    for g in kernels {
+    for g in be.prepare(&prog.kernels).iter() {
         let mut fcx = FnCx::new(&cx, &module, k, g, &*be)?;
         fcx.contract = !req.no_fp_contract;
-        if let Target::Cpu(_) = t {
-            fcx.host_kernel(!req.no_fp_contract)?;
-        } else {
-            fcx.kernel()?;
-        }
+        be.emit_body(&mut fcx, !req.no_fp_contract)?;
         be.finish_kernel(&cx, &module, fcx.f, g)?;
     }
     if !module_asm.is_empty() {
         module.set_inline_assembly(module_asm);
     }
-    if let Target::Cpu(_) = t {
-        crate::backend::host::link_cpu_helpers(&cx, &module)?;
-    }
+    be.link_helpers(&cx, &module)?;
     module.verify().map_err(|e| {
         CodegenError::Llvm(format!(
             "invalid module before optimisation (a rocmc bug): {e}"
@@ -162,10 +139,10 @@ pub fn compile(
         diags.check()?;
         out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
     }
-    if req.object && t.vendor() == crate::Vendor::Nvidia {
-        return Err(CodegenError::Llvm(
-            "NVPTX has no object files: ask for assembly (PTX) instead (a rocmc bug)".into(),
-        ));
+    if req.object && !be.emits_objects() {
+        return Err(CodegenError::Llvm(format!(
+            "{t} has no object files: ask for assembly instead (a rocmc bug)"
+        )));
     }
     if req.object {
         tm.set_asm_verbosity(false);

@@ -31,7 +31,7 @@
 //! device they run on. One `Build` is for one vendor; an application for
 //! both runs two, each with its own `out_dir`.
 
-use crate::{Emit, Error, Options};
+use crate::{Error, Options};
 use rocmc_ir::loops::ArgKind;
 use rocmc_ir::{DType, Kernel, TensorKind};
 use std::fmt::Write as _;
@@ -177,8 +177,8 @@ impl Build {
         };
         let mut picked: Vec<db::Selection> = Vec::new();
         for t in targets {
-            let sel = db::select(&d, &path, text, &k, &t.to_string(), tuned_for.as_deref())
-                .map_err(Error::Usage)?;
+            let sel =
+                db::select(&d, &path, text, &k, t, tuned_for.as_deref()).map_err(Error::Usage)?;
             for w in &sel.warnings {
                 if metadata {
                     println!("cargo:warning={w}");
@@ -243,9 +243,13 @@ impl Build {
             opts.code_object_version = v;
         }
         let targets = crate::targets(&opts)?;
-        let form = targets[0].module_form();
-        let nvidia = form == rocmc_target::ModuleForm::Ptx;
-        if targets.iter().any(|t| t.module_form() != form) {
+        let tc = crate::toolchain::lookup(&targets[0]);
+        // Where the assembly is the module (PTX), one file per target; else one bundle.
+        let nvidia = tc.asm_is_module();
+        if targets
+            .iter()
+            .any(|t| crate::toolchain::lookup(t).module_output() != tc.module_output())
+        {
             return Err(Error::Usage(format!(
                 "rocmc::Build: targets {mcpus} mix AMD and NVIDIA; use one Build per vendor, each with its own out_dir"
             )));
@@ -262,17 +266,7 @@ impl Build {
                 source,
             })?;
             let file = path.display().to_string();
-            let emit = if nvidia {
-                Emit {
-                    asm: true,
-                    ..Default::default()
-                }
-            } else {
-                Emit {
-                    code_object: true,
-                    ..Default::default()
-                }
-            };
+            let emit = tc.module_emit();
             let (tune, note) = self.tuning_for(&file, &text, &targets, metadata)?;
             tuning.extend(note);
             let opts = Options {

@@ -12,7 +12,7 @@
 //! - for the CPU target, the shared object's entry point and a typed
 //!   wrapper that runs the whole grid on the calling thread.
 
-use rocmc_codegen::{Target, Vendor};
+use rocmc_codegen::Target;
 use rocmc_linker::launch::{ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo};
 use std::fmt::Write;
 
@@ -171,7 +171,9 @@ pub fn c_header(module: &str, target: &Target, l: &LaunchInfo) -> String {
             name
         );
     }
-    let cpu = target.vendor() == Vendor::Cpu;
+    // A shared object's kernels are host functions a C program calls directly.
+    let cpu =
+        crate::toolchain::lookup(target).module_output() == crate::toolchain::Output::SharedObject;
     for k in &l.kernels {
         kernel_section(w, l, k, cpu);
     }

@@ -13,25 +13,26 @@
 
 #![deny(missing_docs)]
 
-use rocmc_codegen::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError, Vendor};
+use rocmc_codegen::{target::DEFAULT_CODE_OBJECT_VERSION, Request, Target, TargetError};
 use rocmc_ir::front::RulesFor;
 use rocmc_ir::loops::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
     ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, FORMAT_VERSION,
 };
-use rocmc_target::ModuleForm;
 use std::time::{Duration, Instant};
 
 pub mod build;
 pub mod explain;
 pub mod header;
 pub mod run;
+pub mod toolchain;
 pub mod tune;
 
 pub use rocmc_linker::ptxas;
 
 pub use build::Build;
+pub use toolchain::Toolchain;
 
 pub use rocmc_codegen as codegen;
 pub use rocmc_device as device;
@@ -184,18 +185,7 @@ impl Error {
 /// What selects the machine code besides the processor, for people:
 /// `code object v5, wave64` (AMD), `PTX 7.8, warp 32` (NVIDIA).
 pub fn target_summary(t: &Target) -> String {
-    match t {
-        Target::Amd(a) => format!(
-            "code object v{}, wave{}",
-            a.code_object_version,
-            a.wavefront_size()
-        ),
-        Target::Nvidia(n) => format!("PTX {}, warp 32", n.ptx_text()),
-        Target::Cpu(_) => format!(
-            "ELF shared object for {}, rocmc's CPU runtime",
-            rocmc_codegen::target::cpu::LLVM_CPU
-        ),
-    }
+    toolchain::lookup(t).summary()
 }
 
 /// Parses `--mcpu` (one target ID, or several separated by commas) into targets.
@@ -426,13 +416,7 @@ impl Frontend {
 /// or on the CPU the one `opts.emulate` names, within the CPU's shared
 /// memory.
 pub fn rules_target(target: &Target, opts: &Options) -> Result<(Target, Option<u32>), Error> {
-    match (target, &opts.emulate) {
-        (Target::Cpu(_), Some(p)) => Ok((
-            Target::parse(p, opts.wave_size, opts.code_object_version)?,
-            Some(target.lds_limit()),
-        )),
-        _ => Ok((target.clone(), None)),
-    }
+    toolchain::lookup(target).rules_target(opts)
 }
 
 /// The kernel of `source` as compiled for `target`: its default schedules
@@ -459,25 +443,7 @@ pub fn matrix_unit(
     target: &Target,
     opts: &Options,
 ) -> Result<Option<rocmc_ir::lower::matrix::MatrixUnit>, Error> {
-    use rocmc_ir::lower::matrix::MatrixUnit;
-    Ok(match target {
-        Target::Amd(_) | Target::Nvidia(_) => MatrixUnit::of(target),
-        Target::Cpu(_) => match &opts.emulate {
-            None => None,
-            Some(p) => {
-                let t = Target::parse(p, opts.wave_size, opts.code_object_version)?;
-                if t.vendor() == Vendor::Cpu {
-                    return Err(Error::Usage(format!(
-                        "--emulate {p}: name a GPU processor whose matrix instructions the CPU should run (gfx942, gfx1100, sm_90)"
-                    )));
-                }
-                matrix_unit(&t, opts)?.map(|mut u| {
-                    u.target = format!("{target} emulating {t}");
-                    u
-                })
-            }
-        },
-    })
+    toolchain::lookup(target).matrix_unit(opts)
 }
 
 /// Compiles a lowered kernel for one target.
@@ -487,51 +453,41 @@ pub fn backend(
     opts: &Options,
     emit: Emit,
 ) -> Result<Artifact, Error> {
+    let tc = toolchain::lookup(target);
     let lowered = front.for_target(target, opts)?;
     let front: &Frontend = &lowered;
-    check_lds(front, target)?;
-    check_partial(front, target)?;
+    check_lds(front, &*tc)?;
+    check_partial(front, &*tc)?;
     rocmc_codegen::set_crash_context(&front.file);
     let mut timings = front.timings.clone();
-    // What the target's devices load decides the object and link steps.
-    let form = target.module_form();
-    if form == ModuleForm::Ptx && (emit.object || emit.code_object) {
-        return Err(Error::Usage(format!(
-            "{target} is an NVIDIA target: rocmc writes PTX for it (the CUDA driver compiles PTX \
-             when it loads it), not objects or code objects; ask for `asm`/`ptx`"
-        )));
+    for (asked, out) in [
+        (emit.object, toolchain::Output::Object),
+        (emit.code_object, tc.module_output()),
+    ] {
+        if let Some(why) = asked.then(|| tc.refuses(out)).flatten() {
+            return Err(Error::Usage(why));
+        }
     }
     let req = Request {
         llvm_ir: emit.llvm,
         asm: emit.asm,
-        object: form != ModuleForm::Ptx && (emit.object || emit.code_object),
+        object: (emit.object || emit.code_object) && !tc.asm_is_module(),
         no_fp_contract: !opts.fp_contract,
     };
     let mut launch = front.launch.clone();
-    if let Target::Nvidia(_) = target {
-        for (l, g) in launch.kernels.iter_mut().zip(&front.program.kernels) {
-            l.dynamic_shared = rocmc_codegen::backend::nvptx::dynamic_shared_bytes(g);
-        }
-    }
-    let module_asm = match target {
-        Target::Amd(_) => launch.module_asm(),
-        Target::Nvidia(_) => launch.ptx_comment(),
-        // The same section as in an AMDGPU code object, in the shared object.
-        Target::Cpu(_) => launch.module_asm(),
-    };
+    let module_asm = tc.embed_launch(&mut launch, &front.program);
     let out = rocmc_codegen::compile(&front.kernel, &front.program, target, &module_asm, req)
         .map_err(|e| match e {
             rocmc_codegen::CodegenError::Target(t) => Error::Target(t),
             rocmc_codegen::CodegenError::Backend(msg) => {
-                Error::Backend(backend_diagnostic(front, target, &msg))
+                Error::Backend(backend_diagnostic(front, &*tc, &msg))
             }
             other => Error::Codegen(other.to_string()),
         })?;
     let t1 = Instant::now();
     timings.extend(out.timings.iter().copied());
-    let code_object = match (&out.object, emit.code_object, form) {
-        (Some(obj), true, ModuleForm::SharedObject) => Some(rocmc_linker::link_shared_object(obj)?),
-        (Some(obj), true, _) => Some(rocmc_linker::link_code_object(obj)?),
+    let code_object = match (&out.object, emit.code_object) {
+        (Some(obj), true) => tc.link(obj).transpose()?,
         _ => None,
     };
     timings.push(("link", t1.elapsed()));
@@ -552,7 +508,7 @@ pub fn backend(
 /// Points an error of LLVM's backend at the kernel file: at the first stage
 /// calling the math function the message names (LLVM says `fexp` for
 /// `exp`), else at the first stage.
-pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> KernelError {
+pub fn backend_diagnostic(front: &Frontend, tc: &dyn Toolchain, msg: &str) -> KernelError {
     use rocmc_ir::kernel::{Expr, ExprKind};
     fn calls(e: &Expr, f: MathFn) -> bool {
         match &e.kind {
@@ -581,12 +537,9 @@ pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> Kerne
         rocmc_ir::diag::Diagnostic::new(
             span,
             format!(
-                "LLVM's {} backend cannot compile {what} for {target}",
-                match target.vendor() {
-                    Vendor::Amd => "AMDGPU",
-                    Vendor::Nvidia => "NVPTX",
-                    Vendor::Cpu => "x86-64",
-                }
+                "LLVM's {} backend cannot compile {what} for {}",
+                tc.llvm_backend(),
+                tc.target()
             ),
         )
         .label("in this stage")
@@ -601,11 +554,12 @@ pub fn backend_diagnostic(front: &Frontend, target: &Target, msg: &str) -> Kerne
 /// that binds no loop to the GPU's indices would run a whole stage on one
 /// GPU thread, which no one wants: refused on GPU targets (the CPU runs
 /// such a nest as the serial loops it is).
-fn check_partial(front: &Frontend, target: &Target) -> Result<(), Error> {
+fn check_partial(front: &Frontend, tc: &dyn Toolchain) -> Result<(), Error> {
     use rocmc_ir::schedule::StepKind;
-    if target.vendor() == Vendor::Cpu {
+    if !tc.needs_bound_schedule() {
         return Ok(());
     }
+    let target = tc.target();
     for st in &front.kernel.stages {
         let written = st.default.is_none() && !st.schedule.is_empty() && !st.is_internal();
         let work = !st.axes.is_empty() || st.reduce.is_some();
@@ -628,7 +582,8 @@ fn check_partial(front: &Frontend, target: &Target) -> Result<(), Error> {
     Ok(())
 }
 
-fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
+fn check_lds(front: &Frontend, tc: &dyn Toolchain) -> Result<(), Error> {
+    let target = tc.target();
     let limit = u64::from(target.lds_limit());
     for g in &front.program.kernels {
         let used: u64 = g.shared.iter().map(|s| s.bytes()).sum();
@@ -647,10 +602,7 @@ fn check_lds(front: &Frontend, target: &Target) -> Result<(), Error> {
                     "kernel `{}` needs {used} bytes of {}; a {} on {target} has {limit}",
                     g.name,
                     target.shared_memory_name(),
-                    match target.vendor() {
-                        Vendor::Amd | Vendor::Cpu => "work-group",
-                        Vendor::Nvidia => "block",
-                    }
+                    tc.group_name()
                 ),
             )
             .hint(format!("{} arrays: {}", target.shared_memory_name(), parts.join(", ")))
@@ -898,7 +850,11 @@ mod tests {
         let src = "[kernel]\nname = \"k\"\nsizes = [\"n\"]\n\n[inputs]\nx = { dtype = \"f64\", shape = [\"n\"] }\n\n[[stage]]\ncompute = \"A[i] = x[i] * 2.0\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n\n[[stage]]\ncompute = \"B[i] = exp(A[i])\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n";
         let front = frontend("k.toml", src).unwrap();
         let t = Target::parse("gfx90a", None, 5).unwrap();
-        let e = backend_diagnostic(&front, &t, "no libcall available for fexp");
+        let e = backend_diagnostic(
+            &front,
+            &*toolchain::lookup(&t),
+            "no libcall available for fexp",
+        );
         let text = e.render();
         assert!(text.contains("cannot compile `exp` for gfx90a"), "{text}");
         assert!(text.contains("k.toml:13:"), "{text}");

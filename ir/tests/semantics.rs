@@ -69,22 +69,14 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
     // A kernel with `mma` is lowered for the first of these targets that has
     // its instruction; the interpreter runs it through that lane layout.
     let prog = if rocmc_ir::lower::needs_target(k) {
-        [
-            ("gfx942", 64),
-            ("gfx950", 64),
-            ("gfx1100", 32),
-            ("sm_90", 32),
-        ]
-        .iter()
-        .find_map(|(p, wave)| {
-            let unit = rocmc_ir::lower::matrix::MatrixUnit {
-                target: p.to_string(),
-                processor: p.to_string(),
-                wave: *wave,
-            };
-            rocmc_ir::lower::lower_for(k, Some(&unit)).ok()
-        })
-        .expect("a target with the example's matrix instruction")
+        ["gfx942", "gfx950", "gfx1100", "sm_90"]
+            .iter()
+            .find_map(|p| {
+                let t = rocmc_target::Target::parse(p, None, 5).unwrap();
+                let unit = rocmc_ir::lower::matrix::MatrixUnit::of(&t).unwrap();
+                rocmc_ir::lower::lower_for(k, Some(&unit)).ok()
+            })
+            .expect("a target with the example's matrix instruction")
     } else {
         lower(k).unwrap()
     };

@@ -157,6 +157,19 @@ impl Target {
         }
     }
 
+    /// Whether a tuning-database entry recorded for `key` (a target as
+    /// [`Display`](fmt::Display) writes it, or a device's report) applies
+    /// to a build for this target: the same target, or, where this target
+    /// fixes no feature, any feature setting of its processor.
+    pub fn takes_tuning_of(&self, key: &str) -> bool {
+        let me = self.to_string();
+        if me.contains(':') {
+            key == me
+        } else {
+            key.split(':').next() == Some(me.as_str())
+        }
+    }
+
     /// Shared memory (AMD's LDS) one work-group may use, in bytes.
     pub fn lds_limit(&self) -> u32 {
         match self {

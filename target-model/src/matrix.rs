@@ -389,6 +389,84 @@ impl LaneCoord {
     }
 }
 
+/// The matrix instructions a kernel's `mma` steps are lowered for: a GPU
+/// target's own, or, on the CPU, those of the GPU it emulates (run through
+/// their lane layouts). Built from a parsed [`Target`]; lowering asks it
+/// rather than looking anything up by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatrixUnit {
+    gpu: crate::Target,
+    /// The CPU target running `gpu`'s instructions, when emulating.
+    host: Option<crate::Target>,
+}
+
+impl MatrixUnit {
+    /// The matrix unit of a GPU target; none for the CPU, which has
+    /// matrix instructions only when told to emulate a GPU's ([`MatrixUnit::emulated`]).
+    pub fn of(target: &crate::Target) -> Option<MatrixUnit> {
+        (target.vendor() != crate::Vendor::Cpu).then(|| MatrixUnit {
+            gpu: target.clone(),
+            host: None,
+        })
+    }
+
+    /// `gpu`'s matrix unit as the CPU target `host` runs it; none when
+    /// `gpu` is not a GPU target.
+    pub fn emulated(host: &crate::Target, gpu: &crate::Target) -> Option<MatrixUnit> {
+        MatrixUnit::of(gpu).map(|u| MatrixUnit {
+            host: Some(host.clone()),
+            ..u
+        })
+    }
+
+    /// The GPU target whose instructions these are.
+    pub fn gpu(&self) -> &crate::Target {
+        &self.gpu
+    }
+
+    /// Lanes per wave (warp).
+    pub fn wave(&self) -> u32 {
+        self.gpu.wave_size()
+    }
+
+    /// The instructions the unit has for its wave.
+    pub fn instructions(&self) -> Vec<&'static MatrixInstr> {
+        instructions_for(self.gpu.processor(), self.wave())
+    }
+
+    /// Whether its 8-bit float instructions read the FNUZ encodings
+    /// (gfx942) rather than the OCP ones (gfx950, gfx12, NVIDIA).
+    pub fn fnuz_f8(&self) -> bool {
+        self.gpu.processor().starts_with("gfx942")
+    }
+
+    /// Whether the wave can load 8x8 matrices of 16-bit elements from
+    /// shared memory in one instruction (`ldmatrix`, sm_75 and later).
+    pub fn has_ldmatrix(&self) -> bool {
+        self.gpu
+            .nvidia()
+            .is_some_and(|t| t.compute_capability() >= (7, 5))
+    }
+
+    /// Whether a tile of k wholly in range is worth an unswitched copy of
+    /// its operand loads without their zeroing selects. Measured: on NVIDIA
+    /// it is what lets `ldmatrix` and the straight-line bodies apply; on AMD
+    /// it only duplicated the step (gfx942's gemm_f16: 92 -> 105 VGPRs, one
+    /// occupancy step lost).
+    pub fn unswitches_full_k_tiles(&self) -> bool {
+        self.gpu.vendor() == crate::Vendor::Nvidia
+    }
+}
+
+impl fmt::Display for MatrixUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            Some(h) => write!(f, "{h} emulating {}", self.gpu),
+            None => write!(f, "{}", self.gpu),
+        }
+    }
+}
+
 /// The instructions `processor` has for a wave of `wave` lanes.
 pub fn instructions_for(processor: &str, wave: u32) -> Vec<&'static MatrixInstr> {
     INSTRUCTIONS

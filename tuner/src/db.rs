@@ -311,7 +311,7 @@ pub fn select(
     path: &Path,
     source: &str,
     kernel: &rocmc_ir::Kernel,
-    target: &str,
+    target: &rocmc_target::Target,
     tuned_for: Option<&[(String, i64)]>,
 ) -> Result<Selection, String> {
     let mut sel = Selection::default();
@@ -319,15 +319,7 @@ pub fn select(
         return Ok(sel);
     };
     let hash = kernel_hash(source)?;
-    let processor = |t: &str| t.split(':').next().unwrap_or("").to_string();
-    let matching = |e: &Entry| {
-        e.kernel == kernel.name
-            && if target.contains(':') {
-                e.target == target
-            } else {
-                processor(&e.target) == target
-            }
-    };
+    let matching = |e: &Entry| e.kernel == kernel.name && target.takes_tuning_of(&e.target);
     let mut found = Lookup::default();
     if let Some(e) = d.entries.iter().find(|e| matching(e)) {
         found = d.lookup(&kernel.name, &hash, &e.target);

@@ -39,6 +39,7 @@ use rocmc_ir::tune::{Config, TuneSpace};
 use rocmc_ir::Kernel;
 use rocmc_linker::launch::LaunchInfo;
 use rocmc_remote::proto::DeviceInfo;
+use rocmc_target::Target;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -245,19 +246,21 @@ pub(crate) fn measure_batch(
 }
 
 /// Searches `space` for the fastest configuration of `bench`'s kernel.
-/// `compile` gets the devices' target (known once they are open) and a
-/// configuration.
+/// `target_of` parses the target the first device reports (known once the
+/// devices are open), once; `compile` gets that target and a configuration.
 pub fn search(
     space: &TuneSpace,
     bench: &Bench,
     settings: &SearchSettings,
     devices: Devices,
-    compile: &(dyn Fn(&str, &Config) -> Result<Compiled, String> + Sync),
+    target_of: &dyn Fn(&DeviceInfo) -> Result<Target, String>,
+    compile: &(dyn Fn(&Target, &Config) -> Result<Compiled, String> + Sync),
     on: &mut dyn FnMut(Event),
 ) -> Result<TuneReport, String> {
     let start = Instant::now();
     measure::with_pool(devices, bench, |pool| {
         let infos = pool.infos();
+        let parsed = target_of(&infos[0])?;
         let target = infos[0].target.clone();
         let mut s = Search::new(space, settings.budget, settings.seed, settings.evolve);
         let mut done: Vec<Candidate> = Vec::new();
@@ -271,7 +274,7 @@ pub fn search(
                 round,
                 n: batch.len(),
             });
-            let by_target = |c: &Config| compile(&target, c);
+            let by_target = |c: &Config| compile(&parsed, c);
             let compiled = compile_all(&batch, &by_target, settings.jobs, on);
             let base = done.len();
             let mut runs = Vec::new();

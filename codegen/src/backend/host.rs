@@ -152,6 +152,21 @@ pub enum HostMath {
 }
 
 impl Backend for Host {
+    fn prepare<'p>(&self, kernels: &'p [GpuKernel]) -> std::borrow::Cow<'p, [GpuKernel]> {
+        kernels
+            .iter()
+            .map(|g| rocmc_ir::lower::matrix::expand(g.clone()))
+            .collect()
+    }
+
+    fn emit_body(&self, fcx: &mut FnCx<'_, '_>, contract: bool) -> R<()> {
+        fcx.host_kernel(contract)
+    }
+
+    fn link_helpers<'ctx>(&self, cx: &'ctx Context, m: &Module<'ctx>) -> R<()> {
+        link_cpu_helpers(cx, m)
+    }
+
     /// Reproduced with stock `llc-22 -O3` on four lines: vector frexp
     /// (found by the differential fuzzer, seed 859124179).
     fn frexp_intrinsic(&self) -> bool {

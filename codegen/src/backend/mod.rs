@@ -115,6 +115,17 @@ pub(crate) fn shared_global<'ctx>(
     gv.as_pointer_value()
 }
 
+/// The backend of a parsed target: the one place code generation decides
+/// by vendor.
+pub(crate) fn lookup(t: &rocmc_target::Target) -> Box<dyn Backend + '_> {
+    use rocmc_target::Target;
+    match t {
+        Target::Amd(t) => Box::new(amdgpu::AmdGpu::new(t)),
+        Target::Nvidia(t) => Box::new(nvptx::Nvptx::new(t)),
+        Target::Cpu(t) => host::cpu_backend(t),
+    }
+}
+
 /// One target's dialect of LLVM IR.
 pub(crate) trait Backend {
     /// LLVM's target triple.
@@ -307,6 +318,29 @@ pub(crate) trait Backend {
         _fcx: &FnCx<'_, 'ctx>,
         _inst: inkwell::values::InstructionValue<'ctx>,
     ) -> R<()> {
+        Ok(())
+    }
+
+    /// Whether the target writes ELF objects (NVPTX writes PTX text only).
+    fn emits_objects(&self) -> bool {
+        true
+    }
+
+    /// The kernels as this target runs them: a GPU runs each matrix
+    /// instruction in hardware; the CPU runs it through its lane layout
+    /// ([`rocmc_ir::lower::matrix::expand`]).
+    fn prepare<'p>(&self, kernels: &'p [GpuKernel]) -> std::borrow::Cow<'p, [GpuKernel]> {
+        std::borrow::Cow::Borrowed(kernels)
+    }
+
+    /// Writes the body of the kernel function `fcx` declares: a GPU
+    /// thread's code, or on the CPU the lockstep walk over a block's threads.
+    fn emit_body(&self, fcx: &mut FnCx<'_, '_>, _contract: bool) -> R<()> {
+        fcx.kernel()
+    }
+
+    /// Adds the target's runtime helpers to the finished module.
+    fn link_helpers<'ctx>(&self, _cx: &'ctx Context, _m: &Module<'ctx>) -> R<()> {
         Ok(())
     }
 

@@ -83,6 +83,10 @@ fn dynamic_total(total: u64) -> u32 {
 }
 
 impl Backend for Nvptx<'_> {
+    fn emits_objects(&self) -> bool {
+        false
+    }
+
     fn triple(&self) -> String {
         TRIPLE.into()
     }

@@ -451,29 +451,11 @@ fn run_on(
     let rt = device_error;
     let info = dev.info().clone();
     let target = info.compile_target(opts.code_object_version, opts.wave_size)?;
-    let mut o = opts.clone();
-    o.mcpu = target.processor().to_string();
-    if let Some(t) = target.amd() {
-        o.code_object_version = t.code_object_version;
-    }
+    let tc = crate::toolchain::lookup(&target);
     // Kernels with `mma` steps are lowered for the device's target.
-    let front = &front.for_target(&target, &o)?;
-    let ptx = target.module_form() == rocmc_target::ModuleForm::Ptx;
-    let art = crate::backend(
-        front,
-        &target,
-        &o,
-        crate::Emit {
-            code_object: !ptx,
-            asm: ptx,
-            ..Default::default()
-        },
-    )?;
-    let module_bytes = if ptx {
-        art.asm.clone().unwrap_or_default().into_bytes()
-    } else {
-        art.code_object.clone().unwrap_or_default()
-    };
+    let front = &front.for_target(&target, opts)?;
+    let art = crate::backend(front, &target, opts, tc.module_emit())?;
+    let module_bytes = tc.module_bytes(art);
     let hash = dev.load_module(&module_bytes).map_err(rt)?;
     let k = &front.kernel;
     let Inputs {

@@ -29,7 +29,7 @@ const WARP: i64 = 32;
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let Some(unit) = l.unit else { return Ok(()) };
-    if !has_ldmatrix(&unit.processor) || l.g.block[0] != WARP as u32 {
+    if !unit.has_ldmatrix() || l.g.block[0] != WARP as u32 {
         return Ok(());
     }
     // The fragment arrays of 16-bit operands and their elements per lane.
@@ -61,10 +61,6 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
 }
 
 /// `sm_75` and later.
-fn has_ldmatrix(processor: &str) -> bool {
-    rocmc_target::NvidiaTarget::parse(processor).is_some_and(|t| t.compute_capability() >= (7, 5))
-}
-
 fn rewrite(body: Vec<Stmt>, frags: &HashMap<u32, u32>, lane: VarId) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(body.len());
     let mut i = 0;

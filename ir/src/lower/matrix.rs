@@ -17,45 +17,10 @@ use crate::kernel::{BinOp, Expr, ExprKind, ReduceOp, TensorId};
 use crate::loops::{GpuKernel, Local};
 use crate::schedule::{Guard, LoopNest};
 use crate::DType;
-use rocmc_target::matrix::{instructions_for, LaneCoord, MType, MatrixInstr};
+use rocmc_target::matrix::{LaneCoord, MType, MatrixInstr};
 use std::collections::HashMap;
 
-/// The target a kernel with `mma` steps is lowered for: which matrix
-/// instructions it has, and its wave size.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MatrixUnit {
-    /// The target as the user wrote it, for messages (`gfx942`, `sm_90`).
-    pub target: String,
-    /// The processor the instruction table is keyed by.
-    pub processor: String,
-    /// Lanes per wave (warp).
-    pub wave: u32,
-}
-
-impl MatrixUnit {
-    /// The matrix unit of a GPU target; none for the CPU (which runs
-    /// another processor's instructions only when told to emulate it).
-    pub fn of(target: &rocmc_target::Target) -> Option<MatrixUnit> {
-        use rocmc_target::Target;
-        match target {
-            Target::Amd(t) => Some(MatrixUnit {
-                target: target.to_string(),
-                processor: t.id.processor.clone(),
-                wave: t.wavefront_size(),
-            }),
-            Target::Nvidia(t) => Some(MatrixUnit {
-                target: target.to_string(),
-                processor: t.processor.clone(),
-                wave: 32,
-            }),
-            Target::Cpu(_) => None,
-        }
-    }
-
-    pub fn instructions(&self) -> Vec<&'static MatrixInstr> {
-        instructions_for(&self.processor, self.wave)
-    }
-}
+pub use rocmc_target::matrix::MatrixUnit;
 
 pub(crate) fn mtype(t: DType) -> Option<MType> {
     Some(match t {
@@ -70,11 +35,11 @@ pub(crate) fn mtype(t: DType) -> Option<MType> {
     })
 }
 
-/// The 8-bit float types a processor's matrix instructions read: gfx942
+/// The 8-bit float types a unit's matrix instructions read: gfx942
 /// the FNUZ encodings, gfx950 and gfx12 the OCP ones (LLVM's intrinsics
 /// are the same; the hardware differs).
-pub(crate) fn f8_types(processor: &str) -> [DType; 2] {
-    if processor.starts_with("gfx942") {
+pub(crate) fn f8_types(unit: &MatrixUnit) -> [DType; 2] {
+    if unit.fnuz_f8() {
         [DType::F8E4M3FNUZ, DType::F8E5M2FNUZ]
     } else {
         [DType::F8E4M3FN, DType::F8E5M2]
@@ -228,7 +193,7 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     if all.is_empty() {
         return Err(Diagnostic::new(
             req.span,
-            format!("{} has no matrix instructions (for a wave of {})", unit.target, unit.wave),
+            format!("{} has no matrix instructions (for a wave of {})", unit, unit.wave()),
         )
         .hint("targets with them: gfx908, gfx90a, gfx942, gfx950 (MFMA), gfx11 and gfx12 (WMMA), sm_80 and later (mma.sync); remove the `mma` step for the others"));
     }
@@ -241,11 +206,11 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     if typed.is_empty() {
         return Err(Diagnostic::new(
             req.span,
-            format!("{} has no matrix instruction for {want}", unit.target),
+            format!("{} has no matrix instruction for {want}", unit),
         )
         .hint(format!("it has: {}", describe(&all))));
     }
-    let f8 = f8_types(&unit.processor);
+    let f8 = f8_types(unit);
     if let Some(t) = [fa.dtype, fb.dtype]
         .into_iter()
         .find(|t| t.is_f8() && !f8.contains(t))
@@ -254,7 +219,7 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             req.span,
             format!(
                 "{}'s 8-bit float matrix instructions read `{}` and `{}`; this stage's operand is `{t}`",
-                unit.target, f8[0], f8[1]
+                unit, f8[0], f8[1]
             ),
         )
         .hint("the same bits mean other values in the other encoding: declare the inputs in the one the target reads"));
@@ -268,7 +233,9 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
                     n.span,
                     format!(
                         "{} has no matrix instruction `{}` (wave{})",
-                        unit.target, n.name, unit.wave
+                        unit,
+                        n.name,
+                        unit.wave()
                     ),
                 )
                 .hint(format!("it has: {}", describe(&all))));
@@ -281,11 +248,7 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
                         n.name, i.a, i.b, i.acc
                     ),
                 )
-                .hint(format!(
-                    "for {want} {} has: {}",
-                    unit.target,
-                    describe(&typed)
-                )));
+                .hint(format!("for {want} {} has: {}", unit, describe(&typed))));
             }
             i
         }
@@ -305,7 +268,7 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
                 shape.0,
                 shape.1,
                 shape.2,
-                unit.target,
+                unit,
                 instr_id(instr),
                 instr.m,
                 instr.n,
@@ -314,18 +277,18 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         )
         .hint(format!(
             "split the loops by the instruction's shape; for {want} {} has: {}",
-            unit.target,
+            unit,
             describe(&typed)
         )));
     }
-    let threads = unit.wave * st.waves[0].0 * st.waves[1].0;
+    let threads = unit.wave() * st.waves[0].0 * st.waves[1].0;
     if threads > rocmc_target::MAX_THREADS_PER_BLOCK {
         return Err(Diagnostic::new(
             req.span,
             format!(
                 "{} waves of {} lanes make {threads} threads per block; the limit is {}",
                 st.waves[0].0 * st.waves[1].0,
-                unit.wave,
+                unit.wave(),
                 rocmc_target::MAX_THREADS_PER_BLOCK
             ),
         )
@@ -534,29 +497,31 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     // NVIDIA only: it is what lets ldmatrix and the straight-line bodies
     // apply there, while on AMD it only duplicated the step (gfx942's
     // gemm_f16: 92 -> 105 VGPRs, one occupancy step lost).
-    let nvidia = rocmc_target::NvidiaTarget::parse(&unit.processor).is_some();
-    let full_tile: Option<Vec<Guard>> = kloops.first().filter(|_| nvidia).and_then(|_| {
-        let inner: Vec<VarId> = kloops[1..].iter().copied().chain([rk]).collect();
-        let mut last = HashMap::new();
-        for v in &inner {
-            let ext = nest.var(*v).extent.as_const()?;
-            last.insert(*v, Index::c(ext - 1));
-        }
-        let gs = kguards
-            .iter()
-            .map(|g| {
-                let (terms, _) = region::split_varying(&g.value, &inner)?;
-                terms
-                    .iter()
-                    .all(|(t, c)| matches!(t, Index::Var(_)) && *c > 0)
-                    .then(|| Guard {
-                        value: g.value.subst(&last),
-                        extent: g.extent.clone(),
-                    })
-            })
-            .collect::<Option<Vec<Guard>>>()?;
-        (!gs.is_empty()).then_some(gs)
-    });
+    let full_tile: Option<Vec<Guard>> = kloops
+        .first()
+        .filter(|_| unit.unswitches_full_k_tiles())
+        .and_then(|_| {
+            let inner: Vec<VarId> = kloops[1..].iter().copied().chain([rk]).collect();
+            let mut last = HashMap::new();
+            for v in &inner {
+                let ext = nest.var(*v).extent.as_const()?;
+                last.insert(*v, Index::c(ext - 1));
+            }
+            let gs = kguards
+                .iter()
+                .map(|g| {
+                    let (terms, _) = region::split_varying(&g.value, &inner)?;
+                    terms
+                        .iter()
+                        .all(|(t, c)| matches!(t, Index::Var(_)) && *c > 0)
+                        .then(|| Guard {
+                            value: g.value.subst(&last),
+                            extent: g.extent.clone(),
+                        })
+                })
+                .collect::<Option<Vec<Guard>>>()?;
+            (!gs.is_empty()).then_some(gs)
+        });
     let wave = st.waves[0].1.map_or(Index::c(0), Index::Var)
         + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0));
     let mma = Stmt::Matrix {

@@ -232,7 +232,7 @@ fn lower_stage_in(
         None => schedule::apply(k, stage)?,
     };
     if let (Some(m), Some(u)) = (&nest.matrix, unit) {
-        nest.vars[m.lane.0 as usize].extent = Index::c(i64::from(u.wave));
+        nest.vars[m.lane.0 as usize].extent = Index::c(i64::from(u.wave()));
     }
     for b in bounds {
         nest.guards.push(Guard {

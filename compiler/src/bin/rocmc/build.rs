@@ -109,18 +109,12 @@ fn tuning_for_build(
         ),
         None => None,
     };
-    let sel = db::select(
-        &d,
-        &path,
-        source,
-        &k,
-        &targets[0].to_string(),
-        tuned_for.as_deref(),
-    )
-    .map_err(|e| match &a.tuned_for {
-        Some(sz) => Error::Usage(format!("--tuned-for {sz}: {e}")),
-        None => Error::Usage(e),
-    })?;
+    let sel = db::select(&d, &path, source, &k, &targets[0], tuned_for.as_deref()).map_err(
+        |e| match &a.tuned_for {
+            Some(sz) => Error::Usage(format!("--tuned-for {sz}: {e}")),
+            None => Error::Usage(e),
+        },
+    )?;
     for w in &sel.warnings {
         eprintln!("warning: {w}");
     }
@@ -266,47 +260,44 @@ fn kinds_for(
     targets: &[rocmc::target::Target],
     to_stdout: bool,
 ) -> Result<Vec<Kind>, Error> {
-    use rocmc::target::ModuleForm;
-    let form = targets[0].module_form();
-    if targets.iter().any(|t| t.module_form() != form) {
+    use rocmc::toolchain::Output;
+    let tcs: Vec<_> = targets.iter().map(rocmc::toolchain::lookup).collect();
+    let module = tcs[0].module_output();
+    if tcs.iter().any(|t| t.module_output() != module) {
         return Err(Error::Usage(format!(
             "--mcpu {}: AMD, NVIDIA and CPU targets cannot share one build (their outputs differ: \
              code objects, PTX, shared objects); build once per vendor",
             a.mcpu
         )));
     }
-    let t = &targets[0];
+    let tc = &tcs[0];
+    let kind_of = |o: Output| match o {
+        Output::Asm => Kind::Asm,
+        Output::Object => Kind::Obj,
+        Output::CodeObject => Kind::Hsaco,
+        Output::Ptx => Kind::Ptx,
+        Output::SharedObject => Kind::So,
+    };
     if kinds.is_empty() {
-        kinds.push(match form {
-            ModuleForm::CodeObject => Kind::Hsaco,
-            ModuleForm::Ptx => Kind::Ptx,
-            ModuleForm::SharedObject => Kind::So,
-        });
+        kinds.push(kind_of(module));
     }
-    // For PTX targets the assembly is the PTX: one output, written as .ptx.
-    if form == ModuleForm::Ptx && kinds.contains(&Kind::Asm) {
+    // Where the assembly is the module (PTX): one output, written as the module.
+    if tc.asm_is_module() && kinds.contains(&Kind::Asm) {
         kinds.retain(|k| *k != Kind::Asm);
-        kinds.push(Kind::Ptx);
+        kinds.push(kind_of(module));
         kinds.sort();
         kinds.dedup();
     }
-    let refused = kinds.iter().find_map(|&k| match (form, k) {
-        (ModuleForm::SharedObject, Kind::Hsaco | Kind::Ptx) => Some(format!(
-            "--emit {}: {t} is the CPU target; rocmc writes a shared object for it (--emit so)",
-            k.ext()
-        )),
-        (ModuleForm::CodeObject | ModuleForm::Ptx, Kind::So) => Some(format!(
-            "--emit so: {t} is a GPU target; shared objects are for the CPU target (--mcpu x86-64)"
-        )),
-        (ModuleForm::Ptx, Kind::Obj | Kind::Hsaco) => Some(format!(
-            "--emit {}: {t} is an NVIDIA target; rocmc writes PTX for it (--emit ptx), which \
-             the CUDA driver compiles when it loads it",
-            k.ext()
-        )),
-        (ModuleForm::CodeObject, Kind::Ptx) => Some(format!(
-            "--emit ptx: {t} is an AMD target; PTX is for NVIDIA targets (sm_NN)"
-        )),
-        _ => None,
+    let refused = kinds.iter().find_map(|&k| {
+        let out = match k {
+            Kind::Asm => Output::Asm,
+            Kind::Obj => Output::Object,
+            Kind::Hsaco => Output::CodeObject,
+            Kind::Ptx => Output::Ptx,
+            Kind::So => Output::SharedObject,
+            Kind::Loops | Kind::Llvm | Kind::Header | Kind::Schedule => return None,
+        };
+        tc.refuses(out)
     });
     if let Some(m) = refused {
         return Err(Error::Usage(m));

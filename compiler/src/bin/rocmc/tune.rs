@@ -148,8 +148,14 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
         req.evolve = a.strategy == StrategyArg::Evolve;
         req.min_occupancy = a.min_occupancy;
         if let Some(dir) = &a.export {
-            let target = a.target.as_deref().unwrap_or_default();
-            let plan = rocmc::tune::export(&req, target, dir, &mut |e| on_event(&bar, e))?;
+            // The flag here is --target; the compiler's message names --mcpu.
+            let target = rocmc::targets(&req.opts)
+                .map_err(|e| match e {
+                    Error::Target(t) => Error::Usage(format!("--target: {t}")),
+                    other => other,
+                })?
+                .remove(0);
+            let plan = rocmc::tune::export(&req, &target, dir, &mut |e| on_event(&bar, e))?;
             bar.finish_and_clear();
             let refused = plan
                 .candidates

@@ -123,7 +123,7 @@ impl<'k> Matmul<'k> {
         let target = cx.target?;
         let unit = MatrixUnit::of(target)?;
         let [da, db, acc] = self.instr_types(k, st)?;
-        let f8 = f8_types(&unit.processor);
+        let f8 = f8_types(&unit);
         if [da, db].iter().any(|t| t.is_f8() && !f8.contains(t)) {
             return None;
         }
@@ -203,7 +203,7 @@ impl<'k> Matmul<'k> {
         ));
         kn.require(&format!(
             "{{WM}} * {{WN}} * {} <= {}",
-            unit.wave,
+            unit.wave(),
             target.max_threads_per_block()
         ));
         // The staged tiles within shared memory (`bytes` above).
@@ -211,7 +211,7 @@ impl<'k> Matmul<'k> {
             "{{STAGES}} * ({{BM}} * ({{KSTEPS}} * {kstep} + {pad}) + {{KSTEPS}} * {kstep} * ({{BN}} + {pad})) * {esize} <= {shared}"
         ));
         let fits = bm % wm == 0 && bn % wn == 0 && fm % m == 0 && fn_ % n == 0;
-        let threads = wm * wn * i64::from(unit.wave);
+        let threads = wm * wn * i64::from(unit.wave());
         if !kn.bad() && (!fits || threads > i64::from(target.max_threads_per_block())) {
             return None;
         }
