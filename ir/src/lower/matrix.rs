@@ -141,8 +141,35 @@ pub(super) struct Stage<'a> {
     pub waves: [(u32, Option<VarId>); 2],
 }
 
-/// The body of a stage with `mma`, and its register arrays.
-pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic> {
+/// Pass `matrix`: the body of a stage with `mma`, in the region pass
+/// `nest` left; a no-op for other stages.
+pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    let Some(r) = l.region.take() else {
+        return Ok(());
+    };
+    let stage = l.k.stage(l.sid);
+    let Some(red) = &stage.reduce else {
+        return Err(Diagnostic::new(
+            l.nest.matrix.as_ref().map(|m| m.span).unwrap_or_default(),
+            format!(
+                "`mma` needs a matrix product; stage `{}` has no reduction",
+                stage.name
+            ),
+        )
+        .hint("write the stage as `C[i, j] = sum(A[i, k] * B[k, j], k)`"));
+    };
+    let guards = l.nest.guards.clone();
+    let (stmts, locals) = lower(l, r.matrix_stage(l, red, &guards))?;
+    let mut body = r.binds().to_vec();
+    body.extend(stmts);
+    l.g.body = body;
+    l.g.locals = locals;
+    Ok(())
+}
+
+/// The body of a stage with `mma`, and its register arrays: the checks
+/// ([`operands`], [`choose`], [`fragments`]), then [`Emit`].
+fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic> {
     let nest: &LoopNest = &l.nest;
     let req = nest.matrix.as_ref().expect("a stage with mma");
     let stage = l.k.stage(l.sid);
@@ -153,8 +180,98 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         )
         .hint("compile it for a GPU with matrix instructions (gfx908, gfx90a, gfx942, gfx950, gfx11, gfx12, sm_80 and later); on the CPU, `--emulate PROCESSOR` runs that processor's matrix instructions"));
     };
+    let (fa, fb, acc_t) = operands(l, &st)?;
+    let instr = choose(l, unit, &fa, &fb, acc_t)?;
+    let threads = unit.wave() * st.waves[0].0 * st.waves[1].0;
+    if threads > rocmc_target::MAX_THREADS_PER_BLOCK {
+        return Err(Diagnostic::new(
+            req.span,
+            format!(
+                "{} waves of {} lanes make {threads} threads per block; the limit is {}",
+                st.waves[0].0 * st.waves[1].0,
+                unit.wave(),
+                rocmc_target::MAX_THREADS_PER_BLOCK
+            ),
+        )
+        .hint("bind fewer waves to threadIdx.y and threadIdx.z"));
+    }
+
+    let f = fragments(l, &st, &fa, &fb, instr)?;
+    let (n_acc, n_a, n_b) = (f.n[0], f.n[1], f.n[2]);
+    let (pc, pa, pb) = (f.per_lane[0], f.per_lane[1], f.per_lane[2]);
+    let locals = vec![
+        Local {
+            name: format!("{}_acc", stage.name),
+            dtype: acc_t,
+            len: (n_acc * pc) as u32,
+            span: stage.span,
+        },
+        Local {
+            name: format!("{}_a", stage.name),
+            dtype: fa.dtype,
+            len: (n_a * pa) as u32,
+            span: req.span,
+        },
+        Local {
+            name: format!("{}_b", stage.name),
+            dtype: fb.dtype,
+            len: (n_b * pb) as u32,
+            span: req.span,
+        },
+    ];
+
+    // Operands: loads clamped into range, out-of-range k as zero.
+    let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+        .map(VarId)
+        .filter(|v| st.guards.iter().any(|g| g.value.uses_var(*v)))
+        .collect();
+    let kguards: Vec<&Guard> = st
+        .guards
+        .iter()
+        .filter(|g| {
+            (0..nest.vars.len() as u32)
+                .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
+        })
+        .collect();
+    let clamp = |e: &Expr| -> Expr {
+        match nest::clamp_loads(
+            l.k,
+            Stmt::LocalStore {
+                local: 0,
+                index: Index::c(0),
+                value: e.clone(),
+            },
+            &guarded,
+            st.cached,
+        ) {
+            Stmt::LocalStore { value, .. } => value,
+            _ => unreachable!("clamp_loads keeps the statement"),
+        }
+    };
+    let (fa, fb) = (clamp(&fa), clamp(&fb));
+    let e = Emit {
+        l,
+        st: &st,
+        unit,
+        instr,
+        acc_t,
+        fa,
+        fb,
+        f,
+        kguards,
+        lane: Index::Var(req.lane),
+    };
+    Ok((e.body(), locals))
+}
+
+/// The two factors of a sum of products, A's (varying with the rows)
+/// first, without their casts to the accumulator type; and that type.
+fn operands(l: &Lowering, st: &Stage) -> Result<(Expr, Expr, DType), Diagnostic> {
+    let nest = &l.nest;
+    let req = nest.matrix.as_ref().expect("a stage with mma");
+    let stage = l.k.stage(l.sid);
     let name = |v: VarId| nest.var(v).name.clone();
-    let (ri, rj, rk, lane) = (req.rows, req.cols, req.k, req.lane);
+    let (ri, rj) = (req.rows, req.cols);
     if st.op != ReduceOp::Sum {
         return Err(Diagnostic::new(
             req.span,
@@ -188,6 +305,22 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             ),
         ));
     };
+    Ok((fa, fb, acc_t))
+}
+
+/// The matrix instruction for `fa x fb -> acc_t`: the one the step names,
+/// else the one of the loops' shape, checked against the loops' shape.
+fn choose(
+    l: &Lowering,
+    unit: &MatrixUnit,
+    fa: &Expr,
+    fb: &Expr,
+    acc_t: DType,
+) -> Result<&'static MatrixInstr, Diagnostic> {
+    let nest = &l.nest;
+    let req = nest.matrix.as_ref().expect("a stage with mma");
+    let name = |v: VarId| nest.var(v).name.clone();
+    let (ri, rj, rk) = (req.rows, req.cols, req.k);
     let types = (mtype(fa.dtype), mtype(fb.dtype), mtype(acc_t));
     let all = unit.instructions();
     if all.is_empty() {
@@ -281,20 +414,38 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
             describe(&typed)
         )));
     }
-    let threads = unit.wave() * st.waves[0].0 * st.waves[1].0;
-    if threads > rocmc_target::MAX_THREADS_PER_BLOCK {
-        return Err(Diagnostic::new(
-            req.span,
-            format!(
-                "{} waves of {} lanes make {threads} threads per block; the limit is {}",
-                st.waves[0].0 * st.waves[1].0,
-                unit.wave(),
-                rocmc_target::MAX_THREADS_PER_BLOCK
-            ),
-        )
-        .hint("bind fewer waves to threadIdx.y and threadIdx.z"));
-    }
+    Ok(instr)
+}
 
+/// The loops around `mma`'s three and the fragments they index.
+struct Frags<'s> {
+    /// Loops outside the reduction.
+    outer: &'s [VarId],
+    /// Reduction loops around the instruction.
+    kloops: Vec<VarId>,
+    /// Output loops over fragments, and those of them A and B vary with.
+    frags: Vec<VarId>,
+    a_frags: Vec<VarId>,
+    b_frags: Vec<VarId>,
+    /// Fragments of the accumulator, A and B, and each one's index.
+    n: [i64; 3],
+    ix: [Index; 3],
+    /// Elements each lane holds of one fragment of the accumulator, A and B.
+    per_lane: [i64; 3],
+}
+
+/// Checks the loop order around `mma`'s loops and counts the fragments.
+fn fragments<'s>(
+    l: &Lowering,
+    st: &Stage<'s>,
+    fa: &Expr,
+    fb: &Expr,
+    instr: &MatrixInstr,
+) -> Result<Frags<'s>, Diagnostic> {
+    let nest = &l.nest;
+    let req = nest.matrix.as_ref().expect("a stage with mma");
+    let name = |v: VarId| nest.var(v).name.clone();
+    let (ri, rj, rk) = (req.rows, req.cols, req.k);
     // The loops: k loops, then fragment loops, then the instruction's three.
     let r0 = st
         .loops
@@ -361,12 +512,12 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
     let a_frags: Vec<VarId> = frags
         .iter()
         .copied()
-        .filter(|v| expr_uses(&fa, *v))
+        .filter(|v| expr_uses(fa, *v))
         .collect();
     let b_frags: Vec<VarId> = frags
         .iter()
         .copied()
-        .filter(|v| expr_uses(&fb, *v))
+        .filter(|v| expr_uses(fb, *v))
         .collect();
     let (n_acc, acc_ix) = count(&frags)?;
     let (n_a, a_ix) = count(&a_frags)?;
@@ -387,58 +538,39 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
         )
         .hint("use fewer fragments per wave"));
     }
-    let locals = vec![
-        Local {
-            name: format!("{}_acc", stage.name),
-            dtype: acc_t,
-            len: (n_acc * pc) as u32,
-            span: stage.span,
-        },
-        Local {
-            name: format!("{}_a", stage.name),
-            dtype: fa.dtype,
-            len: (n_a * pa) as u32,
-            span: req.span,
-        },
-        Local {
-            name: format!("{}_b", stage.name),
-            dtype: fb.dtype,
-            len: (n_b * pb) as u32,
-            span: req.span,
-        },
-    ];
+    Ok(Frags {
+        outer,
+        kloops,
+        frags,
+        a_frags,
+        b_frags,
+        n: [n_acc, n_a, n_b],
+        ix: [acc_ix, a_ix, b_ix],
+        per_lane: [pc, pa, pb],
+    })
+}
 
-    // Operands: loads clamped into range, out-of-range k as zero.
-    let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
-        .map(VarId)
-        .filter(|v| st.guards.iter().any(|g| g.value.uses_var(*v)))
-        .collect();
-    let kguards: Vec<&Guard> = st
-        .guards
-        .iter()
-        .filter(|g| {
-            (0..nest.vars.len() as u32)
-                .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
-        })
-        .collect();
-    let clamp = |e: &Expr| -> Expr {
-        match nest::clamp_loads(
-            l.k,
-            Stmt::LocalStore {
-                local: 0,
-                index: Index::c(0),
-                value: e.clone(),
-            },
-            &guarded,
-            st.cached,
-        ) {
-            Stmt::LocalStore { value, .. } => value,
-            _ => unreachable!("clamp_loads keeps the statement"),
-        }
-    };
-    let (fa, fb) = (clamp(&fa), clamp(&fb));
-    let lane_ix = Index::Var(lane);
-    let element = |f: &Expr, map: HashMap<VarId, Index>, zero_tail: bool| -> Expr {
+/// Emitting one `mma` stage's body: its checked instruction, its operands
+/// (loads clamped into range) and its fragment loops.
+struct Emit<'a> {
+    l: &'a Lowering<'a>,
+    st: &'a Stage<'a>,
+    unit: &'a MatrixUnit,
+    instr: &'static MatrixInstr,
+    acc_t: DType,
+    fa: Expr,
+    fb: Expr,
+    f: Frags<'a>,
+    /// The guards on reduction loops: out-of-range k reads as zero.
+    kguards: Vec<&'a Guard>,
+    lane: Index,
+}
+
+impl Emit<'_> {
+    /// Operand `f` at the lane coordinates `map`, zero where k is out of
+    /// range when `zero_tail`.
+    fn element(&self, f: &Expr, map: HashMap<VarId, Index>, zero_tail: bool) -> Expr {
+        let kguards = &self.kguards;
         let v = f.map_indices(&|ix| ix.subst(&map));
         let mut cond: Option<Expr> = None;
         for g in kguards.iter().filter(|_| zero_tail) {
@@ -466,136 +598,188 @@ pub(super) fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), 
                 kind: ExprKind::Select(Box::new(c), Box::new(v), Box::new(zero(f.dtype))),
             },
         }
-    };
-    let fills = |zero_tail: bool| {
+    }
+
+    /// Each lane's loads of its A and B elements.
+    fn fills(&self, zero_tail: bool) -> (Vec<Stmt>, Vec<Stmt>) {
+        let req = self.l.nest.matrix.as_ref().expect("a stage with mma");
+        let (ri, rj, rk) = (req.rows, req.cols, req.k);
+        let (instr, lane_ix) = (self.instr, &self.lane);
+        let (a_ix, b_ix) = (&self.f.ix[1], &self.f.ix[2]);
+        let (pa, pb) = (self.f.per_lane[1], self.f.per_lane[2]);
         let mut a_fill = Vec::new();
         for e in 0..instr.a_per_lane() {
             let (r, kk) = instr.a_coord(e);
-            let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rk, coord(&kk, &lane_ix))]);
+            let map = HashMap::from([(ri, coord(&r, lane_ix)), (rk, coord(&kk, lane_ix))]);
             a_fill.push(Stmt::LocalStore {
                 local: 1,
                 index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
-                value: element(&fa, map, zero_tail),
+                value: self.element(&self.fa, map, zero_tail),
             });
         }
         let mut b_fill = Vec::new();
         for e in 0..instr.b_per_lane() {
             let (kk, c) = instr.b_coord(e);
-            let map = HashMap::from([(rk, coord(&kk, &lane_ix)), (rj, coord(&c, &lane_ix))]);
+            let map = HashMap::from([(rk, coord(&kk, lane_ix)), (rj, coord(&c, lane_ix))]);
             b_fill.push(Stmt::LocalStore {
                 local: 2,
                 index: b_ix.clone() * Index::c(pb) + Index::c(i64::from(e)),
-                value: element(&fb, map, zero_tail),
+                value: self.element(&self.fb, map, zero_tail),
             });
         }
         (a_fill, b_fill)
-    };
-    // Where a whole tile of k is in range, its operands need no zeroing:
-    // inside the outermost k loop, an unswitch on the tile's last k runs
-    // the loads without their selects (the k guards grow with the inner k
-    // loops and the instruction's k, so the last k bounds them all). On
-    // NVIDIA only: it is what lets ldmatrix and the straight-line bodies
-    // apply there, while on AMD it only duplicated the step (gfx942's
-    // gemm_f16: 92 -> 105 VGPRs, one occupancy step lost).
-    let full_tile: Option<Vec<Guard>> = kloops
-        .first()
-        .filter(|_| unit.unswitches_full_k_tiles())
-        .and_then(|_| {
-            let inner: Vec<VarId> = kloops[1..].iter().copied().chain([rk]).collect();
-            let mut last = HashMap::new();
-            for v in &inner {
-                let ext = nest.var(*v).extent.as_const()?;
-                last.insert(*v, Index::c(ext - 1));
-            }
-            let gs = kguards
+    }
+
+    /// Where a whole tile of k is in range, its operands need no zeroing:
+    /// inside the outermost k loop, an unswitch on the tile's last k runs
+    /// the loads without their selects (the k guards grow with the inner k
+    /// loops and the instruction's k, so the last k bounds them all). On
+    /// NVIDIA only: it is what lets ldmatrix and the straight-line bodies
+    /// apply there, while on AMD it only duplicated the step (gfx942's
+    /// gemm_f16: 92 -> 105 VGPRs, one occupancy step lost).
+    fn full_tile(&self) -> Option<Vec<Guard>> {
+        let (nest, unit, kloops, kguards) =
+            (&self.l.nest, self.unit, &self.f.kloops, &self.kguards);
+        let rk = nest.matrix.as_ref().expect("a stage with mma").k;
+        kloops
+            .first()
+            .filter(|_| unit.unswitches_full_k_tiles())
+            .and_then(|_| {
+                let inner: Vec<VarId> = kloops[1..].iter().copied().chain([rk]).collect();
+                let mut last = HashMap::new();
+                for v in &inner {
+                    let ext = nest.var(*v).extent.as_const()?;
+                    last.insert(*v, Index::c(ext - 1));
+                }
+                let gs = kguards
+                    .iter()
+                    .map(|g| {
+                        let (terms, _) = region::split_varying(&g.value, &inner)?;
+                        terms
+                            .iter()
+                            .all(|(t, c)| matches!(t, Index::Var(_)) && *c > 0)
+                            .then(|| Guard {
+                                value: g.value.subst(&last),
+                                extent: g.extent.clone(),
+                            })
+                    })
+                    .collect::<Option<Vec<Guard>>>()?;
+                (!gs.is_empty()).then_some(gs)
+            })
+    }
+
+    /// The matrix instruction on this lane's fragments.
+    fn instruction(&self) -> Stmt {
+        let (st, instr, lane_ix) = (self.st, self.instr, &self.lane);
+        let [acc_ix, a_ix, b_ix] = &self.f.ix;
+        let [pc, pa, pb] = self.f.per_lane;
+        let wave = st.waves[0].1.map_or(Index::c(0), Index::Var)
+            + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0));
+        Stmt::Matrix {
+            instr,
+            a: (1, a_ix.clone() * Index::c(pa)),
+            b: (2, b_ix.clone() * Index::c(pb)),
+            acc: (0, acc_ix.clone() * Index::c(pc)),
+            lane: lane_ix.clone(),
+            wave,
+        }
+    }
+
+    /// The stores of the accumulator's elements, each under the output's guards.
+    fn stores(&self) -> Vec<Stmt> {
+        let req = self.l.nest.matrix.as_ref().expect("a stage with mma");
+        let (ri, rj) = (req.rows, req.cols);
+        let (st, instr, lane_ix, acc_t, kguards) =
+            (self.st, self.instr, &self.lane, self.acc_t, &self.kguards);
+        let (acc_ix, pc) = (&self.f.ix[0], self.f.per_lane[0]);
+        let mut store = Vec::new();
+        for e in 0..instr.acc_per_lane() {
+            let (r, c) = instr.acc_coord(e);
+            let map = HashMap::from([(ri, coord(&r, lane_ix)), (rj, coord(&c, lane_ix))]);
+            let acc = local(
+                0,
+                acc_ix.clone() * Index::c(pc) + Index::c(i64::from(e)),
+                acc_t,
+            );
+            let s = Stmt::Store {
+                tensor: st.output,
+                indices: st.indices.iter().map(|i| i.subst(&map)).collect(),
+                value: st
+                    .value
+                    .map_indices(&|ix| ix.subst(&map))
+                    .replace_reduced(&acc),
+            };
+            let guards: Vec<Guard> = st
+                .guards
                 .iter()
-                .map(|g| {
-                    let (terms, _) = region::split_varying(&g.value, &inner)?;
-                    terms
-                        .iter()
-                        .all(|(t, c)| matches!(t, Index::Var(_)) && *c > 0)
-                        .then(|| Guard {
-                            value: g.value.subst(&last),
-                            extent: g.extent.clone(),
-                        })
+                .filter(|g| !kguards.contains(g))
+                .map(|g| Guard {
+                    value: g.value.subst(&map),
+                    extent: g.extent.subst(&map),
                 })
-                .collect::<Option<Vec<Guard>>>()?;
-            (!gs.is_empty()).then_some(gs)
-        });
-    let wave = st.waves[0].1.map_or(Index::c(0), Index::Var)
-        + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0));
-    let mma = Stmt::Matrix {
-        instr,
-        a: (1, a_ix.clone() * Index::c(pa)),
-        b: (2, b_ix.clone() * Index::c(pb)),
-        acc: (0, acc_ix.clone() * Index::c(pc)),
-        lane: lane_ix.clone(),
-        wave,
-    };
-    let init: Vec<Stmt> = (0..pc)
-        .map(|e| Stmt::LocalStore {
-            local: 0,
-            index: acc_ix.clone() * Index::c(pc) + Index::c(e),
-            value: zero(acc_t),
-        })
-        .collect();
-    let mut store = Vec::new();
-    for e in 0..instr.acc_per_lane() {
-        let (r, c) = instr.acc_coord(e);
-        let map = HashMap::from([(ri, coord(&r, &lane_ix)), (rj, coord(&c, &lane_ix))]);
-        let acc = local(
-            0,
-            acc_ix.clone() * Index::c(pc) + Index::c(i64::from(e)),
-            acc_t,
-        );
-        let s = Stmt::Store {
-            tensor: st.output,
-            indices: st.indices.iter().map(|i| i.subst(&map)).collect(),
-            value: st
-                .value
-                .map_indices(&|ix| ix.subst(&map))
-                .replace_reduced(&acc),
-        };
-        let guards: Vec<Guard> = st
-            .guards
-            .iter()
-            .filter(|g| !kguards.contains(g))
-            .map(|g| Guard {
-                value: g.value.subst(&map),
-                extent: g.extent.subst(&map),
+                .collect();
+            store.push(if guards.is_empty() {
+                s
+            } else {
+                Stmt::If {
+                    guards,
+                    body: vec![s],
+                }
+            });
+        }
+        store
+    }
+
+    /// One step of k: the A and B fills, then the instructions.
+    fn step(&self, zero_tail: bool) -> Vec<Stmt> {
+        let nest = &self.l.nest;
+        let Frags {
+            frags,
+            a_frags,
+            b_frags,
+            ..
+        } = &self.f;
+        let (a_fill, b_fill) = self.fills(zero_tail);
+        let mut step = nest::build(nest, a_frags, &[], a_fill);
+        step.extend(nest::build(nest, b_frags, &[], b_fill));
+        step.extend(nest::build(nest, frags, &[], vec![self.instruction()]));
+        step
+    }
+
+    /// The whole body: accumulators zeroed, the k loops, the stores.
+    fn body(&self) -> Vec<Stmt> {
+        let nest = &self.l.nest;
+        let Frags {
+            outer,
+            kloops,
+            frags,
+            ..
+        } = &self.f;
+        let (acc_ix, pc, acc_t) = (&self.f.ix[0], self.f.per_lane[0], self.acc_t);
+        let init: Vec<Stmt> = (0..pc)
+            .map(|e| Stmt::LocalStore {
+                local: 0,
+                index: acc_ix.clone() * Index::c(pc) + Index::c(e),
+                value: zero(acc_t),
             })
             .collect();
-        store.push(if guards.is_empty() {
-            s
-        } else {
-            Stmt::If {
-                guards,
-                body: vec![s],
+        let full_tile = self.full_tile();
+        let mut leaf = nest::build(nest, frags, &[], init);
+        match full_tile {
+            Some(guards) => {
+                let inner = &kloops[1..];
+                let split = vec![Stmt::Unswitch {
+                    guards,
+                    fast: nest::build(nest, inner, &[], self.step(false)),
+                    slow: nest::build(nest, inner, &[], self.step(true)),
+                }];
+                leaf.extend(nest::build(nest, &kloops[..1], &[], split));
             }
-        });
-    }
-    let step = |zero_tail: bool| {
-        let (a_fill, b_fill) = fills(zero_tail);
-        let mut step = nest::build(nest, &a_frags, &[], a_fill);
-        step.extend(nest::build(nest, &b_frags, &[], b_fill));
-        step.extend(nest::build(nest, &frags, &[], vec![mma.clone()]));
-        step
-    };
-    let mut leaf = nest::build(nest, &frags, &[], init);
-    match full_tile {
-        Some(guards) => {
-            let inner = &kloops[1..];
-            let split = vec![Stmt::Unswitch {
-                guards,
-                fast: nest::build(nest, inner, &[], step(false)),
-                slow: nest::build(nest, inner, &[], step(true)),
-            }];
-            leaf.extend(nest::build(nest, &kloops[..1], &[], split));
+            None => leaf.extend(nest::build(nest, kloops, &[], self.step(true))),
         }
-        None => leaf.extend(nest::build(nest, &kloops, &[], step(true))),
+        leaf.extend(nest::build(nest, frags, &[], self.stores()));
+        nest::build(nest, outer, &[], leaf)
     }
-    leaf.extend(nest::build(nest, &frags, &[], store));
-    Ok((nest::build(nest, outer, &[], leaf), locals))
 }
 
 /// `g` with every matrix instruction executed as statements the CPU runs:

@@ -36,9 +36,11 @@ mod vectorize;
 type PassFn = fn(&mut Lowering) -> Result<(), Diagnostic>;
 
 /// The passes that build a kernel from its stage, in order.
-pub(crate) const PASSES: [(&str, PassFn); 6] = [
+pub(crate) const PASSES: [(&str, PassFn); 7] = [
     // Bindings, launch geometry, loops, guards, the store or the reduction.
     ("nest", nest::run),
+    // A stage with `mma`: fragment loads, matrix instructions, accumulator stores.
+    ("matrix", matrix::run),
     // Tiles staged in LDS or registers by cache_read / cache_write.
     ("caches", cache::run),
     // Producers placed at one of this kernel's loops.
@@ -62,6 +64,8 @@ pub(crate) struct Lowering<'k> {
     tid: Index,
     /// The target's matrix instructions, for stages with `mma`.
     unit: Option<&'k matrix::MatrixUnit>,
+    /// What `nest` left the `matrix` pass: the region of a stage with `mma`.
+    region: Option<nest::Region>,
 }
 
 /// Lowers every stage of a checked kernel. Inlined stages produce no kernel.
@@ -266,6 +270,7 @@ fn lower_stage_in(
         g,
         tid: Index::c(0),
         unit,
+        region: None,
     };
     for (name, pass) in PASSES {
         pass(&mut l)?;

@@ -11,18 +11,75 @@ use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
 use crate::schedule::{self, GpuAxis, Guard, LoopKind};
 
+/// What every shape of stage body shares: the launch geometry, the loops
+/// left to run, and the stage's value and output indices in loop variables.
+pub(super) struct Region {
+    block: [u32; 3],
+    grid: [Index; 3],
+    /// The bindings of the bound loops, which start the body.
+    binds: Vec<Stmt>,
+    /// The serial, unrolled and vectorized loops, outermost first.
+    loops: Vec<VarId>,
+    /// Each stage axis as an index of the loop variables.
+    subst: std::collections::HashMap<VarId, Index>,
+    indices: Vec<Index>,
+    value: Expr,
+    /// Linear thread index within the work-group (x fastest).
+    tid: Index,
+    /// The loops bound to threadIdx.x, .y, .z.
+    thread_vars: [Option<VarId>; 3],
+    /// Tensors read from LDS or registers: staged by cache_read, or
+    /// computed by compute_at (here or in an enclosing kernel, whose part
+    /// covers every point read). Their reads are rewritten, not clamped.
+    cached: Vec<TensorId>,
+}
+
+/// A body and the arrays it uses.
+type Body = (Vec<Stmt>, Vec<super::Local>, Vec<super::Local>);
+
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
     if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan)) {
         return super::scan::build(l, scan, plan);
     }
+    let r = region(l);
+    l.g.block = r.block;
+    l.g.grid = r.grid.clone();
+    l.tid = r.tid.clone();
+    // The `matrix` pass writes the body of a stage with `mma`.
+    if l.nest.matrix.is_some() {
+        l.region = Some(r);
+        return Ok(());
+    }
     let nest = &l.nest;
-    let value = inline_producers(k, sid, &stage.value);
+    let (body, locals, shared) = match &stage.reduce {
+        None => store_body(l, &r),
+        Some(_)
+            if nest.order.iter().any(|v| {
+                nest.var(*v).reduce
+                    && matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+            }) =>
+        {
+            cooperative(l, &r)?
+        }
+        Some(_) => serial(l, &r)?,
+    };
+    let mut all = r.binds;
+    all.extend(body);
+    l.g.body = all;
+    l.g.locals = locals;
+    l.g.shared = shared;
+    Ok(())
+}
 
+/// The bindings, geometry and substitutions of the stage's nest.
+fn region(l: &Lowering) -> Region {
+    let (k, sid, nest) = (l.k, l.sid, &l.nest);
+    let stage = k.stage(sid);
     let mut block = [1u32; 3];
     let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
-    let mut body = Vec::new();
+    let mut binds = Vec::new();
     let mut loops = Vec::new();
     for v in &nest.order {
         let lv = nest.var(*v);
@@ -30,16 +87,15 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             LoopKind::Bound(axis @ GpuAxis::Thread(d)) => {
                 // Thread extents were checked constant and within limits by the schedule.
                 block[d.index()] = lv.extent.as_const().unwrap_or(1) as u32;
-                body.push(Stmt::Bind { var: *v, axis });
+                binds.push(Stmt::Bind { var: *v, axis });
             }
             LoopKind::Bound(axis @ GpuAxis::Block(d)) => {
                 grid[d.index()] = lv.extent.clone();
-                body.push(Stmt::Bind { var: *v, axis });
+                binds.push(Stmt::Bind { var: *v, axis });
             }
             LoopKind::Serial | LoopKind::Unrolled | LoopKind::Vectorized => loops.push(*v),
         }
     }
-
     let subst: std::collections::HashMap<VarId, Index> = nest
         .axis_values
         .iter()
@@ -49,24 +105,19 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let indices: Vec<Index> = (0..stage.axes.len())
         .map(|i| subst[&VarId(i as u32)].clone())
         .collect();
-    let value = value.map_indices(&|ix| ix.subst(&subst));
-    let all_guards: Vec<&Guard> = nest.guards.iter().collect();
-    // Linear thread index within the work-group (x fastest).
-    let thread_var = |d: usize| {
+    let value = inline_producers(k, sid, &stage.value).map_indices(&|ix| ix.subst(&subst));
+    let thread_vars = [0, 1, 2].map(|d| {
         nest.order.iter().copied().find(|v| {
             nest.var(*v).kind
                 == LoopKind::Bound(GpuAxis::Thread(
                     [schedule::Dim::X, schedule::Dim::Y, schedule::Dim::Z][d],
                 ))
         })
-    };
+    });
     let mut tid = Index::c(0);
     for d in (0..3).rev() {
-        tid = tid * Index::c(block[d] as i64) + thread_var(d).map_or(Index::c(0), Index::Var);
+        tid = tid * Index::c(block[d] as i64) + thread_vars[d].map_or(Index::c(0), Index::Var);
     }
-    // Tensors read from LDS or registers: staged by cache_read, or computed
-    // by compute_at (here or in an enclosing kernel, whose part covers every
-    // point read). Their reads are rewritten, not clamped.
     let mut cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
     cached.extend(
         k.stages
@@ -74,275 +125,303 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             .filter(|s| s.compute_at().is_some())
             .map(|s| s.output),
     );
-    let mut locals = Vec::new();
-    let mut shared = Vec::new();
-    match &stage.reduce {
-        Some(red) if nest.matrix.is_some() => {
-            let (stmts, ls) = super::matrix::lower(
-                l,
-                super::matrix::Stage {
-                    loops: &loops,
-                    guards: &nest.guards,
-                    cached: &cached,
-                    rbody: inline_producers(k, sid, &red.body).map_indices(&|ix| ix.subst(&subst)),
-                    value: value.clone(),
-                    indices: indices.clone(),
-                    output: stage.output,
-                    op: red.op,
-                    waves: [1, 2].map(|d| (block[d], thread_var(d))),
-                },
-            )?;
-            body.extend(stmts);
-            locals = ls;
-        }
-        None if nest.matrix.is_some() => {
-            return Err(Diagnostic::new(
-                nest.matrix.as_ref().map(|m| m.span).unwrap_or_default(),
-                format!(
-                    "`mma` needs a matrix product; stage `{}` has no reduction",
-                    stage.name
-                ),
-            )
-            .hint("write the stage as `C[i, j] = sum(A[i, k] * B[k, j], k)`"));
-        }
-        None => {
-            let leaf = match &stage.scatter {
-                // Subscripts read inlined producers as the value does.
-                Some(sc) => Stmt::Scatter {
-                    tensor: stage.output,
-                    indices: sc
-                        .indices
-                        .iter()
-                        .map(|e| inline_producers(k, sid, e).map_indices(&|ix| ix.subst(&subst)))
-                        .collect(),
-                    op: sc.op,
-                    value,
-                    shared: nest.privatized.map(|_| shared.len() as u32),
-                },
-                None => Stmt::Store {
-                    tensor: stage.output,
-                    indices,
-                    value,
-                },
-            };
-            let main = build(nest, &loops, &all_guards, vec![leaf]);
-            match nest.privatized {
-                Some(_) => body.extend(super::scatter::privatized(
-                    k,
-                    stage,
-                    shared.len() as u32,
-                    main,
-                    &tid,
-                    block.iter().product::<u32>() as i64,
-                    &mut l.g.vars,
-                    &mut shared,
-                )),
-                None => body.extend(main),
-            }
-        }
-        Some(_)
-            if nest.order.iter().any(|v| {
-                nest.var(*v).reduce
-                    && matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
-            }) =>
-        {
-            // A cooperative reduction: each thread reduces its share serially,
-            // then the threads bound to the reduction loop combine their
-            // partial results through LDS in a tree, with barriers between
-            // steps. Barriers are never under a guard: every thread reaches them.
-            let tr = *nest
-                .order
-                .iter()
-                .find(|v| {
-                    nest.var(**v).reduce
-                        && matches!(nest.var(**v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
-                })
-                .expect("found above");
-            let LoopKind::Bound(GpuAxis::Thread(dim)) = nest.var(tr).kind else {
-                unreachable!("a thread-bound loop")
-            };
-            let t_count = nest.var(tr).extent.as_const().unwrap_or(1);
-            let r0 = loops
-                .iter()
-                .position(|v| nest.var(*v).reduce)
-                .unwrap_or(loops.len());
-            let (outer, inner) = loops.split_at(r0);
-            if let Some(v) = inner.iter().find(|v| !nest.var(**v).reduce) {
-                return Err(Diagnostic::new(
-                    nest.var(*v).span,
-                    format!(
-                        "loop `{}` runs inside the reduction loops of a cooperative reduction",
-                        nest.var(*v).name
-                    ),
-                )
-                .hint("move output loops outside the reduction loops with reorder"));
-            }
-            // The stride of the reduction's dimension in the linear thread index.
-            let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
-            let slots = Slots::new(k, sid, stage, &subst).expect("a reduction");
-            let zero = Index::c(0);
-            locals = slots.locals(stage, 1);
-            shared = slots.shared(stage, block.iter().product(), nest.var(tr).span);
-            let spatial: Vec<Guard> = nest
-                .guards
-                .iter()
-                .filter(|g| {
-                    !nest
-                        .vars
-                        .iter()
-                        .enumerate()
-                        .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
-                })
-                .cloned()
-                .collect();
-            let mut leaf = slots.init(&zero);
-            let update = slots.update(&zero);
-            // With tiles staged inside the reduction, the barriers there must
-            // be reached by every thread: out-of-range outputs accumulate from
-            // clamped loads (never stored) instead of skipping the loops.
-            if cached.is_empty() || spatial.is_empty() {
-                leaf.extend(build(nest, inner, &all_guards, update));
-            } else {
-                let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
-                    .map(VarId)
-                    .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
-                    .collect();
-                let reduction_guards: Vec<&Guard> = nest
-                    .guards
-                    .iter()
-                    .filter(|g| !spatial.contains(g))
-                    .collect();
-                let update = update
-                    .into_iter()
-                    .map(|u| clamp_loads(k, u, &guarded, &cached))
-                    .collect();
-                leaf.extend(build(nest, inner, &reduction_guards, update));
-            }
-            for s in 0..slots.len() {
-                leaf.push(Stmt::SharedStore {
-                    shared: s as u32,
-                    index: tid.clone(),
-                    value: slots.at(Home::Local, 0, s, &zero),
-                });
-            }
-            leaf.push(Stmt::Barrier);
-            let mut step = (t_count as u64).next_power_of_two() as i64 / 2;
-            while step >= 1 {
-                let guards = vec![
-                    Guard {
-                        value: Index::Var(tr),
-                        extent: Index::c(step),
-                    },
-                    Guard {
-                        value: Index::Var(tr) + Index::c(step),
-                        extent: Index::c(t_count),
-                    },
-                ];
-                let partner = tid.clone() + Index::c(step * stride);
-                leaf.push(Stmt::If {
-                    guards,
-                    body: slots.combine_into(Home::Shared, 0, &tid, &|s| {
-                        slots.at(Home::Shared, 0, s, &partner)
-                    }),
-                });
-                leaf.push(Stmt::Barrier);
-                step /= 2;
-            }
-            let mut guards = vec![Guard {
-                value: Index::Var(tr),
-                extent: Index::c(1),
-            }];
-            guards.extend(spatial);
-            leaf.push(Stmt::If {
-                guards,
-                body: slots.stores(&value, &indices, &|s| slots.at(Home::Shared, 0, s, &tid)),
-            });
-            body.extend(build(nest, outer, &[], leaf));
-        }
-        Some(_) => {
-            // Loops from the first reduction loop inward accumulate; the
-            // output loops among them index a per-thread accumulator array.
-            let r0 = loops
-                .iter()
-                .position(|v| nest.var(*v).reduce)
-                .unwrap_or(loops.len());
-            let (outer, inner) = loops.split_at(r0);
-            let acc_loops: Vec<VarId> = inner
-                .iter()
-                .copied()
-                .filter(|v| !nest.var(*v).reduce)
-                .collect();
-            let mut len: i64 = 1;
-            let mut acc_index = Index::c(0);
-            for v in &acc_loops {
-                let lv = nest.var(*v);
-                let Some(e) = lv.extent.as_const() else {
-                    return Err(Diagnostic::new(lv.span, format!("loop `{}` runs inside a reduction loop but has a symbolic extent", lv.name))
-                        .hint("its iterations each keep an accumulator: split it by a constant factor, or move it outside the reduction loops with reorder"));
-                };
-                len *= e;
-                acc_index = acc_index * Index::c(e) + Index::Var(*v);
-            }
-            if len > MAX_ACCUMULATORS {
-                return Err(Diagnostic::new(stage.span, format!("stage `{}` needs {len} accumulators per thread; at most {MAX_ACCUMULATORS} are allowed", stage.name))
-                    .hint("use smaller factors for the output loops inside the reduction loops"));
-            }
-            let slots = Slots::new(k, sid, stage, &subst).expect("a reduction");
-            locals = slots.locals(stage, len as u32);
-            let spatial: Vec<&Guard> = nest
-                .guards
-                .iter()
-                .filter(|g| {
-                    !nest
-                        .vars
-                        .iter()
-                        .enumerate()
-                        .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
-                })
-                .collect();
-            let init = slots.init(&acc_index);
-            let update = slots.update(&acc_index);
-            let store = slots.stores(&value, &indices, &|s| {
-                slots.at(Home::Local, 0, s, &acc_index)
-            });
-            // With several accumulators per thread, the accumulation keeps only
-            // the reduction's guards: out-of-range outputs accumulate values
-            // that are never stored, and loads indexed by guarded loops are
-            // clamped into bounds instead of branched around, so loads shared
-            // by several accumulators (A[i, k] for every j) are loaded once.
-            // With one accumulator, one branch around the reduction is cheaper.
-            let (update, update_guards): (Vec<Stmt>, Vec<&Guard>) =
-                if (acc_loops.is_empty() && cached.is_empty()) || spatial.is_empty() {
-                    (update, all_guards.clone())
-                } else {
-                    let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
-                        .map(VarId)
-                        .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
-                        .collect();
-                    (
-                        update
-                            .into_iter()
-                            .map(|u| clamp_loads(k, u, &guarded, &cached))
-                            .collect(),
-                        nest.guards
-                            .iter()
-                            .filter(|g| !spatial.contains(g))
-                            .collect(),
-                    )
-                };
-            let mut leaf = build(nest, &acc_loops, &[], init);
-            leaf.extend(build(nest, inner, &update_guards, update));
-            leaf.extend(build(nest, &acc_loops, &spatial, store));
-            body.extend(build(nest, outer, &[], leaf));
+    Region {
+        block,
+        grid,
+        binds,
+        loops,
+        subst,
+        indices,
+        value,
+        tid,
+        thread_vars,
+        cached,
+    }
+}
+
+impl Region {
+    /// What the `matrix` pass needs of a stage with `mma`.
+    pub(super) fn matrix_stage<'r>(
+        &'r self,
+        l: &Lowering,
+        red: &crate::kernel::Reduction,
+        guards: &'r [Guard],
+    ) -> super::matrix::Stage<'r> {
+        let stage = l.k.stage(l.sid);
+        super::matrix::Stage {
+            loops: &self.loops,
+            guards,
+            cached: &self.cached,
+            rbody: inline_producers(l.k, l.sid, &red.body).map_indices(&|ix| ix.subst(&self.subst)),
+            value: self.value.clone(),
+            indices: self.indices.clone(),
+            output: stage.output,
+            op: red.op,
+            waves: [1, 2].map(|d| (self.block[d], self.thread_vars[d])),
         }
     }
-    l.g.block = block;
-    l.g.grid = grid;
-    l.g.body = body;
-    l.g.locals = locals;
-    l.g.shared = shared;
-    l.tid = tid;
-    Ok(())
+
+    /// The binding statements that start the body.
+    pub(super) fn binds(&self) -> &[Stmt] {
+        &self.binds
+    }
+}
+
+/// A stage without a reduction: the store (or scatter) of its value in
+/// its loops, privatized in LDS where the schedule asks.
+fn store_body(l: &mut Lowering, r: &Region) -> Body {
+    let (k, sid, nest) = (l.k, l.sid, &l.nest);
+    let stage = k.stage(sid);
+    let (subst, value, indices) = (&r.subst, r.value.clone(), r.indices.clone());
+    let (tid, block, loops) = (&r.tid, r.block, &r.loops);
+    let all_guards: Vec<&Guard> = nest.guards.iter().collect();
+    let mut shared = Vec::new();
+    let mut body = Vec::new();
+    let leaf = match &stage.scatter {
+        // Subscripts read inlined producers as the value does.
+        Some(sc) => Stmt::Scatter {
+            tensor: stage.output,
+            indices: sc
+                .indices
+                .iter()
+                .map(|e| inline_producers(k, sid, e).map_indices(&|ix| ix.subst(subst)))
+                .collect(),
+            op: sc.op,
+            value,
+            shared: nest.privatized.map(|_| shared.len() as u32),
+        },
+        None => Stmt::Store {
+            tensor: stage.output,
+            indices,
+            value,
+        },
+    };
+    let main = build(nest, loops, &all_guards, vec![leaf]);
+    match nest.privatized {
+        Some(_) => body.extend(super::scatter::privatized(
+            k,
+            stage,
+            shared.len() as u32,
+            main,
+            tid,
+            block.iter().product::<u32>() as i64,
+            &mut l.g.vars,
+            &mut shared,
+        )),
+        None => body.extend(main),
+    }
+    (body, Vec::new(), shared)
+}
+
+/// A cooperative reduction: each thread reduces its share serially, then
+/// the threads bound to the reduction loop combine their partial results
+/// through LDS in a tree, with barriers between steps. Barriers are never
+/// under a guard: every thread reaches them.
+fn cooperative(l: &Lowering, r: &Region) -> Result<Body, Diagnostic> {
+    let (k, sid, nest) = (l.k, l.sid, &l.nest);
+    let stage = k.stage(sid);
+    let (subst, value, indices) = (&r.subst, &r.value, &r.indices);
+    let (tid, block, loops, cached) = (&r.tid, r.block, &r.loops, &r.cached);
+    let all_guards: Vec<&Guard> = nest.guards.iter().collect();
+    let mut body = Vec::new();
+    // A cooperative reduction: each thread reduces its share serially,
+    // then the threads bound to the reduction loop combine their
+    // partial results through LDS in a tree, with barriers between
+    // steps. Barriers are never under a guard: every thread reaches them.
+    let tr = *nest
+        .order
+        .iter()
+        .find(|v| {
+            nest.var(**v).reduce
+                && matches!(nest.var(**v).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+        })
+        .expect("found above");
+    let LoopKind::Bound(GpuAxis::Thread(dim)) = nest.var(tr).kind else {
+        unreachable!("a thread-bound loop")
+    };
+    let t_count = nest.var(tr).extent.as_const().unwrap_or(1);
+    let r0 = loops
+        .iter()
+        .position(|v| nest.var(*v).reduce)
+        .unwrap_or(loops.len());
+    let (outer, inner) = loops.split_at(r0);
+    if let Some(v) = inner.iter().find(|v| !nest.var(**v).reduce) {
+        return Err(Diagnostic::new(
+            nest.var(*v).span,
+            format!(
+                "loop `{}` runs inside the reduction loops of a cooperative reduction",
+                nest.var(*v).name
+            ),
+        )
+        .hint("move output loops outside the reduction loops with reorder"));
+    }
+    // The stride of the reduction's dimension in the linear thread index.
+    let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
+    let slots = Slots::new(k, sid, stage, subst).expect("a reduction");
+    let zero = Index::c(0);
+    let locals = slots.locals(stage, 1);
+    let shared = slots.shared(stage, block.iter().product(), nest.var(tr).span);
+    let spatial: Vec<Guard> = nest
+        .guards
+        .iter()
+        .filter(|g| {
+            !nest
+                .vars
+                .iter()
+                .enumerate()
+                .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+        })
+        .cloned()
+        .collect();
+    let mut leaf = slots.init(&zero);
+    let update = slots.update(&zero);
+    // With tiles staged inside the reduction, the barriers there must
+    // be reached by every thread: out-of-range outputs accumulate from
+    // clamped loads (never stored) instead of skipping the loops.
+    if cached.is_empty() || spatial.is_empty() {
+        leaf.extend(build(nest, inner, &all_guards, update));
+    } else {
+        let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+            .map(VarId)
+            .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
+            .collect();
+        let reduction_guards: Vec<&Guard> = nest
+            .guards
+            .iter()
+            .filter(|g| !spatial.contains(g))
+            .collect();
+        let update = update
+            .into_iter()
+            .map(|u| clamp_loads(k, u, &guarded, cached))
+            .collect();
+        leaf.extend(build(nest, inner, &reduction_guards, update));
+    }
+    for s in 0..slots.len() {
+        leaf.push(Stmt::SharedStore {
+            shared: s as u32,
+            index: tid.clone(),
+            value: slots.at(Home::Local, 0, s, &zero),
+        });
+    }
+    leaf.push(Stmt::Barrier);
+    let mut step = (t_count as u64).next_power_of_two() as i64 / 2;
+    while step >= 1 {
+        let guards = vec![
+            Guard {
+                value: Index::Var(tr),
+                extent: Index::c(step),
+            },
+            Guard {
+                value: Index::Var(tr) + Index::c(step),
+                extent: Index::c(t_count),
+            },
+        ];
+        let partner = tid.clone() + Index::c(step * stride);
+        leaf.push(Stmt::If {
+            guards,
+            body: slots.combine_into(Home::Shared, 0, tid, &|s| {
+                slots.at(Home::Shared, 0, s, &partner)
+            }),
+        });
+        leaf.push(Stmt::Barrier);
+        step /= 2;
+    }
+    let mut guards = vec![Guard {
+        value: Index::Var(tr),
+        extent: Index::c(1),
+    }];
+    guards.extend(spatial);
+    leaf.push(Stmt::If {
+        guards,
+        body: slots.stores(value, indices, &|s| slots.at(Home::Shared, 0, s, tid)),
+    });
+    body.extend(build(nest, outer, &[], leaf));
+    Ok((body, locals, shared))
+}
+
+/// A serial reduction: loops from the first reduction loop inward
+/// accumulate; the output loops among them index a per-thread
+/// accumulator array.
+fn serial(l: &Lowering, r: &Region) -> Result<Body, Diagnostic> {
+    let (k, sid, nest) = (l.k, l.sid, &l.nest);
+    let stage = k.stage(sid);
+    let (subst, value, indices) = (&r.subst, &r.value, &r.indices);
+    let (loops, cached) = (&r.loops, &r.cached);
+    let all_guards: Vec<&Guard> = nest.guards.iter().collect();
+    let mut body = Vec::new();
+    // Loops from the first reduction loop inward accumulate; the
+    // output loops among them index a per-thread accumulator array.
+    let r0 = loops
+        .iter()
+        .position(|v| nest.var(*v).reduce)
+        .unwrap_or(loops.len());
+    let (outer, inner) = loops.split_at(r0);
+    let acc_loops: Vec<VarId> = inner
+        .iter()
+        .copied()
+        .filter(|v| !nest.var(*v).reduce)
+        .collect();
+    let mut len: i64 = 1;
+    let mut acc_index = Index::c(0);
+    for v in &acc_loops {
+        let lv = nest.var(*v);
+        let Some(e) = lv.extent.as_const() else {
+            return Err(Diagnostic::new(lv.span, format!("loop `{}` runs inside a reduction loop but has a symbolic extent", lv.name))
+                .hint("its iterations each keep an accumulator: split it by a constant factor, or move it outside the reduction loops with reorder"));
+        };
+        len *= e;
+        acc_index = acc_index * Index::c(e) + Index::Var(*v);
+    }
+    if len > MAX_ACCUMULATORS {
+        return Err(Diagnostic::new(stage.span, format!("stage `{}` needs {len} accumulators per thread; at most {MAX_ACCUMULATORS} are allowed", stage.name))
+            .hint("use smaller factors for the output loops inside the reduction loops"));
+    }
+    let slots = Slots::new(k, sid, stage, subst).expect("a reduction");
+    let locals = slots.locals(stage, len as u32);
+    let spatial: Vec<&Guard> = nest
+        .guards
+        .iter()
+        .filter(|g| {
+            !nest
+                .vars
+                .iter()
+                .enumerate()
+                .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+        })
+        .collect();
+    let init = slots.init(&acc_index);
+    let update = slots.update(&acc_index);
+    let store = slots.stores(value, indices, &|s| slots.at(Home::Local, 0, s, &acc_index));
+    // With several accumulators per thread, the accumulation keeps only
+    // the reduction's guards: out-of-range outputs accumulate values
+    // that are never stored, and loads indexed by guarded loops are
+    // clamped into bounds instead of branched around, so loads shared
+    // by several accumulators (A[i, k] for every j) are loaded once.
+    // With one accumulator, one branch around the reduction is cheaper.
+    let (update, update_guards): (Vec<Stmt>, Vec<&Guard>) =
+        if (acc_loops.is_empty() && cached.is_empty()) || spatial.is_empty() {
+            (update, all_guards.clone())
+        } else {
+            let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
+                .map(VarId)
+                .filter(|v| spatial.iter().any(|g| g.value.uses_var(*v)))
+                .collect();
+            (
+                update
+                    .into_iter()
+                    .map(|u| clamp_loads(k, u, &guarded, cached))
+                    .collect(),
+                nest.guards
+                    .iter()
+                    .filter(|g| !spatial.contains(g))
+                    .collect(),
+            )
+        };
+    let mut leaf = build(nest, &acc_loops, &[], init);
+    leaf.extend(build(nest, inner, &update_guards, update));
+    leaf.extend(build(nest, &acc_loops, &spatial, store));
+    body.extend(build(nest, outer, &[], leaf));
+    Ok((body, locals, Vec::new()))
 }
 
 /// Wraps `leaf` in `loops` (outermost first); each guard goes just inside
