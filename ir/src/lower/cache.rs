@@ -17,19 +17,19 @@ use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let mut pipelined = Vec::new();
+    let mut cx = Cx {
+        k: l.k,
+        nest: &l.nest,
+        block: l.g.block,
+        tid: &l.tid,
+        vars: &mut l.g.vars,
+        shared: &mut l.g.shared,
+        locals: &mut l.g.locals,
+        pipelined: &mut pipelined,
+    };
     for c in &l.nest.caches {
-        l.g.body = stage_cache(
-            l.k,
-            &l.nest,
-            c,
-            std::mem::take(&mut l.g.body),
-            l.g.block,
-            &l.tid,
-            &mut l.g.vars,
-            &mut l.g.shared,
-            &mut l.g.locals,
-            &mut pipelined,
-        )?;
+        let body = std::mem::take(&mut l.g.body);
+        l.g.body = stage_cache(&mut cx, c, body)?;
     }
     l.g.body = pipeline(std::mem::take(&mut l.g.body), pipelined)?;
     Ok(())
@@ -141,23 +141,118 @@ fn pipeline(body: Vec<Stmt>, caches: Vec<Pipelined>) -> Result<Vec<Stmt>, Diagno
     Ok(body)
 }
 
-/// Applies one cache_read to a lowered body: finds the staging point,
-/// infers the tile every thread and inner iteration reads, copies it into
-/// LDS cooperatively and rewrites the reads.
-#[allow(clippy::too_many_arguments)]
-fn stage_cache(
-    k: &Kernel,
-    nest: &schedule::LoopNest,
-    c: &schedule::Cache,
-    body: Vec<Stmt>,
+/// What staging a cache may change in the kernel being built.
+struct Cx<'a> {
+    k: &'a Kernel,
+    nest: &'a schedule::LoopNest,
     block: [u32; 3],
-    tid: &Index,
-    vars: &mut Vec<LoopVar>,
-    shared: &mut Vec<Local>,
-    locals: &mut Vec<Local>,
-    pipelined: &mut Vec<Pipelined>,
-) -> Result<Vec<Stmt>, Diagnostic> {
-    let t = k.tensor(c.tensor);
+    tid: &'a Index,
+    vars: &'a mut Vec<LoopVar>,
+    shared: &'a mut Vec<Local>,
+    locals: &'a mut Vec<Local>,
+    pipelined: &'a mut Vec<Pipelined>,
+}
+
+/// The tile one cache stages: the box of the tensor its loop reads (or
+/// writes), and its layout in LDS or registers.
+struct Tile {
+    /// The loops the tile's origin does not depend on: those it serves.
+    varying: Vec<VarId>,
+    base: Vec<Index>,
+    lo: Vec<i64>,
+    size: Vec<i64>,
+    /// `size` with the last dimension padded by `pad`.
+    padded: Vec<i64>,
+    elems: i64,
+    /// Elements of one buffer.
+    len: i64,
+    /// Offset of the current buffer: with `stages=N`, iteration `at`'s
+    /// tile lives in buffer `at % N`.
+    slot: Index,
+}
+
+impl Tile {
+    /// The tile's element at offsets `o`, as an index of its array.
+    fn flat(&self, o: &[Index]) -> Index {
+        self.slot.clone()
+            + o.iter()
+                .zip(&self.padded)
+                .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
+    }
+}
+
+/// The cooperative copy of a tile: element e goes to thread e % threads
+/// (a register tile is copied by its own thread), `vec` at a time.
+struct Copy {
+    /// The copy loop's variable, its trip count and its statements.
+    it: VarId,
+    iters: i64,
+    stmts: Vec<Stmt>,
+    /// This thread's group of `vec` elements, and the number of groups.
+    group: Index,
+    groups: i64,
+    threads: i64,
+    vec: i64,
+    /// Offsets in the tile of this thread's group, and the load of it.
+    offs: Vec<Index>,
+    source: Expr,
+}
+
+/// Applies one cache_read or cache_write to a lowered body: checks where
+/// it stages, infers the tile every thread and inner iteration reads,
+/// allocates it, builds the cooperative copy and places it.
+fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<Stmt>, Diagnostic> {
+    let (at_block, scope) = check(cx, c, &body)?;
+    let tile = tile(cx, c, &scope)?;
+    let id = allocate(cx, c, &tile)?;
+    let copy = copy(cx, c, &tile, id)?;
+    if c.kind.write() {
+        return Ok(place_write(c, body, at_block, &tile, id, copy.stmts));
+    }
+    if c.prefetch {
+        return place_prefetch(cx, c, body, &tile, id, &copy);
+    }
+    let dtype = cx.k.tensor(c.tensor).dtype;
+    let rewrite = |ex: &Expr| read_tile(c, &tile, id, dtype, ex);
+    if c.stages > 1 {
+        cx.pipelined.push(Pipelined {
+            at: c.at,
+            stages: c.stages,
+            copy: copy.stmts,
+            name: c.name.clone(),
+            span: c.span,
+        });
+        return Ok(at_loop(body, c.at, &mut |inner| {
+            map_values(inner, &rewrite)
+        }));
+    }
+    Ok(insert_fill(
+        body,
+        c.at,
+        at_block,
+        copy.stmts,
+        &|inner| map_values(inner, &rewrite),
+        !c.kind.local(),
+    ))
+}
+
+/// `ex` with its reads of the cached tensor reading the tile instead.
+fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex: &Expr) -> Expr {
+    replace_loads(ex, c.tensor, &|ix: &[Index]| {
+        let index = tile.flat(&region_offsets(ix, &tile.varying, &tile.lo));
+        let kind = if c.kind.local() {
+            ExprKind::Local { local: id, index }
+        } else {
+            ExprKind::Shared { shared: id, index }
+        };
+        Expr { kind, dtype }
+    })
+}
+
+/// Where the cache stages its tile: refuses loops it cannot stage at, and
+/// returns whether that is a block index and the statements it covers.
+fn check(cx: &Cx, c: &schedule::Cache, body: &[Stmt]) -> Result<(bool, Vec<Stmt>), Diagnostic> {
+    let nest = cx.nest;
     let err = |m: String| Diagnostic::new(c.span, m);
     let at_block = matches!(nest.var(c.at).kind, LoopKind::Bound(GpuAxis::Block(_)));
     let stages = c.stages.max(1);
@@ -175,15 +270,24 @@ fn stage_cache(
             nest.var(c.at).name
         )));
     }
-    let scope = scope_of(&body, c.at, at_block).ok_or_else(|| {
+    let scope = scope_of(body, c.at, at_block).ok_or_else(|| {
         err(format!(
             "loop `{}` is not in the kernel's body",
             nest.var(c.at).name
         ))
     })?;
     if !c.kind.local() && !at_block {
-        divergence_check(&body, c.at, vars, &err)?;
+        divergence_check(body, c.at, cx.vars, &err)?;
     }
+    Ok((at_block, scope))
+}
+
+/// The box of the tensor the statements in `scope` read (or write) that
+/// the cache serves.
+fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic> {
+    let (k, nest) = (cx.k, cx.nest);
+    let t = k.tensor(c.tensor);
+    let err = |m: String| Diagnostic::new(c.span, m);
     // A shared tile serves every thread of the work-group; a local one only its own.
     let mut varying: Vec<VarId> = if c.kind.local() {
         Vec::new()
@@ -194,14 +298,14 @@ fn stage_cache(
             .filter(|v| matches!(nest.var(*v).kind, LoopKind::Bound(GpuAxis::Thread(_))))
             .collect()
     };
-    walk(&scope, &mut |s| {
+    walk(scope, &mut |s| {
         if let Stmt::Loop { var, .. } = s {
             varying.push(*var);
         }
     });
     let loads = if c.kind.write() {
         let mut stores = Vec::new();
-        walk(&scope, &mut |s| match s {
+        walk(scope, &mut |s| match s {
             Stmt::Store {
                 tensor, indices, ..
             } if *tensor == c.tensor => stores.push(indices.clone()),
@@ -209,7 +313,7 @@ fn stage_cache(
         });
         stores
     } else {
-        loads_of(&scope, c.tensor)
+        loads_of(scope, c.tensor)
     };
     if let TensorKind::Stage(s) = t.kind {
         if k.stage(s).is_inlined() {
@@ -238,7 +342,7 @@ fn stage_cache(
         &loads,
         &varying,
         &Place {
-            vars,
+            vars: cx.vars,
             sizes: &k.size_names(),
             at: &nest.var(c.at).name,
         },
@@ -259,107 +363,131 @@ fn stage_cache(
     padded[n - 1] = padded[n - 1].saturating_add(c.pad);
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
-    let lds_len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
-    let id = if c.kind.local() {
+    let len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
+    let stages = c.stages.max(1);
+    let slot = if stages > 1 {
+        (Index::Var(c.at) % Index::c(i64::from(stages))) * Index::c(len)
+    } else {
+        Index::c(0)
+    };
+    Ok(Tile {
+        varying,
+        base,
+        lo,
+        size,
+        padded,
+        elems,
+        len,
+        slot,
+    })
+}
+
+/// The tile's array (its buffers) in registers or LDS, within their limits.
+fn allocate(cx: &mut Cx, c: &schedule::Cache, tile: &Tile) -> Result<u32, Diagnostic> {
+    let t = cx.k.tensor(c.tensor);
+    let err = |m: String| Diagnostic::new(c.span, m);
+    let (lds_len, stages) = (tile.len, c.stages.max(1));
+    if c.kind.local() {
         if lds_len > MAX_ACCUMULATORS {
             return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
         }
-        locals.push(Local {
+        cx.locals.push(Local {
             name: c.name.clone(),
             dtype: t.dtype,
             len: lds_len as u32,
             span: c.span,
         });
-        locals.len() as u32 - 1
-    } else {
-        let used: i64 = shared.iter().map(|s| s.bytes() as i64).sum();
-        let bytes = lds_len
-            .saturating_mul(i64::from(stages))
-            .saturating_mul(t.dtype.size() as i64);
-        if used.saturating_add(bytes) > MAX_LDS {
-            let what = if stages > 1 {
-                format!("{stages} buffers of the tile of `{}` need", t.name)
-            } else {
-                format!("the tile of `{}` needs", t.name)
-            };
-            return Err(err(format!("{what} {bytes} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU")).hint(if stages > 1 { "use fewer stages or smaller tiles" } else { "use smaller tiles" }));
-        }
-        shared.push(Local {
-            name: c.name.clone(),
-            dtype: t.dtype,
-            len: (lds_len * i64::from(stages)) as u32,
-            span: c.span,
-        });
-        shared.len() as u32 - 1
-    };
-    // With `stages=N`, iteration `at`'s tile lives in buffer `at % N`.
-    let slot = if stages > 1 {
-        (Index::Var(c.at) % Index::c(i64::from(stages))) * Index::c(lds_len)
-    } else {
-        Index::c(0)
-    };
-    let flat = |o: &[Index]| {
-        slot.clone()
-            + o.iter()
-                .zip(&padded)
-                .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
-    };
+        return Ok(cx.locals.len() as u32 - 1);
+    }
+    let used: i64 = cx.shared.iter().map(|s| s.bytes() as i64).sum();
+    let bytes = lds_len
+        .saturating_mul(i64::from(stages))
+        .saturating_mul(t.dtype.size() as i64);
+    if used.saturating_add(bytes) > MAX_LDS {
+        let what = if stages > 1 {
+            format!("{stages} buffers of the tile of `{}` need", t.name)
+        } else {
+            format!("the tile of `{}` needs", t.name)
+        };
+        return Err(err(format!("{what} {bytes} bytes of LDS; with the rest of the kernel that exceeds the {MAX_LDS} bytes of any AMDGPU")).hint(if stages > 1 { "use fewer stages or smaller tiles" } else { "use smaller tiles" }));
+    }
+    cx.shared.push(Local {
+        name: c.name.clone(),
+        dtype: t.dtype,
+        len: (lds_len * i64::from(stages)) as u32,
+        span: c.span,
+    });
+    Ok(cx.shared.len() as u32 - 1)
+}
 
-    // The cooperative copy: element e of the tile goes to thread e % threads;
-    // a register tile is copied by its own thread.
+/// With `vec=W` a thread copies W consecutive elements of the last
+/// dimension at once: refused where they would straddle rows or exceed
+/// one access.
+fn check_vec(cx: &Cx, c: &schedule::Cache, tile: &Tile, vec: i64) -> Result<(), Diagnostic> {
+    let t = cx.k.tensor(c.tensor);
+    let (size, padded, n) = (&tile.size, &tile.padded, tile.size.len());
+    let bad = if size[n - 1] % vec != 0 {
+        Some(format!(
+            "the tile's last dimension ({}) is not a multiple of vec={vec}",
+            size[n - 1]
+        ))
+    } else if padded[n - 1] % vec != 0 {
+        Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
+    } else if vec * t.dtype.size() as i64 > 16 {
+        Some(format!(
+            "vec={vec} of {} is {} bytes; one access moves at most 16",
+            t.dtype,
+            vec * t.dtype.size() as i64
+        ))
+    } else {
+        None
+    };
+    if let Some(b) = bad {
+        return Err(Diagnostic::new(
+            c.span,
+            format!("cannot copy `{}` {vec} elements at a time: {b}", t.name),
+        )
+        .hint("choose vec to divide the tile's last dimension and its padded width"));
+    }
+    if let TensorKind::Stage(p) = t.kind {
+        if cx.k.stage(p).compute_at().is_some() {
+            return Err(Diagnostic::new(c.span, format!("`{}` is computed at a loop of this stage, so its tile is not copied from memory; `vec` does not apply", t.name)));
+        }
+    }
+    Ok(())
+}
+
+/// The cooperative copy of the tile between memory and its array `id`.
+fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, Diagnostic> {
+    let k = cx.k;
+    let t = k.tensor(c.tensor);
+    let (size, base, elems, n) = (&tile.size, &tile.base, tile.elems, tile.size.len());
+    let stages = c.stages.max(1);
+    // A register tile is copied by its own thread.
     let threads: i64 = if c.kind.local() {
         1
     } else {
-        block.iter().map(|b| *b as i64).product()
+        cx.block.iter().map(|b| *b as i64).product()
     };
     let tid = if c.kind.local() {
         Index::c(0)
     } else {
-        tid.clone()
+        cx.tid.clone()
     };
-    // With `vec=W` a thread copies W consecutive elements of the last
-    // dimension at once: the tile is copied in groups of W.
     let vec = c.vec.max(1);
     if vec > 1 {
-        let bad = if size[n - 1] % vec != 0 {
-            Some(format!(
-                "the tile's last dimension ({}) is not a multiple of vec={vec}",
-                size[n - 1]
-            ))
-        } else if padded[n - 1] % vec != 0 {
-            Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
-        } else if vec * t.dtype.size() as i64 > 16 {
-            Some(format!(
-                "vec={vec} of {} is {} bytes; one access moves at most 16",
-                t.dtype,
-                vec * t.dtype.size() as i64
-            ))
-        } else {
-            None
-        };
-        if let Some(b) = bad {
-            return Err(err(format!(
-                "cannot copy `{}` {vec} elements at a time: {b}",
-                t.name
-            ))
-            .hint("choose vec to divide the tile's last dimension and its padded width"));
-        }
-        if let TensorKind::Stage(p) = t.kind {
-            if k.stage(p).compute_at().is_some() {
-                return Err(err(format!("`{}` is computed at a loop of this stage, so its tile is not copied from memory; `vec` does not apply", t.name)));
-            }
-        }
+        check_vec(cx, c, tile, vec)?;
     }
     let groups = elems / vec;
     let iters = (groups + threads - 1) / threads;
-    vars.push(LoopVar {
+    cx.vars.push(LoopVar {
         name: format!("{}_copy", c.name),
         reduce: false,
         extent: Index::c(iters),
         kind: LoopKind::Serial,
         span: c.span,
     });
-    let it = VarId(vars.len() as u32 - 1);
+    let it = VarId(cx.vars.len() as u32 - 1);
     let group = Index::Var(it) * Index::c(threads) + tid;
     let e = if vec > 1 {
         group.clone() * Index::c(vec)
@@ -382,14 +510,6 @@ fn stage_cache(
         });
         offs.push(o);
     }
-    let in_bounds: Vec<Guard> = global
-        .iter()
-        .zip(&t.shape)
-        .map(|(g, ext)| Guard {
-            value: g.clone(),
-            extent: ext.clone(),
-        })
-        .collect();
     let source = Expr {
         kind: ExprKind::Load {
             tensor: c.tensor,
@@ -399,43 +519,38 @@ fn stage_cache(
     };
     let store = if c.kind.write() {
         // The tile back to memory, skipping what lies beyond the tensor (never written).
+        let index = tile.flat(&offs);
         let kind = if c.kind.local() {
-            ExprKind::Local {
-                local: id,
-                index: flat(&offs),
-            }
+            ExprKind::Local { local: id, index }
         } else {
-            ExprKind::Shared {
-                shared: id,
-                index: flat(&offs),
-            }
+            ExprKind::Shared { shared: id, index }
         };
-        let tile = Expr {
-            kind,
-            dtype: t.dtype,
-        };
+        let in_bounds: Vec<Guard> = global
+            .iter()
+            .zip(&t.shape)
+            .map(|(g, ext)| Guard {
+                value: g.clone(),
+                extent: ext.clone(),
+            })
+            .collect();
         Stmt::If {
             guards: in_bounds,
             body: vec![Stmt::Store {
                 tensor: c.tensor,
                 indices: global,
-                value: tile,
+                value: Expr {
+                    kind,
+                    dtype: t.dtype,
+                },
             }],
         }
     } else {
-        let loaded = Expr {
-            kind: ExprKind::Load {
-                tensor: c.tensor,
-                indices: global,
-            },
-            dtype: t.dtype,
-        };
         let mem = if c.kind.local() {
             Mem::Local
         } else {
             Mem::Shared
         };
-        let mut st = copy_to(mem, id, flat(&offs), loaded, vec);
+        let mut st = copy_to(mem, id, tile.flat(&offs), source.clone(), vec);
         if let Stmt::Fill { asynchronous, .. } = &mut st {
             *asynchronous = stages > 1;
         }
@@ -453,7 +568,7 @@ fn stage_cache(
             body: vec![store],
         }]
     };
-    let copy = if iters == 1 {
+    let stmts = if iters == 1 {
         let zero = std::collections::HashMap::from([(it, Index::c(0))]);
         map_indices(guarded, &|ix| ix.subst(&zero))
     } else {
@@ -465,185 +580,186 @@ fn stage_cache(
             body: guarded,
         }]
     };
-    let (tensor, dtype, local) = (c.tensor, t.dtype, c.kind.local());
-    // Offset in the tile of an access of the tensor (read or written).
-    let offsets = |ix: &[Index]| -> Index { flat(&region_offsets(ix, &varying, &lo)) };
-    let rewrite = |ex: &Expr| {
-        replace_loads(ex, tensor, &|ix: &[Index]| {
-            let kind = if local {
-                ExprKind::Local {
-                    local: id,
-                    index: offsets(ix),
-                }
-            } else {
-                ExprKind::Shared {
-                    shared: id,
-                    index: offsets(ix),
-                }
-            };
-            Expr { kind, dtype }
-        })
+    Ok(Copy {
+        it,
+        iters,
+        stmts,
+        group,
+        groups,
+        threads,
+        vec,
+        offs,
+        source,
+    })
+}
+
+/// `body` with the stores of a cache_write's tensor redirected into the
+/// tile, and the tile copied out after each iteration of its loop (once,
+/// at a block index).
+fn place_write(
+    c: &schedule::Cache,
+    body: Vec<Stmt>,
+    at_block: bool,
+    tile: &Tile,
+    id: u32,
+    copy: Vec<Stmt>,
+) -> Vec<Stmt> {
+    let (tensor, local) = (c.tensor, c.kind.local());
+    let offsets =
+        |ix: &[Index]| -> Index { tile.flat(&region_offsets(ix, &tile.varying, &tile.lo)) };
+    // A register tile is copied out by its own thread: no barriers.
+    let finish = |inner: Vec<Stmt>| {
+        let mut v = redirect(inner, tensor, id, local, &offsets);
+        if !local {
+            v.push(Stmt::Barrier);
+        }
+        v.extend(copy.clone());
+        v
     };
-    fn redirect(
-        body: Vec<Stmt>,
-        tensor: TensorId,
-        id: u32,
-        local: bool,
-        offsets: &dyn Fn(&[Index]) -> Index,
-    ) -> Vec<Stmt> {
-        body.into_iter()
-            .map(|s| match s {
-                Stmt::Store {
-                    tensor: t,
-                    indices,
-                    value,
-                } if t == tensor && local => Stmt::LocalStore {
-                    local: id,
-                    index: offsets(&indices),
-                    value,
-                },
-                Stmt::Store {
-                    tensor: t,
-                    indices,
-                    value,
-                } if t == tensor => Stmt::SharedStore {
-                    shared: id,
-                    index: offsets(&indices),
-                    value,
-                },
-                other => other.map_bodies(&mut |b| redirect(b, tensor, id, local, offsets)),
-            })
-            .collect()
+    if at_block {
+        let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
+            .into_iter()
+            .partition(|s| matches!(s, Stmt::Bind { .. }));
+        let mut out = binds;
+        out.extend(finish(rest));
+        return out;
     }
-    if c.kind.write() {
-        // A register tile is copied out by its own thread: no barriers.
-        let finish = |inner: Vec<Stmt>| {
-            let mut v = redirect(inner, tensor, id, local, &offsets);
-            if !local {
-                v.push(Stmt::Barrier);
-            }
-            v.extend(copy.clone());
-            v
-        };
-        if at_block {
-            let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
-                .into_iter()
-                .partition(|s| matches!(s, Stmt::Bind { .. }));
-            let mut out = binds;
-            out.extend(finish(rest));
-            return Ok(out);
+    let mut wrap = |inner: Vec<Stmt>| {
+        let mut v = finish(inner);
+        // The next iteration writes the tile only after it has been copied out.
+        if !local {
+            v.push(Stmt::Barrier);
         }
-        let mut wrap = |inner: Vec<Stmt>| {
-            let mut v = finish(inner);
-            // The next iteration writes the tile only after it has been copied out.
-            if !local {
-                v.push(Stmt::Barrier);
-            }
-            v
-        };
-        return Ok(at_loop(body, c.at, &mut wrap));
+        v
+    };
+    at_loop(body, c.at, &mut wrap)
+}
+
+/// Stores of `tensor` in `body` as stores into tile `id` at `offsets`.
+fn redirect(
+    body: Vec<Stmt>,
+    tensor: TensorId,
+    id: u32,
+    local: bool,
+    offsets: &dyn Fn(&[Index]) -> Index,
+) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Store {
+                tensor: t,
+                indices,
+                value,
+            } if t == tensor && local => Stmt::LocalStore {
+                local: id,
+                index: offsets(&indices),
+                value,
+            },
+            Stmt::Store {
+                tensor: t,
+                indices,
+                value,
+            } if t == tensor => Stmt::SharedStore {
+                shared: id,
+                index: offsets(&indices),
+                value,
+            },
+            other => other.map_bodies(&mut |b| redirect(b, tensor, id, local, offsets)),
+        })
+        .collect()
+}
+
+/// `prefetch`: iteration 0's tile is loaded into registers before the
+/// loop; each iteration stores the tile it was given into LDS, then loads
+/// the next one while it computes.
+fn place_prefetch(
+    cx: &mut Cx,
+    c: &schedule::Cache,
+    body: Vec<Stmt>,
+    tile: &Tile,
+    id: u32,
+    copy: &Copy,
+) -> Result<Vec<Stmt>, Diagnostic> {
+    let t = cx.k.tensor(c.tensor);
+    let (iters, vec, groups, threads) = (copy.iters, copy.vec, copy.groups, copy.threads);
+    let staged = iters * vec;
+    if staged > MAX_PREFETCH {
+        return Err(Diagnostic::new(c.span, format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
+            .hint("use a smaller tile or more threads"));
     }
-    if c.prefetch {
-        let staged = iters * vec;
-        if staged > MAX_PREFETCH {
-            return Err(err(format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
-                .hint("use a smaller tile or more threads"));
+    cx.locals.push(Local {
+        name: format!("{}_next", c.name),
+        dtype: t.dtype,
+        len: staged as u32,
+        span: c.span,
+    });
+    let r = cx.locals.len() as u32 - 1;
+    let in_group = |s: Stmt| {
+        if groups % threads == 0 {
+            s
+        } else {
+            Stmt::If {
+                guards: vec![Guard {
+                    value: copy.group.clone(),
+                    extent: Index::c(groups),
+                }],
+                body: vec![s],
+            }
         }
-        locals.push(Local {
-            name: format!("{}_next", c.name),
+    };
+    // Copy pass j: the tile's elements into registers j*vec.., and
+    // from there into LDS.
+    let (mut load, mut put) = (Vec::new(), Vec::new());
+    for j in 0..iters {
+        let reg = Index::c(j * vec);
+        let staged = Expr {
+            kind: ExprKind::Local {
+                local: r,
+                index: reg.clone(),
+            },
             dtype: t.dtype,
-            len: staged as u32,
-            span: c.span,
-        });
-        let r = locals.len() as u32 - 1;
-        let in_group = |s: Stmt| {
-            if groups % threads == 0 {
-                s
-            } else {
-                Stmt::If {
-                    guards: vec![Guard {
-                        value: group.clone(),
-                        extent: Index::c(groups),
-                    }],
-                    body: vec![s],
-                }
-            }
         };
-        // Copy pass j: the tile's elements into registers j*vec.., and
-        // from there into LDS.
-        let (mut load, mut put) = (Vec::new(), Vec::new());
-        for j in 0..iters {
-            let reg = Index::c(j * vec);
-            let staged = Expr {
-                kind: ExprKind::Local {
-                    local: r,
-                    index: reg.clone(),
-                },
-                dtype: t.dtype,
-            };
-            let ld = copy_to(Mem::Local, r, reg, source.clone(), vec);
-            let st = copy_to(Mem::Shared, id, flat(&offs), staged, vec);
-            let pass = std::collections::HashMap::from([(it, Index::c(j))]);
-            load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
-            put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
-        }
-        // Iteration 0's tile before the loop; each iteration stores the
-        // tile it was given, then loads the next one while it computes.
-        let at = c.at;
-        let first = std::collections::HashMap::from([(at, Index::c(0))]);
-        let next = std::collections::HashMap::from([(at, Index::Var(at) + Index::c(1))]);
-        let prologue = map_indices(load.clone(), &|ix| ix.subst(&first));
-        let ahead = Stmt::If {
-            guards: vec![Guard {
-                value: Index::Var(at) + Index::c(1),
-                extent: nest.var(at).extent.clone(),
-            }],
-            body: map_indices(load, &|ix| ix.subst(&next)),
-        };
-        return Ok(around_loop(body, at, &mut |s| match s {
-            Stmt::Loop {
+        let ld = copy_to(Mem::Local, r, reg, copy.source.clone(), vec);
+        let st = copy_to(Mem::Shared, id, tile.flat(&copy.offs), staged, vec);
+        let pass = std::collections::HashMap::from([(copy.it, Index::c(j))]);
+        load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
+        put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
+    }
+    let at = c.at;
+    let first = std::collections::HashMap::from([(at, Index::c(0))]);
+    let next = std::collections::HashMap::from([(at, Index::Var(at) + Index::c(1))]);
+    let prologue = map_indices(load.clone(), &|ix| ix.subst(&first));
+    let ahead = Stmt::If {
+        guards: vec![Guard {
+            value: Index::Var(at) + Index::c(1),
+            extent: cx.nest.var(at).extent.clone(),
+        }],
+        body: map_indices(load, &|ix| ix.subst(&next)),
+    };
+    let dtype = t.dtype;
+    let rewrite = |ex: &Expr| read_tile(c, tile, id, dtype, ex);
+    Ok(around_loop(body, at, &mut |s| match s {
+        Stmt::Loop {
+            var,
+            extent,
+            unroll,
+            body: inner,
+        } => {
+            let mut b = put.clone();
+            b.push(Stmt::Barrier);
+            b.push(ahead.clone());
+            b.extend(map_values(inner, &rewrite));
+            b.push(Stmt::Barrier);
+            let mut out = prologue.clone();
+            out.push(Stmt::Loop {
                 var,
                 extent,
                 unroll,
-                body: inner,
-            } => {
-                let mut b = put.clone();
-                b.push(Stmt::Barrier);
-                b.push(ahead.clone());
-                b.extend(map_values(inner, &rewrite));
-                b.push(Stmt::Barrier);
-                let mut out = prologue.clone();
-                out.push(Stmt::Loop {
-                    var,
-                    extent,
-                    unroll,
-                    body: b,
-                });
-                out
-            }
-            other => vec![other],
-        }));
-    }
-    if stages > 1 {
-        pipelined.push(Pipelined {
-            at: c.at,
-            stages,
-            copy,
-            name: c.name.clone(),
-            span: c.span,
-        });
-        return Ok(at_loop(body, c.at, &mut |inner| {
-            map_values(inner, &rewrite)
-        }));
-    }
-    Ok(insert_fill(
-        body,
-        c.at,
-        at_block,
-        copy,
-        &|inner| map_values(inner, &rewrite),
-        !local,
-    ))
+                body: b,
+            });
+            out
+        }
+        other => vec![other],
+    }))
 }
 
 /// `value`'s `vec` lanes into `mem` array `array` at `index`: one
