@@ -14,10 +14,11 @@
 
 use super::region::{
     divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads, scope_of,
-    Place,
+    Place, Region,
 };
 use super::{
-    lower_stage_in, Addressing, Local, Lowering, PartBound, Stmt, MAX_ACCUMULATORS, MAX_LDS,
+    lower_stage_in, Addressing, GpuKernel, Local, Lowering, PartBound, Stmt, MAX_ACCUMULATORS,
+    MAX_LDS,
 };
 use crate::diag::Diagnostic;
 use crate::index::{Index, SizeId, VarId};
@@ -137,7 +138,10 @@ pub(super) struct Host<'a> {
 }
 
 /// Places producer `p` in the consumer's `body` at the loop its
-/// compute_at names.
+/// compute_at names: checks where ([`cooperative`]), infers the part the
+/// consumer reads there ([`part`]), lowers the producer over it, allocates
+/// the part ([`part_arrays`]), merges the producer's kernel into the
+/// consumer's ([`merge`]) and redirects the reads.
 pub(super) fn attach(
     k: &Kernel,
     p: StageId,
@@ -148,11 +152,117 @@ pub(super) fn attach(
     let (consumer, at_name, span) = ps.compute_at().expect("attached stages have compute_at");
     let nest = host.nest;
     let err = |m: String| Diagnostic::new(span, m);
-
     let at = find_loop(nest, &consumer.name, at_name)?;
-    let at_kind = nest.var(at).kind;
-    let top = matches!(at_kind, LoopKind::Bound(_));
+    let top = matches!(nest.var(at).kind, LoopKind::Bound(_));
+    let cooperative = cooperative(k, p, &body, at, host)?;
+    let Part {
+        varying,
+        outputs,
+        unread,
+        region,
+    } = part(k, p, &body, at, cooperative, host)?;
+    let t = k.tensor(ps.output);
+    let (k2, origins) = over_part(k, p, &region.size);
+    // Points of the part beyond the tensor are not computed (their inputs
+    // may not exist); the consumer reads them only for results it never stores.
+    let bounds: Vec<PartBound> = (0..ps.axes.len())
+        .filter(|d| !within(&region.base[*d], region.size[*d], &t.shape[*d], nest))
+        .map(|d| PartBound {
+            axis: d,
+            origin: Index::Size(origins[d]),
+            extent: t.shape[d].clone(),
+        })
+        .collect();
+    // Verified and cleaned of barriers as part of the consumer.
+    // A producer with `mma` would need waves of its own: refused as having no target.
+    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), None)?;
+    if cooperative && gp.block != host.block {
+        let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
+        return Err(err(format!(
+            "`{}` runs on work-groups of {} threads, but `{}`'s are {}",
+            ps.name,
+            b(gp.block),
+            consumer.name,
+            b(host.block)
+        ))
+        .hint(format!(
+            "bind `{}`'s loops to the same thread extents as `{}`'s",
+            ps.name, consumer.name
+        )));
+    }
 
+    let id = part_arrays(k, p, &outputs, &region, cooperative, &gp, host)?;
+    let flat = |o: &[Index]| {
+        o.iter()
+            .zip(&region.size)
+            .fold(Index::c(0), |acc, (x, n)| acc * Index::c(*n) + x.clone())
+    };
+    let fill = merge(
+        k,
+        p,
+        gp,
+        &Merge {
+            origins: &origins,
+            region: &region,
+            outputs: &outputs,
+            unread: &unread,
+            part: id,
+            cooperative,
+            flat: &flat,
+        },
+        host,
+    );
+    let lo = region.lo.clone();
+    let read = |j: usize| {
+        let (dtype, lo, varying) = (k.tensor(outputs[j]).dtype, lo.clone(), varying.clone());
+        move |ix: &[Index]| {
+            let index = flat(&region_offsets(ix, &varying, &lo));
+            let array = id + j as u32;
+            let kind = if cooperative {
+                ExprKind::Shared {
+                    shared: array,
+                    index,
+                }
+            } else {
+                ExprKind::Local {
+                    local: array,
+                    index,
+                }
+            };
+            Expr { kind, dtype }
+        }
+    };
+    let reads: Vec<_> = (0..outputs.len()).map(read).collect();
+    let rewrite = |e: &Expr| {
+        outputs
+            .iter()
+            .zip(&reads)
+            .fold(e.clone(), |e, (t, r)| replace_loads(&e, *t, r))
+    };
+    Ok(insert_fill(
+        body,
+        at,
+        top,
+        fill,
+        &|inner| map_values(inner, &rewrite),
+        cooperative,
+    ))
+}
+
+/// Whether producer `p` binds threads, and so is computed by the whole
+/// work-group; refused where its binds cannot apply inside the consumer.
+fn cooperative(
+    k: &Kernel,
+    p: StageId,
+    body: &[Stmt],
+    at: VarId,
+    host: &Host,
+) -> Result<bool, Diagnostic> {
+    let ps = k.stage(p);
+    let (consumer, at_name, span) = ps.compute_at().expect("attached stages have compute_at");
+    let err = |m: String| Diagnostic::new(span, m);
+    let at_kind = host.nest.var(at).kind;
+    let top = matches!(at_kind, LoopKind::Bound(_));
     // A producer that binds threads is computed by the whole work-group.
     let mut cooperative = false;
     for s in &ps.schedule {
@@ -184,12 +294,40 @@ pub(super) fn attach(
             .hint("attach it at a blockIdx loop or a serial loop; or bind none of its loops, to compute it per thread"));
         }
         if !top {
-            divergence_check(&body, at, host.vars, &err)?;
+            divergence_check(body, at, host.vars, &err)?;
         }
     }
 
+    Ok(cooperative)
+}
+
+/// The part of a producer its consumer reads at one loop.
+struct Part {
+    /// The loops at which the part is the same.
+    varying: Vec<VarId>,
+    /// The producer's tensors read there, and those not read (a tuple's).
+    outputs: Vec<TensorId>,
+    unread: Vec<TensorId>,
+    region: Region,
+}
+
+/// The statements the producer serves at loop `at`, the loops that vary
+/// there, and the box of the producer they read.
+fn part(
+    k: &Kernel,
+    p: StageId,
+    body: &[Stmt],
+    at: VarId,
+    cooperative: bool,
+    host: &Host,
+) -> Result<Part, Diagnostic> {
+    let ps = k.stage(p);
+    let (consumer, at_name, span) = ps.compute_at().expect("attached stages have compute_at");
+    let err = |m: String| Diagnostic::new(span, m);
+    let nest = host.nest;
+    let top = matches!(nest.var(at).kind, LoopKind::Bound(_));
     // The statements the producer serves, and the loops that vary there.
-    let scope = scope_of(&body, at, top).ok_or_else(|| {
+    let scope = scope_of(body, at, top).ok_or_else(|| {
         err(format!(
             "loop `{}` is not in `{}`'s kernel",
             at_name.name, consumer.name
@@ -246,39 +384,33 @@ pub(super) fn attach(
         &err,
     )?;
 
-    let (k2, origins) = over_part(k, p, &region.size);
-    // Points of the part beyond the tensor are not computed (their inputs
-    // may not exist); the consumer reads them only for results it never stores.
-    let bounds: Vec<PartBound> = (0..ps.axes.len())
-        .filter(|d| !within(&region.base[*d], region.size[*d], &t.shape[*d], nest))
-        .map(|d| PartBound {
-            axis: d,
-            origin: Index::Size(origins[d]),
-            extent: t.shape[d].clone(),
-        })
-        .collect();
-    // Verified and cleaned of barriers as part of the consumer.
-    // A producer with `mma` would need waves of its own: refused as having no target.
-    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), None)?;
-    if cooperative && gp.block != host.block {
-        let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
-        return Err(err(format!(
-            "`{}` runs on work-groups of {} threads, but `{}`'s are {}",
-            ps.name,
-            b(gp.block),
-            consumer.name,
-            b(host.block)
-        ))
-        .hint(format!(
-            "bind `{}`'s loops to the same thread extents as `{}`'s",
-            ps.name, consumer.name
-        )));
-    }
+    Ok(Part {
+        varying,
+        outputs,
+        unread,
+        region,
+    })
+}
 
+/// Allocates one part array per tensor read, in LDS (cooperative) or
+/// registers, within their limits; returns the first one's id (the rest
+/// follow it, after the producer's own arrays).
+fn part_arrays(
+    k: &Kernel,
+    p: StageId,
+    outputs: &[TensorId],
+    region: &Region,
+    cooperative: bool,
+    gp: &GpuKernel,
+    host: &Host,
+) -> Result<u32, Diagnostic> {
+    let ps = k.stage(p);
+    let (_, at_name, span) = ps.compute_at().expect("attached stages have compute_at");
+    let err = |m: String| Diagnostic::new(span, m);
     // Where the part lives.
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = region.size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
-    let id = if cooperative {
+    Ok(if cooperative {
         let used: i64 = host
             .shared
             .iter()
@@ -307,14 +439,31 @@ pub(super) fn attach(
             .hint("attach it at an inner loop, so each iteration needs a smaller part"));
         }
         host.locals.len() + gp.locals.len()
-    } as u32;
-    let flat = |o: &[Index]| {
-        o.iter()
-            .zip(&region.size)
-            .fold(Index::c(0), |acc, (x, n)| acc * Index::c(*n) + x.clone())
-    };
+    } as u32)
+}
 
-    // Merge: renumber, map thread loops and placeholders, redirect stores.
+/// What [`merge`] maps the producer's kernel by.
+struct Merge<'a> {
+    origins: &'a [SizeId],
+    region: &'a Region,
+    outputs: &'a [TensorId],
+    unread: &'a [TensorId],
+    part: u32,
+    cooperative: bool,
+    flat: &'a dyn Fn(&[Index]) -> Index,
+}
+
+/// The producer's kernel `gp` merged into the consumer's: its loop
+/// variables and arrays renumbered after the host's, its thread loops
+/// mapped to the host's, its part origins placed, its stores redirected
+/// into the part arrays. Returns the statements that fill the part.
+fn merge(k: &Kernel, p: StageId, gp: GpuKernel, m: &Merge, host: &mut Host) -> Vec<Stmt> {
+    let ps = k.stage(p);
+    let (_, _, span) = ps.compute_at().expect("attached stages have compute_at");
+    let nest = host.nest;
+    let (origins, region, outputs, unread) = (m.origins, m.region, m.outputs, m.unread);
+    let (id, cooperative, flat) = (m.part, m.cooperative, m.flat);
+    let elems: i64 = region.size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let base = host.vars.len() as u32;
     let mut map: HashMap<VarId, Index> = HashMap::new();
     let mut var_map: HashMap<VarId, VarId> = HashMap::new();
@@ -351,7 +500,7 @@ pub(super) fn attach(
     host.locals.extend(gp.locals.iter().map(own));
     host.shared.extend(gp.shared.iter().map(own));
     // One part array per tensor, consecutive from `id`.
-    for o in &outputs {
+    for o in outputs {
         let part = Local {
             name: format!("{}_part", k.tensor(*o).name),
             dtype: k.tensor(*o).dtype,
@@ -376,48 +525,12 @@ pub(super) fn attach(
         var_map: &var_map,
         dl,
         ds,
-        outputs: &outputs,
+        outputs,
         part: id,
         cooperative,
         flat: &flat,
     };
-    let fill: Vec<Stmt> = drop_stores(fill.into_iter().map(|s| cx.stmt(s)).collect(), &unread);
-
-    let lo = region.lo.clone();
-    let read = |j: usize| {
-        let (dtype, lo, varying) = (k.tensor(outputs[j]).dtype, lo.clone(), varying.clone());
-        move |ix: &[Index]| {
-            let index = flat(&region_offsets(ix, &varying, &lo));
-            let array = id + j as u32;
-            let kind = if cooperative {
-                ExprKind::Shared {
-                    shared: array,
-                    index,
-                }
-            } else {
-                ExprKind::Local {
-                    local: array,
-                    index,
-                }
-            };
-            Expr { kind, dtype }
-        }
-    };
-    let reads: Vec<_> = (0..outputs.len()).map(read).collect();
-    let rewrite = |e: &Expr| {
-        outputs
-            .iter()
-            .zip(&reads)
-            .fold(e.clone(), |e, (t, r)| replace_loads(&e, *t, r))
-    };
-    Ok(insert_fill(
-        body,
-        at,
-        top,
-        fill,
-        &|inner| map_values(inner, &rewrite),
-        cooperative,
-    ))
+    drop_stores(fill.into_iter().map(|s| cx.stmt(s)).collect(), unread)
 }
 
 /// `stmts` without the stores into `tensors`, at any depth.

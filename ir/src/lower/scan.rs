@@ -18,7 +18,85 @@ use crate::kernel::{Expr, ExprKind, Scan};
 use crate::schedule::{Dim, GpuAxis, Guard, LoopKind, LoopVar, ScanPlan};
 use std::collections::HashMap;
 
+/// The scan's loops and what it computes in them.
+struct Region {
+    /// The row (blockIdx.x), thread, chunk and per-thread element loops.
+    b: VarId,
+    t: VarId,
+    chunk: VarId,
+    v: VarId,
+    rows: Index,
+    /// The scanned axis's length, and the chunks it is walked in.
+    len: Index,
+    chunks: Index,
+    /// The element's position in the row.
+    pos: Index,
+    /// The scanned element, the stage's value and its output indices.
+    body: Expr,
+    value: Expr,
+    indices: Vec<Index>,
+}
+
 pub(super) fn build(l: &mut Lowering, scan: Scan, plan: ScanPlan) -> Result<(), Diagnostic> {
+    let stage = l.k.stage(l.sid);
+    let red = stage.reduce.as_ref().expect("a scan is a reduction");
+    let r = region(l, &scan, &plan);
+    let dt = r.body.dtype;
+    let local = |name: &str, len: i64| Local {
+        name: format!("{}_{name}", stage.name),
+        dtype: dt,
+        len: len as u32,
+        span: plan.span,
+    };
+    let (t_n, p_n) = (i64::from(plan.threads), i64::from(plan.per));
+    // x: the elements, ex: their prefixes, then run, tmp, off, carry.
+    l.g.locals = vec![
+        local("x", p_n),
+        local("prefix", p_n),
+        local("run", 1),
+        local("tmp", 1),
+        local("off", 1),
+        local("carry", 1),
+    ];
+    l.g.shared = vec![local("totals", t_n)];
+    let e = Emit {
+        dt,
+        op: red.op,
+        t_n,
+        p_n,
+        tv: Index::Var(r.t),
+        vi: Index::Var(r.v),
+    };
+    let identity = red.op.identity(dt);
+    let mut per_chunk = e.fold(&r, scan.exclusive);
+    per_chunk.extend(e.tree());
+    per_chunk.extend(e.finish(&r, stage.output));
+    l.g.block = [plan.threads, 1, 1];
+    l.g.grid = [r.rows, Index::c(1), Index::c(1)];
+    l.g.body = vec![
+        Stmt::Bind {
+            var: r.b,
+            axis: GpuAxis::Block(Dim::X),
+        },
+        Stmt::Bind {
+            var: r.t,
+            axis: GpuAxis::Thread(Dim::X),
+        },
+        e.set(CARRY, Index::c(0), identity),
+        Stmt::Loop {
+            var: r.chunk,
+            extent: r.chunks,
+            unroll: false,
+            body: per_chunk,
+        },
+    ];
+    l.tid = e.tv;
+    Ok(())
+}
+
+/// The scan's loop variables, and the stage's element, value and output
+/// indices in them.
+fn region(l: &mut Lowering, scan: &Scan, plan: &ScanPlan) -> Region {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
     let red = stage.reduce.as_ref().expect("a scan is a reduction");
@@ -77,167 +155,204 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: ScanPlan) -> Result<(), 
     let value = inline_producers(k, sid, &stage.value).map_indices(&|ix| ix.subst(&at));
     let indices: Vec<Index> = (0..n).map(|d| at[&VarId(d as u32)].clone()).collect();
 
-    let dt = body.dtype;
-    let local = |name: &str, len: i64| Local {
-        name: format!("{}_{name}", stage.name),
-        dtype: dt,
-        len: len as u32,
-        span: plan.span,
-    };
-    // x: the elements, ex: their prefixes, then run, tmp, off, carry.
-    l.g.locals = vec![
-        local("x", p_n),
-        local("prefix", p_n),
-        local("run", 1),
-        local("tmp", 1),
-        local("off", 1),
-        local("carry", 1),
-    ];
-    l.g.shared = vec![local("totals", t_n)];
-    let reg = |a: u32, ix: Index| Expr {
-        kind: ExprKind::Local {
+    Region {
+        b,
+        t,
+        chunk,
+        v,
+        rows,
+        len,
+        chunks,
+        pos,
+        body,
+        value,
+        indices,
+    }
+}
+
+/// The scan's registers (`x` the elements, `prefix` their prefixes).
+const X: u32 = 0;
+const PRE: u32 = 1;
+const RUN: u32 = 2;
+const TMP: u32 = 3;
+const OFF: u32 = 4;
+const CARRY: u32 = 5;
+
+/// Writing the statements of one chunk.
+struct Emit {
+    dt: crate::DType,
+    op: crate::kernel::ReduceOp,
+    t_n: i64,
+    p_n: i64,
+    /// This thread, and its element's index in its registers.
+    tv: Index,
+    vi: Index,
+}
+
+impl Emit {
+    fn reg(&self, a: u32, ix: Index) -> Expr {
+        Expr {
+            kind: ExprKind::Local {
+                local: a,
+                index: ix,
+            },
+            dtype: self.dt,
+        }
+    }
+
+    fn lds(&self, ix: Index) -> Expr {
+        Expr {
+            kind: ExprKind::Shared {
+                shared: 0,
+                index: ix,
+            },
+            dtype: self.dt,
+        }
+    }
+
+    fn set(&self, a: u32, ix: Index, value: Expr) -> Stmt {
+        Stmt::LocalStore {
             local: a,
             index: ix,
-        },
-        dtype: dt,
-    };
-    let lds = |ix: Index| Expr {
-        kind: ExprKind::Shared {
-            shared: 0,
-            index: ix,
-        },
-        dtype: dt,
-    };
-    let set = |a: u32, ix: Index, value: Expr| Stmt::LocalStore {
-        local: a,
-        index: ix,
-        value,
-    };
-    let op = |a: Expr, b: Expr| Expr {
-        kind: ExprKind::Binary(red.op.combine(), Box::new(a), Box::new(b)),
-        dtype: dt,
-    };
-    let (x, pre, run, tmp, off, carry) = (0, 1, 2, 3, 4, 5);
-    let zero = Index::c(0);
-    let vi = Index::Var(v);
-    let tv = Index::Var(t);
-    let in_row = Guard {
-        value: pos.clone(),
-        extent: len.clone(),
-    };
-    // t >= s, as a guard: T - 1 - t < T - s.
-    let from = |s: i64| Guard {
-        value: Index::c(t_n - 1) - tv.clone(),
-        extent: Index::c(t_n - s),
-    };
-    let identity = red.op.identity(dt);
-
-    let mut fold = vec![
-        set(x, vi.clone(), identity.clone()),
-        Stmt::If {
-            guards: vec![in_row.clone()],
-            body: vec![set(x, vi.clone(), body)],
-        },
-    ];
-    let step = set(
-        run,
-        zero.clone(),
-        op(reg(run, zero.clone()), reg(x, vi.clone())),
-    );
-    let keep = set(pre, vi.clone(), reg(run, zero.clone()));
-    if scan.exclusive {
-        fold.extend([keep, step]);
-    } else {
-        fold.extend([step, keep]);
+            value,
+        }
     }
-    let mut per_chunk = vec![
-        set(run, zero.clone(), identity.clone()),
-        Stmt::Loop {
-            var: v,
-            extent: Index::c(p_n),
-            unroll: true,
-            body: fold,
-        },
-        Stmt::SharedStore {
-            shared: 0,
-            index: tv.clone(),
-            value: reg(run, zero.clone()),
-        },
-        Stmt::Barrier,
-    ];
-    let mut s = 1;
-    while s < t_n {
-        per_chunk.extend([
-            set(tmp, zero.clone(), lds(tv.clone())),
+
+    fn op(&self, a: Expr, b: Expr) -> Expr {
+        Expr {
+            kind: ExprKind::Binary(self.op.combine(), Box::new(a), Box::new(b)),
+            dtype: self.dt,
+        }
+    }
+
+    /// t >= s, as a guard: T - 1 - t < T - s.
+    fn from(&self, s: i64) -> Guard {
+        Guard {
+            value: Index::c(self.t_n - 1) - self.tv.clone(),
+            extent: Index::c(self.t_n - s),
+        }
+    }
+
+    /// Each thread folds its P elements in registers, keeping each one's
+    /// prefix within the thread, and publishes its total in LDS.
+    fn fold(&self, r: &Region, exclusive: bool) -> Vec<Stmt> {
+        let (zero, vi) = (Index::c(0), &self.vi);
+        let identity = self.op.identity(self.dt);
+        let in_row = Guard {
+            value: r.pos.clone(),
+            extent: r.len.clone(),
+        };
+        let mut fold = vec![
+            self.set(X, vi.clone(), identity.clone()),
             Stmt::If {
-                guards: vec![from(s)],
-                body: vec![set(
-                    tmp,
-                    zero.clone(),
-                    op(lds(tv.clone() - Index::c(s)), reg(tmp, zero.clone())),
-                )],
+                guards: vec![in_row],
+                body: vec![self.set(X, vi.clone(), r.body.clone())],
             },
-            Stmt::Barrier,
+        ];
+        let step = self.set(
+            RUN,
+            zero.clone(),
+            self.op(self.reg(RUN, zero.clone()), self.reg(X, vi.clone())),
+        );
+        let keep = self.set(PRE, vi.clone(), self.reg(RUN, zero.clone()));
+        if exclusive {
+            fold.extend([keep, step]);
+        } else {
+            fold.extend([step, keep]);
+        }
+        vec![
+            self.set(RUN, zero.clone(), identity),
+            Stmt::Loop {
+                var: r.v,
+                extent: Index::c(self.p_n),
+                unroll: true,
+                body: fold,
+            },
             Stmt::SharedStore {
                 shared: 0,
-                index: tv.clone(),
-                value: reg(tmp, zero.clone()),
+                index: self.tv.clone(),
+                value: self.reg(RUN, zero),
             },
             Stmt::Barrier,
-        ]);
-        s *= 2;
+        ]
     }
-    let result = op(reg(off, zero.clone()), reg(pre, vi.clone()));
-    per_chunk.extend([
-        set(off, zero.clone(), reg(carry, zero.clone())),
-        Stmt::If {
-            guards: vec![from(1)],
-            body: vec![set(
-                off,
-                zero.clone(),
-                op(reg(carry, zero.clone()), lds(tv.clone() - Index::c(1))),
-            )],
-        },
-        Stmt::Loop {
-            var: v,
-            extent: Index::c(p_n),
-            unroll: true,
-            body: vec![Stmt::If {
-                guards: vec![in_row],
-                body: vec![Stmt::Store {
-                    tensor: stage.output,
-                    indices,
-                    value: value.replace_reduced(&result),
+
+    /// The threads' totals scanned in LDS (Hillis-Steele: a read, a
+    /// barrier, a write, a barrier per step).
+    fn tree(&self) -> Vec<Stmt> {
+        let (zero, tv) = (Index::c(0), &self.tv);
+        let mut out = Vec::new();
+        let mut s = 1;
+        while s < self.t_n {
+            out.extend([
+                self.set(TMP, zero.clone(), self.lds(tv.clone())),
+                Stmt::If {
+                    guards: vec![self.from(s)],
+                    body: vec![self.set(
+                        TMP,
+                        zero.clone(),
+                        self.op(
+                            self.lds(tv.clone() - Index::c(s)),
+                            self.reg(TMP, zero.clone()),
+                        ),
+                    )],
+                },
+                Stmt::Barrier,
+                Stmt::SharedStore {
+                    shared: 0,
+                    index: tv.clone(),
+                    value: self.reg(TMP, zero.clone()),
+                },
+                Stmt::Barrier,
+            ]);
+            s *= 2;
+        }
+        out
+    }
+
+    /// Each thread's offset (the carry of the chunks before, combined with
+    /// the totals of the threads before it), the stores of its elements'
+    /// results, and the next chunk's carry.
+    fn finish(&self, r: &Region, output: crate::TensorId) -> Vec<Stmt> {
+        let (zero, tv, vi) = (Index::c(0), &self.tv, &self.vi);
+        let result = self.op(self.reg(OFF, zero.clone()), self.reg(PRE, vi.clone()));
+        let in_row = Guard {
+            value: r.pos.clone(),
+            extent: r.len.clone(),
+        };
+        vec![
+            self.set(OFF, zero.clone(), self.reg(CARRY, zero.clone())),
+            Stmt::If {
+                guards: vec![self.from(1)],
+                body: vec![self.set(
+                    OFF,
+                    zero.clone(),
+                    self.op(
+                        self.reg(CARRY, zero.clone()),
+                        self.lds(tv.clone() - Index::c(1)),
+                    ),
+                )],
+            },
+            Stmt::Loop {
+                var: r.v,
+                extent: Index::c(self.p_n),
+                unroll: true,
+                body: vec![Stmt::If {
+                    guards: vec![in_row],
+                    body: vec![Stmt::Store {
+                        tensor: output,
+                        indices: r.indices.clone(),
+                        value: r.value.replace_reduced(&result),
+                    }],
                 }],
-            }],
-        },
-        set(
-            carry,
-            zero.clone(),
-            op(reg(carry, zero.clone()), lds(Index::c(t_n - 1))),
-        ),
-        // The next chunk's totals overwrite these.
-        Stmt::Barrier,
-    ]);
-    l.g.block = [plan.threads, 1, 1];
-    l.g.grid = [rows, Index::c(1), Index::c(1)];
-    l.g.body = vec![
-        Stmt::Bind {
-            var: b,
-            axis: GpuAxis::Block(Dim::X),
-        },
-        Stmt::Bind {
-            var: t,
-            axis: GpuAxis::Thread(Dim::X),
-        },
-        set(carry, zero, identity),
-        Stmt::Loop {
-            var: chunk,
-            extent: chunks,
-            unroll: false,
-            body: per_chunk,
-        },
-    ];
-    l.tid = tv;
-    Ok(())
+            },
+            self.set(
+                CARRY,
+                zero.clone(),
+                self.op(self.reg(CARRY, zero), self.lds(Index::c(self.t_n - 1))),
+            ),
+            // The next chunk's totals overwrite these.
+            Stmt::Barrier,
+        ]
+    }
 }
