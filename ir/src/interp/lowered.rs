@@ -88,15 +88,14 @@ pub fn run_lowered(
                             .collect();
                     }
                     let active = vec![true; threads];
-                    exec(
-                        &env,
-                        &g.body,
-                        &ids,
-                        &mut th,
-                        &active,
-                        &mut bufs,
-                        &mut shared,
-                    )?;
+                    Block {
+                        env: &env,
+                        ids: &ids,
+                        th: &mut th,
+                        bufs: &mut bufs,
+                        shared: &mut shared,
+                    }
+                    .exec(&g.body, &active)?;
                 }
             }
         }
@@ -122,247 +121,357 @@ pub(super) struct Thread {
     open: Vec<(u32, usize, Scalar)>,
 }
 
-/// Runs loop IR for all threads of a block in lockstep: loops (whose trip
-/// counts never depend on the thread) are shared, guards mask threads out,
-/// and every leaf runs for each active thread in order. Lockstep orders
-/// every thread's writes before later reads, so it alone cannot show a
-/// missing barrier: LDS accesses are checked for races instead, epoch by
-/// epoch between barriers.
-pub(super) fn exec(
-    env: &Env,
-    body: &[Stmt],
-    ids: &[Ids],
-    th: &mut [Thread],
-    active: &[bool],
-    bufs: &mut [Buffer],
-    shared: &mut [Vec<Scalar>],
-) -> Result<(), InterpError> {
-    let dz = || InterpError::DivisionByZero {
+/// The error of an index that divides by zero.
+fn dz(env: &Env) -> InterpError {
+    InterpError::DivisionByZero {
         stage: env.stage.to_string(),
-    };
-    for s in body {
-        match s {
-            Stmt::Bind { var, axis } => {
-                for (t, id) in th.iter_mut().zip(ids) {
-                    t.vars[var.0 as usize] = match axis {
-                        GpuAxis::Block(d) => id.block[d.index()],
-                        GpuAxis::Thread(d) => id.thread[d.index()],
+    }
+}
+
+/// One block's threads running loop IR in lockstep: what every statement
+/// reads and writes.
+struct Block<'a, 'e> {
+    env: &'a Env<'e>,
+    ids: &'a [Ids],
+    th: &'a mut [Thread],
+    bufs: &'a mut [Buffer],
+    shared: &'a mut [Vec<Scalar>],
+}
+
+impl Block<'_, '_> {
+    /// Runs `body` for the threads `active` marks. Loops (whose trip
+    /// counts never depend on the thread) are shared, guards mask threads
+    /// out, and every leaf runs for each active thread in order. Lockstep
+    /// orders every thread's writes before later reads, so it alone cannot
+    /// show a missing barrier: LDS accesses are checked for races instead,
+    /// epoch by epoch between barriers.
+    fn exec(&mut self, body: &[Stmt], active: &[bool]) -> Result<(), InterpError> {
+        for s in body {
+            match s {
+                Stmt::Bind { var, axis } => {
+                    for (t, id) in self.th.iter_mut().zip(self.ids) {
+                        t.vars[var.0 as usize] = match axis {
+                            GpuAxis::Block(d) => id.block[d.index()],
+                            GpuAxis::Thread(d) => id.thread[d.index()],
+                        }
                     }
                 }
-            }
-            Stmt::Loop {
-                var, extent, body, ..
-            } => {
-                // Each thread's own trip count (a triangular loop's may
-                // differ); lockstep runs to the largest, masking the rest.
-                let counts = th
-                    .iter()
-                    .map(|t| extent.eval(env.sizes, &t.vars).ok_or_else(dz))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let n = counts
-                    .iter()
-                    .zip(active)
-                    .filter(|(_, a)| **a)
-                    .map(|(c, _)| *c)
-                    .max()
-                    .unwrap_or(0);
-                for i in 0..n {
-                    for t in th.iter_mut() {
-                        t.vars[var.0 as usize] = i;
-                    }
-                    let mask: Vec<bool> = active
-                        .iter()
-                        .zip(&counts)
-                        .map(|(a, c)| *a && i < *c)
-                        .collect();
-                    exec(env, body, ids, th, &mask, bufs, shared)?;
-                }
-            }
-            Stmt::If { guards, body } => {
-                let mut mask = active.to_vec();
-                for (m, t) in mask.iter_mut().zip(th.iter()) {
-                    for gd in guards {
-                        *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
-                            < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+                Stmt::Loop {
+                    var, extent, body, ..
+                } => self.run_loop(*var, extent, body, active)?,
+                Stmt::If { guards, body } => {
+                    let mask = self.mask(guards, active)?;
+                    if mask.iter().any(|m| *m) {
+                        self.exec(body, &mask)?;
                     }
                 }
-                if mask.iter().any(|m| *m) {
-                    exec(env, body, ids, th, &mask, bufs, shared)?;
+                Stmt::Matrix { .. } => unreachable!("run_lowered expands matrix instructions"),
+                // Its meaning is its stores (see `Stmt::MatrixLoad`).
+                Stmt::MatrixLoad { stores, .. } => self.exec(stores, active)?,
+                Stmt::Barrier => {
+                    // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
+                    if let Some(t) = active.iter().position(|a| !*a) {
+                        let r = self.env.races.borrow();
+                        return Err(InterpError::DivergentBarrier {
+                            kernel: r.kernel.clone(),
+                            thread: t,
+                        });
+                    }
+                    self.env.races.borrow_mut().epoch += 1;
                 }
-            }
-            Stmt::Matrix { .. } => unreachable!("run_lowered expands matrix instructions"),
-            // Its meaning is its stores (see `Stmt::MatrixLoad`).
-            Stmt::MatrixLoad { stores, .. } => exec(env, stores, ids, th, active, bufs, shared)?,
-            Stmt::Barrier => {
-                // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
-                if let Some(t) = active.iter().position(|a| !*a) {
-                    let r = env.races.borrow();
-                    return Err(InterpError::DivergentBarrier {
-                        kernel: r.kernel.clone(),
-                        thread: t,
-                    });
-                }
-                env.races.borrow_mut().epoch += 1;
-            }
-            Stmt::Unswitch { guards, fast, slow } => {
-                let mut yes = active.to_vec();
-                for (m, t) in yes.iter_mut().zip(th.iter()) {
-                    for gd in guards {
-                        *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
-                            < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+                Stmt::Unswitch { guards, fast, slow } => {
+                    let yes = self.mask(guards, active)?;
+                    let no: Vec<bool> = active.iter().zip(&yes).map(|(a, y)| *a && !*y).collect();
+                    if yes.iter().any(|m| *m) {
+                        self.exec(fast, &yes)?;
+                    }
+                    if no.iter().any(|m| *m) {
+                        self.exec(slow, &no)?;
                     }
                 }
-                let no: Vec<bool> = active.iter().zip(&yes).map(|(a, y)| *a && !*y).collect();
-                if yes.iter().any(|m| *m) {
-                    exec(env, fast, ids, th, &yes, bufs, shared)?;
+                Stmt::Store {
+                    tensor,
+                    indices,
+                    value,
+                } => self.store(*tensor, indices, value, active)?,
+                Stmt::Scatter {
+                    tensor,
+                    indices,
+                    op,
+                    value,
+                    shared: place,
+                } => self.scatter(*tensor, indices, *op, value, *place, active)?,
+                Stmt::LocalStore {
+                    local,
+                    index,
+                    value,
+                } => self.local_store(*local, index, value, active)?,
+                Stmt::AsyncCommit => {
+                    for (t, _) in self.th.iter_mut().zip(active).filter(|(_, a)| **a) {
+                        let group = std::mem::take(&mut t.open);
+                        t.in_flight.push(group);
+                    }
                 }
-                if no.iter().any(|m| *m) {
-                    exec(env, slow, ids, th, &no, bufs, shared)?;
-                }
+                Stmt::AsyncWait { pending } => self.async_wait(*pending, active)?,
+                Stmt::Fill {
+                    mem,
+                    array,
+                    index,
+                    value,
+                    width,
+                    asynchronous,
+                } => self.fill(*mem, *array, index, value, *width, *asynchronous, active)?,
+                Stmt::SharedStore {
+                    shared: a,
+                    index,
+                    value,
+                } => self.shared_store(*a, index, value, active)?,
             }
-            Stmt::Store {
-                tensor,
-                indices,
-                value,
-            } => {
-                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
-                    env.races.borrow_mut().current = n;
-                    let idx = indices
-                        .iter()
-                        .map(|i| i.eval(env.sizes, &t.vars).ok_or_else(dz))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let off = env.offset(*tensor, &idx)?;
+        }
+        Ok(())
+    }
+
+    /// `active` narrowed to the threads for which every guard holds.
+    fn mask(
+        &self,
+        guards: &[crate::schedule::Guard],
+        active: &[bool],
+    ) -> Result<Vec<bool>, InterpError> {
+        let env = self.env;
+        let dz = || dz(env);
+        let mut mask = active.to_vec();
+        for (m, t) in mask.iter_mut().zip(self.th.iter()) {
+            for gd in guards {
+                *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
+                    < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
+            }
+        }
+        Ok(mask)
+    }
+
+    /// Each thread's own trip count (a triangular loop's may differ);
+    /// lockstep runs to the largest, masking the rest.
+    fn run_loop(
+        &mut self,
+        var: crate::index::VarId,
+        extent: &crate::index::Index,
+        body: &[Stmt],
+        active: &[bool],
+    ) -> Result<(), InterpError> {
+        let env = self.env;
+        let counts = self
+            .th
+            .iter()
+            .map(|t| extent.eval(env.sizes, &t.vars).ok_or_else(|| dz(env)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = counts
+            .iter()
+            .zip(active)
+            .filter(|(_, a)| **a)
+            .map(|(c, _)| *c)
+            .max()
+            .unwrap_or(0);
+        for i in 0..n {
+            for t in self.th.iter_mut() {
+                t.vars[var.0 as usize] = i;
+            }
+            let mask: Vec<bool> = active
+                .iter()
+                .zip(&counts)
+                .map(|(a, c)| *a && i < *c)
+                .collect();
+            self.exec(body, &mask)?;
+        }
+        Ok(())
+    }
+
+    fn store(
+        &mut self,
+        tensor: TensorId,
+        indices: &[crate::index::Index],
+        value: &Expr,
+        active: &[bool],
+    ) -> Result<(), InterpError> {
+        let env = self.env;
+        let dz = || dz(env);
+        for (n, (t, _)) in self
+            .th
+            .iter()
+            .zip(active)
+            .enumerate()
+            .filter(|(_, (_, a))| **a)
+        {
+            env.races.borrow_mut().current = n;
+            let idx = indices
+                .iter()
+                .map(|i| i.eval(env.sizes, &t.vars).ok_or_else(dz))
+                .collect::<Result<Vec<_>, _>>()?;
+            let off = env.offset(tensor, &idx)?;
+            let v = env.eval(value, &t.vars, self.bufs, &t.locals, self.shared)?;
+            self.bufs[tensor.0 as usize].set(off, v);
+        }
+        Ok(())
+    }
+
+    fn scatter(
+        &mut self,
+        tensor: TensorId,
+        indices: &[Expr],
+        op: ReduceOp,
+        value: &Expr,
+        place: Option<u32>,
+        active: &[bool],
+    ) -> Result<(), InterpError> {
+        let env = self.env;
+        let (bufs, shared) = (&mut *self.bufs, &mut *self.shared);
+        for (n, (t, _)) in self
+            .th
+            .iter()
+            .zip(active)
+            .enumerate()
+            .filter(|(_, (_, a))| **a)
+        {
+            env.races.borrow_mut().current = n;
+            match place {
+                None => {
+                    env.scatter(tensor, indices, op, value, &t.vars, bufs, &t.locals, shared)?
+                }
+                Some(a) => {
+                    let at =
+                        env.scatter_place(tensor, indices, &t.vars, bufs, &t.locals, shared)?;
                     let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
-                    bufs[tensor.0 as usize].set(off, v);
-                }
-            }
-            Stmt::Scatter {
-                tensor,
-                indices,
-                op,
-                value,
-                shared: place,
-            } => {
-                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
-                    env.races.borrow_mut().current = n;
-                    match place {
-                        None => env.scatter(
-                            *tensor, indices, *op, value, &t.vars, bufs, &t.locals, shared,
-                        )?,
-                        Some(a) => {
-                            let at = env.scatter_place(
-                                *tensor, indices, &t.vars, bufs, &t.locals, shared,
-                            )?;
-                            let v = env.eval(value, &t.vars, bufs, &t.locals, shared)?;
-                            // Atomic updates of one LDS element by several
-                            // threads are no race: they are not recorded.
-                            if let Some(i) = at {
-                                let dt = env.k.tensor(*tensor).dtype;
-                                let cell = &mut shared[*a as usize][i];
-                                *cell = env.combine(*op, dt, *cell, v)?;
-                            }
-                        }
+                    // Atomic updates of one LDS element by several
+                    // threads are no race: they are not recorded.
+                    if let Some(i) = at {
+                        let dt = env.k.tensor(tensor).dtype;
+                        let cell = &mut shared[a as usize][i];
+                        *cell = env.combine(op, dt, *cell, v)?;
                     }
-                }
-            }
-            Stmt::LocalStore {
-                local,
-                index,
-                value,
-            } => {
-                for (n, (t, _)) in th
-                    .iter_mut()
-                    .zip(active)
-                    .enumerate()
-                    .filter(|(_, (_, a))| **a)
-                {
-                    env.races.borrow_mut().current = n;
-                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
-                    let v = normalize(
-                        value.dtype,
-                        env.eval(value, &t.vars, bufs, &t.locals, shared)?,
-                    );
-                    t.locals[*local as usize][i] = v;
-                }
-            }
-            Stmt::AsyncCommit => {
-                for (t, _) in th.iter_mut().zip(active).filter(|(_, a)| **a) {
-                    let group = std::mem::take(&mut t.open);
-                    t.in_flight.push(group);
-                }
-            }
-            Stmt::AsyncWait { pending } => {
-                for (n, (t, _)) in th
-                    .iter_mut()
-                    .zip(active)
-                    .enumerate()
-                    .filter(|(_, (_, a))| **a)
-                {
-                    env.races.borrow_mut().current = n;
-                    while t.in_flight.len() > *pending as usize {
-                        for (a, i, v) in t.in_flight.remove(0) {
-                            env.races.borrow_mut().write(a as usize, i)?;
-                            shared[a as usize][i] = v;
-                        }
-                    }
-                }
-            }
-            Stmt::Fill {
-                mem,
-                array: a,
-                index,
-                value,
-                width,
-                asynchronous,
-            } => {
-                for (n, (t, _)) in th
-                    .iter_mut()
-                    .zip(active)
-                    .enumerate()
-                    .filter(|(_, (_, a))| **a)
-                {
-                    env.races.borrow_mut().current = n;
-                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
-                    // Every lane is read before any is written, as one access does.
-                    let mut lanes = Vec::with_capacity(*width as usize);
-                    for l in 0..*width {
-                        let lane = crate::loops::fill_lane(env.k, value, l);
-                        lanes.push(normalize(
-                            value.dtype,
-                            env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,
-                        ));
-                    }
-                    for (l, v) in lanes.into_iter().enumerate() {
-                        match mem {
-                            crate::loops::Mem::Shared if *asynchronous => {
-                                t.open.push((*a, i + l, v));
-                            }
-                            crate::loops::Mem::Shared => {
-                                env.races.borrow_mut().write(*a as usize, i + l)?;
-                                shared[*a as usize][i + l] = v;
-                            }
-                            crate::loops::Mem::Local => t.locals[*a as usize][i + l] = v,
-                        }
-                    }
-                }
-            }
-            Stmt::SharedStore {
-                shared: a,
-                index,
-                value,
-            } => {
-                for (n, (t, _)) in th.iter().zip(active).enumerate().filter(|(_, (_, a))| **a) {
-                    env.races.borrow_mut().current = n;
-                    let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
-                    let v = normalize(
-                        value.dtype,
-                        env.eval(value, &t.vars, bufs, &t.locals, shared)?,
-                    );
-                    env.races.borrow_mut().write(*a as usize, i)?;
-                    shared[*a as usize][i] = v;
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    fn local_store(
+        &mut self,
+        local: u32,
+        index: &crate::index::Index,
+        value: &Expr,
+        active: &[bool],
+    ) -> Result<(), InterpError> {
+        let env = self.env;
+        let (bufs, shared) = (&*self.bufs, &*self.shared);
+        for (n, (t, _)) in self
+            .th
+            .iter_mut()
+            .zip(active)
+            .enumerate()
+            .filter(|(_, (_, a))| **a)
+        {
+            env.races.borrow_mut().current = n;
+            let i = index.eval(env.sizes, &t.vars).ok_or_else(|| dz(env))? as usize;
+            let v = normalize(
+                value.dtype,
+                env.eval(value, &t.vars, bufs, &t.locals, shared)?,
+            );
+            t.locals[local as usize][i] = v;
+        }
+        Ok(())
+    }
+
+    fn async_wait(&mut self, pending: u32, active: &[bool]) -> Result<(), InterpError> {
+        let env = self.env;
+        for (n, (t, _)) in self
+            .th
+            .iter_mut()
+            .zip(active)
+            .enumerate()
+            .filter(|(_, (_, a))| **a)
+        {
+            env.races.borrow_mut().current = n;
+            while t.in_flight.len() > pending as usize {
+                for (a, i, v) in t.in_flight.remove(0) {
+                    env.races.borrow_mut().write(a as usize, i)?;
+                    self.shared[a as usize][i] = v;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &mut self,
+        mem: crate::loops::Mem,
+        a: u32,
+        index: &crate::index::Index,
+        value: &Expr,
+        width: u32,
+        asynchronous: bool,
+        active: &[bool],
+    ) -> Result<(), InterpError> {
+        let env = self.env;
+        let (bufs, shared) = (&*self.bufs, &mut *self.shared);
+        for (n, (t, _)) in self
+            .th
+            .iter_mut()
+            .zip(active)
+            .enumerate()
+            .filter(|(_, (_, a))| **a)
+        {
+            env.races.borrow_mut().current = n;
+            let i = index.eval(env.sizes, &t.vars).ok_or_else(|| dz(env))? as usize;
+            // Every lane is read before any is written, as one access does.
+            let mut lanes = Vec::with_capacity(width as usize);
+            for l in 0..width {
+                let lane = crate::loops::fill_lane(env.k, value, l);
+                lanes.push(normalize(
+                    value.dtype,
+                    env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,
+                ));
+            }
+            for (l, v) in lanes.into_iter().enumerate() {
+                match mem {
+                    crate::loops::Mem::Shared if asynchronous => {
+                        t.open.push((a, i + l, v));
+                    }
+                    crate::loops::Mem::Shared => {
+                        env.races.borrow_mut().write(a as usize, i + l)?;
+                        shared[a as usize][i + l] = v;
+                    }
+                    crate::loops::Mem::Local => t.locals[a as usize][i + l] = v,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn shared_store(
+        &mut self,
+        a: u32,
+        index: &crate::index::Index,
+        value: &Expr,
+        active: &[bool],
+    ) -> Result<(), InterpError> {
+        let env = self.env;
+        let dz = || dz(env);
+        for (n, (t, _)) in self
+            .th
+            .iter()
+            .zip(active)
+            .enumerate()
+            .filter(|(_, (_, a))| **a)
+        {
+            env.races.borrow_mut().current = n;
+            let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
+            let v = normalize(
+                value.dtype,
+                env.eval(value, &t.vars, self.bufs, &t.locals, self.shared)?,
+            );
+            env.races.borrow_mut().write(a as usize, i)?;
+            self.shared[a as usize][i] = v;
+        }
+        Ok(())
+    }
 }

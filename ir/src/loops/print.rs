@@ -105,209 +105,6 @@ impl fmt::Display for Pretty<'_> {
             g.grid[1].display(&sizes, &vars),
             g.grid[2].display(&sizes, &vars)
         )?;
-        fn go(
-            f: &mut fmt::Formatter<'_>,
-            p: &Pretty<'_>,
-            s: &[Stmt],
-            ind: usize,
-            sizes: &[String],
-            vars: &[String],
-        ) -> fmt::Result {
-            let pad = "  ".repeat(ind);
-            for st in s {
-                match st {
-                    Stmt::SharedStore {
-                        shared,
-                        index,
-                        value,
-                    } => {
-                        writeln!(
-                            f,
-                            "{pad}{}[{}] = {} (LDS)",
-                            p.gpu.shared[*shared as usize].name,
-                            index.display(sizes, vars),
-                            expr_text(p, value, sizes, vars)
-                        )?;
-                    }
-                    Stmt::Fill {
-                        mem,
-                        array,
-                        index,
-                        value,
-                        width,
-                        asynchronous,
-                    } => {
-                        let (name, tag) = match (mem, asynchronous) {
-                            (Mem::Shared, true) => {
-                                (&p.gpu.shared[*array as usize].name, " (LDS, async)")
-                            }
-                            (Mem::Shared, false) => (&p.gpu.shared[*array as usize].name, " (LDS)"),
-                            (Mem::Local, _) => (&p.gpu.locals[*array as usize].name, ""),
-                        };
-                        writeln!(
-                            f,
-                            "{pad}{name}[{}..+{width}] = {}..+{width}{tag}",
-                            index.display(sizes, vars),
-                            expr_text(p, value, sizes, vars)
-                        )?;
-                    }
-                    Stmt::Barrier => writeln!(f, "{pad}barrier")?,
-                    Stmt::AsyncCommit => writeln!(f, "{pad}commit async copies")?,
-                    Stmt::AsyncWait { pending } => writeln!(
-                        f,
-                        "{pad}wait for async copies ({pending} groups may stay pending)"
-                    )?,
-                    Stmt::Unswitch { guards, fast, slow } => {
-                        let c: Vec<String> = guards
-                            .iter()
-                            .map(|g| {
-                                format!(
-                                    "{} < {}",
-                                    g.value.display(sizes, vars),
-                                    g.extent.display(sizes, vars)
-                                )
-                            })
-                            .collect();
-                        writeln!(f, "{pad}if {} (every lane, vectorized):", c.join(" && "))?;
-                        go(f, p, fast, ind + 1, sizes, vars)?;
-                        writeln!(f, "{pad}else:")?;
-                        go(f, p, slow, ind + 1, sizes, vars)?;
-                    }
-                    Stmt::Bind { var, axis } => {
-                        writeln!(f, "{pad}{} = {axis}", vars[var.0 as usize])?
-                    }
-                    Stmt::Loop {
-                        var,
-                        extent,
-                        unroll,
-                        body,
-                    } => {
-                        writeln!(
-                            f,
-                            "{pad}for {} in 0..{}{}:",
-                            vars[var.0 as usize],
-                            extent.display(sizes, vars),
-                            if *unroll { " (unrolled)" } else { "" }
-                        )?;
-                        go(f, p, body, ind + 1, sizes, vars)?;
-                    }
-                    Stmt::If { guards, body } => {
-                        let c: Vec<String> = guards
-                            .iter()
-                            .map(|g| {
-                                format!(
-                                    "{} < {}",
-                                    g.value.display(sizes, vars),
-                                    g.extent.display(sizes, vars)
-                                )
-                            })
-                            .collect();
-                        writeln!(f, "{pad}if {}:", c.join(" && "))?;
-                        go(f, p, body, ind + 1, sizes, vars)?;
-                    }
-                    Stmt::LocalStore {
-                        local,
-                        index,
-                        value,
-                    } => {
-                        writeln!(
-                            f,
-                            "{pad}{}[{}] = {}",
-                            p.gpu.locals[*local as usize].name,
-                            index.display(sizes, vars),
-                            expr_text(p, value, sizes, vars)
-                        )?;
-                    }
-                    Stmt::MatrixLoad {
-                        shared,
-                        row,
-                        count,
-                        trans,
-                        stores,
-                    } => {
-                        writeln!(
-                            f,
-                            "{pad}ldmatrix x{count}{} from {}, this lane's row at [{}]:",
-                            if *trans { " (transposed)" } else { "" },
-                            p.gpu.shared[*shared as usize].name,
-                            row.display(sizes, vars)
-                        )?;
-                        go(f, p, stores, ind + 1, sizes, vars)?;
-                    }
-                    Stmt::Matrix {
-                        instr, a, b, acc, ..
-                    } => {
-                        let arr = |(id, base): &(u32, Index), n: u32| {
-                            format!(
-                                "{}[{}..+{n}]",
-                                p.gpu.locals[*id as usize].name,
-                                base.display(sizes, vars)
-                            )
-                        };
-                        writeln!(
-                            f,
-                            "{pad}{} += {} x {} ({}, {}x{}x{}, wave{})",
-                            arr(acc, instr.acc_per_lane()),
-                            arr(a, instr.a_per_lane()),
-                            arr(b, instr.b_per_lane()),
-                            instr.name,
-                            instr.m,
-                            instr.n,
-                            instr.k,
-                            instr.wave
-                        )?;
-                    }
-                    Stmt::Store {
-                        tensor,
-                        indices,
-                        value,
-                    } => {
-                        let ix: Vec<String> = indices
-                            .iter()
-                            .map(|i| i.display(sizes, vars).to_string())
-                            .collect();
-                        writeln!(
-                            f,
-                            "{pad}{}[{}] = {}",
-                            p.kernel.tensor(*tensor).name,
-                            ix.join(", "),
-                            expr_text(p, value, sizes, vars)
-                        )?;
-                    }
-                    Stmt::Scatter {
-                        tensor,
-                        indices,
-                        op,
-                        value,
-                        shared,
-                    } => {
-                        let ix: Vec<String> = indices
-                            .iter()
-                            .map(|i| expr_text(p, i, sizes, vars))
-                            .collect();
-                        let op = match op {
-                            crate::kernel::ReduceOp::Sum => "+=",
-                            crate::kernel::ReduceOp::Prod => "*=",
-                            crate::kernel::ReduceOp::Max => "max=",
-                            crate::kernel::ReduceOp::Min => "min=",
-                            crate::kernel::ReduceOp::Or => "|=",
-                            crate::kernel::ReduceOp::And => "&=",
-                        };
-                        let (name, mem) = match shared {
-                            Some(a) => (p.gpu.shared[*a as usize].name.as_str(), " in LDS"),
-                            None => (p.kernel.tensor(*tensor).name.as_str(), ""),
-                        };
-                        writeln!(
-                            f,
-                            "{pad}{name}[{}] {op} {} (atomic{mem}; dropped outside the tensor)",
-                            ix.join(", "),
-                            expr_text(p, value, sizes, vars)
-                        )?;
-                    }
-                }
-            }
-            Ok(())
-        }
         writeln!(f, "  addressing {:?}", g.addressing)?;
         for (what, arrays) in [("lds", &g.shared), ("registers", &g.locals)] {
             if !arrays.is_empty() {
@@ -318,6 +115,220 @@ impl fmt::Display for Pretty<'_> {
                 writeln!(f, "  {what} {}", list.join(", "))?;
             }
         }
-        go(f, self, &g.body, 1, &sizes, &vars)
+        Printer {
+            f,
+            p: self,
+            sizes: &sizes,
+            vars: &vars,
+        }
+        .stmts(&g.body, 1)
+    }
+}
+
+/// Writes a kernel's statements, indented by depth.
+struct Printer<'a, 'f, 'p> {
+    f: &'a mut fmt::Formatter<'f>,
+    p: &'a Pretty<'p>,
+    sizes: &'a [String],
+    vars: &'a [String],
+}
+
+impl Printer<'_, '_, '_> {
+    fn index(&self, i: &Index) -> String {
+        i.display(self.sizes, self.vars).to_string()
+    }
+
+    fn expr(&self, e: &Expr) -> String {
+        expr_text(self.p, e, self.sizes, self.vars)
+    }
+
+    fn guards(&self, guards: &[crate::schedule::Guard]) -> String {
+        let c: Vec<String> = guards
+            .iter()
+            .map(|g| format!("{} < {}", self.index(&g.value), self.index(&g.extent)))
+            .collect();
+        c.join(" && ")
+    }
+
+    /// Control flow here; each leaf through [`Printer::leaf`].
+    fn stmts(&mut self, s: &[Stmt], ind: usize) -> fmt::Result {
+        let pad = "  ".repeat(ind);
+        for st in s {
+            match st {
+                Stmt::Barrier => writeln!(self.f, "{pad}barrier")?,
+                Stmt::AsyncCommit => writeln!(self.f, "{pad}commit async copies")?,
+                Stmt::AsyncWait { pending } => writeln!(
+                    self.f,
+                    "{pad}wait for async copies ({pending} groups may stay pending)"
+                )?,
+                Stmt::Unswitch { guards, fast, slow } => {
+                    let c = self.guards(guards);
+                    writeln!(self.f, "{pad}if {c} (every lane, vectorized):")?;
+                    self.stmts(fast, ind + 1)?;
+                    writeln!(self.f, "{pad}else:")?;
+                    self.stmts(slow, ind + 1)?;
+                }
+                Stmt::Bind { var, axis } => {
+                    writeln!(self.f, "{pad}{} = {axis}", self.vars[var.0 as usize])?
+                }
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body,
+                } => {
+                    let (v, e) = (&self.vars[var.0 as usize], self.index(extent));
+                    let u = if *unroll { " (unrolled)" } else { "" };
+                    writeln!(self.f, "{pad}for {v} in 0..{e}{u}:")?;
+                    self.stmts(body, ind + 1)?;
+                }
+                Stmt::If { guards, body } => {
+                    let c = self.guards(guards);
+                    writeln!(self.f, "{pad}if {c}:")?;
+                    self.stmts(body, ind + 1)?;
+                }
+                Stmt::MatrixLoad {
+                    shared,
+                    row,
+                    count,
+                    trans,
+                    stores,
+                } => {
+                    writeln!(
+                        self.f,
+                        "{pad}ldmatrix x{count}{} from {}, this lane's row at [{}]:",
+                        if *trans { " (transposed)" } else { "" },
+                        self.p.gpu.shared[*shared as usize].name,
+                        self.index(row)
+                    )?;
+                    self.stmts(stores, ind + 1)?;
+                }
+                Stmt::SharedStore { .. }
+                | Stmt::Fill { .. }
+                | Stmt::LocalStore { .. }
+                | Stmt::Matrix { .. }
+                | Stmt::Store { .. }
+                | Stmt::Scatter { .. } => {
+                    let line = self.leaf(st);
+                    writeln!(self.f, "{pad}{line}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The line of a statement without a body.
+    fn leaf(&self, st: &Stmt) -> String {
+        let p = self.p;
+        match st {
+            Stmt::SharedStore {
+                shared,
+                index,
+                value,
+            } => format!(
+                "{}[{}] = {} (LDS)",
+                p.gpu.shared[*shared as usize].name,
+                self.index(index),
+                self.expr(value)
+            ),
+            Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                asynchronous,
+            } => {
+                let (name, tag) = match (mem, asynchronous) {
+                    (Mem::Shared, true) => (&p.gpu.shared[*array as usize].name, " (LDS, async)"),
+                    (Mem::Shared, false) => (&p.gpu.shared[*array as usize].name, " (LDS)"),
+                    (Mem::Local, _) => (&p.gpu.locals[*array as usize].name, ""),
+                };
+                format!(
+                    "{name}[{}..+{width}] = {}..+{width}{tag}",
+                    self.index(index),
+                    self.expr(value)
+                )
+            }
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => format!(
+                "{}[{}] = {}",
+                p.gpu.locals[*local as usize].name,
+                self.index(index),
+                self.expr(value)
+            ),
+            Stmt::Matrix {
+                instr, a, b, acc, ..
+            } => {
+                let arr = |(id, base): &(u32, Index), n: u32| {
+                    format!(
+                        "{}[{}..+{n}]",
+                        p.gpu.locals[*id as usize].name,
+                        self.index(base)
+                    )
+                };
+                format!(
+                    "{} += {} x {} ({}, {}x{}x{}, wave{})",
+                    arr(acc, instr.acc_per_lane()),
+                    arr(a, instr.a_per_lane()),
+                    arr(b, instr.b_per_lane()),
+                    instr.name,
+                    instr.m,
+                    instr.n,
+                    instr.k,
+                    instr.wave
+                )
+            }
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => {
+                let ix: Vec<String> = indices.iter().map(|i| self.index(i)).collect();
+                format!(
+                    "{}[{}] = {}",
+                    p.kernel.tensor(*tensor).name,
+                    ix.join(", "),
+                    self.expr(value)
+                )
+            }
+            Stmt::Scatter {
+                tensor,
+                indices,
+                op,
+                value,
+                shared,
+            } => {
+                let ix: Vec<String> = indices.iter().map(|i| self.expr(i)).collect();
+                let op = match op {
+                    crate::kernel::ReduceOp::Sum => "+=",
+                    crate::kernel::ReduceOp::Prod => "*=",
+                    crate::kernel::ReduceOp::Max => "max=",
+                    crate::kernel::ReduceOp::Min => "min=",
+                    crate::kernel::ReduceOp::Or => "|=",
+                    crate::kernel::ReduceOp::And => "&=",
+                };
+                let (name, mem) = match shared {
+                    Some(a) => (p.gpu.shared[*a as usize].name.as_str(), " in LDS"),
+                    None => (p.kernel.tensor(*tensor).name.as_str(), ""),
+                };
+                format!(
+                    "{name}[{}] {op} {} (atomic{mem}; dropped outside the tensor)",
+                    ix.join(", "),
+                    self.expr(value)
+                )
+            }
+            Stmt::Barrier
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. }
+            | Stmt::Unswitch { .. }
+            | Stmt::Bind { .. }
+            | Stmt::Loop { .. }
+            | Stmt::If { .. }
+            | Stmt::MatrixLoad { .. } => unreachable!("printed by Printer::stmts"),
+        }
     }
 }

@@ -205,23 +205,7 @@ impl Cx<'_> {
                     self.body(body, divergent)?;
                     self.scope.pop();
                 }
-                Stmt::If { guards, body } => {
-                    let thread_dependent = self.guards(guards)?;
-                    let saved = self.var_max.clone();
-                    for g in guards {
-                        // `v < e` bounds v inside the guard (reduction trees: `tx < 64`).
-                        if let Index::Var(v) = &g.value {
-                            let (_, hi) = g.extent.range(&self.size_max, &self.var_max);
-                            if let (Some(m), Ok(hi)) =
-                                (self.var_max.get_mut(v.0 as usize), u64::try_from(hi - 1))
-                            {
-                                *m = (*m).min(hi);
-                            }
-                        }
-                    }
-                    self.body(body, divergent || thread_dependent)?;
-                    self.var_max = saved;
-                }
+                Stmt::If { guards, body } => self.guarded(guards, body, divergent)?,
                 Stmt::Unswitch { guards, fast, slow } => {
                     let thread_dependent = self.guards(guards)?;
                     self.body(fast, divergent || thread_dependent)?;
@@ -247,33 +231,7 @@ impl Cx<'_> {
                     value,
                     shared,
                     ..
-                } => {
-                    let Some(t) = self.k.tensors.get(tensor.0 as usize) else {
-                        return Err(self.err(format!("a scatter to tensor #{} that does not exist", tensor.0)));
-                    };
-                    if let Some(a) = shared {
-                        let elems: Option<i64> =
-                            t.shape.iter().map(|e| e.as_const()).product();
-                        let (l, name) = self.array(true, *a)?;
-                        if elems != Some(l.len as i64) {
-                            return Err(self.err(format!(
-                                "a scatter into {name}, which is not a copy of `{}`",
-                                t.name
-                            )));
-                        }
-                    }
-                    if t.shape.len() != indices.len()
-                        || indices.iter().any(|i| i.dtype != crate::dtype::DType::I32)
-                    {
-                        return Err(self.err(format!(
-                            "a scatter to `{}` needs one i32 subscript per dimension",
-                            t.name
-                        )));
-                    }
-                    for e in indices.iter().chain([value]) {
-                        self.expr(e)?;
-                    }
-                }
+                } => self.scatter(*tensor, indices, value, *shared)?,
                 Stmt::SharedStore {
                     shared,
                     index,
@@ -297,39 +255,7 @@ impl Cx<'_> {
                     value,
                     width,
                     asynchronous,
-                } => {
-                    if *asynchronous
-                        && (*mem != Mem::Shared || !matches!(value.kind, ExprKind::Load { .. }))
-                    {
-                        return Err(self.err(
-                            "an asynchronous fill must copy a tensor load into LDS".into(),
-                        ));
-                    }
-                    let source_ok = match &value.kind {
-                        ExprKind::Load { tensor, .. } => self
-                            .k
-                            .tensors
-                            .get(tensor.0 as usize)
-                            .is_some_and(|t| t.dtype == value.dtype),
-                        ExprKind::Local { local, index } => {
-                            let last = index.clone() + Index::c(i64::from(*width) - 1);
-                            self.array_access(false, *local, index, "fill from")?;
-                            self.array_access(false, *local, &last, "fill from")?;
-                            true
-                        }
-                        _ => false,
-                    };
-                    if !source_ok || *width == 0 {
-                        return Err(self.err(
-                            "a fill of something other than a tensor load or registers, or of width 0".into(),
-                        ));
-                    }
-                    let shared = *mem == Mem::Shared;
-                    let last = index.clone() + Index::c(i64::from(*width) - 1);
-                    self.array_access(shared, *array, index, "fill of")?;
-                    self.array_access(shared, *array, &last, "fill of")?;
-                    self.expr(value)?;
-                }
+                } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
                 Stmt::Barrier if divergent => {
                     return Err(self.err(
                         "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)".into(),
@@ -347,21 +273,7 @@ impl Cx<'_> {
                     count,
                     stores,
                     ..
-                } => {
-                    let last = row.clone() + Index::c(7);
-                    self.array_access(true, *shared, row, "matrix load of")?;
-                    self.array_access(true, *shared, &last, "matrix load of")?;
-                    if !matches!(count, 1 | 2 | 4)
-                        || stores.len() != 2 * *count as usize
-                        || !stores.iter().all(|s| matches!(s, Stmt::LocalStore { .. }))
-                    {
-                        return Err(self.err(format!(
-                            "a matrix load of {count} matrices must hold {} register stores",
-                            2 * count
-                        )));
-                    }
-                    self.body(stores, divergent)?;
-                }
+                } => self.matrix_load(*shared, row, *count, stores, divergent)?,
                 Stmt::Matrix { .. } if divergent => {
                     return Err(self.err(
                         "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
@@ -374,23 +286,157 @@ impl Cx<'_> {
                     acc,
                     lane,
                     wave,
-                } => {
-                    for ((id, base), n, what) in [
-                        (a, instr.a_per_lane(), "A fragment"),
-                        (b, instr.b_per_lane(), "B fragment"),
-                        (acc, instr.acc_per_lane(), "accumulator"),
-                    ] {
-                        let (l, name) = self.array(false, *id)?;
-                        let last = base.clone() + Index::c(i64::from(n) - 1);
-                        self.element(base, l.len, &format!("a matrix {what} in {name}"))?;
-                        self.element(&last, l.len, &format!("a matrix {what} in {name}"))?;
-                    }
-                    self.index(lane, "a matrix instruction's lane")?;
-                    self.index(wave, "a matrix instruction's wave")?;
-                }
+                } => self.matrix(instr, [a, b, acc], lane, wave)?,
             }
         }
         self.scope.truncate(depth);
+        Ok(())
+    }
+
+    /// A body under `guards`, which bound the variables they compare.
+    fn guarded(
+        &mut self,
+        guards: &[crate::schedule::Guard],
+        body: &[Stmt],
+        divergent: bool,
+    ) -> Result<(), VerifyError> {
+        let thread_dependent = self.guards(guards)?;
+        let saved = self.var_max.clone();
+        for g in guards {
+            // `v < e` bounds v inside the guard (reduction trees: `tx < 64`).
+            if let Index::Var(v) = &g.value {
+                let (_, hi) = g.extent.range(&self.size_max, &self.var_max);
+                if let (Some(m), Ok(hi)) =
+                    (self.var_max.get_mut(v.0 as usize), u64::try_from(hi - 1))
+                {
+                    *m = (*m).min(hi);
+                }
+            }
+        }
+        self.body(body, divergent || thread_dependent)?;
+        self.var_max = saved;
+        Ok(())
+    }
+
+    fn scatter(
+        &mut self,
+        tensor: crate::kernel::TensorId,
+        indices: &[crate::kernel::Expr],
+        value: &crate::kernel::Expr,
+        shared: Option<u32>,
+    ) -> Result<(), VerifyError> {
+        let Some(t) = self.k.tensors.get(tensor.0 as usize) else {
+            return Err(self.err(format!(
+                "a scatter to tensor #{} that does not exist",
+                tensor.0
+            )));
+        };
+        if let Some(a) = shared {
+            let elems: Option<i64> = t.shape.iter().map(|e| e.as_const()).product();
+            let (l, name) = self.array(true, a)?;
+            if elems != Some(l.len as i64) {
+                return Err(self.err(format!(
+                    "a scatter into {name}, which is not a copy of `{}`",
+                    t.name
+                )));
+            }
+        }
+        if t.shape.len() != indices.len()
+            || indices.iter().any(|i| i.dtype != crate::dtype::DType::I32)
+        {
+            return Err(self.err(format!(
+                "a scatter to `{}` needs one i32 subscript per dimension",
+                t.name
+            )));
+        }
+        for e in indices.iter().chain([value]) {
+            self.expr(e)?;
+        }
+        Ok(())
+    }
+
+    fn fill(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &crate::kernel::Expr,
+        width: u32,
+        asynchronous: bool,
+    ) -> Result<(), VerifyError> {
+        if asynchronous && (mem != Mem::Shared || !matches!(value.kind, ExprKind::Load { .. })) {
+            return Err(self.err("an asynchronous fill must copy a tensor load into LDS".into()));
+        }
+        let source_ok = match &value.kind {
+            ExprKind::Load { tensor, .. } => self
+                .k
+                .tensors
+                .get(tensor.0 as usize)
+                .is_some_and(|t| t.dtype == value.dtype),
+            ExprKind::Local { local, index } => {
+                let last = index.clone() + Index::c(i64::from(width) - 1);
+                self.array_access(false, *local, index, "fill from")?;
+                self.array_access(false, *local, &last, "fill from")?;
+                true
+            }
+            _ => false,
+        };
+        if !source_ok || width == 0 {
+            return Err(self.err(
+                "a fill of something other than a tensor load or registers, or of width 0".into(),
+            ));
+        }
+        let shared = mem == Mem::Shared;
+        let last = index.clone() + Index::c(i64::from(width) - 1);
+        self.array_access(shared, array, index, "fill of")?;
+        self.array_access(shared, array, &last, "fill of")?;
+        self.expr(value)?;
+        Ok(())
+    }
+
+    fn matrix_load(
+        &mut self,
+        shared: u32,
+        row: &Index,
+        count: u32,
+        stores: &[Stmt],
+        divergent: bool,
+    ) -> Result<(), VerifyError> {
+        let last = row.clone() + Index::c(7);
+        self.array_access(true, shared, row, "matrix load of")?;
+        self.array_access(true, shared, &last, "matrix load of")?;
+        if !matches!(count, 1 | 2 | 4)
+            || stores.len() != 2 * count as usize
+            || !stores.iter().all(|s| matches!(s, Stmt::LocalStore { .. }))
+        {
+            return Err(self.err(format!(
+                "a matrix load of {count} matrices must hold {} register stores",
+                2 * count
+            )));
+        }
+        self.body(stores, divergent)?;
+        Ok(())
+    }
+
+    fn matrix(
+        &mut self,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        [a, b, acc]: [&(u32, Index); 3],
+        lane: &Index,
+        wave: &Index,
+    ) -> Result<(), VerifyError> {
+        for ((id, base), n, what) in [
+            (a, instr.a_per_lane(), "A fragment"),
+            (b, instr.b_per_lane(), "B fragment"),
+            (acc, instr.acc_per_lane(), "accumulator"),
+        ] {
+            let (l, name) = self.array(false, *id)?;
+            let last = base.clone() + Index::c(i64::from(n) - 1);
+            self.element(base, l.len, &format!("a matrix {what} in {name}"))?;
+            self.element(&last, l.len, &format!("a matrix {what} in {name}"))?;
+        }
+        self.index(lane, "a matrix instruction's lane")?;
+        self.index(wave, "a matrix instruction's wave")?;
         Ok(())
     }
 }
