@@ -18,7 +18,7 @@ impl<'s> Cx<'s> {
         decl: Option<&TuneDecl>,
         names: &mut Vec<(String, Span)>,
     ) -> Option<crate::tune::Tuning> {
-        use crate::tune::{Constraint, TuneParam, TuneSpace};
+        use crate::tune::TuneSpace;
         let Some(decl) = decl else {
             self.knobs_given = self.given.to_vec();
             return None;
@@ -32,133 +32,12 @@ impl<'s> Cx<'s> {
                 continue;
             }
             names.push((name.get_ref().clone(), span_of(name)));
-            let d = p.get_ref();
-            let picked = [d.values.is_some(), d.pow2.is_some(), d.range.is_some()];
-            if picked.iter().filter(|x| **x).count() != 1 {
-                self.error(
-                    Diagnostic::new(
-                        span_of(p),
-                        format!("tune parameter `{}` needs exactly one of `values`, `pow2` or `range`", name.get_ref()),
-                    )
-                    .hint("`values = [32, 64]`, `pow2 = [2, 16]` (2, 4, 8, 16) or `range = [8, 32], step = 8`"),
-                );
-                continue;
+            if let Some(param) = self.tune_param(name, p) {
+                space.params.push(param);
             }
-            if let (Some(st), None) = (&d.step, &d.range) {
-                self.error(Diagnostic::new(span_of(st), "`step` goes with `range`"));
-                continue;
-            }
-            let bounds = |r: &Spanned<Vec<i64>>, cx: &mut Self| -> Option<(i64, i64)> {
-                match r.get_ref().as_slice() {
-                    [lo, hi] if 1 <= *lo && lo <= hi && *hi <= 1 << 30 => Some((*lo, *hi)),
-                    _ => {
-                        cx.error(Diagnostic::new(
-                            span_of(r),
-                            "expected `[low, high]` with 1 <= low <= high <= 2^30",
-                        ));
-                        None
-                    }
-                }
-            };
-            let values: Vec<i64> = if let Some(v) = &d.values {
-                let mut out = Vec::new();
-                for x in v {
-                    if *x.get_ref() < 1 || *x.get_ref() > 1 << 30 {
-                        self.error(Diagnostic::new(
-                            span_of(x),
-                            format!("candidate {} is out of range (1 to 2^30)", x.get_ref()),
-                        ));
-                    } else if !out.contains(x.get_ref()) {
-                        out.push(*x.get_ref());
-                    }
-                }
-                out.sort_unstable();
-                out
-            } else if let Some(r) = &d.pow2 {
-                let Some((lo, hi)) = bounds(r, self) else {
-                    continue;
-                };
-                (0..31)
-                    .map(|e| 1i64 << e)
-                    .filter(|v| (lo..=hi).contains(v))
-                    .collect()
-            } else {
-                let r = d.range.as_ref().unwrap();
-                let Some((lo, hi)) = bounds(r, self) else {
-                    continue;
-                };
-                let step = d.step.as_ref().map_or(1, |s| *s.get_ref());
-                if step < 1 || (hi - lo) / step >= 4096 {
-                    self.error(Diagnostic::new(
-                        d.step.as_ref().map_or(span_of(r), span_of),
-                        format!("a step of {step} over [{lo}, {hi}]: it must be at least 1 and give at most 4096 values"),
-                    ));
-                    continue;
-                }
-                (lo..=hi).step_by(step as usize).collect()
-            };
-            if values.is_empty() {
-                self.error(Diagnostic::new(
-                    span_of(p),
-                    format!("tune parameter `{}` has no candidates", name.get_ref()),
-                ));
-                continue;
-            }
-            let def = *d.default.get_ref();
-            if !values.contains(&def) {
-                self.error(Diagnostic::new(
-                    span_of(&d.default),
-                    format!(
-                        "the default {def} is not among `{}`'s candidates ({})",
-                        name.get_ref(),
-                        values
-                            .iter()
-                            .map(i64::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-                continue;
-            }
-            space.params.push(TuneParam {
-                name: name.get_ref().clone(),
-                values,
-                default: def,
-                span: span_of(name),
-            });
         }
         let defaults = space.default_config();
-        for c in &decl.constraints {
-            let base = self.content_base(c);
-            let ast = match syntax::parse_expr(c.get_ref(), base) {
-                Ok(a) => a,
-                Err(e) => {
-                    self.error(e);
-                    continue;
-                }
-            };
-            // Checked on the defaults: a name that is not a parameter or a
-            // default configuration that breaks it is reported here.
-            match crate::tune::eval(&ast, &defaults) {
-                Ok(0) => self.error(
-                    Diagnostic::new(
-                        span_of(c),
-                        format!(
-                            "the default configuration ({}) breaks this constraint",
-                            crate::tune::describe(&defaults)
-                        ),
-                    )
-                    .hint("change a `default` so that the kernel builds untuned"),
-                ),
-                Ok(_) => {}
-                Err((span, m)) => self.error(Diagnostic::new(span, m)),
-            }
-            space.constraints.push(Constraint {
-                text: c.get_ref().clone(),
-                ast,
-                span: span_of(c),
-            });
-        }
+        self.constraints(decl, &defaults, &mut space);
         if self.diags.len() > before {
             return None;
         }
@@ -177,6 +56,147 @@ impl<'s> Cx<'s> {
                 self.error(Diagnostic::new(decl_span, m));
                 None
             }
+        }
+    }
+
+    /// One `[tune]` parameter: exactly one of `values`, `pow2` or
+    /// `range`, giving candidates that include the default.
+    fn tune_param(
+        &mut self,
+        name: &Spanned<String>,
+        p: &Spanned<TuneParamDecl>,
+    ) -> Option<crate::tune::TuneParam> {
+        use crate::tune::TuneParam;
+        let d = p.get_ref();
+        let picked = [d.values.is_some(), d.pow2.is_some(), d.range.is_some()];
+        if picked.iter().filter(|x| **x).count() != 1 {
+            self.error(
+                Diagnostic::new(
+                    span_of(p),
+                    format!("tune parameter `{}` needs exactly one of `values`, `pow2` or `range`", name.get_ref()),
+                )
+                .hint("`values = [32, 64]`, `pow2 = [2, 16]` (2, 4, 8, 16) or `range = [8, 32], step = 8`"),
+            );
+            return None;
+        }
+        if let (Some(st), None) = (&d.step, &d.range) {
+            self.error(Diagnostic::new(span_of(st), "`step` goes with `range`"));
+            return None;
+        }
+        let bounds = |r: &Spanned<Vec<i64>>, cx: &mut Self| -> Option<(i64, i64)> {
+            match r.get_ref().as_slice() {
+                [lo, hi] if 1 <= *lo && lo <= hi && *hi <= 1 << 30 => Some((*lo, *hi)),
+                _ => {
+                    cx.error(Diagnostic::new(
+                        span_of(r),
+                        "expected `[low, high]` with 1 <= low <= high <= 2^30",
+                    ));
+                    None
+                }
+            }
+        };
+        let values: Vec<i64> = if let Some(v) = &d.values {
+            let mut out = Vec::new();
+            for x in v {
+                if *x.get_ref() < 1 || *x.get_ref() > 1 << 30 {
+                    self.error(Diagnostic::new(
+                        span_of(x),
+                        format!("candidate {} is out of range (1 to 2^30)", x.get_ref()),
+                    ));
+                } else if !out.contains(x.get_ref()) {
+                    out.push(*x.get_ref());
+                }
+            }
+            out.sort_unstable();
+            out
+        } else if let Some(r) = &d.pow2 {
+            let (lo, hi) = bounds(r, self)?;
+            (0..31)
+                .map(|e| 1i64 << e)
+                .filter(|v| (lo..=hi).contains(v))
+                .collect()
+        } else {
+            let r = d.range.as_ref().unwrap();
+            let (lo, hi) = bounds(r, self)?;
+            let step = d.step.as_ref().map_or(1, |s| *s.get_ref());
+            if step < 1 || (hi - lo) / step >= 4096 {
+                self.error(Diagnostic::new(
+                    d.step.as_ref().map_or(span_of(r), span_of),
+                    format!("a step of {step} over [{lo}, {hi}]: it must be at least 1 and give at most 4096 values"),
+                ));
+                return None;
+            }
+            (lo..=hi).step_by(step as usize).collect()
+        };
+        if values.is_empty() {
+            self.error(Diagnostic::new(
+                span_of(p),
+                format!("tune parameter `{}` has no candidates", name.get_ref()),
+            ));
+            return None;
+        }
+        let def = *d.default.get_ref();
+        if !values.contains(&def) {
+            self.error(Diagnostic::new(
+                span_of(&d.default),
+                format!(
+                    "the default {def} is not among `{}`'s candidates ({})",
+                    name.get_ref(),
+                    values
+                        .iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+            return None;
+        }
+        Some(TuneParam {
+            name: name.get_ref().clone(),
+            values,
+            default: def,
+            span: span_of(name),
+        })
+    }
+
+    /// The `[tune]` constraints, each checked on the default configuration.
+    fn constraints(
+        &mut self,
+        decl: &TuneDecl,
+        defaults: &crate::tune::Config,
+        space: &mut crate::tune::TuneSpace,
+    ) {
+        use crate::tune::Constraint;
+        for c in &decl.constraints {
+            let base = self.content_base(c);
+            let ast = match syntax::parse_expr(c.get_ref(), base) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.error(e);
+                    continue;
+                }
+            };
+            // Checked on the defaults: a name that is not a parameter or a
+            // default configuration that breaks it is reported here.
+            match crate::tune::eval(&ast, defaults) {
+                Ok(0) => self.error(
+                    Diagnostic::new(
+                        span_of(c),
+                        format!(
+                            "the default configuration ({}) breaks this constraint",
+                            crate::tune::describe(defaults)
+                        ),
+                    )
+                    .hint("change a `default` so that the kernel builds untuned"),
+                ),
+                Ok(_) => {}
+                Err((span, m)) => self.error(Diagnostic::new(span, m)),
+            }
+            space.constraints.push(Constraint {
+                text: c.get_ref().clone(),
+                ast,
+                span: span_of(c),
+            });
         }
     }
 

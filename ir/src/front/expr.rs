@@ -39,112 +39,12 @@ impl<'s> Cx<'s> {
                     None
                 }
             },
-            AstKind::Name(n) => {
-                if let Some((_, v)) = axes.iter().find(|(x, _)| x == n) {
-                    return e(ExprKind::Index(Index::Var(*v)), DType::I32);
-                }
-                if let Some(i) = k.sizes.iter().position(|s| &s.name == n) {
-                    return e(ExprKind::Index(Index::Size(SizeId(i as u32))), DType::I32);
-                }
-                if let Some(i) = k.params.iter().position(|p| &p.name == n) {
-                    return e(ExprKind::Param(ParamId(i as u32)), k.params[i].dtype);
-                }
-                if let Some(t) = k.tensors.iter().find(|t| &t.name == n) {
-                    let idx = vec!["_"; t.shape.len()].join(", ");
-                    self.error(
-                        Diagnostic::new(ast.span, format!("tensor `{n}` is used without indices"))
-                            .hint(format!("index it: `{n}[{idx}]`")),
-                    );
-                    return None;
-                }
-                if self.poisoned.contains(n) {
-                    return None;
-                }
-                if let Some(x) = self.operand(n) {
-                    return Some(x);
-                }
-                if let Some(lit) = self.float_literal(n, ast.span, hint) {
-                    return lit;
-                }
-                let cands = axes
-                    .iter()
-                    .map(|(n, _)| n.as_str())
-                    .chain(k.sizes.iter().map(|s| s.name.as_str()))
-                    .chain(k.params.iter().map(|p| p.name.as_str()))
-                    .chain(k.tensors.iter().map(|t| t.name.as_str()));
-                self.error(
-                    Diagnostic::new(ast.span, format!("unknown name `{n}`")).suggest(n, cands),
-                );
-                None
-            }
+            AstKind::Name(n) => self.name_expr(k, axes, n, ast.span, hint),
             AstKind::Access {
                 name,
                 name_span,
                 indices,
-            } => {
-                let Some(ti) = k.tensors.iter().position(|t| &t.name == name) else {
-                    if self.poisoned.contains(name) {
-                        return None;
-                    }
-                    let scalar = k.params.iter().any(|p| &p.name == name)
-                        || k.sizes.iter().any(|s| &s.name == name);
-                    let d = if scalar {
-                        Diagnostic::new(
-                            ast.span,
-                            format!("`{name}` is a scalar, not a tensor, and takes no indices"),
-                        )
-                        .hint(format!("write `{name}` without `[...]`"))
-                    } else {
-                        let cands: Vec<&str> = k.tensors.iter().map(|t| t.name.as_str()).collect();
-                        Diagnostic::new(*name_span, format!("unknown tensor `{name}`"))
-                            .suggest(name, cands)
-                    };
-                    self.error(d);
-                    return None;
-                };
-                let t = &k.tensors[ti];
-                if indices.len() != t.shape.len() {
-                    self.error(
-                        Diagnostic::new(
-                            ast.span,
-                            format!(
-                                "`{name}` has {} dimension(s) but is indexed with {}",
-                                t.shape.len(),
-                                indices.len()
-                            ),
-                        )
-                        .hint(format!(
-                            "`{name}` is declared with shape [{}]",
-                            t.shape
-                                .iter()
-                                .map(|s| s.display(&k.size_names(), &[]).to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    );
-                    return None;
-                }
-                if indices.iter().any(reads_tensor) {
-                    return self.gather(k, axes, ti, indices, ast.span);
-                }
-                let mut ix = Vec::new();
-                for i in indices {
-                    ix.push(self.index(
-                        k,
-                        axes,
-                        i,
-                        "a subscript is an integer expression of axes, sizes, constants and integer tensor elements",
-                    ));
-                }
-                let indices: Option<Vec<Index>> = ix.into_iter().collect();
-                e(
-                    ExprKind::Load {
-                        tensor: TensorId(ti as u32),
-                        indices: indices?,
-                    },
-                    t.dtype,
-                )
-            }
+            } => self.access(k, axes, name, *name_span, indices, ast.span),
             AstKind::Unary(op, a) => {
                 let a = self.expr(k, axes, a, hint)?;
                 if a.dtype.is_f8() {
@@ -202,6 +102,127 @@ impl<'s> Cx<'s> {
                 args,
             } => self.call(k, axes, name, *name_span, args, ast.span, hint),
         }
+    }
+
+    /// A name: an axis, size or parameter; a tensor without indices or
+    /// an unknown name are refused.
+    fn name_expr(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        n: &str,
+        span: Span,
+        hint: Option<DType>,
+    ) -> Option<Expr> {
+        let e = |kind, dtype| Some(Expr { kind, dtype });
+        if let Some((_, v)) = axes.iter().find(|(x, _)| x == n) {
+            return e(ExprKind::Index(Index::Var(*v)), DType::I32);
+        }
+        if let Some(i) = k.sizes.iter().position(|s| s.name == n) {
+            return e(ExprKind::Index(Index::Size(SizeId(i as u32))), DType::I32);
+        }
+        if let Some(i) = k.params.iter().position(|p| p.name == n) {
+            return e(ExprKind::Param(ParamId(i as u32)), k.params[i].dtype);
+        }
+        if let Some(t) = k.tensors.iter().find(|t| t.name == n) {
+            let idx = vec!["_"; t.shape.len()].join(", ");
+            self.error(
+                Diagnostic::new(span, format!("tensor `{n}` is used without indices"))
+                    .hint(format!("index it: `{n}[{idx}]`")),
+            );
+            return None;
+        }
+        if self.poisoned.iter().any(|p| p == n) {
+            return None;
+        }
+        if let Some(x) = self.operand(n) {
+            return Some(x);
+        }
+        if let Some(lit) = self.float_literal(n, span, hint) {
+            return lit;
+        }
+        let cands = axes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .chain(k.sizes.iter().map(|s| s.name.as_str()))
+            .chain(k.params.iter().map(|p| p.name.as_str()))
+            .chain(k.tensors.iter().map(|t| t.name.as_str()));
+        self.error(Diagnostic::new(span, format!("unknown name `{n}`")).suggest(n, cands));
+        None
+    }
+
+    /// `T[...]`: a load, or a gather where a subscript reads a tensor.
+    fn access(
+        &mut self,
+        k: &Kernel,
+        axes: &[(String, VarId)],
+        name: &str,
+        name_span: Span,
+        indices: &[Ast],
+        span: Span,
+    ) -> Option<Expr> {
+        let e = |kind, dtype| Some(Expr { kind, dtype });
+        let Some(ti) = k.tensors.iter().position(|t| t.name == name) else {
+            if self.poisoned.iter().any(|p| p == name) {
+                return None;
+            }
+            let scalar =
+                k.params.iter().any(|p| p.name == name) || k.sizes.iter().any(|s| s.name == name);
+            let d = if scalar {
+                Diagnostic::new(
+                    span,
+                    format!("`{name}` is a scalar, not a tensor, and takes no indices"),
+                )
+                .hint(format!("write `{name}` without `[...]`"))
+            } else {
+                let cands: Vec<&str> = k.tensors.iter().map(|t| t.name.as_str()).collect();
+                Diagnostic::new(name_span, format!("unknown tensor `{name}`")).suggest(name, cands)
+            };
+            self.error(d);
+            return None;
+        };
+        let t = &k.tensors[ti];
+        if indices.len() != t.shape.len() {
+            self.error(
+                Diagnostic::new(
+                    span,
+                    format!(
+                        "`{name}` has {} dimension(s) but is indexed with {}",
+                        t.shape.len(),
+                        indices.len()
+                    ),
+                )
+                .hint(format!(
+                    "`{name}` is declared with shape [{}]",
+                    t.shape
+                        .iter()
+                        .map(|s| s.display(&k.size_names(), &[]).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            );
+            return None;
+        }
+        if indices.iter().any(reads_tensor) {
+            return self.gather(k, axes, ti, indices, span);
+        }
+        let mut ix = Vec::new();
+        for i in indices {
+            ix.push(self.index(
+                k,
+                axes,
+                i,
+                "a subscript is an integer expression of axes, sizes, constants and integer tensor elements",
+            ));
+        }
+        let indices: Option<Vec<Index>> = ix.into_iter().collect();
+        e(
+            ExprKind::Load {
+                tensor: TensorId(ti as u32),
+                indices: indices?,
+            },
+            t.dtype,
+        )
     }
 
     /// `T[..]` whose subscripts read tensors: a gather. Subscripts that are

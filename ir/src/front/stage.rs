@@ -11,6 +11,9 @@ use crate::syntax::{self, AstKind};
 use indexmap::IndexMap;
 use toml::Spanned;
 
+/// Named axes and the loop variables they are.
+type AxisVars = Vec<(String, VarId)>;
+
 impl<'s> Cx<'s> {
     pub(super) fn stage(
         &mut self,
@@ -39,52 +42,9 @@ impl<'s> Cx<'s> {
                 )),
             );
         }
-        // Axes: plain, distinct names that shadow nothing else.
-        let mut axes_names: Vec<(String, VarId)> = Vec::new();
-        for (i, (a, sp)) in stmt.axes.iter().enumerate() {
-            let taken: Vec<(String, Span)> = names
-                .iter()
-                .cloned()
-                .chain(stmt.axes[..i].iter().cloned())
-                .collect();
-            if !self.name(&Spanned::new(sp.range(), a.clone()), "axis", &taken) {
-                return;
-            }
-            axes_names.push((a.clone(), VarId(i as u32)));
-        }
-        let Some(shape_decl) = &d.shape else {
-            return self.error(
-                Diagnostic::new(
-                    stmt.target_span,
-                    format!("stage `{}` has no `shape`", stmt.target),
-                )
-                .hint(format!(
-                    "give the extent of each axis, e.g. shape = [{}]",
-                    stmt.axes
-                        .iter()
-                        .map(|_| "\"n\"")
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-            );
-        };
-        let Some(shape) = self.shape(k, shape_decl) else {
+        let Some((axes_names, shape)) = self.stage_axes(k, names, d, &stmt) else {
             return;
         };
-        if shape.len() != stmt.axes.len() {
-            return self.error(
-                Diagnostic::new(
-                    span_of(shape_decl),
-                    format!(
-                        "shape has {} extent(s) but `{}` has {} axis(es)",
-                        shape.len(),
-                        stmt.target,
-                        stmt.axes.len()
-                    ),
-                )
-                .hint("give one extent per axis on the left of `=`"),
-            );
-        }
         // Reduction axes follow the output axes as variables.
         let taken: Vec<(String, Span)> = names.iter().chain(&stmt.axes).cloned().collect();
         // Their extents may depend on the output axes: `j` in 0..i + 1.
@@ -125,74 +85,12 @@ impl<'s> Cx<'s> {
             },
             None => None,
         };
-        self.red = (!red_axes.is_empty()).then(|| RedCx {
-            vars: red_axes
-                .iter()
-                .enumerate()
-                .map(|(j, a)| (a.name.clone(), VarId((stmt.axes.len() + j) as u32)))
-                .collect(),
-            result: None,
-            inside: false,
-        });
-        let value = self.expr(k, &axes_names, &stmt.value, declared.map(|d| d.0));
-        let red = self.red.take();
-        let scan = self.scan.take();
-        let Some(value) = value else { return };
-        let reduce = match red {
-            Some(RedCx {
-                result: Some((op, body)),
-                ..
-            }) => Some(Reduction {
-                op,
-                axes: match &scan {
-                    Some(s) => vec![self.scan_axis(s)],
-                    None => red_axes,
-                },
-                body,
-                tuple: None,
-                scan: scan.map(|s| Scan {
-                    axis: s.axis,
-                    exclusive: s.exclusive,
-                }),
-            }),
-            Some(_) => {
-                return self.error(
-                    Diagnostic::new(
-                        stmt.value.span,
-                        "the stage declares reduction axes but computes no reduction",
-                    )
-                    .hint(format!(
-                        "reduce over them: `{}[...] = sum(..., {})`",
-                        stmt.target,
-                        red_axes
-                            .iter()
-                            .map(|a| a.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-                )
-            }
-            None => None,
+        let Some((value, reduce)) = self.stage_value(k, &stmt, &axes_names, red_axes, declared)
+        else {
+            return;
         };
-        let dtype = match declared {
-            Some((t, sp)) if t != value.dtype => {
-                return self.error(
-                    Diagnostic::new(
-                        stmt.value.span,
-                        format!(
-                            "the expression has dtype `{}` but the stage declares `{t}`",
-                            value.dtype
-                        ),
-                    )
-                    .label(format!("this is `{}`", value.dtype))
-                    .hint(format!(
-                        "convert it with `{t}(...)`, or change the dtype at line {}",
-                        crate::diag::line_col(self.src, sp.start).0
-                    )),
-                );
-            }
-            Some((t, _)) => t,
-            None => value.dtype,
+        let Some(dtype) = self.stage_dtype(&stmt, &value, declared) else {
+            return;
         };
         let output = TensorId(k.tensors.len() as u32);
         let axes: Vec<Axis> = stmt
@@ -219,6 +117,158 @@ impl<'s> Cx<'s> {
             default: None,
         };
         self.push_stage(k, names, &stmt, dtype, shape, stage);
+    }
+
+    /// A stage's output axes (plain, distinct names that shadow nothing
+    /// else) and its shape, one extent per axis.
+    fn stage_axes(
+        &mut self,
+        k: &mut Kernel,
+        names: &[(String, Span)],
+        d: &StageDecl,
+        stmt: &syntax::ComputeStmt,
+    ) -> Option<(AxisVars, Vec<Index>)> {
+        let mut axes_names: Vec<(String, VarId)> = Vec::new();
+        for (i, (a, sp)) in stmt.axes.iter().enumerate() {
+            let taken: Vec<(String, Span)> = names
+                .iter()
+                .cloned()
+                .chain(stmt.axes[..i].iter().cloned())
+                .collect();
+            if !self.name(&Spanned::new(sp.range(), a.clone()), "axis", &taken) {
+                return None;
+            }
+            axes_names.push((a.clone(), VarId(i as u32)));
+        }
+        let Some(shape_decl) = &d.shape else {
+            return self.fail(
+                Diagnostic::new(
+                    stmt.target_span,
+                    format!("stage `{}` has no `shape`", stmt.target),
+                )
+                .hint(format!(
+                    "give the extent of each axis, e.g. shape = [{}]",
+                    stmt.axes
+                        .iter()
+                        .map(|_| "\"n\"")
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            );
+        };
+        let shape = self.shape(k, shape_decl)?;
+        if shape.len() != stmt.axes.len() {
+            return self.fail(
+                Diagnostic::new(
+                    span_of(shape_decl),
+                    format!(
+                        "shape has {} extent(s) but `{}` has {} axis(es)",
+                        shape.len(),
+                        stmt.target,
+                        stmt.axes.len()
+                    ),
+                )
+                .hint("give one extent per axis on the left of `=`"),
+            );
+        }
+        Some((axes_names, shape))
+    }
+
+    /// The stage's value and reduction, its reduction axes numbered after
+    /// the output axes.
+    fn stage_value(
+        &mut self,
+        k: &mut Kernel,
+        stmt: &syntax::ComputeStmt,
+        axes_names: &[(String, VarId)],
+        red_axes: Vec<Axis>,
+        declared: Option<(DType, Span)>,
+    ) -> Option<(Expr, Option<Reduction>)> {
+        self.red = (!red_axes.is_empty()).then(|| RedCx {
+            vars: red_axes
+                .iter()
+                .enumerate()
+                .map(|(j, a)| (a.name.clone(), VarId((stmt.axes.len() + j) as u32)))
+                .collect(),
+            result: None,
+            inside: false,
+        });
+        let value = self.expr(k, axes_names, &stmt.value, declared.map(|d| d.0));
+        let red = self.red.take();
+        let scan = self.scan.take();
+        let value = value?;
+        let reduce = match red {
+            Some(RedCx {
+                result: Some((op, body)),
+                ..
+            }) => Some(Reduction {
+                op,
+                axes: match &scan {
+                    Some(s) => vec![self.scan_axis(s)],
+                    None => red_axes,
+                },
+                body,
+                tuple: None,
+                scan: scan.map(|s| Scan {
+                    axis: s.axis,
+                    exclusive: s.exclusive,
+                }),
+            }),
+            Some(_) => {
+                return self.fail(
+                    Diagnostic::new(
+                        stmt.value.span,
+                        "the stage declares reduction axes but computes no reduction",
+                    )
+                    .hint(format!(
+                        "reduce over them: `{}[...] = sum(..., {})`",
+                        stmt.target,
+                        red_axes
+                            .iter()
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                )
+            }
+            None => None,
+        };
+        Some((value, reduce))
+    }
+
+    /// The stage's dtype: the value's, which must be the one declared.
+    fn stage_dtype(
+        &mut self,
+        stmt: &syntax::ComputeStmt,
+        value: &Expr,
+        declared: Option<(DType, Span)>,
+    ) -> Option<DType> {
+        Some(match declared {
+            Some((t, sp)) if t != value.dtype => {
+                return self.fail(
+                    Diagnostic::new(
+                        stmt.value.span,
+                        format!(
+                            "the expression has dtype `{}` but the stage declares `{t}`",
+                            value.dtype
+                        ),
+                    )
+                    .label(format!("this is `{}`", value.dtype))
+                    .hint(format!(
+                        "convert it with `{t}(...)`, or change the dtype at line {}",
+                        crate::diag::line_col(self.src, sp.start).0
+                    )),
+                );
+            }
+            Some((t, _)) => t,
+            None => value.dtype,
+        })
+    }
+
+    /// Reports `d` and gives up on what was being checked.
+    fn fail<T>(&mut self, d: Diagnostic) -> Option<T> {
+        self.error(d);
+        None
     }
 
     /// Adds a checked stage and its tensor (`stage.output`, the next id)

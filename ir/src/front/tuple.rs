@@ -30,102 +30,10 @@ pub(super) fn stage(
     ax: Axes,
 ) {
     let d = decl.get_ref();
-    let outs: Vec<(String, Span)> = std::iter::once((stmt.target.clone(), stmt.target_span))
-        .chain(stmt.more.iter().cloned())
-        .collect();
-    for (i, (n, sp)) in outs.iter().enumerate().skip(1) {
-        let taken: Vec<(String, Span)> = names.iter().chain(&outs[..i]).cloned().collect();
-        if !cx.name(&Spanned::new(sp.range(), n.clone()), "tensor", &taken) {
-            return;
-        }
-    }
-    let listed = outs
-        .iter()
-        .map(|o| o.0.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let AstKind::Call { name, args, .. } = &stmt.value.kind else {
-        return cx.error(
-            Diagnostic::new(
-                stmt.value.span,
-                "a stage that computes several tensors is a tuple reduction",
-            )
-            .hint(format!(
-                "give each tensor's value at one point of the reduction: `{} = reduce(...)`, \
-                 one argument per tensor",
-                stmt.target
-            )),
-        );
+    let Some((outs, args)) = form(cx, names, d, stmt, &ax) else {
+        return;
     };
-    if name != "reduce" {
-        return cx.error(
-            Diagnostic::new(
-                stmt.value.span,
-                format!("a tuple reduction is written `reduce(...)`, not `{name}(...)`"),
-            )
-            .hint(format!("one argument per computed tensor ({listed})")),
-        );
-    }
-    if args.len() != outs.len() {
-        return cx.error(
-            Diagnostic::new(
-                stmt.value.span,
-                format!(
-                    "`reduce` has {} argument(s) for {} tensor(s) ({listed})",
-                    args.len(),
-                    outs.len()
-                ),
-            )
-            .hint("give one element per computed tensor, in the same order"),
-        );
-    }
-    if ax.reduce.is_empty() {
-        return cx.error(
-            Diagnostic::new(stmt.value.span, "a tuple reduction needs reduction axes")
-                .hint("declare them in the stage: `reduce = { c = \"cols\" }`"),
-        );
-    }
-    if let Some(s) = &d.dtype {
-        return cx.error(
-            Diagnostic::new(span_of(s), "a tuple reduction takes no `dtype`").hint(
-                "each tensor has its element's dtype: convert the element, e.g. `f32(X[r, c])`",
-            ),
-        );
-    }
-    // Elements: over output and reduction axes; reductions inside refused.
-    let mut all = ax.vars.clone();
-    all.extend(
-        ax.reduce
-            .iter()
-            .enumerate()
-            .map(|(j, a)| (a.name.clone(), VarId((ax.vars.len() + j) as u32))),
-    );
-    cx.red = Some(RedCx {
-        vars: Vec::new(),
-        result: None,
-        inside: true,
-    });
-    let mut elems = Vec::new();
-    for a in args {
-        if let Some((_, sp)) = &a.key {
-            cx.error(Diagnostic::new(*sp, "`reduce` takes no named arguments"));
-            continue;
-        }
-        if let Some(e) = cx.expr(k, &all, &a.value, None) {
-            if e.dtype == DType::Bool || e.dtype.is_f8() {
-                cx.error(
-                    Diagnostic::new(
-                        a.value.span,
-                        format!("a tuple reduction cannot carry `{}` values", e.dtype),
-                    )
-                    .hint("convert the element, e.g. `f32(...)` or `i32(...)`"),
-                );
-                continue;
-            }
-            elems.push(e);
-        }
-    }
-    cx.red = None;
+    let elems = elements(cx, k, &ax, args);
     if elems.len() != outs.len() {
         return;
     }
@@ -167,21 +75,8 @@ pub(super) fn stage(
         combine,
     };
     let t0 = tuple.elems[0].dtype;
-    let slot_names: Vec<String> = outs.iter().map(|o| o.0.clone()).collect();
-    if let Some(e) = crate::interp::tuple_identity(k, &stmt.target, &tuple, &slot_names) {
-        let slot = match &e {
-            crate::interp::InterpError::NotIdentity { tensor, .. } => tensor.clone(),
-            _ => String::new(),
-        };
-        let at = d
-            .combine
-            .iter()
-            .find(|(key, _)| *key.get_ref() == slot)
-            .map_or(stmt.target_span, |(_, f)| span_of(f));
-        return cx.error(
-            Diagnostic::new(at, e.to_string())
-                .hint("let an empty side pass the other through, e.g. `select(b.S == 0.0, a.S, ...)` (examples/log_softmax.toml)"),
-        );
+    if let Err(e) = identity(k, d, stmt, &tuple, &outs) {
+        return cx.error(e);
     }
     let axes: Vec<Axis> = stmt
         .axes
@@ -215,6 +110,161 @@ pub(super) fn stage(
         default: None,
     };
     cx.push_stage(k, names, stmt, t0, ax.shape, stage);
+}
+
+/// The tensors a tuple reduction computes, with their spans.
+type Outputs = Vec<(String, Span)>;
+
+/// The tensors a tuple reduction computes and its `reduce(...)`
+/// arguments, one per tensor; refused unless it has that form.
+fn form<'a>(
+    cx: &mut Cx<'_>,
+    names: &[(String, Span)],
+    d: &StageDecl,
+    stmt: &'a ComputeStmt,
+    ax: &Axes,
+) -> Option<(Outputs, &'a [crate::syntax::Arg])> {
+    let outs: Vec<(String, Span)> = std::iter::once((stmt.target.clone(), stmt.target_span))
+        .chain(stmt.more.iter().cloned())
+        .collect();
+    for (i, (n, sp)) in outs.iter().enumerate().skip(1) {
+        let taken: Vec<(String, Span)> = names.iter().chain(&outs[..i]).cloned().collect();
+        if !cx.name(&Spanned::new(sp.range(), n.clone()), "tensor", &taken) {
+            return None;
+        }
+    }
+    let listed = outs
+        .iter()
+        .map(|o| o.0.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let AstKind::Call { name, args, .. } = &stmt.value.kind else {
+        return fail(
+            cx,
+            Diagnostic::new(
+                stmt.value.span,
+                "a stage that computes several tensors is a tuple reduction",
+            )
+            .hint(format!(
+                "give each tensor's value at one point of the reduction: `{} = reduce(...)`, \
+                 one argument per tensor",
+                stmt.target
+            )),
+        );
+    };
+    if name != "reduce" {
+        return fail(
+            cx,
+            Diagnostic::new(
+                stmt.value.span,
+                format!("a tuple reduction is written `reduce(...)`, not `{name}(...)`"),
+            )
+            .hint(format!("one argument per computed tensor ({listed})")),
+        );
+    }
+    if args.len() != outs.len() {
+        return fail(
+            cx,
+            Diagnostic::new(
+                stmt.value.span,
+                format!(
+                    "`reduce` has {} argument(s) for {} tensor(s) ({listed})",
+                    args.len(),
+                    outs.len()
+                ),
+            )
+            .hint("give one element per computed tensor, in the same order"),
+        );
+    }
+    if ax.reduce.is_empty() {
+        return fail(
+            cx,
+            Diagnostic::new(stmt.value.span, "a tuple reduction needs reduction axes")
+                .hint("declare them in the stage: `reduce = { c = \"cols\" }`"),
+        );
+    }
+    if let Some(s) = &d.dtype {
+        return fail(
+            cx,
+            Diagnostic::new(span_of(s), "a tuple reduction takes no `dtype`").hint(
+                "each tensor has its element's dtype: convert the element, e.g. `f32(X[r, c])`",
+            ),
+        );
+    }
+    Some((outs, args))
+}
+
+/// Reports `d` and gives up on the stage.
+fn fail<T>(cx: &mut Cx<'_>, d: Diagnostic) -> Option<T> {
+    cx.error(d);
+    None
+}
+
+/// Each tensor's element at one point, over the output and reduction
+/// axes; reductions inside are refused. Elements in error are left out.
+fn elements(cx: &mut Cx<'_>, k: &mut Kernel, ax: &Axes, args: &[crate::syntax::Arg]) -> Vec<Expr> {
+    let mut all = ax.vars.clone();
+    all.extend(
+        ax.reduce
+            .iter()
+            .enumerate()
+            .map(|(j, a)| (a.name.clone(), VarId((ax.vars.len() + j) as u32))),
+    );
+    cx.red = Some(RedCx {
+        vars: Vec::new(),
+        result: None,
+        inside: true,
+    });
+    let mut elems = Vec::new();
+    for a in args {
+        if let Some((_, sp)) = &a.key {
+            cx.error(Diagnostic::new(*sp, "`reduce` takes no named arguments"));
+            continue;
+        }
+        if let Some(e) = cx.expr(k, &all, &a.value, None) {
+            if e.dtype == DType::Bool || e.dtype.is_f8() {
+                cx.error(
+                    Diagnostic::new(
+                        a.value.span,
+                        format!("a tuple reduction cannot carry `{}` values", e.dtype),
+                    )
+                    .hint("convert the element, e.g. `f32(...)` or `i32(...)`"),
+                );
+                continue;
+            }
+            elems.push(e);
+        }
+    }
+    cx.red = None;
+    elems
+}
+
+/// Refuses a `combine` whose `init` is not its identity, pointing at the
+/// tensor's formula.
+fn identity(
+    k: &Kernel,
+    d: &StageDecl,
+    stmt: &ComputeStmt,
+    tuple: &TupleReduce,
+    outs: &[(String, Span)],
+) -> Result<(), Diagnostic> {
+    let slot_names: Vec<String> = outs.iter().map(|o| o.0.clone()).collect();
+    if let Some(e) = crate::interp::tuple_identity(k, &stmt.target, tuple, &slot_names) {
+        let slot = match &e {
+            crate::interp::InterpError::NotIdentity { tensor, .. } => tensor.clone(),
+            _ => String::new(),
+        };
+        let at = d
+            .combine
+            .iter()
+            .find(|(key, _)| *key.get_ref() == slot)
+            .map_or(stmt.target_span, |(_, f)| span_of(f));
+        return Err(
+            Diagnostic::new(at, e.to_string())
+                .hint("let an empty side pass the other through, e.g. `select(b.S == 0.0, a.S, ...)` (examples/log_softmax.toml)"),
+        );
+    }
+    Ok(())
 }
 
 /// The `init` (constants, sizes and parameters) or `combine` (over
