@@ -355,3 +355,16 @@ mod tests {
         assert_eq!(DType::parse("float"), None);
     }
 }
+
+/// Rounds a constant to what the dtype can hold.
+pub fn round_to(v: f64, t: DType) -> f64 {
+    match t {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f64_to_f16(v).to_f64(),
+        DType::BF16 => f64_to_bf16(v).to_f64(),
+        t => match t.f8_format() {
+            Some(f) => f.decode(f.encode(v)),
+            None => v,
+        },
+    }
+}

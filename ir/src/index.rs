@@ -18,6 +18,16 @@ pub struct SizeId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VarId(pub u32);
 
+/// A tensor of a kernel, by its position in [`crate::Kernel::tensors`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+/// A scalar parameter of a kernel, by position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(pub u32);
+/// A stage of a kernel, by position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StageId(pub u32);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IOp {
     Add,

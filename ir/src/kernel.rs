@@ -10,14 +10,9 @@
 use crate::diag::Span;
 use crate::dtype::DType;
 use crate::index::{Index, VarId};
-use crate::schedule::Step;
+use crate::plan::Step;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TensorId(pub u32);
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ParamId(pub u32);
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StageId(pub u32);
+pub use crate::index::{ParamId, StageId, TensorId};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
@@ -101,10 +96,10 @@ pub struct Stage {
     pub span: Span,
     /// The schedule applied, once, while the kernel is checked (absent for
     /// a stage computed at another's loop, whose extents lowering decides).
-    pub nest: Option<crate::schedule::LoopNest>,
+    pub nest: Option<crate::plan::LoopNest>,
     /// Where the file gives no schedule: the rule that wrote `schedule`
-    /// (see [`crate::schedule::default`]).
-    pub default: Option<crate::schedule::default::DefaultSchedule>,
+    /// (see [`crate::plan::default`]).
+    pub default: Option<crate::plan::DefaultSchedule>,
 }
 
 /// A reduction over named axes: `value` is combined with `op` over every
@@ -551,15 +546,13 @@ impl Stage {
     pub fn is_inlined(&self) -> bool {
         self.schedule
             .iter()
-            .any(|s| s.kind == crate::schedule::StepKind::ComputeInline)
+            .any(|s| s.kind == crate::plan::StepKind::ComputeInline)
     }
 
     /// `compute_at(Y, r)`: the consumer's and the loop's names, and the step's span.
-    pub fn compute_at(
-        &self,
-    ) -> Option<(&crate::schedule::Name, &crate::schedule::Name, crate::Span)> {
+    pub fn compute_at(&self) -> Option<(&crate::plan::Name, &crate::plan::Name, crate::Span)> {
         self.schedule.iter().find_map(|s| match &s.kind {
-            crate::schedule::StepKind::ComputeAt { consumer, at } => Some((consumer, at, s.span)),
+            crate::plan::StepKind::ComputeAt { consumer, at } => Some((consumer, at, s.span)),
             _ => None,
         })
     }

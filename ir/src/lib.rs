@@ -20,6 +20,8 @@ pub mod interp;
 pub mod kernel;
 pub mod loops;
 pub mod lower;
+pub mod mtype;
+pub mod plan;
 pub mod reference;
 pub mod schedule;
 pub mod syntax;

@@ -209,16 +209,3 @@ impl<'s> Cx<'s> {
         })
     }
 }
-
-/// Rounds a constant to what the dtype can hold.
-pub fn round_to(v: f64, t: DType) -> f64 {
-    match t {
-        DType::F32 => v as f32 as f64,
-        DType::F16 => crate::dtype::f64_to_f16(v).to_f64(),
-        DType::BF16 => crate::dtype::f64_to_bf16(v).to_f64(),
-        t => match t.f8_format() {
-            Some(f) => f.decode(f.encode(v)),
-            None => v,
-        },
-    }
-}

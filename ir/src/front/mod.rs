@@ -24,11 +24,11 @@ mod reduce;
 mod stage;
 
 use crate::diag::{Diagnostic, KernelError, Span};
+pub use crate::dtype::round_to;
 use crate::dtype::DType;
 use crate::index::VarId;
 use crate::kernel::*;
 use crate::syntax::{Ast, AstKind};
-pub use call::round_to;
 use indexmap::IndexMap;
 use serde::Deserialize;
 use toml::Spanned;

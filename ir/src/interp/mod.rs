@@ -255,7 +255,7 @@ pub fn normalize_int(t: DType, v: i64) -> i64 {
 
 fn normalize(t: DType, s: Scalar) -> Scalar {
     if t.is_float() {
-        Scalar::F(crate::front::round_to(s.f(), t))
+        Scalar::F(crate::dtype::round_to(s.f(), t))
     } else {
         Scalar::I(normalize_int(t, s.i()))
     }

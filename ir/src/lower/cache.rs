@@ -2,7 +2,7 @@
 //! tile in LDS (shared by the work-group) or registers (per thread) at the
 //! loop it names, and rewrites the accesses it serves.
 
-use super::nest::clamp_into;
+use super::body::clamp_into;
 use super::region::{
     at_loop, divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads,
     scope_of, Place, Region,

@@ -10,51 +10,18 @@
 //! two). Out-of-range rows and columns load clamped values (their results
 //! are never stored); out-of-range k contributes zero.
 
-use super::{nest, region, Lowering, Stmt};
+use super::body::{build, clamp_loads, Frame};
+use super::{inline_producers, region, Lowering, Stmt};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{BinOp, Expr, ExprKind, ReduceOp, TensorId};
 use crate::loops::{GpuKernel, Local};
 use crate::schedule::{Guard, LoopNest};
 use crate::DType;
-use rocmc_target::matrix::{LaneCoord, MType, MatrixInstr};
+use rocmc_target::matrix::{LaneCoord, MatrixInstr};
 use std::collections::HashMap;
 
-pub use rocmc_target::matrix::MatrixUnit;
-
-pub(crate) fn mtype(t: DType) -> Option<MType> {
-    Some(match t {
-        DType::F16 => MType::F16,
-        DType::BF16 => MType::Bf16,
-        DType::I8 => MType::I8,
-        DType::F32 => MType::F32,
-        DType::I32 => MType::I32,
-        DType::F8E4M3FN | DType::F8E4M3FNUZ => MType::Fp8,
-        DType::F8E5M2 | DType::F8E5M2FNUZ => MType::Bf8,
-        _ => return None,
-    })
-}
-
-/// The 8-bit float types a unit's matrix instructions read: gfx942
-/// the FNUZ encodings, gfx950 and gfx12 the OCP ones (LLVM's intrinsics
-/// are the same; the hardware differs).
-pub(crate) fn f8_types(unit: &MatrixUnit) -> [DType; 2] {
-    if unit.fnuz_f8() {
-        [DType::F8E4M3FNUZ, DType::F8E5M2FNUZ]
-    } else {
-        [DType::F8E4M3FN, DType::F8E5M2]
-    }
-}
-
-/// The name an `instr=` argument uses: the ISA's on AMD, `mma_m16n8k16_f16`
-/// for NVIDIA's `mma.sync` (whose PTX name has dots).
-pub fn instr_id(i: &MatrixInstr) -> String {
-    if i.name.starts_with("mma.sync") {
-        format!("mma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
-    } else {
-        i.name.to_string()
-    }
-}
+pub use crate::mtype::{f8_types, instr_id, mtype, MatrixUnit};
 
 fn describe(list: &[&MatrixInstr]) -> String {
     let mut v: Vec<String> = list
@@ -141,6 +108,30 @@ pub(super) struct Stage<'a> {
     pub waves: [(u32, Option<VarId>); 2],
 }
 
+impl<'r> Stage<'r> {
+    /// What the `matrix` pass needs of a stage with `mma`, in the frame
+    /// pass `nest` left.
+    fn new(
+        l: &Lowering,
+        f: &'r Frame,
+        red: &crate::kernel::Reduction,
+        guards: &'r [Guard],
+    ) -> Stage<'r> {
+        let stage = l.k.stage(l.sid);
+        Stage {
+            loops: &f.loops,
+            guards,
+            cached: &f.cached,
+            rbody: inline_producers(l.k, l.sid, &red.body).map_indices(&|ix| ix.subst(&f.subst)),
+            value: f.value.clone(),
+            indices: f.indices.clone(),
+            output: stage.output,
+            op: red.op,
+            waves: [1, 2].map(|d| (f.block[d], f.thread_vars[d])),
+        }
+    }
+}
+
 /// Pass `matrix`: the body of a stage with `mma`, in the region pass
 /// `nest` left; a no-op for other stages.
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
@@ -159,7 +150,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         .hint("write the stage as `C[i, j] = sum(A[i, k] * B[k, j], k)`"));
     };
     let guards = l.nest.guards.clone();
-    let (stmts, locals) = lower(l, r.matrix_stage(l, red, &guards))?;
+    let (stmts, locals) = lower(l, Stage::new(l, &r, red, &guards))?;
     let mut body = r.binds().to_vec();
     body.extend(stmts);
     l.g.body = body;
@@ -234,7 +225,7 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
         })
         .collect();
     let clamp = |e: &Expr| -> Expr {
-        match nest::clamp_loads(
+        match clamp_loads(
             l.k,
             Stmt::LocalStore {
                 local: 0,
@@ -740,9 +731,9 @@ impl Emit<'_> {
             ..
         } = &self.f;
         let (a_fill, b_fill) = self.fills(zero_tail);
-        let mut step = nest::build(nest, a_frags, &[], a_fill);
-        step.extend(nest::build(nest, b_frags, &[], b_fill));
-        step.extend(nest::build(nest, frags, &[], vec![self.instruction()]));
+        let mut step = build(nest, a_frags, &[], a_fill);
+        step.extend(build(nest, b_frags, &[], b_fill));
+        step.extend(build(nest, frags, &[], vec![self.instruction()]));
         step
     }
 
@@ -764,21 +755,21 @@ impl Emit<'_> {
             })
             .collect();
         let full_tile = self.full_tile();
-        let mut leaf = nest::build(nest, frags, &[], init);
+        let mut leaf = build(nest, frags, &[], init);
         match full_tile {
             Some(guards) => {
                 let inner = &kloops[1..];
                 let split = vec![Stmt::Unswitch {
                     guards,
-                    fast: nest::build(nest, inner, &[], self.step(false)),
-                    slow: nest::build(nest, inner, &[], self.step(true)),
+                    fast: build(nest, inner, &[], self.step(false)),
+                    slow: build(nest, inner, &[], self.step(true)),
                 }];
-                leaf.extend(nest::build(nest, &kloops[..1], &[], split));
+                leaf.extend(build(nest, &kloops[..1], &[], split));
             }
-            None => leaf.extend(nest::build(nest, kloops, &[], self.step(true))),
+            None => leaf.extend(build(nest, kloops, &[], self.step(true))),
         }
-        leaf.extend(nest::build(nest, frags, &[], self.stores()));
-        nest::build(nest, outer, &[], leaf)
+        leaf.extend(build(nest, frags, &[], self.stores()));
+        build(nest, outer, &[], leaf)
     }
 }
 

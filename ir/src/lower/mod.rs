@@ -21,6 +21,7 @@ pub use crate::loops::{
 
 mod addressing;
 pub mod barriers;
+mod body;
 mod cache;
 mod compute_at;
 mod ldmatrix;
@@ -64,8 +65,8 @@ pub(crate) struct Lowering<'k> {
     tid: Index,
     /// The target's matrix instructions, for stages with `mma`.
     unit: Option<&'k matrix::MatrixUnit>,
-    /// What `nest` left the `matrix` pass: the region of a stage with `mma`.
-    region: Option<nest::Region>,
+    /// What `nest` left the `matrix` pass: the frame of a stage with `mma`.
+    region: Option<body::Frame>,
 }
 
 /// Lowers every stage of a checked kernel. Inlined stages produce no kernel.

@@ -4,35 +4,12 @@
 //! accumulators) or cooperative (threads combine partial results through
 //! LDS in a tree).
 
+use super::body::{self, build, clamp_loads, Frame};
 use super::slots::{Home, Slots};
 use super::{inline_producers, Lowering, Stmt, MAX_ACCUMULATORS};
 use crate::diag::Diagnostic;
-use crate::index::{IOp, Index, VarId};
-use crate::kernel::{Expr, ExprKind, Kernel, TensorId};
-use crate::schedule::{self, GpuAxis, Guard, LoopKind};
-
-/// What every shape of stage body shares: the launch geometry, the loops
-/// left to run, and the stage's value and output indices in loop variables.
-pub(super) struct Region {
-    block: [u32; 3],
-    grid: [Index; 3],
-    /// The bindings of the bound loops, which start the body.
-    binds: Vec<Stmt>,
-    /// The serial, unrolled and vectorized loops, outermost first.
-    loops: Vec<VarId>,
-    /// Each stage axis as an index of the loop variables.
-    subst: std::collections::HashMap<VarId, Index>,
-    indices: Vec<Index>,
-    value: Expr,
-    /// Linear thread index within the work-group (x fastest).
-    tid: Index,
-    /// The loops bound to threadIdx.x, .y, .z.
-    thread_vars: [Option<VarId>; 3],
-    /// Tensors read from LDS or registers: staged by cache_read, or
-    /// computed by compute_at (here or in an enclosing kernel, whose part
-    /// covers every point read). Their reads are rewritten, not clamped.
-    cached: Vec<TensorId>,
-}
+use crate::index::{Index, VarId};
+use crate::schedule::{GpuAxis, Guard, LoopKind};
 
 /// A body and the arrays it uses.
 type Body = (Vec<Stmt>, Vec<super::Local>, Vec<super::Local>);
@@ -43,7 +20,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan)) {
         return super::scan::build(l, scan, plan);
     }
-    let r = region(l);
+    let r = body::frame(l);
     l.g.block = r.block;
     l.g.grid = r.grid.clone();
     l.tid = r.tid.clone();
@@ -73,103 +50,9 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     Ok(())
 }
 
-/// The bindings, geometry and substitutions of the stage's nest.
-fn region(l: &Lowering) -> Region {
-    let (k, sid, nest) = (l.k, l.sid, &l.nest);
-    let stage = k.stage(sid);
-    let mut block = [1u32; 3];
-    let mut grid = [Index::c(1), Index::c(1), Index::c(1)];
-    let mut binds = Vec::new();
-    let mut loops = Vec::new();
-    for v in &nest.order {
-        let lv = nest.var(*v);
-        match lv.kind {
-            LoopKind::Bound(axis @ GpuAxis::Thread(d)) => {
-                // Thread extents were checked constant and within limits by the schedule.
-                block[d.index()] = lv.extent.as_const().unwrap_or(1) as u32;
-                binds.push(Stmt::Bind { var: *v, axis });
-            }
-            LoopKind::Bound(axis @ GpuAxis::Block(d)) => {
-                grid[d.index()] = lv.extent.clone();
-                binds.push(Stmt::Bind { var: *v, axis });
-            }
-            LoopKind::Serial | LoopKind::Unrolled | LoopKind::Vectorized => loops.push(*v),
-        }
-    }
-    let subst: std::collections::HashMap<VarId, Index> = nest
-        .axis_values
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (VarId(i as u32), e.clone()))
-        .collect();
-    let indices: Vec<Index> = (0..stage.axes.len())
-        .map(|i| subst[&VarId(i as u32)].clone())
-        .collect();
-    let value = inline_producers(k, sid, &stage.value).map_indices(&|ix| ix.subst(&subst));
-    let thread_vars = [0, 1, 2].map(|d| {
-        nest.order.iter().copied().find(|v| {
-            nest.var(*v).kind
-                == LoopKind::Bound(GpuAxis::Thread(
-                    [schedule::Dim::X, schedule::Dim::Y, schedule::Dim::Z][d],
-                ))
-        })
-    });
-    let mut tid = Index::c(0);
-    for d in (0..3).rev() {
-        tid = tid * Index::c(block[d] as i64) + thread_vars[d].map_or(Index::c(0), Index::Var);
-    }
-    let mut cached: Vec<TensorId> = nest.caches.iter().map(|c| c.tensor).collect();
-    cached.extend(
-        k.stages
-            .iter()
-            .filter(|s| s.compute_at().is_some())
-            .map(|s| s.output),
-    );
-    Region {
-        block,
-        grid,
-        binds,
-        loops,
-        subst,
-        indices,
-        value,
-        tid,
-        thread_vars,
-        cached,
-    }
-}
-
-impl Region {
-    /// What the `matrix` pass needs of a stage with `mma`.
-    pub(super) fn matrix_stage<'r>(
-        &'r self,
-        l: &Lowering,
-        red: &crate::kernel::Reduction,
-        guards: &'r [Guard],
-    ) -> super::matrix::Stage<'r> {
-        let stage = l.k.stage(l.sid);
-        super::matrix::Stage {
-            loops: &self.loops,
-            guards,
-            cached: &self.cached,
-            rbody: inline_producers(l.k, l.sid, &red.body).map_indices(&|ix| ix.subst(&self.subst)),
-            value: self.value.clone(),
-            indices: self.indices.clone(),
-            output: stage.output,
-            op: red.op,
-            waves: [1, 2].map(|d| (self.block[d], self.thread_vars[d])),
-        }
-    }
-
-    /// The binding statements that start the body.
-    pub(super) fn binds(&self) -> &[Stmt] {
-        &self.binds
-    }
-}
-
 /// A stage without a reduction: the store (or scatter) of its value in
 /// its loops, privatized in LDS where the schedule asks.
-fn store_body(l: &mut Lowering, r: &Region) -> Body {
+fn store_body(l: &mut Lowering, r: &Frame) -> Body {
     let (k, sid, nest) = (l.k, l.sid, &l.nest);
     let stage = k.stage(sid);
     let (subst, value, indices) = (&r.subst, r.value.clone(), r.indices.clone());
@@ -217,7 +100,7 @@ fn store_body(l: &mut Lowering, r: &Region) -> Body {
 /// the threads bound to the reduction loop combine their partial results
 /// through LDS in a tree, with barriers between steps. Barriers are never
 /// under a guard: every thread reaches them.
-fn cooperative(l: &Lowering, r: &Region) -> Result<Body, Diagnostic> {
+fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     let (k, sid, nest) = (l.k, l.sid, &l.nest);
     let stage = k.stage(sid);
     let (subst, value, indices) = (&r.subst, &r.value, &r.indices);
@@ -342,7 +225,7 @@ fn cooperative(l: &Lowering, r: &Region) -> Result<Body, Diagnostic> {
 /// A serial reduction: loops from the first reduction loop inward
 /// accumulate; the output loops among them index a per-thread
 /// accumulator array.
-fn serial(l: &Lowering, r: &Region) -> Result<Body, Diagnostic> {
+fn serial(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     let (k, sid, nest) = (l.k, l.sid, &l.nest);
     let stage = k.stage(sid);
     let (subst, value, indices) = (&r.subst, &r.value, &r.indices);
@@ -422,128 +305,4 @@ fn serial(l: &Lowering, r: &Region) -> Result<Body, Diagnostic> {
     leaf.extend(build(nest, &acc_loops, &spatial, store));
     body.extend(build(nest, outer, &[], leaf));
     Ok((body, locals, Vec::new()))
-}
-
-/// Wraps `leaf` in `loops` (outermost first); each guard goes just inside
-/// the innermost of these loops it depends on.
-pub(super) fn build(
-    nest: &schedule::LoopNest,
-    loops: &[VarId],
-    guards: &[&Guard],
-    leaf: Vec<Stmt>,
-) -> Vec<Stmt> {
-    let depth_of = |g: &Guard| {
-        loops
-            .iter()
-            .rposition(|l| g.value.uses_var(*l))
-            .map_or(0, |p| p + 1)
-    };
-    let mut at_depth: Vec<Vec<Guard>> = vec![Vec::new(); loops.len() + 1];
-    for g in guards {
-        at_depth[depth_of(g)].push((*g).clone());
-    }
-    let mut body = leaf;
-    for d in (0..=loops.len()).rev() {
-        let gs = std::mem::take(&mut at_depth[d]);
-        if !gs.is_empty() {
-            body = vec![Stmt::If { guards: gs, body }];
-        }
-        if d > 0 {
-            let v = loops[d - 1];
-            let lv = nest.var(v);
-            body = vec![Stmt::Loop {
-                var: v,
-                extent: lv.extent.clone(),
-                unroll: matches!(lv.kind, LoopKind::Unrolled | LoopKind::Vectorized),
-                body,
-            }];
-        }
-    }
-    body
-}
-
-/// `ix` clamped into `0..=extent-1`: `min(ix, extent - 1)`, and `max(…, 0)`
-/// around it when `ix` can be negative (`n - 1 - i` or `i - 1` for the
-/// padding threads of a partial tile, which run but whose results are never
-/// stored). Loop variables count as unbounded, so only sizes' bounds decide.
-pub(super) fn clamp_into(k: &Kernel, ix: Index, extent: &Index) -> Index {
-    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
-    let negative = ix.range(&size_max, &[]).0 < 0;
-    let upper = Index::bin(IOp::Min, ix, extent.clone() - Index::c(1));
-    if negative {
-        Index::bin(IOp::Max, upper, Index::c(0))
-    } else {
-        upper
-    }
-}
-
-/// Clamps every load index that depends on one of the `guarded` loop
-/// variables into `0..=extent-1` of its dimension.
-pub(super) fn clamp_loads(k: &Kernel, st: Stmt, guarded: &[VarId], skip: &[TensorId]) -> Stmt {
-    let clamp = |e: &Expr| clamp_expr(k, e, guarded, skip);
-    match st {
-        Stmt::LocalStore {
-            local,
-            index,
-            value,
-        } => Stmt::LocalStore {
-            local,
-            index,
-            value: clamp(&value),
-        },
-        other => other,
-    }
-}
-
-fn clamp_expr(k: &Kernel, e: &Expr, guarded: &[VarId], skip: &[TensorId]) -> Expr {
-    let clamp = |e: &Expr| clamp_expr(k, e, guarded, skip);
-    {
-        e.rewrite(&|x: &Expr| match &x.kind {
-            ExprKind::Load { tensor, indices } if !skip.contains(tensor) => {
-                let shape = &k.tensor(*tensor).shape;
-                let indices = indices
-                    .iter()
-                    .zip(shape)
-                    .map(|(ix, ext)| {
-                        if guarded.iter().any(|v| ix.uses_var(*v)) {
-                            clamp_into(k, ix.clone(), ext)
-                        } else {
-                            ix.clone()
-                        }
-                    })
-                    .collect();
-                Some(Expr {
-                    kind: ExprKind::Load {
-                        tensor: *tensor,
-                        indices,
-                    },
-                    dtype: x.dtype,
-                })
-            }
-            // A gather's affine subscripts, like a load's; its data
-            // subscripts are clamped anyway, the loads inside them here.
-            ExprKind::Gather { tensor, indices } => {
-                let shape = &k.tensor(*tensor).shape;
-                let indices = indices
-                    .iter()
-                    .zip(shape)
-                    .map(|(sub, ext)| match &sub.kind {
-                        ExprKind::Index(ix) if guarded.iter().any(|v| ix.uses_var(*v)) => Expr {
-                            kind: ExprKind::Index(clamp_into(k, ix.clone(), ext)),
-                            dtype: sub.dtype,
-                        },
-                        _ => clamp(sub),
-                    })
-                    .collect();
-                Some(Expr {
-                    kind: ExprKind::Gather {
-                        tensor: *tensor,
-                        indices,
-                    },
-                    dtype: x.dtype,
-                })
-            }
-            _ => None,
-        })
-    }
 }

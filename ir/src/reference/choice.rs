@@ -136,7 +136,7 @@ impl Distribution {
         let data = if t.is_float() {
             Data::F(
                 (0..n)
-                    .map(|_| crate::front::round_to(value(rng), t))
+                    .map(|_| crate::dtype::round_to(value(rng), t))
                     .collect(),
             )
         } else {

@@ -80,7 +80,7 @@ pub fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
     let data = match t {
         t if t.is_float() => Data::F(
             (0..n)
-                .map(|_| crate::front::round_to(rng.uniform(-1.0, 1.0), t))
+                .map(|_| crate::dtype::round_to(rng.uniform(-1.0, 1.0), t))
                 .collect(),
         ),
         DType::Bool => Data::I((0..n).map(|_| (rng.next_u64() & 1) as i64).collect()),
@@ -157,7 +157,7 @@ pub fn prepare_inputs(
                     dtype: t,
                     data: Data::F(vec![v]),
                 };
-                (Scalar::F(crate::front::round_to(v, t)), b.to_bytes())
+                (Scalar::F(crate::dtype::round_to(v, t)), b.to_bytes())
             }
             t => {
                 let i = interp::normalize_int(t, v as i64);

@@ -6,7 +6,7 @@
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
 use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
-use crate::lower::matrix::{f8_types, instr_id, mtype, MatrixUnit};
+use crate::mtype::{f8_types, instr_id, mtype, MatrixUnit};
 use rocmc_target::matrix::{Family, MatrixInstr};
 
 /// A stage found to be a matrix product, and its names.

@@ -27,46 +27,13 @@ mod matmul;
 mod rows;
 mod scatter;
 
+pub use crate::plan::{DefaultSchedule, Knob};
 pub use fuse::inlinable;
 pub use rows::row_chains;
 
 use crate::index::{Index, VarId};
 use crate::kernel::{Expr, Kernel, Stage};
 use rocmc_target::Target;
-
-/// A schedule a rule wrote for a stage.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DefaultSchedule {
-    /// The rule that wrote it (`elementwise-2d`, `row-reduction`, ...).
-    pub rule: &'static str,
-    /// The steps, as a user would write them.
-    pub steps: Vec<String>,
-    /// Its numbers, as tune parameters.
-    pub knobs: Vec<Knob>,
-    /// What the knobs must meet together, as `[tune] constraints` are
-    /// written (`C_BM % C_WM == 0`): the tuner's space leaves out the rest.
-    pub constraints: Vec<String>,
-    /// Whether the rules may choose otherwise for a GPU target than
-    /// without one (a matrix product whose types a matrix unit may take):
-    /// the compiler then applies them again per target.
-    pub by_target: bool,
-}
-
-/// One number of a rule's schedule, tunable: `rocmc tune` searches
-/// `values`; a build takes `value` (the tuning database's, `--tune`'s, or
-/// `default`, which may depend on the target).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Knob {
-    /// `<stage>_<NAME>`: `C_BM`.
-    pub name: String,
-    /// Candidates, ascending.
-    pub values: Vec<i64>,
-    pub default: i64,
-    /// What the schedule was written with.
-    pub value: i64,
-    /// What it sets, for `--emit schedule`.
-    pub doc: &'static str,
-}
 
 /// What the rules may consult besides the kernel.
 #[derive(Clone, Copy, Debug, Default)]

@@ -6,7 +6,7 @@
 //! reduction loop), threadIdx.x still free. Which instruction runs them,
 //! and whether the target has one of that shape and those types, is
 //! decided when the stage is lowered for a target
-//! ([`crate::lower::MatrixUnit`]).
+//! ([`crate::mtype::MatrixUnit`]).
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;

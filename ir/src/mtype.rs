@@ -1,0 +1,43 @@
+//! What the IR knows of a target's matrix instructions: the operand
+//! types they take, their names in `mma(instr=...)`, and the target's
+//! [`MatrixUnit`]. Shared by the default-schedule rules and lowering.
+
+use crate::DType;
+use rocmc_target::matrix::{MType, MatrixInstr};
+
+pub use rocmc_target::matrix::MatrixUnit;
+
+/// The matrix-operand type of a dtype, if matrix instructions take it.
+pub fn mtype(t: DType) -> Option<MType> {
+    Some(match t {
+        DType::F16 => MType::F16,
+        DType::BF16 => MType::Bf16,
+        DType::I8 => MType::I8,
+        DType::F32 => MType::F32,
+        DType::I32 => MType::I32,
+        DType::F8E4M3FN | DType::F8E4M3FNUZ => MType::Fp8,
+        DType::F8E5M2 | DType::F8E5M2FNUZ => MType::Bf8,
+        _ => return None,
+    })
+}
+
+/// The 8-bit float types a unit's matrix instructions read: gfx942
+/// the FNUZ encodings, gfx950 and gfx12 the OCP ones (LLVM's intrinsics
+/// are the same; the hardware differs).
+pub fn f8_types(unit: &MatrixUnit) -> [DType; 2] {
+    if unit.fnuz_f8() {
+        [DType::F8E4M3FNUZ, DType::F8E5M2FNUZ]
+    } else {
+        [DType::F8E4M3FN, DType::F8E5M2]
+    }
+}
+
+/// The name an `instr=` argument uses: the ISA's on AMD, `mma_m16n8k16_f16`
+/// for NVIDIA's `mma.sync` (whose PTX name has dots).
+pub fn instr_id(i: &MatrixInstr) -> String {
+    if i.name.starts_with("mma.sync") {
+        format!("mma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
+    } else {
+        i.name.to_string()
+    }
+}
