@@ -285,6 +285,19 @@ impl fmt::Display for DType {
     }
 }
 
+/// Rounds a constant to what the dtype can hold.
+pub fn round_to(v: f64, t: DType) -> f64 {
+    match t {
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f64_to_f16(v).to_f64(),
+        DType::BF16 => f64_to_bf16(v).to_f64(),
+        t => match t.f8_format() {
+            Some(f) => f.decode(f.encode(v)),
+            None => v,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,18 +366,5 @@ mod tests {
             assert_eq!(DType::parse(d.name()), Some(d));
         }
         assert_eq!(DType::parse("float"), None);
-    }
-}
-
-/// Rounds a constant to what the dtype can hold.
-pub fn round_to(v: f64, t: DType) -> f64 {
-    match t {
-        DType::F32 => v as f32 as f64,
-        DType::F16 => f64_to_f16(v).to_f64(),
-        DType::BF16 => f64_to_bf16(v).to_f64(),
-        t => match t.f8_format() {
-            Some(f) => f.decode(f.encode(v)),
-            None => v,
-        },
     }
 }
