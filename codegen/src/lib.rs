@@ -10,14 +10,13 @@
 //! on the host CPU through LLVM's JIT.
 
 pub mod backend;
+mod emit;
 mod function;
-mod index;
+pub mod jit;
 mod llvm;
-mod math;
-mod scatter;
 pub mod target;
 
-pub use backend::host;
+pub use jit as host;
 pub use llvm::{compile, set_crash_context, Emitted, Request};
 pub use target::{AmdTarget, FeatureMode, NvidiaTarget, Target, TargetError, TargetId, Vendor};
 

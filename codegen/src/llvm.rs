@@ -103,7 +103,11 @@ pub fn compile(
     for g in be.prepare(&prog.kernels).iter() {
         let mut fcx = FnCx::new(&cx, &module, k, g, &*be)?;
         fcx.contract = !req.no_fp_contract;
-        be.emit_body(&mut fcx, !req.no_fp_contract)?;
+        if be.lockstep() {
+            fcx.host_kernel(!req.no_fp_contract)?;
+        } else {
+            fcx.kernel()?;
+        }
         be.finish_kernel(&cx, &module, fcx.f, g)?;
     }
     if !module_asm.is_empty() {

@@ -2,7 +2,7 @@
 //! `llvm.amdgcn.*` indices and `s_barrier` between work-group-scope fences.
 
 use super::{Backend, KernelAbi};
-use crate::function::{enum_attr, llvm_err, ty, FnCx, R};
+use crate::emit::{enum_attr, llvm_err, ty, Emit, R};
 use crate::{CodegenError, Target};
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
@@ -77,12 +77,13 @@ const ORDERING_ACQUIRE: std::ffi::c_int = 4;
 const ORDERING_RELEASE: std::ffi::c_int = 5;
 
 /// A fence at work-group scope.
-fn workgroup_fence(fcx: &FnCx<'_, '_>, ordering: std::ffi::c_int) {
+fn workgroup_fence(emit: &Emit<'_, '_>, ordering: std::ffi::c_int) {
     let name = "workgroup";
     // SAFETY: the context is live; the scope name is valid for the call.
-    let ssid = unsafe { LLVMGetSyncScopeID(fcx.cx.raw().cast(), name.as_ptr().cast(), name.len()) };
+    let ssid =
+        unsafe { LLVMGetSyncScopeID(emit.cx.raw().cast(), name.as_ptr().cast(), name.len()) };
     // SAFETY: the builder is live and positioned in a basic block.
-    unsafe { LLVMBuildFenceSyncScope(fcx.b.as_mut_ptr().cast(), ordering, ssid, c"".as_ptr()) };
+    unsafe { LLVMBuildFenceSyncScope(emit.b.as_mut_ptr().cast(), ordering, ssid, c"".as_ptr()) };
 }
 
 /// Declares a GPU kernel whose buffers are `ptr addrspace(global)` with
@@ -167,17 +168,17 @@ impl Backend for AmdGpu<'_> {
     /// documented for scatters).
     fn tune_atomic<'ctx>(
         &self,
-        fcx: &FnCx<'_, 'ctx>,
+        emit: &Emit<'_, 'ctx>,
         inst: inkwell::values::InstructionValue<'ctx>,
     ) -> R<()> {
-        let empty = fcx.cx.metadata_node(&[]);
+        let empty = emit.cx.metadata_node(&[]);
         for kind in [
             "amdgpu.no.fine.grained.memory",
             "amdgpu.no.remote.memory",
             "amdgpu.ignore.denormal.mode",
         ] {
-            inst.set_metadata(empty, fcx.cx.get_kind_id(kind))
-                .map_err(crate::function::llvm_err)?;
+            inst.set_metadata(empty, emit.cx.get_kind_id(kind))
+                .map_err(crate::emit::llvm_err)?;
         }
         Ok(())
     }
@@ -236,20 +237,20 @@ impl Backend for AmdGpu<'_> {
         Ok(abi)
     }
 
-    fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
+    fn axis_index<'ctx>(&self, emit: &Emit<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
         let (name, d) = match axis {
             GpuAxis::Block(d) => ("llvm.amdgcn.workgroup.id", d),
             GpuAxis::Thread(d) => ("llvm.amdgcn.workitem.id", d),
         };
         let full = format!("{name}.{}", ["x", "y", "z"][d.index()]);
-        Ok(fcx.call(&full, &[], &[])?.into_int_value())
+        Ok(emit.call(&full, &[], &[])?.into_int_value())
     }
 
     /// Release fence, `s_barrier`, acquire fence, at work-group scope.
-    fn barrier(&self, fcx: &FnCx<'_, '_>) -> R<()> {
-        workgroup_fence(fcx, ORDERING_RELEASE);
-        fcx.call_void("llvm.amdgcn.s.barrier")?;
-        workgroup_fence(fcx, ORDERING_ACQUIRE);
+    fn barrier(&self, emit: &Emit<'_, '_>) -> R<()> {
+        workgroup_fence(emit, ORDERING_RELEASE);
+        emit.call_void("llvm.amdgcn.s.barrier")?;
+        workgroup_fence(emit, ORDERING_ACQUIRE);
         Ok(())
     }
 
@@ -258,17 +259,17 @@ impl Backend for AmdGpu<'_> {
     /// clamp flag.
     fn matrix<'ctx>(
         &self,
-        fcx: &FnCx<'_, 'ctx>,
+        emit: &Emit<'_, 'ctx>,
         instr: &rocmc_target::matrix::MatrixInstr,
         a: Vec<BasicValueEnum<'ctx>>,
         b: Vec<BasicValueEnum<'ctx>>,
         c: Vec<BasicValueEnum<'ctx>>,
     ) -> R<Vec<BasicValueEnum<'ctx>>> {
         use rocmc_target::matrix::{Family, MType};
-        let ret = crate::function::llvm_type(fcx.cx, instr.llvm_c.0)?;
-        let bit = |v: bool| fcx.cx.bool_type().const_int(v as u64, false).into();
+        let ret = crate::emit::llvm_type(emit.cx, instr.llvm_c.0)?;
+        let bit = |v: bool| emit.cx.bool_type().const_int(v as u64, false).into();
         let args: Vec<BasicValueEnum> = match instr.family {
-            Family::Mfma => [a, b, c, vec![fcx.i32(0).into(); 3]].concat(),
+            Family::Mfma => [a, b, c, vec![emit.i32(0).into(); 3]].concat(),
             Family::WmmaGfx11 | Family::WmmaGfx12 if instr.a == MType::I8 => {
                 [vec![bit(true)], a, vec![bit(true)], b, c, vec![bit(false)]].concat()
             }
@@ -280,7 +281,7 @@ impl Backend for AmdGpu<'_> {
                 )))
             }
         };
-        Ok(vec![super::call_named(fcx, instr.intrinsic, ret, &args)?])
+        Ok(vec![super::call_named(emit, instr.intrinsic, ret, &args)?])
     }
 
     /// `v_fma_f16` rounds once; bf16 has no fma before gfx950 and LLVM goes through f32.

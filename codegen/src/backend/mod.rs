@@ -13,7 +13,7 @@ pub mod amdgpu;
 pub mod host;
 pub mod nvptx;
 
-use crate::function::{FnCx, R};
+use crate::emit::{Emit, R};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -43,7 +43,7 @@ pub(crate) const SHARED_ADDRESS_SPACE: u16 = 3;
 
 /// Calls intrinsic `name` (its full, mangled name) returning `ret`.
 pub(crate) fn call_named<'ctx>(
-    fcx: &FnCx<'_, 'ctx>,
+    emit: &Emit<'_, 'ctx>,
     name: &str,
     ret: inkwell::types::BasicTypeEnum<'ctx>,
     args: &[BasicValueEnum<'ctx>],
@@ -52,16 +52,16 @@ pub(crate) fn call_named<'ctx>(
     let params: Vec<inkwell::types::BasicMetadataTypeEnum> =
         args.iter().map(|a| a.get_type().into()).collect();
     // LLVM recognises an intrinsic by its name when the function is declared.
-    let f = fcx
+    let f = emit
         .m
         .get_function(name)
-        .unwrap_or_else(|| fcx.m.add_function(name, ret.fn_type(&params, false), None));
+        .unwrap_or_else(|| emit.m.add_function(name, ret.fn_type(&params, false), None));
     let args: Vec<inkwell::values::BasicMetadataValueEnum> =
         args.iter().map(|a| (*a).into()).collect();
-    match fcx
+    match emit
         .b
         .build_call(f, &args, "")
-        .map_err(crate::function::llvm_err)?
+        .map_err(crate::emit::llvm_err)?
         .try_as_basic_value()
     {
         inkwell::values::ValueKind::Basic(v) => Ok(v),
@@ -73,21 +73,21 @@ pub(crate) fn call_named<'ctx>(
 
 /// Calls intrinsic `name`, which returns nothing.
 pub(crate) fn call_void<'ctx>(
-    fcx: &FnCx<'_, 'ctx>,
+    emit: &Emit<'_, 'ctx>,
     name: &str,
     args: &[BasicValueEnum<'ctx>],
 ) -> R<()> {
     let params: Vec<inkwell::types::BasicMetadataTypeEnum> =
         args.iter().map(|a| a.get_type().into()).collect();
-    let f = fcx.m.get_function(name).unwrap_or_else(|| {
-        fcx.m
-            .add_function(name, fcx.cx.void_type().fn_type(&params, false), None)
+    let f = emit.m.get_function(name).unwrap_or_else(|| {
+        emit.m
+            .add_function(name, emit.cx.void_type().fn_type(&params, false), None)
     });
     let args: Vec<inkwell::values::BasicMetadataValueEnum> =
         args.iter().map(|a| (*a).into()).collect();
-    fcx.b
+    emit.b
         .build_call(f, &args, "")
-        .map_err(crate::function::llvm_err)?;
+        .map_err(crate::emit::llvm_err)?;
     Ok(())
 }
 
@@ -173,16 +173,15 @@ pub(crate) trait Backend {
         l: &Local,
         at: ArrayType<'ctx>,
     ) -> R<PointerValue<'ctx>> {
-        b.build_alloca(at, &l.name)
-            .map_err(crate::function::llvm_err)
+        b.build_alloca(at, &l.name).map_err(crate::emit::llvm_err)
     }
 
     /// The index of the current thread in its block, or of the block in the grid.
-    fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>>;
+    fn axis_index<'ctx>(&self, emit: &Emit<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>>;
 
     /// `__syncthreads()`: every thread of the block reaches it, and shared
     /// memory written before it is visible after it.
-    fn barrier(&self, fcx: &FnCx<'_, '_>) -> R<()>;
+    fn barrier(&self, emit: &Emit<'_, '_>) -> R<()>;
 
     /// Whether integer division by zero traps (the host's `idiv` does), so
     /// that divisors that may be zero must be replaced first.
@@ -204,7 +203,7 @@ pub(crate) trait Backend {
     /// Targets without matrix units never see one: lowering refuses it.
     fn matrix<'ctx>(
         &self,
-        _fcx: &FnCx<'_, 'ctx>,
+        _emit: &Emit<'_, 'ctx>,
         instr: &rocmc_target::matrix::MatrixInstr,
         _a: Vec<BasicValueEnum<'ctx>>,
         _b: Vec<BasicValueEnum<'ctx>>,
@@ -223,7 +222,7 @@ pub(crate) trait Backend {
     /// copy; the caller then copies through registers.
     fn async_copy<'ctx>(
         &self,
-        _fcx: &FnCx<'_, 'ctx>,
+        _emit: &Emit<'_, 'ctx>,
         _dst: PointerValue<'ctx>,
         _src: PointerValue<'ctx>,
         _bytes: u32,
@@ -232,12 +231,12 @@ pub(crate) trait Backend {
     }
 
     /// Closes this thread's group of asynchronous copies (none without them).
-    fn async_commit(&self, _fcx: &FnCx<'_, '_>) -> R<()> {
+    fn async_commit(&self, _emit: &Emit<'_, '_>) -> R<()> {
         Ok(())
     }
 
     /// Waits until at most `pending` groups are in flight (none without them).
-    fn async_wait(&self, _fcx: &FnCx<'_, '_>, _pending: u32) -> R<()> {
+    fn async_wait(&self, _emit: &Emit<'_, '_>, _pending: u32) -> R<()> {
         Ok(())
     }
 
@@ -248,7 +247,7 @@ pub(crate) trait Backend {
     /// nothing, where the target has no such load.
     fn matrix_load<'ctx>(
         &self,
-        _fcx: &FnCx<'_, 'ctx>,
+        _emit: &Emit<'_, 'ctx>,
         _row: PointerValue<'ctx>,
         _count: u32,
         _trans: bool,
@@ -294,7 +293,7 @@ pub(crate) trait Backend {
 
     /// Whether `cond` holds on every active lane of the wave, the same
     /// answer on each.
-    fn wave_all<'ctx>(&self, _fcx: &FnCx<'_, 'ctx>, _cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+    fn wave_all<'ctx>(&self, _emit: &Emit<'_, 'ctx>, _cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
         Err(crate::CodegenError::Llvm(
             "a wave-wide vote on a target without one (a rocmc bug)".into(),
         ))
@@ -315,7 +314,7 @@ pub(crate) trait Backend {
     /// emit its native form.
     fn tune_atomic<'ctx>(
         &self,
-        _fcx: &FnCx<'_, 'ctx>,
+        _emit: &Emit<'_, 'ctx>,
         _inst: inkwell::values::InstructionValue<'ctx>,
     ) -> R<()> {
         Ok(())
@@ -333,10 +332,10 @@ pub(crate) trait Backend {
         std::borrow::Cow::Borrowed(kernels)
     }
 
-    /// Writes the body of the kernel function `fcx` declares: a GPU
-    /// thread's code, or on the CPU the lockstep walk over a block's threads.
-    fn emit_body(&self, fcx: &mut FnCx<'_, '_>, _contract: bool) -> R<()> {
-        fcx.kernel()
+    /// Whether a kernel's body is the lockstep walk over a block's threads
+    /// (the CPU, [`crate::function::lockstep`]) rather than one thread's code.
+    fn lockstep(&self) -> bool {
+        false
     }
 
     /// Adds the target's runtime helpers to the finished module.

@@ -6,7 +6,7 @@
 
 use super::amdgpu::declare_gpu_kernel;
 use super::{Backend, KernelAbi, SHARED_ADDRESS_SPACE};
-use crate::function::{llvm_err, FnCx, R};
+use crate::emit::{llvm_err, Emit, R};
 use crate::CodegenError;
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
@@ -180,7 +180,7 @@ impl Backend for Nvptx<'_> {
         Ok(unsafe { base.as_pointer_value().const_gep(cx.i8_type(), &[offset]) })
     }
 
-    fn axis_index<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
+    fn axis_index<'ctx>(&self, emit: &Emit<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {
         let (reg, d) = match axis {
             GpuAxis::Block(d) => ("ctaid", d),
             GpuAxis::Thread(d) => ("tid", d),
@@ -189,14 +189,14 @@ impl Backend for Nvptx<'_> {
             "llvm.nvvm.read.ptx.sreg.{reg}.{}",
             ["x", "y", "z"][d.index()]
         );
-        Ok(fcx.call(&name, &[], &[])?.into_int_value())
+        Ok(emit.call(&name, &[], &[])?.into_int_value())
     }
 
     /// `bar.sync 0`, which also orders shared and global memory among the block's threads.
-    fn barrier(&self, fcx: &FnCx<'_, '_>) -> R<()> {
-        let f = fcx.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", &[])?;
-        fcx.b
-            .build_call(f, &[fcx.i32(0).into()], "")
+    fn barrier(&self, emit: &Emit<'_, '_>) -> R<()> {
+        let f = emit.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", &[])?;
+        emit.b
+            .build_call(f, &[emit.i32(0).into()], "")
             .map_err(llvm_err)?;
         Ok(())
     }
@@ -204,19 +204,19 @@ impl Backend for Nvptx<'_> {
     /// `mma.sync` returns D as a struct of its registers.
     fn matrix<'ctx>(
         &self,
-        fcx: &FnCx<'_, 'ctx>,
+        emit: &Emit<'_, 'ctx>,
         instr: &rocmc_target::matrix::MatrixInstr,
         a: Vec<BasicValueEnum<'ctx>>,
         b: Vec<BasicValueEnum<'ctx>>,
         c: Vec<BasicValueEnum<'ctx>>,
     ) -> R<Vec<BasicValueEnum<'ctx>>> {
         let n = instr.llvm_c.1;
-        let field = crate::function::llvm_type(fcx.cx, instr.llvm_c.0)?;
-        let ret = fcx.cx.struct_type(&vec![field; n as usize], false);
-        let d = super::call_named(fcx, instr.intrinsic, ret.into(), &[a, b, c].concat())?;
+        let field = crate::emit::llvm_type(emit.cx, instr.llvm_c.0)?;
+        let ret = emit.cx.struct_type(&vec![field; n as usize], false);
+        let d = super::call_named(emit, instr.intrinsic, ret.into(), &[a, b, c].concat())?;
         (0..n)
             .map(|i| {
-                fcx.b
+                emit.b
                     .build_extract_value(d.into_struct_value(), i, "")
                     .map_err(llvm_err)
             })
@@ -247,13 +247,13 @@ impl Backend for Nvptx<'_> {
     }
 
     /// `vote.sync.all` over the active lanes.
-    fn wave_all<'ctx>(&self, fcx: &FnCx<'_, 'ctx>, cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
-        let i32t = fcx.cx.i32_type();
-        let mask = super::call_named(fcx, "llvm.nvvm.activemask", i32t.into(), &[])?;
+    fn wave_all<'ctx>(&self, emit: &Emit<'_, 'ctx>, cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {
+        let i32t = emit.cx.i32_type();
+        let mask = super::call_named(emit, "llvm.nvvm.activemask", i32t.into(), &[])?;
         let all = super::call_named(
-            fcx,
+            emit,
             "llvm.nvvm.vote.all.sync",
-            fcx.cx.bool_type().into(),
+            emit.cx.bool_type().into(),
             &[mask, cond.into()],
         )?;
         Ok(all.into_int_value())
@@ -263,7 +263,7 @@ impl Backend for Nvptx<'_> {
     /// for 4 and 8, which `.cg` does not allow.
     fn async_copy<'ctx>(
         &self,
-        fcx: &FnCx<'_, 'ctx>,
+        emit: &Emit<'_, 'ctx>,
         dst: PointerValue<'ctx>,
         src: PointerValue<'ctx>,
         bytes: u32,
@@ -273,14 +273,14 @@ impl Backend for Nvptx<'_> {
         }
         let level = if bytes == 16 { "cg" } else { "ca" };
         let name = format!("llvm.nvvm.cp.async.{level}.shared.global.{bytes}");
-        super::call_void(fcx, &name, &[dst.into(), src.into()])?;
+        super::call_void(emit, &name, &[dst.into(), src.into()])?;
         Ok(true)
     }
 
     /// `ldmatrix` from sm_75.
     fn matrix_load<'ctx>(
         &self,
-        fcx: &FnCx<'_, 'ctx>,
+        emit: &Emit<'_, 'ctx>,
         row: PointerValue<'ctx>,
         count: u32,
         trans: bool,
@@ -292,18 +292,18 @@ impl Backend for Nvptx<'_> {
             "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{}.b16.p3",
             if trans { ".trans" } else { "" }
         );
-        let i32t = fcx.cx.i32_type();
+        let i32t = emit.cx.i32_type();
         if count == 1 {
-            let r = super::call_named(fcx, &name, i32t.into(), &[row.into()])?;
+            let r = super::call_named(emit, &name, i32t.into(), &[row.into()])?;
             return Ok(Some(vec![r]));
         }
-        let ret = fcx
+        let ret = emit
             .cx
             .struct_type(&vec![i32t.into(); count as usize], false);
-        let v = super::call_named(fcx, &name, ret.into(), &[row.into()])?;
+        let v = super::call_named(emit, &name, ret.into(), &[row.into()])?;
         (0..count)
             .map(|i| {
-                fcx.b
+                emit.b
                     .build_extract_value(v.into_struct_value(), i, "")
                     .map_err(llvm_err)
             })
@@ -311,17 +311,17 @@ impl Backend for Nvptx<'_> {
             .map(Some)
     }
 
-    fn async_commit(&self, fcx: &FnCx<'_, '_>) -> R<()> {
+    fn async_commit(&self, emit: &Emit<'_, '_>) -> R<()> {
         if self.t.compute_capability() >= (8, 0) {
-            super::call_void(fcx, "llvm.nvvm.cp.async.commit.group", &[])?;
+            super::call_void(emit, "llvm.nvvm.cp.async.commit.group", &[])?;
         }
         Ok(())
     }
 
-    fn async_wait(&self, fcx: &FnCx<'_, '_>, pending: u32) -> R<()> {
+    fn async_wait(&self, emit: &Emit<'_, '_>, pending: u32) -> R<()> {
         if self.t.compute_capability() >= (8, 0) {
-            let n = fcx.i32(i64::from(pending));
-            super::call_void(fcx, "llvm.nvvm.cp.async.wait.group", &[n.into()])?;
+            let n = emit.i32(i64::from(pending));
+            super::call_void(emit, "llvm.nvvm.cp.async.wait.group", &[n.into()])?;
         }
         Ok(())
     }

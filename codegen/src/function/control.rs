@@ -67,7 +67,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             };
             all = self.b.build_and(all, c, "").map_err(llvm_err)?;
         }
-        let all = self.be.wave_all(self, all)?;
+        let all = self.be.wave_all(&self.ctx(), all)?;
         self.if_else(
             all,
             ["straight", "general", "rejoin"],
@@ -104,7 +104,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::Unswitch { fast, .. } => match (held, matrix_steps(fast)) {
                     (Some(fills), Some(at)) if commit => {
                         self.interleave(fast, at, fills)?;
-                        self.be.async_commit(self)?;
+                        self.be.async_commit(&self.ctx())?;
                         (held, commit) = (None, false);
                     }
                     _ => {
@@ -130,7 +130,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             self.fill_group_vector(fills)?;
         }
         if std::mem::take(commit) {
-            self.be.async_commit(self)?;
+            self.be.async_commit(&self.ctx())?;
         }
         Ok(())
     }

@@ -334,7 +334,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let bytes = u64::from(width) * dt.size() as u64;
         let sent = asynchronous && mem == Mem::Shared && {
             let sp = self.shared_ptr(array, index)?;
-            self.be.async_copy(self, sp, p, bytes as u32)?
+            self.be.async_copy(&self.ctx(), sp, p, bytes as u32)?
         };
         if !sent {
             let v = self.b.build_load(vt, p, "").map_err(llvm_err)?;

@@ -23,7 +23,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         stores: &[Stmt],
     ) -> R<()> {
         let p = self.shared_ptr(shared, row)?;
-        let Some(regs) = self.be.matrix_load(self, p, count, trans)? else {
+        let Some(regs) = self.be.matrix_load(&self.ctx(), p, count, trans)? else {
             return self.body(stores);
         };
         for (e, s) in stores.iter().enumerate() {
@@ -77,7 +77,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let av = self.matrix_operands(a, instr.a_per_lane(), instr.llvm_a)?;
         let bv = self.matrix_operands(b, instr.b_per_lane(), instr.llvm_b)?;
         let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
-        let d = self.be.matrix(self, instr, av, bv, cv)?;
+        let d = self.be.matrix(&self.ctx(), instr, av, bv, cv)?;
         let mut elems = Vec::new();
         for v in d {
             match v {

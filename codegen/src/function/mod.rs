@@ -18,15 +18,17 @@ mod cast;
 mod control;
 mod expr;
 mod fill;
+pub(crate) mod index;
+mod lockstep;
+mod math;
 mod matrix;
+mod scatter;
 mod stmt;
 
 use crate::backend::Backend;
-use crate::CodegenError;
-use inkwell::attributes::Attribute;
+pub(crate) use crate::emit::{llvm_err, llvm_type, ty, Emit, R};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
-use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{
@@ -35,10 +37,6 @@ use inkwell::values::{
 use rocmc_ir::loops::GpuKernel;
 use rocmc_ir::{DType, Index, Kernel, TensorId};
 use std::collections::HashMap;
-
-pub(crate) fn llvm_err(e: impl std::fmt::Display) -> CodegenError {
-    CodegenError::Llvm(e.to_string())
-}
 
 /// Size of the zeros a gather from an empty tensor reads.
 const ZERO_BYTES: i64 = 256;
@@ -65,62 +63,9 @@ pub(crate) struct FnCx<'a, 'ctx> {
     /// LDS arrays of the work-group (host: one array per block being run).
     pub(crate) shared: Vec<(PointerValue<'ctx>, inkwell::types::ArrayType<'ctx>)>,
     /// Upper bounds of sizes and loop variables, for index ranges.
-    pub(crate) bounds: crate::index::Bounds,
+    pub(crate) bounds: index::Bounds,
     /// The target's dialect.
     pub(crate) be: &'a dyn Backend,
-}
-
-/// An LLVM type as the matrix table writes it: `float`, `i32`, `<4 x half>`.
-pub(crate) fn llvm_type<'ctx>(cx: &'ctx Context, s: &str) -> R<BasicTypeEnum<'ctx>> {
-    let scalar = |t: &str| -> R<BasicTypeEnum<'ctx>> {
-        Ok(match t {
-            "half" => cx.f16_type().into(),
-            "bfloat" => cx.bf16_type().into(),
-            "float" => cx.f32_type().into(),
-            "i16" => cx.i16_type().into(),
-            "i32" => cx.i32_type().into(),
-            "i64" => cx.i64_type().into(),
-            other => {
-                return Err(CodegenError::Llvm(format!(
-                    "unknown matrix operand type {other}"
-                )))
-            }
-        })
-    };
-    match s.strip_prefix('<').and_then(|r| r.strip_suffix('>')) {
-        Some(inner) => {
-            let (n, t) = inner
-                .split_once(" x ")
-                .ok_or_else(|| CodegenError::Llvm(format!("bad vector type {s}")))?;
-            let n: u32 = n
-                .parse()
-                .map_err(|_| CodegenError::Llvm(format!("bad vector type {s}")))?;
-            Ok(match scalar(t)? {
-                BasicTypeEnum::FloatType(f) => f.vec_type(n).into(),
-                BasicTypeEnum::IntType(i) => i.vec_type(n).into(),
-                _ => unreachable!("scalars only"),
-            })
-        }
-        None => scalar(s),
-    }
-}
-
-pub(crate) fn ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
-    match d {
-        DType::Bool => cx.bool_type().into(),
-        DType::I8 | DType::U8 => cx.i8_type().into(),
-        DType::I32 | DType::U32 => cx.i32_type().into(),
-        DType::I64 => cx.i64_type().into(),
-        DType::F16 => cx.f16_type().into(),
-        DType::BF16 => cx.bf16_type().into(),
-        DType::F32 => cx.f32_type().into(),
-        DType::F64 => cx.f64_type().into(),
-        // 8-bit floats are their encoding's bits: no LLVM type holds them
-        // on every target, and nothing computes in them.
-        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => {
-            cx.i8_type().into()
-        }
-    }
 }
 
 /// In memory a bool is a byte.
@@ -131,8 +76,6 @@ fn mem_ty<'ctx>(cx: &'ctx Context, d: DType) -> BasicTypeEnum<'ctx> {
         ty(cx, d)
     }
 }
-
-pub(crate) type R<T> = Result<T, CodegenError>;
 
 /// The size arguments with their `divisible` facts made visible to LLVM:
 /// a size stated to be a multiple of d is used as `n & -d` (d a power of
@@ -208,7 +151,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             locals,
             contract: false,
             shared,
-            bounds: crate::index::Bounds::of(k, g),
+            bounds: index::Bounds::of(k, g),
             be,
         })
     }
@@ -234,12 +177,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         unsafe { self.b.build_in_bounds_gep(at, p, &[self.i32(0), i], "") }.map_err(llvm_err)
     }
 
-    pub(crate) fn call_void(&self, name: &str) -> R<()> {
-        let f = self.intrinsic(name, &[])?;
-        self.b.build_call(f, &[], "").map_err(llvm_err)?;
-        Ok(())
-    }
-
     /// Address of `locals[local][index]`.
     fn local_ptr(&self, local: u32, index: &Index) -> R<PointerValue<'ctx>> {
         let (p, at) = self.locals[local as usize];
@@ -249,18 +186,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     pub(crate) fn i32(&self, v: i64) -> IntValue<'ctx> {
-        self.cx.i32_type().const_int(v as u64, true)
-    }
-
-    pub(crate) fn intrinsic(
-        &self,
-        name: &str,
-        tys: &[BasicTypeEnum<'ctx>],
-    ) -> R<FunctionValue<'ctx>> {
-        let i = Intrinsic::find(name)
-            .ok_or_else(|| CodegenError::Llvm(format!("no intrinsic {name}")))?;
-        i.get_declaration(self.m, tys)
-            .ok_or_else(|| CodegenError::Llvm(format!("cannot declare {name}")))
+        self.ctx().i32(v)
     }
 
     pub(crate) fn call(
@@ -269,17 +195,17 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         tys: &[BasicTypeEnum<'ctx>],
         args: &[BasicMetadataValueEnum<'ctx>],
     ) -> R<BasicValueEnum<'ctx>> {
-        let f = self.intrinsic(name, tys)?;
-        let v = self.b.build_call(f, args, "").map_err(llvm_err)?;
-        match v.try_as_basic_value() {
-            inkwell::values::ValueKind::Basic(v) => Ok(v),
-            _ => Err(CodegenError::Llvm(format!("{name} returns nothing"))),
+        self.ctx().call(name, tys, args)
+    }
+
+    /// What a backend writes with: the context, module and builder.
+    pub(crate) fn ctx(&self) -> Emit<'_, 'ctx> {
+        Emit {
+            cx: self.cx,
+            m: self.m,
+            b: &self.b,
         }
     }
-}
-
-pub(crate) fn enum_attr(cx: &Context, name: &str, v: u64) -> Attribute {
-    cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), v)
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
         match s {
             Stmt::Bind { var, axis } => {
-                let v = self.be.axis_index(self, *axis)?;
+                let v = self.be.axis_index(&self.ctx(), *axis)?;
                 self.vars[var.0 as usize] = Some(v);
             }
             Stmt::Loop {
@@ -60,9 +60,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.guarded(guards, |me| me.fill_group(body))?
             }
             Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
-            Stmt::Barrier => self.be.barrier(self)?,
-            Stmt::AsyncCommit => self.be.async_commit(self)?,
-            Stmt::AsyncWait { pending } => self.be.async_wait(self, *pending)?,
+            Stmt::Barrier => self.be.barrier(&self.ctx())?,
+            Stmt::AsyncCommit => self.be.async_commit(&self.ctx())?,
+            Stmt::AsyncWait { pending } => self.be.async_wait(&self.ctx(), *pending)?,
             Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
             Stmt::Matrix {
                 instr, a, b, acc, ..

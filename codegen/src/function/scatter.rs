@@ -107,6 +107,6 @@ impl<'ctx> FnCx<'_, 'ctx> {
         // SAFETY: `inst` is the instruction just built.
         // (LLVM gives it the natural alignment of the value's type.)
         let inst = unsafe { InstructionValue::new(inst) };
-        self.be.tune_atomic(self, inst)
+        self.be.tune_atomic(&self.ctx(), inst)
     }
 }
