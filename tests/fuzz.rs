@@ -261,7 +261,7 @@ fn fuzz_kernel_pipeline() {
                 let _ = e.to_string();
                 assert!(matches!(e.exit_code(), 1 | 2));
                 let backend = match &e {
-                    rocmc::Error::Codegen(m) => Some(m.clone()),
+                    rocmc::Error::Codegen(m) => Some(m.to_string()),
                     rocmc::Error::Link(l) => Some(l.to_string()),
                     rocmc::Error::Backend(b) => Some(b.to_string()),
                     _ => None,

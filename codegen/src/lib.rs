@@ -26,10 +26,20 @@ pub use target::{AmdTarget, FeatureMode, NvidiaTarget, Target, TargetError, Targ
 pub enum CodegenError {
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// LLVM refused an operation on what rocmc built (a rocmc bug).
     #[error("LLVM: {0}")]
     Llvm(String),
+    /// rocmc failed on its own: a compiler thread died (a rocmc bug).
+    #[error("{0}")]
+    Internal(String),
     /// LLVM's backend reported an error for a module rocmc built (e.g. an
     /// operation it cannot lower for this target), instead of exiting.
-    #[error("LLVM's backend: {0}")]
-    Backend(String),
+    #[error("LLVM's backend: {message}")]
+    Backend {
+        /// LLVM's diagnostics, joined.
+        message: String,
+        /// The kernel function they are about: the module's only one, or
+        /// the one LLVM's message names.
+        kernel: Option<String>,
+    },
 }

@@ -125,6 +125,7 @@ pub fn compile(
         .map_err(llvm_err)?;
     be.after_optimise(&module);
     let t2 = std::time::Instant::now();
+    let names: Vec<&str> = prog.kernels.iter().map(|g| g.name.as_str()).collect();
     let mut out = Emitted::default();
     if req.llvm_ir {
         out.llvm_ir = module.print_to_string().to_string();
@@ -140,7 +141,7 @@ pub fn compile(
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Assembly)
             .map_err(llvm_err)?;
-        diags.check()?;
+        diags.check(&names)?;
         out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
     }
     if req.object && !be.emits_objects() {
@@ -154,7 +155,7 @@ pub fn compile(
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Object)
             .map_err(llvm_err)?;
-        diags.check()?;
+        diags.check(&names)?;
         out.object = Some(buf.as_slice().to_vec());
     }
     out.timings = vec![
@@ -212,14 +213,23 @@ impl Diagnostics {
         unsafe { LLVMContextSetDiagnosticHandler(cx.raw().cast(), Some(on_diagnostic), ctx) };
     }
 
-    /// The errors so far, as one [`CodegenError::Backend`].
-    pub(crate) fn check(&self) -> Result<(), CodegenError> {
+    /// The errors so far, as one [`CodegenError::Backend`] about one of
+    /// `kernels` (the module's kernel functions) where that can be told.
+    pub(crate) fn check(&self, kernels: &[&str]) -> Result<(), CodegenError> {
         let errors = self.errors.borrow();
         if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(CodegenError::Backend(errors.join("; ")))
+            return Ok(());
         }
+        let message = errors.join("; ");
+        let kernel = match kernels {
+            [one] => Some(one.to_string()),
+            // LLVM names the function in `in function NAME ...`.
+            _ => kernels
+                .iter()
+                .find(|k| message.contains(&format!("in function {k} ")))
+                .map(|k| k.to_string()),
+        };
+        Err(CodegenError::Backend { message, kernel })
     }
 }
 
@@ -268,8 +278,10 @@ mod tests {
             .unwrap();
         b.build_return(None).unwrap();
         let _ = tm.write_to_memory_buffer(&m, FileType::Object);
-        match diags.check() {
-            Err(CodegenError::Backend(msg)) => assert!(msg.contains("libcall"), "{msg}"),
+        match diags.check(&["k"]) {
+            Err(CodegenError::Backend { message, .. }) => {
+                assert!(message.contains("libcall"), "{message}")
+            }
             other => panic!("expected a backend error, got {other:?}"),
         }
     }

@@ -139,8 +139,8 @@ pub enum Error {
     /// An unknown or malformed target, or an unsupported combination.
     Target(#[from] TargetError),
     #[error("code generation failed: {0}")]
-    /// LLVM refused the module rocmc built (a rocmc bug).
-    Codegen(String),
+    /// LLVM refused the module rocmc built, or a compiler thread died (a rocmc bug).
+    Codegen(#[source] rocmc_codegen::CodegenError),
     /// LLVM's backend could not compile something for the target; rendered
     /// with the kernel file, line and column of the stage it comes from.
     #[error("{0}")]
@@ -479,10 +479,10 @@ pub fn backend(
     let out = rocmc_codegen::compile(&front.kernel, &front.program, target, &module_asm, req)
         .map_err(|e| match e {
             rocmc_codegen::CodegenError::Target(t) => Error::Target(t),
-            rocmc_codegen::CodegenError::Backend(msg) => {
-                Error::Backend(backend_diagnostic(front, &*tc, &msg))
+            rocmc_codegen::CodegenError::Backend { message, kernel } => {
+                Error::Backend(backend_diagnostic(front, &*tc, &message, kernel.as_deref()))
             }
-            other => Error::Codegen(other.to_string()),
+            other => Error::Codegen(other),
         })?;
     let t1 = Instant::now();
     timings.extend(out.timings.iter().copied());
@@ -505,10 +505,17 @@ pub fn backend(
     })
 }
 
-/// Points an error of LLVM's backend at the kernel file: at the first stage
-/// calling the math function the message names (LLVM says `fexp` for
-/// `exp`), else at the first stage.
-pub fn backend_diagnostic(front: &Frontend, tc: &dyn Toolchain, msg: &str) -> KernelError {
+/// Points an error of LLVM's backend at the kernel file: at the stage of
+/// the kernel function it is about (`kernel`, from codegen) or, within
+/// it, at the inlined stage calling the math function the message names
+/// (LLVM says `fexp` for `exp`); without a kernel, at the first stage
+/// calling that function, else at the first stage.
+pub fn backend_diagnostic(
+    front: &Frontend,
+    tc: &dyn Toolchain,
+    msg: &str,
+    kernel: Option<&str>,
+) -> KernelError {
     use rocmc_ir::kernel::{Expr, ExprKind};
     fn calls(e: &Expr, f: MathFn) -> bool {
         match &e.kind {
@@ -524,12 +531,23 @@ pub fn backend_diagnostic(front: &Frontend, tc: &dyn Toolchain, msg: &str) -> Ke
         msg.split(|c: char| !c.is_ascii_alphanumeric())
             .any(|w| w == f.name() || w.strip_prefix('f') == Some(f.name()))
     });
+    // The stage whose kernel it is, and the stages inlined into kernels.
+    let own = kernel
+        .and_then(|n| front.program.kernels.iter().find(|g| g.name == n))
+        .map(|g| k.stage(g.stage));
+    let candidates: Vec<&rocmc_ir::kernel::Stage> = match own {
+        Some(st) => std::iter::once(st)
+            .chain(k.stages.iter().filter(|s| s.is_inlined()))
+            .collect(),
+        None => k.stages.iter().collect(),
+    };
     let stage = named
         .and_then(|f| {
-            k.stages.iter().find(|s| {
+            candidates.iter().copied().find(|s| {
                 calls(&s.value, f) || s.reduce.as_ref().is_some_and(|r| calls(&r.body, f))
             })
         })
+        .or(own)
         .or(k.stages.first());
     let what = named.map_or("this kernel".to_string(), |f| format!("`{}`", f.name()));
     let span = stage.map_or(rocmc_ir::diag::Span::new(0, 0), |s| s.span);
@@ -667,9 +685,9 @@ pub fn compile_for(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(Error::Codegen(
+                    Err(Error::Codegen(rocmc_codegen::CodegenError::Internal(
                         "a compiler thread panicked (a rocmc bug)".into(),
-                    ))
+                    )))
                 })
             })
             .collect::<Result<Vec<_>, _>>()
@@ -854,6 +872,7 @@ mod tests {
             &front,
             &*toolchain::lookup(&t),
             "no libcall available for fexp",
+            None,
         );
         let text = e.render();
         assert!(text.contains("cannot compile `exp` for gfx90a"), "{text}");
@@ -862,5 +881,25 @@ mod tests {
             text.contains("LLVM said: no libcall available for fexp"),
             "{text}"
         );
+    }
+
+    /// With the kernel codegen names, the error points at that kernel's
+    /// stage even when the message names no function rocmc knows.
+    #[test]
+    fn backend_errors_point_at_the_kernel_codegen_names() {
+        let src = "[kernel]\nname = \"k\"\nsizes = [\"n\"]\n\n[inputs]\nx = { dtype = \"f32\", shape = [\"n\"] }\n\n[[stage]]\ncompute = \"A[i] = x[i] * 2.0\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n\n[[stage]]\ncompute = \"B[i] = A[i] + 1.0\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n";
+        let front = frontend("k.toml", src).unwrap();
+        let t = Target::parse("gfx90a", None, 5).unwrap();
+        let second = &front.program.kernels[1].name;
+        let e = backend_diagnostic(
+            &front,
+            &*toolchain::lookup(&t),
+            "cannot select: something",
+            Some(second),
+        );
+        let text = e.render();
+        assert!(text.contains("k.toml:13:"), "{text}");
+        let e = backend_diagnostic(&front, &*toolchain::lookup(&t), "cannot select", None);
+        assert!(e.render().contains("k.toml:8:"), "{}", e.render());
     }
 }

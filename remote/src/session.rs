@@ -35,7 +35,7 @@ pub struct Session {
     /// Content hash → the device's module id.
     modules: HashMap<String, ModuleId>,
     used: u64,
-    deferred: Option<String>,
+    deferred: Option<SessionError>,
 }
 
 impl Session {
@@ -77,83 +77,86 @@ impl Session {
         Some(match (self.deferred.take(), result) {
             (Some(e), _) => Reply::Error(format!("an earlier asynchronous request failed: {e}")),
             (None, Ok(r)) => r,
-            (None, Err(e)) => Reply::Error(e),
+            (None, Err(e)) => Reply::Error(e.to_string()),
         })
     }
 
-    fn dev(&mut self) -> Result<&mut dyn Device, String> {
+    fn dev(&mut self) -> Result<&mut dyn Device, SessionError> {
         match &mut self.dev {
             Some(d) => Ok(d.as_mut()),
-            None => Err("no device is open (send Open first)".to_string()),
+            None => Err(SessionError::Request(
+                "no device is open (send Open first)".into(),
+            )),
         }
     }
 
     /// The device's id and size of the client's buffer `id`.
-    fn buffer(&self, id: u32) -> Result<(BufferId, u64), String> {
+    fn buffer(&self, id: u32) -> Result<(BufferId, u64), SessionError> {
         self.bufs
             .get(&id)
             .copied()
-            .ok_or_else(|| format!("buffer #{id} does not exist"))
+            .ok_or_else(|| SessionError::Request(format!("buffer #{id} does not exist")))
     }
 
-    fn module_path(&self, hash: &str) -> Result<PathBuf, String> {
+    fn module_path(&self, hash: &str) -> Result<PathBuf, SessionError> {
         if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("`{hash}` is not a SHA-256 in hex"));
+            return Err(SessionError::Request(format!(
+                "`{hash}` is not a SHA-256 in hex"
+            )));
         }
         Ok(self.cfg.cache.join(format!("{hash}.module")))
     }
 
-    fn handle(&mut self, r: Request) -> Result<Reply, String> {
+    fn handle(&mut self, r: Request) -> Result<Reply, SessionError> {
         match r {
             Request::Open { device } => {
                 if self.dev.is_some() {
-                    return Err("the session already has a device".into());
+                    return Err(SessionError::Request(
+                        "the session already has a device".into(),
+                    ));
                 }
-                self.dev = Some(crate::device::open_local(&device).map_err(|e| e.to_string())?);
+                self.dev = Some(crate::device::open_local(&device)?);
                 Ok(Reply::Ok)
             }
             Request::HasModule { hash } => Ok(Reply::Has(self.module_path(&hash)?.exists())),
             Request::LoadModule { hash, bytes } => {
                 let bytes = self.cached_module(&hash, bytes)?;
-                let id = self.dev()?.load_module(&bytes).map_err(|e| e.to_string())?;
+                let id = self.dev()?.load_module(&bytes)?;
                 self.modules.insert(hash, id);
                 Ok(Reply::Ok)
             }
             Request::Alloc { id, bytes } => {
                 if self.bufs.contains_key(&id) {
-                    return Err(format!("buffer #{id} already exists"));
+                    return Err(SessionError::Request(format!(
+                        "buffer #{id} already exists"
+                    )));
                 }
                 if self.used.saturating_add(bytes) > self.cfg.memory_limit {
-                    return Err(format!(
+                    return Err(SessionError::Request(format!(
                         "allocating {bytes} bytes would exceed the session's memory limit of {} bytes ({} in use)",
                         self.cfg.memory_limit, self.used
-                    ));
+                    )));
                 }
-                let d = self.dev()?.alloc(bytes).map_err(|e| e.to_string())?;
+                let d = self.dev()?.alloc(bytes)?;
                 self.bufs.insert(id, (d, bytes));
                 self.used += bytes;
                 Ok(Reply::Ok)
             }
             Request::Write { id, offset, data } => {
                 let (d, size) = self.buffer(id)?;
-                rocmc_device::in_range("writing", id, offset, data.len() as u64, size)
-                    .map_err(|e| e.to_string())?;
-                self.dev()?
-                    .write(d, offset, &data)
-                    .map_err(|e| e.to_string())?;
+                rocmc_device::in_range("writing", id, offset, data.len() as u64, size)?;
+                self.dev()?.write(d, offset, &data)?;
                 Ok(Reply::Ok)
             }
             Request::Fill { id, dtype, seed } => {
                 let (d, _) = self.buffer(id)?;
-                rocmc_device::known_dtype(&dtype).map_err(|e| e.to_string())?;
-                self.dev()?
-                    .fill(d, &dtype, seed)
-                    .map_err(|e| e.to_string())?;
+                rocmc_device::known_dtype(&dtype)?;
+                self.dev()?.fill(d, &dtype, seed)?;
                 Ok(Reply::Ok)
             }
             Request::Free { id } => {
                 let (d, n) = self.buffer(id)?;
-                self.dev()?.free(d).map_err(|e| e.to_string())?;
+                self.dev()?.free(d)?;
                 self.bufs.remove(&id);
                 self.used -= n;
                 Ok(Reply::Ok)
@@ -164,9 +167,7 @@ impl Session {
                 args,
             } => {
                 let (m, a) = self.launch_of(&module, args)?;
-                self.dev()?
-                    .launch(&m, &kernel, &a)
-                    .map_err(|e| e.to_string())?;
+                self.dev()?.launch(&m, &kernel, &a)?;
                 Ok(Reply::Ok)
             }
             Request::Time {
@@ -176,56 +177,64 @@ impl Session {
                 warmup,
                 reps,
             } => {
-                rocmc_device::launch_count(warmup, reps).map_err(|e| e.to_string())?;
+                rocmc_device::launch_count(warmup, reps)?;
                 let (m, a) = self.launch_of(&module, args)?;
                 let t = self.dev()?.time(&m, &kernel, &a, warmup, reps);
-                Ok(Reply::Times(t.map_err(|e| e.to_string())?))
+                Ok(Reply::Times(t?))
             }
             Request::Read { id, offset, len } => {
                 let (d, size) = self.buffer(id)?;
                 if offset > size {
-                    return Err(format!(
+                    return Err(SessionError::Request(format!(
                         "reading from byte {offset} of buffer #{id} of {size} bytes"
-                    ));
+                    )));
                 }
                 // A reply stays within a frame of the worker's limit.
                 let most = self.cfg.max_frame.saturating_sub(proto::PART_OVERHEAD) as u64;
                 let n = len.min(size - offset).min(most);
-                let data = self.dev()?.read(d, offset, n).map_err(|e| e.to_string())?;
+                let data = self.dev()?.read(d, offset, n)?;
                 Ok(Reply::Data(data))
             }
             Request::Sync => {
-                self.dev()?.synchronize().map_err(|e| e.to_string())?;
+                self.dev()?.synchronize()?;
                 Ok(Reply::Ok)
             }
             Request::Crash => {
                 if self.cfg.allow_crash {
                     std::process::abort();
                 }
-                Err("this worker does not obey crash requests".into())
+                Err(SessionError::Request(
+                    "this worker does not obey crash requests".into(),
+                ))
             }
         }
     }
 
     /// A module's bytes: given (checked against the hash and cached) or
     /// from the worker's cache.
-    fn cached_module(&self, hash: &str, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, String> {
+    fn cached_module(&self, hash: &str, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, SessionError> {
         let path = self.module_path(hash)?;
         match bytes {
             Some(b) => {
                 if proto::content_hash(&b) != hash {
-                    return Err("the module's bytes do not match its hash".into());
+                    return Err(SessionError::Request(
+                        "the module's bytes do not match its hash".into(),
+                    ));
                 }
                 // Written under a temporary name, then renamed: another
                 // session never sees half a module.
                 let tmp = path.with_extension(format!("tmp{}", std::process::id()));
                 std::fs::write(&tmp, &b)
                     .and_then(|_| std::fs::rename(&tmp, &path))
-                    .map_err(|e| format!("caching the module: {e}"))?;
+                    .map_err(|source| SessionError::Cache {
+                        path: path.clone(),
+                        source,
+                    })?;
                 Ok(b)
             }
-            None => std::fs::read(&path)
-                .map_err(|_| format!("module {hash} is not in the worker's cache")),
+            None => std::fs::read(&path).map_err(|_| {
+                SessionError::Request(format!("module {hash} is not in the worker's cache"))
+            }),
         }
     }
 
@@ -235,30 +244,50 @@ impl Session {
         &self,
         hash: &str,
         args: Vec<WireArg>,
-    ) -> Result<(ModuleId, Vec<WireArg>), String> {
-        let m = self
-            .modules
-            .get(hash)
-            .cloned()
-            .ok_or_else(|| format!("module {hash} is not loaded in this session"))?;
+    ) -> Result<(ModuleId, Vec<WireArg>), SessionError> {
+        let m = self.modules.get(hash).cloned().ok_or_else(|| {
+            SessionError::Request(format!("module {hash} is not loaded in this session"))
+        })?;
         let args = args
             .into_iter()
             .map(|a| match a {
                 WireArg::Buffer { id, dtype, len } => {
                     let (d, size) = self.buffer(id)?;
-                    let (_, elem) = rocmc_device::known_dtype(&dtype).map_err(|e| e.to_string())?;
+                    let (_, elem) = rocmc_device::known_dtype(&dtype)?;
                     if len.checked_mul(elem as u64).is_none_or(|n| n > size) {
-                        return Err(format!(
+                        return Err(SessionError::Request(format!(
                             "buffer #{id} holds {size} bytes, not {len} {dtype}"
-                        ));
+                        )));
                     }
                     Ok(WireArg::Buffer { id: d, dtype, len })
                 }
                 other => Ok(other),
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, SessionError>>()?;
         Ok((m, args))
     }
+}
+
+/// Why a request failed. The client gets its message; the kinds keep
+/// apart the device's own errors, requests the session's state refuses,
+/// and the worker's module cache.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The device refused or failed the operation.
+    #[error(transparent)]
+    Device(#[from] rocmc_device::Error),
+    /// The request does not fit the session: no device open, an unknown
+    /// buffer or module, a limit reached.
+    #[error("{0}")]
+    Request(String),
+    /// The module could not be written to the worker's cache.
+    #[error("caching the module at {}: {source}", path.display())]
+    Cache {
+        /// Where the module was being written.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
 }
 
 /// Serves one session over stdin/stdout until the worker closes stdin.

@@ -230,7 +230,7 @@ pub fn run_cpu_with(
     let want = reference(k, &spec.sizes, &pvals, &inputs)?;
     let sizes32: Vec<i32> = spec.sizes.iter().map(|s| *s as i32).collect();
     rocmc_codegen::host::run_on_host(k, &front.program, &sizes32, &pbytes, &mut host, fp_contract)
-        .map_err(|e| Error::Codegen(e.to_string()))?;
+        .map_err(Error::Codegen)?;
     let mut kept = Kept {
         inputs: kept_inputs(k, spec, &inputs),
         ..Default::default()
