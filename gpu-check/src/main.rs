@@ -28,7 +28,7 @@ use rocmc_device::launch::{ArgRole, LaunchInfo};
 use rocmc_ir::interp;
 use rocmc_ir::reference::{compare, random_inputs, Comparison, Inputs, Rng};
 use rocmc_ir::{Kernel, TensorKind};
-use rocmc_runtime_cuda::{Cuda, Device, DeviceBuffer, KernelArg, Module};
+use rocmc_runtime_cuda::{Cuda, KernelArg};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -91,74 +91,6 @@ pub(crate) fn kernels(dir: &Path, ext: &str) -> Res<Vec<(String, Kernel, Vec<u8>
         out.push((name, k, module));
     }
     Ok(out)
-}
-
-/// Device buffers for every tensor, filled from `host`.
-pub(crate) fn upload(dev: &Device, host: &[Vec<u8>]) -> Res<Vec<DeviceBuffer<u8>>> {
-    host.iter()
-        .map(|b| {
-            let d = dev.alloc::<u8>(b.len()).map_err(|e| e.to_string())?;
-            d.copy_from_host(b).map_err(|e| e.to_string())?;
-            Ok(d)
-        })
-        .collect()
-}
-
-/// Every kernel of the module in order, with its arguments matched to
-/// tensors, sizes and parameters by name through the launch document:
-/// looked up once, so that launching (and timing) does nothing else.
-pub(crate) fn prepare<'m>(
-    m: &'m Module,
-    k: &Kernel,
-    bufs: &[DeviceBuffer<u8>],
-    sizes: &[i64],
-    pbytes: &[u8],
-) -> Res<Vec<(rocmc_runtime_cuda::Kernel<'m>, Vec<KernelArg>)>> {
-    let mut out = Vec::new();
-    for kl in &m.launch.kernels {
-        let kern = m.kernel(&kl.name).map_err(|e| e.to_string())?;
-        let mut args = Vec::new();
-        for a in &kl.args {
-            args.push(match a.role {
-                ArgRole::Buffer => {
-                    let i = k
-                        .tensors
-                        .iter()
-                        .position(|t| t.name == a.name)
-                        .ok_or_else(|| format!("no tensor `{}`", a.name))?;
-                    let t = &k.tensors[i];
-                    KernelArg::raw_buffer(&bufs[i], t.dtype.name(), bufs[i].len() / t.dtype.size())
-                }
-                ArgRole::Size => {
-                    let i = k
-                        .sizes
-                        .iter()
-                        .position(|s| s.name == a.name)
-                        .ok_or("size")?;
-                    KernelArg::size(sizes[i] as i32)
-                }
-                ArgRole::Scalar => {
-                    let i = k
-                        .params
-                        .iter()
-                        .position(|p| p.name == a.name)
-                        .ok_or("param")?;
-                    let t = k.params[i].dtype;
-                    KernelArg::raw_scalar(t.name(), pbytes[i * 8..i * 8 + t.size()].to_vec())
-                }
-            });
-        }
-        out.push((kern, args));
-    }
-    Ok(out)
-}
-
-/// Launches what [`prepare`] made, in order.
-pub(crate) fn launch_all(kernels: &[(rocmc_runtime_cuda::Kernel<'_>, Vec<KernelArg>)]) -> Res<()> {
-    for (kern, args) in kernels {
-        kern.launch(args, None).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 /// Sizes to check a kernel at: awkward fixed ones (1, a prime, not a
@@ -266,6 +198,33 @@ impl DeviceRunner {
         }
         d.synchronize().map_err(e)?;
         Ok(out)
+    }
+
+    /// Uploads `inputs` and times every kernel of the module with the
+    /// device's clock (3 warm-up launches, then `reps`): per repetition,
+    /// the sum of the kernels' times.
+    fn time(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs, reps: u32) -> Res<Vec<f64>> {
+        let (id, info) = self.module.as_ref().ok_or("no module loaded")?;
+        let d = &mut self.dev;
+        let e = |e: rocmc_device::Error| e.to_string();
+        let mut ids = Vec::new();
+        for b in &inputs.host {
+            ids.push(d.upload(b).map_err(e)?);
+        }
+        let mut total = vec![0.0; reps as usize];
+        for kl in &info.kernels {
+            let args =
+                rocmc_remote::device::wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
+            let ms = d.time(id, &kl.name, &args, 3, reps).map_err(e)?;
+            for (t, m) in total.iter_mut().zip(ms) {
+                *t += m;
+            }
+        }
+        for id in ids {
+            d.free(id).map_err(e)?;
+        }
+        d.synchronize().map_err(e)?;
+        Ok(total)
     }
 }
 
@@ -379,15 +338,14 @@ fn bench(args: &[String]) -> Res<bool> {
     let plan_path = args
         .get(1)
         .ok_or("bench needs a plan (JSON: name -> {size: value})")?;
-    let reps = flag(args, "--reps", 50)? as usize;
+    let reps = flag(args, "--reps", 50)? as u32;
     let plan: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(plan_path).map_err(|e| format!("{plan_path}: {e}"))?,
     )
     .map_err(|e| format!("{plan_path}: {e}"))?;
-    let cuda = Cuda::load().map_err(|e| e.to_string())?;
-    let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+    let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let mut runner = DeviceRunner::new(local, "ptx");
     for (name, k, ptx) in kernels(&dir, "ptx")? {
-        let ptx = String::from_utf8(ptx).map_err(|e| e.to_string())?;
         let Some(given) = plan.get(&name) else {
             continue;
         };
@@ -401,29 +359,15 @@ fn bench(args: &[String]) -> Res<bool> {
                     .ok_or(format!("{name}: plan lacks size {}", s.name))
             })
             .collect::<Res<_>>()?;
-        let m = dev.load_ptx(&ptx).map_err(|e| format!("{name}: {e}"))?;
+        runner.load(&ptx).map_err(|e| format!("{name}: {e}"))?;
+        let launch = rocmc_device::module_launch(&ptx).map_err(|e| e.to_string())?;
         let inputs = random_inputs(&k, &sizes, &HashMap::new(), 42)?;
-        let bufs = upload(&dev, &inputs.host)?;
-        let prepared = prepare(&m, &k, &bufs, &sizes, &inputs.pbytes)?;
-        let run = || launch_all(&prepared);
-        for _ in 0..3 {
-            run()?;
-        }
-        dev.synchronize().map_err(|e| e.to_string())?;
-        let mut ms = Vec::new();
-        for _ in 0..reps {
-            let (a, b) = (
-                dev.event().map_err(|e| e.to_string())?,
-                dev.event().map_err(|e| e.to_string())?,
-            );
-            a.record(None).map_err(|e| e.to_string())?;
-            run()?;
-            b.record(None).map_err(|e| e.to_string())?;
-            ms.push(f64::from(b.elapsed_since(&a).map_err(|e| e.to_string())?));
-        }
+        let mut ms = runner
+            .time(&k, &sizes, &inputs, reps)
+            .map_err(|e| format!("{name}: {e}"))?;
         ms.sort_by(f64::total_cmp);
         let median = ms[ms.len() / 2];
-        let bytes = bytes_moved(&k, &m.launch, &inputs.host);
+        let bytes = bytes_moved(&k, &launch, &inputs.host);
         let flops = rocmc_ir::reference::flops(&k, &sizes);
         let sz: serde_json::Map<String, serde_json::Value> = k
             .sizes
@@ -439,7 +383,6 @@ fn bench(args: &[String]) -> Res<bool> {
                 "tflops": flops as f64 / median / 1e9, "bytes": bytes, "flops": flops,
             })
         );
-        drop(bufs);
     }
     Ok(true)
 }

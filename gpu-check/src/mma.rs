@@ -9,7 +9,7 @@
 //! here. A layout entry that is wrong anywhere makes the comparison fail.
 
 use crate::Res;
-use rocmc_runtime_cuda::{Cuda, KernelArg};
+use rocmc_device::{Arg, Device};
 use rocmc_target::matrix::{execute, Family, MType, MatrixInstr, INSTRUCTIONS};
 
 fn ptx(i: &MatrixInstr) -> String {
@@ -83,31 +83,42 @@ fn pack(t: MType, lanes: &[Vec<f64>]) -> Vec<u32> {
         .collect()
 }
 
-/// Launches the one-warp kernel on packed A and B; D as numbers.
-fn run<T: rocmc_runtime_cuda::DeviceScalar + Into<f64>>(
-    kern: &rocmc_runtime_cuda::Kernel,
-    dev: &rocmc_runtime_cuda::Device,
-    pa: &[u32],
-    pb: &[u32],
-) -> Res<Vec<f64>> {
-    let e = |e: rocmc_runtime_cuda::Error| e.to_string();
-    let da = dev.upload(pa).map_err(e)?;
-    let db = dev.upload(pb).map_err(e)?;
-    let dd = dev.alloc::<T>(128).map_err(e)?;
-    kern.launch(
+/// Launches the one-warp kernel of `module` on packed A and B; D as numbers.
+fn run(dev: &mut dyn Device, module: &str, int: bool, pa: &[u32], pb: &[u32]) -> Res<Vec<f64>> {
+    let e = |e: rocmc_device::Error| e.to_string();
+    let bytes = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let da = dev.upload(&bytes(pa)).map_err(e)?;
+    let db = dev.upload(&bytes(pb)).map_err(e)?;
+    let dd = dev.alloc(128 * 4).map_err(e)?;
+    let buffer = |id, dtype: &str, len| Arg::Buffer {
+        id,
+        dtype: dtype.into(),
+        len,
+    };
+    let dtype = if int { "i32" } else { "f32" };
+    dev.launch(
+        module,
+        "mma",
         &[
-            KernelArg::buffer(&da),
-            KernelArg::buffer(&db),
-            KernelArg::buffer(&dd),
+            buffer(da, "u32", 128),
+            buffer(db, "u32", 64),
+            buffer(dd, dtype, 128),
         ],
-        None,
     )
     .map_err(e)?;
-    Ok(dd
-        .to_vec()
-        .map_err(e)?
-        .into_iter()
-        .map(Into::into)
+    let d = dev.read_all(dd).map_err(e)?;
+    for id in [da, db, dd] {
+        dev.free(id).map_err(e)?;
+    }
+    Ok(d.chunks_exact(4)
+        .map(|c| {
+            let w = [c[0], c[1], c[2], c[3]];
+            if int {
+                f64::from(i32::from_le_bytes(w))
+            } else {
+                f64::from(f32::from_le_bytes(w))
+            }
+        })
         .collect())
 }
 
@@ -117,8 +128,7 @@ pub fn check(args: &[String]) -> Res<bool> {
     // Self-test: pack lane 0's first two A elements swapped, as a layout
     // mistake would; every instruction must then come out WRONG.
     let perturb = args.iter().any(|a| a == "--perturb");
-    let cuda = Cuda::load().map_err(|e| e.to_string())?;
-    let dev = cuda.device("cuda").map_err(|e| e.to_string())?;
+    let mut dev = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
     let mut rng = rocmc_ir::reference::Rng(seed);
     let mut all = true;
     println!("| instruction | shape | layout cells checked | max error | result |");
@@ -158,14 +168,9 @@ pub fn check(args: &[String]) -> Res<bool> {
         let pa = pack(i.a, &sent);
         let pb = pack(i.b, &rb);
         let module = dev
-            .load_ptx(&ptx(i))
+            .load_module(ptx(i).as_bytes())
             .map_err(|e| format!("{}: {e}", i.name))?;
-        let kern = module.kernel("mma").map_err(|e| e.to_string())?;
-        let got: Vec<f64> = if i.acc == MType::I32 {
-            run::<i32>(&kern, &dev, &pa, &pb)?
-        } else {
-            run::<f32>(&kern, &dev, &pa, &pb)?
-        };
+        let got = run(dev.as_mut(), &module, i.acc == MType::I32, &pa, &pb)?;
         // What the table says D holds: through `execute`, the CPU's model of the instruction.
         let rc = lanes(i.acc_per_lane(), &|_, _| 0.0);
         let want = execute(i, &ra, &rb, &rc);
