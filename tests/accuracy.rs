@@ -2,7 +2,7 @@
 //! MPFR (correctly rounded, 256-bit working precision) as the reference.
 //!
 //! Each function runs as a kernel `Y[i] = f(x[i])` through the CPU path —
-//! the same LLVM expansions a GPU runs (codegen/src/math.rs) —
+//! the same LLVM expansions a GPU runs (codegen/src/function/math.rs) —
 //! over a sweep of inputs: 0, ±denormals, ±inf, NaN, the largest finite
 //! values, the points where an expansion switches ranges and their
 //! neighbours, random values over the whole exponent range and dense

@@ -1,13 +1,16 @@
 //! rocmc's code generators.
 //!
 //! Loop IR ([`rocmc_ir::Program`]) becomes an LLVM module: the
-//! target-neutral lowering (`function/`, with `index.rs` and `math.rs`)
-//! writes each kernel's body, and a [`backend`] supplies what the target
-//! decides (ABI, address spaces, indices, barriers). The module is
-//! optimised with `default<O3>` and emitted as LLVM IR text, assembly (GCN,
-//! or PTX for NVIDIA) or, for AMDGPU, an ELF relocatable object; linking a
-//! code object is the linker crate's job. [`host`] runs the same lowering
-//! on the host CPU through LLVM's JIT.
+//! target-neutral lowering (`function/`, split by topic: statements,
+//! control, fills, matrix, addresses, expressions, casts, scatters, index
+//! arithmetic, math, the CPU's lockstep body) writes each kernel's body,
+//! and the [`backend`] that `backend::lookup` picks for the target
+//! supplies what the target decides (ABI, address spaces, indices,
+//! barriers), through `emit.rs`'s `Emit`. The module is optimised with
+//! `default<O3>` and emitted as LLVM IR text, assembly (GCN, or PTX for
+//! NVIDIA) or an ELF relocatable object; linking is the linker crate's job.
+//! [`jit`] (also named [`host`]) runs the same lowering on this machine
+//! through LLVM's JIT.
 
 pub mod backend;
 mod emit;
