@@ -121,6 +121,18 @@ pub(super) struct Thread {
     open: Vec<(u32, usize, Scalar)>,
 }
 
+/// The threads `active` marks, with their numbers in the block.
+fn active_threads<'t, T>(
+    threads: impl Iterator<Item = T> + 't,
+    active: &'t [bool],
+) -> impl Iterator<Item = (usize, T)> + 't {
+    threads
+        .zip(active)
+        .enumerate()
+        .filter(|(_, (_, a))| **a)
+        .map(|(n, (t, _))| (n, t))
+}
+
 /// The error of an index that divides by zero.
 fn dz(env: &Env) -> InterpError {
     InterpError::DivisionByZero {
@@ -294,13 +306,7 @@ impl Block<'_, '_> {
     ) -> Result<(), InterpError> {
         let env = self.env;
         let dz = || dz(env);
-        for (n, (t, _)) in self
-            .th
-            .iter()
-            .zip(active)
-            .enumerate()
-            .filter(|(_, (_, a))| **a)
-        {
+        for (n, t) in active_threads(self.th.iter(), active) {
             env.races.borrow_mut().current = n;
             let idx = indices
                 .iter()
@@ -324,13 +330,7 @@ impl Block<'_, '_> {
     ) -> Result<(), InterpError> {
         let env = self.env;
         let (bufs, shared) = (&mut *self.bufs, &mut *self.shared);
-        for (n, (t, _)) in self
-            .th
-            .iter()
-            .zip(active)
-            .enumerate()
-            .filter(|(_, (_, a))| **a)
-        {
+        for (n, t) in active_threads(self.th.iter(), active) {
             env.races.borrow_mut().current = n;
             match place {
                 None => {
@@ -362,13 +362,7 @@ impl Block<'_, '_> {
     ) -> Result<(), InterpError> {
         let env = self.env;
         let (bufs, shared) = (&*self.bufs, &*self.shared);
-        for (n, (t, _)) in self
-            .th
-            .iter_mut()
-            .zip(active)
-            .enumerate()
-            .filter(|(_, (_, a))| **a)
-        {
+        for (n, t) in active_threads(self.th.iter_mut(), active) {
             env.races.borrow_mut().current = n;
             let i = index.eval(env.sizes, &t.vars).ok_or_else(|| dz(env))? as usize;
             let v = normalize(
@@ -382,13 +376,7 @@ impl Block<'_, '_> {
 
     fn async_wait(&mut self, pending: u32, active: &[bool]) -> Result<(), InterpError> {
         let env = self.env;
-        for (n, (t, _)) in self
-            .th
-            .iter_mut()
-            .zip(active)
-            .enumerate()
-            .filter(|(_, (_, a))| **a)
-        {
+        for (n, t) in active_threads(self.th.iter_mut(), active) {
             env.races.borrow_mut().current = n;
             while t.in_flight.len() > pending as usize {
                 for (a, i, v) in t.in_flight.remove(0) {
@@ -413,13 +401,7 @@ impl Block<'_, '_> {
     ) -> Result<(), InterpError> {
         let env = self.env;
         let (bufs, shared) = (&*self.bufs, &mut *self.shared);
-        for (n, (t, _)) in self
-            .th
-            .iter_mut()
-            .zip(active)
-            .enumerate()
-            .filter(|(_, (_, a))| **a)
-        {
+        for (n, t) in active_threads(self.th.iter_mut(), active) {
             env.races.borrow_mut().current = n;
             let i = index.eval(env.sizes, &t.vars).ok_or_else(|| dz(env))? as usize;
             // Every lane is read before any is written, as one access does.
@@ -456,13 +438,7 @@ impl Block<'_, '_> {
     ) -> Result<(), InterpError> {
         let env = self.env;
         let dz = || dz(env);
-        for (n, (t, _)) in self
-            .th
-            .iter()
-            .zip(active)
-            .enumerate()
-            .filter(|(_, (_, a))| **a)
-        {
+        for (n, t) in active_threads(self.th.iter(), active) {
             env.races.borrow_mut().current = n;
             let i = index.eval(env.sizes, &t.vars).ok_or_else(dz)? as usize;
             let v = normalize(

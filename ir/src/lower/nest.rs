@@ -144,18 +144,7 @@ fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     let zero = Index::c(0);
     let locals = slots.locals(stage, 1);
     let shared = slots.shared(stage, block.iter().product(), nest.var(tr).span);
-    let spatial: Vec<Guard> = nest
-        .guards
-        .iter()
-        .filter(|g| {
-            !nest
-                .vars
-                .iter()
-                .enumerate()
-                .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
-        })
-        .cloned()
-        .collect();
+    let spatial: Vec<Guard> = spatial_guards(nest).into_iter().cloned().collect();
     let mut leaf = slots.init(&zero);
     let update = slots.update(&zero);
     // With tiles staged inside the reduction, the barriers there must
@@ -261,17 +250,7 @@ fn serial(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     }
     let slots = Slots::new(k, sid, stage, subst).expect("a reduction");
     let locals = slots.locals(stage, len as u32);
-    let spatial: Vec<&Guard> = nest
-        .guards
-        .iter()
-        .filter(|g| {
-            !nest
-                .vars
-                .iter()
-                .enumerate()
-                .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
-        })
-        .collect();
+    let spatial = spatial_guards(nest);
     let init = slots.init(&acc_index);
     let update = slots.update(&acc_index);
     let store = slots.stores(value, indices, &|s| slots.at(Home::Local, 0, s, &acc_index));
@@ -305,4 +284,18 @@ fn serial(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     leaf.extend(build(nest, &acc_loops, &spatial, store));
     body.extend(build(nest, outer, &[], leaf));
     Ok((body, locals, Vec::new()))
+}
+
+/// The nest's guards that depend on no reduction loop: those of the output.
+fn spatial_guards(nest: &crate::schedule::LoopNest) -> Vec<&Guard> {
+    nest.guards
+        .iter()
+        .filter(|g| {
+            !nest
+                .vars
+                .iter()
+                .enumerate()
+                .any(|(i, lv)| lv.reduce && g.value.uses_var(VarId(i as u32)))
+        })
+        .collect()
 }
