@@ -430,3 +430,33 @@ fn verify_is_a_global_flag_that_changes_no_output() {
     );
     assert!(run.status.success(), "{}", text(&run.stderr));
 }
+
+/// A compiled module given where a kernel file goes is the user's mistake:
+/// exit 2, naming the file and what goes there, and no output written.
+#[test]
+fn a_binary_file_is_not_taken_for_a_kernel_file() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx942",
+            example("vadd").to_str().unwrap(),
+            "-o",
+            "vadd.o",
+        ],
+    );
+    ok(&out);
+    for args in [
+        &["build", "--mcpu", "gfx942", "vadd.o"][..],
+        &["run", "--device", "cpu", "vadd.o"][..],
+    ] {
+        let out = rocmc(d.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("vadd.o: not a kernel file"), "{err}");
+        assert!(err.contains(".hsaco"), "{err}");
+    }
+    assert_eq!(files_in(d.path()), ["vadd.o"]);
+}

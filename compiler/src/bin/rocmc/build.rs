@@ -1,6 +1,6 @@
 //! `rocmc build`: compile a kernel file into the forms asked for.
 
-use crate::{io, FpContract};
+use crate::{io, read_kernel, FpContract};
 use clap::ValueEnum;
 use rocmc::{Emit, Error, Options};
 use std::io::Write;
@@ -175,7 +175,7 @@ pub struct BuildArgs {
 }
 
 pub fn build(a: BuildArgs) -> Result<(), Error> {
-    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let source = read_kernel(&a.kernel)?;
     let file = a.kernel.display().to_string();
     let mut kinds = a.emit.clone();
     kinds.sort();

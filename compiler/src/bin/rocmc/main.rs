@@ -77,6 +77,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// A kernel file's text; a binary file (a compiled module given where a
+/// kernel file goes) is the user's mistake, said as such.
+fn read_kernel(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => Error::Usage(format!(
+            "{}: not a kernel file (it is not UTF-8 text); kernel files are TOML \
+             (docs/kernel-format.md), and `rocmc run` runs compiled modules ending in \
+             .hsaco, .hipfb, .co, .ptx or .so",
+            path.display()
+        )),
+        _ => io(path)(e),
+    })
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.display().to_string(),

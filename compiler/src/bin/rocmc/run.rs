@@ -1,7 +1,7 @@
 //! `rocmc run`: a kernel on seeded random or given inputs, compared with
 //! the reference interpreter.
 
-use crate::{io, FpContract};
+use crate::{io, read_kernel, FpContract};
 use rocmc::{Error, Options};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -111,7 +111,7 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
     if matches!(ext, "hsaco" | "hipfb" | "co" | "ptx" | "so") {
         return run_binary(&a);
     }
-    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let source = read_kernel(&a.kernel)?;
     let tune = match &a.tune {
         Some(t) => rocmc::ir::tune::parse_assignments(t)
             .map_err(|e| Error::Usage(format!("--tune: {e}")))?,

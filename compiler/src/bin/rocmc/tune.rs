@@ -2,7 +2,7 @@
 
 use crate::build::rocmc_ir_kernel;
 use crate::run::parse_size;
-use crate::{io, FpContract};
+use crate::{read_kernel, FpContract};
 use clap::ValueEnum;
 use rocmc::{Error, Options};
 use std::path::PathBuf;
@@ -111,7 +111,7 @@ fn on_event(bar: &indicatif::ProgressBar, e: rocmc::tune::Event) {
 
 pub fn tune(a: TuneArgs) -> Result<(), Error> {
     use rocmc::tune::db;
-    let source = std::fs::read_to_string(&a.kernel).map_err(io(&a.kernel))?;
+    let source = read_kernel(&a.kernel)?;
     let file = a.kernel.display().to_string();
     let k = rocmc_ir_kernel(&file, &source)?;
     let names: Vec<String> = k.sizes.iter().map(|s| s.name.clone()).collect();
