@@ -62,6 +62,18 @@ pub enum Error {
     /// Writing the shared object where the loader can read it.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// A kernel wrote into the guard band around a buffer: outside it.
+    #[error(
+        "kernel `{kernel}` wrote outside buffer `{buffer}` ({where_}); the guard band was restored"
+    )]
+    OutOfBounds {
+        /// The kernel that ran.
+        kernel: String,
+        /// The buffer argument, by name.
+        buffer: String,
+        /// Before or after it, and how far.
+        where_: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -74,7 +86,46 @@ type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8, i64,
 /// [`KernelArg`] is refused instead of being written through.
 #[derive(Default)]
 struct Heap {
+    /// Each live buffer's address and byte length.
     live: HashMap<u64, usize>,
+}
+
+/// The guard band on each side of every buffer, in 8-byte words, and what
+/// it holds.
+const GUARD_WORDS: usize = 1 << 13;
+const GUARD_PATTERN: u64 = 0xA5A5_A5A5_A5A5_A5A5;
+
+/// Stack of each thread that runs work-groups: a work-group's shared arrays
+/// and its threads' register arrays live there (reserved, not committed).
+const WORKER_STACK: usize = 256 << 20;
+
+/// Where a buffer's guard bands were written, if anywhere: checks and
+/// restores them. `addr` and `bytes` are a live buffer's, under the heap lock.
+fn check_guards(addr: u64, bytes: usize) -> Option<String> {
+    let words = bytes.div_ceil(8).max(1);
+    // SAFETY: a live buffer's store holds GUARD_WORDS words before `addr`
+    // and after its `words` words (see `Cpu::alloc`); the heap lock is held,
+    // so no kernel runs and the store is not freed.
+    let (before, after) = unsafe {
+        let base = (addr as *mut u64).sub(GUARD_WORDS);
+        (
+            std::slice::from_raw_parts_mut(base, GUARD_WORDS),
+            std::slice::from_raw_parts_mut(base.add(GUARD_WORDS + words), GUARD_WORDS),
+        )
+    };
+    // The buffer's last word may be partly padding: a write there is inside
+    // the allocation but outside the buffer only when bytes % 8 != 0, which
+    // rocmc's element sizes never make a kernel reach.
+    let hit_before = before.iter().rposition(|w| *w != GUARD_PATTERN);
+    let hit_after = after.iter().position(|w| *w != GUARD_PATTERN);
+    let what = match (hit_before, hit_after) {
+        (Some(i), _) => format!("{} bytes before it", (GUARD_WORDS - i) * 8),
+        (None, Some(i)) => format!("{} bytes after its end", i * 8 + 8),
+        (None, None) => return None,
+    };
+    before.fill(GUARD_PATTERN);
+    after.fill(GUARD_PATTERN);
+    Some(what)
 }
 
 /// The host CPU as a device.
@@ -121,10 +172,13 @@ impl Cpu {
 
     /// A zero-filled buffer of `len` elements.
     pub fn alloc<T: DeviceScalar>(&self, len: usize) -> CpuBuffer<T> {
-        // u64 storage keeps every element type aligned.
+        // u64 storage keeps every element type aligned; a guard band on
+        // each side catches a kernel's writes outside the buffer.
         let words = (len * std::mem::size_of::<T>()).div_ceil(8).max(1);
-        let mut store = vec![0u64; words].into_boxed_slice();
-        let addr = store.as_mut_ptr() as u64;
+        let mut store = vec![0u64; words + 2 * GUARD_WORDS].into_boxed_slice();
+        store[..GUARD_WORDS].fill(GUARD_PATTERN);
+        store[GUARD_WORDS + words..].fill(GUARD_PATTERN);
+        let addr = store[GUARD_WORDS..].as_mut_ptr() as u64;
         self.heap
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -258,7 +312,10 @@ impl<T: DeviceScalar> CpuBuffer<T> {
         unsafe {
             std::ptr::copy_nonoverlapping(
                 data.as_ptr().cast::<u8>(),
-                (*self.store.get()).as_mut_ptr().cast::<u8>(),
+                (*self.store.get())
+                    .as_mut_ptr()
+                    .add(GUARD_WORDS)
+                    .cast::<u8>(),
                 n,
             )
         };
@@ -282,6 +339,7 @@ impl<T: DeviceScalar> CpuBuffer<T> {
                 data.as_ptr().cast::<u8>(),
                 (*self.store.get())
                     .as_mut_ptr()
+                    .add(GUARD_WORDS)
                     .cast::<u8>()
                     .add(offset * size),
                 std::mem::size_of_val(data),
@@ -302,7 +360,11 @@ impl<T: DeviceScalar> CpuBuffer<T> {
         // range was checked to lie inside it; every bit pattern is a T.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                (*self.store.get()).as_ptr().cast::<u8>().add(offset * size),
+                (*self.store.get())
+                    .as_ptr()
+                    .add(GUARD_WORDS)
+                    .cast::<u8>()
+                    .add(offset * size),
                 out.as_mut_ptr().cast::<u8>(),
                 n * size,
             )
@@ -319,7 +381,7 @@ impl<T: DeviceScalar> CpuBuffer<T> {
         // pattern is a value (the DeviceScalar types).
         unsafe {
             std::ptr::copy_nonoverlapping(
-                (*self.store.get()).as_ptr().cast::<u8>(),
+                (*self.store.get()).as_ptr().add(GUARD_WORDS).cast::<u8>(),
                 out.as_mut_ptr().cast::<u8>(),
                 self.len * std::mem::size_of::<T>(),
             )
@@ -506,16 +568,61 @@ impl Kernel<'_> {
             };
         };
         // Starting threads costs more than a small grid's work: one worker
-        // runs on the caller's thread.
+        // runs on the caller's thread (whose stack must then hold a
+        // work-group's arrays, as a program's main thread's 8 MiB do).
         if workers == 1 {
             work();
-            return Ok(());
+        } else {
+            std::thread::scope(|s| {
+                let spawned: Vec<_> = (0..workers)
+                    .map(|_| {
+                        std::thread::Builder::new()
+                            .stack_size(WORKER_STACK)
+                            .spawn_scoped(s, work)
+                    })
+                    .collect();
+                spawned.into_iter().find_map(|h| h.err())
+            })
+            .map_or(Ok(()), |e| Err(Error::Io(e)))?;
         }
-        std::thread::scope(|s| {
-            for _ in 0..workers {
-                s.spawn(work);
+        // Buffer arguments in order, as `t.bufs` holds their addresses.
+        let buffers = self
+            .launch
+            .args
+            .iter()
+            .filter(|la| la.role == ArgRole::Buffer);
+        for (la, addr) in buffers.zip(&t.bufs) {
+            let bytes = heap.live.get(&(*addr as u64)).copied().unwrap_or(0);
+            if let Some(where_) = check_guards(*addr as u64, bytes) {
+                return Err(Error::OutOfBounds {
+                    kernel: self.launch.name.clone(),
+                    buffer: la.name.clone(),
+                    where_,
+                });
             }
-        });
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write just outside a buffer, on either side, is found, located
+    /// and repaired; the buffer's own bytes stay as they were.
+    #[test]
+    fn guard_bands_catch_writes_outside_a_buffer() {
+        let cpu = Cpu::with_threads(1);
+        let b = cpu.upload::<u32>(&[1, 2, 3]);
+        assert_eq!(check_guards(b.addr, 12), None);
+        // SAFETY: inside the guard bands `Cpu::alloc` placed around the buffer.
+        unsafe { (b.addr as *mut u8).sub(3).write(0) };
+        assert_eq!(check_guards(b.addr, 12).as_deref(), Some("8 bytes before it"));
+        assert_eq!(check_guards(b.addr, 12), None, "restored");
+        // SAFETY: as above, after the buffer's (padded) last word.
+        unsafe { (b.addr as *mut u8).add(16 + 8).write(7) };
+        assert_eq!(check_guards(b.addr, 12).as_deref(), Some("16 bytes after its end"));
+        assert_eq!(b.to_vec(), [1, 2, 3]);
     }
 }

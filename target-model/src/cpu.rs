@@ -14,8 +14,10 @@ pub const NAMES: [&str; 4] = ["x86-64", "x86_64", "host", "cpu"];
 pub const LLVM_CPU: &str = "x86-64-v3";
 
 /// What the CPU runtime gives a work-group's shared arrays: they live on
-/// the stack of the thread that runs it.
-pub const SHARED_PER_BLOCK: u32 = 64 * 1024;
+/// the stack of the thread that runs it (rocmc's CPU runtime gives its
+/// threads 256 MiB of stack). As much as any GPU target has, so that the
+/// CPU can run (`--emulate`) every GPU schedule.
+pub const SHARED_PER_BLOCK: u32 = 256 * 1024;
 
 /// Threads of one work-group; they run in lockstep in one OS thread.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;

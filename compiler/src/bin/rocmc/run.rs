@@ -128,19 +128,15 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         .map(|(s, v)| format!("{}={v}", s.name))
         .collect();
     let t0 = std::time::Instant::now();
-    let (where_, report, kept) = if a.device == "cpu" {
-        let mut opts = Options::new("cpu");
-        opts.emulate = a.emulate.clone();
-        let cpu = rocmc::targets(&opts)?.remove(0);
-        let front = front.for_target(&cpu, &opts)?;
-        let (cmp, kept) =
-            rocmc::run::run_cpu_with(&front, &spec, a.fp_contract == FpContract::Fast)?;
-        ("cpu".to_string(), cmp, kept)
-    } else {
-        let mut opts = Options::new("gfx900");
+    let (where_, report, kept) = {
+        // The target comes from the device (`run_on`); these are the rest.
+        let mut opts = Options::new("");
         opts.fp_contract = a.fp_contract == FpContract::Fast;
+        opts.emulate = a.emulate.clone();
+        let cpu = a.device == "cpu";
         let what = rocmc::run::GpuRun {
-            check: a.check,
+            // On the CPU the comparison is the point of a run.
+            check: a.check || cpu,
             bench: a.bench,
         };
         let r = rocmc::run::run_device(&front, &a.device, &spec, what, &opts)?;
@@ -155,7 +151,8 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
                 r.flops as f64 / total / 1e6
             );
         }
-        (r.device.clone(), r.comparisons, r.kept)
+        let where_ = if cpu { "cpu".to_string() } else { r.device.clone() };
+        (where_, r.comparisons, r.kept)
     };
     if let Some(dir) = &a.output {
         write_kept(dir, &kept)?;
