@@ -141,7 +141,7 @@ pub fn compile(
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Assembly)
             .map_err(llvm_err)?;
-        diags.check(&names)?;
+        diags.check_each(&names, &module, &tm, FileType::Assembly)?;
         out.asm = Some(String::from_utf8_lossy(buf.as_slice()).into_owned());
     }
     if req.object && !be.emits_objects() {
@@ -155,7 +155,7 @@ pub fn compile(
         let buf = tm
             .write_to_memory_buffer(&m, FileType::Object)
             .map_err(llvm_err)?;
-        diags.check(&names)?;
+        diags.check_each(&names, &module, &tm, FileType::Object)?;
         out.object = Some(buf.as_slice().to_vec());
     }
     out.timings = vec![
@@ -231,6 +231,44 @@ impl Diagnostics {
         };
         Err(CodegenError::Backend { message, kernel })
     }
+
+    /// [`Diagnostics::check`], and where LLVM's message names none of
+    /// several kernels, the one it is about: each kernel function of
+    /// `module` generated alone (the others removed) until the error
+    /// recurs. Only on the error path, so its cost does not matter.
+    pub(crate) fn check_each(
+        &self,
+        kernels: &[&str],
+        module: &inkwell::module::Module,
+        tm: &inkwell::targets::TargetMachine,
+        ft: FileType,
+    ) -> Result<(), CodegenError> {
+        match self.check(kernels) {
+            Err(CodegenError::Backend {
+                message,
+                kernel: None,
+            }) => {
+                let kernel = kernels
+                    .iter()
+                    .find(|k| {
+                        let m = module.clone();
+                        for other in kernels.iter().filter(|o| o != k) {
+                            if let Some(f) = m.get_function(other) {
+                                // SAFETY: kernels are entry points: no function of the module calls or refers to them.
+                                unsafe { f.delete() };
+                            }
+                        }
+                        self.errors.borrow_mut().clear();
+                        let _ = tm.write_to_memory_buffer(&m, ft);
+                        !self.errors.borrow().is_empty()
+                    })
+                    .map(|k| k.to_string());
+                self.errors.borrow_mut().clear();
+                Err(CodegenError::Backend { message, kernel })
+            }
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -281,6 +319,56 @@ mod tests {
         match diags.check(&["k"]) {
             Err(CodegenError::Backend { message, .. }) => {
                 assert!(message.contains("libcall"), "{message}")
+            }
+            other => panic!("expected a backend error, got {other:?}"),
+        }
+    }
+
+    /// Of two kernels, the one LLVM's backend fails on is found by
+    /// generating each alone, though the message names neither.
+    #[test]
+    fn a_backend_error_names_the_kernel_it_is_about() {
+        let t = crate::AmdTarget::new(crate::TargetId::parse("gfx90a").unwrap(), None, 5).unwrap();
+        let tm = target_machine(&t).unwrap();
+        let diags = Diagnostics::default();
+        let cx = Context::create();
+        diags.capture(&cx);
+        let m = cx.create_module("two");
+        m.set_triple(&TargetTriple::create(TRIPLE));
+        let f64t = cx.f64_type();
+        let ty = cx.void_type().fn_type(
+            &[f64t.into(), cx.ptr_type(AddressSpace::from(1u16)).into()],
+            false,
+        );
+        let b = cx.create_builder();
+        for (name, bad) in [("fine", false), ("broken", true), ("also_fine", false)] {
+            let f = m.add_function(name, ty, None);
+            f.set_call_conventions(AMDGPU_KERNEL_CC);
+            b.position_at_end(cx.append_basic_block(f, "entry"));
+            let x = f.get_nth_param(0).unwrap();
+            let v = if bad {
+                let exp = Intrinsic::find("llvm.exp")
+                    .unwrap()
+                    .get_declaration(&m, &[f64t.into()])
+                    .unwrap();
+                b.build_call(exp, &[x.into()], "")
+                    .unwrap()
+                    .try_as_basic_value()
+                    .unwrap_basic()
+            } else {
+                x
+            };
+            b.build_store(f.get_nth_param(1).unwrap().into_pointer_value(), v)
+                .unwrap();
+            b.build_return(None).unwrap();
+        }
+        let _ = tm.write_to_memory_buffer(&m.clone(), FileType::Object);
+        let names = ["fine", "broken", "also_fine"];
+        match diags.check_each(&names, &m, &tm, FileType::Object) {
+            Err(CodegenError::Backend { message, kernel }) => {
+                assert!(message.contains("libcall"), "{message}");
+                assert_eq!(kernel.as_deref(), Some("broken"), "{message}");
+                assert!(!message.contains("broken"), "LLVM named it: {message}");
             }
             other => panic!("expected a backend error, got {other:?}"),
         }

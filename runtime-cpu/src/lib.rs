@@ -618,11 +618,17 @@ mod tests {
         assert_eq!(check_guards(b.addr, 12), None);
         // SAFETY: inside the guard bands `Cpu::alloc` placed around the buffer.
         unsafe { (b.addr as *mut u8).sub(3).write(0) };
-        assert_eq!(check_guards(b.addr, 12).as_deref(), Some("8 bytes before it"));
+        assert_eq!(
+            check_guards(b.addr, 12).as_deref(),
+            Some("8 bytes before it")
+        );
         assert_eq!(check_guards(b.addr, 12), None, "restored");
         // SAFETY: as above, after the buffer's (padded) last word.
         unsafe { (b.addr as *mut u8).add(16 + 8).write(7) };
-        assert_eq!(check_guards(b.addr, 12).as_deref(), Some("16 bytes after its end"));
+        assert_eq!(
+            check_guards(b.addr, 12).as_deref(),
+            Some("16 bytes after its end")
+        );
         assert_eq!(b.to_vec(), [1, 2, 3]);
     }
 }

@@ -151,7 +151,11 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
                 r.flops as f64 / total / 1e6
             );
         }
-        let where_ = if cpu { "cpu".to_string() } else { r.device.clone() };
+        let where_ = if cpu {
+            "cpu".to_string()
+        } else {
+            r.device.clone()
+        };
         (where_, r.comparisons, r.kept)
     };
     if let Some(dir) = &a.output {
