@@ -379,9 +379,13 @@ fn fuzz_worker_protocol() {
     let session = vec![
         Request::LoadModule {
             hash: hash.clone(),
+            proof: String::new(),
             bytes: Some(module.clone()),
         },
-        Request::HasModule { hash: hash.clone() },
+        Request::HasModule {
+            hash: hash.clone(),
+            proof: String::new(),
+        },
         Request::Alloc {
             id: 0,
             bytes: n * 4,

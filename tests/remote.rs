@@ -671,9 +671,11 @@ fn mutated_session_frames_never_take_the_worker_down() {
             },
             7 => proto::Request::HasModule {
                 hash: format!("{:x}", next()),
+                proof: format!("{:x}", next()),
             },
             _ => proto::Request::LoadModule {
                 hash: module.clone(),
+                proof: format!("{:x}", next()),
                 bytes: None,
             },
         };
@@ -725,4 +727,63 @@ fn mutated_session_frames_never_take_the_worker_down() {
     );
     assert!(answered > 50, "only {answered} of 200 cases answered");
     vadd_on(&mut w.connect(), &so, 21);
+}
+
+/// The module cache is shared by content, but only with clients that hold
+/// the module: one that knows only its hash is told nothing (`HasModule`
+/// is false) and loads nothing; a module the device refuses is not kept;
+/// the cache is readable by the worker's user only.
+#[test]
+fn the_module_cache_serves_only_clients_that_hold_the_module() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = Worker::start(&[]);
+    let so = vadd();
+    let hash = w.connect().load_module(&so).unwrap();
+    // Another client with the bytes proves it and loads from the cache.
+    vadd_on(&mut w.connect(), &so, 3);
+    let frame = |r: &proto::Request| {
+        let mut b = Vec::new();
+        proto::write_frame(&mut b, &proto::encode(r)).unwrap();
+        b
+    };
+    let mut spy = w.connect();
+    for proof in [hash.clone(), proto::possession("", &so), String::new()] {
+        let has = spy
+            .send_raw(&frame(&proto::Request::HasModule {
+                hash: hash.clone(),
+                proof: proof.clone(),
+            }))
+            .unwrap();
+        assert_eq!(has, proto::Reply::Has(false), "proof {proof:?}");
+        let load = spy
+            .send_raw(&frame(&proto::Request::LoadModule {
+                hash: hash.clone(),
+                proof,
+                bytes: None,
+            }))
+            .unwrap();
+        match load {
+            proto::Reply::Error(e) => assert!(e.contains("not in the worker's cache"), "{e}"),
+            other => panic!("a load by hash alone answered {other:?}"),
+        }
+    }
+    let cache = w.state.path().join("modules");
+    let junk = b"\x7fELF, but not a shared object".to_vec();
+    assert!(w.connect().load_module(&junk).is_err());
+    let names: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with(&hash)), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with(&proto::content_hash(&junk))),
+        "a refused module stayed cached: {names:?}"
+    );
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&cache), 0o700);
+    for n in &names {
+        assert_eq!(mode(&cache.join(n)), 0o600, "{n}");
+    }
 }

@@ -184,6 +184,8 @@ pub struct RemoteDevice {
     launches: HashMap<ModuleId, Option<LaunchInfo>>,
     /// Whether the last connection pinned the certificate for the first time.
     pub first_use: Option<String>,
+    /// The session's challenge, for module possession proofs.
+    challenge: String,
 }
 
 /// Flush queued requests beyond this many bytes.
@@ -313,10 +315,14 @@ impl RemoteDevice {
             sizes: HashMap::new(),
             launches: HashMap::new(),
             first_use,
+            challenge: String::new(),
         };
-        me.call(Request::Open {
+        match me.call(Request::Open {
             device: device.name,
-        })?;
+        })? {
+            Reply::Opened { challenge } => me.challenge = challenge,
+            other => return Err(me.err(format!("unexpected reply {other:?} to Open"))),
+        }
         Ok(me)
     }
 
@@ -501,12 +507,17 @@ impl dev::Device for RemoteDevice {
 
     fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
         let hash = proto::content_hash(bytes);
+        let proof = proto::possession(&self.challenge, bytes);
         let cached = matches!(
-            self.call(Request::HasModule { hash: hash.clone() })?,
+            self.call(Request::HasModule {
+                hash: hash.clone(),
+                proof: proof.clone(),
+            })?,
             Reply::Has(true)
         );
         self.call(Request::LoadModule {
             hash: hash.clone(),
+            proof,
             bytes: (!cached).then(|| bytes.to_vec()),
         })?;
         self.launches

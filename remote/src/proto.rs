@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Protocol version; bumped on any incompatible change.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Largest frame a peer accepts by default (a code object is one frame;
 /// buffers go in parts).
@@ -67,15 +67,23 @@ pub enum Request {
         /// A [`DeviceInfo::name`].
         device: String,
     },
-    /// Whether the worker's cache has a module (by SHA-256 of its bytes).
+    /// Whether the worker's cache has a module (by SHA-256 of its bytes)
+    /// that this client holds too: `proof` is [`possession`] of the bytes
+    /// under the session's challenge. Without the right proof the answer
+    /// is `false`, whatever the cache holds.
     HasModule {
         /// Hex SHA-256.
         hash: String,
+        /// [`possession`] of the module's bytes.
+        proof: String,
     },
-    /// Loads a module: its bytes when the worker does not have them yet.
+    /// Loads a module: its bytes when the worker does not have them yet;
+    /// from the cache only with the [`possession`] proof.
     LoadModule {
         /// Hex SHA-256 of the bytes.
         hash: String,
+        /// [`possession`] of the bytes (unused when they are sent).
+        proof: String,
         /// The code object, PTX or shared object; `None` to use the cache.
         #[serde(with = "serde_bytes")]
         bytes: Option<Vec<u8>>,
@@ -176,6 +184,12 @@ pub enum Reply {
     Ok,
     /// [`Request::HasModule`]'s answer.
     Has(bool),
+    /// [`Request::Open`]'s answer: the session's challenge, 32 random
+    /// bytes in hex, that [`possession`] proofs are made with.
+    Opened {
+        /// Hex.
+        challenge: String,
+    },
     /// A buffer's bytes.
     Data(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Launch times, milliseconds.
@@ -348,6 +362,18 @@ pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read, max: usize) -> Resu
 /// Encodes and writes one message (not flushed).
 pub fn send<T: Serialize>(w: &mut impl Write, m: &T) -> Result<(), FrameError> {
     write_frame(w, &encode(m))
+}
+
+/// Proof that a client holds a module's bytes, not only their hash: the
+/// SHA-256 of the session's challenge followed by the bytes, in hex. A
+/// client that learnt another's hash cannot make it, so the shared module
+/// cache neither tells it whether the hash was uploaded nor loads it.
+pub fn possession(challenge: &str, bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(challenge.as_bytes());
+    h.update(bytes);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Hex SHA-256 of `bytes`: how modules are named.

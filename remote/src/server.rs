@@ -122,7 +122,13 @@ impl Worker {
         } else {
             Some(identity.server_config().map_err(std::io::Error::other)?)
         };
-        std::fs::create_dir_all(cfg.state.join("modules"))?;
+        // The module cache is the worker's user's only (an existing folder too).
+        let modules = cfg.state.join("modules");
+        std::fs::create_dir_all(&modules)?;
+        std::fs::set_permissions(
+            &modules,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
         let devices = discover_devices()?;
         Ok(Worker {
             listener: TcpListener::bind(addr)?,

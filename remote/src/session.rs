@@ -36,6 +36,8 @@ pub struct Session {
     modules: HashMap<String, ModuleId>,
     used: u64,
     deferred: Option<SessionError>,
+    /// This session's challenge for module possession proofs.
+    challenge: String,
 }
 
 impl Session {
@@ -44,6 +46,7 @@ impl Session {
         Session {
             cfg,
             dev: None,
+            challenge: challenge(),
             bufs: HashMap::new(),
             modules: HashMap::new(),
             used: 0,
@@ -116,14 +119,41 @@ impl Session {
                     ));
                 }
                 self.dev = Some(crate::device::open_local(&device)?);
-                Ok(Reply::Ok)
+                Ok(Reply::Opened {
+                    challenge: self.challenge.clone(),
+                })
             }
-            Request::HasModule { hash } => Ok(Reply::Has(self.module_path(&hash)?.exists())),
-            Request::LoadModule { hash, bytes } => {
-                let bytes = self.cached_module(&hash, bytes)?;
-                let id = self.dev()?.load_module(&bytes)?;
-                self.modules.insert(hash, id);
-                Ok(Reply::Ok)
+            Request::HasModule { hash, proof } => {
+                Ok(Reply::Has(self.proven_module(&hash, &proof)?.is_some()))
+            }
+            Request::LoadModule { hash, proof, bytes } => {
+                let (bytes, written) = match bytes {
+                    Some(b) => {
+                        let written = self.cache_module(&hash, &b)?;
+                        (b, written)
+                    }
+                    None => (
+                        self.proven_module(&hash, &proof)?.ok_or_else(|| {
+                            SessionError::Request(format!(
+                                "module {hash} is not in the worker's cache (send its bytes)"
+                            ))
+                        })?,
+                        None,
+                    ),
+                };
+                match self.dev()?.load_module(&bytes) {
+                    Ok(id) => {
+                        self.modules.insert(hash, id);
+                        Ok(Reply::Ok)
+                    }
+                    Err(e) => {
+                        // A module the device refuses is not kept for anyone.
+                        if let Some(path) = written {
+                            let _ = std::fs::remove_file(path);
+                        }
+                        Err(e.into())
+                    }
+                }
             }
             Request::Alloc { id, bytes } => {
                 if self.bufs.contains_key(&id) {
@@ -210,32 +240,48 @@ impl Session {
         }
     }
 
-    /// A module's bytes: given (checked against the hash and cached) or
-    /// from the worker's cache.
-    fn cached_module(&self, hash: &str, bytes: Option<Vec<u8>>) -> Result<Vec<u8>, SessionError> {
+    /// The cached module `hash`, if the client proved it holds its bytes
+    /// (`proof`, [`proto::possession`] under this session's challenge);
+    /// `None` alike for a module not cached and a wrong proof.
+    fn proven_module(&self, hash: &str, proof: &str) -> Result<Option<Vec<u8>>, SessionError> {
         let path = self.module_path(hash)?;
-        match bytes {
-            Some(b) => {
-                if proto::content_hash(&b) != hash {
-                    return Err(SessionError::Request(
-                        "the module's bytes do not match its hash".into(),
-                    ));
-                }
-                // Written under a temporary name, then renamed: another
-                // session never sees half a module.
-                let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-                std::fs::write(&tmp, &b)
-                    .and_then(|_| std::fs::rename(&tmp, &path))
-                    .map_err(|source| SessionError::Cache {
-                        path: path.clone(),
-                        source,
-                    })?;
-                Ok(b)
-            }
-            None => std::fs::read(&path).map_err(|_| {
-                SessionError::Request(format!("module {hash} is not in the worker's cache"))
-            }),
+        Ok(std::fs::read(&path)
+            .ok()
+            .filter(|b| proto::content_hash(b) == hash)
+            .filter(|b| proto::possession(&self.challenge, b) == proof))
+    }
+
+    /// Checks `bytes` against `hash` and keeps them in the worker's cache,
+    /// readable by the worker's user only; the path, when this call wrote
+    /// it (`None`: already cached).
+    fn cache_module(&self, hash: &str, bytes: &[u8]) -> Result<Option<PathBuf>, SessionError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        if proto::content_hash(bytes) != hash {
+            return Err(SessionError::Request(
+                "the module's bytes do not match its hash".into(),
+            ));
         }
+        let path = self.module_path(hash)?;
+        if path.exists() {
+            return Ok(None);
+        }
+        // Written under a temporary name, then renamed: another session
+        // never sees half a module.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(bytes))
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|source| SessionError::Cache {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Some(path))
     }
 
     /// The device's module id for `hash`, and `args` with the device's
@@ -266,6 +312,25 @@ impl Session {
             .collect::<Result<_, SessionError>>()?;
         Ok((m, args))
     }
+}
+
+/// 32 random bytes from the system, in hex.
+fn challenge() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    // Without /dev/urandom: the time and the process id, guessable; the
+    // worker runs on Linux, where it is always there.
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b[..16].copy_from_slice(&t.to_le_bytes());
+        b[16..20].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Why a request failed. The client gets its message; the kinds keep
