@@ -305,6 +305,7 @@ fn a_time_request_is_capped() {
     use rocmc::remote::session::{Session, SessionConfig};
     let cache = tempfile::tempdir().unwrap();
     let cfg = SessionConfig {
+        cache_limit: 1 << 30,
         cache: cache.path().to_path_buf(),
         memory_limit: 1 << 20,
         max_frame: usize::MAX,
@@ -786,4 +787,35 @@ fn the_module_cache_serves_only_clients_that_hold_the_module() {
     for n in &names {
         assert_eq!(mode(&cache.join(n)), 0o600, "{n}");
     }
+}
+
+/// The module cache keeps at most `--module-cache` bytes: the least
+/// recently used module goes first, one larger than the whole cache is
+/// loaded but not kept, and an evicted module is simply sent again.
+#[test]
+fn the_module_cache_stays_within_its_limit() {
+    let so = vadd();
+    let other = cpu_module(&std::fs::read_to_string(example("saxpy")).unwrap(), &[]).0;
+    let limit = so.len().max(other.len()) + 16;
+    let w = Worker::start(&["--module-cache", &limit.to_string()]);
+    let cache = w.state.path().join("modules");
+    let cached = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let a = w.connect().load_module(&so).unwrap();
+    assert_eq!(cached(), [format!("{a}.module")]);
+    let b = w.connect().load_module(&other).unwrap();
+    assert_eq!(cached(), [format!("{b}.module")], "the older module was not evicted");
+    // The evicted one is sent again and runs.
+    vadd_on(&mut w.connect(), &so, 9);
+    assert_eq!(cached(), [format!("{a}.module")]);
+    // Larger than the whole cache: loaded, not kept.
+    let small = Worker::start(&["--module-cache", "100"]);
+    vadd_on(&mut small.connect(), &so, 2);
+    assert!(std::fs::read_dir(small.state.path().join("modules")).unwrap().next().is_none());
 }

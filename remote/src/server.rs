@@ -31,6 +31,9 @@ pub struct WorkerConfig {
     pub max_sessions: usize,
     /// Device memory per session, bytes.
     pub session_memory: u64,
+    /// Bytes the module cache may hold; the least recently used modules
+    /// go first.
+    pub module_cache: u64,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
     /// Wrong secrets one address may send within a minute; after that,
@@ -328,6 +331,8 @@ impl Worker {
             .arg(&self.cfg.state)
             .arg("--session-memory")
             .arg(self.cfg.session_memory.to_string())
+            .arg("--module-cache")
+            .arg(self.cfg.module_cache.to_string())
             .arg("--max-frame")
             .arg(self.cfg.max_frame.to_string())
             .stdin(Stdio::piped())

@@ -15,6 +15,8 @@ use std::path::PathBuf;
 pub struct SessionConfig {
     /// The worker's module cache (content-addressed).
     pub cache: PathBuf,
+    /// Bytes the cache may hold; the least recently used modules go first.
+    pub cache_limit: u64,
     /// Device memory the session may allocate, bytes.
     pub memory_limit: u64,
     /// Largest frame.
@@ -245,10 +247,44 @@ impl Session {
     /// `None` alike for a module not cached and a wrong proof.
     fn proven_module(&self, hash: &str, proof: &str) -> Result<Option<Vec<u8>>, SessionError> {
         let path = self.module_path(hash)?;
-        Ok(std::fs::read(&path)
+        let found = std::fs::read(&path)
             .ok()
             .filter(|b| proto::content_hash(b) == hash)
-            .filter(|b| proto::possession(&self.challenge, b) == proof))
+            .filter(|b| proto::possession(&self.challenge, b) == proof);
+        if found.is_some() {
+            // Used now: the last to be evicted.
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        }
+        Ok(found)
+    }
+
+    /// Removes the least recently used modules until the cache holds at
+    /// most its limit, keeping `keep` (the module just written).
+    fn evict(&self, keep: &std::path::Path) {
+        let Ok(dir) = std::fs::read_dir(&self.cfg.cache) else {
+            return;
+        };
+        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = dir
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "module"))
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                Some((m.modified().ok()?, m.len(), e.path()))
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= self.cfg.cache_limit {
+                break;
+            }
+            if path != keep && std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
     }
 
     /// Checks `bytes` against `hash` and keeps them in the worker's cache,
@@ -266,6 +302,10 @@ impl Session {
         if path.exists() {
             return Ok(None);
         }
+        // A module larger than the whole cache is loaded, not kept.
+        if bytes.len() as u64 > self.cfg.cache_limit {
+            return Ok(None);
+        }
         // Written under a temporary name, then renamed: another session
         // never sees half a module.
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
@@ -281,6 +321,7 @@ impl Session {
                 path: path.clone(),
                 source,
             })?;
+        self.evict(&path);
         Ok(Some(path))
     }
 

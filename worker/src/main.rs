@@ -33,6 +33,9 @@ struct Args {
     /// Device memory one session may allocate, bytes.
     #[arg(long, default_value_t = 8 << 30)]
     session_memory: u64,
+    /// Bytes the module cache may hold; the least recently used modules are removed first.
+    #[arg(long, default_value_t = 1 << 30)]
+    module_cache: u64,
     /// Seconds of silence after which a connection is closed.
     #[arg(long, default_value_t = 600)]
     idle_timeout: u64,
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
     if a.session {
         let cfg = SessionConfig {
             cache: state.join("modules"),
+            cache_limit: a.module_cache,
             memory_limit: a.session_memory,
             max_frame: a.max_frame,
             allow_crash: a.allow_crash_requests,
@@ -161,6 +165,7 @@ fn main() -> ExitCode {
         insecure: a.insecure,
         max_sessions: a.max_sessions,
         session_memory: a.session_memory,
+        module_cache: a.module_cache,
         idle_timeout: Duration::from_secs(a.idle_timeout),
         login_timeout: Duration::from_secs(a.login_timeout),
         kernel_timeout: Duration::from_secs(a.kernel_timeout.max(1)),
