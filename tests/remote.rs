@@ -810,12 +810,19 @@ fn the_module_cache_stays_within_its_limit() {
     let a = w.connect().load_module(&so).unwrap();
     assert_eq!(cached(), [format!("{a}.module")]);
     let b = w.connect().load_module(&other).unwrap();
-    assert_eq!(cached(), [format!("{b}.module")], "the older module was not evicted");
+    assert_eq!(
+        cached(),
+        [format!("{b}.module")],
+        "the older module was not evicted"
+    );
     // The evicted one is sent again and runs.
     vadd_on(&mut w.connect(), &so, 9);
     assert_eq!(cached(), [format!("{a}.module")]);
     // Larger than the whole cache: loaded, not kept.
     let small = Worker::start(&["--module-cache", "100"]);
     vadd_on(&mut small.connect(), &so, 2);
-    assert!(std::fs::read_dir(small.state.path().join("modules")).unwrap().next().is_none());
+    assert!(std::fs::read_dir(small.state.path().join("modules"))
+        .unwrap()
+        .next()
+        .is_none());
 }
