@@ -72,7 +72,7 @@ impl dev::Device for CpuDevice {
     }
 
     fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
-        let n = usize::try_from(bytes).map_err(|_| dev::Error::Limit(format!("{bytes} bytes")))?;
+        let n = dev::host_len(bytes)?;
         // The CPU heap hands out zeroed memory.
         self.bufs.insert(self.cpu.alloc::<u8>(n), true)
     }

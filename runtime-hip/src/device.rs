@@ -76,7 +76,7 @@ impl dev::Device for HipDevice {
     }
 
     fn alloc(&mut self, bytes: u64) -> dev::Result<BufferId> {
-        let n = usize::try_from(bytes).map_err(|_| dev::Error::Limit(format!("{bytes} bytes")))?;
+        let n = dev::host_len(bytes)?;
         let b = self.dev.alloc::<u8>(n).map_err(|e| self.err(e))?;
         self.bufs.insert(b, false)
     }

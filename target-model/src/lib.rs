@@ -43,19 +43,6 @@ impl fmt::Display for Vendor {
     }
 }
 
-/// The form of the module a target's devices load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ModuleForm {
-    /// An ELF code object linked by lld (`.hsaco`; several in an offload
-    /// bundle, `.hipfb`), with rocmc's launch document in a section.
-    CodeObject,
-    /// PTX text that the driver compiles at load time, with the launch
-    /// document in a comment line; there is no object or link step.
-    Ptx,
-    /// An ELF shared object for rocmc's CPU runtime (`.so`).
-    SharedObject,
-}
-
 /// Threads in one work-group, at most, on every AMD GPU.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 
@@ -112,16 +99,6 @@ impl Target {
             wave_size,
             code_object_version,
         )?))
-    }
-
-    /// What a device loads for this target: the one place that decides
-    /// which outputs a build writes and how a module is carried.
-    pub fn module_form(&self) -> ModuleForm {
-        match self {
-            Target::Amd(_) => ModuleForm::CodeObject,
-            Target::Nvidia(_) => ModuleForm::Ptx,
-            Target::Cpu(_) => ModuleForm::SharedObject,
-        }
     }
 
     pub fn vendor(&self) -> Vendor {
