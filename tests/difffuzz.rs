@@ -21,7 +21,9 @@
 //! data-dependent, out-of-range and repeated places, privatized in LDS or
 //! not), argmax/argmin, tuple reductions (a sum beside a maximum, an
 //! argmax pair), scans (cumsum/cumprod/cummax/cummin along either axis,
-//! inclusive or exclusive, by the work-group scan or any schedule),
+//! inclusive or exclusive, by the work-group scan or any schedule), top-k
+//! (the k best along either axis, largest or smallest, values and
+//! indices or the indices alone, k from 1 to 64, default or written),
 //! triangular reductions (k < min(i + 1, m)),
 //! `isnan`/`isinf` of NaN and infinities made on purpose, bitwise
 //! operators and shifts on integers, every dtype,
@@ -521,7 +523,7 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
         gathering: false,
     };
     let (pe, _) = g.expr(pt, depth);
-    let shape = match g.rng.below(6) {
+    let shape = match g.rng.below(7) {
         // A reduction over j.
         0 => "reduce",
         // Consumed by a second elementwise stage.
@@ -530,6 +532,14 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
         2 if pt != DType::Bool => "scatter",
         // A running fold along j or i.
         3 if pt != DType::Bool => "scan",
+        // The k best along j or i.
+        4 if matches!(
+            pt,
+            DType::F16 | DType::BF16 | DType::F32 | DType::I8 | DType::U8 | DType::I32
+        ) =>
+        {
+            "topk"
+        }
         _ => "alone",
     };
     let rng = g.rng;
@@ -718,6 +728,42 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                 &sched,
             );
         }
+        "topk" => {
+            let p_sched: Vec<String> = match rng.below(3) {
+                0 => vec!["compute_inline()".into()],
+                _ => schedule_2d(rng, false, bounded),
+            };
+            stage(&mut src, &format!("P[i, j] = {pe}"), 2, &p_sched);
+            let kk = *rng.pick(&[1u32, 3, 8, 16, 64]);
+            let (rows, len, x) = match rng.below(3) {
+                0 => ("m", "n", "P[k, r]"),
+                _ => ("n", "m", "P[r, k]"),
+            };
+            let largest = if rng.chance(30) {
+                ", largest=false"
+            } else {
+                ""
+            };
+            let outs = if rng.chance(25) {
+                "I[r, t]"
+            } else {
+                "V[r, t], I[r, t]"
+            };
+            let fit = 32768 / (kk.next_power_of_two() * 8);
+            let sched = match rng.below(2) {
+                0 => String::new(),
+                _ => format!(
+                    "\nschedule = [\"topk(k, threads={}, per={})\"]",
+                    rng.pick(&[32u32, 64, 256]).min(&fit),
+                    rng.pick(&[1, 2, 3, 4])
+                ),
+            };
+            writeln!(
+                src,
+                "\n[[stage]]\ncompute = \"{outs} = topk({x}, k{largest})\"\nshape = [\"{rows}\", {kk}]\nreduce = {{ k = \"{len}\" }}{sched}"
+            )
+            .unwrap();
+        }
         "scatter" => {
             // Float sums only where their order cannot matter beyond the
             // tolerance; integer sums wrap, exactly, in any order.
@@ -765,6 +811,7 @@ struct Stats {
     scatters: usize,
     tuples: usize,
     scans: usize,
+    topks: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -798,6 +845,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .stages
         .iter()
         .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan.is_some())) as usize;
+    st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
     for _ in 0..2 {
         let sizes: Vec<i64> = front
             .kernel
@@ -914,6 +962,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.scatters += l.scatters;
                 st.tuples += l.tuples;
                 st.scans += l.scans;
+                st.topks += l.topks;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -929,13 +978,14 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
         st.scatters,
         st.tuples,
         st.scans,
+        st.topks,
         st.executed,
         st.compiled,
         st.failures.len()

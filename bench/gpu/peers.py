@@ -211,6 +211,12 @@ def run(name, s):
         x = rnd(r, c)
         by = 4 * r * c + 8 * r
         report("pytorch", name, s, timed(lambda: torch.argmax(x, dim=1)), by)
+    elif name == "topk":
+        # Top-k sampling over GPT-2's vocabulary: the 8 best logits and their indices.
+        r, c = s["rows"], s["cols"]
+        x = rnd(r, c)
+        by = 4 * r * c + 8 * 8 * r
+        report("pytorch", name, s, timed(lambda: torch.topk(x, 8, dim=1)), by)
     elif name == "cumsum":
         r, c = s["rows"], s["cols"]
         x = rnd(r, c)

@@ -581,10 +581,12 @@ fn check_partial(front: &Frontend, tc: &dyn Toolchain) -> Result<(), Error> {
     for st in &front.kernel.stages {
         let written = st.default.is_none() && !st.schedule.is_empty() && !st.is_internal();
         let work = !st.axes.is_empty() || st.reduce.is_some();
-        let binds = st
-            .schedule
-            .iter()
-            .any(|s| matches!(s.kind, StepKind::Bind { .. } | StepKind::Scan { .. }));
+        let binds = st.schedule.iter().any(|s| {
+            matches!(
+                s.kind,
+                StepKind::Bind { .. } | StepKind::Scan { .. } | StepKind::TopK { .. }
+            )
+        });
         if written && work && !binds {
             let d = rocmc_ir::Diagnostic::new(
                 st.schedule[0].span,

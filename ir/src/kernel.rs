@@ -118,6 +118,26 @@ pub struct Reduction {
     /// A scan (`cumsum(x, c)`): this reduction is its definition, over
     /// one axis whose extent is `c + 1` (`c` exclusive).
     pub scan: Option<Scan>,
+    /// A top-k (`V[r, j], I[r, j] = topk(X[r, c], c)`): `body` is then
+    /// the element's i64 ranking key (see [`TopK`]).
+    pub topk: Option<TopK>,
+}
+
+/// `topk(x, c)`: the `k` best elements along the one reduction axis, best
+/// first, where the stage's last axis (extent `k`, a constant) is the
+/// position. The reduction's `body` is each element's i64 key, unique per
+/// index and larger for better elements (the largest values first, the
+/// smallest index on ties, NaN above everything; with `largest=false`
+/// the smallest values first, NaN last); position `j` holds
+/// the `j`-th largest key, or `i64::MIN` past the row's end. Each output
+/// `outputs[s]` is `epilogues[s]` of that key ([`ExprKind::Reduced`]):
+/// the value and the index it came from (0 and -1 past the end).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopK {
+    pub k: u32,
+    pub largest: bool,
+    pub outputs: Vec<TensorId>,
+    pub epilogues: Vec<Expr>,
 }
 
 /// `cumsum(x, c)` and its kind along output axis `axis`.
@@ -534,12 +554,19 @@ impl Stage {
         self.reduce.as_ref().and_then(|r| r.tuple.as_ref())
     }
 
-    /// The tensors this stage writes: its own, and a tuple reduction's others.
+    /// The tensors this stage writes: its own, and a tuple reduction's or
+    /// a top-k's others.
     pub fn outputs(&self) -> Vec<TensorId> {
-        match self.tuple() {
-            Some(t) => t.outputs.clone(),
-            None => vec![self.output],
+        match (self.tuple(), self.topk()) {
+            (Some(t), _) => t.outputs.clone(),
+            (None, Some(t)) => t.outputs.clone(),
+            (None, None) => vec![self.output],
         }
+    }
+
+    /// The top-k this stage computes, if it is one.
+    pub fn topk(&self) -> Option<&TopK> {
+        self.reduce.as_ref().and_then(|r| r.topk.as_ref())
     }
 
     /// Whether the schedule asks for this stage to be inlined into its consumers.

@@ -119,6 +119,13 @@ pub enum StepKind {
         threads: u32,
         per: u32,
     },
+    /// `topk(c, threads=256, per=4)`: a top-k stage computed by one
+    /// work-group per row (see [`steps::topk`]).
+    TopK {
+        axis: Name,
+        threads: u32,
+        per: u32,
+    },
     /// `vectorize(v)`: the innermost loop `v` (2, 4, 8 or 16 iterations)
     /// becomes vector loads and stores where every lane is in range.
     Vectorize(Name),
@@ -280,12 +287,15 @@ pub struct LoopNest {
     /// `privatize(H)`: the step, where a scatter stage asked for it.
     pub privatized: Option<Span>,
     /// `scan(c, ...)`: how a scan stage's work-group scan is shaped.
-    pub scan: Option<ScanPlan>,
+    pub scan: Option<GroupPlan>,
+    /// `topk(c, ...)`: how a top-k stage's work-group is shaped.
+    pub topk: Option<GroupPlan>,
 }
 
-/// What `scan(c, threads=T, per=P)` asked for.
+/// What a step that gives each row to one work-group asked for (`scan`,
+/// `topk`): its threads and elements per thread and step.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ScanPlan {
+pub struct GroupPlan {
     pub threads: u32,
     pub per: u32,
     pub span: Span,

@@ -9,15 +9,15 @@ use crate::index::{Index, VarId};
 use crate::kernel::*;
 use crate::syntax::{Arg, AstKind};
 
-fn e(kind: ExprKind, dtype: DType) -> Expr {
+pub(super) fn e(kind: ExprKind, dtype: DType) -> Expr {
     Expr { kind, dtype }
 }
 
-fn bx(x: Expr) -> Box<Expr> {
+pub(super) fn bx(x: Expr) -> Box<Expr> {
     Box::new(x)
 }
 
-fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+pub(super) fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     let t = if op.is_comparison() {
         DType::Bool
     } else {
@@ -26,18 +26,18 @@ fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     e(ExprKind::Binary(op, bx(a), bx(b)), t)
 }
 
-fn int(v: i64, t: DType) -> Expr {
+pub(super) fn int(v: i64, t: DType) -> Expr {
     e(ExprKind::Int(v), t)
 }
 
-fn cast(x: Expr, t: DType) -> Expr {
+pub(super) fn cast(x: Expr, t: DType) -> Expr {
     if x.dtype == t {
         return x;
     }
     e(ExprKind::Cast(bx(x)), t)
 }
 
-fn select(c: Expr, a: Expr, b: Expr) -> Expr {
+pub(super) fn select(c: Expr, a: Expr, b: Expr) -> Expr {
     let t = a.dtype;
     e(ExprKind::Select(bx(c), bx(a), bx(b)), t)
 }
@@ -226,13 +226,31 @@ impl Cx<'_> {
 
 /// The i64 key of `x` at index `idx` (see [`Cx::arg_reduction`]); `None`
 /// for types whose order does not fit 32 bits.
-fn key(x: Expr, idx: Expr, max: bool) -> Result<Expr, String> {
-    let h = match x.dtype {
+pub(super) fn key(x: Expr, idx: Expr, max: bool) -> Result<Expr, String> {
+    let l = match max {
+        true => bin(
+            BinOp::Sub,
+            int((1 << 32) - 1, DType::I64),
+            cast(idx, DType::I64),
+        ),
+        false => cast(idx, DType::I64),
+    };
+    Ok(bin(
+        BinOp::Add,
+        bin(BinOp::Mul, order(x, max)?, int(1 << 32, DType::I64)),
+        l,
+    ))
+}
+
+/// `x`'s order as an i64 within i32's range (floats through their bits),
+/// NaN above every number (`nan_high`) or below.
+pub(super) fn order(x: Expr, nan_high: bool) -> Result<Expr, String> {
+    Ok(match x.dtype {
         DType::F16 | DType::BF16 | DType::F32 => {
             let f = cast(x, DType::F32);
-            // NaN above everything for argmax, below for argmin; -0 as +0.
+            // NaN above or below everything; -0 as +0.
             let nan = e(
-                ExprKind::Float(if max { f64::NAN } else { -f64::NAN }),
+                ExprKind::Float(if nan_high { f64::NAN } else { -f64::NAN }),
                 DType::F32,
             );
             let zero = e(ExprKind::Float(0.0), DType::F32);
@@ -248,18 +266,5 @@ fn key(x: Expr, idx: Expr, max: bool) -> Result<Expr, String> {
         }
         DType::I8 | DType::U8 | DType::I32 => cast(x, DType::I64),
         t => return Err(format!("`{t}`")),
-    };
-    let l = match max {
-        true => bin(
-            BinOp::Sub,
-            int((1 << 32) - 1, DType::I64),
-            cast(idx, DType::I64),
-        ),
-        false => cast(idx, DType::I64),
-    };
-    Ok(bin(
-        BinOp::Add,
-        bin(BinOp::Mul, h, int(1 << 32, DType::I64)),
-        l,
-    ))
+    })
 }

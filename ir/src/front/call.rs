@@ -23,6 +23,13 @@ impl<'s> Cx<'s> {
         if let Some(op) = scan::scan_op(name) {
             return self.scan_call(k, axes, op, name, args, span);
         }
+        if name == "topk" {
+            self.error(
+                Diagnostic::new(name_span, "`topk` is a stage's whole value")
+                    .hint("write `V[r, j], I[r, j] = topk(X[r, c], c)` and compute the rest in another stage"),
+            );
+            return None;
+        }
         if let Some(a) = args.iter().find_map(|a| a.key.as_ref()) {
             self.error(Diagnostic::new(
                 a.1,
@@ -164,7 +171,7 @@ impl<'s> Cx<'s> {
                 .map(|f| f.name())
                 .chain([
                     "select", "min", "max", "isnan", "isinf", "bitcast", "argmax", "argmin",
-                    "cumsum", "cumprod", "cummax", "cummin", "reduce",
+                    "cumsum", "cumprod", "cummax", "cummin", "reduce", "topk",
                 ])
                 .chain(ReduceOp::ALL.iter().map(|r| r.name()))
                 .chain(DType::ALL.iter().map(|d| d.name()))

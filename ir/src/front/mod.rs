@@ -14,6 +14,7 @@
 mod bits;
 mod scan;
 mod scatter;
+mod topk;
 mod tuple;
 
 mod call;

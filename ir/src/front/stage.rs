@@ -59,6 +59,14 @@ impl<'s> Cx<'s> {
         else {
             return;
         };
+        if topk::is_topk(&stmt) {
+            let ax = tuple::Axes {
+                vars: axes_names,
+                shape,
+                reduce: red_axes,
+            };
+            return topk::stage(self, k, names, decl, &stmt, ax);
+        }
         let tuple = !stmt.more.is_empty()
             || matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "reduce");
         if tuple {
@@ -213,6 +221,7 @@ impl<'s> Cx<'s> {
                     axis: s.axis,
                     exclusive: s.exclusive,
                 }),
+                topk: None,
             }),
             Some(_) => {
                 return self.fail(
@@ -295,12 +304,16 @@ impl<'s> Cx<'s> {
             span: stmt.target_span,
         });
         // A tuple reduction's other tensors follow its first.
-        let more_types = stage.tuple().map(|t| t.elems[1..].to_vec());
-        for ((name, span), e) in stmt.more.iter().zip(more_types.iter().flatten()) {
+        let more_types: Vec<DType> = match (stage.tuple(), stage.topk()) {
+            (Some(t), _) => t.elems[1..].iter().map(|e| e.dtype).collect(),
+            (None, Some(t)) => t.epilogues[1..].iter().map(|e| e.dtype).collect(),
+            (None, None) => Vec::new(),
+        };
+        for ((name, span), dt) in stmt.more.iter().zip(more_types) {
             names.push((name.clone(), *span));
             k.tensors.push(Tensor {
                 name: name.clone(),
-                dtype: e.dtype,
+                dtype: dt,
                 shape: shape.clone(),
                 kind,
                 span: *span,
@@ -313,7 +326,9 @@ impl<'s> Cx<'s> {
                 .stages
                 .iter()
                 .any(|s| s.compute_at().is_some_and(|(c, _, _)| c.name == stage.name));
-            if self.defaults > 0 && stage.schedule.is_empty() && !host {
+            // A top-k has no loops to keep: its lowering refuses the host.
+            let loops = host && stage.topk().is_none();
+            if self.defaults > 0 && stage.schedule.is_empty() && !loops {
                 self.default_schedule(k, &mut stage);
             }
             if stage.nest.is_none() {

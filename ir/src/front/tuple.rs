@@ -98,6 +98,7 @@ pub(super) fn stage(
             body: tuple.elems[0].clone(),
             tuple: Some(tuple),
             scan: None,
+            topk: None,
         }),
         scatter: None,
         value: Expr {

@@ -822,6 +822,48 @@ fn scan_stage(
     Ok(())
 }
 
+/// A top-k stage: each row's keys, largest first; position `j` holds the
+/// `j`-th (`i64::MIN` past the row's end), and each output its epilogue.
+fn topk_stage(
+    env: &Env,
+    st: &crate::kernel::Stage,
+    r: &crate::kernel::Reduction,
+    t: &crate::kernel::TopK,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let ext = env.shapes[st.output.0 as usize].clone();
+    let n = ext.len();
+    let mut rows_ext = ext.clone();
+    rows_ext[n - 1] = 1;
+    let rows: i64 = rows_ext.iter().product();
+    let len = r.axes[0].extent.eval(env.sizes, &[]).unwrap_or(0).max(0);
+    let mut point = vec![0i64; n + 1];
+    let mut keys = Vec::with_capacity(len as usize);
+    for row in 0..rows {
+        unflatten(row, &rows_ext, &mut point[..n]);
+        keys.clear();
+        for c in 0..len {
+            point[n] = c;
+            match env.eval(&r.body, &point, bufs, &[], &[])? {
+                Scalar::I(key) => keys.push(key),
+                Scalar::F(_) => unreachable!("top-k keys are i64"),
+            }
+        }
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        for j in 0..ext[n - 1] {
+            point[n - 1] = j;
+            let key = keys.get(j as usize).copied().unwrap_or(i64::MIN);
+            let key = constant(Scalar::I(key), DType::I64);
+            for (out, e) in t.outputs.iter().zip(&t.epilogues) {
+                let v = env.eval(&e.replace_reduced(&key), &point, bufs, &[], &[])?;
+                let off = env.offset(*out, &point[..n])?;
+                bufs[out.0 as usize].set(off, v);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs a kernel with its plain semantics. Returns every tensor, indexed by
 /// [`TensorId`] (inputs as given, then each stage's result).
 pub fn run(
@@ -860,6 +902,10 @@ pub fn run_reporting(
         }
         if let Some((r, scan)) = st.reduce.as_ref().and_then(|r| Some((r, r.scan?))) {
             scan_stage(&env, st, r, scan, &mut bufs)?;
+            continue;
+        }
+        if let Some((r, t)) = st.reduce.as_ref().and_then(|r| Some((r, r.topk.as_ref()?))) {
+            topk_stage(&env, st, r, t, &mut bufs)?;
             continue;
         }
         let ext = &shapes[st.output.0 as usize];

@@ -98,6 +98,24 @@ pub(super) fn check(k: &Kernel) -> Result<(), Diagnostic> {
                 ),
             ));
         }
+        let whole = match (k.stages[c].topk(), k.stages[c].nest.as_ref()) {
+            (Some(_), _) => Some("a top-k"),
+            (None, Some(n)) if n.scan.is_some() => Some("a work-group scan"),
+            _ => None,
+        };
+        if let Some(what) = whole {
+            return Err(Diagnostic::new(
+                consumer.span,
+                format!(
+                    "`{}` is {what}, built whole: it has no loop to compute `{}` at",
+                    consumer.name, st.name
+                ),
+            )
+            .hint(format!(
+                "drop the compute_at, so that `{}` has a kernel of its own (or inline it with compute_inline())",
+                st.name
+            )));
+        }
         if k.stages[c].is_inlined() {
             return Err(Diagnostic::new(
                 consumer.span,

@@ -31,6 +31,7 @@ mod region;
 mod scan;
 mod scatter;
 mod slots;
+mod topk;
 mod vectorize;
 
 /// A lowering pass: extends or rewrites the kernel being built.

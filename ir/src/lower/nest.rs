@@ -20,6 +20,9 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan)) {
         return super::scan::build(l, scan, plan);
     }
+    if let (Some(plan), Some(t)) = (l.nest.topk, stage.topk()) {
+        return super::topk::build(l, t, plan);
+    }
     let r = body::frame(l);
     l.g.block = r.block;
     l.g.grid = r.grid.clone();

@@ -15,7 +15,7 @@ use super::{inline_producers, Local, Lowering, Stmt};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Expr, ExprKind, Scan};
-use crate::schedule::{Dim, GpuAxis, Guard, LoopKind, LoopVar, ScanPlan};
+use crate::schedule::{Dim, GpuAxis, GroupPlan, Guard, LoopKind, LoopVar};
 use std::collections::HashMap;
 
 /// The scan's loops and what it computes in them.
@@ -37,7 +37,7 @@ struct Region {
     indices: Vec<Index>,
 }
 
-pub(super) fn build(l: &mut Lowering, scan: Scan, plan: ScanPlan) -> Result<(), Diagnostic> {
+pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(), Diagnostic> {
     let stage = l.k.stage(l.sid);
     let red = stage.reduce.as_ref().expect("a scan is a reduction");
     let r = region(l, &scan, &plan);
@@ -96,7 +96,7 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: ScanPlan) -> Result<(), 
 
 /// The scan's loop variables, and the stage's element, value and output
 /// indices in them.
-fn region(l: &mut Lowering, scan: &Scan, plan: &ScanPlan) -> Region {
+fn region(l: &mut Lowering, scan: &Scan, plan: &GroupPlan) -> Region {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
     let red = stage.reduce.as_ref().expect("a scan is a reduction");

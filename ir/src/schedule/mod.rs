@@ -117,6 +117,8 @@ pub(crate) struct State<'a> {
     scatter: bool,
     /// The axis a scan stage scans along.
     scan_axis: Option<String>,
+    /// The axis a top-k stage ranks along, and its k.
+    topk: Option<(String, u32)>,
     /// Which step consumed a variable, for "already split" messages.
     consumed: HashMap<VarId, Span>,
     bind_spans: HashMap<VarId, Span>,
@@ -326,6 +328,9 @@ impl State<'_> {
             StepKind::Scan { axis, threads, per } => {
                 steps::scan::apply(self, axis, *threads, *per, span)
             }
+            StepKind::TopK { axis, threads, per } => {
+                steps::topk::apply(self, axis, *threads, *per, span)
+            }
             StepKind::Mma {
                 rows,
                 cols,
@@ -395,6 +400,7 @@ pub fn apply_with_source<'a>(
             min_blocks: None,
             privatized: None,
             scan: None,
+            topk: None,
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),
@@ -405,6 +411,10 @@ pub fn apply_with_source<'a>(
             .as_ref()
             .and_then(|r| r.scan)
             .map(|s| stage.axes[s.axis].name.clone()),
+        topk: stage
+            .reduce
+            .as_ref()
+            .and_then(|r| r.topk.as_ref().map(|t| (r.axes[0].name.clone(), t.k))),
     };
     if stage.is_inlined() {
         let step = stage
@@ -431,8 +441,38 @@ pub fn apply_with_source<'a>(
         }
         return Ok(st.nest);
     }
+    if let Some((c, _)) = &st.topk {
+        // A top-k has no loops to shape: its work-group is built whole.
+        if let Some(other) = stage
+            .schedule
+            .iter()
+            .find(|s| !matches!(s.kind, StepKind::TopK { .. } | StepKind::Occupancy(_)))
+        {
+            return Err(Diagnostic::new(
+                other.span,
+                "a top-k stage takes no step but `topk` (and `occupancy`)",
+            )
+            .hint(format!(
+                "schedule it with `topk({c}, threads=256, per=4)` alone, or give no schedule (the default)"
+            )));
+        }
+    }
     for step in &stage.schedule {
         st.apply(step)?;
+    }
+    if st.topk.is_some() {
+        // A top-k has no other lowering than its work-group's.
+        if st.nest.topk.is_none() {
+            return Err(Diagnostic::new(
+                stage.span,
+                format!("top-k stage `{}` needs the `topk` step", stage.name),
+            )
+            .hint(format!(
+                "schedule it with `topk({}, threads=256, per=4)`, or give no schedule (the default)",
+                st.topk.as_ref().map_or("c", |t| t.0.as_str())
+            )));
+        }
+        return Ok(st.nest);
     }
     if let Some(plan) = st.nest.scan {
         // The work-group scan is built whole; it takes no other loop steps.

@@ -173,6 +173,10 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
         out.extend(flat(&st.name, &names, cx));
         return out;
     }
+    if let Some(t) = st.topk() {
+        // A top-k has no other lowering.
+        return vec![elementwise::topk(st, t, cx)];
+    }
     if st.scatter.is_some() {
         out.extend(scatter::scatter(k, st, &names, cx));
     } else if let Some(m) = matmul::Matmul::find(k, st) {

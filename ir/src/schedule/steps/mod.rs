@@ -23,6 +23,7 @@ pub mod reorder;
 pub mod scan;
 pub mod split;
 pub mod tile;
+pub mod topk;
 pub mod unroll;
 pub mod vectorize;
 
@@ -33,7 +34,7 @@ pub struct Primitive {
 }
 
 /// Every primitive, in the order the documentation lists them.
-pub const PRIMITIVES: [Primitive; 15] = [
+pub const PRIMITIVES: [Primitive; 16] = [
     Primitive {
         name: "split",
         parse: split::parse,
@@ -77,6 +78,10 @@ pub const PRIMITIVES: [Primitive; 15] = [
     Primitive {
         name: "scan",
         parse: scan::parse,
+    },
+    Primitive {
+        name: "topk",
+        parse: topk::parse,
     },
     Primitive {
         name: "compute_inline",

@@ -12,23 +12,37 @@ use crate::schedule::*;
 use crate::syntax::StepStmt;
 
 pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
-    const EX: &str = "scan(c, threads=256, per=4)";
-    results(s, 0, EX)?;
+    let (axis, threads, per) = group_args(s, "scan(c, threads=256, per=4)", 16)?;
+    Ok(StepKind::Scan { axis, threads, per })
+}
+
+/// The arguments of a step that gives a row to one work-group (`scan`,
+/// `topk`): the axis, then `threads=T` (a power of two from 32 to 1024)
+/// and `per=P` (elements per thread and step, 1 to `max_per`), each
+/// optional (256 and 4).
+pub(crate) fn group_args(
+    s: &StepStmt,
+    example: &str,
+    max_per: i64,
+) -> Result<(Name, u32, u32), Diagnostic> {
+    let name = &s.name;
+    results(s, 0, example)?;
     let Some(first) = s.args.first() else {
         return Err(
-            Diagnostic::new(s.span, "`scan` needs the scanned axis").hint(format!("write `{EX}`"))
+            Diagnostic::new(s.span, format!("`{name}` needs the axis it runs along"))
+                .hint(format!("write `{example}`")),
         );
     };
-    let axis = arg_name(first, "the scanned axis")?;
+    let axis = arg_name(first, "the axis")?;
     let (mut threads, mut per) = (256, 4);
     for a in &s.args[1..] {
         match a.key.as_ref().map(|k| k.0.as_str()) {
             Some("threads") => threads = arg_int(a, "threads per work-group")?,
-            Some("per") => per = arg_int(a, "consecutive elements per thread")?,
+            Some("per") => per = arg_int(a, "elements per thread")?,
             _ => {
                 return Err(
                     Diagnostic::new(a.value.span, "expected `threads=N` or `per=N`")
-                        .hint(format!("write `{EX}`")),
+                        .hint(format!("write `{example}`")),
                 )
             }
         }
@@ -39,17 +53,13 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             format!("threads={threads}: a power of two from 32 to 1024"),
         ));
     }
-    if !(1..=16).contains(&per) {
+    if !(1..=max_per).contains(&per) {
         return Err(Diagnostic::new(
             s.span,
-            format!("per={per}: from 1 to 16 elements per thread"),
+            format!("per={per}: from 1 to {max_per} elements per thread"),
         ));
     }
-    Ok(StepKind::Scan {
-        axis,
-        threads: threads as u32,
-        per: per as u32,
-    })
+    Ok((axis, threads as u32, per as u32))
 }
 
 pub(crate) fn apply(
@@ -74,6 +84,6 @@ pub(crate) fn apply(
     if st.nest.scan.is_some() {
         return Err(Diagnostic::new(span, "`scan` given twice"));
     }
-    st.nest.scan = Some(ScanPlan { threads, per, span });
+    st.nest.scan = Some(GroupPlan { threads, per, span });
     Ok(())
 }
