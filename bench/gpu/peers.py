@@ -185,7 +185,7 @@ def run(name, s):
         r, c = s["rows"], s["cols"]
         dy = rnd(r, c)
         report("pytorch", name, s, timed(lambda: torch.sum(dy, dim=0)), 4 * r * c + 4 * c)
-    elif name == "softmax":
+    elif name in ("softmax", "softmax_online"):
         r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
         by = 8 * r * c
         report("pytorch", name, s, timed(lambda: torch.softmax(x, dim=1, out=y)), by)
@@ -211,12 +211,15 @@ def run(name, s):
         x = rnd(r, c)
         by = 4 * r * c + 8 * r
         report("pytorch", name, s, timed(lambda: torch.argmax(x, dim=1)), by)
-    elif name == "topk":
-        # Top-k sampling over GPT-2's vocabulary: the 8 best logits and their indices.
+    elif name in ("topk", "topk_k64", "topk_small"):
+        # Top-k sampling over GPT-2's vocabulary: the k best logits and
+        # their indices (k = 8, 64; the 8 smallest).
         r, c = s["rows"], s["cols"]
         x = rnd(r, c)
-        by = 4 * r * c + 8 * 8 * r
-        report("pytorch", name, s, timed(lambda: torch.topk(x, 8, dim=1)), by)
+        k = 64 if name == "topk_k64" else 8
+        largest = name != "topk_small"
+        by = 4 * r * c + 8 * k * r
+        report("pytorch", name, s, timed(lambda: torch.topk(x, k, dim=1, largest=largest)), by)
     elif name == "cumsum":
         r, c = s["rows"], s["cols"]
         x = rnd(r, c)
