@@ -14,6 +14,20 @@ use toml::Spanned;
 /// Named axes and the loop variables they are.
 type AxisVars = Vec<(String, VarId)>;
 
+/// A stage's output axes: the names on the left of `=`, with the shape's
+/// extents.
+pub(super) fn output_axes(stmt: &syntax::ComputeStmt, shape: &[Index]) -> Vec<Axis> {
+    stmt.axes
+        .iter()
+        .zip(shape)
+        .map(|((n, sp), e)| Axis {
+            name: n.clone(),
+            extent: e.clone(),
+            span: *sp,
+        })
+        .collect()
+}
+
 impl<'s> Cx<'s> {
     pub(super) fn stage(
         &mut self,
@@ -101,16 +115,7 @@ impl<'s> Cx<'s> {
             return;
         };
         let output = TensorId(k.tensors.len() as u32);
-        let axes: Vec<Axis> = stmt
-            .axes
-            .iter()
-            .zip(&shape)
-            .map(|((n, sp), e)| Axis {
-                name: n.clone(),
-                extent: e.clone(),
-                span: *sp,
-            })
-            .collect();
+        let axes = output_axes(&stmt, &shape);
         let steps = self.steps(d);
         let stage = Stage {
             name: stmt.target.clone(),

@@ -155,16 +155,7 @@ pub(super) fn stage(
             .collect(),
         epilogues: epilogues.clone(),
     };
-    let axes: Vec<Axis> = stmt
-        .axes
-        .iter()
-        .zip(&ax.shape)
-        .map(|((n, sp), e)| Axis {
-            name: n.clone(),
-            extent: e.clone(),
-            span: *sp,
-        })
-        .collect();
+    let axes = super::stage::output_axes(stmt, &ax.shape);
     let stage = Stage {
         name: stmt.target.clone(),
         output: first,
