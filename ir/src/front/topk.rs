@@ -41,15 +41,9 @@ pub(super) fn stage(
     ax: super::tuple::Axes,
 ) {
     let d = decl.get_ref();
-    let outs: Vec<(String, Span)> = std::iter::once((stmt.target.clone(), stmt.target_span))
-        .chain(stmt.more.iter().cloned())
-        .collect();
-    for (i, (n, sp)) in outs.iter().enumerate().skip(1) {
-        let taken: Vec<(String, Span)> = names.iter().chain(&outs[..i]).cloned().collect();
-        if !cx.name(&Spanned::new(sp.range(), n.clone()), "tensor", &taken) {
-            return;
-        }
-    }
+    let Some(outs) = super::tuple::outputs(cx, names, stmt) else {
+        return;
+    };
     if outs.len() > 2 {
         return cx.error(
             Diagnostic::new(outs[2].1, "`topk` gives two tensors: the values and the indices")

@@ -116,15 +116,7 @@ fn form<'a>(
     stmt: &'a ComputeStmt,
     ax: &Axes,
 ) -> Option<(Outputs, &'a [crate::syntax::Arg])> {
-    let outs: Vec<(String, Span)> = std::iter::once((stmt.target.clone(), stmt.target_span))
-        .chain(stmt.more.iter().cloned())
-        .collect();
-    for (i, (n, sp)) in outs.iter().enumerate().skip(1) {
-        let taken: Vec<(String, Span)> = names.iter().chain(&outs[..i]).cloned().collect();
-        if !cx.name(&Spanned::new(sp.range(), n.clone()), "tensor", &taken) {
-            return None;
-        }
-    }
+    let outs = outputs(cx, names, stmt)?;
     let listed = outs
         .iter()
         .map(|o| o.0.as_str())
@@ -184,6 +176,25 @@ fn form<'a>(
         );
     }
     Some((outs, args))
+}
+
+/// The tensors a stage computes (the first already checked), each a
+/// new name; `None` once one is refused.
+pub(super) fn outputs(
+    cx: &mut Cx<'_>,
+    names: &[(String, Span)],
+    stmt: &ComputeStmt,
+) -> Option<Outputs> {
+    let outs: Outputs = std::iter::once((stmt.target.clone(), stmt.target_span))
+        .chain(stmt.more.iter().cloned())
+        .collect();
+    for (i, (n, sp)) in outs.iter().enumerate().skip(1) {
+        let taken: Vec<(String, Span)> = names.iter().chain(&outs[..i]).cloned().collect();
+        if !cx.name(&Spanned::new(sp.range(), n.clone()), "tensor", &taken) {
+            return None;
+        }
+    }
+    Some(outs)
 }
 
 /// Reports `d` and gives up on the stage.
