@@ -121,6 +121,31 @@ pub struct Reduction {
     /// A top-k (`V[r, j], I[r, j] = topk(X[r, c], c)`): `body` is then
     /// the element's i64 ranking key (see [`TopK`]).
     pub topk: Option<TopK>,
+    /// An attention (`O[b, i, d], L[b, i] = attention(q, k, v)`): `axes`
+    /// are then the key axis `j` and the head axis `e`, and `body` one
+    /// term of a score, `f32(q) * f32(k)` (see [`Attention`]).
+    pub attention: Option<Attention>,
+}
+
+/// `O[.., i, d], L[.., i] = attention(q, k, v, scale=s)`: for each query
+/// row (the output's axes but the last), the scores `s_j = scale · Σ_e
+/// f32(q) · f32(k)` over the key axis `j` (the reduction's first axis,
+/// whose extent may grow with `i`: a causal mask) and the head axis `e`
+/// (its second); the weights `p_j = exp(s_j − max s) / Σ exp(s − max
+/// s)`; the output `O[.., d] = Σ_j p_j · v(j, d)` in `v`'s dtype, and
+/// the row's log-sum-exp `L = max s + log Σ exp(s − max s)` (f32). A
+/// row with no keys gives `O = 0` and `L = −∞`. `q` does not depend on
+/// `j` or `d`, `k` not on `i` or `d`, `v` not on `i` or `e`; `d`'s
+/// extent, the head dimension of `v`, is a constant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attention {
+    pub q: Expr,
+    pub k: Expr,
+    pub v: Expr,
+    /// f32, of constants, sizes and parameters.
+    pub scale: Expr,
+    /// `O`, then `L` where the stage names it.
+    pub outputs: Vec<TensorId>,
 }
 
 /// `topk(x, c)`: the `k` best elements along the one reduction axis, best
@@ -547,6 +572,11 @@ impl Stage {
                     .flat_map(|t| t.elems.iter().skip(1)),
             )
             .chain(self.scatter.iter().flat_map(|s| s.indices.iter()))
+            .chain(
+                self.attention()
+                    .into_iter()
+                    .flat_map(|a| [&a.q, &a.k, &a.v, &a.scale]),
+            )
     }
 
     /// The tuple reduction this stage computes, if it is one.
@@ -557,11 +587,17 @@ impl Stage {
     /// The tensors this stage writes: its own, and a tuple reduction's or
     /// a top-k's others.
     pub fn outputs(&self) -> Vec<TensorId> {
-        match (self.tuple(), self.topk()) {
-            (Some(t), _) => t.outputs.clone(),
-            (None, Some(t)) => t.outputs.clone(),
-            (None, None) => vec![self.output],
+        match (self.tuple(), self.topk(), self.attention()) {
+            (Some(t), _, _) => t.outputs.clone(),
+            (None, Some(t), _) => t.outputs.clone(),
+            (None, None, Some(a)) => a.outputs.clone(),
+            (None, None, None) => vec![self.output],
         }
+    }
+
+    /// The attention this stage computes, if it is one.
+    pub fn attention(&self) -> Option<&Attention> {
+        self.reduce.as_ref().and_then(|r| r.attention.as_ref())
     }
 
     /// The top-k this stage computes, if it is one.

@@ -126,6 +126,12 @@ pub enum StepKind {
         threads: u32,
         per: u32,
     },
+    /// `rowwise(j, ...)` or `flash(j, ...)`: how an attention stage is
+    /// built (see [`steps::attention`]).
+    Attention {
+        axis: Name,
+        plan: AttnPlan,
+    },
     /// `vectorize(v)`: the innermost loop `v` (2, 4, 8 or 16 iterations)
     /// becomes vector loads and stores where every lane is in range.
     Vectorize(Name),
@@ -290,6 +296,38 @@ pub struct LoopNest {
     pub scan: Option<GroupPlan>,
     /// `topk(c, ...)`: how a top-k stage's work-group is shaped.
     pub topk: Option<GroupPlan>,
+    /// `rowwise` or `flash`: how an attention stage is built.
+    pub attention: Option<AttnPlan>,
+}
+
+/// The schedule of an attention stage ([`crate::kernel::Attention`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AttnPlan {
+    /// `rowwise(j, threads=T)`: a thread per query row.
+    Rows { threads: u32, span: Span },
+    /// `flash(j, rows=BM, keys=BN, stages=S)`: a work-group per `BM`
+    /// query rows on the matrix instructions, keys `BN` at a time.
+    Flash {
+        rows: u32,
+        keys: u32,
+        stages: u32,
+        span: Span,
+    },
+}
+
+impl AttnPlan {
+    pub fn span(&self) -> Span {
+        match *self {
+            AttnPlan::Rows { span, .. } | AttnPlan::Flash { span, .. } => span,
+        }
+    }
+    /// The step's name.
+    pub fn step(&self) -> &'static str {
+        match self {
+            AttnPlan::Rows { .. } => "rowwise",
+            AttnPlan::Flash { .. } => "flash",
+        }
+    }
 }
 
 /// What a step that gives each row to one work-group asked for (`scan`,

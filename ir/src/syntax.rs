@@ -226,8 +226,11 @@ pub struct ComputeStmt {
     /// subscripts, expressions of the axes of `over`.
     pub scatter: Option<ScatterLhs>,
     /// The other tensors of a tuple reduction (`M[r], S[r] = reduce(...)`),
-    /// indexed by the same axes as the first.
+    /// indexed by the same axes as the first, or by all but its last (an
+    /// attention's row statistic, `O[i, d], L[i] = attention(...)`).
     pub more: Vec<(String, Span)>,
+    /// How many of the first tensor's axes each of `more` takes.
+    pub more_rank: Vec<usize>,
     pub value: Ast,
 }
 
@@ -571,6 +574,7 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
         _ => None,
     };
     let mut more = Vec::new();
+    let mut more_rank = Vec::new();
     let (axes, scatter) = match op {
         Some(op) => {
             p.bump();
@@ -587,16 +591,21 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
             while p.eat(",") {
                 let (name, span) = p.ident("the name of another tensor of a tuple reduction, as in `M[r], S[r] = reduce(...)`")?;
                 let these = plain_axes(p.subscripts()?)?;
-                if these.iter().map(|a| &a.0).ne(axes.iter().map(|a| &a.0)) {
+                let prefix = &axes[..these.len().min(axes.len())];
+                let short = these.len() + 1 == axes.len();
+                if (these.len() != axes.len() && !short)
+                    || these.iter().map(|a| &a.0).ne(prefix.iter().map(|a| &a.0))
+                {
                     return Err(Diagnostic::new(
                         span,
                         format!("`{name}` is indexed differently from `{target}`"),
                     )
                     .hint(
-                        "every tensor of a tuple reduction takes the same axes in the same order",
+                        "every tensor of a tuple reduction takes the same axes in the same order (an attention's `L` all but the last)",
                     ));
                 }
                 more.push((name, span));
+                more_rank.push(these.len());
             }
             p.expect("=", "after the computed tensor")?;
             (axes, None)
@@ -610,6 +619,7 @@ pub fn parse_compute(text: &str, base: usize) -> PResult<ComputeStmt> {
         axes,
         scatter,
         more,
+        more_rank,
         value,
     })
 }

@@ -11,6 +11,7 @@
 //! default schedules of unscheduled stages), and one module per construct
 //! with its own syntax ([`scatter`], [`tuple`], [`scan`], [`bits`]).
 
+mod attention;
 mod bits;
 mod scan;
 mod scatter;

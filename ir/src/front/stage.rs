@@ -73,6 +73,14 @@ impl<'s> Cx<'s> {
         else {
             return;
         };
+        if attention::is_attention(&stmt) {
+            let ax = tuple::Axes {
+                vars: axes_names,
+                shape,
+                reduce: red_axes,
+            };
+            return attention::stage(self, k, names, decl, &stmt, ax);
+        }
         if topk::is_topk(&stmt) {
             let ax = tuple::Axes {
                 vars: axes_names,
@@ -227,6 +235,7 @@ impl<'s> Cx<'s> {
                     exclusive: s.exclusive,
                 }),
                 topk: None,
+                attention: None,
             }),
             Some(_) => {
                 return self.fail(
@@ -312,14 +321,16 @@ impl<'s> Cx<'s> {
         let more_types: Vec<DType> = match (stage.tuple(), stage.topk()) {
             (Some(t), _) => t.elems[1..].iter().map(|e| e.dtype).collect(),
             (None, Some(t)) => t.epilogues[1..].iter().map(|e| e.dtype).collect(),
+            // An attention's log-sum-exp, one per query row.
+            (None, None) if stage.attention().is_some() => vec![DType::F32],
             (None, None) => Vec::new(),
         };
-        for ((name, span), dt) in stmt.more.iter().zip(more_types) {
+        for (((name, span), dt), rank) in stmt.more.iter().zip(more_types).zip(&stmt.more_rank) {
             names.push((name.clone(), *span));
             k.tensors.push(Tensor {
                 name: name.clone(),
                 dtype: dt,
-                shape: shape.clone(),
+                shape: shape[..*rank].to_vec(),
                 kind,
                 span: *span,
             });
@@ -331,8 +342,9 @@ impl<'s> Cx<'s> {
                 .stages
                 .iter()
                 .any(|s| s.compute_at().is_some_and(|(c, _, _)| c.name == stage.name));
-            // A top-k has no loops to keep: its lowering refuses the host.
-            let loops = host && stage.topk().is_none();
+            // A top-k or an attention has no loops to keep: its lowering
+            // refuses the host.
+            let loops = host && stage.topk().is_none() && stage.attention().is_none();
             if self.defaults > 0 && stage.schedule.is_empty() && !loops {
                 self.default_schedule(k, &mut stage);
             }

@@ -41,7 +41,7 @@ pub(super) fn stage(
     ax: super::tuple::Axes,
 ) {
     let d = decl.get_ref();
-    let Some(outs) = super::tuple::outputs(cx, names, stmt) else {
+    let Some(outs) = super::tuple::outputs(cx, names, stmt, false) else {
         return;
     };
     if outs.len() > 2 {
@@ -161,6 +161,7 @@ pub(super) fn stage(
             tuple: None,
             scan: None,
             topk: Some(topk),
+            attention: None,
         }),
         scatter: None,
         value: epilogues[0].clone(),

@@ -90,6 +90,7 @@ pub(super) fn stage(
             tuple: Some(tuple),
             scan: None,
             topk: None,
+            attention: None,
         }),
         scatter: None,
         value: Expr {
@@ -116,7 +117,7 @@ fn form<'a>(
     stmt: &'a ComputeStmt,
     ax: &Axes,
 ) -> Option<(Outputs, &'a [crate::syntax::Arg])> {
-    let outs = outputs(cx, names, stmt)?;
+    let outs = outputs(cx, names, stmt, false)?;
     let listed = outs
         .iter()
         .map(|o| o.0.as_str())
@@ -184,6 +185,7 @@ pub(super) fn outputs(
     cx: &mut Cx<'_>,
     names: &[(String, Span)],
     stmt: &ComputeStmt,
+    rows: bool,
 ) -> Option<Outputs> {
     let outs: Outputs = std::iter::once((stmt.target.clone(), stmt.target_span))
         .chain(stmt.more.iter().cloned())
@@ -191,6 +193,23 @@ pub(super) fn outputs(
     for (i, (n, sp)) in outs.iter().enumerate().skip(1) {
         let taken: Vec<(String, Span)> = names.iter().chain(&outs[..i]).cloned().collect();
         if !cx.name(&Spanned::new(sp.range(), n.clone()), "tensor", &taken) {
+            return None;
+        }
+        // The parser took all the first tensor's axes or all but its last.
+        let rank = stmt.more_rank[i - 1];
+        let want = stmt.axes.len() - usize::from(rows);
+        if rank != want {
+            let how = match rows {
+                true => "all the axes of the first but its last",
+                false => "the same axes in the same order",
+            };
+            cx.error(
+                Diagnostic::new(
+                    *sp,
+                    format!("`{n}` is indexed differently from `{}`", stmt.target),
+                )
+                .hint(format!("here every other tensor takes {how}")),
+            );
             return None;
         }
     }

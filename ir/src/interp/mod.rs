@@ -864,6 +864,69 @@ fn topk_stage(
     Ok(())
 }
 
+/// An attention ([`crate::kernel::Attention`]): per query row, the f32
+/// scores (each a sum over the head axis in its order, then scaled), the
+/// softmax's maximum, weights and sum in f64, and the outputs rounded once.
+fn attention_stage(
+    env: &Env,
+    st: &crate::kernel::Stage,
+    r: &crate::kernel::Reduction,
+    a: &crate::kernel::Attention,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let ext = env.shapes[st.output.0 as usize].clone();
+    let n = ext.len();
+    let mut rows_ext = ext.clone();
+    rows_ext[n - 1] = 1;
+    let rows: i64 = rows_ext.iter().product();
+    let f32r = |x: f64| crate::dtype::round_to(x, DType::F32);
+    let scale = env.eval(&a.scale, &[], bufs, &[], &[])?.f();
+    let mut point = vec![0i64; n + 2];
+    let mut scores = Vec::new();
+    for row in 0..rows {
+        unflatten(row, &rows_ext, &mut point[..n]);
+        let keys = r.axes[0].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
+        let head = r.axes[1].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
+        scores.clear();
+        for j in 0..keys {
+            point[n] = j;
+            let mut acc = Scalar::F(0.0);
+            for e in 0..head {
+                point[n + 1] = e;
+                let x = env.eval(&r.body, &point, bufs, &[], &[])?;
+                acc = env.combine(ReduceOp::Sum, DType::F32, acc, x)?;
+            }
+            scores.push(f32r(acc.f() * scale));
+        }
+        let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+        let sum: f64 = weights.iter().sum();
+        point[n + 1] = 0;
+        for d in 0..ext[n - 1] {
+            point[n - 1] = d;
+            let mut o = 0.0;
+            for (j, w) in weights.iter().enumerate() {
+                point[n] = j as i64;
+                o += w * env.eval(&a.v, &point, bufs, &[], &[])?.f();
+            }
+            let o = if keys == 0 { 0.0 } else { o / sum };
+            let off = env.offset(a.outputs[0], &point[..n])?;
+            bufs[a.outputs[0].0 as usize]
+                .set(off, Scalar::F(crate::dtype::round_to(o, st.value.dtype)));
+        }
+        if let Some(lse) = a.outputs.get(1) {
+            let l = if keys == 0 {
+                f64::NEG_INFINITY
+            } else {
+                f32r(m + sum.ln())
+            };
+            let off = env.offset(*lse, &point[..n - 1])?;
+            bufs[lse.0 as usize].set(off, Scalar::F(l));
+        }
+    }
+    Ok(())
+}
+
 /// Runs a kernel with its plain semantics. Returns every tensor, indexed by
 /// [`TensorId`] (inputs as given, then each stage's result).
 pub fn run(
@@ -906,6 +969,14 @@ pub fn run_reporting(
         }
         if let Some((r, t)) = st.reduce.as_ref().and_then(|r| Some((r, r.topk.as_ref()?))) {
             topk_stage(&env, st, r, t, &mut bufs)?;
+            continue;
+        }
+        if let Some((r, a)) = st
+            .reduce
+            .as_ref()
+            .and_then(|r| Some((r, r.attention.as_ref()?)))
+        {
+            attention_stage(&env, st, r, a, &mut bufs)?;
             continue;
         }
         let ext = &shapes[st.output.0 as usize];

@@ -100,6 +100,7 @@ pub(super) fn check(k: &Kernel) -> Result<(), Diagnostic> {
         }
         let whole = match (k.stages[c].topk(), k.stages[c].nest.as_ref()) {
             (Some(_), _) => Some("a top-k"),
+            (None, _) if k.stages[c].attention().is_some() => Some("an attention"),
             (None, Some(n)) if n.scan.is_some() => Some("a work-group scan"),
             _ => None,
         };

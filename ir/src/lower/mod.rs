@@ -20,6 +20,7 @@ pub use crate::loops::{
 };
 
 mod addressing;
+mod attention;
 pub mod barriers;
 mod body;
 mod cache;

@@ -23,6 +23,9 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     if let (Some(plan), Some(t)) = (l.nest.topk, stage.topk()) {
         return super::topk::build(l, t, plan);
     }
+    if let (Some(plan), Some(a)) = (l.nest.attention, stage.attention()) {
+        return super::attention::build(l, a, plan);
+    }
     let r = body::frame(l);
     l.g.block = r.block;
     l.g.grid = r.grid.clone();

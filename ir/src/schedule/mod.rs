@@ -119,6 +119,8 @@ pub(crate) struct State<'a> {
     scan_axis: Option<String>,
     /// The axis a top-k stage ranks along, and its k.
     topk: Option<(String, u32)>,
+    /// The key axis of an attention stage.
+    attention: Option<String>,
     /// Which step consumed a variable, for "already split" messages.
     consumed: HashMap<VarId, Span>,
     bind_spans: HashMap<VarId, Span>,
@@ -331,6 +333,7 @@ impl State<'_> {
             StepKind::TopK { axis, threads, per } => {
                 steps::topk::apply(self, axis, *threads, *per, span)
             }
+            StepKind::Attention { axis, plan } => steps::attention::apply(self, axis, *plan),
             StepKind::Mma {
                 rows,
                 cols,
@@ -401,6 +404,7 @@ pub fn apply_with_source<'a>(
             privatized: None,
             scan: None,
             topk: None,
+            attention: None,
         },
         consumed: HashMap::new(),
         bind_spans: HashMap::new(),
@@ -415,6 +419,15 @@ pub fn apply_with_source<'a>(
             .reduce
             .as_ref()
             .and_then(|r| r.topk.as_ref().map(|t| (r.axes[0].name.clone(), t.k))),
+        attention: stage.attention().map(|_| {
+            stage
+                .reduce
+                .as_ref()
+                .expect("an attention is a reduction")
+                .axes[0]
+                .name
+                .clone()
+        }),
     };
     if stage.is_inlined() {
         let step = stage
@@ -457,8 +470,39 @@ pub fn apply_with_source<'a>(
             )));
         }
     }
+    if let Some(j) = &st.attention {
+        // An attention has no loops to shape: its kernel is built whole.
+        if let Some(other) = stage
+            .schedule
+            .iter()
+            .find(|s| !matches!(s.kind, StepKind::Attention { .. } | StepKind::Occupancy(_)))
+        {
+            return Err(Diagnostic::new(
+                other.span,
+                "an attention stage takes no step but `rowwise` or `flash` (and `occupancy`)",
+            )
+            .hint(format!(
+                "schedule it with `flash({j}, rows=64, keys=64, stages=2)` or `rowwise({j}, threads=64)` alone, or give no schedule (the default)"
+            )));
+        }
+    }
     for step in &stage.schedule {
         st.apply(step)?;
+    }
+    if let Some(j) = &st.attention {
+        if st.nest.attention.is_none() {
+            return Err(Diagnostic::new(
+                stage.span,
+                format!(
+                    "attention stage `{}` needs a `rowwise` or `flash` step",
+                    stage.name
+                ),
+            )
+            .hint(format!(
+                "schedule it with `flash({j})` or `rowwise({j})`, or give no schedule (the default)"
+            )));
+        }
+        return Ok(st.nest);
     }
     if st.topk.is_some() {
         // A top-k has no other lowering than its work-group's.

@@ -21,6 +21,7 @@
 //! the `mma` path with that target's fragment shape, tile sizes and
 //! pipeline, within its shared memory ([`RuleCx::target`]).
 
+mod attention;
 mod elementwise;
 mod fuse;
 mod matmul;
@@ -176,6 +177,10 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     if let Some(t) = st.topk() {
         // A top-k has no other lowering.
         return vec![elementwise::topk(st, t, cx)];
+    }
+    if st.attention().is_some() {
+        // The matrix path where the target has it, else a thread per row.
+        return attention::candidates(k, st, cx);
     }
     if st.scatter.is_some() {
         out.extend(scatter::scatter(k, st, &names, cx));

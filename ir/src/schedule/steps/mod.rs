@@ -11,6 +11,7 @@ use crate::diag::Diagnostic;
 use crate::schedule::StepKind;
 use crate::syntax::StepStmt;
 
+pub mod attention;
 pub mod bind;
 pub mod cache;
 pub mod compute_at;
@@ -34,7 +35,7 @@ pub struct Primitive {
 }
 
 /// Every primitive, in the order the documentation lists them.
-pub const PRIMITIVES: [Primitive; 16] = [
+pub const PRIMITIVES: [Primitive; 18] = [
     Primitive {
         name: "split",
         parse: split::parse,
@@ -82,6 +83,14 @@ pub const PRIMITIVES: [Primitive; 16] = [
     Primitive {
         name: "topk",
         parse: topk::parse,
+    },
+    Primitive {
+        name: "rowwise",
+        parse: attention::parse_rowwise,
+    },
+    Primitive {
+        name: "flash",
+        parse: attention::parse_flash,
     },
     Primitive {
         name: "compute_inline",

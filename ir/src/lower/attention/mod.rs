@@ -1,0 +1,150 @@
+//! An attention stage ([`crate::kernel::Attention`]), built whole in
+//! place of the `nest` pass as the schedule asks: `rowwise` ([`rows`]), a
+//! thread per query row on any target, or `flash` ([`flash`]), a
+//! work-group per tile of query rows on the matrix instructions.
+
+mod flash;
+mod rows;
+
+use super::{inline_producers, Local, Lowering};
+use crate::diag::Diagnostic;
+use crate::index::{IOp, Index, VarId};
+use crate::kernel::{Attention, BinOp, Expr, ExprKind, MathFn};
+use crate::plan::AttnPlan;
+use crate::schedule::{LoopKind, LoopVar};
+use crate::{DType, Span};
+use std::collections::HashMap;
+
+pub(super) fn build(l: &mut Lowering, a: &Attention, plan: AttnPlan) -> Result<(), Diagnostic> {
+    match plan {
+        AttnPlan::Rows { threads, span } => rows::build(l, a, threads, span),
+        AttnPlan::Flash {
+            rows,
+            keys,
+            stages,
+            span,
+        } => flash::build(l, a, flash::Tiles { rows, keys, stages }, span),
+    }
+}
+
+/// A new loop variable of the kernel.
+fn var(l: &mut Lowering, name: &str, extent: Index, kind: LoopKind, span: Span) -> VarId {
+    let v = VarId(l.g.vars.len() as u32);
+    let lv = LoopVar {
+        name: format!("attn.{name}"),
+        reduce: false,
+        extent,
+        kind,
+        span,
+    };
+    l.g.vars.push(lv.clone());
+    l.nest.vars.push(lv);
+    v
+}
+
+/// A new per-thread array of f32.
+fn local(l: &mut Lowering, name: &str, len: i64, span: Span) -> u32 {
+    let stage = &l.k.stage(l.sid).name;
+    l.g.locals.push(Local {
+        name: format!("{stage}_{name}"),
+        dtype: DType::F32,
+        len: len as u32,
+        span,
+    });
+    l.g.locals.len() as u32 - 1
+}
+
+/// The stage's query rows: the output's axes but the last, as one count.
+fn row_count(l: &Lowering) -> Index {
+    let st = l.k.stage(l.sid);
+    st.axes[..st.axes.len() - 1]
+        .iter()
+        .fold(Index::c(1), |acc, a| acc * a.extent.clone())
+}
+
+/// The output's axes but the last decoded from a row number (row-major).
+fn decode(l: &Lowering, row: Index) -> HashMap<VarId, Index> {
+    let st = l.k.stage(l.sid);
+    let n = st.axes.len();
+    let mut at = HashMap::new();
+    let mut rest = row;
+    for d in (0..n - 1).rev() {
+        let x = st.axes[d].extent.clone();
+        at.insert(
+            VarId(d as u32),
+            Index::bin(IOp::Mod, rest.clone(), x.clone()),
+        );
+        rest = Index::bin(IOp::Div, rest, x);
+    }
+    at
+}
+
+/// `x` of the stage, its producers substituted, at the loop-IR point `at`.
+fn at(l: &Lowering, x: &Expr, at: &HashMap<VarId, Index>) -> Expr {
+    inline_producers(l.k, l.sid, x).map_indices(&|ix| ix.subst(at))
+}
+
+fn f32e(kind: ExprKind) -> Expr {
+    Expr {
+        kind,
+        dtype: DType::F32,
+    }
+}
+
+fn reg(local: u32, index: Index) -> Expr {
+    f32e(ExprKind::Local { local, index })
+}
+
+fn op(o: BinOp, a: Expr, b: Expr) -> Expr {
+    let dtype = if o.is_comparison() {
+        DType::Bool
+    } else {
+        a.dtype
+    };
+    Expr {
+        kind: ExprKind::Binary(o, Box::new(a), Box::new(b)),
+        dtype,
+    }
+}
+
+fn call(f: MathFn, x: Expr) -> Expr {
+    f32e(ExprKind::Call(f, vec![x]))
+}
+
+fn float(v: f64) -> Expr {
+    f32e(ExprKind::Float(v))
+}
+
+fn cast(x: Expr, t: DType) -> Expr {
+    if x.dtype == t {
+        return x;
+    }
+    Expr {
+        kind: ExprKind::Cast(Box::new(x)),
+        dtype: t,
+    }
+}
+
+fn select(c: Expr, a: Expr, b: Expr) -> Expr {
+    let dtype = a.dtype;
+    Expr {
+        kind: ExprKind::Select(Box::new(c), Box::new(a), Box::new(b)),
+        dtype,
+    }
+}
+
+/// The stored results of a row from its running sum `sum` (0 for a row
+/// with no keys): `acc / sum` as the output's dtype, and `max + log(sum)`.
+fn finish(out: Expr, sum: Expr, dtype: DType) -> Expr {
+    let live = op(BinOp::Gt, sum.clone(), float(0.0));
+    cast(select(live, op(BinOp::Div, out, sum), float(0.0)), dtype)
+}
+
+fn lse(max: Expr, sum: Expr) -> Expr {
+    let live = op(BinOp::Gt, sum.clone(), float(0.0));
+    select(
+        live,
+        op(BinOp::Add, max, call(MathFn::Log, sum)),
+        float(f64::NEG_INFINITY),
+    )
+}
