@@ -44,7 +44,7 @@ fn describe(list: &[&MatrixInstr]) -> String {
 }
 
 /// `c` as an index expression of `lane`.
-fn coord(c: &LaneCoord, lane: &Index) -> Index {
+pub(crate) fn coord(c: &LaneCoord, lane: &Index) -> Index {
     let mut ix = Index::c(i64::from(c.base));
     for t in &c.terms {
         let mut part = lane.clone();

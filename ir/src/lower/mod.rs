@@ -81,7 +81,11 @@ pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
 pub fn needs_target(k: &Kernel) -> bool {
     k.stages
         .iter()
-        .any(|s| s.nest.as_ref().is_some_and(|n| n.matrix.is_some()))
+        .any(|s| {
+            s.nest.as_ref().is_some_and(|n| {
+                n.matrix.is_some() || matches!(n.attention, Some(crate::plan::AttnPlan::Flash { .. }))
+            })
+        })
 }
 
 /// [`lower`] for a target with matrix instructions (`unit`); stages with

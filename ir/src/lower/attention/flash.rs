@@ -1,6 +1,36 @@
-//! `flash(j, rows=BM, keys=BN, stages=S)`.
+//! `flash(j, rows=BM, keys=BN, stages=S)`: the fused attention forward on
+//! the target's matrix instructions, for f16 or bf16 q, k and v read
+//! straight from tensors (the head axis their last subscript).
+//!
+//! A work-group takes `BM` query rows of one batch point (blockIdx.x the
+//! batch point, blockIdx.y the row tile), as `BM / W` waves of `W` lanes.
+//! Its Q tile is staged in LDS once; K and V tiles of `BN` keys pass
+//! through `S` LDS buffers, copied asynchronously where the target can
+//! (`cp.async`). Per key tile:
+//!
+//! 1. the scores: each wave multiplies its rows of Q by the K tile on the
+//!    matrix instruction (f32 accumulators), scales them, masks keys past
+//!    each row's count to −∞ (only on tiles that reach past the first
+//!    row's count), and writes them to an LDS tile;
+//! 2. the online softmax, one lane per row: the row's new maximum, the
+//!    factor `exp(old − new)` for what was accumulated, each key's weight
+//!    (to LDS, rounded to the operand type) and the running sum, all in
+//!    that lane's registers; the factor goes to LDS for the other lanes;
+//! 3. each lane rescales its output accumulators by its rows' factors and
+//!    the wave adds weights × V on the matrix instruction.
+//!
+//! Key tiles past the block's last row's count are never visited (its
+//! count must not shrink as the row grows, as `min(i + 1, T)` does). At
+//! the end each accumulator is divided by its row's sum. Going through LDS
+//! between the two products, rather than moving scores between lanes in
+//! registers, works for every lane layout alike (MFMA, WMMA, mma.sync).
 
 use super::*;
+use crate::kernel::TensorId;
+use crate::loops::{Mem, Stmt};
+use crate::lower::matrix::{coord, mtype, MatrixUnit};
+use crate::schedule::{Dim, GpuAxis, Guard};
+use rocmc_target::matrix::MatrixInstr;
 
 /// What `flash` asked for.
 #[derive(Clone, Copy, Debug)]
@@ -10,11 +40,855 @@ pub(super) struct Tiles {
     pub stages: u32,
 }
 
-pub(super) fn build(
-    _l: &mut Lowering,
-    _a: &Attention,
-    _t: Tiles,
-    span: Span,
-) -> Result<(), Diagnostic> {
-    Err(Diagnostic::new(span, "`flash` is not built yet"))
+/// LDS arrays and registers, by index.
+const QS: u32 = 0;
+const KS: u32 = 1;
+const VS: u32 = 2;
+const SS: u32 = 3;
+const PS: u32 = 4;
+const AL: u32 = 5;
+
+/// Padding of 16-bit tile rows: keeps each row on 16 bytes (ldmatrix,
+/// vector fills) and spreads rows over banks.
+const PAD: i64 = 8;
+
+/// A tensor operand read straight from memory: the tensor, its
+/// subscripts, and which one is the row axis (query or key).
+struct Operand {
+    tensor: TensorId,
+    indices: Vec<Index>,
+    row: usize,
+}
+
+fn operand(x: &Expr, row: VarId, last: VarId, what: &str, span: Span) -> Result<Operand, Diagnostic> {
+    let ExprKind::Load { tensor, indices } = &x.kind else {
+        return Err(Diagnostic::new(
+            span,
+            format!("`flash` stages the {what} tensor in LDS: the {what} must be an element of an f16 or bf16 tensor, not an expression"),
+        )
+        .hint("compute it in an earlier stage, or schedule with `rowwise`"));
+    };
+    let row_at = indices.iter().position(|i| *i == Index::Var(row));
+    let ok_last = indices.last() == Some(&Index::Var(last));
+    let others_plain = indices
+        .iter()
+        .enumerate()
+        .all(|(p, i)| Some(p) == row_at || p + 1 == indices.len() || !(i.uses_var(row) || i.uses_var(last)));
+    match (row_at, ok_last && others_plain) {
+        (Some(r), true) if r + 1 < indices.len() => Ok(Operand {
+            tensor: *tensor,
+            indices: indices.clone(),
+            row: r,
+        }),
+        _ => Err(Diagnostic::new(
+            span,
+            format!("`flash` copies rows of the {what} tensor: its subscripts must be the row axis itself and, last, the head axis"),
+        )
+        .hint("as in `K[b, j, e]`; or schedule with `rowwise`")),
+    }
+}
+
+/// The instruction: f16 or bf16 operands, f32 accumulators, and the
+/// longest k (fewest instructions per head column), then the smallest m·n.
+fn pick(unit: &MatrixUnit, t: DType, span: Span) -> Result<&'static MatrixInstr, Diagnostic> {
+    let want = mtype(t);
+    unit.instructions()
+        .into_iter()
+        .filter(|i| Some(i.a) == want && Some(i.b) == want && i.acc == rocmc_target::matrix::MType::F32)
+        .filter(|i| unit.wave() % i.m == 0)
+        .max_by_key(|i| (i.k, std::cmp::Reverse(i.m * i.n)))
+        .ok_or_else(|| {
+            Diagnostic::new(
+                span,
+                format!("{} has no matrix instruction multiplying {t} into f32", unit.gpu()),
+            )
+            .hint("schedule with `rowwise`")
+        })
+}
+
+/// Whether `ix` never decreases as `v` grows (sums, min/max, positive
+/// multiples of it): the key count of the block's last row bounds all.
+fn nondecreasing(ix: &Index, v: VarId) -> bool {
+    match ix {
+        Index::Const(_) | Index::Size(_) => true,
+        Index::Var(_) => true,
+        Index::Bin(op, a, b) => match op {
+            IOp::Add | IOp::Min | IOp::Max => nondecreasing(a, v) && nondecreasing(b, v),
+            IOp::Sub => nondecreasing(a, v) && !b.uses_var(v),
+            IOp::Mul | IOp::Div | IOp::CeilDiv => {
+                nondecreasing(a, v) && b.as_const().is_some_and(|c| c > 0)
+            }
+            IOp::Mod => !ix.uses_var(v),
+        },
+    }
+}
+
+fn f16e(kind: ExprKind, t: DType) -> Expr {
+    Expr { kind, dtype: t }
+}
+
+fn idx_expr(ix: Index) -> Expr {
+    Expr {
+        kind: ExprKind::Index(ix),
+        dtype: DType::I32,
+    }
+}
+
+/// Everything the statements are built from.
+struct Emit<'a> {
+    instr: &'static MatrixInstr,
+    t: DType,
+    /// Rows per wave (= lanes), waves, threads.
+    rm: i64,
+    bm: i64,
+    bn: i64,
+    stages: i64,
+    /// Head dimension of q·k (`e`), of v (`d`), both padded to the instruction.
+    e: i64,
+    ep: i64,
+    d: i64,
+    dp: i64,
+    lane: Index,
+    wave: Index,
+    tid: Index,
+    /// The first row of the block (its row tile times BM).
+    row0: Index,
+    /// Registers: scores, outputs, A and B fragments, the row's state.
+    sacc: u32,
+    oacc: u32,
+    af: u32,
+    bf: u32,
+    m: u32,
+    sum: u32,
+    mnew: u32,
+    rs: u32,
+    p: u32,
+    alpha: u32,
+    /// Row strides of the LDS tiles.
+    qk_stride: i64,
+    v_stride: i64,
+    s_stride: i64,
+    p_stride: i64,
+    _a: std::marker::PhantomData<&'a ()>,
+}
+
+impl Emit<'_> {
+    fn lds(&self, array: u32, index: Index, t: DType) -> Expr {
+        f16e(ExprKind::Shared { shared: array, index }, t)
+    }
+
+    /// A fragment element read from LDS, zero where the head column `col`
+    /// is past `limit` (the head dimension is no multiple of k).
+    fn frag_read(&self, array: u32, index: Index, col: Index, limit: i64, padded: i64) -> Expr {
+        let v = self.lds(array, index, self.t);
+        if limit == padded {
+            return v;
+        }
+        select(
+            op(BinOp::Lt, idx_expr(col), idx_expr(Index::c(limit))),
+            v,
+            f16e(ExprKind::Float(0.0), self.t),
+        )
+    }
+
+    /// Q × K of the wave's rows and the tile's keys into the score accumulators.
+    fn scores(&self, buf: Index) -> Vec<Stmt> {
+        let (i, lane) = (self.instr, &self.lane);
+        let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
+        let (pa, pb, pc) = (
+            i64::from(i.a_per_lane()),
+            i64::from(i.b_per_lane()),
+            i64::from(i.acc_per_lane()),
+        );
+        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
+        let mut out: Vec<Stmt> = (0..fm_n * fn_n * pc)
+            .map(|x| Stmt::LocalStore {
+                local: self.sacc,
+                index: Index::c(x),
+                value: float(0.0),
+            })
+            .collect();
+        let kbase = buf * Index::c(self.bn * self.qk_stride);
+        for ks in 0..self.ep / k {
+            for fm in 0..fm_n {
+                for e in 0..i.a_per_lane() {
+                    let (r, kk) = i.a_coord(e);
+                    let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let col = Index::c(ks * k) + coord(&kk, lane);
+                    let at = row * Index::c(self.qk_stride) + col.clone();
+                    out.push(Stmt::LocalStore {
+                        local: self.af,
+                        index: Index::c(fm * pa + i64::from(e)),
+                        value: self.frag_read(QS, at, col, self.e, self.ep),
+                    });
+                }
+            }
+            for f in 0..fn_n {
+                for e in 0..i.b_per_lane() {
+                    let (kk, c) = i.b_coord(e);
+                    let key = Index::c(f * n) + coord(&c, lane);
+                    let col = Index::c(ks * k) + coord(&kk, lane);
+                    let at = kbase.clone() + key * Index::c(self.qk_stride) + col.clone();
+                    out.push(Stmt::LocalStore {
+                        local: self.bf,
+                        index: Index::c(f * pb + i64::from(e)),
+                        value: self.frag_read(KS, at, col, self.e, self.ep),
+                    });
+                }
+            }
+            for fm in 0..fm_n {
+                for f in 0..fn_n {
+                    out.push(self.matrix(self.af, fm * pa, self.bf, f * pb, self.sacc, (fm * fn_n + f) * pc));
+                }
+            }
+        }
+        out
+    }
+
+    fn matrix(&self, a: u32, ao: i64, b: u32, bo: i64, acc: u32, co: i64) -> Stmt {
+        Stmt::Matrix {
+            instr: self.instr,
+            a: (a, Index::c(ao)),
+            b: (b, Index::c(bo)),
+            acc: (acc, Index::c(co)),
+            lane: self.lane.clone(),
+            wave: self.wave.clone(),
+        }
+    }
+
+    /// The scaled scores to LDS; with `keys` (the key count of a row, as a
+    /// function of its local row), keys at or past it as −∞.
+    fn publish(&self, scale: &Expr, key0: &Index, keys: Option<&dyn Fn(Index) -> Index>) -> Vec<Stmt> {
+        let (i, lane) = (self.instr, &self.lane);
+        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
+        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
+        let mut out = Vec::new();
+        for fm in 0..fm_n {
+            for f in 0..fn_n {
+                for e in 0..i.acc_per_lane() {
+                    let (r, c) = i.acc_coord(e);
+                    let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let col = Index::c(f * n) + coord(&c, lane);
+                    let s = op(
+                        BinOp::Mul,
+                        reg(self.sacc, Index::c((fm * fn_n + f) * pc + i64::from(e))),
+                        scale.clone(),
+                    );
+                    let value = match keys {
+                        None => s,
+                        Some(count) => select(
+                            op(
+                                BinOp::Lt,
+                                idx_expr(key0.clone() + col.clone()),
+                                idx_expr(count(row.clone())),
+                            ),
+                            s,
+                            float(f64::NEG_INFINITY),
+                        ),
+                    };
+                    out.push(Stmt::SharedStore {
+                        shared: SS,
+                        index: row * Index::c(self.s_stride) + col,
+                        value,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The online softmax of the lane's own row (`lane` of this wave).
+    fn softmax(&self, c: VarId) -> Vec<Stmt> {
+        let me = self.wave.clone() * Index::c(self.rm) + self.lane.clone();
+        let set = |local: u32, value: Expr| Stmt::LocalStore {
+            local,
+            index: Index::c(0),
+            value,
+        };
+        let r = |local: u32| reg(local, Index::c(0));
+        let score = self.lds(SS, me.clone() * Index::c(self.s_stride) + Index::Var(c), DType::F32);
+        let each = |body: Vec<Stmt>| Stmt::Loop {
+            var: c,
+            extent: Index::c(self.bn),
+            unroll: true,
+            body,
+        };
+        let safe = select(
+            op(BinOp::Eq, r(self.mnew), float(f64::NEG_INFINITY)),
+            float(0.0),
+            r(self.mnew),
+        );
+        vec![
+            set(self.mnew, r(self.m)),
+            each(vec![set(self.mnew, op(BinOp::Max, r(self.mnew), score.clone()))]),
+            set(self.alpha, call(MathFn::Exp, op(BinOp::Sub, r(self.m), safe.clone()))),
+            set(self.rs, float(0.0)),
+            each(vec![
+                set(self.p, call(MathFn::Exp, op(BinOp::Sub, score, safe))),
+                Stmt::SharedStore {
+                    shared: PS,
+                    index: me.clone() * Index::c(self.p_stride) + Index::Var(c),
+                    value: cast(r(self.p), self.t),
+                },
+                set(self.rs, op(BinOp::Add, r(self.rs), r(self.p))),
+            ]),
+            set(
+                self.sum,
+                op(BinOp::Add, op(BinOp::Mul, r(self.sum), r(self.alpha)), r(self.rs)),
+            ),
+            set(self.m, r(self.mnew)),
+            Stmt::SharedStore {
+                shared: AL,
+                index: me,
+                value: r(self.alpha),
+            },
+        ]
+    }
+
+    /// Each output accumulator times its row's factor in LDS.
+    fn rescale(&self) -> Vec<Stmt> {
+        let (i, lane) = (self.instr, &self.lane);
+        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
+        let (fm_n, fd_n) = (self.rm / m, self.dp / n);
+        let mut out = Vec::new();
+        for fm in 0..fm_n {
+            for e in 0..i.acc_per_lane() {
+                let (r, _) = i.acc_coord(e);
+                let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                let factor = self.lds(AL, row, DType::F32);
+                for fd in 0..fd_n {
+                    let at = Index::c((fm * fd_n + fd) * pc + i64::from(e));
+                    out.push(Stmt::LocalStore {
+                        local: self.oacc,
+                        index: at.clone(),
+                        value: op(BinOp::Mul, reg(self.oacc, at), factor.clone()),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// P × V of the wave's rows into the output accumulators.
+    fn values(&self, buf: Index) -> Vec<Stmt> {
+        let (i, lane) = (self.instr, &self.lane);
+        let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
+        let (pa, pb, pc) = (
+            i64::from(i.a_per_lane()),
+            i64::from(i.b_per_lane()),
+            i64::from(i.acc_per_lane()),
+        );
+        let (fm_n, fd_n) = (self.rm / m, self.dp / n);
+        let vbase = buf * Index::c(self.bn * self.v_stride);
+        let mut out = Vec::new();
+        for ks in 0..self.bn / k {
+            for fm in 0..fm_n {
+                for e in 0..i.a_per_lane() {
+                    let (r, kk) = i.a_coord(e);
+                    let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let col = Index::c(ks * k) + coord(&kk, lane);
+                    out.push(Stmt::LocalStore {
+                        local: self.af,
+                        index: Index::c(fm * pa + i64::from(e)),
+                        value: self.lds(PS, row * Index::c(self.p_stride) + col, self.t),
+                    });
+                }
+            }
+            for fd in 0..fd_n {
+                for e in 0..i.b_per_lane() {
+                    let (kk, c) = i.b_coord(e);
+                    let key = Index::c(ks * k) + coord(&kk, lane);
+                    let col = Index::c(fd * n) + coord(&c, lane);
+                    out.push(Stmt::LocalStore {
+                        local: self.bf,
+                        index: Index::c(fd * pb + i64::from(e)),
+                        value: self.lds(VS, vbase.clone() + key * Index::c(self.v_stride) + col, self.t),
+                    });
+                }
+            }
+            for fm in 0..fm_n {
+                for fd in 0..fd_n {
+                    out.push(self.matrix(self.af, fm * pa, self.bf, fd * pb, self.oacc, (fm * fd_n + fd) * pc));
+                }
+            }
+        }
+        out
+    }
+
+    /// The work-group's copy of `rows` rows of `width` columns into LDS
+    /// array `array` at `base`, row stride `stride`: `load(r, c)` is the
+    /// element at tile row r, column c (a load whose last index is c).
+    #[allow(clippy::too_many_arguments)]
+    fn copy(
+        &self,
+        v: VarId,
+        array: u32,
+        base: Index,
+        stride: i64,
+        rows: i64,
+        width: i64,
+        load: &dyn Fn(Index, Index) -> Expr,
+        asynchronous: bool,
+    ) -> Stmt {
+        let vec = 8;
+        let per_row = width / vec;
+        let total = rows * per_row;
+        let at = Index::Var(v) * Index::c(self.bm) + self.tid.clone();
+        let r = Index::bin(IOp::Div, at.clone(), Index::c(per_row));
+        let c = Index::bin(IOp::Mod, at.clone(), Index::c(per_row)) * Index::c(vec);
+        let fill = Stmt::Fill {
+            mem: Mem::Shared,
+            array,
+            index: base + r.clone() * Index::c(stride) + c.clone(),
+            value: load(r, c),
+            width: vec as u32,
+            asynchronous,
+        };
+        let body = if total % self.bm == 0 {
+            vec![fill]
+        } else {
+            vec![Stmt::If {
+                guards: vec![Guard {
+                    value: at,
+                    extent: Index::c(total),
+                }],
+                body: vec![fill],
+            }]
+        };
+        Stmt::Loop {
+            var: v,
+            extent: Index::c((total + self.bm - 1) / self.bm),
+            unroll: true,
+            body,
+        }
+    }
+}
+
+pub(super) fn build(l: &mut Lowering, a: &Attention, t: Tiles, span: Span) -> Result<(), Diagnostic> {
+    let Some(unit) = l.unit else {
+        return Err(Diagnostic::new(
+            span,
+            "`flash` runs on a target's matrix instructions, and no target with them was given",
+        )
+        .hint("compile it for a GPU with matrix instructions (gfx908 and later CDNA, gfx11, gfx12, sm_80 and later); on the CPU, `--emulate PROCESSOR`; elsewhere schedule with `rowwise`"));
+    };
+    let st = l.k.stage(l.sid);
+    let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let n = st.axes.len();
+    let (iv, dv, jv, ev) = (
+        VarId(n as u32 - 2),
+        VarId(n as u32 - 1),
+        VarId(n as u32),
+        VarId(n as u32 + 1),
+    );
+    let q = operand(&a.q, iv, ev, "query", span)?;
+    let kx = operand(&a.k, jv, ev, "key", span)?;
+    let vx = operand(&a.v, jv, dv, "value", span)?;
+    let ty = a.q.dtype;
+    if a.k.dtype != ty || a.v.dtype != ty || !matches!(ty, DType::F16 | DType::BF16) {
+        return Err(Diagnostic::new(
+            span,
+            format!(
+                "`flash` multiplies f16 or bf16 tensors of one type; here q is {}, k {}, v {}",
+                a.q.dtype, a.k.dtype, a.v.dtype
+            ),
+        )
+        .hint("schedule with `rowwise`"));
+    }
+    let instr = pick(unit, ty, span)?;
+    let w = i64::from(unit.wave());
+    let (bm, bn) = (i64::from(t.rows), i64::from(t.keys));
+    let (m, nn, kk) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
+    if bm % w != 0 || bm / w > 16 {
+        return Err(Diagnostic::new(
+            span,
+            format!("rows={bm}: each of a work-group's waves takes {w} rows (a row per lane), so rows is a multiple of {w}, at most {}", 16 * w),
+        ));
+    }
+    if bn % nn != 0 || bn % kk != 0 {
+        return Err(Diagnostic::new(
+            span,
+            format!(
+                "keys={bn}: a multiple of {} ({}: {}x{}x{})",
+                nn.max(kk),
+                crate::lower::matrix::instr_id(instr),
+                instr.m,
+                instr.n,
+                instr.k
+            ),
+        ));
+    }
+    let Some(e) = red.axes[1].extent.as_const() else {
+        return Err(Diagnostic::new(
+            red.axes[1].span,
+            "`flash` keeps a row of Q per lane's fragments: the head axis's extent must be a constant",
+        ));
+    };
+    let d = st.axes[n - 1].extent.as_const().expect("checked: a constant");
+    if !nondecreasing(&red.axes[0].extent, iv) {
+        return Err(Diagnostic::new(
+            red.axes[0].span,
+            "`flash` skips the key tiles past the block's last row: the key count must not shrink as the query row grows",
+        )
+        .hint("as `T` or `min(i + 1, T)`; or schedule with `rowwise`"));
+    }
+    let ep = (e + kk - 1) / kk * kk;
+    let ep = (ep + 7) / 8 * 8;
+    let dp = (d + nn - 1) / nn * nn;
+    let dp = (dp + 7) / 8 * 8;
+    let stages = i64::from(t.stages);
+
+    // Loops and hardware indices.
+    let batch: Index = st.axes[..n - 2]
+        .iter()
+        .fold(Index::c(1), |acc, x| acc * x.extent.clone());
+    let s_ext = st.axes[n - 2].extent.clone();
+    let tiles_y = Index::bin(IOp::CeilDiv, s_ext.clone(), Index::c(bm));
+    let bx = var(l, "batch", batch.clone(), LoopKind::Bound(GpuAxis::Block(Dim::X)), span);
+    let by = var(l, "rows", tiles_y.clone(), LoopKind::Bound(GpuAxis::Block(Dim::Y)), span);
+    let lane = var(l, "lane", Index::c(w), LoopKind::Bound(GpuAxis::Thread(Dim::X)), span);
+    let wave = var(l, "wave", Index::c(bm / w), LoopKind::Bound(GpuAxis::Thread(Dim::Y)), span);
+    let at = decode_batch(l, Index::Var(bx));
+    let row0 = Index::Var(by) * Index::c(bm);
+    // The key count of global row `i`.
+    let keys_of = |i: Index| -> Index {
+        let mut m = at.clone();
+        m.insert(iv, i);
+        red.axes[0].extent.subst(&m)
+    };
+    let last_row = Index::bin(
+        IOp::Min,
+        row0.clone() + Index::c(bm - 1),
+        s_ext.clone() - Index::c(1),
+    );
+    let ntiles = Index::bin(IOp::CeilDiv, keys_of(last_row), Index::c(bn));
+    let kt = var(l, "key_tile", ntiles.clone(), LoopKind::Serial, span);
+    let copies = |rows: i64, width: i64| Index::c((rows * width / 8 + bm - 1) / bm);
+    let q_v = var(l, "copy_q", copies(bm, ep), LoopKind::Unrolled, span);
+    let k_v = var(l, "copy_k", copies(bn, ep), LoopKind::Unrolled, span);
+    let v_v = var(l, "copy_v", copies(bn, dp), LoopKind::Unrolled, span);
+    let col = var(l, "col", Index::c(bn), LoopKind::Unrolled, span);
+    let shared = |name: &str, dtype: DType, len: i64| Local {
+        name: format!("{}_{name}", st.name),
+        dtype,
+        len: len as u32,
+        span,
+    };
+    let (qk_stride, v_stride) = (ep + PAD, dp + PAD);
+    let (s_stride, p_stride) = (bn + 1, bn + PAD);
+    l.g.shared = vec![
+        shared("q", ty, bm * qk_stride),
+        shared("k", ty, stages * bn * qk_stride),
+        shared("v", ty, stages * bn * v_stride),
+        shared("scores", DType::F32, bm * s_stride),
+        shared("weights", ty, bm * p_stride),
+        shared("factor", DType::F32, bm),
+    ];
+    let (pa, pb, pc) = (
+        i64::from(instr.a_per_lane()),
+        i64::from(instr.b_per_lane()),
+        i64::from(instr.acc_per_lane()),
+    );
+    let fm_n = w / m;
+    let sacc = local(l, "scores", fm_n * (bn / nn) * pc, span);
+    let oacc = local(l, "out", fm_n * (dp / nn) * pc, span);
+    let frag = |l: &mut Lowering, name: &str, len: i64| {
+        l.g.locals.push(Local {
+            name: format!("{}_{name}", st.name),
+            dtype: ty,
+            len: len as u32,
+            span,
+        });
+        l.g.locals.len() as u32 - 1
+    };
+    let af = frag(l, "a", fm_n * pa);
+    let bf = frag(l, "b", (bn / nn).max(dp / nn) * pb);
+    let [mreg, sum, mnew, rs, p, alpha] =
+        ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
+    let tid = Index::Var(lane) + Index::Var(wave) * Index::c(w);
+    let em = Emit {
+        instr,
+        t: ty,
+        rm: w,
+        bm,
+        bn,
+        stages,
+        e,
+        ep,
+        d,
+        dp,
+        lane: Index::Var(lane),
+        wave: Index::Var(wave),
+        tid: tid.clone(),
+        row0: row0.clone(),
+        sacc,
+        oacc,
+        af,
+        bf,
+        m: mreg,
+        sum,
+        mnew,
+        rs,
+        p,
+        alpha,
+        qk_stride,
+        v_stride,
+        s_stride,
+        p_stride,
+        _a: std::marker::PhantomData,
+    };
+
+    // The copies: rows clamped into their tensors (their results are
+    // masked or never stored), the last index clamped by the fill itself.
+    let clamp_row = |op_: &Operand, r: Index| -> Index {
+        let dim = l.k.tensor(op_.tensor).shape[op_.row].clone();
+        Index::bin(IOp::Min, r, dim - Index::c(1))
+    };
+    let load = |op_: &Operand, row: Index, c: Index| -> Expr {
+        let mut indices: Vec<Index> = op_.indices.iter().map(|i| i.subst(&at)).collect();
+        indices[op_.row] = clamp_row(op_, row);
+        *indices.last_mut().expect("has a head axis") = c;
+        Expr {
+            kind: ExprKind::Load {
+                tensor: op_.tensor,
+                indices,
+            },
+            dtype: ty,
+        }
+    };
+    let q_copy = em.copy(
+        q_v,
+        QS,
+        Index::c(0),
+        qk_stride,
+        bm,
+        ep,
+        &|r, c| load(&q, row0.clone() + r, c),
+        false,
+    );
+    let tile_copy = |tile: Index, buf: Index| -> Vec<Stmt> {
+        let key0 = tile * Index::c(bn);
+        vec![
+            em.copy(
+                k_v,
+                KS,
+                buf.clone() * Index::c(bn * qk_stride),
+                qk_stride,
+                bn,
+                ep,
+                &|r, c| load(&kx, key0.clone() + r, c),
+                true,
+            ),
+            em.copy(
+                v_v,
+                VS,
+                buf * Index::c(bn * v_stride),
+                v_stride,
+                bn,
+                dp,
+                &|r, c| load(&vx, key0.clone() + r, c),
+                true,
+            ),
+        ]
+    };
+
+    let scale = at_expr(l, &a.scale, &at);
+    let buf = Index::bin(IOp::Mod, Index::Var(kt), Index::c(stages));
+    let mut step = Vec::new();
+    if stages == 1 {
+        step.push(Stmt::Barrier);
+        step.extend(tile_copy(Index::Var(kt), Index::c(0)));
+        step.push(Stmt::AsyncCommit);
+        step.push(Stmt::AsyncWait { pending: 0 });
+        step.push(Stmt::Barrier);
+    } else {
+        step.push(Stmt::AsyncWait {
+            pending: t.stages - 2,
+        });
+        step.push(Stmt::Barrier);
+        let ahead = Index::Var(kt) + Index::c(stages - 1);
+        step.push(Stmt::If {
+            guards: vec![Guard {
+                value: ahead.clone(),
+                extent: ntiles.clone(),
+            }],
+            body: tile_copy(ahead.clone(), Index::bin(IOp::Mod, ahead, Index::c(stages))),
+        });
+        step.push(Stmt::AsyncCommit);
+    }
+    step.extend(em.scores(buf.clone()));
+    // Tiles wholly inside the first row's keys need no mask.
+    let key0 = Index::Var(kt) * Index::c(bn);
+    let count = |local_row: Index| keys_of(row0.clone() + local_row);
+    step.push(Stmt::Unswitch {
+        guards: vec![Guard {
+            value: key0.clone() + Index::c(bn - 1),
+            extent: keys_of(row0.clone()),
+        }],
+        fast: em.publish(&scale, &key0, None),
+        slow: em.publish(&scale, &key0, Some(&count)),
+    });
+    step.push(Stmt::Barrier);
+    step.extend(em.softmax(col));
+    step.push(Stmt::Barrier);
+    step.extend(em.rescale());
+    step.extend(em.values(buf));
+
+    let set = |local: u32, value: Expr| Stmt::LocalStore {
+        local,
+        index: Index::c(0),
+        value,
+    };
+    let mut body = vec![
+        Stmt::Bind {
+            var: bx,
+            axis: GpuAxis::Block(Dim::X),
+        },
+        Stmt::Bind {
+            var: by,
+            axis: GpuAxis::Block(Dim::Y),
+        },
+        Stmt::Bind {
+            var: lane,
+            axis: GpuAxis::Thread(Dim::X),
+        },
+        Stmt::Bind {
+            var: wave,
+            axis: GpuAxis::Thread(Dim::Y),
+        },
+        set(mreg, float(f64::NEG_INFINITY)),
+        set(sum, float(0.0)),
+    ];
+    body.extend((0..fm_n * (dp / nn) * pc).map(|x| Stmt::LocalStore {
+        local: oacc,
+        index: Index::c(x),
+        value: float(0.0),
+    }));
+    body.push(q_copy);
+    for s in 0..stages - 1 {
+        body.push(Stmt::If {
+            guards: vec![Guard {
+                value: Index::c(s),
+                extent: ntiles.clone(),
+            }],
+            body: tile_copy(Index::c(s), Index::c(s)),
+        });
+        body.push(Stmt::AsyncCommit);
+    }
+    body.push(Stmt::Loop {
+        var: kt,
+        extent: ntiles,
+        unroll: false,
+        body: step,
+    });
+    body.extend(finish_rows(l, a, &em, &at, iv, dv, &s_ext));
+    l.g.body = body;
+    l.g.block = [w as u32, (bm / w) as u32, 1];
+    l.g.grid = [batch, tiles_y, Index::c(1)];
+    l.tid = tid;
+    Ok(())
+}
+
+/// The batch axes (the output's but the query and head axes) decoded from
+/// blockIdx.x, row-major.
+fn decode_batch(l: &Lowering, b: Index) -> HashMap<VarId, Index> {
+    let st = l.k.stage(l.sid);
+    let n = st.axes.len();
+    let mut at = HashMap::new();
+    let mut rest = b;
+    for d in (0..n - 2).rev() {
+        let x = st.axes[d].extent.clone();
+        at.insert(VarId(d as u32), Index::bin(IOp::Mod, rest.clone(), x.clone()));
+        rest = Index::bin(IOp::Div, rest, x);
+    }
+    at
+}
+
+fn at_expr(l: &Lowering, x: &Expr, map: &HashMap<VarId, Index>) -> Expr {
+    super::at(l, x, map)
+}
+
+/// After the last tile: each row's `1 / sum` to LDS (and its log-sum-exp
+/// stored by its lane), then every output element divided and stored.
+fn finish_rows(
+    l: &Lowering,
+    a: &Attention,
+    em: &Emit,
+    at: &HashMap<VarId, Index>,
+    iv: VarId,
+    dv: VarId,
+    s_ext: &Index,
+) -> Vec<Stmt> {
+    let st = l.k.stage(l.sid);
+    let n = st.axes.len();
+    let r = |local: u32| reg(local, Index::c(0));
+    let me = em.wave.clone() * Index::c(em.rm) + em.lane.clone();
+    let live = op(BinOp::Gt, r(em.sum), float(0.0));
+    // The last tile's rescale may still read the factors.
+    let mut out = vec![Stmt::Barrier, Stmt::SharedStore {
+        shared: AL,
+        index: me.clone(),
+        value: select(live, op(BinOp::Div, float(1.0), r(em.sum)), float(0.0)),
+    }];
+    let index_at = |i: Index, d: Option<Index>| -> Vec<Index> {
+        let mut m = at.clone();
+        m.insert(iv, i);
+        if let Some(d) = d {
+            m.insert(dv, d);
+        }
+        let upto = if m.contains_key(&dv) { n } else { n - 1 };
+        (0..upto).map(|x| m[&VarId(x as u32)].clone()).collect()
+    };
+    if let Some(lt) = a.outputs.get(1) {
+        let i = em.row0.clone() + me.clone();
+        out.push(Stmt::If {
+            guards: vec![Guard {
+                value: i.clone(),
+                extent: s_ext.clone(),
+            }],
+            body: vec![Stmt::Store {
+                tensor: *lt,
+                indices: index_at(i, None),
+                value: lse(r(em.m), r(em.sum)),
+            }],
+        });
+    }
+    out.push(Stmt::Barrier);
+    let (ins, lane) = (em.instr, &em.lane);
+    let (m, nn, pc) = (i64::from(ins.m), i64::from(ins.n), i64::from(ins.acc_per_lane()));
+    let (fm_n, fd_n) = (em.rm / m, em.dp / nn);
+    for fm in 0..fm_n {
+        for fd in 0..fd_n {
+            for e in 0..ins.acc_per_lane() {
+                let (rc, cc) = ins.acc_coord(e);
+                let row = em.wave.clone() * Index::c(em.rm) + Index::c(fm * m) + coord(&rc, lane);
+                let d = Index::c(fd * nn) + coord(&cc, lane);
+                let i = em.row0.clone() + row.clone();
+                let v = op(
+                    BinOp::Mul,
+                    reg(em.oacc, Index::c((fm * fd_n + fd) * pc + i64::from(e))),
+                    em.lds(AL, row, DType::F32),
+                );
+                let mut guards = vec![Guard {
+                    value: i.clone(),
+                    extent: s_ext.clone(),
+                }];
+                if em.dp != em.d {
+                    guards.push(Guard {
+                        value: d.clone(),
+                        extent: Index::c(em.d),
+                    });
+                }
+                out.push(Stmt::If {
+                    guards,
+                    body: vec![Stmt::Store {
+                        tensor: a.outputs[0],
+                        indices: index_at(i, Some(d)),
+                        value: cast(v, st.value.dtype),
+                    }],
+                });
+            }
+        }
+    }
+    out
 }
