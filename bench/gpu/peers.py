@@ -220,6 +220,25 @@ def run(name, s):
         largest = name != "topk_small"
         by = 4 * r * c + 8 * k * r
         report("pytorch", name, s, timed(lambda: torch.topk(x, k, dim=1, largest=largest)), by)
+    elif name.startswith("attention"):
+        # SDPA at the same shape, causality and dtype: the flash backend
+        # (FlashAttention-2) as "pytorch", cuDNN's attention as "cudnn".
+        # TFLOP/s as FlashAttention counts: 4·B·H·S·T·D, halved if causal.
+        from torch.nn.attention import sdpa_kernel, SDPBackend
+        b, h, sq = s["B"], s["H"], s["S"]
+        t = s.get("T", sq)
+        d = 64 if name == "attention_causal" else 128
+        dt = torch.bfloat16 if name == "attention_causal" else torch.float16
+        causal = "causal" in name
+        q, k, v = rnd(b, h, sq, d).to(dt), rnd(b, h, t, d).to(dt), rnd(b, h, t, d).to(dt)
+        fl = 4 * b * h * sq * t * d // (2 if causal else 1)
+        sdpa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        for tool, backend in (("pytorch", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            try:
+                with sdpa_kernel(backend):
+                    report(tool, name, s, timed(sdpa), 0, fl)
+            except Exception as e:  # a backend that does not take the shape
+                print(f"{name} {tool}: {e}", file=sys.stderr)
     elif name == "cumsum":
         r, c = s["rows"], s["cols"]
         x = rnd(r, c)

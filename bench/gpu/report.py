@@ -15,8 +15,10 @@ for r in rows:
 copy_bw = max((r["gbps"] for r in rows if r["kernel"] == "copy"), default=0.0)
 MEM = {"vadd": 0.90, "saxpy": 0.90, "bias2d": 0.90, "bias2d_vec": 0.90, "bias2d_vec_nofact": 0.90, "transpose": 0.80, "transpose_coarse": 0.80, "gelu_mask": 0.85}
 RELATIVE = {"bias_grad": 1.0, "softmax": 1.0, "softmax_online": 1.0, "layernorm": 1.0, "embedding": 1.0, "histogram": 1.0, "histogram_global": 1.0, "argmax": 1.0, "topk": 1.0, "topk_k64": 1.0, "topk_small": 1.0, "log_softmax": 1.0, "cross_entropy": 1.0, "welford_layernorm": 1.0, "cumsum": 1.0}
+ATTENTION = {"attention", "attention_causal", "attention_causal128"}
 MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma"}
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "gelu_mask", "bias_grad", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum",
+         "attention", "attention_causal", "attention_causal128",
          "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", "conv2d"]
 # NAME_default: NAME without its schedule (rocmc's default schedules),
 # beside NAME and against NAME's peers.
@@ -41,7 +43,7 @@ for k in order:
     pt, tr = t.get("pytorch"), t.get("triton")
     peers = [p for p in (pt, tr) if p]
     best = min(peers, key=lambda p: p["ms"]) if peers else None
-    unit = "TFLOP/s" if k in MATMUL or k in ("conv2d", "conv2d_default") else "GB/s"
+    unit = "TFLOP/s" if k in MATMUL or k in ATTENTION or k.replace("_default", "") in ATTENTION or k in ("conv2d", "conv2d_default") else "GB/s"
     val = (lambda p: p["tflops"]) if unit == "TFLOP/s" else (lambda p: p["gbps"])
     if k in MEM:
         target = f"≥ {MEM[k]:.0%} of copy ({MEM[k] * copy_bw:.0f} GB/s)"
@@ -51,6 +53,11 @@ for k in order:
         target = "≥ PyTorch's speed"
         ok = r["ms"] <= pt["ms"]
         vs = f"{pt['ms'] / r['ms']:.2f}× PyTorch"
+    elif k.replace("_default", "") in ATTENTION and pt:
+        target = "≥ SDPA flash (FlashAttention-2)"
+        ok = r["ms"] <= pt["ms"]
+        cd = t.get("cudnn")
+        vs = f"{pt['ms'] / r['ms']:.2f}× SDPA flash" + (f", {cd['ms'] / r['ms']:.2f}× cuDNN" if cd else "")
     elif k in MATMUL and pt:
         target = "≥ 60 % of cuBLAS" if k != "gelu_linear" else "(no target)"
         ok = r["tflops"] >= 0.6 * pt["tflops"] if k != "gelu_linear" else None

@@ -584,7 +584,10 @@ fn check_partial(front: &Frontend, tc: &dyn Toolchain) -> Result<(), Error> {
         let binds = st.schedule.iter().any(|s| {
             matches!(
                 s.kind,
-                StepKind::Bind { .. } | StepKind::Scan { .. } | StepKind::TopK { .. }
+                StepKind::Bind { .. }
+                    | StepKind::Scan { .. }
+                    | StepKind::TopK { .. }
+                    | StepKind::Attention { .. }
             )
         });
         if written && work && !binds {

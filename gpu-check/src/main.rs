@@ -131,6 +131,7 @@ pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>>
                 .collect(),
         );
     }
+    attention_cases(k, &mut out);
     // conv2d: the window needs H, W of at least 3; keep tiny batches.
     for c in &mut out {
         for (v, s) in c.iter_mut().zip(&k.sizes) {
@@ -145,6 +146,31 @@ pub(crate) fn size_cases(k: &Kernel, cases: u64, rng: &mut Rng) -> Vec<Vec<i64>>
         *c = k.fit_sizes(c);
     }
     out
+}
+
+/// An attention's interpreter work is batch · rows · keys · head: one or
+/// two batch points, and row and key counts of one to several tiles,
+/// odd and whole, different from each other.
+fn attention_cases(k: &Kernel, out: &mut [Vec<i64>]) {
+    fn uses(ix: &rocmc_ir::Index, s: usize) -> bool {
+        match ix {
+            rocmc_ir::Index::Size(id) => id.0 as usize == s,
+            rocmc_ir::Index::Bin(_, a, b) => uses(a, s) || uses(b, s),
+            _ => false,
+        }
+    }
+    let Some(st) = k.stages.iter().find(|s| s.attention().is_some()) else {
+        return;
+    };
+    let n = st.axes.len();
+    const LENS: [i64; 7] = [1, 7, 65, 129, 200, 256, 300];
+    for (ci, c) in out.iter_mut().enumerate() {
+        for (si, v) in c.iter_mut().enumerate() {
+            let batch = st.axes[..n - 2].iter().any(|a| uses(&a.extent, si));
+            let want = if batch { 1 + (ci % 2) as i64 } else { LENS[(ci + si) % LENS.len()] };
+            *v = want.min(k.sizes[si].max as i64);
+        }
+    }
 }
 
 /// Runs a folder's kernels on any device through the one device interface

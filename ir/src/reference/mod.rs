@@ -388,6 +388,9 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
         .iter()
         .filter(|s| !s.is_inlined())
         .map(|s| {
+            if let (Some(r), Some(_)) = (&s.reduce, s.attention()) {
+                return attention_flops(s, r, sizes);
+            }
             let points: i64 = s
                 .axes
                 .iter()
@@ -409,6 +412,25 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
             points as u64 * (count(&s.value) + red_points as u64 * body_ops)
         })
         .sum()
+}
+
+/// An attention's two products, as FlashAttention counts them: 2·e
+/// (q·k) plus 2·d (p·v) per query row and key it sees (causal rows see
+/// fewer keys).
+fn attention_flops(s: &crate::kernel::Stage, r: &crate::kernel::Reduction, sizes: &[i64]) -> u64 {
+    let n = s.axes.len();
+    let ext = |ix: &crate::Index, pt: &[i64]| ix.eval(sizes, pt).unwrap_or(0).max(0) as u64;
+    let batch: u64 = s.axes[..n - 2].iter().map(|a| ext(&a.extent, &[])).product();
+    let rows = ext(&s.axes[n - 2].extent, &[]);
+    let (e, d) = (ext(&r.axes[1].extent, &[]), ext(&s.axes[n - 1].extent, &[]));
+    let mut pt = vec![0i64; n + 2];
+    let keys: u64 = (0..rows)
+        .map(|i| {
+            pt[n - 2] = i as i64;
+            ext(&r.axes[0].extent, &pt)
+        })
+        .sum();
+    batch * keys * 2 * (e + d)
 }
 
 fn scalar_f(s: Scalar) -> f64 {

@@ -142,7 +142,6 @@ struct Emit<'a> {
     rm: i64,
     bm: i64,
     bn: i64,
-    stages: i64,
     /// Head dimension of q·k (`e`), of v (`d`), both padded to the instruction.
     e: i64,
     ep: i64,
@@ -612,7 +611,6 @@ pub(super) fn build(l: &mut Lowering, a: &Attention, t: Tiles, span: Span) -> Re
         rm: w,
         bm,
         bn,
-        stages,
         e,
         ep,
         d,

@@ -1,20 +1,75 @@
-//! Attention stages: `flash` where the target's matrix instructions take
-//! the query, key and value types, else `rowwise`, a thread per query
-//! row.
+//! Attention stages: `flash` where the target's matrix instructions
+//! multiply the query, key and value type (f16 or bf16 tensors read
+//! directly) into f32, with the largest tiles whose LDS fits the target;
+//! else `rowwise`, a thread per query row.
 
 use super::{Knobs, RuleCx};
-use crate::kernel::{Kernel, Stage};
+use crate::kernel::{ExprKind, Kernel, Stage};
+use crate::mtype::{mtype, MatrixUnit};
 use crate::plan::DefaultSchedule;
+use crate::DType;
+
+/// LDS bytes of `flash(rows, keys, stages)` for head dimensions `e` and
+/// `d` of 16-bit elements: the Q tile, `stages` K and V tiles, the f32
+/// scores and the 16-bit weights (rows padded as the lowering pads them).
+pub fn flash_lds(rows: i64, keys: i64, stages: i64, e: i64, d: i64) -> i64 {
+    let (ep, dp) = ((e + 31) / 32 * 32 + 8, (d + 31) / 32 * 32 + 8);
+    2 * rows * ep + 2 * stages * keys * (ep + dp) + 4 * rows * (keys + 1) + 2 * rows * (keys + 8) + 4 * rows
+}
 
 pub(super) fn candidates(_k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let a = st.attention().expect("an attention stage");
     let j = &red.axes[0].name;
+    let mut out = Vec::new();
+    let loads = [&a.q, &a.k, &a.v]
+        .iter()
+        .all(|x| matches!(x.kind, ExprKind::Load { .. }) && x.dtype == a.q.dtype);
+    let e = red.axes[1].extent.as_const();
+    let d = st.axes.last().and_then(|x| x.extent.as_const());
+    let unit = cx.target.and_then(MatrixUnit::of);
+    let fits_unit = unit.as_ref().is_some_and(|u| {
+        u.instructions().iter().any(|i| {
+            mtype(a.q.dtype) == Some(i.a)
+                && i.a == i.b
+                && i.acc == rocmc_target::matrix::MType::F32
+                && u.wave() % i.m == 0
+        })
+    });
+    if let (true, true, Some(e), Some(d), Some(u)) = (loads, fits_unit, e, d, &unit) {
+        if matches!(a.q.dtype, DType::F16 | DType::BF16) {
+            let w = i64::from(u.wave());
+            let limit = i64::from(cx.shared_bytes());
+            // Two waves of rows at least where LDS allows; keys per tile
+            // so that the score and output accumulators stay in registers.
+            let keys_default = if d > 64 { 32 } else { 64 };
+            let mut best = None;
+            'search: for rows in [4 * w, 2 * w, w] {
+                for stages in [2, 1] {
+                    for keys in [keys_default, 32, 16] {
+                        if flash_lds(rows, keys, stages, e, d) <= limit {
+                            best = Some((rows, keys, stages));
+                            break 'search;
+                        }
+                    }
+                }
+            }
+            if let Some((rows, keys, stages)) = best {
+                let mut kn = Knobs::new(&st.name, cx.given);
+                let rows = kn.get("ROWS", &[w, 2 * w, 4 * w], rows.min(4 * w), "query rows per work-group (a row per lane)");
+                let keys = kn.get("KEYS", &[16, 32, 64, 128], keys, "keys per LDS tile");
+                let stages = kn.get("STAGES", &[1, 2, 3], stages, "LDS buffers of the K and V tiles");
+                let mut s = kn.done("flash", vec![format!("flash({j}, rows={rows}, keys={keys}, stages={stages})")]);
+                s.by_target = true;
+                out.push(s);
+            }
+        }
+    }
     let mut kn = Knobs::new(&st.name, cx.given);
-    let threads = kn.get(
-        "THREADS",
-        &[32, 64, 128, 256],
-        64,
-        "query rows (threads) per work-group",
-    );
-    vec![kn.done("rowwise", vec![format!("rowwise({j}, threads={threads})")])]
+    let threads = kn.get("THREADS", &[32, 64, 128, 256], 64, "query rows (threads) per work-group");
+    let mut rows = kn.done("rowwise", vec![format!("rowwise({j}, threads={threads})")]);
+    // Without a target, a GPU's matrix unit may still take the stage.
+    rows.by_target = cx.target.is_none() && loads && matches!(a.q.dtype, DType::F16 | DType::BF16);
+    out.push(rows);
+    out
 }
