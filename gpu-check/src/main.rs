@@ -167,7 +167,11 @@ fn attention_cases(k: &Kernel, out: &mut [Vec<i64>]) {
     for (ci, c) in out.iter_mut().enumerate() {
         for (si, v) in c.iter_mut().enumerate() {
             let batch = st.axes[..n - 2].iter().any(|a| uses(&a.extent, si));
-            let want = if batch { 1 + (ci % 2) as i64 } else { LENS[(ci + si) % LENS.len()] };
+            let want = if batch {
+                1 + (ci % 2) as i64
+            } else {
+                LENS[(ci + si) % LENS.len()]
+            };
             *v = want.min(k.sizes[si].max as i64);
         }
     }

@@ -197,17 +197,19 @@ fn build(
     let (jv, ev) = match (uses(&q, r0), uses(&q, r1)) {
         (false, true) => (r0, r1),
         (true, false) => (r1, r0),
-        _ => return fail(
-            cx,
-            Diagnostic::new(
-                qa.span,
-                format!(
+        _ => {
+            return fail(
+                cx,
+                Diagnostic::new(
+                    qa.span,
+                    format!(
                     "the query reads exactly one of the reduction axes (`{}`, `{}`): the head axis",
                     ax.reduce[0].name, ax.reduce[1].name
                 ),
+                )
+                .hint(format!("`{EX}`: `q` reads `e`, `k` reads `j` and `e`")),
             )
-            .hint(format!("`{EX}`: `q` reads `e`, `k` reads `j` and `e`")),
-        ),
+        }
     };
     let name = |v: VarId| all[v.0 as usize].0.clone();
     let (iv, dv) = (VarId(n as u32 - 2), VarId(n as u32 - 1));

@@ -79,13 +79,11 @@ pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
 
 /// Whether a stage of `k` has an `mma` step, so that lowering depends on the target.
 pub fn needs_target(k: &Kernel) -> bool {
-    k.stages
-        .iter()
-        .any(|s| {
-            s.nest.as_ref().is_some_and(|n| {
-                n.matrix.is_some() || matches!(n.attention, Some(crate::plan::AttnPlan::Flash { .. }))
-            })
+    k.stages.iter().any(|s| {
+        s.nest.as_ref().is_some_and(|n| {
+            n.matrix.is_some() || matches!(n.attention, Some(crate::plan::AttnPlan::Flash { .. }))
         })
+    })
 }
 
 /// [`lower`] for a target with matrix instructions (`unit`); stages with

@@ -420,7 +420,10 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
 fn attention_flops(s: &crate::kernel::Stage, r: &crate::kernel::Reduction, sizes: &[i64]) -> u64 {
     let n = s.axes.len();
     let ext = |ix: &crate::Index, pt: &[i64]| ix.eval(sizes, pt).unwrap_or(0).max(0) as u64;
-    let batch: u64 = s.axes[..n - 2].iter().map(|a| ext(&a.extent, &[])).product();
+    let batch: u64 = s.axes[..n - 2]
+        .iter()
+        .map(|a| ext(&a.extent, &[]))
+        .product();
     let rows = ext(&s.axes[n - 2].extent, &[]);
     let (e, d) = (ext(&r.axes[1].extent, &[]), ext(&s.axes[n - 1].extent, &[]));
     let mut pt = vec![0i64; n + 2];

@@ -60,7 +60,13 @@ struct Operand {
     row: usize,
 }
 
-fn operand(x: &Expr, row: VarId, last: VarId, what: &str, span: Span) -> Result<Operand, Diagnostic> {
+fn operand(
+    x: &Expr,
+    row: VarId,
+    last: VarId,
+    what: &str,
+    span: Span,
+) -> Result<Operand, Diagnostic> {
     let ExprKind::Load { tensor, indices } = &x.kind else {
         return Err(Diagnostic::new(
             span,
@@ -70,10 +76,9 @@ fn operand(x: &Expr, row: VarId, last: VarId, what: &str, span: Span) -> Result<
     };
     let row_at = indices.iter().position(|i| *i == Index::Var(row));
     let ok_last = indices.last() == Some(&Index::Var(last));
-    let others_plain = indices
-        .iter()
-        .enumerate()
-        .all(|(p, i)| Some(p) == row_at || p + 1 == indices.len() || !(i.uses_var(row) || i.uses_var(last)));
+    let others_plain = indices.iter().enumerate().all(|(p, i)| {
+        Some(p) == row_at || p + 1 == indices.len() || !(i.uses_var(row) || i.uses_var(last))
+    });
     match (row_at, ok_last && others_plain) {
         (Some(r), true) if r + 1 < indices.len() => Ok(Operand {
             tensor: *tensor,
@@ -94,13 +99,18 @@ fn pick(unit: &MatrixUnit, t: DType, span: Span) -> Result<&'static MatrixInstr,
     let want = mtype(t);
     unit.instructions()
         .into_iter()
-        .filter(|i| Some(i.a) == want && Some(i.b) == want && i.acc == rocmc_target::matrix::MType::F32)
+        .filter(|i| {
+            Some(i.a) == want && Some(i.b) == want && i.acc == rocmc_target::matrix::MType::F32
+        })
         .filter(|i| unit.wave() % i.m == 0)
         .max_by_key(|i| (i.k, std::cmp::Reverse(i.m * i.n)))
         .ok_or_else(|| {
             Diagnostic::new(
                 span,
-                format!("{} has no matrix instruction multiplying {t} into f32", unit.gpu()),
+                format!(
+                    "{} has no matrix instruction multiplying {t} into f32",
+                    unit.gpu()
+                ),
             )
             .hint("schedule with `rowwise`")
         })
@@ -173,7 +183,13 @@ struct Emit<'a> {
 
 impl Emit<'_> {
     fn lds(&self, array: u32, index: Index, t: DType) -> Expr {
-        f16e(ExprKind::Shared { shared: array, index }, t)
+        f16e(
+            ExprKind::Shared {
+                shared: array,
+                index,
+            },
+            t,
+        )
     }
 
     /// A fragment element read from LDS, zero where the head column `col`
@@ -212,7 +228,8 @@ impl Emit<'_> {
             for fm in 0..fm_n {
                 for e in 0..i.a_per_lane() {
                     let (r, kk) = i.a_coord(e);
-                    let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let row =
+                        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
                     let col = Index::c(ks * k) + coord(&kk, lane);
                     let at = row * Index::c(self.qk_stride) + col.clone();
                     out.push(Stmt::LocalStore {
@@ -237,7 +254,14 @@ impl Emit<'_> {
             }
             for fm in 0..fm_n {
                 for f in 0..fn_n {
-                    out.push(self.matrix(self.af, fm * pa, self.bf, f * pb, self.sacc, (fm * fn_n + f) * pc));
+                    out.push(self.matrix(
+                        self.af,
+                        fm * pa,
+                        self.bf,
+                        f * pb,
+                        self.sacc,
+                        (fm * fn_n + f) * pc,
+                    ));
                 }
             }
         }
@@ -257,7 +281,12 @@ impl Emit<'_> {
 
     /// The scaled scores to LDS; with `keys` (the key count of a row, as a
     /// function of its local row), keys at or past it as −∞.
-    fn publish(&self, scale: &Expr, key0: &Index, keys: Option<&dyn Fn(Index) -> Index>) -> Vec<Stmt> {
+    fn publish(
+        &self,
+        scale: &Expr,
+        key0: &Index,
+        keys: Option<&dyn Fn(Index) -> Index>,
+    ) -> Vec<Stmt> {
         let (i, lane) = (self.instr, &self.lane);
         let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
         let (fm_n, fn_n) = (self.rm / m, self.bn / n);
@@ -266,7 +295,8 @@ impl Emit<'_> {
             for f in 0..fn_n {
                 for e in 0..i.acc_per_lane() {
                     let (r, c) = i.acc_coord(e);
-                    let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let row =
+                        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
                     let col = Index::c(f * n) + coord(&c, lane);
                     let s = op(
                         BinOp::Mul,
@@ -305,7 +335,11 @@ impl Emit<'_> {
             value,
         };
         let r = |local: u32| reg(local, Index::c(0));
-        let score = self.lds(SS, me.clone() * Index::c(self.s_stride) + Index::Var(c), DType::F32);
+        let score = self.lds(
+            SS,
+            me.clone() * Index::c(self.s_stride) + Index::Var(c),
+            DType::F32,
+        );
         let each = |body: Vec<Stmt>| Stmt::Loop {
             var: c,
             extent: Index::c(self.bn),
@@ -319,8 +353,14 @@ impl Emit<'_> {
         );
         vec![
             set(self.mnew, r(self.m)),
-            each(vec![set(self.mnew, op(BinOp::Max, r(self.mnew), score.clone()))]),
-            set(self.alpha, call(MathFn::Exp, op(BinOp::Sub, r(self.m), safe.clone()))),
+            each(vec![set(
+                self.mnew,
+                op(BinOp::Max, r(self.mnew), score.clone()),
+            )]),
+            set(
+                self.alpha,
+                call(MathFn::Exp, op(BinOp::Sub, r(self.m), safe.clone())),
+            ),
             set(self.rs, float(0.0)),
             each(vec![
                 set(self.p, call(MathFn::Exp, op(BinOp::Sub, score, safe))),
@@ -333,7 +373,11 @@ impl Emit<'_> {
             ]),
             set(
                 self.sum,
-                op(BinOp::Add, op(BinOp::Mul, r(self.sum), r(self.alpha)), r(self.rs)),
+                op(
+                    BinOp::Add,
+                    op(BinOp::Mul, r(self.sum), r(self.alpha)),
+                    r(self.rs),
+                ),
             ),
             set(self.m, r(self.mnew)),
             Stmt::SharedStore {
@@ -353,7 +397,8 @@ impl Emit<'_> {
         for fm in 0..fm_n {
             for e in 0..i.acc_per_lane() {
                 let (r, _) = i.acc_coord(e);
-                let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                let row =
+                    self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
                 let factor = self.lds(AL, row, DType::F32);
                 for fd in 0..fd_n {
                     let at = Index::c((fm * fd_n + fd) * pc + i64::from(e));
@@ -384,7 +429,8 @@ impl Emit<'_> {
             for fm in 0..fm_n {
                 for e in 0..i.a_per_lane() {
                     let (r, kk) = i.a_coord(e);
-                    let row = self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let row =
+                        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
                     let col = Index::c(ks * k) + coord(&kk, lane);
                     out.push(Stmt::LocalStore {
                         local: self.af,
@@ -401,13 +447,24 @@ impl Emit<'_> {
                     out.push(Stmt::LocalStore {
                         local: self.bf,
                         index: Index::c(fd * pb + i64::from(e)),
-                        value: self.lds(VS, vbase.clone() + key * Index::c(self.v_stride) + col, self.t),
+                        value: self.lds(
+                            VS,
+                            vbase.clone() + key * Index::c(self.v_stride) + col,
+                            self.t,
+                        ),
                     });
                 }
             }
             for fm in 0..fm_n {
                 for fd in 0..fd_n {
-                    out.push(self.matrix(self.af, fm * pa, self.bf, fd * pb, self.oacc, (fm * fd_n + fd) * pc));
+                    out.push(self.matrix(
+                        self.af,
+                        fm * pa,
+                        self.bf,
+                        fd * pb,
+                        self.oacc,
+                        (fm * fd_n + fd) * pc,
+                    ));
                 }
             }
         }
@@ -463,7 +520,12 @@ impl Emit<'_> {
     }
 }
 
-pub(super) fn build(l: &mut Lowering, a: &Attention, t: Tiles, span: Span) -> Result<(), Diagnostic> {
+pub(super) fn build(
+    l: &mut Lowering,
+    a: &Attention,
+    t: Tiles,
+    span: Span,
+) -> Result<(), Diagnostic> {
     let Some(unit) = l.unit else {
         return Err(Diagnostic::new(
             span,
@@ -523,7 +585,10 @@ pub(super) fn build(l: &mut Lowering, a: &Attention, t: Tiles, span: Span) -> Re
             "`flash` keeps a row of Q per lane's fragments: the head axis's extent must be a constant",
         ));
     };
-    let d = st.axes[n - 1].extent.as_const().expect("checked: a constant");
+    let d = st.axes[n - 1]
+        .extent
+        .as_const()
+        .expect("checked: a constant");
     if !nondecreasing(&red.axes[0].extent, iv) {
         return Err(Diagnostic::new(
             red.axes[0].span,
@@ -543,10 +608,34 @@ pub(super) fn build(l: &mut Lowering, a: &Attention, t: Tiles, span: Span) -> Re
         .fold(Index::c(1), |acc, x| acc * x.extent.clone());
     let s_ext = st.axes[n - 2].extent.clone();
     let tiles_y = Index::bin(IOp::CeilDiv, s_ext.clone(), Index::c(bm));
-    let bx = var(l, "batch", batch.clone(), LoopKind::Bound(GpuAxis::Block(Dim::X)), span);
-    let by = var(l, "rows", tiles_y.clone(), LoopKind::Bound(GpuAxis::Block(Dim::Y)), span);
-    let lane = var(l, "lane", Index::c(w), LoopKind::Bound(GpuAxis::Thread(Dim::X)), span);
-    let wave = var(l, "wave", Index::c(bm / w), LoopKind::Bound(GpuAxis::Thread(Dim::Y)), span);
+    let bx = var(
+        l,
+        "batch",
+        batch.clone(),
+        LoopKind::Bound(GpuAxis::Block(Dim::X)),
+        span,
+    );
+    let by = var(
+        l,
+        "rows",
+        tiles_y.clone(),
+        LoopKind::Bound(GpuAxis::Block(Dim::Y)),
+        span,
+    );
+    let lane = var(
+        l,
+        "lane",
+        Index::c(w),
+        LoopKind::Bound(GpuAxis::Thread(Dim::X)),
+        span,
+    );
+    let wave = var(
+        l,
+        "wave",
+        Index::c(bm / w),
+        LoopKind::Bound(GpuAxis::Thread(Dim::Y)),
+        span,
+    );
     let at = decode_batch(l, Index::Var(bx));
     let row0 = Index::Var(by) * Index::c(bm);
     // The key count of global row `i`.
@@ -796,7 +885,10 @@ fn decode_batch(l: &Lowering, b: Index) -> HashMap<VarId, Index> {
     let mut rest = b;
     for d in (0..n - 2).rev() {
         let x = st.axes[d].extent.clone();
-        at.insert(VarId(d as u32), Index::bin(IOp::Mod, rest.clone(), x.clone()));
+        at.insert(
+            VarId(d as u32),
+            Index::bin(IOp::Mod, rest.clone(), x.clone()),
+        );
         rest = Index::bin(IOp::Div, rest, x);
     }
     at
@@ -823,11 +915,14 @@ fn finish_rows(
     let me = em.wave.clone() * Index::c(em.rm) + em.lane.clone();
     let live = op(BinOp::Gt, r(em.sum), float(0.0));
     // The last tile's rescale may still read the factors.
-    let mut out = vec![Stmt::Barrier, Stmt::SharedStore {
-        shared: AL,
-        index: me.clone(),
-        value: select(live, op(BinOp::Div, float(1.0), r(em.sum)), float(0.0)),
-    }];
+    let mut out = vec![
+        Stmt::Barrier,
+        Stmt::SharedStore {
+            shared: AL,
+            index: me.clone(),
+            value: select(live, op(BinOp::Div, float(1.0), r(em.sum)), float(0.0)),
+        },
+    ];
     let index_at = |i: Index, d: Option<Index>| -> Vec<Index> {
         let mut m = at.clone();
         m.insert(iv, i);
@@ -853,7 +948,11 @@ fn finish_rows(
     }
     out.push(Stmt::Barrier);
     let (ins, lane) = (em.instr, &em.lane);
-    let (m, nn, pc) = (i64::from(ins.m), i64::from(ins.n), i64::from(ins.acc_per_lane()));
+    let (m, nn, pc) = (
+        i64::from(ins.m),
+        i64::from(ins.n),
+        i64::from(ins.acc_per_lane()),
+    );
     let (fm_n, fd_n) = (em.rm / m, em.dp / nn);
     for fm in 0..fm_n {
         for fd in 0..fd_n {

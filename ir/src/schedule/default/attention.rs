@@ -14,7 +14,11 @@ use crate::DType;
 /// scores and the 16-bit weights (rows padded as the lowering pads them).
 pub fn flash_lds(rows: i64, keys: i64, stages: i64, e: i64, d: i64) -> i64 {
     let (ep, dp) = ((e + 31) / 32 * 32 + 8, (d + 31) / 32 * 32 + 8);
-    2 * rows * ep + 2 * stages * keys * (ep + dp) + 4 * rows * (keys + 1) + 2 * rows * (keys + 8) + 4 * rows
+    2 * rows * ep
+        + 2 * stages * keys * (ep + dp)
+        + 4 * rows * (keys + 1)
+        + 2 * rows * (keys + 8)
+        + 4 * rows
 }
 
 pub(super) fn candidates(_k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
@@ -56,17 +60,37 @@ pub(super) fn candidates(_k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSch
             }
             if let Some((rows, keys, stages)) = best {
                 let mut kn = Knobs::new(&st.name, cx.given);
-                let rows = kn.get("ROWS", &[w, 2 * w, 4 * w], rows.min(4 * w), "query rows per work-group (a row per lane)");
+                let rows = kn.get(
+                    "ROWS",
+                    &[w, 2 * w, 4 * w],
+                    rows.min(4 * w),
+                    "query rows per work-group (a row per lane)",
+                );
                 let keys = kn.get("KEYS", &[16, 32, 64, 128], keys, "keys per LDS tile");
-                let stages = kn.get("STAGES", &[1, 2, 3], stages, "LDS buffers of the K and V tiles");
-                let mut s = kn.done("flash", vec![format!("flash({j}, rows={rows}, keys={keys}, stages={stages})")]);
+                let stages = kn.get(
+                    "STAGES",
+                    &[1, 2, 3],
+                    stages,
+                    "LDS buffers of the K and V tiles",
+                );
+                let mut s = kn.done(
+                    "flash",
+                    vec![format!(
+                        "flash({j}, rows={rows}, keys={keys}, stages={stages})"
+                    )],
+                );
                 s.by_target = true;
                 out.push(s);
             }
         }
     }
     let mut kn = Knobs::new(&st.name, cx.given);
-    let threads = kn.get("THREADS", &[32, 64, 128, 256], 64, "query rows (threads) per work-group");
+    let threads = kn.get(
+        "THREADS",
+        &[32, 64, 128, 256],
+        64,
+        "query rows (threads) per work-group",
+    );
     let mut rows = kn.done("rowwise", vec![format!("rowwise({j}, threads={threads})")]);
     // Without a target, a GPU's matrix unit may still take the stage.
     rows.by_target = cx.target.is_none() && loads && matches!(a.q.dtype, DType::F16 | DType::BF16);

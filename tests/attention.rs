@@ -1,0 +1,191 @@
+//! Attention (`O[.., i, d], L[.., i] = attention(q, k, v)`): the softmax
+//! of each query row's scaled scores applied to the values, and the row's
+//! log-sum-exp. Both lowerings agree with the interpreter: `rowwise` on
+//! the CPU and in the loop IR; `flash` on the CPU through the lane layouts
+//! of gfx942 (MFMA, wave64), gfx1100 (WMMA, wave32) and sm_90
+//! (mma.sync), at sizes no tile divides, causal and not, head dimensions
+//! that are no multiple of the instruction. Both compile for every target
+//! with matrix instructions.
+
+use rocmc::Options;
+use rocmc_tests::*;
+use std::collections::HashMap;
+
+fn kernels() -> Vec<(String, String)> {
+    let v = kernel_files("attention");
+    assert!(v.len() >= 2, "tests/attention/ lost its kernels");
+    v
+}
+
+fn sizes_of(front: &rocmc::Frontend, s: i64, t: i64) -> Vec<i64> {
+    // Batch sizes 2, rows `s`, keys `t`, by name.
+    front
+        .kernel
+        .sizes
+        .iter()
+        .map(|z| match z.name.as_str() {
+            "S" => s,
+            "T" => t,
+            _ => 2,
+        })
+        .collect()
+}
+
+fn assert_ok(what: &str, report: &[rocmc::ir::reference::Comparison]) {
+    assert!(!report.is_empty(), "{what}: nothing compared");
+    for c in report {
+        assert!(
+            c.ok(),
+            "{what}: {} differs by {} (tolerance {})",
+            c.tensor,
+            c.max_error,
+            c.tolerance
+        );
+    }
+}
+
+#[test]
+fn rowwise_agrees_with_the_interpreter_on_the_cpu() {
+    for (name, src) in kernels() {
+        let front = rocmc::frontend(&name, &src).unwrap_or_else(|e| panic!("{e}"));
+        for (s, t) in [(1, 1), (7, 3), (37, 41), (50, 20)] {
+            let sizes = sizes_of(&front, s, t);
+            let r = rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), 5, false)
+                .unwrap_or_else(|e| panic!("{name} at {sizes:?}: {e}"));
+            assert_ok(&format!("{name} at {sizes:?}"), &r);
+        }
+    }
+}
+
+#[test]
+fn rowwise_lowers_to_its_meaning() {
+    // (check_lowered passes no parameters: the kernels without.)
+    let no_params: Vec<(String, String)> = kernels()
+        .into_iter()
+        .filter(|(_, src)| !src.contains("[params]"))
+        .collect();
+    assert!(!no_params.is_empty());
+    check_lowered(&no_params, &[1, 5, 19]);
+}
+
+/// `src` with its schedule replaced by `flash(...)`.
+fn with_flash(src: &str, flash: &str) -> String {
+    let mut out = String::new();
+    for line in src.lines() {
+        if !line.starts_with("schedule") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!("schedule = [\"{flash}\"]\n"));
+    out
+}
+
+fn run_flash(name: &str, src: &str, processor: &str, s: i64, t: i64) {
+    let front = rocmc::frontend(name, src).unwrap_or_else(|e| panic!("{e}"));
+    let mut o = Options::new("x86-64");
+    o.emulate = Some(processor.to_string());
+    let cpu = rocmc::targets(&Options::new("x86-64")).unwrap().remove(0);
+    let front = front
+        .for_target(&cpu, &o)
+        .unwrap_or_else(|e| panic!("{name} on {processor}: {e}"));
+    assert!(
+        !front.matrix_instructions().is_empty(),
+        "{name} on {processor}: no matrix instruction in the loop IR"
+    );
+    let sizes = sizes_of(&front, s, t);
+    let r = rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), 3, false)
+        .unwrap_or_else(|e| panic!("{name} on {processor} at {sizes:?}: {e}"));
+    assert_ok(&format!("{name} on {processor} at {sizes:?}"), &r);
+}
+
+#[test]
+fn flash_agrees_with_the_interpreter_through_every_lane_layout() {
+    let causal = std::fs::read_to_string(root().join("tests/attention/causal_odd.toml")).unwrap();
+    for processor in ["gfx942", "gfx1100", "sm_90"] {
+        // Head dimension 24: padded to the instruction's k and n.
+        let src = with_flash(&causal, "flash(j, rows=64, keys=32, stages=2)");
+        for (s, t) in [(37, 41), (1, 5)] {
+            run_flash("causal_odd", &src, processor, s, t);
+        }
+        // One LDS buffer; several key tiles with a partly masked one.
+        let src = with_flash(&causal, "flash(j, rows=64, keys=16, stages=1)");
+        run_flash("causal_odd", &src, processor, 70, 45);
+    }
+}
+
+#[test]
+fn flash_bf16_three_stages_on_sm_90() {
+    let src = std::fs::read_to_string(example("attention_causal")).unwrap();
+    let src = with_flash(&src, "flash(j, rows=32, keys=16, stages=3)");
+    run_flash("attention_causal", &src, "sm_90", 45, 45);
+}
+
+#[test]
+fn flash_is_refused_where_it_cannot_run() {
+    let plain = std::fs::read_to_string(root().join("tests/attention/plain_d32.toml")).unwrap();
+    // f32 values are not a matrix operand.
+    let src = with_flash(&plain, "flash(j)");
+    let e = rocmc::compile("k", &src, &Options::new("sm_90"), Default::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("f16 or bf16"), "{e}");
+    // No target with matrix instructions.
+    let causal = std::fs::read_to_string(root().join("tests/attention/causal_odd.toml")).unwrap();
+    let src = with_flash(&causal, "flash(j)");
+    let e = rocmc::compile("k", &src, &Options::new("gfx900"), Default::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("matrix"), "{e}");
+}
+
+#[test]
+fn attention_compiles_for_every_target() {
+    let mut all = kernels();
+    for ex in ["attention", "attention_causal"] {
+        all.push((ex.into(), std::fs::read_to_string(example(ex)).unwrap()));
+    }
+    // Defaults: flash where the target has the instructions, else rowwise.
+    let defaults: Vec<(String, String)> = all
+        .iter()
+        .filter(|(n, _)| n != "attention_causal")
+        .cloned()
+        .collect();
+    compile_everywhere(
+        &defaults,
+        &["gfx900", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"],
+        &["sm_52", "sm_80", "sm_90"],
+    );
+    compile_everywhere(
+        &all[all.len() - 1..],
+        // Its tiles take 105 KiB of LDS: gfx950 and NVIDIA have it.
+        &["gfx950"],
+        &["sm_80", "sm_90"],
+    );
+}
+
+#[test]
+fn the_default_is_flash_on_matrix_targets() {
+    let src = std::fs::read_to_string(example("attention")).unwrap();
+    for (t, want) in [("sm_90", "mma.sync"), ("gfx942", "v_mfma"), ("gfx900", "")] {
+        let emit = rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        let art = rocmc::compile("attention", &src, &Options::new(t), emit).unwrap();
+        let asm = art.asm.unwrap_or_default();
+        if want.is_empty() {
+            assert!(
+                !asm.contains("mfma"),
+                "{t}: matrix instructions without a matrix unit"
+            );
+        } else {
+            assert!(
+                asm.contains(want),
+                "{t}: no {want} in the default schedule's code"
+            );
+        }
+    }
+}
