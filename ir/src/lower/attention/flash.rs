@@ -102,7 +102,7 @@ fn pick(unit: &MatrixUnit, t: DType, span: Span) -> Result<&'static MatrixInstr,
         .filter(|i| {
             Some(i.a) == want && Some(i.b) == want && i.acc == rocmc_target::matrix::MType::F32
         })
-        .filter(|i| unit.wave() % i.m == 0)
+        .filter(|i| unit.wave().is_multiple_of(i.m))
         .max_by_key(|i| (i.k, std::cmp::Reverse(i.m * i.n)))
         .ok_or_else(|| {
             Diagnostic::new(

@@ -37,7 +37,7 @@ pub(super) fn candidates(_k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSch
             mtype(a.q.dtype) == Some(i.a)
                 && i.a == i.b
                 && i.acc == rocmc_target::matrix::MType::F32
-                && u.wave() % i.m == 0
+                && u.wave().is_multiple_of(i.m)
         })
     });
     if let (true, true, Some(e), Some(d), Some(u)) = (loads, fits_unit, e, d, &unit) {
