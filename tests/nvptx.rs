@@ -99,8 +99,15 @@ fn ptxas_accepts_every_example() {
                 assert_eq!(u64::from(r.shared_bytes), declared, "{name} {arch}: {r:?}");
                 // sm_120's ptxas trades registers for occupancy (matmul_lds:
                 // 40 registers and 16 bytes of spills at 256 threads, where
-                // sm_90 uses 60 and none); elsewhere nothing may spill.
-                if arch != "sm_120" {
+                // sm_90 uses 60 and none). attention_causal before sm_80 (no
+                // bf16 matrix instruction) falls back to `rowwise`, 64
+                // outputs per thread: sm_70's ptxas stops at 128 registers
+                // and spills 8 bytes (a known cost of the fallback, at most
+                // that). Elsewhere nothing may spill.
+                let fallback = name == "attention_causal" && arch == "sm_70";
+                if fallback {
+                    assert!(r.spill_stores <= 8, "{name} {arch}: {r:?}");
+                } else if arch != "sm_120" {
                     assert_eq!(
                         (r.spill_stores, r.spill_loads),
                         (0, 0),
