@@ -31,10 +31,19 @@ fn every_example_through_every_form() {
                     },
                 )
                 .unwrap_or_else(|e| panic!("{name} for {mcpu}: {e}"));
-                assert_eq!(
-                    art.loops, front.loops,
-                    "{name}: the loop IR depends on the target"
-                );
+                // Only a default the rules choose per target (an unscheduled
+                // attention: `flash` on a matrix unit) may differ.
+                let per_target = front
+                    .kernel
+                    .stages
+                    .iter()
+                    .any(|s| s.default.as_ref().is_some_and(|d| d.by_target));
+                if !per_target {
+                    assert_eq!(
+                        art.loops, front.loops,
+                        "{name}: the loop IR depends on the target"
+                    );
+                }
                 insta::assert_snapshot!(format!("{name}.{mcpu}.ll"), art.llvm_ir);
                 insta::assert_snapshot!(format!("{name}.{mcpu}.s"), art.asm.unwrap());
             }
