@@ -210,11 +210,7 @@ impl Emit<'_> {
     fn scores(&self, buf: Index) -> Vec<Stmt> {
         let (i, lane) = (self.instr, &self.lane);
         let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
-        let (pa, pb, pc) = (
-            i64::from(i.a_per_lane()),
-            i64::from(i.b_per_lane()),
-            i64::from(i.acc_per_lane()),
-        );
+        let (pa, pc) = (i64::from(i.a_per_lane()), i64::from(i.acc_per_lane()));
         let (fm_n, fn_n) = (self.rm / m, self.bn / n);
         let mut out: Vec<Stmt> = (0..fm_n * fn_n * pc)
             .map(|x| Stmt::LocalStore {
@@ -239,6 +235,7 @@ impl Emit<'_> {
                     });
                 }
             }
+            // One B fragment at a time, used by every row fragment at once.
             for f in 0..fn_n {
                 for e in 0..i.b_per_lane() {
                     let (kk, c) = i.b_coord(e);
@@ -247,18 +244,16 @@ impl Emit<'_> {
                     let at = kbase.clone() + key * Index::c(self.qk_stride) + col.clone();
                     out.push(Stmt::LocalStore {
                         local: self.bf,
-                        index: Index::c(f * pb + i64::from(e)),
+                        index: Index::c(i64::from(e)),
                         value: self.frag_read(KS, at, col, self.e, self.ep),
                     });
                 }
-            }
-            for fm in 0..fm_n {
-                for f in 0..fn_n {
+                for fm in 0..fm_n {
                     out.push(self.matrix(
                         self.af,
                         fm * pa,
                         self.bf,
-                        f * pb,
+                        0,
                         self.sacc,
                         (fm * fn_n + f) * pc,
                     ));
@@ -417,11 +412,7 @@ impl Emit<'_> {
     fn values(&self, buf: Index) -> Vec<Stmt> {
         let (i, lane) = (self.instr, &self.lane);
         let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
-        let (pa, pb, pc) = (
-            i64::from(i.a_per_lane()),
-            i64::from(i.b_per_lane()),
-            i64::from(i.acc_per_lane()),
-        );
+        let (pa, pc) = (i64::from(i.a_per_lane()), i64::from(i.acc_per_lane()));
         let (fm_n, fd_n) = (self.rm / m, self.dp / n);
         let vbase = buf * Index::c(self.bn * self.v_stride);
         let mut out = Vec::new();
@@ -446,7 +437,7 @@ impl Emit<'_> {
                     let col = Index::c(fd * n) + coord(&c, lane);
                     out.push(Stmt::LocalStore {
                         local: self.bf,
-                        index: Index::c(fd * pb + i64::from(e)),
+                        index: Index::c(i64::from(e)),
                         value: self.lds(
                             VS,
                             vbase.clone() + key * Index::c(self.v_stride) + col,
@@ -454,14 +445,12 @@ impl Emit<'_> {
                         ),
                     });
                 }
-            }
-            for fm in 0..fm_n {
-                for fd in 0..fd_n {
+                for fm in 0..fm_n {
                     out.push(self.matrix(
                         self.af,
                         fm * pa,
                         self.bf,
-                        fd * pb,
+                        0,
                         self.oacc,
                         (fm * fd_n + fd) * pc,
                     ));
@@ -690,7 +679,7 @@ pub(super) fn build(
         l.g.locals.len() as u32 - 1
     };
     let af = frag(l, "a", fm_n * pa);
-    let bf = frag(l, "b", (bn / nn).max(dp / nn) * pb);
+    let bf = frag(l, "b", pb);
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
     let tid = Index::Var(lane) + Index::Var(wave) * Index::c(w);
