@@ -28,16 +28,12 @@ pub(super) fn is_attention(stmt: &ComputeStmt) -> bool {
     matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "attention")
 }
 
+/// Whether `x` reads `v` (in a subscript or as data).
 fn uses(x: &Expr, v: VarId) -> bool {
     let found = std::cell::Cell::new(false);
     x.map_indices(&|ix| {
         found.set(found.get() || ix.uses_var(v));
         ix.clone()
-    });
-    x.each(&mut |y| {
-        if let ExprKind::Index(i) = &y.kind {
-            found.set(found.get() || i.uses_var(v));
-        }
     });
     found.get()
 }
@@ -79,22 +75,13 @@ fn build(
             .hint("write `O[b, i, d], L[b, i] = attention(...)`, or `O[b, i, d] = ...` alone"),
         );
     }
-    if let Some(s) = &d.dtype {
-        return fail(
-            cx,
-            Diagnostic::new(span_of(s), "an attention takes no `dtype`")
-                .hint("the output has the values' dtype and the log-sum-exp is f32"),
-        );
-    }
-    if let Some((key, _)) = d.init.first().or(d.combine.first()) {
-        return fail(
-            cx,
-            Diagnostic::new(
-                span_of(key),
-                "`init` and `combine` belong to tuple reductions",
-            )
-            .hint("an attention needs neither: drop them"),
-        );
+    if !super::tuple::no_dtype_or_combiner(
+        cx,
+        d,
+        "an attention",
+        "the output has the values' dtype and the log-sum-exp is f32",
+    ) {
+        return None;
     }
     let n = ax.vars.len();
     let at = d.shape.as_ref().map_or(stmt.target_span, span_of);

@@ -50,20 +50,13 @@ pub(super) fn stage(
                 .hint("write `V[r, j], I[r, j] = topk(X[r, c], c)`, or `I[r, j] = ...` for the indices alone"),
         );
     }
-    if let Some(s) = &d.dtype {
-        return cx.error(
-            Diagnostic::new(span_of(s), "a top-k takes no `dtype`")
-                .hint("the values have the element's dtype and the indices are i32"),
-        );
-    }
-    if let Some((key, _)) = d.init.first().or(d.combine.first()) {
-        return cx.error(
-            Diagnostic::new(
-                span_of(key),
-                "`init` and `combine` belong to tuple reductions",
-            )
-            .hint("a top-k needs neither: drop them"),
-        );
+    if !super::tuple::no_dtype_or_combiner(
+        cx,
+        d,
+        "a top-k",
+        "the values have the element's dtype and the indices are i32",
+    ) {
+        return;
     }
     let Some(call) = call(cx, stmt) else {
         return;

@@ -216,6 +216,32 @@ pub(super) fn outputs(
     Some(outs)
 }
 
+/// Refuses `dtype`, `init` and `combine` on a stage that takes none
+/// (`what`: "a top-k"; `dtypes` says where its dtypes come from); false
+/// when it reported one.
+pub(super) fn no_dtype_or_combiner(
+    cx: &mut Cx<'_>,
+    d: &StageDecl,
+    what: &str,
+    dtypes: &str,
+) -> bool {
+    if let Some(s) = &d.dtype {
+        cx.error(Diagnostic::new(span_of(s), format!("{what} takes no `dtype`")).hint(dtypes));
+        return false;
+    }
+    if let Some((key, _)) = d.init.first().or(d.combine.first()) {
+        cx.error(
+            Diagnostic::new(
+                span_of(key),
+                "`init` and `combine` belong to tuple reductions",
+            )
+            .hint(format!("{what} needs neither: drop them")),
+        );
+        return false;
+    }
+    true
+}
+
 /// Reports `d` and gives up on the stage.
 fn fail<T>(cx: &mut Cx<'_>, d: Diagnostic) -> Option<T> {
     cx.error(d);

@@ -824,6 +824,17 @@ fn scan_stage(
 
 /// A top-k stage: each row's keys, largest first; position `j` holds the
 /// `j`-th (`i64::MIN` past the row's end), and each output its epilogue.
+/// The output's shape with its last axis reduced to 1 (the rows a top-k
+/// or an attention computes one at a time), and how many rows that is.
+fn row_shape(ext: &[i64]) -> (Vec<i64>, i64) {
+    let mut rows_ext = ext.to_vec();
+    if let Some(last) = rows_ext.last_mut() {
+        *last = 1;
+    }
+    let rows = rows_ext.iter().product();
+    (rows_ext, rows)
+}
+
 fn topk_stage(
     env: &Env,
     st: &crate::kernel::Stage,
@@ -833,9 +844,7 @@ fn topk_stage(
 ) -> Result<(), InterpError> {
     let ext = env.shapes[st.output.0 as usize].clone();
     let n = ext.len();
-    let mut rows_ext = ext.clone();
-    rows_ext[n - 1] = 1;
-    let rows: i64 = rows_ext.iter().product();
+    let (rows_ext, rows) = row_shape(&ext);
     let len = r.axes[0].extent.eval(env.sizes, &[]).unwrap_or(0).max(0);
     let mut point = vec![0i64; n + 1];
     let mut keys = Vec::with_capacity(len as usize);
@@ -876,9 +885,7 @@ fn attention_stage(
 ) -> Result<(), InterpError> {
     let ext = env.shapes[st.output.0 as usize].clone();
     let n = ext.len();
-    let mut rows_ext = ext.clone();
-    rows_ext[n - 1] = 1;
-    let rows: i64 = rows_ext.iter().product();
+    let (rows_ext, rows) = row_shape(&ext);
     let f32r = |x: f64| crate::dtype::round_to(x, DType::F32);
     let scale = env.eval(&a.scale, &[], bufs, &[], &[])?.f();
     let mut point = vec![0i64; n + 2];

@@ -162,6 +162,28 @@ pub fn lower_file(
     })
 }
 
+/// The values of the stage's output axes `axes` (outermost first) decoded
+/// from `flat`, their row-major number (the last fastest): what a kernel
+/// that gives each row to one work-group binds them to.
+pub(crate) fn decode_axes(
+    st: &crate::kernel::Stage,
+    axes: &[usize],
+    flat: Index,
+) -> std::collections::HashMap<crate::index::VarId, Index> {
+    use crate::index::IOp;
+    let mut at = std::collections::HashMap::new();
+    let mut rest = flat;
+    for &d in axes.iter().rev() {
+        let x = st.axes[d].extent.clone();
+        at.insert(
+            crate::index::VarId(d as u32),
+            Index::bin(IOp::Mod, rest.clone(), x.clone()),
+        );
+        rest = Index::bin(IOp::Div, rest, x);
+    }
+    at
+}
+
 /// `e`, an expression of stage `sid`, with every inlined producer
 /// substituted, latest first so that producers of producers are substituted too.
 pub fn inline_producers(k: &Kernel, sid: StageId, e: &Expr) -> Expr {

@@ -16,7 +16,6 @@ use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Expr, ExprKind, Scan};
 use crate::schedule::{Dim, GpuAxis, GroupPlan, Guard, LoopKind, LoopVar};
-use std::collections::HashMap;
 
 /// The scan's loops and what it computes in them.
 struct Region {
@@ -138,16 +137,7 @@ fn region(l: &mut Lowering, scan: &Scan, plan: &GroupPlan) -> Region {
     // scanned one the element's position.
     let pos =
         Index::Var(chunk) * Index::c(t_n * p_n) + Index::Var(t) * Index::c(p_n) + Index::Var(v);
-    let mut at: HashMap<VarId, Index> = HashMap::new();
-    let mut rest = Index::Var(b);
-    for d in others.iter().rev() {
-        let e = stage.axes[*d].extent.clone();
-        at.insert(
-            VarId(*d as u32),
-            Index::bin(IOp::Mod, rest.clone(), e.clone()),
-        );
-        rest = Index::bin(IOp::Div, rest, e);
-    }
+    let mut at = super::decode_axes(stage, &others, Index::Var(b));
     at.insert(VarId(scan.axis as u32), pos.clone());
     let mut elem_at = at.clone();
     elem_at.insert(VarId(n as u32), pos.clone());

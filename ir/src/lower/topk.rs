@@ -119,16 +119,8 @@ pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), D
     );
 
     // The other axes decoded from the row (row-major).
-    let mut at: HashMap<VarId, Index> = HashMap::new();
-    let mut rest = Index::Var(b);
-    for d in (0..n - 1).rev() {
-        let x = stage.axes[d].extent.clone();
-        at.insert(
-            VarId(d as u32),
-            Index::bin(IOp::Mod, rest.clone(), x.clone()),
-        );
-        rest = Index::bin(IOp::Div, rest, x);
-    }
+    let rows_axes: Vec<usize> = (0..n - 1).collect();
+    let at = super::decode_axes(stage, &rows_axes, Index::Var(b));
     let pos = Index::Var(chunk) * Index::c(e.t_n * e.p_n)
         + Index::Var(v) * Index::c(e.t_n)
         + Index::Var(tv);

@@ -30,7 +30,7 @@ use crate::kernel::TensorId;
 use crate::loops::{Mem, Stmt};
 use crate::lower::matrix::{coord, mtype, MatrixUnit};
 use crate::schedule::{Dim, GpuAxis, Guard};
-use rocmc_target::matrix::MatrixInstr;
+use rocmc_target::matrix::{LaneCoord, MatrixInstr};
 
 /// What `flash` asked for.
 #[derive(Clone, Copy, Debug)]
@@ -133,7 +133,7 @@ fn nondecreasing(ix: &Index, v: VarId) -> bool {
     }
 }
 
-fn f16e(kind: ExprKind, t: DType) -> Expr {
+fn typed(kind: ExprKind, t: DType) -> Expr {
     Expr { kind, dtype: t }
 }
 
@@ -145,7 +145,7 @@ fn idx_expr(ix: Index) -> Expr {
 }
 
 /// Everything the statements are built from.
-struct Emit<'a> {
+struct Emit {
     instr: &'static MatrixInstr,
     t: DType,
     /// Rows per wave (= lanes), waves, threads.
@@ -178,12 +178,11 @@ struct Emit<'a> {
     v_stride: i64,
     s_stride: i64,
     p_stride: i64,
-    _a: std::marker::PhantomData<&'a ()>,
 }
 
-impl Emit<'_> {
+impl Emit {
     fn lds(&self, array: u32, index: Index, t: DType) -> Expr {
-        f16e(
+        typed(
             ExprKind::Shared {
                 shared: array,
                 index,
@@ -202,17 +201,83 @@ impl Emit<'_> {
         select(
             op(BinOp::Lt, idx_expr(col), idx_expr(Index::c(limit))),
             v,
-            f16e(ExprKind::Float(0.0), self.t),
+            typed(ExprKind::Float(0.0), self.t),
         )
+    }
+
+    /// The block row of this lane's element at row coordinate `r` of row
+    /// fragment `fm` of its wave.
+    fn row(&self, fm: i64, r: &LaneCoord) -> Index {
+        let m = i64::from(self.instr.m);
+        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(r, &self.lane)
+    }
+
+    /// The block row this lane owns in the softmax: one per lane.
+    fn own_row(&self) -> Index {
+        self.wave.clone() * Index::c(self.rm) + self.lane.clone()
+    }
+
+    /// One product of the wave's rows, `ks` steps of k, into the `f_n`
+    /// column fragments of accumulator array `acc`. `read_a(row, k)` and
+    /// `read_b(k, col)` give the operands; each B fragment is loaded once
+    /// and used by every row fragment at once.
+    fn product(
+        &self,
+        ks_n: i64,
+        f_n: i64,
+        acc: u32,
+        read_a: &dyn Fn(Index, Index) -> Expr,
+        read_b: &dyn Fn(Index, Index) -> Expr,
+    ) -> Vec<Stmt> {
+        let (i, lane) = (self.instr, &self.lane);
+        let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
+        let (pa, pc) = (i64::from(i.a_per_lane()), i64::from(i.acc_per_lane()));
+        let fm_n = self.rm / m;
+        let mut out = Vec::new();
+        for ks in 0..ks_n {
+            for fm in 0..fm_n {
+                for e in 0..i.a_per_lane() {
+                    let (r, kk) = i.a_coord(e);
+                    out.push(Stmt::LocalStore {
+                        local: self.af,
+                        index: Index::c(fm * pa + i64::from(e)),
+                        value: read_a(self.row(fm, &r), Index::c(ks * k) + coord(&kk, lane)),
+                    });
+                }
+            }
+            for f in 0..f_n {
+                for e in 0..i.b_per_lane() {
+                    let (kk, c) = i.b_coord(e);
+                    out.push(Stmt::LocalStore {
+                        local: self.bf,
+                        index: Index::c(i64::from(e)),
+                        value: read_b(
+                            Index::c(ks * k) + coord(&kk, lane),
+                            Index::c(f * n) + coord(&c, lane),
+                        ),
+                    });
+                }
+                for fm in 0..fm_n {
+                    out.push(Stmt::Matrix {
+                        instr: i,
+                        a: (self.af, Index::c(fm * pa)),
+                        b: (self.bf, Index::c(0)),
+                        acc: (acc, Index::c((fm * f_n + f) * pc)),
+                        lane: lane.clone(),
+                        wave: self.wave.clone(),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Q × K of the wave's rows and the tile's keys into the score accumulators.
     fn scores(&self, buf: Index) -> Vec<Stmt> {
-        let (i, lane) = (self.instr, &self.lane);
-        let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
-        let (pa, pc) = (i64::from(i.a_per_lane()), i64::from(i.acc_per_lane()));
-        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
-        let mut out: Vec<Stmt> = (0..fm_n * fn_n * pc)
+        let i = self.instr;
+        let (n, k, pc) = (i64::from(i.n), i64::from(i.k), i64::from(i.acc_per_lane()));
+        let fn_n = self.bn / n;
+        let mut out: Vec<Stmt> = (0..self.rm / i64::from(i.m) * fn_n * pc)
             .map(|x| Stmt::LocalStore {
                 local: self.sacc,
                 index: Index::c(x),
@@ -220,58 +285,20 @@ impl Emit<'_> {
             })
             .collect();
         let kbase = buf * Index::c(self.bn * self.qk_stride);
-        for ks in 0..self.ep / k {
-            for fm in 0..fm_n {
-                for e in 0..i.a_per_lane() {
-                    let (r, kk) = i.a_coord(e);
-                    let row =
-                        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
-                    let col = Index::c(ks * k) + coord(&kk, lane);
-                    let at = row * Index::c(self.qk_stride) + col.clone();
-                    out.push(Stmt::LocalStore {
-                        local: self.af,
-                        index: Index::c(fm * pa + i64::from(e)),
-                        value: self.frag_read(QS, at, col, self.e, self.ep),
-                    });
-                }
-            }
-            // One B fragment at a time, used by every row fragment at once.
-            for f in 0..fn_n {
-                for e in 0..i.b_per_lane() {
-                    let (kk, c) = i.b_coord(e);
-                    let key = Index::c(f * n) + coord(&c, lane);
-                    let col = Index::c(ks * k) + coord(&kk, lane);
-                    let at = kbase.clone() + key * Index::c(self.qk_stride) + col.clone();
-                    out.push(Stmt::LocalStore {
-                        local: self.bf,
-                        index: Index::c(i64::from(e)),
-                        value: self.frag_read(KS, at, col, self.e, self.ep),
-                    });
-                }
-                for fm in 0..fm_n {
-                    out.push(self.matrix(
-                        self.af,
-                        fm * pa,
-                        self.bf,
-                        0,
-                        self.sacc,
-                        (fm * fn_n + f) * pc,
-                    ));
-                }
-            }
-        }
+        out.extend(self.product(
+            self.ep / k,
+            fn_n,
+            self.sacc,
+            &|row, col| {
+                let at = row * Index::c(self.qk_stride) + col.clone();
+                self.frag_read(QS, at, col, self.e, self.ep)
+            },
+            &|col, key| {
+                let at = kbase.clone() + key * Index::c(self.qk_stride) + col.clone();
+                self.frag_read(KS, at, col, self.e, self.ep)
+            },
+        ));
         out
-    }
-
-    fn matrix(&self, a: u32, ao: i64, b: u32, bo: i64, acc: u32, co: i64) -> Stmt {
-        Stmt::Matrix {
-            instr: self.instr,
-            a: (a, Index::c(ao)),
-            b: (b, Index::c(bo)),
-            acc: (acc, Index::c(co)),
-            lane: self.lane.clone(),
-            wave: self.wave.clone(),
-        }
     }
 
     /// The scaled scores to LDS; with `keys` (the key count of a row, as a
@@ -290,8 +317,7 @@ impl Emit<'_> {
             for f in 0..fn_n {
                 for e in 0..i.acc_per_lane() {
                     let (r, c) = i.acc_coord(e);
-                    let row =
-                        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                    let row = self.row(fm, &r);
                     let col = Index::c(f * n) + coord(&c, lane);
                     let s = op(
                         BinOp::Mul,
@@ -323,7 +349,7 @@ impl Emit<'_> {
 
     /// The online softmax of the lane's own row (`lane` of this wave).
     fn softmax(&self, c: VarId) -> Vec<Stmt> {
-        let me = self.wave.clone() * Index::c(self.rm) + self.lane.clone();
+        let me = self.own_row();
         let set = |local: u32, value: Expr| Stmt::LocalStore {
             local,
             index: Index::c(0),
@@ -385,15 +411,14 @@ impl Emit<'_> {
 
     /// Each output accumulator times its row's factor in LDS.
     fn rescale(&self) -> Vec<Stmt> {
-        let (i, lane) = (self.instr, &self.lane);
+        let i = self.instr;
         let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
         let (fm_n, fd_n) = (self.rm / m, self.dp / n);
         let mut out = Vec::new();
         for fm in 0..fm_n {
             for e in 0..i.acc_per_lane() {
                 let (r, _) = i.acc_coord(e);
-                let row =
-                    self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
+                let row = self.row(fm, &r);
                 let factor = self.lds(AL, row, DType::F32);
                 for fd in 0..fd_n {
                     let at = Index::c((fm * fd_n + fd) * pc + i64::from(e));
@@ -410,54 +435,21 @@ impl Emit<'_> {
 
     /// P × V of the wave's rows into the output accumulators.
     fn values(&self, buf: Index) -> Vec<Stmt> {
-        let (i, lane) = (self.instr, &self.lane);
-        let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
-        let (pa, pc) = (i64::from(i.a_per_lane()), i64::from(i.acc_per_lane()));
-        let (fm_n, fd_n) = (self.rm / m, self.dp / n);
+        let i = self.instr;
         let vbase = buf * Index::c(self.bn * self.v_stride);
-        let mut out = Vec::new();
-        for ks in 0..self.bn / k {
-            for fm in 0..fm_n {
-                for e in 0..i.a_per_lane() {
-                    let (r, kk) = i.a_coord(e);
-                    let row =
-                        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(&r, lane);
-                    let col = Index::c(ks * k) + coord(&kk, lane);
-                    out.push(Stmt::LocalStore {
-                        local: self.af,
-                        index: Index::c(fm * pa + i64::from(e)),
-                        value: self.lds(PS, row * Index::c(self.p_stride) + col, self.t),
-                    });
-                }
-            }
-            for fd in 0..fd_n {
-                for e in 0..i.b_per_lane() {
-                    let (kk, c) = i.b_coord(e);
-                    let key = Index::c(ks * k) + coord(&kk, lane);
-                    let col = Index::c(fd * n) + coord(&c, lane);
-                    out.push(Stmt::LocalStore {
-                        local: self.bf,
-                        index: Index::c(i64::from(e)),
-                        value: self.lds(
-                            VS,
-                            vbase.clone() + key * Index::c(self.v_stride) + col,
-                            self.t,
-                        ),
-                    });
-                }
-                for fm in 0..fm_n {
-                    out.push(self.matrix(
-                        self.af,
-                        fm * pa,
-                        self.bf,
-                        0,
-                        self.oacc,
-                        (fm * fd_n + fd) * pc,
-                    ));
-                }
-            }
-        }
-        out
+        self.product(
+            self.bn / i64::from(i.k),
+            self.dp / i64::from(i.n),
+            self.oacc,
+            &|row, key| self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
+            &|key, col| {
+                self.lds(
+                    VS,
+                    vbase.clone() + key * Index::c(self.v_stride) + col,
+                    self.t,
+                )
+            },
+        )
     }
 
     /// The work-group's copy of `rows` rows of `width` columns into LDS
@@ -625,7 +617,7 @@ pub(super) fn build(
         LoopKind::Bound(GpuAxis::Thread(Dim::Y)),
         span,
     );
-    let at = decode_batch(l, Index::Var(bx));
+    let at = decode(l, 2, Index::Var(bx));
     let row0 = Index::Var(by) * Index::c(bm);
     // The key count of global row `i`.
     let keys_of = |i: Index| -> Index {
@@ -711,7 +703,6 @@ pub(super) fn build(
         v_stride,
         s_stride,
         p_stride,
-        _a: std::marker::PhantomData,
     };
 
     // The copies: rows clamped into their tensors (their results are
@@ -768,7 +759,7 @@ pub(super) fn build(
         ]
     };
 
-    let scale = at_expr(l, &a.scale, &at);
+    let scale = super::at(l, &a.scale, &at);
     let buf = Index::bin(IOp::Mod, Index::Var(kt), Index::c(stages));
     let mut step = Vec::new();
     if stages == 1 {
@@ -865,28 +856,6 @@ pub(super) fn build(
     Ok(())
 }
 
-/// The batch axes (the output's but the query and head axes) decoded from
-/// blockIdx.x, row-major.
-fn decode_batch(l: &Lowering, b: Index) -> HashMap<VarId, Index> {
-    let st = l.k.stage(l.sid);
-    let n = st.axes.len();
-    let mut at = HashMap::new();
-    let mut rest = b;
-    for d in (0..n - 2).rev() {
-        let x = st.axes[d].extent.clone();
-        at.insert(
-            VarId(d as u32),
-            Index::bin(IOp::Mod, rest.clone(), x.clone()),
-        );
-        rest = Index::bin(IOp::Div, rest, x);
-    }
-    at
-}
-
-fn at_expr(l: &Lowering, x: &Expr, map: &HashMap<VarId, Index>) -> Expr {
-    super::at(l, x, map)
-}
-
 /// After the last tile: each row's `1 / sum` to LDS (and its log-sum-exp
 /// stored by its lane), then every output element divided and stored.
 fn finish_rows(
@@ -901,7 +870,7 @@ fn finish_rows(
     let st = l.k.stage(l.sid);
     let n = st.axes.len();
     let r = |local: u32| reg(local, Index::c(0));
-    let me = em.wave.clone() * Index::c(em.rm) + em.lane.clone();
+    let me = em.own_row();
     let live = op(BinOp::Gt, r(em.sum), float(0.0));
     // The last tile's rescale may still read the factors.
     let mut out = vec![
@@ -947,7 +916,7 @@ fn finish_rows(
         for fd in 0..fd_n {
             for e in 0..ins.acc_per_lane() {
                 let (rc, cc) = ins.acc_coord(e);
-                let row = em.wave.clone() * Index::c(em.rm) + Index::c(fm * m) + coord(&rc, lane);
+                let row = em.row(fm, &rc);
                 let d = Index::c(fd * nn) + coord(&cc, lane);
                 let i = em.row0.clone() + row.clone();
                 let v = op(

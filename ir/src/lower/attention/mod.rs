@@ -62,21 +62,12 @@ fn row_count(l: &Lowering) -> Index {
         .fold(Index::c(1), |acc, a| acc * a.extent.clone())
 }
 
-/// The output's axes but the last decoded from a row number (row-major).
-fn decode(l: &Lowering, row: Index) -> HashMap<VarId, Index> {
+/// The output's axes but the last `skip` decoded from a row number
+/// (row-major).
+fn decode(l: &Lowering, skip: usize, row: Index) -> HashMap<VarId, Index> {
     let st = l.k.stage(l.sid);
-    let n = st.axes.len();
-    let mut at = HashMap::new();
-    let mut rest = row;
-    for d in (0..n - 1).rev() {
-        let x = st.axes[d].extent.clone();
-        at.insert(
-            VarId(d as u32),
-            Index::bin(IOp::Mod, rest.clone(), x.clone()),
-        );
-        rest = Index::bin(IOp::Div, rest, x);
-    }
-    at
+    let axes: Vec<usize> = (0..st.axes.len() - skip).collect();
+    super::decode_axes(st, &axes, row)
 }
 
 /// `x` of the stage, its producers substituted, at the loop-IR point `at`.

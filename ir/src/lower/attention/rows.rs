@@ -40,7 +40,7 @@ pub(super) fn build(
         span,
     );
     let row = Index::Var(b) * Index::c(t_n) + Index::Var(t);
-    let mut map = decode(l, row.clone());
+    let mut map = decode(l, 1, row.clone());
     let keys = red.axes[0].extent.subst(&map);
     let jv = var(l, "j", keys.clone(), LoopKind::Serial, span);
     let ev = var(l, "e", red.axes[1].extent.clone(), LoopKind::Serial, span);
