@@ -401,7 +401,7 @@ fn fuzz_worker_protocol() {
         Request::Write {
             id: 0,
             offset: 0,
-            data: vec![0x3f; (n * 4) as usize],
+            len: n * 4,
         },
         Request::Fill {
             id: 1,
@@ -430,7 +430,50 @@ fn fuzz_worker_protocol() {
     ];
     // Every frame of the session is a seed; the module's is large, so it is
     // mutated less often (it is one seed among twelve).
-    let corpus: Vec<Vec<u8>> = session.iter().map(proto::encode).collect();
+    // Seeds of the malformed-frame kinds the worker was probed with
+    // (issue 35), besides the mutations below: double free, use after
+    // free, out-of-range offsets, huge and many allocations, an unknown
+    // request, a field of the wrong type.
+    let hostile = [
+        Request::Free { id: 1 },
+        Request::Free { id: 1 },
+        Request::Write {
+            id: 1,
+            offset: 0,
+            len: 4,
+        },
+        Request::Read {
+            id: 2,
+            offset: u64::MAX - 3,
+            len: 8,
+        },
+        Request::Write {
+            id: 0,
+            offset: n * 4 - 2,
+            len: 4,
+        },
+        Request::Alloc {
+            id: 9,
+            bytes: u64::MAX,
+        },
+        // Over the session's 16 MiB with what it holds already.
+        Request::Alloc {
+            id: 10,
+            bytes: 1 << 24,
+        },
+    ];
+    let mut corpus: Vec<Vec<u8>> = session.iter().chain(&hostile).map(proto::encode).collect();
+    let sync = proto::encode(&Request::Sync);
+    // An unknown request: `Sync`'s encoding with another name.
+    let pos = sync.windows(4).position(|w| w == b"Sync").unwrap();
+    let mut unknown = sync.clone();
+    unknown[pos..pos + 4].copy_from_slice(b"Nope");
+    corpus.push(unknown);
+    // A buffer id as a string where a number belongs.
+    let free = proto::encode(&Request::Free { id: 7 });
+    let mut wrong = free[..free.len() - 1].to_vec();
+    wrong.extend([0xa1, b'7']);
+    corpus.push(wrong);
     let tokens: Vec<&[u8]> = vec![
         b"saxpy",
         b"f32",
@@ -448,9 +491,32 @@ fn fuzz_worker_protocol() {
         allow_crash: false,
     };
     let mut dev = Session::open(cfg, "cpu").unwrap();
+    // A Write's and a Read's bytes go beside the frame, through the window
+    // in a worker: here through the session's own write and read (at most
+    // 64 KiB of them, whatever the mutated length says).
+    let answer = |dev: &mut Session, req: Request| match req {
+        Request::Write { id, offset, len } => {
+            dev.write(id, offset, &vec![0x3f; len.min(1 << 16) as usize]);
+            None
+        }
+        Request::Read { id, offset, len } => {
+            let mut out = vec![0; len.min(1 << 16) as usize];
+            Some(dev.read(id, offset, offset.saturating_add(len), &mut out))
+        }
+        req => dev.answer(req),
+    };
     for r in &session {
-        let reply = dev.answer(r.clone());
+        let reply = answer(&mut dev, r.clone());
         assert!(!matches!(reply, Some(Reply::Error(_))), "{r:?}: {reply:?}");
+    }
+    // The hostile seeds are refused, each with a reason, never a panic.
+    for r in &hostile {
+        // An asynchronous one's error comes with the next `Sync`.
+        let reply = answer(&mut dev, r.clone()).or_else(|| dev.answer(Request::Sync));
+        assert!(matches!(reply, Some(Reply::Error(_))), "{r:?}: {reply:?}");
+    }
+    for bad in &corpus[corpus.len() - 2..] {
+        assert!(proto::decode::<Request>(bad).is_err());
     }
     let (mut execs, mut decoded, mut answered) = (0u64, 0u64, 0u64);
     let start = Instant::now();
@@ -468,7 +534,10 @@ fn fuzz_worker_protocol() {
             match proto::decode::<Request>(&payload) {
                 // Crash is obeyed only by workers started for isolation tests.
                 Ok(Request::Crash) | Err(_) => (false, false),
-                Ok(req) => (true, !matches!(dev.answer(req), Some(Reply::Error(_)))),
+                Ok(req) => (
+                    true,
+                    !matches!(answer(&mut dev, req), Some(Reply::Error(_))),
+                ),
             }
         }));
         execs += 1;

@@ -558,7 +558,8 @@ fn a_client_that_leaves_during_a_kernel_frees_its_session_at_once() {
 
 #[test]
 fn buffers_of_256_mib_and_1_gib_round_trip_with_the_default_frame_limit() {
-    // 256 MiB is over the default 256 MiB frame once framed: sent in parts.
+    // A buffer's bytes are not framed: 256 MiB and more pass the default
+    // 256 MiB frame limit.
     let w = Worker::start(&[]);
     let mut d = w.connect();
     for mib in [256usize, 1024] {
@@ -622,7 +623,14 @@ fn mutated_session_frames_never_take_the_worker_down() {
         state ^= state << 17;
         state
     };
-    let w = Worker::start(&["--max-frame", "1048576", "--session-memory", "67108864"]);
+    let w = Worker::start(&[
+        "--max-frame",
+        "1048576",
+        "--session-memory",
+        "67108864",
+        "--idle-timeout",
+        "3",
+    ]);
     let so = vadd();
     let module = w.connect().load_module(&so).unwrap();
     let mut answered = 0;
@@ -645,7 +653,7 @@ fn mutated_session_frames_never_take_the_worker_down() {
             1 => proto::Request::Write {
                 id,
                 offset: next() % 5000,
-                data: vec![7; (next() % 300) as usize],
+                len: next() % 300,
             },
             2 => proto::Request::Read {
                 id,
@@ -705,6 +713,12 @@ fn mutated_session_frames_never_take_the_worker_down() {
         }
         let mut bytes = Vec::new();
         proto::write_frame(&mut bytes, &payload).unwrap();
+        // A Write's bytes follow its frame (as many as it announced before
+        // the mutation: one announcing more waits for them until the
+        // worker's idle timeout closes the connection).
+        if let proto::Request::Write { len, .. } = req {
+            bytes.resize(bytes.len() + len as usize, 7);
+        }
         if next() % 4 == 0 {
             bytes.extend_from_within(..);
         }
@@ -825,4 +839,160 @@ fn the_module_cache_stays_within_its_limit() {
         .unwrap()
         .next()
         .is_none());
+}
+
+/// A module's code runs in its session, as the worker's user; it must not
+/// reach the worker's identity. A shared object with a valid launch
+/// document (vadd's, copied by llvm-objcopy) and an ELF initialiser that,
+/// at load, tries the worker's secret, key and certificate, the worker's
+/// memory and root under /proc, and writes what it managed to a file beside
+/// (outside the state folder); an ordinary file is the control. Without
+/// the session's Landlock rules every probe reads.
+#[test]
+fn a_module_in_a_session_cannot_read_the_workers_identity() {
+    use rocmc::remote::confine::{expected, Confinement};
+    let w = Worker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let so = vadd();
+    let vadd_so = dir.path().join("vadd.so");
+    std::fs::write(&vadd_so, &so).unwrap();
+    let doc = dir.path().join("launch.bin");
+    let ok = Command::new("llvm-objcopy-22")
+        .arg(format!("--dump-section=.rocmc.launch={}", doc.display()))
+        .arg(&vadd_so)
+        .arg(dir.path().join("unused.so"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let bytes: Vec<String> = std::fs::read(&doc)
+        .unwrap()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    let mark = dir.path().join("probes.txt");
+    let state = w.state.path().display().to_string();
+    let src = format!(
+        r#"#include <stdio.h>
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((section(".rocmc.launch"), used))
+static const unsigned char doc[] = {{ {bytes} }};
+void vadd(void) {{}}
+static void probe(FILE *out, const char *what, const char *path, int opening) {{
+    char b[1];
+    int fd = open(path, O_RDONLY);
+    int ok = fd >= 0 && (opening || read(fd, b, 1) == 1);
+    fprintf(out, "%s %s\n", what, ok ? "read" : "denied");
+    if (fd >= 0) close(fd);
+}}
+__attribute__((constructor)) static void spy(void) {{
+    char p[64];
+    FILE *out = fopen("{mark}", "w");
+    if (!out) return;
+    probe(out, "secret", "{state}/secret", 0);
+    probe(out, "key", "{state}/key.der", 0);
+    probe(out, "cert", "{state}/cert.der", 0);
+    /* The worker's memory (where the key is once loaded): opening it is
+       what takes the tracing permission (offset 0 is not mapped). */
+    snprintf(p, sizeof p, "/proc/%d/mem", (int)getppid());
+    probe(out, "worker-memory", p, 1);
+    snprintf(p, sizeof p, "/proc/%d/root{state}/secret", (int)getppid());
+    probe(out, "secret-through-proc", p, 0);
+    probe(out, "control", "/etc/hosts", 0);
+    fclose(out);
+}}
+"#,
+        bytes = bytes.join(","),
+        mark = mark.display(),
+    );
+    let c = dir.path().join("spy.c");
+    std::fs::write(&c, src).unwrap();
+    let spy = dir.path().join("spy.so");
+    let ok = Command::new("clang-22")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&spy)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let mut d = w.connect();
+    d.load_module(&std::fs::read(&spy).unwrap()).unwrap();
+    let probes = std::fs::read_to_string(&mark).unwrap();
+    println!("{probes}");
+    assert!(probes.contains("control read"), "{probes}");
+    if expected() == Confinement::None {
+        eprintln!(
+            "this kernel has no Landlock: the worker's identity is readable (stated at its start)"
+        );
+        return;
+    }
+    for what in [
+        "secret",
+        "key",
+        "cert",
+        "worker-memory",
+        "secret-through-proc",
+    ] {
+        assert!(probes.contains(&format!("{what} denied")), "{probes}");
+    }
+    // The module cache is still the session's: vadd loads and runs.
+    vadd_on(&mut d, &so, 5);
+}
+
+/// Peak resident memory of process `pid` (`VmHWM`), bytes.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// The worker's session processes (its children, whichever thread started them).
+fn sessions_of(worker: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{worker}/task"))
+        .unwrap()
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// A 512 MiB fill and read through the worker hold the buffer once in the
+/// session (the fill is made in 16 MiB parts, the read goes from the
+/// device straight into the transfer window) and never in the worker:
+/// `--session-memory` counts what a session holds but for a few tens of
+/// MiB. Before, the same fill and read peaked at three times the buffer in
+/// the session and once more in the worker.
+#[test]
+fn a_large_fill_and_read_make_no_whole_buffer_copies() {
+    let w = Worker::start(&[]);
+    let mut d = w.connect();
+    let n: u64 = 512 << 20;
+    let id = d.alloc(n).unwrap();
+    d.fill(id, "f32", 3).unwrap();
+    let back = d.read_all(id).unwrap();
+    assert_eq!(back.len() as u64, n);
+    assert!(back.iter().any(|&b| b != 0));
+    let sessions = sessions_of(w.child.id());
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let (session, worker) = (peak_memory(sessions[0]), peak_memory(w.child.id()));
+    println!(
+        "peak resident memory: session {} MiB, worker {} MiB, for a {} MiB buffer",
+        session >> 20,
+        worker >> 20,
+        n >> 20
+    );
+    assert!(
+        session < n + (96 << 20),
+        "session peaked at {session} bytes"
+    );
+    assert!(worker < 96 << 20, "worker peaked at {worker} bytes");
 }

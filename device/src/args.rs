@@ -107,12 +107,23 @@ pub fn kernel_args<'b, B: DeviceMemory + 'b>(
 /// [`Device::fill`](crate::Device::fill) writes on every device, so a fill
 /// is the same wherever it runs.
 pub fn random_bytes(dtype: &str, n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed ^ 0x9E37_79B9_7F4A_7C15;
+    random_part(&mut random_state(seed), dtype, n)
+}
+
+/// The generator state [`random_bytes`] starts from.
+pub fn random_state(seed: u64) -> u64 {
+    seed ^ 0x9E37_79B9_7F4A_7C15
+}
+
+/// The next `n` bytes of the stream `state` is at: parts of a multiple of
+/// 8 bytes, made one after the other, are [`random_bytes`] of their total.
+pub fn random_part(state: &mut u64, dtype: &str, n: usize) -> Vec<u8> {
+    let s = state;
     let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
     };
     let size = launch::dtype(dtype).map_or(1, |(_, n)| n);
     let mut out = Vec::with_capacity(n);

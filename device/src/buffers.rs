@@ -77,11 +77,18 @@ impl<B: HostCopy> Buffers<B> {
 
     /// Copies `len` bytes out of buffer `id` from byte `offset` on.
     pub fn read(&self, id: BufferId, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let b = self.get(id)?;
-        let r = in_range("reading", id, offset, len, b.bytes() as u64)?;
+        // Checked before allocating: `len` is the caller's, unbounded.
+        let r = in_range("reading", id, offset, len, self.size(id)?)?;
         let mut out = vec![0u8; r.len()];
-        b.get(r.start, &mut out).map_err(|m| self.failed(m))?;
+        self.read_into(id, offset, &mut out)?;
         Ok(out)
+    }
+
+    /// Copies `out.len()` bytes out of buffer `id` from byte `offset` on.
+    pub fn read_into(&self, id: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
+        let b = self.get(id)?;
+        let r = in_range("reading", id, offset, out.len() as u64, b.bytes() as u64)?;
+        b.get(r.start, out).map_err(|m| self.failed(m))
     }
 
     /// The lookup [`kernel_args`](crate::kernel_args) takes.

@@ -103,12 +103,28 @@ pub trait Device {
     /// Copies `len` bytes of buffer `id` from byte `offset` on.
     fn read(&mut self, id: BufferId, offset: u64, len: u64) -> Result<Vec<u8>>;
 
+    /// Copies `out.len()` bytes of buffer `id` from byte `offset` on into
+    /// `out` (a worker's transfer window: no allocation per part).
+    fn read_into(&mut self, id: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
+        let data = self.read(id, offset, out.len() as u64)?;
+        out.copy_from_slice(&data);
+        Ok(())
+    }
+
     /// Fills buffer `id` with the seeded random `dtype` values of
     /// [`random_bytes`] (a worker makes them on its side, sending nothing).
     fn fill(&mut self, id: BufferId, dtype: &str, seed: u64) -> Result<()> {
-        let n = self.size(id)?;
-        let n = host_len(n)?;
-        self.write(id, 0, &random_bytes(dtype, n, seed))
+        // In parts: a 1 GiB fill costs 16 MiB of host memory, not 1 GiB.
+        const PART: usize = 16 << 20;
+        let n = host_len(self.size(id)?)?;
+        let mut state = args::random_state(seed);
+        let mut at = 0;
+        while at < n {
+            let part = args::random_part(&mut state, dtype, PART.min(n - at));
+            self.write(id, at as u64, &part)?;
+            at += part.len();
+        }
+        Ok(())
     }
 
     /// Loads a module built for this device's target (a code object or
@@ -310,6 +326,19 @@ mod tests {
         assert!(in_range("writing", 0, u64::MAX, 2, 5).is_err());
         let e = in_range("writing", 7, 4, 2, 5).unwrap_err().to_string();
         assert_eq!(e, "writing 2 bytes at byte 4 of buffer #7 of 5 bytes");
+    }
+
+    #[test]
+    fn random_bytes_made_in_parts_are_the_whole_stream() {
+        for dtype in ["f32", "f16", "i8", "f64", "bool"] {
+            let whole = random_bytes(dtype, 1003, 42);
+            let mut state = args::random_state(42);
+            let mut parts = vec![];
+            for n in [16, 512, 475] {
+                parts.extend(args::random_part(&mut state, dtype, n));
+            }
+            assert_eq!(parts, whole, "{dtype}");
+        }
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! bulk transfers through a `rocmc-worker` on loopback beside a plain TLS
 //! stream (rustls, the same configuration as the worker's) measured in the
 //! same run, so the table says what the worker's framing and its two
-//! process hops cost over TLS itself. Each buffer is checked: zeroed when
-//! allocated, and read back as written.
+//! process hops cost over TLS itself. Both move the same bytes the same
+//! way: sent from a buffer in memory; an upload received into memory the
+//! receiver already holds (as a device buffer is), a download into a fresh
+//! allocation of the whole size (as `read_all` returns it). Each figure is the median of [`REPS`] runs. Each buffer
+//! is checked: zeroed when allocated, and read back as written.
 
 use crate::remote::{opt, Worker};
 use crate::Res;
@@ -17,6 +20,14 @@ use std::time::Instant;
 
 /// Bytes per write and read call of the plain stream.
 const PIECE: usize = 1 << 20;
+
+/// Runs per figure (the median is reported).
+const REPS: usize = 3;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
 
 pub fn transfer(args: &[String]) -> Res<bool> {
     let [bin, ..] = args else {
@@ -52,27 +63,34 @@ pub fn transfer(args: &[String]) -> Res<bool> {
     println!("|---:|---:|---:|---:|---:|");
     for mib in sizes {
         let n = mib << 20;
-        let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
-        let send = plain(&server, &client, n, true)?;
-        let recv = plain(&server, &client, n, false)?;
+        let data: Arc<Vec<u8>> = Arc::new((0..n).map(|i| (i % 251) as u8).collect());
+        let (mut sends, mut recvs, mut writes, mut reads) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..REPS {
+            sends.push(plain(&server, &client, &data, true)?);
+            recvs.push(plain(&server, &client, &data, false)?);
+        }
         let b = d.alloc(n as u64).map_err(e)?;
         d.synchronize().map_err(e)?;
         // The protocol promises zeroed buffers, whatever the memory held.
         if d.read_all(b).map_err(e)?.iter().any(|&x| x != 0) {
             return Err(format!("a fresh {mib} MiB buffer is not zeroed"));
         }
-        let t = Instant::now();
-        d.write(b, 0, &data)
-            .and_then(|_| d.synchronize())
-            .map_err(e)?;
-        let write = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let back = d.read_all(b).map_err(e)?;
-        let read = t.elapsed().as_secs_f64();
-        if back != data {
-            return Err(format!("{mib} MiB came back different"));
+        for _ in 0..REPS {
+            let t = Instant::now();
+            d.write(b, 0, &data)
+                .and_then(|_| d.synchronize())
+                .map_err(e)?;
+            writes.push(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let back = d.read_all(b).map_err(e)?;
+            reads.push(t.elapsed().as_secs_f64());
+            if back != *data {
+                return Err(format!("{mib} MiB came back different"));
+            }
         }
         d.free(b).and_then(|_| d.synchronize()).map_err(e)?;
+        let (send, recv, write, read) =
+            (median(sends), median(recvs), median(writes), median(reads));
         let rate = |s: f64| n as f64 / s / 1e6;
         println!(
             "| {mib} MiB | {:.0} MB/s | {:.0} MB/s | {:.0} MB/s ({:.0} %) | {:.0} MB/s ({:.0} %) |",
@@ -87,23 +105,35 @@ pub fn transfer(args: &[String]) -> Res<bool> {
     Ok(true)
 }
 
-/// Seconds to move `n` bytes over one TLS stream on loopback, the
-/// handshake excluded: from the client (`upload`) or to it, then a
-/// one-byte answer.
+/// Seconds to move `data` over one TLS stream on loopback, the handshake
+/// excluded: from the client (`upload`) or to it, into a fresh buffer of
+/// its size, then a one-byte answer.
 fn plain(
     server: &Arc<rustls::ServerConfig>,
     client: &Arc<rustls::ClientConfig>,
-    n: usize,
+    data: &Arc<Vec<u8>>,
     upload: bool,
 ) -> Res<f64> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let addr = l.local_addr().map_err(|e| e.to_string())?;
     let cfg = server.clone();
+    let theirs = data.clone();
     let peer = std::thread::spawn(move || -> Result<(), String> {
+        // An upload's receiver holds its memory already, touched.
+        let mut held = if upload {
+            vec![1u8; theirs.len()]
+        } else {
+            vec![]
+        };
         let (tcp, _) = l.accept().map_err(|e| e.to_string())?;
         let conn = rustls::ServerConnection::new(cfg).map_err(|e| e.to_string())?;
         let mut s = rustls::StreamOwned::new(conn, tcp);
-        move_bytes(&mut s, n, !upload).map_err(|e| e.to_string())
+        if upload {
+            receive(&mut s, &mut held)
+        } else {
+            send(&mut s, &theirs)
+        }
+        .map_err(|e| e.to_string())
     });
     let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -114,32 +144,35 @@ fn plain(
         s.conn.complete_io(&mut s.sock).map_err(|e| e.to_string())?;
     }
     let t = Instant::now();
-    move_bytes(&mut s, n, upload).map_err(|e| e.to_string())?;
+    if upload {
+        send(&mut s, data)
+    } else {
+        // A download lands in a fresh allocation, as `read_all` returns it.
+        receive(&mut s, &mut vec![0u8; data.len()])
+    }
+    .map_err(|e| e.to_string())?;
     let secs = t.elapsed().as_secs_f64();
     peer.join().map_err(|_| "the plain TLS peer panicked")??;
     Ok(secs)
 }
 
-/// Sends `n` bytes and waits for a one-byte answer, or receives them and answers.
-fn move_bytes(s: &mut impl ReadWrite, n: usize, send: bool) -> std::io::Result<()> {
-    let mut buf = vec![0u8; PIECE];
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(PIECE);
-        if send {
-            s.write_all(&buf[..k])?;
-        } else {
-            s.read_exact(&mut buf[..k])?;
-        }
-        left -= k;
+/// Sends `data` and waits for a one-byte answer.
+fn send(s: &mut impl ReadWrite, data: &[u8]) -> std::io::Result<()> {
+    for piece in data.chunks(PIECE) {
+        s.write_all(piece)?;
     }
-    if send {
-        s.flush()?;
-        s.read_exact(&mut buf[..1])
-    } else {
-        s.write_all(&[1])?;
-        s.flush()
+    s.flush()?;
+    s.read_exact(&mut [0u8; 1])
+}
+
+/// Fills `into` from the stream and answers with one byte.
+fn receive(s: &mut impl ReadWrite, into: &mut [u8]) -> std::io::Result<()> {
+    for piece in into.chunks_mut(PIECE) {
+        s.read_exact(piece)?;
     }
+    std::hint::black_box(&into);
+    s.write_all(&[1])?;
+    s.flush()
 }
 
 trait ReadWrite: Read + Write {}

@@ -383,6 +383,11 @@ impl RemoteDevice {
     pub(crate) fn call(&mut self, r: Request) -> Result<Reply> {
         self.enqueue(&r)?;
         self.flush()?;
+        self.call_reply()
+    }
+
+    /// The next reply; an error reply as an error.
+    fn call_reply(&mut self) -> Result<Reply> {
         match proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1) {
             Ok(Reply::Error(m)) => Err(self.err(m)),
             Ok(r) => Ok(r),
@@ -406,20 +411,7 @@ impl RemoteDevice {
     }
 }
 
-/// Bytes per `Write` or `Read` of a large buffer (see `part`).
-const TRANSFER_PART: usize = 4 << 20;
-
 impl RemoteDevice {
-    /// The most bytes one `Write` or `Read` carries: parts of a few MiB
-    /// keep the stages busy at once (the client sending one part while the
-    /// worker forwards the last and the session copies the one before),
-    /// and a part stays within the worker's frame limit.
-    fn part(&self) -> usize {
-        TRANSFER_PART
-            .min(self.max_frame.saturating_sub(proto::PART_OVERHEAD))
-            .max(1)
-    }
-
     fn unexpected(&self, r: Reply) -> dev::Error {
         self.err(format!("unexpected reply {r:?}")).into()
     }
@@ -464,32 +456,49 @@ impl dev::Device for RemoteDevice {
 
     fn write(&mut self, id: BufferId, offset: u64, data: &[u8]) -> dev::Result<()> {
         dev::in_range("writing", id, offset, data.len() as u64, self.size_of(id)?)?;
-        let c = self.part();
         if data.is_empty() {
             return Ok(());
         }
-        for (i, part) in data.chunks(c).enumerate() {
-            self.queue(Request::Write {
-                id,
-                offset: offset + (i * c) as u64,
-                data: part.to_vec(),
-            })?;
+        let len = data.len() as u64;
+        self.enqueue(&Request::Write { id, offset, len })?;
+        if data.len() <= COALESCE {
+            // Small: queued with the requests around it, one TLS write.
+            self.pending.extend_from_slice(data);
+            if self.pending.len() > COALESCE {
+                self.flush()?;
+            }
+            return Ok(());
         }
-        Ok(())
+        // Large: encrypted straight from the caller's slice, no copy here.
+        self.flush()?;
+        self.conn
+            .write_all(data)
+            .map_err(|e| self.lost(FrameError::from(e)).into())
     }
 
     fn read(&mut self, id: BufferId, offset: u64, len: u64) -> dev::Result<Vec<u8>> {
         let r = dev::in_range("reading", id, offset, len, self.size_of(id)?)?;
-        let c = self.part() as u64;
-        let mut out = Vec::with_capacity(r.len());
-        while (out.len() as u64) < len {
-            let want = c.min(len - out.len() as u64);
-            match self.call(Request::Read {
-                id,
-                offset: offset + out.len() as u64,
-                len: want,
-            })? {
-                Reply::Data(d) if d.len() as u64 == want => out.extend_from_slice(&d),
+        let mut out = vec![0u8; r.len()];
+        self.enqueue(&Request::Read { id, offset, len })?;
+        self.flush()?;
+        // The parts are read straight into `out`, whatever their number.
+        let mut got = 0;
+        while got < out.len() {
+            let n = match proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1) {
+                Ok(Reply::Data { len }) if len <= (out.len() - got) as u64 => len as usize,
+                Ok(Reply::Error(m)) => return Err(self.err(m).into()),
+                Ok(other) => return Err(self.unexpected(other)),
+                Err(e) => return Err(self.lost(e).into()),
+            };
+            self.conn
+                .read_exact(&mut out[got..got + n])
+                .map_err(|e| self.lost(FrameError::from(e)))?;
+            got += n;
+        }
+        if out.is_empty() {
+            // An empty read is still answered with one (empty) part.
+            match self.call_reply()? {
+                Reply::Data { len: 0 } => {}
                 other => return Err(self.unexpected(other)),
             }
         }

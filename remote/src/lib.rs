@@ -4,6 +4,9 @@
 //! - [`tls`]: the worker's identity, certificate pinning, the shared secret.
 //! - [`server`]: the worker (accepts, authenticates, one session process per client).
 //! - [`session`]: the session process, the only one that touches a device.
+//! - [`confine`]: the Landlock rules a session puts itself under.
+//! - [`link`], [`window`]: what the worker says to a session, and the
+//!   shared memory a buffer's bytes pass through between the two.
 //! - [`client`]: a worker's device as a [`client::RemoteDevice`].
 //! - [`device`]: where a device name becomes a [`Device`] (the one
 //!   device interface, from `rocmc-device`), remote or this machine's.
@@ -13,11 +16,14 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod confine;
 pub mod device;
+pub mod link;
 pub mod proto;
 pub mod server;
 pub mod session;
 pub mod tls;
+pub mod window;
 
 pub use client::{ConnectOptions, RemoteAddress, RemoteDevice, RemoteError};
 pub use device::{list_devices, open, open_local};

@@ -11,21 +11,22 @@
 //! [`Reply`]) or asynchronous ([`Request::is_async`]: launches, writes,
 //! frees, fills — no reply; the first error among them is reported by the
 //! next synchronous request, which fails with it).
+//!
+//! A buffer's bytes are not framed: a [`Request::Write`] is followed on the
+//! stream by the `len` bytes it announces, and each [`Reply::Data`] by its
+//! `len` bytes. Neither has a size limit but memory, and neither is
+//! decoded on the way: the worker moves them between TLS and the session's
+//! shared [`Window`](crate::window::Window) directly.
 
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Protocol version; bumped on any incompatible change.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Largest frame a peer accepts by default (a code object is one frame;
-/// buffers go in parts).
+/// a buffer's bytes are not framed).
 pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
-
-/// More than a `Write`'s or a `Data` reply's fields and framing take
-/// besides their bytes: a part of a buffer is at most the frame limit
-/// less this.
-pub const PART_OVERHEAD: usize = 64;
 
 /// The first frame from the client.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -95,16 +96,16 @@ pub enum Request {
         /// Size.
         bytes: u64,
     },
-    /// Writes `data` into buffer `id` from byte `offset` on (async). Clients
-    /// send a buffer larger than a frame as several.
+    /// Writes the `len` bytes that follow this frame on the stream
+    /// (unframed) into buffer `id` from byte `offset` on (async). There is
+    /// no limit on `len` but the buffer's size.
     Write {
         /// Buffer.
         id: u32,
         /// Where, in bytes.
         offset: u64,
-        /// Bytes.
-        #[serde(with = "serde_bytes")]
-        data: Vec<u8>,
+        /// How many bytes follow.
+        len: u64,
     },
     /// Fills buffer `id` with seeded random values of `dtype` in the worker,
     /// so that benchmarks need not send inputs (async).
@@ -144,15 +145,16 @@ pub enum Request {
         /// Timed launches.
         reps: u32,
     },
-    /// Reads up to `len` bytes of buffer `id` from byte `offset` on (sync):
-    /// fewer at its end, and at most what fits in a frame of the worker's
-    /// limit. Clients read a large buffer in several.
+    /// Reads `len` bytes of buffer `id` from byte `offset` on (sync), all
+    /// within the buffer. Answered with [`Reply::Data`] parts whose lengths
+    /// add up to `len`, or an [`Reply::Error`] (which may come after some
+    /// parts, should the device fail half-way).
     Read {
         /// Buffer.
         id: u32,
         /// Where, in bytes.
         offset: u64,
-        /// How many at most.
+        /// How many.
         len: u64,
     },
     /// Waits for everything sent before; reports the first error of the
@@ -190,8 +192,12 @@ pub enum Reply {
         /// Hex.
         challenge: String,
     },
-    /// A buffer's bytes.
-    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// A part of a [`Request::Read`]: `len` bytes follow this frame on the
+    /// stream, unframed.
+    Data {
+        /// How many bytes follow.
+        len: u64,
+    },
     /// Launch times, milliseconds.
     Times(Vec<f64>),
     /// The request (or an asynchronous one before it) failed.

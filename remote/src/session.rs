@@ -4,7 +4,9 @@
 //! the only process that touches a device, so a kernel that crashes it
 //! takes down this session alone.
 
+use crate::link::Link;
 use crate::proto::{self, FrameError, Reply, Request, WireArg};
+use crate::window::Window;
 use rocmc_device::{BufferId, Device, ModuleId};
 use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
@@ -84,6 +86,38 @@ impl Session {
             (None, Ok(r)) => r,
             (None, Err(e)) => Reply::Error(e.to_string()),
         })
+    }
+
+    /// Writes `data` into the client's buffer `id` at byte `offset`, as an
+    /// asynchronous request: a failure is kept for the next synchronous one.
+    pub fn write(&mut self, id: u32, offset: u64, data: &[u8]) {
+        let r = self.buffer(id).and_then(|(d, size)| {
+            rocmc_device::in_range("writing", id, offset, data.len() as u64, size)?;
+            Ok(self.dev()?.write(d, offset, data)?)
+        });
+        if let Err(e) = r {
+            self.deferred.get_or_insert(e);
+        }
+    }
+
+    /// Fills `out` from the client's buffer `id` at byte `offset`, part of a
+    /// read that ends at byte `end` (checked whole); a synchronous request:
+    /// an earlier asynchronous failure is reported first.
+    pub fn read(&mut self, id: u32, offset: u64, end: u64, out: &mut [u8]) -> Reply {
+        if let Some(e) = self.deferred.take() {
+            return Reply::Error(format!("an earlier asynchronous request failed: {e}"));
+        }
+        let r = self.buffer(id).and_then(|(d, size)| {
+            let whole = end.checked_sub(offset).ok_or_else(|| {
+                SessionError::Request(format!("a read ending at byte {end} starts at {offset}"))
+            })?;
+            rocmc_device::in_range("reading", id, offset, whole, size)?;
+            Ok(self.dev()?.read_into(d, offset, out)?)
+        });
+        match r {
+            Ok(()) => Reply::Ok,
+            Err(e) => Reply::Error(e.to_string()),
+        }
     }
 
     fn dev(&mut self) -> Result<&mut dyn Device, SessionError> {
@@ -174,12 +208,9 @@ impl Session {
                 self.used += bytes;
                 Ok(Reply::Ok)
             }
-            Request::Write { id, offset, data } => {
-                let (d, size) = self.buffer(id)?;
-                rocmc_device::in_range("writing", id, offset, data.len() as u64, size)?;
-                self.dev()?.write(d, offset, &data)?;
-                Ok(Reply::Ok)
-            }
+            Request::Write { .. } | Request::Read { .. } => Err(SessionError::Request(
+                "a Write's or Read's bytes travel beside its frame: the worker hands them to the session through its transfer window".into(),
+            )),
             Request::Fill { id, dtype, seed } => {
                 let (d, _) = self.buffer(id)?;
                 rocmc_device::known_dtype(&dtype)?;
@@ -213,19 +244,6 @@ impl Session {
                 let (m, a) = self.launch_of(&module, args)?;
                 let t = self.dev()?.time(&m, &kernel, &a, warmup, reps);
                 Ok(Reply::Times(t?))
-            }
-            Request::Read { id, offset, len } => {
-                let (d, size) = self.buffer(id)?;
-                if offset > size {
-                    return Err(SessionError::Request(format!(
-                        "reading from byte {offset} of buffer #{id} of {size} bytes"
-                    )));
-                }
-                // A reply stays within a frame of the worker's limit.
-                let most = self.cfg.max_frame.saturating_sub(proto::PART_OVERHEAD) as u64;
-                let n = len.min(size - offset).min(most);
-                let data = self.dev()?.read(d, offset, n)?;
-                Ok(Reply::Data(data))
             }
             Request::Sync => {
                 self.dev()?.synchronize()?;
@@ -396,13 +414,24 @@ pub enum SessionError {
     },
 }
 
-/// Serves one session over stdin/stdout until the worker closes stdin.
+/// Serves one session over stdin/stdout until the worker closes stdin,
+/// moving buffer bytes through the transfer window the worker handed over.
 pub fn run(cfg: SessionConfig) -> Result<(), FrameError> {
+    // Confined before anything of the client's runs (see `confine`), and
+    // while this process has one thread, so every later thread is too.
+    let scratch = tempfile::Builder::new().prefix("rocmc-session").tempdir()?;
+    std::env::set_var("TMPDIR", scratch.path());
+    let state = cfg.cache.parent().unwrap_or(&cfg.cache);
+    crate::confine::confine(state, scratch.path()).map_err(|e| {
+        eprintln!("rocmc-worker: session: {e}");
+        FrameError::Io(std::io::Error::other(e))
+    })?;
     let mut input = BufReader::new(std::io::stdin().lock());
     let mut output = BufWriter::new(std::io::stdout().lock());
+    let mut window = Window::inherited(crate::window::SLOT)?;
     let mut s = Session::new(cfg.clone());
     loop {
-        let req: Request = match proto::recv(&mut input, cfg.max_frame) {
+        let msg: Link = match proto::recv(&mut input, cfg.max_frame) {
             Ok(r) => r,
             Err(FrameError::Closed) => return Ok(()),
             Err(e) => {
@@ -412,10 +441,46 @@ pub fn run(cfg: SessionConfig) -> Result<(), FrameError> {
                 return Err(e);
             }
         };
-        let Some(reply) = s.answer(req) else {
-            continue;
+        let reply = match msg {
+            Link::Request(r) => match s.answer(r) {
+                Some(reply) => reply,
+                None => continue,
+            },
+            Link::WriteSlot {
+                id,
+                offset,
+                len,
+                slot,
+            } => {
+                let data = slot_part(&mut window, slot, len)?;
+                s.write(id, offset, data);
+                Reply::Ok
+            }
+            Link::ReadSlot {
+                id,
+                offset,
+                len,
+                end,
+                slot,
+            } => {
+                let out = slot_part(&mut window, slot, len)?;
+                s.read(id, offset, end, out)
+            }
         };
         proto::send(&mut output, &reply)?;
         output.flush()?;
     }
+}
+
+/// The first `len` bytes of window slot `slot` (the worker never names
+/// more than a slot; a message that does is malformed).
+fn slot_part(w: &mut Window, slot: u32, len: u64) -> Result<&mut [u8], FrameError> {
+    let n = usize::try_from(len).unwrap_or(usize::MAX);
+    if n > w.slot_len() {
+        return Err(FrameError::Malformed(format!(
+            "a part of {len} bytes is over the window's slot of {}",
+            w.slot_len()
+        )));
+    }
+    Ok(&mut w.slot(slot as usize)[..n])
 }

@@ -93,6 +93,10 @@ impl dev::Device for CpuDevice {
         self.bufs.read(id, offset, len)
     }
 
+    fn read_into(&mut self, id: BufferId, offset: u64, out: &mut [u8]) -> dev::Result<()> {
+        self.bufs.read_into(id, offset, out)
+    }
+
     fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
         let m = self.cpu.load(bytes).map_err(error)?;
         let id = format!("m{}", self.modules.len());

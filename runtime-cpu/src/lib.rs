@@ -216,8 +216,10 @@ impl Cpu {
             .tempfile()?;
         std::io::Write::write_all(&mut file, so)?;
         let path = file.into_temp_path();
-        // SAFETY: the object is rocmc's (checked above): it has no initialisers and
-        // only calls libm, which this process has loaded.
+        // SAFETY: the object carries rocmc's launch document (checked above);
+        // rocmc's own objects have no initialisers and call only libm, loaded
+        // here. Another's initialisers run too: in a worker, inside the
+        // session process, which has confined itself (rocmc-remote's confine).
         let lib = unsafe {
             libloading::os::unix::Library::open(
                 Some(&*path),

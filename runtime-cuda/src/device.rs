@@ -99,6 +99,10 @@ impl dev::Device for CudaDevice {
         self.bufs.read(id, offset, len)
     }
 
+    fn read_into(&mut self, id: BufferId, offset: u64, out: &mut [u8]) -> dev::Result<()> {
+        self.bufs.read_into(id, offset, out)
+    }
+
     fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
         let text = std::str::from_utf8(bytes)
             .map_err(|_| dev::Error::BadModule("a CUDA module must be PTX text".into()))?;

@@ -97,6 +97,10 @@ impl dev::Device for HipDevice {
         self.bufs.read(id, offset, len)
     }
 
+    fn read_into(&mut self, id: BufferId, offset: u64, out: &mut [u8]) -> dev::Result<()> {
+        self.bufs.read_into(id, offset, out)
+    }
+
     fn load_module(&mut self, bytes: &[u8]) -> dev::Result<ModuleId> {
         let m = self.dev.load_module(bytes).map_err(|e| self.err(e))?;
         let id = format!("m{}", self.modules.len());

@@ -194,6 +194,18 @@ fn main() -> ExitCode {
     for d in w.devices() {
         println!("device {} {} ({})", d.name, d.target, d.description);
     }
+    use rocmc_remote::confine::{expected, kernel_abi, Confinement};
+    match expected() {
+        Confinement::Full => println!("sessions confined (Landlock ABI {})", kernel_abi()),
+        Confinement::Partial => println!(
+            "sessions confined (Landlock ABI {}: files and tracing; signals need Linux 6.12)",
+            kernel_abi()
+        ),
+        Confinement::None => eprintln!(
+            "WARNING: this kernel has no Landlock: sessions (your clients' code) can read the worker's key and secret in {}",
+            w.secret_file().parent().map_or_else(String::new, |p| p.display().to_string())
+        ),
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     match w.serve() {

@@ -9,9 +9,10 @@
 //! session that crashes (a kernel faulting, a driver abort) ends its own
 //! connection with an error; the worker and other sessions go on.
 
-use crate::proto::{self, DeviceInfo, FrameError, Hello, Reply, Request, Welcome, VERSION};
+use crate::proto::{self, DeviceInfo, FrameError, Hello, Welcome, VERSION};
 use crate::tls::{secrets_match, Identity};
-use std::io::{BufReader, Read, Write};
+use crate::window::{Window, SESSION_FD};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -19,6 +20,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod relay;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -294,8 +297,10 @@ impl Worker {
                 )
             }
         };
+        let mut window = Window::create(crate::window::SLOT)
+            .map_err(|e| format!("making the session's transfer window: {e}"))?;
         let child = self
-            .spawn_session()
+            .spawn_session(&window)
             .map_err(|e| format!("starting a session: {e}"))?;
         let child = Arc::new(std::sync::Mutex::new(child));
         proto::send(
@@ -308,7 +313,14 @@ impl Worker {
         )
         .and_then(|_| s.flush().map_err(FrameError::from))
         .map_err(|e| e.to_string())?;
-        let r = relay(s, &child, self.cfg.max_frame, self.cfg.kernel_timeout, fd);
+        let r = relay::relay(
+            s,
+            &child,
+            &mut window,
+            self.cfg.max_frame,
+            self.cfg.kernel_timeout,
+            fd,
+        );
         let mut child = child.lock().unwrap_or_else(|p| p.into_inner());
         drop(child.stdin.take());
         // A session that does not exit once its input is closed is ended.
@@ -323,7 +335,8 @@ impl Worker {
         r
     }
 
-    fn spawn_session(&self) -> std::io::Result<Child> {
+    fn spawn_session(&self, window: &Window) -> std::io::Result<Child> {
+        use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.arg("--session")
@@ -340,6 +353,21 @@ impl Worker {
             .stderr(Stdio::inherit());
         if self.cfg.allow_crash {
             cmd.arg("--allow-crash-requests");
+        }
+        // The window goes to this session only: it is close-on-exec here,
+        // and duplicated onto the session's descriptor in its child alone.
+        let fd = window.fd();
+        // SAFETY: the closure runs between fork and exec and calls only
+        // dup2 and fcntl, which are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if fd == SESSION_FD {
+                    libc::fcntl(fd, libc::F_SETFD, 0);
+                } else if libc::dup2(fd, SESSION_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
         let child = cmd.spawn()?;
         if let (Some(i), Some(o)) = (&child.stdin, &child.stdout) {
@@ -375,165 +403,6 @@ impl SessionSlot {
 impl Drop for SessionSlot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Relays requests to the session process and its replies back, checking
-/// each request decodes (a malformed frame ends the connection with the
-/// reason) and is within the frame limit.
-/// Waits for a session's reply, killing the session if none comes within
-/// `limit`, or as soon as the client hangs up (its socket, `peer`, shows
-/// the peer's shutdown): a watchdog thread, so the wait itself stays a
-/// plain blocking read of the session's pipe.
-struct Watchdog {
-    /// When the current wait started, if one is on; set to `None` to stop.
-    since: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
-    fired: Arc<std::sync::atomic::AtomicBool>,
-    /// The client left while a request ran.
-    departed: Arc<std::sync::atomic::AtomicBool>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// Whether the peer of socket `fd` has shut down or reset the connection.
-fn hung_up(fd: std::os::fd::RawFd) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one pollfd for a socket the connection's thread keeps open
-    // while the watchdog runs; a zero timeout never blocks.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
-}
-
-impl Watchdog {
-    fn start(
-        child: &Arc<std::sync::Mutex<Child>>,
-        limit: Duration,
-        peer: std::os::fd::RawFd,
-    ) -> Watchdog {
-        let w = Watchdog {
-            since: Arc::default(),
-            fired: Arc::default(),
-            departed: Arc::default(),
-            stop: Arc::default(),
-        };
-        let (since, fired, departed, stop, child) = (
-            w.since.clone(),
-            w.fired.clone(),
-            w.departed.clone(),
-            w.stop.clone(),
-            child.clone(),
-        );
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50).min(limit));
-                let guard = since.lock().unwrap_or_else(|p| p.into_inner());
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                let Some(t) = *guard else { continue };
-                let (late, gone) = (t.elapsed() >= limit, hung_up(peer));
-                drop(guard);
-                if late || gone {
-                    fired.store(late, Ordering::Relaxed);
-                    departed.store(gone && !late, Ordering::Relaxed);
-                    let _ = child.lock().unwrap_or_else(|p| p.into_inner()).kill();
-                    return;
-                }
-            }
-        });
-        w
-    }
-
-    fn waiting(&self, on: bool) {
-        *self.since.lock().unwrap_or_else(|p| p.into_inner()) = on.then(std::time::Instant::now);
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-fn relay<S: Read + Write>(
-    s: &mut S,
-    child: &Arc<std::sync::Mutex<Child>>,
-    max: usize,
-    kernel_timeout: Duration,
-    peer: std::os::fd::RawFd,
-) -> Result<(), String> {
-    let lock = || child.lock().unwrap_or_else(|p| p.into_inner());
-    let mut to = lock().stdin.take().expect("piped");
-    let mut from = BufReader::new(lock().stdout.take().expect("piped"));
-    let dog = Watchdog::start(child, kernel_timeout, peer);
-    loop {
-        let frame = match proto::read_frame(s, max) {
-            Ok(f) => f,
-            Err(FrameError::Closed) => return Ok(()),
-            Err(e) => {
-                let _ = proto::send(s, &Reply::Error(e.to_string()));
-                let _ = s.flush();
-                return Err(e.to_string());
-            }
-        };
-        let req: Request = match proto::decode(&frame) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = proto::send(s, &Reply::Error(e.to_string()));
-                let _ = s.flush();
-                return Err(e.to_string());
-            }
-        };
-        let died = |_: ()| {
-            if dog.departed.load(Ordering::Relaxed) {
-                let _ = lock().wait();
-                return "the client left while its request ran: the session was ended".to_string();
-            }
-            if dog.fired.load(Ordering::Relaxed) {
-                let _ = lock().wait();
-                return format!(
-                    "the request waited over the worker's --kernel-timeout of {} s (a kernel that does not return?): the session was ended; the worker and other sessions are unaffected",
-                    kernel_timeout.as_secs_f64()
-                );
-            }
-            let status = lock()
-                .wait()
-                .map_or_else(|e| e.to_string(), |s| s.to_string());
-            format!(
-                "the session process died ({status}); the worker and other sessions are unaffected"
-            )
-        };
-        if proto::write_frame(&mut to, &frame)
-            .and_then(|_| to.flush().map_err(FrameError::from))
-            .is_err()
-        {
-            let why = died(());
-            let _ = proto::send(s, &Reply::Error(why.clone()));
-            let _ = s.flush();
-            return Err(why);
-        }
-        if req.is_async() {
-            continue;
-        }
-        dog.waiting(true);
-        let reply = proto::read_frame(&mut from, usize::MAX);
-        dog.waiting(false);
-        match reply {
-            Ok(reply) => {
-                proto::write_frame(s, &reply)
-                    .and_then(|_| s.flush().map_err(FrameError::from))
-                    .map_err(|e| e.to_string())?;
-            }
-            Err(_) => {
-                let why = died(());
-                let _ = proto::send(s, &Reply::Error(why.clone()));
-                let _ = s.flush();
-                return Err(why);
-            }
-        }
     }
 }
 
