@@ -6,7 +6,8 @@
 #     `rocmc run --device remote://…` does;
 #  2. measures what the remote path costs over the device itself, on the
 #     GPU and on the CPU device (Markdown tables, as in
-#     bench/remote-results.md).
+#     bench/remote-results.md);
+#  3. measures bulk transfers through it beside a plain TLS stream.
 #   scripts/bench-remote.sh [BUNDLE] [OUT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +23,9 @@ echo "== remote: what the worker costs over the device itself"
 "$bin" latency "$bundle/rocmc-worker" "$bundle/kernels" --device cuda:0 | tee "$out/remote-latency-cuda.md" || rc=1
 echo
 "$bin" latency "$bundle/rocmc-worker" "$bundle/cpu" --device cpu | tee "$out/remote-latency-cpu.md" || rc=1
+echo "== remote: bulk transfers through the worker beside one plain TLS stream"
+"$bin" transfer "$bundle/rocmc-worker" --device cuda:0 --sizes "${TRANSFER_MIB:-64,256,1024}" | tee "$out/transfer-cuda.md" || rc=1
+echo
+"$bin" transfer "$bundle/rocmc-worker" --device cpu --sizes "${TRANSFER_MIB:-64,256,1024}" | tee "$out/transfer-cpu.md" || rc=1
 echo "remote exit code: $rc"
 exit $rc
