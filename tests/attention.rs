@@ -178,3 +178,38 @@ fn the_default_is_flash_on_matrix_targets() {
         }
     }
 }
+
+/// A key computed by an inlined stage (what the differential fuzzer found
+/// read wrongly): `flash` refuses the expression by name, the default rule
+/// takes `rowwise` and matches the interpreter, and with the stage
+/// materialized `flash` runs and matches through a lane layout.
+#[test]
+fn an_inlined_operand_stage_is_never_read_unwritten() {
+    let src = std::fs::read_to_string(root().join("tests/attention/inlined_key.toml")).unwrap();
+    // The attention is the last stage and has no schedule line: one added.
+    let flash = |s: &str| format!("{s}schedule = [\"flash(j, rows=32, keys=16, stages=2)\"]\n");
+    let e = rocmc::compile(
+        "k",
+        &flash(&src),
+        &Options::new("sm_90"),
+        Default::default(),
+    )
+    .map(|_| ())
+    .expect_err("refused")
+    .to_string();
+    assert!(
+        e.contains("not an expression") && e.contains("compute_inline"),
+        "{e}"
+    );
+    // No schedule: compiles for sm_90 and gfx942, runs right on the CPU.
+    for t in ["sm_90", "gfx942"] {
+        rocmc::compile("k", &src, &Options::new(t), Default::default())
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    let front = rocmc::frontend("k", &src).unwrap();
+    let r = rocmc::run::run_cpu(&front, &[7, 9], &HashMap::new(), 1, false).unwrap();
+    assert_ok("inlined_key, default", &r);
+    // Materialized, `flash` reads the stage's buffer, written first.
+    let kept = src.replace("schedule = [\"compute_inline()\"]", "schedule = []");
+    run_flash("inlined_key", &flash(&kept), "sm_90", 7, 9);
+}

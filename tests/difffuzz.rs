@@ -24,7 +24,10 @@
 //! inclusive or exclusive, by the work-group scan or any schedule), top-k
 //! (the k best along either axis, largest or smallest, values and
 //! indices or the indices alone, k from 1 to 64, default or written),
-//! triangular reductions (k < min(i + 1, m)),
+//! triangular reductions (k < min(i + 1, m)), attention (random dtype,
+//! head sizes, batch axis, causal mask, scale, log-sum-exp output, K from
+//! a stage, no schedule, `rowwise` or `flash` run through a random
+//! target's lane layout),
 //! `isnan`/`isinf` of NaN and infinities made on purpose, bitwise
 //! operators and shifts on integers, every dtype,
 //! casts, comparisons, select and math functions; one or two stages
@@ -457,8 +460,88 @@ fn quoted(steps: &[String]) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// A random attention kernel: `O` (and sometimes the log-sum-exp `L`) from
+/// Q, K, V of a random dtype, head sizes (1 to 64, none a tile's multiple
+/// on purpose), with or without a batch axis, causal or not, with or
+/// without `scale=`, K read from the inputs or from a stage before, and
+/// no schedule (the default rules), `rowwise` or `flash` with random tiles.
+fn attention_kernel(rng: &mut Rng, id: u64) -> String {
+    let dt = *rng.pick(&["f16", "bf16", "f16", "bf16", "f32"]);
+    // `flash` runs here through emulated matrix instructions, whose cost
+    // grows fast with the head sizes (D = 64 takes minutes): small heads.
+    let flash = rng.chance(35);
+    let heads: &[u32] = if flash {
+        &[1, 8, 16, 20, 24]
+    } else {
+        &[1, 8, 16, 20, 24, 32, 64]
+    };
+    let (e, d) = (*rng.pick(heads), *rng.pick(heads));
+    let (bdim, b) = if rng.chance(50) {
+        ("3, ", "b, ")
+    } else {
+        ("", "")
+    };
+    let mut src = String::new();
+    writeln!(src, "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]").unwrap();
+    if rng.chance(50) {
+        writeln!(src, "max = {{ n = 4096, m = 4096 }}").unwrap();
+    }
+    writeln!(
+        src,
+        "\n[inputs]\nQ = {{ dtype = \"{dt}\", shape = [{bdim}\"n\", {e}] }}\nK = {{ dtype = \"{dt}\", shape = [{bdim}\"m\", {e}] }}\nV = {{ dtype = \"{dt}\", shape = [{bdim}\"m\", {d}] }}"
+    )
+    .unwrap();
+    // K through a stage of its own: materialized or inlined.
+    let keys = if rng.chance(30) {
+        let sched = if rng.chance(50) {
+            "[\"compute_inline()\"]"
+        } else {
+            "[]"
+        };
+        writeln!(
+            src,
+            "\n[[stage]]\ncompute = \"P[{b}r, c] = K[{b}r, c] * 0.5\"\nshape = [{bdim}\"m\", {e}]\nschedule = {sched}"
+        )
+        .unwrap();
+        "P"
+    } else {
+        "K"
+    };
+    let extent = if rng.chance(50) { "min(i + 1, m)" } else { "m" };
+    let scale = if rng.chance(40) { ", scale=0.25" } else { "" };
+    let outs = if rng.chance(50) {
+        format!("O[{b}i, d], L[{b}i]")
+    } else {
+        format!("O[{b}i, d]")
+    };
+    let sched = if flash {
+        format!(
+            "\nschedule = [\"flash(j, rows={}, keys={}, stages={})\"]",
+            rng.pick(&[32, 64]),
+            rng.pick(&[16, 32]),
+            rng.pick(&[1, 2, 3])
+        )
+    } else if rng.chance(50) {
+        format!(
+            "\nschedule = [\"rowwise(j, threads={})\"]",
+            rng.pick(&[32, 64, 128])
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        src,
+        "\n[[stage]]\ncompute = \"{outs} = attention(Q[{b}i, e], {keys}[{b}j, e], V[{b}j, d]{scale})\"\nshape = [{bdim}\"n\", {d}]\nreduce = {{ j = \"{extent}\", e = {e} }}{sched}"
+    )
+    .unwrap();
+    src
+}
+
 /// A random kernel file.
 fn kernel(rng: &mut Rng, id: u64) -> String {
+    if rng.below(10) == 0 {
+        return attention_kernel(rng, id);
+    }
     let dt = |rng: &mut Rng| {
         if rng.chance(70) {
             *rng.pick(FLOATS)
@@ -812,6 +895,7 @@ struct Stats {
     tuples: usize,
     scans: usize,
     topks: usize,
+    attentions: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -846,6 +930,40 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .iter()
         .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan.is_some())) as usize;
     st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
+    st.attentions +=
+        k.stages
+            .iter()
+            .any(|s| s.reduce.as_ref().is_some_and(|r| r.attention.is_some())) as usize;
+    // `flash` needs a matrix target: on the CPU path through one's lane
+    // layout, picked at random (a layout it cannot tile is a user error).
+    let emulated;
+    let run_front = if src.contains("flash(") {
+        let p = *rng.pick(&[
+            "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90",
+        ]);
+        let mut o = rocmc::Options::new("x86-64");
+        o.emulate = Some(p.to_string());
+        let cpu = rocmc::targets(&rocmc::Options::new("x86-64"))
+            .unwrap()
+            .remove(0);
+        match front.for_target(&cpu, &o) {
+            Ok(f) => {
+                emulated = f;
+                &emulated
+            }
+            Err(rocmc::Error::Kernel(_)) => {
+                st.rejected += 1;
+                return;
+            }
+            Err(e) => {
+                st.failures
+                    .push((src.to_string(), format!("emulating {p}: {e}")));
+                return;
+            }
+        }
+    } else {
+        &front
+    };
     for _ in 0..2 {
         let sizes: Vec<i64> = front
             .kernel
@@ -855,7 +973,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             .collect();
         let sizes = front.kernel.fit_sizes(&sizes);
         match rocmc::run::run_cpu(
-            &front,
+            run_front,
             &sizes,
             &HashMap::new(),
             rng.next_u64() % 1000,
@@ -963,6 +1081,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.tuples += l.tuples;
                 st.scans += l.scans;
                 st.topks += l.topks;
+                st.attentions += l.attentions;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -978,7 +1097,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -986,6 +1105,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.tuples,
         st.scans,
         st.topks,
+        st.attentions,
         st.executed,
         st.compiled,
         st.failures.len()

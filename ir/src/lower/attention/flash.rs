@@ -72,7 +72,7 @@ fn operand(
             span,
             format!("`flash` stages the {what} tensor in LDS: the {what} must be an element of an f16 or bf16 tensor, not an expression"),
         )
-        .hint("compute it in an earlier stage, or schedule with `rowwise`"));
+        .hint("compute it in an earlier stage that is not inlined (no `compute_inline()`), or schedule with `rowwise`"));
     };
     let row_at = indices.iter().position(|i| *i == Index::Var(row));
     let ok_last = indices.last() == Some(&Index::Var(last));
@@ -523,6 +523,15 @@ pub(super) fn build(
         VarId(n as u32),
         VarId(n as u32 + 1),
     );
+    // What the operands read once inlined producers are substituted: a
+    // producer inlined into them is an expression, which `flash` cannot
+    // copy into LDS (it would read the producer's buffer, never written).
+    let a = &Attention {
+        q: super::super::inline_producers(l.k, l.sid, &a.q),
+        k: super::super::inline_producers(l.k, l.sid, &a.k),
+        v: super::super::inline_producers(l.k, l.sid, &a.v),
+        ..a.clone()
+    };
     let q = operand(&a.q, iv, ev, "query", span)?;
     let kx = operand(&a.k, jv, ev, "key", span)?;
     let vx = operand(&a.v, jv, dv, "value", span)?;

@@ -21,14 +21,23 @@ pub fn flash_lds(rows: i64, keys: i64, stages: i64, e: i64, d: i64) -> i64 {
         + 4 * rows
 }
 
-pub(super) fn candidates(_k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
+pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let red = st.reduce.as_ref().expect("an attention is a reduction");
     let a = st.attention().expect("an attention stage");
     let j = &red.axes[0].name;
     let mut out = Vec::new();
-    let loads = [&a.q, &a.k, &a.v]
-        .iter()
-        .all(|x| matches!(x.kind, ExprKind::Load { .. }) && x.dtype == a.q.dtype);
+    // As `flash` sees them: with inlined producers substituted (an
+    // inlined producer makes an operand an expression, which it refuses).
+    let sid = crate::kernel::StageId(
+        k.stages
+            .iter()
+            .position(|s| s.name == st.name)
+            .unwrap_or(k.stages.len()) as u32,
+    );
+    let loads = [&a.q, &a.k, &a.v].iter().all(|x| {
+        let x = crate::lower::inline_producers(k, sid, x);
+        matches!(x.kind, ExprKind::Load { .. }) && x.dtype == a.q.dtype
+    });
     let e = red.axes[1].extent.as_const();
     let d = st.axes.last().and_then(|x| x.extent.as_const());
     let unit = cx.target.and_then(MatrixUnit::of);
