@@ -72,7 +72,7 @@ fn operand(
             span,
             format!("`flash` stages the {what} tensor in LDS: the {what} must be an element of an f16 or bf16 tensor, not an expression"),
         )
-        .hint("compute it in an earlier stage that is not inlined (no `compute_inline()`), or schedule with `rowwise`"));
+        .hint("compute it in a stage of its own (not inlined by `compute_inline()`), or schedule with `rowwise`"));
     };
     let row_at = indices.iter().position(|i| *i == Index::Var(row));
     let ok_last = indices.last() == Some(&Index::Var(last));
