@@ -409,9 +409,7 @@ impl RemoteDevice {
             .map_err(|e| self.lost(FrameError::from(e)))?;
         proto::recv::<Reply>(&mut self.conn, usize::MAX >> 1).map_err(|e| self.lost(e))
     }
-}
 
-impl RemoteDevice {
     fn unexpected(&self, r: Reply) -> dev::Error {
         self.err(format!("unexpected reply {r:?}")).into()
     }

@@ -28,14 +28,8 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
     let mut out = Vec::new();
     // As `flash` sees them: with inlined producers substituted (an
     // inlined producer makes an operand an expression, which it refuses).
-    let sid = crate::kernel::StageId(
-        k.stages
-            .iter()
-            .position(|s| s.name == st.name)
-            .unwrap_or(k.stages.len()) as u32,
-    );
     let loads = [&a.q, &a.k, &a.v].iter().all(|x| {
-        let x = crate::lower::inline_producers(k, sid, x);
+        let x = super::inlined(k, x);
         matches!(x.kind, ExprKind::Load { .. }) && x.dtype == a.q.dtype
     });
     let e = red.axes[1].extent.as_const();

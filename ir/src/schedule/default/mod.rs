@@ -151,12 +151,10 @@ impl DefaultSchedule {
 /// (`privatize`) by the scatter rule.
 const PRIVATE_TABLE: i64 = 4096;
 
-/// Candidate schedules for `st`, best first. Empty for a stage with no
-/// output axes and no reduction worth spreading (it runs on one thread).
-pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
-    let mut out = Vec::new();
-    // What the stage reads once its inlined producers are substituted.
-    let mut value = st.value.clone();
+/// `e` as the stage reads it once inlined producers are substituted
+/// (producers of producers too).
+fn inlined(k: &Kernel, e: &Expr) -> Expr {
+    let mut value = e.clone();
     for _ in 0..k.stages.len() {
         let before = value.clone();
         for p in k.stages.iter().filter(|p| p.is_inlined()) {
@@ -166,6 +164,14 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
             break;
         }
     }
+    value
+}
+
+/// Candidate schedules for `st`, best first. Empty for a stage with no
+/// output axes and no reduction worth spreading (it runs on one thread).
+pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
+    let mut out = Vec::new();
+    let value = inlined(k, &st.value);
     let vector = !st.axes.is_empty() && unit_stride(&value, VarId(st.axes.len() as u32 - 1));
     let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
     if let Some(scan) = st.reduce.as_ref().and_then(|r| r.scan) {
