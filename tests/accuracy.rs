@@ -536,3 +536,43 @@ fn ulp_metric_is_sound() {
     let nan = Float::with_val(PREC, f64::NAN);
     assert_eq!(ulp_error(DType::F16, f64::NAN, &nan), 0.0);
 }
+
+/// `exp2_approx` is the hardware's instruction and nothing else: the bare
+/// `v_exp_f32` on AMD (no denormal scaling around it, whose compare with
+/// −126 = 0xc2fc0000 `llvm.exp2` adds), one `ex2.approx.ftz.f32` on
+/// NVIDIA (where `exp2` goes through the f64 expansion), and `exp2`'s
+/// value on the CPU (tests/regress/exp2_approx.toml).
+#[test]
+fn exp2_approx_is_one_hardware_instruction() {
+    let src = |f: &str| {
+        format!(
+            "[kernel]\nname = \"e\"\nsizes = [\"n\"]\n[inputs]\nx = {{ dtype = \"f32\", shape = [\"n\"] }}\n\
+             [[stage]]\ncompute = \"Y[i] = {f}(x[i])\"\nshape = [\"n\"]\n\
+             schedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n"
+        )
+    };
+    let asm = |f: &str, mcpu: &str| {
+        let art = rocmc::compile(
+            "e.toml",
+            &src(f),
+            &rocmc::Options::new(mcpu),
+            rocmc::Emit {
+                asm: true,
+                ..rocmc::Emit::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{f} for {mcpu}: {e}"));
+        art.asm.expect("assembly")
+    };
+    for mcpu in ["gfx90a", "gfx942", "gfx1100"] {
+        let fast = asm("exp2_approx", mcpu);
+        assert_eq!(fast.matches("v_exp_f32").count(), 1, "{mcpu}:\n{fast}");
+        assert!(!fast.contains("0xc2fc0000"), "{mcpu}:\n{fast}");
+        // The control: the accurate one does scale, so the check above can fail.
+        assert!(asm("exp2", mcpu).contains("0xc2fc0000"), "{mcpu}");
+    }
+    let fast = asm("exp2_approx", "sm_90");
+    assert_eq!(fast.matches("ex2.approx.ftz.f32").count(), 1, "{fast}");
+    assert!(!fast.contains(".f64"), "{fast}");
+    assert!(asm("exp2", "sm_90").contains(".f64"));
+}

@@ -30,7 +30,8 @@
 //! target's lane layout),
 //! `isnan`/`isinf` of NaN and infinities made on purpose, bitwise
 //! operators and shifts on integers, every dtype,
-//! casts, comparisons, select and math functions; one or two stages
+//! casts, comparisons, select and math functions (`exp2_approx` too);
+//! one or two stages
 //! (elementwise, reductions); schedules with split (by factor and parts),
 //! fuse, reorder, tile, bind, unroll, vectorize, cache_read/cache_write
 //! (shared and local), compute_inline, compute_at and cooperative
@@ -235,7 +236,10 @@ impl Gen<'_> {
                     let e = match pick {
                         // Bounded: e^40 summed with ± weights cancels beyond any tolerance.
                         0 => format!("exp(min(max({a}, -8.0), 8.0) * 0.5)"),
-                        1 => format!("exp2(min(max({a}, -8.0), 8.0))"),
+                        1 => format!(
+                            "{}(min(max({a}, -8.0), 8.0))",
+                            self.rng.pick(&["exp2", "exp2_approx"])
+                        ),
                         2 => format!("log(abs({a}) + 0.25)"),
                         3 => format!("log2(abs({a}) + 1.0)"),
                         4 => format!("sqrt(abs({a}))"),

@@ -428,6 +428,12 @@ pub enum MathFn {
     Rsqrt,
     Exp,
     Exp2,
+    /// 2^x on the hardware's approximate instruction (`ex2.approx.ftz` on
+    /// NVIDIA, `v_exp_f32` on AMD): about 2 ulp at f32, results below the
+    /// smallest normal may flush to zero. What softmax-like code wants
+    /// where `exp`'s accurate expansion costs more than the rest of the
+    /// loop; the interpreter defines it as `exp2`.
+    Exp2Approx,
     Log,
     Log2,
     Floor,
@@ -444,7 +450,7 @@ pub enum MathFn {
 }
 
 impl MathFn {
-    pub const ALL: [MathFn; 15] = [
+    pub const ALL: [MathFn; 16] = [
         MathFn::Gelu,
         MathFn::Erf,
         MathFn::Pow,
@@ -453,6 +459,7 @@ impl MathFn {
         MathFn::Rsqrt,
         MathFn::Exp,
         MathFn::Exp2,
+        MathFn::Exp2Approx,
         MathFn::Log,
         MathFn::Log2,
         MathFn::Floor,
@@ -468,6 +475,7 @@ impl MathFn {
             MathFn::Rsqrt => "rsqrt",
             MathFn::Exp => "exp",
             MathFn::Exp2 => "exp2",
+            MathFn::Exp2Approx => "exp2_approx",
             MathFn::Log => "log",
             MathFn::Log2 => "log2",
             MathFn::Floor => "floor",

@@ -293,4 +293,10 @@ impl Backend for AmdGpu<'_> {
     fn native_f32_math(&self, _f: MathFn) -> bool {
         true
     }
+
+    /// The bare `v_exp_f32` (1 ulp), without the denormal scaling
+    /// `llvm.exp2` wraps around it.
+    fn exp2_approx_f32(&self) -> &'static str {
+        "llvm.amdgcn.exp2"
+    }
 }

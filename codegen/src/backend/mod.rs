@@ -198,6 +198,12 @@ pub(crate) trait Backend {
     /// rocmc computes it through its f64 expansion and rounds once.
     fn native_f32_math(&self, f: MathFn) -> bool;
 
+    /// The intrinsic `exp2_approx` calls at f32 (overloaded on f32): the
+    /// hardware's approximate 2^x where the target has one.
+    fn exp2_approx_f32(&self) -> &'static str {
+        "llvm.exp2"
+    }
+
     /// Calls matrix instruction `instr` on one lane's operands, packed as
     /// its `llvm_a`/`llvm_b`/`llvm_c` say; returns D in the shape of C.
     /// Targets without matrix units never see one: lowering refuses it.

@@ -11,6 +11,8 @@
 //!   floor and ceil; within an ulp elsewhere);
 //! - f32 `exp exp2 log log2 sqrt` stay LLVM intrinsics (AMDGPU lowers them
 //!   natively); `tanh sigmoid gelu erf` are expanded in f32, `pow` in f64;
+//!   `exp2_approx` is the target's approximate instruction (the backend
+//!   names it), f64's being the accurate expansion;
 //! - f64 `exp exp2 log log2` use Cody–Waite range reduction, a polynomial
 //!   and `llvm.ldexp`/`llvm.frexp` (single instructions on AMDGPU); `pow`
 //!   carries `log|x|` and `y·log|x|` in double-double so large results keep
@@ -78,6 +80,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             MathFn::Log2 if f64 => m.log2_64(x)?,
             MathFn::Exp => m.un("llvm.exp", x)?,
             MathFn::Exp2 => m.un("llvm.exp2", x)?,
+            MathFn::Exp2Approx if f64 => m.exp2_64(x)?,
+            MathFn::Exp2Approx => self
+                .call(self.be.exp2_approx_f32(), &[m.ty(x)], &[x.into()])?
+                .into_float_value(),
             MathFn::Log => m.un("llvm.log", x)?,
             MathFn::Log2 => m.un("llvm.log2", x)?,
             MathFn::Tanh => m.tanh(x)?,

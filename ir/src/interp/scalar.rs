@@ -116,7 +116,7 @@ pub(super) fn math(f: MathFn, t: DType, xs: &[Scalar]) -> Scalar {
         MathFn::Sqrt => x.sqrt(),
         MathFn::Rsqrt => 1.0 / x.sqrt(),
         MathFn::Exp => x.exp(),
-        MathFn::Exp2 => x.exp2(),
+        MathFn::Exp2 | MathFn::Exp2Approx => x.exp2(),
         MathFn::Log => x.ln(),
         MathFn::Log2 => x.log2(),
         MathFn::Floor => x.floor(),

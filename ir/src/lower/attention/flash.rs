@@ -301,7 +301,7 @@ impl Emit {
         out
     }
 
-    /// The scaled scores to LDS; with `keys` (the key count of a row, as a
+    /// The scaled scores (base 2) to LDS; with `keys` (the key count of a row, as a
     /// function of its local row), keys at or past it as −∞.
     fn publish(
         &self,
@@ -322,7 +322,7 @@ impl Emit {
                     let s = op(
                         BinOp::Mul,
                         reg(self.sacc, Index::c((fm * fn_n + f) * pc + i64::from(e))),
-                        scale.clone(),
+                        base2(scale.clone()),
                     );
                     let value = match keys {
                         None => s,
@@ -380,11 +380,11 @@ impl Emit {
             )]),
             set(
                 self.alpha,
-                call(MathFn::Exp, op(BinOp::Sub, r(self.m), safe.clone())),
+                exp2(op(BinOp::Sub, r(self.m), safe.clone())),
             ),
             set(self.rs, float(0.0)),
             each(vec![
-                set(self.p, call(MathFn::Exp, op(BinOp::Sub, score, safe))),
+                set(self.p, exp2(op(BinOp::Sub, score, safe))),
                 Stmt::SharedStore {
                     shared: PS,
                     index: me.clone() * Index::c(self.p_stride) + Index::Var(c),

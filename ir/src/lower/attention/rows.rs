@@ -75,10 +75,10 @@ pub(super) fn build(
             unroll: false,
             body: vec![set(s, op(BinOp::Add, r(s), term))],
         },
-        set(s, op(BinOp::Mul, r(s), scale)),
+        set(s, op(BinOp::Mul, r(s), base2(scale))),
         set(mnew, op(BinOp::Max, r(m), r(s))),
-        set(alpha, call(MathFn::Exp, op(BinOp::Sub, r(m), r(mnew)))),
-        set(p, call(MathFn::Exp, op(BinOp::Sub, r(s), r(mnew)))),
+        set(alpha, exp2(op(BinOp::Sub, r(m), r(mnew)))),
+        set(p, exp2(op(BinOp::Sub, r(s), r(mnew)))),
         set(sum, op(BinOp::Add, op(BinOp::Mul, r(sum), r(alpha)), r(p))),
         each_d(vec![Stmt::LocalStore {
             local: acc,
