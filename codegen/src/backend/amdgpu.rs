@@ -246,6 +246,31 @@ impl Backend for AmdGpu<'_> {
         Ok(emit.call(&full, &[], &[])?.into_int_value())
     }
 
+    /// `ds_bpermute_b32`: each lane pulls from the lane whose byte address
+    /// it gives, here its own index with the mask's bits flipped.
+    fn lane_xor<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        v: inkwell::values::FloatValue<'ctx>,
+        lane: IntValue<'ctx>,
+        mask: u32,
+        _width: u32,
+    ) -> R<inkwell::values::FloatValue<'ctx>> {
+        let b = emit.b;
+        let i32t = emit.cx.i32_type();
+        let from = b
+            .build_xor(lane, emit.i32(i64::from(mask)), "")
+            .map_err(llvm_err)?;
+        let addr = b
+            .build_left_shift(from, emit.i32(2), "")
+            .map_err(llvm_err)?;
+        let bits = b.build_bit_cast(v, i32t, "").map_err(llvm_err)?;
+        let got = emit.call("llvm.amdgcn.ds.bpermute", &[], &[addr.into(), bits.into()])?;
+        Ok(b.build_bit_cast(got, v.get_type(), "")
+            .map_err(llvm_err)?
+            .into_float_value())
+    }
+
     /// Release fence, `s_barrier`, acquire fence, at work-group scope.
     fn barrier(&self, emit: &Emit<'_, '_>) -> R<()> {
         workgroup_fence(emit, ORDERING_RELEASE);

@@ -19,7 +19,7 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use inkwell::types::ArrayType;
-use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicValueEnum, FloatValue, FunctionValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
 use rocmc_ir::loops::{GpuKernel, Local};
 use rocmc_ir::schedule::GpuAxis;
@@ -182,6 +182,24 @@ pub(crate) trait Backend {
     /// `__syncthreads()`: every thread of the block reaches it, and shared
     /// memory written before it is visible after it.
     fn barrier(&self, emit: &Emit<'_, '_>) -> R<()>;
+
+    /// `v` as lane `lane ^ mask` of this wave (of `width` lanes) holds it;
+    /// `lane` is this lane's index in the wave. Every lane of the wave
+    /// executes it together. The CPU never sees one: lowering expands it
+    /// into an exchange through LDS.
+    fn lane_xor<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _v: FloatValue<'ctx>,
+        _lane: IntValue<'ctx>,
+        _mask: u32,
+        _width: u32,
+    ) -> R<FloatValue<'ctx>> {
+        Err(crate::CodegenError::Llvm(
+            "a lane exchange on a target without one (a rocmc bug: it should have been expanded)"
+                .into(),
+        ))
+    }
 
     /// Whether integer division by zero traps (the host's `idiv` does), so
     /// that divisors that may be zero must be replaced first.

@@ -201,6 +201,36 @@ impl Backend for Nvptx<'_> {
         Ok(())
     }
 
+    /// `shfl.sync.bfly.b32` over the whole warp (31: the clamp of a butterfly).
+    fn lane_xor<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        v: inkwell::values::FloatValue<'ctx>,
+        _lane: IntValue<'ctx>,
+        mask: u32,
+        _width: u32,
+    ) -> R<inkwell::values::FloatValue<'ctx>> {
+        let f = emit.intrinsic("llvm.nvvm.shfl.sync.bfly.f32", &[])?;
+        let all = emit.cx.i32_type().const_all_ones();
+        let got = emit
+            .b
+            .build_call(
+                f,
+                &[
+                    all.into(),
+                    v.into(),
+                    emit.i32(i64::from(mask)).into(),
+                    emit.i32(31).into(),
+                ],
+                "",
+            )
+            .map_err(llvm_err)?;
+        match got.try_as_basic_value() {
+            inkwell::values::ValueKind::Basic(r) => Ok(r.into_float_value()),
+            _ => Err(CodegenError::Llvm("shfl.sync returned nothing".into())),
+        }
+    }
+
     /// `mma.sync` returns D as a struct of its registers.
     fn matrix<'ctx>(
         &self,

@@ -67,6 +67,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Stmt::Matrix {
                 instr, a, b, acc, ..
             } => self.matrix(instr, a, b, acc)?,
+            Stmt::Shuffle {
+                local,
+                index,
+                value,
+                mask,
+                lane,
+                width,
+                ..
+            } => {
+                let v = self.expr(value)?.into_float_value();
+                let lane = self.index(lane)?;
+                let got = self.be.lane_xor(&self.ctx(), v, lane, *mask, *width)?;
+                let p = self.local_ptr(*local, index)?;
+                self.b.build_store(p, got).map_err(llvm_err)?;
+            }
             Stmt::MatrixLoad {
                 shared,
                 row,
@@ -312,7 +327,7 @@ pub(super) fn register_only(s: &Stmt) -> bool {
         Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().all(register_only),
         Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).all(register_only),
         Stmt::MatrixLoad { stores, .. } => stores.iter().all(register_only),
-        Stmt::LocalStore { .. } | Stmt::Matrix { .. } => true,
+        Stmt::LocalStore { .. } | Stmt::Matrix { .. } | Stmt::Shuffle { .. } => true,
         _ => false,
     }
 }

@@ -177,7 +177,9 @@ impl Block<'_, '_> {
                         self.exec(body, &mask)?;
                     }
                 }
-                Stmt::Matrix { .. } => unreachable!("run_lowered expands matrix instructions"),
+                Stmt::Matrix { .. } | Stmt::Shuffle { .. } => {
+                    unreachable!("run_lowered expands matrix instructions and lane exchanges")
+                }
                 // Its meaning is its stores (see `Stmt::MatrixLoad`).
                 Stmt::MatrixLoad { stores, .. } => self.exec(stores, active)?,
                 Stmt::Barrier => {

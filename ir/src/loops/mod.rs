@@ -222,6 +222,24 @@ pub enum Stmt {
         lane: Index,
         wave: Index,
     },
+    /// `locals[local][index] = value` as lane `lane ^ mask` of this wave
+    /// computed it (a butterfly exchange: `shfl.sync.bfly` on NVIDIA,
+    /// `ds_bpermute` on AMD), executed by every lane of a wave together;
+    /// `value` is an f32 of this lane's registers. `mask` is below the
+    /// wave size. On the CPU (and in the interpreter of lowered kernels)
+    /// it becomes an exchange through LDS between two barriers. Never
+    /// under a guard that differs between the lanes of a wave.
+    Shuffle {
+        local: u32,
+        index: Index,
+        value: Expr,
+        mask: u32,
+        /// As [`Stmt::Matrix`]'s: the lane within the wave (threadIdx.x)
+        /// and the wave within the work-group, and the wave's size.
+        lane: Index,
+        wave: Index,
+        width: u32,
+    },
 }
 
 impl Stmt {
@@ -272,7 +290,8 @@ impl Stmt {
             | Stmt::AsyncWait { .. }
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
-            | Stmt::Matrix { .. }) => s,
+            | Stmt::Matrix { .. }
+            | Stmt::Shuffle { .. }) => s,
         }
     }
 }

@@ -207,6 +207,7 @@ impl Printer<'_, '_, '_> {
                 | Stmt::Fill { .. }
                 | Stmt::LocalStore { .. }
                 | Stmt::Matrix { .. }
+                | Stmt::Shuffle { .. }
                 | Stmt::Store { .. }
                 | Stmt::Scatter { .. } => {
                     let line = self.leaf(st);
@@ -256,6 +257,18 @@ impl Printer<'_, '_, '_> {
                 value,
             } => format!(
                 "{}[{}] = {}",
+                p.gpu.locals[*local as usize].name,
+                self.index(index),
+                self.expr(value)
+            ),
+            Stmt::Shuffle {
+                local,
+                index,
+                value,
+                mask,
+                ..
+            } => format!(
+                "{}[{}] = lane_xor({}, {mask})",
                 p.gpu.locals[*local as usize].name,
                 self.index(index),
                 self.expr(value)

@@ -287,6 +287,31 @@ impl Cx<'_> {
                     lane,
                     wave,
                 } => self.matrix(instr, [a, b, acc], lane, wave)?,
+                Stmt::Shuffle { .. } if divergent => {
+                    return Err(self.err(
+                        "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
+                    ))
+                }
+                Stmt::Shuffle {
+                    local,
+                    index,
+                    value,
+                    mask,
+                    lane,
+                    wave,
+                    width,
+                } => {
+                    self.array_access(false, *local, index, "lane exchange into")?;
+                    self.expr(value)?;
+                    if value.dtype != crate::DType::F32 || mask >= width || !width.is_power_of_two() {
+                        return Err(self.err(format!(
+                            "a lane exchange moves an f32 between lanes of a wave (mask {mask} below its size {width}, a power of two), not {}",
+                            value.dtype.name()
+                        )));
+                    }
+                    self.index(lane, "a lane exchange's lane")?;
+                    self.index(wave, "a lane exchange's wave")?;
+                }
             }
         }
         self.scope.truncate(depth);

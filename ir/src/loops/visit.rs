@@ -17,6 +17,7 @@ impl Stmt {
             | Stmt::LocalStore { value, .. }
             | Stmt::SharedStore { value, .. }
             | Stmt::Scatter { value, .. }
+            | Stmt::Shuffle { value, .. }
             | Stmt::Fill { value, .. } => Some(value),
             Stmt::Bind { .. }
             | Stmt::Loop { .. }
@@ -55,7 +56,8 @@ impl Stmt {
             | Stmt::AsyncCommit
             | Stmt::AsyncWait { .. }
             | Stmt::LocalStore { .. }
-            | Stmt::Matrix { .. } => Vec::new(),
+            | Stmt::Matrix { .. }
+            | Stmt::Shuffle { .. } => Vec::new(),
         }
     }
 }
@@ -233,6 +235,23 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             acc: (f.local(acc.0), f.index(acc.1)),
             lane: f.index(lane),
             wave: f.index(wave),
+        },
+        Stmt::Shuffle {
+            local,
+            index,
+            value,
+            mask,
+            lane,
+            wave,
+            width,
+        } => Stmt::Shuffle {
+            local: f.local(local),
+            index: f.index(index),
+            value: f.expr(value),
+            mask,
+            lane: f.index(lane),
+            wave: f.index(wave),
+            width,
         },
     }
 }

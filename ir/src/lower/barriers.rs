@@ -68,7 +68,9 @@ fn access(s: &Stmt, acc: &mut Access) {
             expr_reads(value, &reads);
         }
         Stmt::Fill { value, .. } => expr_reads(value, &reads),
-        Stmt::Store { value, .. } | Stmt::LocalStore { value, .. } => expr_reads(value, &reads),
+        Stmt::Store { value, .. }
+        | Stmt::LocalStore { value, .. }
+        | Stmt::Shuffle { value, .. } => expr_reads(value, &reads),
         Stmt::Scatter {
             indices,
             value,

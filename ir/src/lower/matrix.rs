@@ -779,7 +779,9 @@ impl Emit<'_> {
 /// barrier computes its own elements of D from them. A fragment loaded into
 /// the wrong lane or element lands in the wrong place of the matrix, as on
 /// the GPU. gfx11's replicated halves each get their own copy, read by the
-/// lanes of that half, so both must be filled right.
+/// lanes of that half, so both must be filled right. Lane exchanges
+/// ([`Stmt::Shuffle`]) go through an LDS slot per thread between two
+/// barriers the same way.
 pub fn expand(mut g: GpuKernel) -> GpuKernel {
     let mut scratch: HashMap<&'static str, (u32, u32)> = HashMap::new();
     let threads = g.threads();
@@ -896,6 +898,44 @@ fn expand_body(
                 }
                 out.push(Stmt::Barrier);
             }
+            Stmt::Shuffle {
+                local: dst,
+                index,
+                value,
+                mask,
+                lane,
+                wave,
+                width,
+            } => {
+                let (slots, _) = *scratch.entry("lane_xor").or_insert_with(|| {
+                    g.shared.push(Local {
+                        name: "lane_xor".into(),
+                        dtype: DType::F32,
+                        len: threads.div_ceil(width) * width,
+                        span: g.locals[dst as usize].span,
+                    });
+                    (g.shared.len() as u32 - 1, 0)
+                });
+                let base = wave * Index::c(i64::from(width));
+                out.push(Stmt::SharedStore {
+                    shared: slots,
+                    index: base.clone() + lane.clone(),
+                    value,
+                });
+                out.push(Stmt::Barrier);
+                out.push(Stmt::LocalStore {
+                    local: dst,
+                    index,
+                    value: Expr {
+                        kind: ExprKind::Shared {
+                            shared: slots,
+                            index: base + lane_xor(&lane, mask),
+                        },
+                        dtype: DType::F32,
+                    },
+                });
+                out.push(Stmt::Barrier);
+            }
             other => {
                 let mut f = |b: Vec<Stmt>| expand_body(g, b, scratch, threads);
                 out.push(other.map_bodies(&mut f));
@@ -903,6 +943,24 @@ fn expand_body(
         }
     }
     out
+}
+
+/// `lane ^ mask` as an index: each set bit of the mask adds its value
+/// where the lane's bit is clear and subtracts it where set.
+pub fn lane_xor(lane: &Index, mask: u32) -> Index {
+    let mut at = lane.clone();
+    for b in 0..32 {
+        let bit = 1i64 << b;
+        if mask & (1 << b) != 0 {
+            let set = Index::bin(
+                IOp::Mod,
+                Index::bin(IOp::Div, lane.clone(), Index::c(bit)),
+                Index::c(2),
+            );
+            at = at + Index::c(bit) - set * Index::c(2 * bit);
+        }
+    }
+    at
 }
 
 /// The matrix instructions the kernels of `p` execute, each once.

@@ -40,13 +40,21 @@ pub(super) struct Tiles {
     pub stages: u32,
 }
 
-/// LDS arrays and registers, by index.
+mod lanes;
+
+/// LDS arrays, by index (scores and factors only where the softmax goes
+/// through LDS).
 const QS: u32 = 0;
 const KS: u32 = 1;
 const VS: u32 = 2;
-const SS: u32 = 3;
-const PS: u32 = 4;
+const PS: u32 = 3;
+const SS: u32 = 4;
 const AL: u32 = 5;
+
+/// The most lanes a row's accumulators may span for the softmax to stay
+/// in registers: mma.sync's four. MFMA's 32 and WMMA's 16 would cost five
+/// or four exchanges per row and tile, and one lane holds up to 16 rows.
+const ROW_LANES: u32 = 4;
 
 /// Padding of 16-bit tile rows: keeps each row on 16 bytes (ldmatrix,
 /// vector fills) and spreads rows over banks.
@@ -173,6 +181,8 @@ struct Emit {
     rs: u32,
     p: u32,
     alpha: u32,
+    /// The register softmax's layout and row state, where it applies.
+    lanes: Option<(lanes::RowLanes, lanes::RowRegs)>,
     /// Row strides of the LDS tiles.
     qk_stride: i64,
     v_stride: i64,
@@ -378,10 +388,7 @@ impl Emit {
                 self.mnew,
                 op(BinOp::Max, r(self.mnew), score.clone()),
             )]),
-            set(
-                self.alpha,
-                exp2(op(BinOp::Sub, r(self.m), safe.clone())),
-            ),
+            set(self.alpha, exp2(op(BinOp::Sub, r(self.m), safe.clone()))),
             set(self.rs, float(0.0)),
             each(vec![
                 set(self.p, exp2(op(BinOp::Sub, score, safe))),
@@ -654,14 +661,17 @@ pub(super) fn build(
     };
     let (qk_stride, v_stride) = (ep + PAD, dp + PAD);
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
+    let row_lanes = lanes::row_lanes(instr, ROW_LANES);
     l.g.shared = vec![
         shared("q", ty, bm * qk_stride),
         shared("k", ty, stages * bn * qk_stride),
         shared("v", ty, stages * bn * v_stride),
-        shared("scores", DType::F32, bm * s_stride),
         shared("weights", ty, bm * p_stride),
-        shared("factor", DType::F32, bm),
     ];
+    if row_lanes.is_none() {
+        l.g.shared.push(shared("scores", DType::F32, bm * s_stride));
+        l.g.shared.push(shared("factor", DType::F32, bm));
+    }
     let (pa, pb, pc) = (
         i64::from(instr.a_per_lane()),
         i64::from(instr.b_per_lane()),
@@ -683,6 +693,22 @@ pub(super) fn build(
     let bf = frag(l, "b", pb);
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
+    let lanes = row_lanes.map(|rl| {
+        let slots = fm_n * i64::from(rl.slots);
+        let [max, sum, new_max, alpha] =
+            ["row_max", "row_sum", "row_new_max", "row_alpha"].map(|n| local(l, n, slots, span));
+        let xchg = local(l, "exchange", 1, span);
+        (
+            rl,
+            lanes::RowRegs {
+                max,
+                sum,
+                new_max,
+                alpha,
+                xchg,
+            },
+        )
+    });
     let tid = Index::Var(lane) + Index::Var(wave) * Index::c(w);
     let em = Emit {
         instr,
@@ -708,6 +734,7 @@ pub(super) fn build(
         rs,
         p,
         alpha,
+        lanes,
         qk_stride,
         v_stride,
         s_stride,
@@ -796,18 +823,31 @@ pub(super) fn build(
     // Tiles wholly inside the first row's keys need no mask.
     let key0 = Index::Var(kt) * Index::c(bn);
     let count = |local_row: Index| keys_of(row0.clone() + local_row);
-    step.push(Stmt::Unswitch {
-        guards: vec![Guard {
-            value: key0.clone() + Index::c(bn - 1),
-            extent: keys_of(row0.clone()),
-        }],
-        fast: em.publish(&scale, &key0, None),
-        slow: em.publish(&scale, &key0, Some(&count)),
-    });
-    step.push(Stmt::Barrier);
-    step.extend(em.softmax(col));
-    step.push(Stmt::Barrier);
-    step.extend(em.rescale());
+    let no_mask = vec![Guard {
+        value: key0.clone() + Index::c(bn - 1),
+        extent: keys_of(row0.clone()),
+    }];
+    if em.lanes.is_some() {
+        step.push(Stmt::Unswitch {
+            guards: no_mask,
+            fast: em.scale_in_place(&scale, &key0, None),
+            slow: em.scale_in_place(&scale, &key0, Some(&count)),
+        });
+        step.extend(em.softmax_in_registers());
+        // The weights of a wave's rows, written by its lanes in the
+        // accumulator layout, read in the A layout.
+        step.push(Stmt::Barrier);
+    } else {
+        step.push(Stmt::Unswitch {
+            guards: no_mask,
+            fast: em.publish(&scale, &key0, None),
+            slow: em.publish(&scale, &key0, Some(&count)),
+        });
+        step.push(Stmt::Barrier);
+        step.extend(em.softmax(col));
+        step.push(Stmt::Barrier);
+        step.extend(em.rescale());
+    }
     step.extend(em.values(buf));
 
     let set = |local: u32, value: Expr| Stmt::LocalStore {
@@ -835,6 +875,20 @@ pub(super) fn build(
         set(mreg, float(f64::NEG_INFINITY)),
         set(sum, float(0.0)),
     ];
+    if let Some((_, g)) = &em.lanes {
+        for s in em.slots() {
+            body.push(Stmt::LocalStore {
+                local: g.max,
+                index: s.clone(),
+                value: float(f64::NEG_INFINITY),
+            });
+            body.push(Stmt::LocalStore {
+                local: g.sum,
+                index: s,
+                value: float(0.0),
+            });
+        }
+    }
     body.extend((0..fm_n * (dp / nn) * pc).map(|x| Stmt::LocalStore {
         local: oacc,
         index: Index::c(x),
@@ -881,15 +935,18 @@ fn finish_rows(
     let r = |local: u32| reg(local, Index::c(0));
     let me = em.own_row();
     let live = op(BinOp::Gt, r(em.sum), float(0.0));
-    // The last tile's rescale may still read the factors.
-    let mut out = vec![
-        Stmt::Barrier,
-        Stmt::SharedStore {
-            shared: AL,
-            index: me.clone(),
-            value: select(live, op(BinOp::Div, float(1.0), r(em.sum)), float(0.0)),
-        },
-    ];
+    let mut out = match &em.lanes {
+        Some(_) => em.finish_in_registers(),
+        // The last tile's rescale may still read the factors.
+        None => vec![
+            Stmt::Barrier,
+            Stmt::SharedStore {
+                shared: AL,
+                index: me.clone(),
+                value: select(live, op(BinOp::Div, float(1.0), r(em.sum)), float(0.0)),
+            },
+        ],
+    };
     let index_at = |i: Index, d: Option<Index>| -> Vec<Index> {
         let mut m = at.clone();
         m.insert(iv, i);
@@ -899,7 +956,25 @@ fn finish_rows(
         let upto = if m.contains_key(&dv) { n } else { n - 1 };
         (0..upto).map(|x| m[&VarId(x as u32)].clone()).collect()
     };
-    if let Some(lt) = a.outputs.get(1) {
+    if let (Some(lt), Some(_)) = (a.outputs.get(1), &em.lanes) {
+        for (row, slot) in em.row_slots() {
+            let i = em.row0.clone() + row;
+            out.push(Stmt::If {
+                guards: vec![
+                    Guard {
+                        value: i.clone(),
+                        extent: s_ext.clone(),
+                    },
+                    em.first_of_row(),
+                ],
+                body: vec![Stmt::Store {
+                    tensor: *lt,
+                    indices: index_at(i, None),
+                    value: em.row_lse(slot),
+                }],
+            });
+        }
+    } else if let Some(lt) = a.outputs.get(1) {
         let i = em.row0.clone() + me.clone();
         out.push(Stmt::If {
             guards: vec![Guard {
@@ -913,7 +988,9 @@ fn finish_rows(
             }],
         });
     }
-    out.push(Stmt::Barrier);
+    if em.lanes.is_none() {
+        out.push(Stmt::Barrier);
+    }
     let (ins, lane) = (em.instr, &em.lane);
     let (m, nn, pc) = (
         i64::from(ins.m),
@@ -928,10 +1005,14 @@ fn finish_rows(
                 let row = em.row(fm, &rc);
                 let d = Index::c(fd * nn) + coord(&cc, lane);
                 let i = em.row0.clone() + row.clone();
+                let factor = match &em.lanes {
+                    Some((_, g)) => reg(g.alpha, em.slot(fm, e)),
+                    None => em.lds(AL, row, DType::F32),
+                };
                 let v = op(
                     BinOp::Mul,
                     reg(em.oacc, Index::c((fm * fd_n + fd) * pc + i64::from(e))),
-                    em.lds(AL, row, DType::F32),
+                    factor,
                 );
                 let mut guards = vec![Guard {
                     value: i.clone(),
