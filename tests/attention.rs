@@ -213,3 +213,109 @@ fn an_inlined_operand_stage_is_never_read_unwritten() {
     let kept = src.replace("schedule = [\"compute_inline()\"]", "schedule = []");
     run_flash("inlined_key", &flash(&kept), "sm_90", 7, 9);
 }
+
+/// The butterfly exchange (`Stmt::Shuffle`) the register softmax uses, on
+/// its own in a kernel `Y[i] = f32(i ^ 1)` made by swapping each lane's
+/// `f32(i)` with its neighbour's: NVIDIA gets `shfl.sync.bfly`, AMD
+/// `ds_bpermute` (wave32 and wave64; no AMD lowering uses the exchange
+/// yet), and on the CPU it swaps what it says. The reference interpreter
+/// sees `Y[i] = f32(i)`, so the CPU's largest error is exactly 1, at i = 0
+/// (an exchange with no lane, or the wrong one, gives 0 or 2).
+#[test]
+fn a_lane_exchange_compiles_for_every_backend_and_swaps_lanes_on_the_cpu() {
+    use rocmc::ir::index::VarId;
+    use rocmc::ir::loops::{Local, Stmt};
+    use rocmc::ir::schedule::GpuAxis;
+    use rocmc::ir::{DType, Expr, ExprKind, Index};
+    let src = "[kernel]\nname = \"swap\"\nsizes = [\"n\"]\n\
+               [[stage]]\ncompute = \"Y[i] = f32(i)\"\nshape = [\"n\"]\n\
+               schedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n";
+    let swapped = |width: u32| {
+        let mut front = rocmc::frontend("swap.toml", src).unwrap();
+        let g = &mut front.program.kernels[0];
+        let bound = |axis: fn(&GpuAxis) -> bool| -> VarId {
+            g.body
+                .iter()
+                .find_map(|s| match s {
+                    Stmt::Bind { var, axis: a } if axis(a) => Some(*var),
+                    _ => None,
+                })
+                .expect("bound")
+        };
+        let tx = bound(|a| matches!(a, GpuAxis::Thread(_)));
+        let bx = bound(|a| matches!(a, GpuAxis::Block(_)));
+        g.locals.push(Local {
+            name: "swapped".into(),
+            dtype: DType::F32,
+            len: 1,
+            span: g.locals.first().map_or(Default::default(), |l| l.span),
+        });
+        let x = g.locals.len() as u32 - 1;
+        let i = Index::Var(bx) * Index::c(64) + Index::Var(tx);
+        let value = Expr {
+            kind: ExprKind::Cast(Box::new(Expr {
+                kind: ExprKind::Index(i),
+                dtype: DType::I32,
+            })),
+            dtype: DType::F32,
+        };
+        let at = g
+            .body
+            .iter()
+            .position(|s| matches!(s, Stmt::If { .. }))
+            .expect("the guarded store");
+        let Stmt::If { body, .. } = &mut g.body[at] else {
+            unreachable!()
+        };
+        let Stmt::Store { value: stored, .. } = &mut body[0] else {
+            panic!("{body:?}")
+        };
+        *stored = Expr {
+            kind: ExprKind::Local {
+                local: x,
+                index: Index::c(0),
+            },
+            dtype: DType::F32,
+        };
+        let w = i64::from(width);
+        g.body.insert(
+            at,
+            Stmt::Shuffle {
+                local: x,
+                index: Index::c(0),
+                value,
+                mask: 1,
+                lane: Index::bin(rocmc::ir::index::IOp::Mod, Index::Var(tx), Index::c(w)),
+                wave: Index::bin(rocmc::ir::index::IOp::Div, Index::Var(tx), Index::c(w)),
+                width,
+            },
+        );
+        front
+    };
+    for (mcpu, width, instr) in [
+        ("sm_90", 32, "shfl.sync.bfly.b32"),
+        ("gfx942", 64, "ds_bpermute_b32"),
+        ("gfx1100", 32, "ds_bpermute_b32"),
+    ] {
+        let front = swapped(width);
+        let opts = rocmc::Options::new(mcpu);
+        let target = &rocmc::targets(&opts).unwrap()[0];
+        let art = rocmc::backend(
+            &front,
+            target,
+            &opts,
+            rocmc::Emit {
+                asm: true,
+                ..rocmc::Emit::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{mcpu}: {e}"));
+        let asm = art.asm.unwrap();
+        assert!(asm.contains(instr), "{mcpu}:\n{asm}");
+    }
+    for width in [32, 64] {
+        let cmp =
+            rocmc::run::run_cpu(&swapped(width), &[130], &Default::default(), 1, false).unwrap();
+        assert_eq!(cmp[0].max_error, 1.0, "wave{width}: {:?}", cmp[0]);
+    }
+}

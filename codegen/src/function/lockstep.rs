@@ -101,7 +101,23 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     fn host_body(&mut self, stmts: &[Stmt], st: &mut Lockstep<'ctx>) -> R<()> {
-        for s in stmts {
+        let mut rest = stmts;
+        while let Some(s) = rest.first() {
+            // A run of register stores: each thread's writes are its own and
+            // nothing in the run writes memory another thread reads, so one
+            // loop over the threads running the whole run is lockstep's
+            // meaning too, and far fewer loops for LLVM (flash's register
+            // softmax has hundreds per tile).
+            let run = rest
+                .iter()
+                .take_while(|s| matches!(s, Stmt::LocalStore { .. }))
+                .count();
+            if run > 1 {
+                self.leaves_for_threads(&rest[..run], st)?;
+                rest = &rest[run..];
+                continue;
+            }
+            rest = &rest[1..];
             match s {
                 Stmt::Bind {
                     var,
@@ -158,7 +174,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     self.host_body(slow, st)?;
                     st.negated.pop();
                 }
-                leaf => self.leaf_for_threads(leaf, st)?,
+                leaf => self.leaves_for_threads(std::slice::from_ref(leaf), st)?,
             }
         }
         Ok(())
@@ -227,7 +243,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// Runs a leaf statement for every thread of the block, in order.
-    fn leaf_for_threads(&mut self, leaf: &Stmt, st: &Lockstep<'ctx>) -> R<()> {
+    /// `leaves` in order, each thread running them all in turn.
+    fn leaves_for_threads(&mut self, leaves: &[Stmt], st: &Lockstep<'ctx>) -> R<()> {
         let n = self.i32(self.g.threads() as i64);
         self.counted_loop(n, "tid", |me, tid| {
             me.set_thread_vars(tid, st)?;
@@ -244,8 +261,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .map_err(llvm_err)?;
                 me.locals[i] = (p, *at);
             }
+            let all = |me: &mut Self| leaves.iter().try_for_each(|leaf| me.leaf(leaf));
             if st.negated.is_empty() {
-                return me.guarded(&st.guards, |me| me.leaf(leaf));
+                return me.guarded(&st.guards, all);
             }
             let mut cond = me.all_hold(&st.guards)?;
             for set in &st.negated {
@@ -253,7 +271,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let not = me.b.build_not(all, "").map_err(llvm_err)?;
                 cond = me.b.build_and(cond, not, "").map_err(llvm_err)?;
             }
-            me.when(cond, |me| me.leaf(leaf))
+            me.when(cond, all)
         })
     }
 }

@@ -9,21 +9,25 @@
 //! (`cp.async`). Per key tile:
 //!
 //! 1. the scores: each wave multiplies its rows of Q by the K tile on the
-//!    matrix instruction (f32 accumulators), scales them, masks keys past
-//!    each row's count to −∞ (only on tiles that reach past the first
-//!    row's count), and writes them to an LDS tile;
-//! 2. the online softmax, one lane per row: the row's new maximum, the
-//!    factor `exp(old − new)` for what was accumulated, each key's weight
-//!    (to LDS, rounded to the operand type) and the running sum, all in
-//!    that lane's registers; the factor goes to LDS for the other lanes;
+//!    matrix instruction (f32 accumulators), scales them into base 2,
+//!    masks keys past each row's count to −∞ (only on tiles that reach
+//!    past the first row's count);
+//! 2. the online softmax: the row's new maximum, the factor
+//!    `exp2(old − new)` for what was accumulated, each key's weight (to
+//!    LDS, rounded to the operand type) and the running sum;
 //! 3. each lane rescales its output accumulators by its rows' factors and
 //!    the wave adds weights × V on the matrix instruction.
 //!
+//! Step 2 runs in the score accumulators' registers where a row's
+//! elements span few lanes (`lanes.rs`: mma.sync's quads, exchanging the
+//! row maximum by butterfly shuffles). Where they span many (MFMA's 32,
+//! WMMA's 16 lanes), the scores go to an LDS tile and one lane per row
+//! runs its softmax there, its factor going to LDS for the other lanes:
+//! that works for every lane layout alike.
+//!
 //! Key tiles past the block's last row's count are never visited (its
 //! count must not shrink as the row grows, as `min(i + 1, T)` does). At
-//! the end each accumulator is divided by its row's sum. Going through LDS
-//! between the two products, rather than moving scores between lanes in
-//! registers, works for every lane layout alike (MFMA, WMMA, mma.sync).
+//! the end each accumulator is divided by its row's sum.
 
 use super::*;
 use crate::kernel::TensorId;
