@@ -88,15 +88,25 @@ fn ptxas_accepts_every_example() {
             let text = ptx(&name, arch);
             let reports = assemble_ptx(&text, arch)
                 .unwrap_or_else(|e| panic!("ptxas refused {name} for {arch}:\n{e}"));
-            assert_eq!(reports.len(), front.program.kernels.len(), "{name} {arch}");
+            // The loop IR as lowered for this processor (flash's LDS
+            // depends on its matrix instructions' lane layout).
+            let opts = Options::new(arch);
+            let lowered = front
+                .for_target(&rocmc::targets(&opts).unwrap()[0], &opts)
+                .unwrap();
+            assert_eq!(reports.len(), lowered.program.kernels.len(), "{name} {arch}");
             // ptxas reports the entries in an order of its own.
-            for g in &front.program.kernels {
+            for g in &lowered.program.kernels {
                 let r = reports
                     .iter()
                     .find(|r| r.kernel == g.name)
                     .unwrap_or_else(|| panic!("{name} {arch}: no report for {}", g.name));
                 let declared: u64 = g.shared.iter().map(|s| s.bytes()).sum();
-                assert_eq!(u64::from(r.shared_bytes), declared, "{name} {arch}: {r:?}");
+                // Over 48 KiB the arrays live in dynamic shared memory,
+                // which ptxas does not count (the launch asks for it).
+                let dynamic = text.contains(&format!("{}_dynamic_shared[]", g.name));
+                let counted = if dynamic { 0 } else { declared };
+                assert_eq!(u64::from(r.shared_bytes), counted, "{name} {arch}: {r:?}");
                 // sm_120's ptxas trades registers for occupancy (matmul_lds:
                 // 40 registers and 16 bytes of spills at 256 threads, where
                 // sm_90 uses 60 and none). attention_causal before sm_80 (no
