@@ -94,7 +94,11 @@ fn ptxas_accepts_every_example() {
             let lowered = front
                 .for_target(&rocmc::targets(&opts).unwrap()[0], &opts)
                 .unwrap();
-            assert_eq!(reports.len(), lowered.program.kernels.len(), "{name} {arch}");
+            assert_eq!(
+                reports.len(),
+                lowered.program.kernels.len(),
+                "{name} {arch}"
+            );
             // ptxas reports the entries in an order of its own.
             for g in &lowered.program.kernels {
                 let r = reports
