@@ -315,50 +315,68 @@ impl Emit {
         out
     }
 
-    /// The scaled scores (base 2) to LDS; with `keys` (the key count of a row, as a
-    /// function of its local row), keys at or past it as −∞.
+    /// Calls `f(at, fm, e, row, col)` for each element of the score
+    /// accumulators: its register index, row fragment, element, block row
+    /// and tile column.
+    fn each_acc(&self, f: &mut dyn FnMut(Index, i64, u32, Index, Index)) {
+        let i = self.instr;
+        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
+        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
+        for fm in 0..fm_n {
+            for fc in 0..fn_n {
+                for e in 0..i.acc_per_lane() {
+                    let (r, c) = i.acc_coord(e);
+                    let at = Index::c((fm * fn_n + fc) * pc + i64::from(e));
+                    let col = Index::c(fc * n) + coord(&c, &self.lane);
+                    f(at, fm, e, self.row(fm, &r), col);
+                }
+            }
+        }
+    }
+
+    /// Each score scaled into base 2 and, with `keys` (the key count of a
+    /// row, as a function of its local row), keys at or past it as −∞;
+    /// `put(at, row, col, value)` says where it goes.
+    fn scaled_scores(
+        &self,
+        scale: &Expr,
+        key0: &Index,
+        keys: Option<&dyn Fn(Index) -> Index>,
+        put: &dyn Fn(Index, Index, Index, Expr) -> Stmt,
+    ) -> Vec<Stmt> {
+        let scale2 = base2(scale.clone());
+        let mut out = Vec::new();
+        self.each_acc(&mut |at, _, _, row, col| {
+            let s = op(BinOp::Mul, reg(self.sacc, at.clone()), scale2.clone());
+            let value = match keys {
+                None => s,
+                Some(count) => select(
+                    op(
+                        BinOp::Lt,
+                        idx_expr(key0.clone() + col.clone()),
+                        idx_expr(count(row.clone())),
+                    ),
+                    s,
+                    float(f64::NEG_INFINITY),
+                ),
+            };
+            out.push(put(at, row, col, value));
+        });
+        out
+    }
+
+    /// The scaled scores to the LDS tile.
     fn publish(
         &self,
         scale: &Expr,
         key0: &Index,
         keys: Option<&dyn Fn(Index) -> Index>,
     ) -> Vec<Stmt> {
-        let (i, lane) = (self.instr, &self.lane);
-        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
-        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
-        let mut out = Vec::new();
-        for fm in 0..fm_n {
-            for f in 0..fn_n {
-                for e in 0..i.acc_per_lane() {
-                    let (r, c) = i.acc_coord(e);
-                    let row = self.row(fm, &r);
-                    let col = Index::c(f * n) + coord(&c, lane);
-                    let s = op(
-                        BinOp::Mul,
-                        reg(self.sacc, Index::c((fm * fn_n + f) * pc + i64::from(e))),
-                        base2(scale.clone()),
-                    );
-                    let value = match keys {
-                        None => s,
-                        Some(count) => select(
-                            op(
-                                BinOp::Lt,
-                                idx_expr(key0.clone() + col.clone()),
-                                idx_expr(count(row.clone())),
-                            ),
-                            s,
-                            float(f64::NEG_INFINITY),
-                        ),
-                    };
-                    out.push(Stmt::SharedStore {
-                        shared: SS,
-                        index: row * Index::c(self.s_stride) + col,
-                        value,
-                    });
-                }
-            }
-        }
-        out
+        self.scaled_scores(scale, key0, keys, &|_, row, col, value| Stmt::SharedStore {
+            shared: SS,
+            index: row * Index::c(self.s_stride) + col,
+            value,
+        })
     }
 
     /// The online softmax of the lane's own row (`lane` of this wave).

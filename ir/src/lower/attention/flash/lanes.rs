@@ -125,20 +125,8 @@ impl Emit {
     /// Statements for each element of the score accumulators, from its
     /// register index, block row, tile column and row slot.
     fn each_score(&self, f: &dyn Fn(Index, Index, Index, Index) -> Vec<Stmt>) -> Vec<Stmt> {
-        let i = self.instr;
-        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
-        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
         let mut out = Vec::new();
-        for fm in 0..fm_n {
-            for fc in 0..fn_n {
-                for e in 0..i.acc_per_lane() {
-                    let (r, c) = i.acc_coord(e);
-                    let at = Index::c((fm * fn_n + fc) * pc + i64::from(e));
-                    let col = Index::c(fc * n) + coord(&c, &self.lane);
-                    out.extend(f(at, self.row(fm, &r), col, self.slot(fm, e)));
-                }
-            }
-        }
+        self.each_acc(&mut |at, fm, e, row, col| out.extend(f(at, row, col, self.slot(fm, e))));
         out
     }
 
@@ -150,26 +138,10 @@ impl Emit {
         key0: &Index,
         keys: Option<&dyn Fn(Index) -> Index>,
     ) -> Vec<Stmt> {
-        let scale2 = base2(scale.clone());
-        self.each_score(&|at, row, col, _| {
-            let v = op(BinOp::Mul, reg(self.sacc, at.clone()), scale2.clone());
-            let value = match keys {
-                None => v,
-                Some(count) => select(
-                    op(
-                        BinOp::Lt,
-                        idx_expr(key0.clone() + col),
-                        idx_expr(count(row)),
-                    ),
-                    v,
-                    float(f64::NEG_INFINITY),
-                ),
-            };
-            vec![Stmt::LocalStore {
-                local: self.sacc,
-                index: at,
-                value,
-            }]
+        self.scaled_scores(scale, key0, keys, &|at, _, _, value| Stmt::LocalStore {
+            local: self.sacc,
+            index: at,
+            value,
         })
     }
 
