@@ -13,8 +13,8 @@
 //!    masks keys past each row's count to −∞ (only on tiles that reach
 //!    past the first row's count);
 //! 2. the online softmax: the row's new maximum, the factor
-//!    `exp2(old − new)` for what was accumulated, each key's weight (to
-//!    LDS, rounded to the operand type) and the running sum;
+//!    `exp2(old − new)` for what was accumulated, each key's weight
+//!    (rounded to the operand type for P·V) and the running sum;
 //! 3. each lane rescales its output accumulators by its rows' factors and
 //!    the wave adds weights × V on the matrix instruction.
 //!
@@ -46,7 +46,8 @@ pub(super) struct Tiles {
 
 mod lanes;
 
-/// LDS arrays, by index (scores and factors only where the softmax goes
+/// LDS arrays, by index (weights only where P·V cannot read them from the
+/// score registers; scores and factors only where the softmax goes
 /// through LDS).
 const QS: u32 = 0;
 const KS: u32 = 1;
@@ -187,6 +188,8 @@ struct Emit {
     alpha: u32,
     /// The register softmax's layout and row state, where it applies.
     lanes: Option<(lanes::RowLanes, lanes::RowRegs)>,
+    /// P's A fragments as score registers, where the weights stay in place.
+    p_in_place: Option<Vec<i64>>,
     /// Row strides of the LDS tiles.
     qk_stride: i64,
     v_stride: i64,
@@ -232,15 +235,17 @@ impl Emit {
     }
 
     /// One product of the wave's rows, `ks` steps of k, into the `f_n`
-    /// column fragments of accumulator array `acc`. `read_a(row, k)` and
-    /// `read_b(k, col)` give the operands; each B fragment is loaded once
-    /// and used by every row fragment at once.
+    /// column fragments of accumulator array `acc`. `read_a(fm, ks, e,
+    /// row, k)` (element `e` of row fragment `fm`'s A fragment at k step
+    /// `ks`, block row `row`, column `k`) and `read_b(k, col)` give the
+    /// operands; each B fragment is loaded once and used by every row
+    /// fragment at once.
     fn product(
         &self,
         ks_n: i64,
         f_n: i64,
         acc: u32,
-        read_a: &dyn Fn(Index, Index) -> Expr,
+        read_a: &dyn Fn(i64, i64, u32, Index, Index) -> Expr,
         read_b: &dyn Fn(Index, Index) -> Expr,
     ) -> Vec<Stmt> {
         let (i, lane) = (self.instr, &self.lane);
@@ -255,7 +260,13 @@ impl Emit {
                     out.push(Stmt::LocalStore {
                         local: self.af,
                         index: Index::c(fm * pa + i64::from(e)),
-                        value: read_a(self.row(fm, &r), Index::c(ks * k) + coord(&kk, lane)),
+                        value: read_a(
+                            fm,
+                            ks,
+                            e,
+                            self.row(fm, &r),
+                            Index::c(ks * k) + coord(&kk, lane),
+                        ),
                     });
                 }
             }
@@ -303,7 +314,7 @@ impl Emit {
             self.ep / k,
             fn_n,
             self.sacc,
-            &|row, col| {
+            &|_, _, _, row, col| {
                 let at = row * Index::c(self.qk_stride) + col.clone();
                 self.frag_read(QS, at, col, self.e, self.ep)
             },
@@ -462,15 +473,29 @@ impl Emit {
         out
     }
 
-    /// P × V of the wave's rows into the output accumulators.
+    /// P × V of the wave's rows into the output accumulators, the weights
+    /// read from the score registers or from LDS.
     fn values(&self, buf: Index) -> Vec<Stmt> {
         let i = self.instr;
         let vbase = buf * Index::c(self.bn * self.v_stride);
+        let (pa, per_fm) = (
+            i64::from(i.a_per_lane()),
+            self.bn / i64::from(i.n) * i64::from(i.acc_per_lane()),
+        );
         self.product(
             self.bn / i64::from(i.k),
             self.dp / i64::from(i.n),
             self.oacc,
-            &|row, key| self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
+            &|fm, ks, e, row, key| match &self.p_in_place {
+                Some(at) => cast(
+                    reg(
+                        self.sacc,
+                        Index::c(fm * per_fm + at[(ks * pa + i64::from(e)) as usize]),
+                    ),
+                    self.t,
+                ),
+                None => self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
+            },
             &|key, col| {
                 self.lds(
                     VS,
@@ -684,12 +709,17 @@ pub(super) fn build(
     let (qk_stride, v_stride) = (ep + PAD, dp + PAD);
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
     let row_lanes = lanes::row_lanes(instr, ROW_LANES);
+    let p_in_place = row_lanes
+        .as_ref()
+        .and_then(|_| lanes::weights_in_place(instr, bn));
     l.g.shared = vec![
         shared("q", ty, bm * qk_stride),
         shared("k", ty, stages * bn * qk_stride),
         shared("v", ty, stages * bn * v_stride),
-        shared("weights", ty, bm * p_stride),
     ];
+    if p_in_place.is_none() {
+        l.g.shared.push(shared("weights", ty, bm * p_stride));
+    }
     if row_lanes.is_none() {
         l.g.shared.push(shared("scores", DType::F32, bm * s_stride));
         l.g.shared.push(shared("factor", DType::F32, bm));
@@ -757,6 +787,7 @@ pub(super) fn build(
         p,
         alpha,
         lanes,
+        p_in_place,
         qk_stride,
         v_stride,
         s_stride,
@@ -858,7 +889,9 @@ pub(super) fn build(
         step.extend(em.softmax_in_registers());
         // The weights of a wave's rows, written by its lanes in the
         // accumulator layout, read in the A layout.
-        step.push(Stmt::Barrier);
+        if em.p_in_place.is_none() {
+            step.push(Stmt::Barrier);
+        }
     } else {
         step.push(Stmt::Unswitch {
             guards: no_mask,

@@ -4,9 +4,11 @@
 //! the row maximum over its elements and then across the row's lanes by
 //! butterfly exchanges ([`Stmt::Shuffle`]), weighs its scores with one
 //! `exp2` each, keeps a partial row sum (the exchange of sums waits until
-//! the last tile, as FlashAttention-2 does) and writes the weights to LDS
-//! for P·V. Scores never go through LDS and no row factor does either:
-//! the output accumulators of a row sit in the same lanes as its scores.
+//! the last tile, as FlashAttention-2 does) and leaves the weights in the
+//! score registers, which P·V reads as its A fragments where the layouts
+//! agree ([`weights_in_place`]; else they go to LDS). Scores never go
+//! through LDS and no row factor does either: the output accumulators of
+//! a row sit in the same lanes as its scores.
 
 use super::*;
 
@@ -65,6 +67,39 @@ pub(super) fn row_lanes(instr: &MatrixInstr, most: u32) -> Option<RowLanes> {
         slot_of,
         slots: distinct.len() as u32,
     })
+}
+
+/// Where each element of P's A fragments sits in the score accumulators,
+/// when the instruction's accumulator layout of two adjacent column
+/// fragments is its A layout of one k step (mma.sync's: FlashAttention-2
+/// feeds its weights to P·V this way): for k step `ks` and A element `e`,
+/// entry `ks * a_per_lane + e` is the score register within a row
+/// fragment. None where some element lives in another lane (MFMA, WMMA);
+/// the weights then go through LDS.
+pub(super) fn weights_in_place(instr: &MatrixInstr, keys: i64) -> Option<Vec<i64>> {
+    let (n, k, pc) = (
+        i64::from(instr.n),
+        i64::from(instr.k),
+        i64::from(instr.acc_per_lane()),
+    );
+    let same = |a: &LaneCoord, a0: i64, b: &LaneCoord, b0: i64| {
+        (0..instr.wave).all(|l| a0 + i64::from(a.at(l)) == b0 + i64::from(b.at(l)))
+    };
+    let mut out = Vec::new();
+    for ks in 0..keys / k {
+        for e in 0..instr.a_per_lane() {
+            let (ar, ak) = instr.a_coord(e);
+            let found = (0..keys / n).find_map(|fc| {
+                (0..instr.acc_per_lane()).find_map(|c| {
+                    let (cr, cc) = instr.acc_coord(c);
+                    (same(&ar, 0, &cr, 0) && same(&ak, ks * k, &cc, fc * n))
+                        .then_some(fc * pc + i64::from(c))
+                })
+            })?;
+            out.push(found);
+        }
+    }
+    Some(out)
 }
 
 /// Registers of the row state, one per slot of each row fragment.
@@ -145,8 +180,9 @@ impl Emit {
         })
     }
 
-    /// The online softmax of the tile's scores, the weights to LDS, and
-    /// the output accumulators rescaled.
+    /// The online softmax of the tile's scores, the weights in place of
+    /// the scores (and to LDS where P·V cannot read them there), and the
+    /// output accumulators rescaled.
     pub(super) fn softmax_in_registers(&self) -> Vec<Stmt> {
         let (_, g) = self.lanes();
         let set = |local: u32, at: Index, value: Expr| Stmt::LocalStore {
@@ -197,19 +233,20 @@ impl Emit {
         }
         out.extend(self.each_score(&|at, row, col, slot| {
             let p = reg(self.sacc, at.clone());
-            vec![
-                set(
-                    self.sacc,
-                    at.clone(),
-                    exp2(op(BinOp::Sub, p.clone(), reg(g.new_max, slot.clone()))),
-                ),
-                Stmt::SharedStore {
+            let mut body = vec![set(
+                self.sacc,
+                at.clone(),
+                exp2(op(BinOp::Sub, p.clone(), reg(g.new_max, slot.clone()))),
+            )];
+            if self.p_in_place.is_none() {
+                body.push(Stmt::SharedStore {
                     shared: PS,
                     index: row * Index::c(self.p_stride) + col,
                     value: cast(p.clone(), self.t),
-                },
-                set(g.sum, slot.clone(), op(BinOp::Add, reg(g.sum, slot), p)),
-            ]
+                });
+            }
+            body.push(set(g.sum, slot.clone(), op(BinOp::Add, reg(g.sum, slot), p)));
+            body
         }));
         out.extend(self.rescale_in_registers());
         out
