@@ -77,12 +77,27 @@ fn rewrite(body: Vec<Stmt>, frags: &HashMap<u32, u32>, lane: VarId) -> Vec<Stmt>
 }
 
 /// The fragment fill starting `stmts`, if it is one ldmatrix can do: how
-/// many statements it spans and the statement replacing them.
+/// many statements it spans and the statement replacing them. Two
+/// fragments filled back to back (a B fragment of four elements per lane
+/// and the next) are tried first as one load of four matrices.
 fn group(stmts: &[Stmt], frags: &HashMap<u32, u32>, lane: VarId) -> Option<(usize, Stmt)> {
-    let Stmt::LocalStore { local, index, .. } = stmts.first()? else {
+    let Stmt::LocalStore { local, .. } = stmts.first()? else {
         return None;
     };
     let n = *frags.get(local)? as usize;
+    if 2 * n <= 8 {
+        if let Some(g) = group_of(stmts, 2 * n, lane) {
+            return Some(g);
+        }
+    }
+    group_of(stmts, n, lane)
+}
+
+/// [`group`] for the first `n` statements.
+fn group_of(stmts: &[Stmt], n: usize, lane: VarId) -> Option<(usize, Stmt)> {
+    let Stmt::LocalStore { local, index, .. } = stmts.first()? else {
+        return None;
+    };
     let run = stmts.get(..n)?;
     let (base, c0) = index.affine();
     let mut shared = None;
@@ -270,5 +285,34 @@ mod tests {
         for l in 0..16i64 {
             assert_eq!(row.eval(&[], &[l]), Some((l % 8 + 8 * (l / 8)) * 136 + 16));
         }
+    }
+
+    #[test]
+    fn two_b_fragments_back_to_back_are_one_transposed_x4_load() {
+        // V[key][d], rows of 136: fragments of columns n0 and n0 + 8, one
+        // after the other (flash's P·V), as the lowering fills them.
+        let l = v(0);
+        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
+        let t = l % Index::c(4);
+        let reads: Vec<Index> = (0..8)
+            .map(|e| {
+                let k = t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2 % 2));
+                k * Index::c(136) + g.clone() + Index::c(8 * (e / 4)) + Index::c(32)
+            })
+            .collect();
+        let row = prove(&reads, 4, true, VarId(0)).unwrap();
+        for l in 0..32i64 {
+            let want = (l % 8 + 8 * (l / 8 % 2)) * 136 + 8 * (l / 16) + 32;
+            assert_eq!(row.eval(&[], &[l]), Some(want), "lane {l}");
+        }
+        // Any columns for the second fragment: each lane supplies its row.
+        let mut off = reads.clone();
+        for r in &mut off[4..] {
+            *r = r.clone() + Index::c(8);
+        }
+        assert!(prove(&off, 4, true, VarId(0)).is_some());
+        // Two of its elements swapped: no load delivers that.
+        off.swap(4, 5);
+        assert!(prove(&off, 4, true, VarId(0)).is_none());
     }
 }

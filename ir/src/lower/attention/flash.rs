@@ -190,6 +190,8 @@ struct Emit {
     lanes: Option<(lanes::RowLanes, lanes::RowRegs)>,
     /// P's A fragments as score registers, where the weights stay in place.
     p_in_place: Option<Vec<i64>>,
+    /// B fragments loaded two at a time (where `ldmatrix` takes both at once).
+    pair_b: bool,
     /// Row strides of the LDS tiles.
     qk_stride: i64,
     v_stride: i64,
@@ -239,7 +241,8 @@ impl Emit {
     /// row, k)` (element `e` of row fragment `fm`'s A fragment at k step
     /// `ks`, block row `row`, column `k`) and `read_b(k, col)` give the
     /// operands; each B fragment is loaded once and used by every row
-    /// fragment at once.
+    /// fragment at once; with `pair_b`, two column fragments are loaded
+    /// together (one `ldmatrix.x4` instead of two `.x2`).
     fn product(
         &self,
         ks_n: i64,
@@ -250,7 +253,11 @@ impl Emit {
     ) -> Vec<Stmt> {
         let (i, lane) = (self.instr, &self.lane);
         let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
-        let (pa, pc) = (i64::from(i.a_per_lane()), i64::from(i.acc_per_lane()));
+        let (pa, pb, pc) = (
+            i64::from(i.a_per_lane()),
+            i64::from(i.b_per_lane()),
+            i64::from(i.acc_per_lane()),
+        );
         let fm_n = self.rm / m;
         let mut out = Vec::new();
         for ks in 0..ks_n {
@@ -270,27 +277,32 @@ impl Emit {
                     });
                 }
             }
-            for f in 0..f_n {
-                for e in 0..i.b_per_lane() {
-                    let (kk, c) = i.b_coord(e);
-                    out.push(Stmt::LocalStore {
-                        local: self.bf,
-                        index: Index::c(i64::from(e)),
-                        value: read_b(
-                            Index::c(ks * k) + coord(&kk, lane),
-                            Index::c(f * n) + coord(&c, lane),
-                        ),
-                    });
+            let pair = if self.pair_b && f_n % 2 == 0 { 2 } else { 1 };
+            for f0 in (0..f_n).step_by(pair as usize) {
+                for h in 0..pair {
+                    for e in 0..i.b_per_lane() {
+                        let (kk, c) = i.b_coord(e);
+                        out.push(Stmt::LocalStore {
+                            local: self.bf,
+                            index: Index::c(h * pb + i64::from(e)),
+                            value: read_b(
+                                Index::c(ks * k) + coord(&kk, lane),
+                                Index::c((f0 + h) * n) + coord(&c, lane),
+                            ),
+                        });
+                    }
                 }
-                for fm in 0..fm_n {
-                    out.push(Stmt::Matrix {
-                        instr: i,
-                        a: (self.af, Index::c(fm * pa)),
-                        b: (self.bf, Index::c(0)),
-                        acc: (acc, Index::c((fm * f_n + f) * pc)),
-                        lane: lane.clone(),
-                        wave: self.wave.clone(),
-                    });
+                for h in 0..pair {
+                    for fm in 0..fm_n {
+                        out.push(Stmt::Matrix {
+                            instr: i,
+                            a: (self.af, Index::c(fm * pa)),
+                            b: (self.bf, Index::c(h * pb)),
+                            acc: (acc, Index::c((fm * f_n + f0 + h) * pc)),
+                            lane: lane.clone(),
+                            wave: self.wave.clone(),
+                        });
+                    }
                 }
             }
         }
@@ -345,20 +357,27 @@ impl Emit {
         }
     }
 
-    /// Each score scaled into base 2 and, with `keys` (the key count of a
-    /// row, as a function of its local row), keys at or past it as −∞;
-    /// `put(at, row, col, value)` says where it goes.
+    /// Each score scaled into base 2 (unless `scale` is None: the weights
+    /// then scale it) and, with `keys` (the key count of a row, as a
+    /// function of its local row), keys at or past it as −∞; `put(at, row,
+    /// col, value)` says where it goes.
     fn scaled_scores(
         &self,
-        scale: &Expr,
+        scale: Option<&Expr>,
         key0: &Index,
         keys: Option<&dyn Fn(Index) -> Index>,
         put: &dyn Fn(Index, Index, Index, Expr) -> Stmt,
     ) -> Vec<Stmt> {
-        let scale2 = base2(scale.clone());
+        let scale2 = scale.map(|s| base2(s.clone()));
         let mut out = Vec::new();
+        if scale2.is_none() && keys.is_none() {
+            return out;
+        }
         self.each_acc(&mut |at, _, _, row, col| {
-            let s = op(BinOp::Mul, reg(self.sacc, at.clone()), scale2.clone());
+            let s = match &scale2 {
+                Some(c) => op(BinOp::Mul, reg(self.sacc, at.clone()), c.clone()),
+                None => reg(self.sacc, at.clone()),
+            };
             let value = match keys {
                 None => s,
                 Some(count) => select(
@@ -383,7 +402,7 @@ impl Emit {
         key0: &Index,
         keys: Option<&dyn Fn(Index) -> Index>,
     ) -> Vec<Stmt> {
-        self.scaled_scores(scale, key0, keys, &|_, row, col, value| Stmt::SharedStore {
+        self.scaled_scores(Some(scale), key0, keys, &|_, row, col, value| Stmt::SharedStore {
             shared: SS,
             index: row * Index::c(self.s_stride) + col,
             value,
@@ -742,7 +761,7 @@ pub(super) fn build(
         l.g.locals.len() as u32 - 1
     };
     let af = frag(l, "a", fm_n * pa);
-    let bf = frag(l, "b", pb);
+    let bf = frag(l, "b", if unit.has_ldmatrix() { 2 * pb } else { pb });
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
     let lanes = row_lanes.map(|rl| {
@@ -788,6 +807,7 @@ pub(super) fn build(
         alpha,
         lanes,
         p_in_place,
+        pair_b: unit.has_ldmatrix(),
         qk_stride,
         v_stride,
         s_stride,
@@ -881,12 +901,16 @@ pub(super) fn build(
         extent: keys_of(row0.clone()),
     }];
     if em.lanes.is_some() {
+        // A positive constant scale goes into each weight's `exp2` (one
+        // multiply-add) and the maximum of the raw scores.
+        let fold = positive_constant(&scale).is_some();
+        let pre = (!fold).then_some(&scale);
         step.push(Stmt::Unswitch {
             guards: no_mask,
-            fast: em.scale_in_place(&scale, &key0, None),
-            slow: em.scale_in_place(&scale, &key0, Some(&count)),
+            fast: em.scale_in_place(pre, &key0, None),
+            slow: em.scale_in_place(pre, &key0, Some(&count)),
         });
-        step.extend(em.softmax_in_registers());
+        step.extend(em.softmax_in_registers(fold.then(|| base2(scale.clone()))));
         // The weights of a wave's rows, written by its lanes in the
         // accumulator layout, read in the A layout.
         if em.p_in_place.is_none() {

@@ -139,6 +139,34 @@ fn base2(scale: Expr) -> Expr {
     op(BinOp::Mul, scale, float(std::f64::consts::LOG2_E))
 }
 
+/// The value of `x` where it is a finite constant above 0 (a literal, the
+/// default `rsqrt(head dimension)`, products and quotients of those):
+/// then `max(c · s) = c · max(s)` and each weight `exp2(c · s − m)` is one
+/// fused multiply-add, with no separate scaling of every score.
+fn positive_constant(x: &Expr) -> Option<f64> {
+    let v = match &x.kind {
+        ExprKind::Float(v) => *v,
+        ExprKind::Int(v) => *v as f64,
+        ExprKind::Index(ix) => ix.as_const()? as f64,
+        ExprKind::Cast(a) => constant(a)?,
+        ExprKind::Call(MathFn::Rsqrt, a) if a.len() == 1 => 1.0 / constant(&a[0])?.sqrt(),
+        ExprKind::Binary(BinOp::Mul, a, b) => positive_constant(a)? * positive_constant(b)?,
+        ExprKind::Binary(BinOp::Div, a, b) => positive_constant(a)? / positive_constant(b)?,
+        _ => return None,
+    };
+    (v.is_finite() && v > 0.0).then_some(v)
+}
+
+/// [`positive_constant`]'s operands: any sign, as long as the whole is positive.
+fn constant(x: &Expr) -> Option<f64> {
+    match &x.kind {
+        ExprKind::Float(v) => Some(*v),
+        ExprKind::Int(v) => Some(*v as f64),
+        ExprKind::Index(ix) => ix.as_const().map(|v| v as f64),
+        _ => positive_constant(x),
+    }
+}
+
 /// 2^x on the hardware's approximate instruction.
 fn exp2(x: Expr) -> Expr {
     call(MathFn::Exp2Approx, x)

@@ -165,11 +165,11 @@ impl Emit {
         out
     }
 
-    /// The scores scaled into base 2 in place; with `keys`, keys at or past
-    /// a row's count as −∞.
+    /// The scores scaled into base 2 in place (with `scale`); with `keys`,
+    /// keys at or past a row's count as −∞.
     pub(super) fn scale_in_place(
         &self,
-        scale: &Expr,
+        scale: Option<&Expr>,
         key0: &Index,
         keys: Option<&dyn Fn(Index) -> Index>,
     ) -> Vec<Stmt> {
@@ -182,8 +182,11 @@ impl Emit {
 
     /// The online softmax of the tile's scores, the weights in place of
     /// the scores (and to LDS where P·V cannot read them there), and the
-    /// output accumulators rescaled.
-    pub(super) fn softmax_in_registers(&self) -> Vec<Stmt> {
+    /// output accumulators rescaled. With `scale2` (a positive base-2
+    /// scale the scores have not been multiplied by), the row maximum is
+    /// taken of the raw scores and scaled once, and each weight is
+    /// `exp2(s · scale2 − max)`.
+    pub(super) fn softmax_in_registers(&self, scale2: Option<Expr>) -> Vec<Stmt> {
         let (_, g) = self.lanes();
         let set = |local: u32, at: Index, value: Expr| Stmt::LocalStore {
             local,
@@ -192,7 +195,13 @@ impl Emit {
         };
         let mut out: Vec<Stmt> = self
             .slots()
-            .map(|s| set(g.new_max, s.clone(), reg(g.max, s)))
+            .map(|s| {
+                let start = match scale2 {
+                    Some(_) => float(f64::NEG_INFINITY),
+                    None => reg(g.max, s.clone()),
+                };
+                set(g.new_max, s, start)
+            })
             .collect();
         out.extend(self.each_score(&|at, _, _, slot| {
             vec![set(
@@ -203,6 +212,17 @@ impl Emit {
         }));
         for s in self.slots().collect::<Vec<_>>() {
             out.extend(self.across_row(g.new_max, &s, BinOp::Max));
+            if let Some(c) = &scale2 {
+                out.push(set(
+                    g.new_max,
+                    s.clone(),
+                    op(
+                        BinOp::Max,
+                        reg(g.max, s.clone()),
+                        op(BinOp::Mul, reg(g.new_max, s.clone()), c.clone()),
+                    ),
+                ));
+            }
             // A row with every key masked so far keeps −∞; its weights
             // must still be 0, not NaN.
             let safe = select(
@@ -233,10 +253,14 @@ impl Emit {
         }
         out.extend(self.each_score(&|at, row, col, slot| {
             let p = reg(self.sacc, at.clone());
+            let s = match &scale2 {
+                Some(c) => op(BinOp::Mul, p.clone(), c.clone()),
+                None => p.clone(),
+            };
             let mut body = vec![set(
                 self.sacc,
                 at.clone(),
-                exp2(op(BinOp::Sub, p.clone(), reg(g.new_max, slot.clone()))),
+                exp2(op(BinOp::Sub, s, reg(g.new_max, slot.clone()))),
             )];
             if self.p_in_place.is_none() {
                 body.push(Stmt::SharedStore {
