@@ -110,7 +110,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             // softmax has hundreds per tile).
             let run = rest
                 .iter()
-                .take_while(|s| matches!(s, Stmt::LocalStore { .. }))
+                .take_while(|s| match s {
+                    Stmt::LocalStore { .. } => true,
+                    Stmt::When { body, .. } => body.iter().all(super::stmt::register_only),
+                    _ => false,
+                })
                 .count();
             if run > 1 {
                 self.leaves_for_threads(&rest[..run], st)?;
@@ -261,7 +265,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .map_err(llvm_err)?;
                 me.locals[i] = (p, *at);
             }
-            let all = |me: &mut Self| leaves.iter().try_for_each(|leaf| me.leaf(leaf));
+            // A data-dependent branch is the thread's own: its condition
+            // and body run inside the thread loop.
+            let all = |me: &mut Self| {
+                leaves.iter().try_for_each(|leaf| match leaf {
+                    Stmt::When { .. } => me.stmt(leaf),
+                    _ => me.leaf(leaf),
+                })
+            };
             if st.negated.is_empty() {
                 return me.guarded(&st.guards, all);
             }
