@@ -293,9 +293,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 pub(super) fn has_barrier(s: &Stmt) -> bool {
     match s {
         Stmt::Barrier => true,
-        Stmt::Loop { body, .. } | Stmt::If { body, .. } | Stmt::When { body, .. } => {
-            body.iter().any(has_barrier)
-        }
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().any(has_barrier),
         Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).any(has_barrier),
         _ => false,
     }

@@ -110,11 +110,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             // softmax has hundreds per tile).
             let run = rest
                 .iter()
-                .take_while(|s| match s {
-                    Stmt::LocalStore { .. } => true,
-                    Stmt::When { body, .. } => body.iter().all(super::stmt::register_only),
-                    _ => false,
-                })
+                .take_while(|s| matches!(s, Stmt::LocalStore { .. }))
                 .count();
             if run > 1 {
                 self.leaves_for_threads(&rest[..run], st)?;
@@ -265,14 +261,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .map_err(llvm_err)?;
                 me.locals[i] = (p, *at);
             }
-            // A data-dependent branch is the thread's own: its condition
-            // and body run inside the thread loop.
-            let all = |me: &mut Self| {
-                leaves.iter().try_for_each(|leaf| match leaf {
-                    Stmt::When { .. } => me.stmt(leaf),
-                    _ => me.leaf(leaf),
-                })
-            };
+            let all = |me: &mut Self| leaves.iter().try_for_each(|leaf| me.leaf(leaf));
             if st.negated.is_empty() {
                 return me.guarded(&st.guards, all);
             }

@@ -60,10 +60,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.guarded(guards, |me| me.fill_group(body))?
             }
             Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
-            Stmt::When { cond, body } => {
-                let c = self.expr(cond)?.into_int_value();
-                self.when(c, |me| me.body(body))?
-            }
             Stmt::Barrier => self.be.barrier(&self.ctx())?,
             Stmt::AsyncCommit => self.be.async_commit(&self.ctx())?,
             Stmt::AsyncWait { pending } => self.be.async_wait(&self.ctx(), *pending)?,
@@ -328,9 +324,7 @@ pub(super) fn store_run(stmts: &[Stmt], size_divisors: &[u64]) -> usize {
 /// commit, fill or store to a tensor or to LDS anywhere inside.
 pub(super) fn register_only(s: &Stmt) -> bool {
     match s {
-        Stmt::Loop { body, .. } | Stmt::If { body, .. } | Stmt::When { body, .. } => {
-            body.iter().all(register_only)
-        }
+        Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().all(register_only),
         Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).all(register_only),
         Stmt::MatrixLoad { stores, .. } => stores.iter().all(register_only),
         Stmt::LocalStore { .. } | Stmt::Matrix { .. } | Stmt::Shuffle { .. } => true,

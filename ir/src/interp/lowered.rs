@@ -177,12 +177,6 @@ impl Block<'_, '_> {
                         self.exec(body, &mask)?;
                     }
                 }
-                Stmt::When { cond, body } => {
-                    let mask = self.holds(cond, active)?;
-                    if mask.iter().any(|m| *m) {
-                        self.exec(body, &mask)?;
-                    }
-                }
                 Stmt::Matrix { .. } | Stmt::Shuffle { .. } => {
                     unreachable!("run_lowered expands matrix instructions and lane exchanges")
                 }
@@ -264,19 +258,6 @@ impl Block<'_, '_> {
             for gd in guards {
                 *m &= gd.value.eval(env.sizes, &t.vars).ok_or_else(dz)?
                     < gd.extent.eval(env.sizes, &t.vars).ok_or_else(dz)?;
-            }
-        }
-        Ok(mask)
-    }
-
-    /// `active` narrowed to the threads for which `cond` holds.
-    fn holds(&self, cond: &Expr, active: &[bool]) -> Result<Vec<bool>, InterpError> {
-        let env = self.env;
-        let (bufs, shared) = (&*self.bufs, &*self.shared);
-        let mut mask = active.to_vec();
-        for (m, t) in mask.iter_mut().zip(self.th.iter()) {
-            if *m {
-                *m = env.eval(cond, &t.vars, bufs, &t.locals, shared)?.i() != 0;
             }
         }
         Ok(mask)

@@ -119,12 +119,6 @@ pub enum Stmt {
     },
     /// Runs `body` when every guard holds.
     If { guards: Vec<Guard>, body: Vec<Stmt> },
-    /// Runs `body` where `cond` (a bool of this thread's values) holds: a
-    /// data-dependent branch, which may differ between the lanes of a
-    /// wave. Its body holds only per-thread statements (no barrier,
-    /// matrix instruction, exchange or asynchronous copy), so a wave
-    /// whose lanes all skip it skips it at no cost.
-    When { cond: Expr, body: Vec<Stmt> },
     /// `tensor[indices] op= value` as one atomic read-modify-write (a
     /// scatter, [`crate::kernel::Scatter`]): subscripts as a gather's, and
     /// an update whose subscripts leave the tensor is dropped. With
@@ -266,10 +260,6 @@ impl Stmt {
             },
             Stmt::If { guards, body } => Stmt::If {
                 guards,
-                body: f(body),
-            },
-            Stmt::When { cond, body } => Stmt::When {
-                cond,
                 body: f(body),
             },
             Stmt::Unswitch { guards, fast, slow } => Stmt::Unswitch {

@@ -187,11 +187,6 @@ impl Printer<'_, '_, '_> {
                     writeln!(self.f, "{pad}if {c}:")?;
                     self.stmts(body, ind + 1)?;
                 }
-                Stmt::When { cond, body } => {
-                    let c = self.expr(cond);
-                    writeln!(self.f, "{pad}when {c}:")?;
-                    self.stmts(body, ind + 1)?;
-                }
                 Stmt::MatrixLoad {
                     shared,
                     row,
@@ -346,7 +341,6 @@ impl Printer<'_, '_, '_> {
             | Stmt::Bind { .. }
             | Stmt::Loop { .. }
             | Stmt::If { .. }
-            | Stmt::When { .. }
             | Stmt::MatrixLoad { .. } => unreachable!("printed by Printer::stmts"),
         }
     }

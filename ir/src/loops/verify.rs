@@ -206,21 +206,6 @@ impl Cx<'_> {
                     self.scope.pop();
                 }
                 Stmt::If { guards, body } => self.guarded(guards, body, divergent)?,
-                Stmt::When { cond, body } => {
-                    self.expr(cond)?;
-                    if cond.dtype != crate::DType::Bool {
-                        return Err(self.err(format!(
-                            "a data-dependent branch takes a bool condition, not {}",
-                            cond.dtype.name()
-                        )));
-                    }
-                    if let Some(what) = body.iter().find_map(not_per_thread) {
-                        return Err(self.err(format!(
-                            "{what} under a data-dependent branch (it holds per-thread statements only)"
-                        )));
-                    }
-                    self.body(body, true)?;
-                }
                 Stmt::Unswitch { guards, fast, slow } => {
                     let thread_dependent = self.guards(guards)?;
                     self.body(fast, divergent || thread_dependent)?;
@@ -521,24 +506,6 @@ pub fn verify(k: &Kernel, g: &GpuKernel, pass: &'static str) -> Result<(), Verif
     cx.body(&g.body, false)
 }
 
-/// What a [`Stmt::When`]'s body may not hold, named: anything that needs
-/// the wave or the work-group together, or the asynchronous copy state.
-fn not_per_thread(s: &Stmt) -> Option<&'static str> {
-    match s {
-        Stmt::LocalStore { .. } | Stmt::Store { .. } | Stmt::SharedStore { .. } => None,
-        Stmt::Loop { body, .. } | Stmt::If { body, .. } | Stmt::When { body, .. } => {
-            body.iter().find_map(not_per_thread)
-        }
-        Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).find_map(not_per_thread),
-        Stmt::Bind { .. } => Some("a hardware index binding"),
-        Stmt::Barrier => Some("a barrier"),
-        Stmt::Matrix { .. } | Stmt::MatrixLoad { .. } => Some("a matrix instruction"),
-        Stmt::Shuffle { .. } => Some("a lane exchange"),
-        Stmt::Fill { .. } | Stmt::AsyncCommit | Stmt::AsyncWait { .. } => Some("a fill"),
-        Stmt::Scatter { .. } => Some("a scatter"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,45 +567,6 @@ mod tests {
         });
         let e = verify(&k, &g, "test").unwrap_err();
         assert!(e.message.contains("elements 7..=7 of an array of 4"), "{e}");
-    }
-
-    #[test]
-    fn a_data_dependent_branch_holds_per_thread_statements_only() {
-        let (k, mut g) = kernel("Y[i] = A[i]");
-        let Some(Stmt::If { body, .. }) = g.body.last_mut() else {
-            panic!("{:?}", g.body)
-        };
-        let store = body.pop().expect("the store");
-        let Stmt::Store { value, .. } = &store else {
-            panic!("{store:?}")
-        };
-        let value = value.clone();
-        let cond = Expr {
-            kind: crate::kernel::ExprKind::Binary(
-                crate::kernel::BinOp::Gt,
-                Box::new(value.clone()),
-                Box::new(Expr {
-                    kind: crate::kernel::ExprKind::Float(0.0),
-                    dtype: value.dtype,
-                }),
-            ),
-            dtype: crate::DType::Bool,
-        };
-        let when = |body: Vec<Stmt>, cond: Expr| Stmt::When { cond, body };
-        body.push(when(vec![store.clone()], cond.clone()));
-        verify(&k, &g, "test").expect("a store under a data-dependent branch");
-        let Some(Stmt::If { body, .. }) = g.body.last_mut() else {
-            unreachable!()
-        };
-        body[0] = when(vec![store.clone(), Stmt::Barrier], cond.clone());
-        let e = verify(&k, &g, "test").unwrap_err();
-        assert!(e.message.contains("a barrier under a data-dependent branch"), "{e}");
-        let Some(Stmt::If { body, .. }) = g.body.last_mut() else {
-            unreachable!()
-        };
-        body[0] = when(vec![store], value);
-        let e = verify(&k, &g, "test").unwrap_err();
-        assert!(e.message.contains("bool condition"), "{e}");
     }
 
     #[test]

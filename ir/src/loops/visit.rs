@@ -22,7 +22,6 @@ impl Stmt {
             Stmt::Bind { .. }
             | Stmt::Loop { .. }
             | Stmt::If { .. }
-            | Stmt::When { .. }
             | Stmt::Unswitch { .. }
             | Stmt::Barrier
             | Stmt::AsyncCommit
@@ -37,7 +36,6 @@ impl Stmt {
     pub fn exprs(&self) -> Vec<&Expr> {
         match self {
             Stmt::Scatter { indices, value, .. } => indices.iter().chain([value]).collect(),
-            Stmt::When { cond, .. } => vec![cond],
             other => other.value().into_iter().collect(),
         }
     }
@@ -46,9 +44,7 @@ impl Stmt {
     /// of an unswitch).
     pub fn bodies(&self) -> Vec<&[Stmt]> {
         match self {
-            Stmt::Loop { body, .. } | Stmt::If { body, .. } | Stmt::When { body, .. } => {
-                vec![body]
-            }
+            Stmt::Loop { body, .. } | Stmt::If { body, .. } => vec![body],
             Stmt::Unswitch { fast, slow, .. } => vec![fast, slow],
             Stmt::MatrixLoad { stores, .. } => vec![stores],
             Stmt::Bind { .. }
@@ -144,10 +140,6 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
         },
         Stmt::If { guards, body } => Stmt::If {
             guards: fold_guards(f, guards),
-            body: fold_body(f, body),
-        },
-        Stmt::When { cond, body } => Stmt::When {
-            cond: f.expr(cond),
             body: fold_body(f, body),
         },
         Stmt::Store {

@@ -89,12 +89,6 @@ fn access(s: &Stmt, acc: &mut Access) {
                 access(s, acc);
             }
         }
-        Stmt::When { cond, body } => {
-            expr_reads(cond, &reads);
-            for s in body {
-                access(s, acc);
-            }
-        }
         Stmt::Unswitch { fast, slow, .. } => {
             for s in fast.iter().chain(slow) {
                 access(s, acc);

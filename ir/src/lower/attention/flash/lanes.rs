@@ -102,13 +102,6 @@ pub(super) fn weights_in_place(instr: &MatrixInstr, keys: i64) -> Option<Vec<i64
     Some(out)
 }
 
-/// How far (in base 2) a row's maximum may grow past the reference its
-/// weights are taken against before the reference moves and the output
-/// is rescaled: weights stay below 2^LAZY, far inside f16, bf16 and the
-/// f32 sums, and most tiles rescale nothing (FlashAttention-4's lazy
-/// rescaling). The result is the same softmax; only rounding differs.
-const LAZY: f64 = 8.0;
-
 /// Registers of the row state, one per slot of each row fragment.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RowRegs {
@@ -230,47 +223,33 @@ impl Emit {
                     ),
                 ));
             }
-            // The row's reference moves only when the maximum grew past it
-            // by more than LAZY: the output and the sum are rescaled then
-            // (in the first tiles, mostly), and a wave whose rows all kept
-            // theirs skips the branch. A row with every key masked so far
-            // keeps −∞ (its weights are 0, its factor on growing is 0).
-            let grow = op(
-                BinOp::Gt,
+            // A row with every key masked so far keeps −∞; its weights
+            // must still be 0, not NaN.
+            let safe = select(
+                op(
+                    BinOp::Eq,
+                    reg(g.new_max, s.clone()),
+                    float(f64::NEG_INFINITY),
+                ),
+                float(0.0),
                 reg(g.new_max, s.clone()),
-                op(BinOp::Add, reg(g.max, s.clone()), float(LAZY)),
             );
-            let mut body = vec![
+            // The maximum itself stays −∞ there: a stand-in of 0 would
+            // underflow the weights of a row whose scores are all far below.
+            out.extend([
                 set(
                     g.alpha,
                     s.clone(),
-                    exp2(op(
-                        BinOp::Sub,
-                        reg(g.max, s.clone()),
-                        reg(g.new_max, s.clone()),
-                    )),
+                    exp2(op(BinOp::Sub, reg(g.max, s.clone()), safe.clone())),
                 ),
                 set(g.max, s.clone(), reg(g.new_max, s.clone())),
+                set(g.new_max, s.clone(), safe),
                 set(
                     g.sum,
                     s.clone(),
                     op(BinOp::Mul, reg(g.sum, s.clone()), reg(g.alpha, s.clone())),
                 ),
-            ];
-            body.extend(self.rescale_slot(&s));
-            out.push(Stmt::When { cond: grow, body });
-            // The weights' reference; the maximum itself stays −∞ (a
-            // stand-in of 0 would underflow the weights of a row whose
-            // scores are all far below).
-            out.push(set(
-                g.new_max,
-                s.clone(),
-                select(
-                    op(BinOp::Eq, reg(g.max, s.clone()), float(f64::NEG_INFINITY)),
-                    float(0.0),
-                    reg(g.max, s.clone()),
-                ),
-            ));
+            ]);
         }
         out.extend(self.each_score(&|at, row, col, slot| {
             let p = reg(self.sacc, at.clone());
@@ -293,11 +272,11 @@ impl Emit {
             body.push(set(g.sum, slot.clone(), op(BinOp::Add, reg(g.sum, slot), p)));
             body
         }));
+        out.extend(self.rescale_in_registers());
         out
     }
 
-    /// The output accumulators of the rows in slot `slot` times its factor.
-    fn rescale_slot(&self, slot: &Index) -> Vec<Stmt> {
+    fn rescale_in_registers(&self) -> Vec<Stmt> {
         let (_, g) = self.lanes();
         let i = self.instr;
         let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
@@ -305,15 +284,16 @@ impl Emit {
         let mut out = Vec::new();
         for fm in 0..fm_n {
             for e in 0..i.acc_per_lane() {
-                if self.slot(fm, e) != *slot {
-                    continue;
-                }
                 for fd in 0..fd_n {
                     let at = Index::c((fm * fd_n + fd) * pc + i64::from(e));
                     out.push(Stmt::LocalStore {
                         local: self.oacc,
                         index: at.clone(),
-                        value: op(BinOp::Mul, reg(self.oacc, at), reg(g.alpha, slot.clone())),
+                        value: op(
+                            BinOp::Mul,
+                            reg(self.oacc, at),
+                            reg(g.alpha, self.slot(fm, e)),
+                        ),
                     });
                 }
             }
