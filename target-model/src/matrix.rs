@@ -442,17 +442,6 @@ impl MatrixUnit {
 
     /// Whether the wave can load 8x8 matrices of 16-bit elements from
     /// shared memory in one instruction (`ldmatrix`, sm_75 and later).
-    /// Asynchronous global-to-LDS copies (`cp.async`, sm_80 and later).
-    /// Each group of eight lanes of one should write one aligned 128-byte
-    /// line of LDS: measured on the H100, a copy whose 8-lane groups
-    /// straddle two lines costs 2.6 times the LDS wavefronts (plain stores
-    /// of the same layout cost none extra).
-    pub fn has_async_copy(&self) -> bool {
-        self.gpu
-            .nvidia()
-            .is_some_and(|t| t.compute_capability() >= (8, 0))
-    }
-
     pub fn has_ldmatrix(&self) -> bool {
         self.gpu
             .nvidia()

@@ -157,16 +157,6 @@ fn idx_expr(ix: Index) -> Expr {
     }
 }
 
-/// The 16-byte slots a copy walks per row of `width` 16-bit elements and
-/// row stride `stride`: with `padding`, the padding's too.
-fn row_slots(width: i64, stride: i64, padding: bool) -> i64 {
-    if padding && stride % 8 == 0 {
-        stride / 8
-    } else {
-        width / 8
-    }
-}
-
 /// Everything the statements are built from.
 struct Emit {
     instr: &'static MatrixInstr,
@@ -202,9 +192,6 @@ struct Emit {
     p_in_place: Option<Vec<i64>>,
     /// B fragments loaded two at a time (where `ldmatrix` takes both at once).
     pair_b: bool,
-    /// Asynchronous copies walk the tile's 16-byte slots, padding included,
-    /// so that each eight lanes write one aligned 128-byte line.
-    by_slots: bool,
     /// Row strides of the LDS tiles.
     qk_stride: i64,
     v_stride: i64,
@@ -555,14 +542,10 @@ impl Emit {
     ) -> Stmt {
         let vec = 8;
         let per_row = width / vec;
-        // Thread `at` takes slot `at` of the tile (a row's slots, then its
-        // padding's, which it skips) where that keeps eight consecutive
-        // lanes on one aligned line; else the row's vectors alone.
-        let slots = row_slots(width, stride, asynchronous && self.by_slots);
-        let total = rows * slots;
+        let total = rows * per_row;
         let at = Index::Var(v) * Index::c(self.bm) + self.tid.clone();
-        let r = Index::bin(IOp::Div, at.clone(), Index::c(slots));
-        let c = Index::bin(IOp::Mod, at.clone(), Index::c(slots)) * Index::c(vec);
+        let r = Index::bin(IOp::Div, at.clone(), Index::c(per_row));
+        let c = Index::bin(IOp::Mod, at.clone(), Index::c(per_row)) * Index::c(vec);
         let fill = Stmt::Fill {
             mem: Mem::Shared,
             array,
@@ -571,24 +554,14 @@ impl Emit {
             width: vec as u32,
             asynchronous,
         };
-        let mut guards = Vec::new();
-        if total % self.bm != 0 {
-            guards.push(Guard {
-                value: at.clone(),
-                extent: Index::c(total),
-            });
-        }
-        if slots != per_row {
-            guards.push(Guard {
-                value: Index::bin(IOp::Mod, at, Index::c(slots)),
-                extent: Index::c(per_row),
-            });
-        }
-        let body = if guards.is_empty() {
+        let body = if total % self.bm == 0 {
             vec![fill]
         } else {
             vec![Stmt::If {
-                guards,
+                guards: vec![Guard {
+                    value: at,
+                    extent: Index::c(total),
+                }],
                 body: vec![fill],
             }]
         };
@@ -741,14 +714,10 @@ pub(super) fn build(
     );
     let ntiles = Index::bin(IOp::CeilDiv, keys_of(last_row), Index::c(bn));
     let kt = var(l, "key_tile", ntiles.clone(), LoopKind::Serial, span);
-    let (qk_stride, v_stride) = (ep + PAD, dp + PAD);
-    let by_slots = unit.has_async_copy();
-    let copies = |rows: i64, width: i64, stride: i64, asynchronous: bool| {
-        Index::c((rows * row_slots(width, stride, asynchronous && by_slots) + bm - 1) / bm)
-    };
-    let q_v = var(l, "copy_q", copies(bm, ep, qk_stride, false), LoopKind::Unrolled, span);
-    let k_v = var(l, "copy_k", copies(bn, ep, qk_stride, true), LoopKind::Unrolled, span);
-    let v_v = var(l, "copy_v", copies(bn, dp, v_stride, true), LoopKind::Unrolled, span);
+    let copies = |rows: i64, width: i64| Index::c((rows * width / 8 + bm - 1) / bm);
+    let q_v = var(l, "copy_q", copies(bm, ep), LoopKind::Unrolled, span);
+    let k_v = var(l, "copy_k", copies(bn, ep), LoopKind::Unrolled, span);
+    let v_v = var(l, "copy_v", copies(bn, dp), LoopKind::Unrolled, span);
     let col = var(l, "col", Index::c(bn), LoopKind::Unrolled, span);
     let shared = |name: &str, dtype: DType, len: i64| Local {
         name: format!("{}_{name}", st.name),
@@ -756,6 +725,7 @@ pub(super) fn build(
         len: len as u32,
         span,
     };
+    let (qk_stride, v_stride) = (ep + PAD, dp + PAD);
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
     let row_lanes = lanes::row_lanes(instr, ROW_LANES);
     let p_in_place = row_lanes
@@ -838,7 +808,6 @@ pub(super) fn build(
         lanes,
         p_in_place,
         pair_b: unit.has_ldmatrix(),
-        by_slots,
         qk_stride,
         v_stride,
         s_stride,
