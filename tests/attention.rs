@@ -114,6 +114,24 @@ fn flash_agrees_with_the_interpreter_through_every_lane_layout() {
     }
 }
 
+/// Scores far apart (scale ±64 on random inputs): a row's maximum grows
+/// by far after its first tile, so the register softmax's factors are
+/// far from 1 mid-row. 64 folds into the weights' exp2 (the maximum of
+/// the raw scores); −64 (not positive) scales every score first.
+#[test]
+fn flash_moves_its_reference_when_the_maximum_grows_far() {
+    let causal = std::fs::read_to_string(root().join("tests/attention/causal_odd.toml")).unwrap();
+    for scale in ["64.0", "-64.0"] {
+        let src = causal.replace(
+            "V[b, j, d])",
+            &format!("V[b, j, d], scale={scale})"),
+        );
+        assert!(src.contains("scale="));
+        let src = with_flash(&src, "flash(j, rows=32, keys=16, stages=2)");
+        run_flash("causal_odd", &src, "sm_90", 40, 70);
+    }
+}
+
 #[test]
 fn flash_bf16_three_stages_on_sm_90() {
     let src = std::fs::read_to_string(example("attention_causal")).unwrap();
