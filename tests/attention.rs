@@ -122,10 +122,7 @@ fn flash_agrees_with_the_interpreter_through_every_lane_layout() {
 fn flash_moves_its_reference_when_the_maximum_grows_far() {
     let causal = std::fs::read_to_string(root().join("tests/attention/causal_odd.toml")).unwrap();
     for scale in ["64.0", "-64.0"] {
-        let src = causal.replace(
-            "V[b, j, d])",
-            &format!("V[b, j, d], scale={scale})"),
-        );
+        let src = causal.replace("V[b, j, d])", &format!("V[b, j, d], scale={scale})"));
         assert!(src.contains("scale="));
         let src = with_flash(&src, "flash(j, rows=32, keys=16, stages=2)");
         run_flash("causal_odd", &src, "sm_90", 40, 70);

@@ -402,10 +402,12 @@ impl Emit {
         key0: &Index,
         keys: Option<&dyn Fn(Index) -> Index>,
     ) -> Vec<Stmt> {
-        self.scaled_scores(Some(scale), key0, keys, &|_, row, col, value| Stmt::SharedStore {
-            shared: SS,
-            index: row * Index::c(self.s_stride) + col,
-            value,
+        self.scaled_scores(Some(scale), key0, keys, &|_, row, col, value| {
+            Stmt::SharedStore {
+                shared: SS,
+                index: row * Index::c(self.s_stride) + col,
+                value,
+            }
         })
     }
 

@@ -269,7 +269,11 @@ impl Emit {
                     value: cast(p.clone(), self.t),
                 });
             }
-            body.push(set(g.sum, slot.clone(), op(BinOp::Add, reg(g.sum, slot), p)));
+            body.push(set(
+                g.sum,
+                slot.clone(),
+                op(BinOp::Add, reg(g.sum, slot), p),
+            ));
             body
         }));
         out.extend(self.rescale_in_registers());
