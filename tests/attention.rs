@@ -129,6 +129,33 @@ fn flash_moves_its_reference_when_the_maximum_grows_far() {
     }
 }
 
+/// A decode shape (one query row fixed in the file) gets one wave of
+/// rows, and three K/V buffers where copies are asynchronous; a prefill
+/// shape (rows a size) keeps 128 rows. The default runs correctly through
+/// the sm_90 and gfx942 lane layouts.
+#[test]
+fn a_decode_shape_gets_one_wave_of_rows() {
+    let dec = std::fs::read_to_string(root().join("tests/attention/decode_one_row.toml")).unwrap();
+    let dec128 =
+        std::fs::read_to_string(root().join("bench/gpu/variants/attention_decode_s1.toml"))
+            .unwrap();
+    let pre = std::fs::read_to_string(example("attention")).unwrap();
+    for (src, t, want) in [
+        (&dec, "sm_90", "flash(j, rows=32, keys=32, stages=3)"),
+        (&dec128, "sm_90", "flash(j, rows=32, keys=32, stages=3)"),
+        (&dec128, "gfx942", "flash(j, rows=64, keys=16, stages=2)"),
+        (&pre, "sm_90", "flash(j, rows=128, keys=32, stages=2)"),
+    ] {
+        let art = rocmc::compile("k", src, &Options::new(t), Default::default())
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+        let d = art.kernel.stages[0].default.as_ref().expect("a default");
+        assert_eq!(d.steps, vec![want.to_string()], "{t}");
+    }
+    for processor in ["sm_90", "gfx942"] {
+        run_flash("decode_one_row", &dec, processor, 1, 70);
+    }
+}
+
 #[test]
 fn flash_bf16_three_stages_on_sm_90() {
     let src = std::fs::read_to_string(example("attention_causal")).unwrap();

@@ -225,7 +225,8 @@ def run(name, s):
         # (FlashAttention-2) as "pytorch", cuDNN's attention as "cudnn".
         # TFLOP/s as FlashAttention counts: 4·B·H·S·T·D, halved if causal.
         from torch.nn.attention import sdpa_kernel, SDPBackend
-        b, h, sq = s["B"], s["H"], s["S"]
+        # A decode file may fix one query row in its shape (no `S` size).
+        b, h, sq = s["B"], s["H"], s.get("S", 1)
         t = s.get("T", sq)
         d = 64 if name == "attention_causal" else 128
         dt = torch.bfloat16 if name == "attention_causal" else torch.float16

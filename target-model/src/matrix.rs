@@ -442,6 +442,13 @@ impl MatrixUnit {
 
     /// Whether the wave can load 8x8 matrices of 16-bit elements from
     /// shared memory in one instruction (`ldmatrix`, sm_75 and later).
+    /// Asynchronous global-to-LDS copies (`cp.async`, sm_80 and later).
+    pub fn has_async_copy(&self) -> bool {
+        self.gpu
+            .nvidia()
+            .is_some_and(|t| t.compute_capability() >= (8, 0))
+    }
+
     pub fn has_ldmatrix(&self) -> bool {
         self.gpu
             .nvidia()

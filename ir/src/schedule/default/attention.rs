@@ -1,7 +1,9 @@
 //! Attention stages: `flash` where the target's matrix instructions
 //! multiply the query, key and value type (f16 or bf16 tensors read
-//! directly) into f32, with the largest tiles whose LDS fits the target;
-//! else `rowwise`, a thread per query row.
+//! directly) into f32, with the largest tiles whose LDS fits the target
+//! (a decode shape, whose query rows are a constant of at most one wave,
+//! gets one wave of rows and a third K/V buffer); else `rowwise`, a
+//! thread per query row.
 
 use super::{Knobs, RuleCx};
 use crate::kernel::{ExprKind, Kernel, Stage};
@@ -49,10 +51,23 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             let limit = i64::from(cx.shared_bytes());
             // Two waves of rows at least where LDS allows; keys per tile
             // so that the score and output accumulators stay in registers.
-            let keys_default = if d > 64 { 32 } else { 64 };
+            // Decoding (a constant handful of query rows, as `S = 1`): one
+            // wave of rows wastes the fewest; where copies are
+            // asynchronous, a third buffer keeps more of the cache in
+            // flight, with so little matrix work per key tile (H100,
+            // bench/gpu/runs/h100-attention-7: 1.10× SDPA's flash backend,
+            // 0.94× with the prefill tiles).
+            let queries = st.axes[st.axes.len() - 2].extent.as_const();
+            let decode = queries.is_some_and(|c| c <= w);
+            let keys_default = if d > 64 || decode { 32 } else { 64 };
+            let (row_choices, stage_choices): (&[i64], &[i64]) = match decode {
+                true if u.has_async_copy() => (&[w], &[3, 2, 1]),
+                true => (&[w], &[2, 1]),
+                false => (&[4 * w, 2 * w, w], &[2, 1]),
+            };
             let mut best = None;
-            'search: for rows in [4 * w, 2 * w, w] {
-                for stages in [2, 1] {
+            'search: for &rows in row_choices {
+                for &stages in stage_choices {
                     for keys in [keys_default, 32, 16] {
                         if flash_lds(rows, keys, stages, e, d) <= limit {
                             best = Some((rows, keys, stages));
