@@ -139,10 +139,12 @@ fn base2(scale: Expr) -> Expr {
     op(BinOp::Mul, scale, float(std::f64::consts::LOG2_E))
 }
 
-/// The value of `x` where it is a finite constant above 0 (a literal, the
-/// default `rsqrt(head dimension)`, products and quotients of those):
-/// then `max(c · s) = c · max(s)` and each weight `exp2(c · s − m)` is one
-/// fused multiply-add, with no separate scaling of every score.
+/// The value of `x` where it is a constant whose f32 is normal and
+/// positive, far from overflow even times log2 e (a literal, the default
+/// `rsqrt(head dimension)`, products and quotients of those): then
+/// `max(c · s) = c · max(s)` and each weight `exp2(c · s − m)` is one
+/// fused multiply-add, with no separate scaling of every score. (A scale
+/// of 0 would turn a masked −∞ into NaN.)
 fn positive_constant(x: &Expr) -> Option<f64> {
     let v = match &x.kind {
         ExprKind::Float(v) => *v,
@@ -154,10 +156,12 @@ fn positive_constant(x: &Expr) -> Option<f64> {
         ExprKind::Binary(BinOp::Div, a, b) => positive_constant(a)? / positive_constant(b)?,
         _ => return None,
     };
-    (v.is_finite() && v > 0.0).then_some(v)
+    let f = v as f32;
+    (f32::MIN_POSITIVE..f32::MAX / 4.0).contains(&f).then_some(v)
 }
 
-/// [`positive_constant`]'s operands: any sign, as long as the whole is positive.
+/// A constant operand of [`positive_constant`]'s casts and square roots,
+/// of any sign: the whole is checked.
 fn constant(x: &Expr) -> Option<f64> {
     match &x.kind {
         ExprKind::Float(v) => Some(*v),

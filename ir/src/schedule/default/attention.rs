@@ -55,8 +55,8 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             // wave of rows wastes the fewest; where copies are
             // asynchronous, a third buffer keeps more of the cache in
             // flight, with so little matrix work per key tile (H100,
-            // bench/gpu/runs/h100-attention-7: 1.10× SDPA's flash backend,
-            // 0.94× with the prefill tiles).
+            // bench/gpu/runs/h100-attention-10: 1.09× SDPA's flash
+            // backend, 0.89× with the prefill tiles).
             let queries = st.axes[st.axes.len() - 2].extent.as_const();
             let decode = queries.is_some_and(|c| c <= w);
             let keys_default = if d > 64 || decode { 32 } else { 64 };
