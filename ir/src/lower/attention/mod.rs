@@ -157,7 +157,9 @@ fn positive_constant(x: &Expr) -> Option<f64> {
         _ => return None,
     };
     let f = v as f32;
-    (f32::MIN_POSITIVE..f32::MAX / 4.0).contains(&f).then_some(v)
+    (f32::MIN_POSITIVE..f32::MAX / 4.0)
+        .contains(&f)
+        .then_some(v)
 }
 
 /// A constant operand of [`positive_constant`]'s casts and square roots,
