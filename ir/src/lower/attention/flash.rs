@@ -763,7 +763,9 @@ pub(super) fn build(
         l.g.locals.len() as u32 - 1
     };
     let af = frag(l, "a", fm_n * pa);
-    let bf = frag(l, "b", if unit.has_ldmatrix() { 2 * pb } else { pb });
+    // B fragments two at a time where one ldmatrix.x4 loads both.
+    let pair_b = unit.has_ldmatrix();
+    let bf = frag(l, "b", if pair_b { 2 * pb } else { pb });
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
     let lanes = row_lanes.map(|rl| {
@@ -809,7 +811,7 @@ pub(super) fn build(
         alpha,
         lanes,
         p_in_place,
-        pair_b: unit.has_ldmatrix(),
+        pair_b,
         qk_stride,
         v_stride,
         s_stride,
