@@ -163,6 +163,37 @@ fn flash_bf16_three_stages_on_sm_90() {
     run_flash("attention_causal", &src, "sm_90", 45, 45);
 }
 
+/// On NVIDIA, K and V tiles whose rows are whole 128-byte lines are
+/// unpadded with their 16-byte chunks permuted by the row; every fragment
+/// still loads through `ldmatrix` (none falls back to 16-bit LDS reads),
+/// and the kernel means what the interpreter says at odd sizes. AMD keeps
+/// the padded rows.
+#[test]
+fn flash_swizzles_whole_line_tiles_on_nvidia() {
+    for ex in ["attention_causal", "attention"] {
+        let src = std::fs::read_to_string(example(ex)).unwrap();
+        let emit = rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        let art = rocmc::compile(ex, &src, &Options::new("sm_90"), emit).unwrap();
+        assert!(art.loops.contains("xor("), "{ex}: no swizzled tile");
+        let ptx = art.asm.unwrap_or_default();
+        assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"), "{ex}");
+        assert!(
+            !ptx.contains("ld.shared.b16") && !ptx.contains("ld.shared.u16"),
+            "{ex}: a fragment read element by element"
+        );
+        let amd = rocmc::compile(ex, &src, &Options::new("gfx942"), Default::default()).unwrap();
+        assert!(!amd.loops.contains("xor("), "{ex}: gfx942 swizzled");
+    }
+    // Head dimension 128 (16 chunks a row), two stages, ragged tiles.
+    let d128 = std::fs::read_to_string(root().join("bench/gpu/variants/attention_causal128.toml"))
+        .unwrap();
+    let src = with_flash(&d128, "flash(j, rows=32, keys=16, stages=2)");
+    run_flash("attention_causal128", &src, "sm_90", 21, 21);
+}
+
 #[test]
 fn flash_is_refused_where_it_cannot_run() {
     let plain = std::fs::read_to_string(root().join("tests/attention/plain_d32.toml")).unwrap();

@@ -46,6 +46,7 @@ fn c_expr(e: &Extent) -> String {
         Extent::Mod(a, b) => bin("rocmc_mod", a, b),
         Extent::Min(a, b) => bin("rocmc_min", a, b),
         Extent::Max(a, b) => bin("rocmc_max", a, b),
+        Extent::Xor(a, b) => format!("({} ^ {})", c_expr(a), c_expr(b)),
     }
 }
 
@@ -60,7 +61,8 @@ fn uses_size(e: &Extent, name: &str) -> bool {
         | Extent::CeilDiv(a, b)
         | Extent::Mod(a, b)
         | Extent::Min(a, b)
-        | Extent::Max(a, b) => uses_size(a, name) || uses_size(b, name),
+        | Extent::Max(a, b)
+        | Extent::Xor(a, b) => uses_size(a, name) || uses_size(b, name),
     }
 }
 

@@ -738,6 +738,7 @@ fn extent(e: &Index, names: &[String]) -> Extent {
                 IOp::Mod => Extent::Mod(a, b),
                 IOp::Min => Extent::Min(a, b),
                 IOp::Max => Extent::Max(a, b),
+                IOp::Xor => Extent::Xor(a, b),
             }
         }
     }
@@ -847,7 +848,8 @@ fn extent_text(e: &Extent) -> String {
         | Extent::Size(_)
         | Extent::CeilDiv(..)
         | Extent::Min(..)
-        | Extent::Max(..) => extent_text(x),
+        | Extent::Max(..)
+        | Extent::Xor(..) => extent_text(x),
         _ => format!("({})", extent_text(x)),
     };
     match e {
@@ -861,6 +863,7 @@ fn extent_text(e: &Extent) -> String {
         Extent::Mod(a, b) => format!("{} % {}", sub(a), sub(b)),
         Extent::Min(a, b) => format!("min({}, {})", extent_text(a), extent_text(b)),
         Extent::Max(a, b) => format!("max({}, {})", extent_text(a), extent_text(b)),
+        Extent::Xor(a, b) => format!("xor({}, {})", extent_text(a), extent_text(b)),
     }
 }
 

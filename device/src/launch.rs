@@ -105,6 +105,8 @@ pub enum Extent {
     Mod(Box<Extent>, Box<Extent>),
     Min(Box<Extent>, Box<Extent>),
     Max(Box<Extent>, Box<Extent>),
+    /// Bitwise exclusive or (index expressions have it; launch shapes so far do not).
+    Xor(Box<Extent>, Box<Extent>),
 }
 
 impl Extent {
@@ -124,6 +126,7 @@ impl Extent {
             Mod(a, b) => bin(a, b).and_then(|(x, y)| (y != 0).then(|| x.rem_euclid(y))),
             Min(a, b) => bin(a, b).map(|(x, y)| x.min(y)),
             Max(a, b) => bin(a, b).map(|(x, y)| x.max(y)),
+            Xor(a, b) => bin(a, b).map(|(x, y)| x ^ y),
         }
     }
 }

@@ -40,6 +40,10 @@ pub enum IOp {
     Mod,
     Min,
     Max,
+    /// Bitwise exclusive or of the two's-complement values. Never written
+    /// by users: lowering builds it for swizzled LDS layouts, where each
+    /// row's 16-byte chunks are permuted by the row (`chunk ^ row % 8`).
+    Xor,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -183,6 +187,11 @@ impl Index {
                 );
                 match op {
                     IOp::Add | IOp::Sub | IOp::Min | IOp::Max | IOp::Mod => gcd(x, y),
+                    // The low bits both sides have clear stay clear.
+                    IOp::Xor => match gcd(x, y) {
+                        0 => 0,
+                        g => g & g.wrapping_neg(),
+                    },
                     IOp::Mul => x.checked_mul(y).unwrap_or_else(|| x.max(y)),
                     // Exact only when the divisor is a constant dividing x.
                     IOp::Div | IOp::CeilDiv => match b.as_const() {
@@ -229,6 +238,7 @@ impl Index {
                     IOp::Mod => x.min(y.saturating_sub(1)),
                     IOp::Min => x.min(y),
                     IOp::Max => x.max(y),
+                    IOp::Xor => ones_up_to(x.max(y)),
                 }
             }
         }
@@ -284,6 +294,15 @@ impl Index {
                     IOp::Mod => (0, sat(bl.abs().max(bh.abs()) - 1).max(0)),
                     IOp::Min => (al.min(bl), ah.min(bh)),
                     IOp::Max => (al.max(bl), ah.max(bh)),
+                    // Non-negative sides keep the bits below the larger's top bit.
+                    IOp::Xor if al >= 0 && bl >= 0 => {
+                        (0, sat(ones_up_to(ah.max(bh) as u128) as i128))
+                    }
+                    IOp::Xor => {
+                        let top =
+                            ones_up_to(al.abs().max(ah.abs()).max(bl.abs()).max(bh.abs()) as u128);
+                        (sat(-(top as i128) - 1), sat(top as i128))
+                    }
                 }
             }
         }
@@ -333,6 +352,16 @@ pub fn fold(op: IOp, x: i64, y: i64) -> Option<i64> {
         IOp::Mod => (y != 0).then(|| x.rem_euclid(y)),
         IOp::Min => Some(x.min(y)),
         IOp::Max => Some(x.max(y)),
+        IOp::Xor => Some(x ^ y),
+    }
+}
+
+/// The smallest `2^k - 1` at or above `x`: every bit pattern below `x`'s
+/// top bit, the bound of an exclusive or of values up to `x`.
+fn ones_up_to(x: u128) -> u128 {
+    match x {
+        0 => 0,
+        _ => u128::MAX >> x.leading_zeros(),
     }
 }
 
@@ -368,6 +397,12 @@ impl<'a> fmt::Display for IndexDisplay<'a> {
                     IOp::Max => write!(
                         f,
                         "max({}, {})",
+                        IndexDisplay { top: true, ..a },
+                        IndexDisplay { top: true, ..b }
+                    ),
+                    IOp::Xor => write!(
+                        f,
+                        "xor({}, {})",
                         IndexDisplay { top: true, ..a },
                         IndexDisplay { top: true, ..b }
                     ),
@@ -449,6 +484,7 @@ mod tests {
                 Just(IOp::Mod),
                 Just(IOp::Min),
                 Just(IOp::Max),
+                Just(IOp::Xor),
             ];
             (op, inner.clone(), inner).prop_map(|(op, a, b)| Index::bin(op, a, b))
         })
@@ -517,5 +553,38 @@ mod tests {
             let x = e.eval(&[], &[v]).unwrap() as i128;
             assert!(lo <= x && x <= hi, "{x} outside [{lo}, {hi}]");
         }
+    }
+
+    proptest::proptest! {
+        /// The interval holds every value the expression takes with sizes
+        /// and variables inside their bounds, and `max_value` bounds the
+        /// non-negative ones.
+        #[test]
+        fn ranges_hold_every_value(
+            e in arb_index(),
+            sizes in proptest::collection::vec(0i64..40, 2),
+            vars in proptest::collection::vec(0i64..40, 2),
+        ) {
+            if let Some(x) = e.eval(&sizes, &vars) {
+                let (lo, hi) = e.range(&[39, 39], &[39, 39]);
+                proptest::prop_assert!(lo <= x as i128 && x as i128 <= hi, "{:?} = {} outside [{}, {}]", e, x, lo, hi);
+            }
+        }
+    }
+
+    #[test]
+    fn exclusive_or_of_chunks_and_rows() {
+        let (c, r) = (Index::Var(VarId(0)), Index::Var(VarId(1)));
+        let swz = Index::bin(IOp::Xor, c.clone(), r.clone() % Index::c(8)) * Index::c(8);
+        // Chunks 0..15 of a 256-byte row stay in 0..15 and 16-byte aligned.
+        assert_eq!(swz.range(&[], &[15, 100]), (0, 120));
+        assert_eq!(swz.max_value(&[], &[15, 100]), 120);
+        assert_eq!(swz.known_divisor(), 8);
+        assert_eq!(Index::bin(IOp::Xor, Index::c(6), Index::c(3)), Index::c(5));
+        assert_eq!(swz.eval(&[], &[9, 11]), Some((9 ^ 3) * 8));
+        // Negative sides: the two's-complement value.
+        assert_eq!(fold(IOp::Xor, -1, 5), Some(-6));
+        let vars = vec!["c".to_string(), "r".to_string()];
+        assert_eq!(swz.display(&[], &vars).to_string(), "xor(c, r % 8) * 8");
     }
 }

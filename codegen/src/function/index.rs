@@ -77,8 +77,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let (ra, rb) = (self.range(a), self.range(b));
                 match op {
                     IOp::Add | IOp::Sub | IOp::Mul => false,
-                    // These read their operands' bits as numbers: one reading must fit both.
-                    IOp::Min | IOp::Max => {
+                    // These read their operands' bits as numbers (an exclusive
+                    // or of 32 bits is exact where both sign- or zero-extend
+                    // alike): one reading must fit both.
+                    IOp::Min | IOp::Max | IOp::Xor => {
                         !(unsigned32(ra) && unsigned32(rb) || signed32(ra) && signed32(rb))
                     }
                     IOp::Div | IOp::CeilDiv | IOp::Mod => {
@@ -237,6 +239,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .call(name, &[it.into()], &[x.into(), y.into()])?
                     .into_int_value());
             }
+            IOp::Xor => b.build_xor(x, y, ""),
             IOp::Div if unsigned => b.build_int_unsigned_div(x, y, ""),
             IOp::Mod if unsigned => b.build_int_unsigned_rem(x, y, ""),
             IOp::CeilDiv if unsigned => {

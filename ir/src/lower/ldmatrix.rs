@@ -188,6 +188,32 @@ fn prove(reads: &[Index], count: usize, trans: bool, lane: VarId) -> Option<Inde
     if !rows_aligned || uniform.values().any(|k| k % 8 != 0) {
         return None;
     }
+    let supplies = |row: &Index| {
+        (0..WARP as usize).all(|l| {
+            let (terms, k) = at(row, l as i64);
+            terms == uniform && k == start((l / 8) % count, l % 8)
+        })
+    };
+    // Rows a constant apart (padded layouts) take one read's address plus
+    // constant steps; swizzled rows (`chunk ^ row % 8`) are a lane-chosen
+    // combination of each matrix's own read.
+    [
+        shifted(reads, count, trans, lane, &start),
+        chosen(reads, count, trans, lane, &uniform),
+    ]
+    .into_iter()
+    .find(|row| supplies(row))
+}
+
+/// The row address as `reads[0]`'s, moved by the constant distance
+/// between matrices and (transposed) between a lane's two rows.
+fn shifted(
+    reads: &[Index],
+    count: usize,
+    trans: bool,
+    lane: VarId,
+    start: &dyn Fn(usize, usize) -> i64,
+) -> Index {
     let ln = Index::Var(lane);
     let r = ln.clone() % Index::c(8);
     let first = HashMap::from([(
@@ -209,14 +235,80 @@ fn prove(reads: &[Index], count: usize, trans: bool, lane: VarId) -> Option<Inde
     if count == 4 {
         row = row + matrix(2) * Index::c(start(2, 0) - start(0, 0));
     }
-    // The address built must be the row each lane supplies.
-    for l in 0..WARP as usize {
-        let (terms, k) = at(&row, l as i64);
-        if terms != uniform || k != start((l / 8) % count, l % 8) {
-            return None;
+    row
+}
+
+/// The row address as the read that names it: lane `l` supplies row `l % 8`
+/// of matrix `l / 8 % count`, which is element `2 j` of lane `4 (l % 8)`
+/// (transposed: element `2 j + l % 2` of lane `l % 8 / 2`). The choice is
+/// made with the lane's bits as 0/1 factors, so it stays an index. The part
+/// no lane changes (`uniform`, the stage's base) is added once outside the
+/// choice: what remains is non-negative and depends on the lane alone, so
+/// code generation computes it before the loop and adds the base per load.
+fn chosen(
+    reads: &[Index],
+    count: usize,
+    trans: bool,
+    lane: VarId,
+    uniform: &HashMap<Index, i64>,
+) -> Index {
+    let ln = Index::Var(lane);
+    let r = ln.clone() % Index::c(8);
+    let bit = |div: i64| (ln.clone() / Index::c(div)) % Index::c(2);
+    let is = |on: bool, b: Index| if on { b } else { Index::c(1) - b };
+    let from = HashMap::from([(
+        lane,
+        if trans {
+            r.clone() / Index::c(2)
+        } else {
+            r.clone() * Index::c(4)
+        },
+    )]);
+    let base = combine(&[], uniform);
+    let mut row = base.clone();
+    let halves = if trans { 2 } else { 1 };
+    for j in 0..count {
+        for h in 0..halves {
+            let mut pick = Index::c(1);
+            if count >= 2 {
+                pick = pick * is(j % 2 == 1, bit(8));
+            }
+            if count == 4 {
+                pick = pick * is(j / 2 == 1, bit(16));
+            }
+            if trans {
+                pick = pick * is(h == 1, bit(1));
+            }
+            let own = reads[2 * j + h].subst(&from);
+            row = row + pick * combine(&[(1, &own), (-1, &base)], &HashMap::new());
         }
     }
-    Some(row)
+    row
+}
+
+/// `Σ k · x + Σ k · term` rebuilt from the affine forms, so that parts
+/// every `x` shares (the stage's base) cancel; terms in a fixed order for
+/// stable output.
+fn combine(parts: &[(i64, &Index)], more: &HashMap<Index, i64>) -> Index {
+    let mut terms: HashMap<Index, i64> = more.clone();
+    let mut c = 0i64;
+    for (k, x) in parts {
+        let (t, kx) = x.affine();
+        c = c.wrapping_add(k.wrapping_mul(kx));
+        for (term, coef) in t {
+            let e = terms.entry(term).or_insert(0);
+            *e = e.wrapping_add(k.wrapping_mul(coef));
+        }
+    }
+    let mut terms: Vec<(String, Index, i64)> = terms
+        .into_iter()
+        .filter(|(_, k)| *k != 0)
+        .map(|(t, k)| (format!("{t:?}"), t, k))
+        .collect();
+    terms.sort_by(|a, b| a.0.cmp(&b.0));
+    terms
+        .into_iter()
+        .fold(Index::c(c), |acc, (_, t, k)| acc + t * Index::c(k))
 }
 
 #[cfg(test)]
@@ -311,8 +403,78 @@ mod tests {
             *r = r.clone() + Index::c(8);
         }
         assert!(prove(&off, 4, true, VarId(0)).is_some());
-        // Two of its elements swapped: no load delivers that.
+        // Its two rows swapped: lanes supply the rows in that order.
         off.swap(4, 5);
+        assert!(prove(&off, 4, true, VarId(0)).is_some());
+        // An element whose column is not the lane's (2 g instead of g): no load delivers that.
+        off[5] = off[5].clone() + g.clone();
         assert!(prove(&off, 4, true, VarId(0)).is_none());
+    }
+
+    /// `row * 128 + (chunk ^ row % 8) * 8 + column % 8`: unpadded 256-byte
+    /// rows whose 16-byte chunks are permuted by the row.
+    fn swizzled(row: Index, col: Index, base: Index) -> Index {
+        let chunk = Index::bin(
+            IOp::Xor,
+            col.clone() / Index::c(8),
+            row.clone() % Index::c(8),
+        );
+        base + row * Index::c(128) + chunk * Index::c(8) + col % Index::c(8)
+    }
+
+    #[test]
+    fn swizzled_key_fragments_are_one_x4_load() {
+        // K[key][d]: two B fragments (keys 16..23 and 24..31) at k step 3,
+        // the stage's base a variable (cancels out of the lanes' choice).
+        let l = v(0);
+        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
+        let t = l % Index::c(4);
+        let base = v(1) * Index::c(4096);
+        let reads: Vec<Index> = (0..8)
+            .map(|e| {
+                let key = g.clone() + Index::c(16 + 8 * (e / 4));
+                let d = Index::c(48) + t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2 % 2));
+                swizzled(key, d, base.clone())
+            })
+            .collect();
+        let row = prove(&reads, 4, false, VarId(0)).expect("provable");
+        for l in 0..32i64 {
+            let (j, r) = (l / 8, l % 8);
+            let key = 16 + 8 * (j / 2) + r;
+            let chunk = (6 + j % 2) ^ (key % 8);
+            assert_eq!(
+                row.eval(&[], &[l, 2]),
+                Some(2 * 4096 + key * 128 + chunk * 8),
+                "lane {l}"
+            );
+        }
+        // The same reads with two elements swapped: no load delivers them.
+        let mut bad = reads.clone();
+        bad.swap(2, 3);
+        assert!(prove(&bad, 4, false, VarId(0)).is_none());
+    }
+
+    #[test]
+    fn swizzled_value_fragments_are_one_transposed_x4_load() {
+        // V[key][d]: the B fragments of columns 40..47 and 48..55 at k step 1.
+        let l = v(0);
+        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
+        let t = l % Index::c(4);
+        let reads: Vec<Index> = (0..8)
+            .map(|e| {
+                let key =
+                    Index::c(16) + t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2 % 2));
+                let d = g.clone() + Index::c(40 + 8 * (e / 4));
+                swizzled(key, d, Index::c(0))
+            })
+            .collect();
+        assert!(prove(&reads, 4, false, VarId(0)).is_none());
+        let row = prove(&reads, 4, true, VarId(0)).expect("provable");
+        for l in 0..32i64 {
+            let (j, r) = (l / 8, l % 8);
+            let key = 16 + r + 8 * (j % 2);
+            let chunk = (5 + j / 2) ^ (key % 8);
+            assert_eq!(row.eval(&[], &[l]), Some(key * 128 + chunk * 8), "lane {l}");
+        }
     }
 }

@@ -83,6 +83,7 @@ fn non_affine_reason(e: &Index) -> &'static str {
              over which the clamped subscript does not vary"
         }
         Index::Bin(IOp::Mul, ..) => "a product of two loop-dependent terms is not affine",
+        Index::Bin(IOp::Xor, ..) => "an exclusive or of a loop variable is not affine",
         Index::Bin(IOp::Sub, ..) => {
             "a loop variable subtracted walks the tensor backwards, which a tile cannot follow"
         }

@@ -65,6 +65,53 @@ const ROW_LANES: u32 = 4;
 /// vector fills) and spreads rows over banks.
 const PAD: i64 = 8;
 
+/// How a 16-bit tile lies in LDS: rows `stride` elements apart, and
+/// whether each row's 16-byte chunks are permuted by the row.
+#[derive(Clone, Copy)]
+struct Layout {
+    stride: i64,
+    swizzled: bool,
+}
+
+impl Layout {
+    /// Rows of `width` elements. Where the asynchronous copies and
+    /// `ldmatrix` both run (NVIDIA, sm_80+) and a row is whole 128-byte
+    /// lines, the rows are unpadded and chunk `c` of row `r` sits at
+    /// `c ^ r % 8`: every 128-byte line a copy fetches lands on one
+    /// aligned LDS line, and the 8 rows `ldmatrix` reads at one column
+    /// still fall in 8 bank groups. A padded row (what AMD keeps) starts
+    /// 16 bytes further round the banks instead, but splits each fetched
+    /// line over two LDS lines: the H100 profile of the padded kernel
+    /// (bench/gpu/runs/h100-attention-profile-2) put its only bank
+    /// conflicts, 2.6 wavefronts per ideal one, in those copies.
+    fn of(width: i64, swizzle: bool) -> Layout {
+        if swizzle && width % 64 == 0 {
+            Layout {
+                stride: width,
+                swizzled: true,
+            }
+        } else {
+            Layout {
+                stride: width + PAD,
+                swizzled: false,
+            }
+        }
+    }
+
+    /// The element at tile row `row`, column `col`, from `base`.
+    fn at(&self, base: Index, row: Index, col: Index) -> Index {
+        if !self.swizzled {
+            return base + row * Index::c(self.stride) + col;
+        }
+        let chunk = Index::bin(
+            IOp::Xor,
+            col.clone() / Index::c(8),
+            row.clone() % Index::c(8),
+        );
+        base + row * Index::c(self.stride) + chunk * Index::c(8) + col % Index::c(8)
+    }
+}
+
 /// A tensor operand read straight from memory: the tensor, its
 /// subscripts, and which one is the row axis (query or key).
 struct Operand {
@@ -141,7 +188,7 @@ fn nondecreasing(ix: &Index, v: VarId) -> bool {
             IOp::Mul | IOp::Div | IOp::CeilDiv => {
                 nondecreasing(a, v) && b.as_const().is_some_and(|c| c > 0)
             }
-            IOp::Mod => !ix.uses_var(v),
+            IOp::Mod | IOp::Xor => !ix.uses_var(v),
         },
     }
 }
@@ -192,9 +239,10 @@ struct Emit {
     p_in_place: Option<Vec<i64>>,
     /// B fragments loaded two at a time (where `ldmatrix` takes both at once).
     pair_b: bool,
-    /// Row strides of the LDS tiles.
-    qk_stride: i64,
-    v_stride: i64,
+    /// The LDS tiles' layouts and the weights' and scores' row strides.
+    q_tile: Layout,
+    k_tile: Layout,
+    v_tile: Layout,
     s_stride: i64,
     p_stride: i64,
 }
@@ -321,17 +369,17 @@ impl Emit {
                 value: float(0.0),
             })
             .collect();
-        let kbase = buf * Index::c(self.bn * self.qk_stride);
+        let kbase = buf * Index::c(self.bn * self.k_tile.stride);
         out.extend(self.product(
             self.ep / k,
             fn_n,
             self.sacc,
             &|_, _, _, row, col| {
-                let at = row * Index::c(self.qk_stride) + col.clone();
+                let at = self.q_tile.at(Index::c(0), row, col.clone());
                 self.frag_read(QS, at, col, self.e, self.ep)
             },
             &|col, key| {
-                let at = kbase.clone() + key * Index::c(self.qk_stride) + col.clone();
+                let at = self.k_tile.at(kbase.clone(), key, col.clone());
                 self.frag_read(KS, at, col, self.e, self.ep)
             },
         ));
@@ -498,7 +546,7 @@ impl Emit {
     /// read from the score registers or from LDS.
     fn values(&self, buf: Index) -> Vec<Stmt> {
         let i = self.instr;
-        let vbase = buf * Index::c(self.bn * self.v_stride);
+        let vbase = buf * Index::c(self.bn * self.v_tile.stride);
         let (pa, per_fm) = (
             i64::from(i.a_per_lane()),
             self.bn / i64::from(i.n) * i64::from(i.acc_per_lane()),
@@ -517,18 +565,12 @@ impl Emit {
                 ),
                 None => self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
             },
-            &|key, col| {
-                self.lds(
-                    VS,
-                    vbase.clone() + key * Index::c(self.v_stride) + col,
-                    self.t,
-                )
-            },
+            &|key, col| self.lds(VS, self.v_tile.at(vbase.clone(), key, col), self.t),
         )
     }
 
     /// The work-group's copy of `rows` rows of `width` columns into LDS
-    /// array `array` at `base`, row stride `stride`: `load(r, c)` is the
+    /// array `array` at `base`, laid out as `tile`: `load(r, c)` is the
     /// element at tile row r, column c (a load whose last index is c).
     #[allow(clippy::too_many_arguments)]
     fn copy(
@@ -536,7 +578,7 @@ impl Emit {
         v: VarId,
         array: u32,
         base: Index,
-        stride: i64,
+        tile: Layout,
         rows: i64,
         width: i64,
         load: &dyn Fn(Index, Index) -> Expr,
@@ -551,7 +593,7 @@ impl Emit {
         let fill = Stmt::Fill {
             mem: Mem::Shared,
             array,
-            index: base + r.clone() * Index::c(stride) + c.clone(),
+            index: tile.at(base, r.clone(), c.clone()),
             value: load(r, c),
             width: vec as u32,
             asynchronous,
@@ -727,16 +769,20 @@ pub(super) fn build(
         len: len as u32,
         span,
     };
-    let (qk_stride, v_stride) = (ep + PAD, dp + PAD);
+    let q_tile = Layout::of(ep, false);
+    let (k_tile, v_tile) = (
+        Layout::of(ep, unit.has_ldmatrix()),
+        Layout::of(dp, unit.has_ldmatrix()),
+    );
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
     let row_lanes = lanes::row_lanes(instr, ROW_LANES);
     let p_in_place = row_lanes
         .as_ref()
         .and_then(|_| lanes::weights_in_place(instr, bn));
     l.g.shared = vec![
-        shared("q", ty, bm * qk_stride),
-        shared("k", ty, stages * bn * qk_stride),
-        shared("v", ty, stages * bn * v_stride),
+        shared("q", ty, bm * q_tile.stride),
+        shared("k", ty, stages * bn * k_tile.stride),
+        shared("v", ty, stages * bn * v_tile.stride),
     ];
     if p_in_place.is_none() {
         l.g.shared.push(shared("weights", ty, bm * p_stride));
@@ -812,8 +858,9 @@ pub(super) fn build(
         lanes,
         p_in_place,
         pair_b,
-        qk_stride,
-        v_stride,
+        q_tile,
+        k_tile,
+        v_tile,
         s_stride,
         p_stride,
     };
@@ -840,7 +887,7 @@ pub(super) fn build(
         q_v,
         QS,
         Index::c(0),
-        qk_stride,
+        q_tile,
         bm,
         ep,
         &|r, c| load(&q, row0.clone() + r, c),
@@ -852,8 +899,8 @@ pub(super) fn build(
             em.copy(
                 k_v,
                 KS,
-                buf.clone() * Index::c(bn * qk_stride),
-                qk_stride,
+                buf.clone() * Index::c(bn * k_tile.stride),
+                k_tile,
                 bn,
                 ep,
                 &|r, c| load(&kx, key0.clone() + r, c),
@@ -862,8 +909,8 @@ pub(super) fn build(
             em.copy(
                 v_v,
                 VS,
-                buf * Index::c(bn * v_stride),
-                v_stride,
+                buf * Index::c(bn * v_tile.stride),
+                v_tile,
                 bn,
                 dp,
                 &|r, c| load(&vx, key0.clone() + r, c),
