@@ -81,6 +81,8 @@ impl Index {
             (IOp::Mul | IOp::Div | IOp::CeilDiv, _, K(1)) => return a,
             (IOp::Mul, K(0), _) | (IOp::Mul, _, K(0)) => return K(0),
             (IOp::Mod, _, K(1)) => return K(0),
+            (IOp::Xor, _, K(0)) => return a,
+            (IOp::Xor, K(0), _) => return b,
             _ => {}
         }
         Index::Bin(op, Box::new(a), Box::new(b))

@@ -19,7 +19,7 @@
 
 use super::{Lowering, Stmt};
 use crate::diag::Diagnostic;
-use crate::index::{Index, VarId};
+use crate::index::{IOp, Index, VarId};
 use crate::kernel::ExprKind;
 use crate::loops::visit::walk;
 use std::collections::HashMap;
@@ -56,20 +56,34 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     });
     let Some(lane) = lane else { return Ok(()) };
     let body = std::mem::take(&mut l.g.body);
-    l.g.body = rewrite(body, &frags, lane);
+    l.g.body = rewrite(body, &frags, lane, &mut HashMap::new());
     Ok(())
 }
 
+/// Lane offsets of swizzled loads already built, by their values at lanes
+/// 0..32: loads whose offsets agree share one expression, which code
+/// generation then computes once.
+type Offsets = HashMap<Vec<i64>, Index>;
+
 /// `sm_75` and later.
-fn rewrite(body: Vec<Stmt>, frags: &HashMap<u32, u32>, lane: VarId) -> Vec<Stmt> {
+fn rewrite(
+    body: Vec<Stmt>,
+    frags: &HashMap<u32, u32>,
+    lane: VarId,
+    offsets: &mut Offsets,
+) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(body.len());
     let mut i = 0;
     while i < body.len() {
-        if let Some((n, s)) = group(&body[i..], frags, lane) {
+        if let Some((n, s)) = group(&body[i..], frags, lane, offsets) {
             out.push(s);
             i += n;
         } else {
-            out.push(body[i].clone().map_bodies(&mut |b| rewrite(b, frags, lane)));
+            out.push(
+                body[i]
+                    .clone()
+                    .map_bodies(&mut |b| rewrite(b, frags, lane, offsets)),
+            );
             i += 1;
         }
     }
@@ -80,21 +94,31 @@ fn rewrite(body: Vec<Stmt>, frags: &HashMap<u32, u32>, lane: VarId) -> Vec<Stmt>
 /// many statements it spans and the statement replacing them. Two
 /// fragments filled back to back (a B fragment of four elements per lane
 /// and the next) are tried first as one load of four matrices.
-fn group(stmts: &[Stmt], frags: &HashMap<u32, u32>, lane: VarId) -> Option<(usize, Stmt)> {
+fn group(
+    stmts: &[Stmt],
+    frags: &HashMap<u32, u32>,
+    lane: VarId,
+    offsets: &mut Offsets,
+) -> Option<(usize, Stmt)> {
     let Stmt::LocalStore { local, .. } = stmts.first()? else {
         return None;
     };
     let n = *frags.get(local)? as usize;
     if 2 * n <= 8 {
-        if let Some(g) = group_of(stmts, 2 * n, lane) {
+        if let Some(g) = group_of(stmts, 2 * n, lane, offsets) {
             return Some(g);
         }
     }
-    group_of(stmts, n, lane)
+    group_of(stmts, n, lane, offsets)
 }
 
 /// [`group`] for the first `n` statements.
-fn group_of(stmts: &[Stmt], n: usize, lane: VarId) -> Option<(usize, Stmt)> {
+fn group_of(
+    stmts: &[Stmt],
+    n: usize,
+    lane: VarId,
+    offsets: &mut Offsets,
+) -> Option<(usize, Stmt)> {
     let Stmt::LocalStore { local, index, .. } = stmts.first()? else {
         return None;
     };
@@ -129,7 +153,7 @@ fn group_of(stmts: &[Stmt], n: usize, lane: VarId) -> Option<(usize, Stmt)> {
     }
     let count = (n / 2) as u32;
     [false, true].into_iter().find_map(|trans| {
-        prove(&reads, count as usize, trans, lane).map(|row| {
+        prove(&reads, count as usize, trans, lane, offsets).map(|row| {
             (
                 n,
                 Stmt::MatrixLoad {
@@ -147,7 +171,13 @@ fn group_of(stmts: &[Stmt], n: usize, lane: VarId) -> Option<(usize, Stmt)> {
 /// The row address lane `lane` must supply so that `ldmatrix` (`count`
 /// matrices, transposed or not) delivers element `reads[e]` to each lane as
 /// its element `e`; `None` if no address does.
-fn prove(reads: &[Index], count: usize, trans: bool, lane: VarId) -> Option<Index> {
+fn prove(
+    reads: &[Index],
+    count: usize,
+    trans: bool,
+    lane: VarId,
+    offsets: &mut Offsets,
+) -> Option<Index> {
     let at = |ix: &Index, l: i64| ix.subst(&HashMap::from([(lane, Index::c(l))])).affine();
     let mut uniform = None;
     let mut c = vec![vec![0i64; reads.len()]; WARP as usize];
@@ -196,13 +226,61 @@ fn prove(reads: &[Index], count: usize, trans: bool, lane: VarId) -> Option<Inde
     };
     // Rows a constant apart (padded layouts) take one read's address plus
     // constant steps; swizzled rows (`chunk ^ row % 8`) are a lane-chosen
-    // combination of each matrix's own read.
-    [
-        shifted(reads, count, trans, lane, &start),
-        chosen(reads, count, trans, lane, &uniform),
-    ]
-    .into_iter()
-    .find(|row| supplies(row))
+    // combination of each matrix's own read, rewritten where it can be as a
+    // shared lane offset with the load's chunk bits flipped.
+    let row = shifted(reads, count, trans, lane, &start);
+    if supplies(&row) {
+        return Some(row);
+    }
+    let row = chosen(reads, count, trans, lane, &uniform);
+    if !supplies(&row) {
+        return None;
+    }
+    let table: Vec<i64> = (0..WARP as usize)
+        .map(|l| start((l / 8) % count, l % 8))
+        .collect();
+    Some(flipped(&row, &table, &uniform, lane, offsets).unwrap_or(row))
+}
+
+/// The bits of an element offset a swizzle of 16-bit rows permutes: the
+/// low three bits of the 8-element chunk.
+const CHUNK_BITS: i64 = 0b111_000;
+
+/// `row` (lane `l` supplies `base + table[l]`, `base` the part no lane
+/// changes) as `((base + b) ^ k) + a`, with `b` a lane offset shared with
+/// every other load whose offsets agree: `k` is the chunk bits of lane 0's
+/// row and `a` the rest. Exact where `base` is a multiple of 64 (an
+/// exclusive or below bit 6 does not reach it) and `b` is never negative;
+/// the loads of one swizzled tile then differ only in `k` and `a`, one
+/// exclusive or each, and the adds fold into the load's address.
+fn flipped(
+    row: &Index,
+    table: &[i64],
+    uniform: &HashMap<Index, i64>,
+    lane: VarId,
+    offsets: &mut Offsets,
+) -> Option<Index> {
+    let base = combine(&[], uniform);
+    if base.known_divisor() % 64 != 0 {
+        return None;
+    }
+    let k = table[0] & CHUNK_BITS;
+    let a = table[0] - k;
+    let b: Vec<i64> = table.iter().map(|t| (t - a) ^ k).collect();
+    if b.iter().any(|x| *x < 0) {
+        return None;
+    }
+    let own = Index::bin(
+        IOp::Xor,
+        combine(&[(1, row)], &uniform.iter().map(|(t, c)| (t.clone(), -c)).collect())
+            - Index::c(a),
+        Index::c(k),
+    );
+    let shared = offsets.entry(b.clone()).or_insert(own).clone();
+    let agrees = (0..WARP).all(|l| {
+        shared.subst(&HashMap::from([(lane, Index::c(l))])).as_const() == Some(b[l as usize])
+    });
+    agrees.then(|| Index::bin(IOp::Xor, base + shared, Index::c(k)) + Index::c(a))
 }
 
 /// The row address as `reads[0]`'s, moved by the constant distance
@@ -338,25 +416,25 @@ mod tests {
 
     #[test]
     fn a_fragments_from_padded_rows_are_one_x4_load() {
-        let row = prove(&a_reads(40, v(1) * Index::c(640)), 4, false, VarId(0)).unwrap();
+        let row = prove(&a_reads(40, v(1) * Index::c(640)), 4, false, VarId(0), &mut HashMap::new()).unwrap();
         // Lane 8j + r supplies row r (+8 for odd j) at column 8 (j / 2).
         for l in 0..32i64 {
             let want = (l % 8 + 8 * (l / 8 % 2)) * 40 + 8 * (l / 16) + 640 * 3;
             assert_eq!(row.eval(&[], &[l, 3]), Some(want), "lane {l}");
         }
-        assert!(prove(&a_reads(40, Index::c(0)), 4, true, VarId(0)).is_none());
+        assert!(prove(&a_reads(40, Index::c(0)), 4, true, VarId(0), &mut HashMap::new()).is_none());
     }
 
     #[test]
     fn rows_off_16_bytes_and_foreign_layouts_are_refused() {
         // Rows of 36 halves are 72 bytes: not every row starts on 16.
-        assert!(prove(&a_reads(36, Index::c(0)), 4, false, VarId(0)).is_none());
+        assert!(prove(&a_reads(36, Index::c(0)), 4, false, VarId(0), &mut HashMap::new()).is_none());
         // A uniform offset of 4 elements (8 bytes) as well.
-        assert!(prove(&a_reads(40, v(1) * Index::c(4)), 4, false, VarId(0)).is_none());
+        assert!(prove(&a_reads(40, v(1) * Index::c(4)), 4, false, VarId(0), &mut HashMap::new()).is_none());
         // Two elements swapped.
         let mut r = a_reads(40, Index::c(0));
         r.swap(0, 1);
-        assert!(prove(&r, 4, false, VarId(0)).is_none());
+        assert!(prove(&r, 4, false, VarId(0), &mut HashMap::new()).is_none());
     }
 
     #[test]
@@ -372,8 +450,8 @@ mod tests {
                     + Index::c(16)
             })
             .collect();
-        assert!(prove(&reads, 2, false, VarId(0)).is_none());
-        let row = prove(&reads, 2, true, VarId(0)).unwrap();
+        assert!(prove(&reads, 2, false, VarId(0), &mut HashMap::new()).is_none());
+        let row = prove(&reads, 2, true, VarId(0), &mut HashMap::new()).unwrap();
         for l in 0..16i64 {
             assert_eq!(row.eval(&[], &[l]), Some((l % 8 + 8 * (l / 8)) * 136 + 16));
         }
@@ -392,7 +470,7 @@ mod tests {
                 k * Index::c(136) + g.clone() + Index::c(8 * (e / 4)) + Index::c(32)
             })
             .collect();
-        let row = prove(&reads, 4, true, VarId(0)).unwrap();
+        let row = prove(&reads, 4, true, VarId(0), &mut HashMap::new()).unwrap();
         for l in 0..32i64 {
             let want = (l % 8 + 8 * (l / 8 % 2)) * 136 + 8 * (l / 16) + 32;
             assert_eq!(row.eval(&[], &[l]), Some(want), "lane {l}");
@@ -402,13 +480,13 @@ mod tests {
         for r in &mut off[4..] {
             *r = r.clone() + Index::c(8);
         }
-        assert!(prove(&off, 4, true, VarId(0)).is_some());
+        assert!(prove(&off, 4, true, VarId(0), &mut HashMap::new()).is_some());
         // Its two rows swapped: lanes supply the rows in that order.
         off.swap(4, 5);
-        assert!(prove(&off, 4, true, VarId(0)).is_some());
+        assert!(prove(&off, 4, true, VarId(0), &mut HashMap::new()).is_some());
         // An element whose column is not the lane's (2 g instead of g): no load delivers that.
         off[5] = off[5].clone() + g.clone();
-        assert!(prove(&off, 4, true, VarId(0)).is_none());
+        assert!(prove(&off, 4, true, VarId(0), &mut HashMap::new()).is_none());
     }
 
     /// `row * 128 + (chunk ^ row % 8) * 8 + column % 8`: unpadded 256-byte
@@ -422,36 +500,44 @@ mod tests {
         base + row * Index::c(128) + chunk * Index::c(8) + col % Index::c(8)
     }
 
-    #[test]
-    fn swizzled_key_fragments_are_one_x4_load() {
-        // K[key][d]: two B fragments (keys 16..23 and 24..31) at k step 3,
-        // the stage's base a variable (cancels out of the lanes' choice).
+    /// K[key][d] swizzled: the two B fragments of keys `key0..key0 + 16`
+    /// at k step `ks`, the stage's base a variable.
+    fn key_reads(ks: i64, key0: i64) -> Vec<Index> {
         let l = v(0);
         let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
         let t = l % Index::c(4);
         let base = v(1) * Index::c(4096);
-        let reads: Vec<Index> = (0..8)
+        (0..8)
             .map(|e| {
-                let key = g.clone() + Index::c(16 + 8 * (e / 4));
-                let d = Index::c(48) + t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2 % 2));
+                let key = g.clone() + Index::c(key0 + 8 * (e / 4));
+                let d = Index::c(16 * ks)
+                    + t.clone() * Index::c(2)
+                    + Index::c(e % 2 + 8 * (e / 2 % 2));
                 swizzled(key, d, base.clone())
             })
-            .collect();
-        let row = prove(&reads, 4, false, VarId(0)).expect("provable");
-        for l in 0..32i64 {
-            let (j, r) = (l / 8, l % 8);
-            let key = 16 + 8 * (j / 2) + r;
-            let chunk = (6 + j % 2) ^ (key % 8);
-            assert_eq!(
-                row.eval(&[], &[l, 2]),
-                Some(2 * 4096 + key * 128 + chunk * 8),
-                "lane {l}"
-            );
+            .collect()
+    }
+
+    #[test]
+    fn swizzled_key_fragments_are_one_x4_load() {
+        let mut offsets = HashMap::new();
+        for (ks, key0) in [(3, 16), (0, 0), (6, 16), (7, 0)] {
+            let reads = key_reads(ks, key0);
+            let row = prove(&reads, 4, false, VarId(0), &mut offsets).expect("provable");
+            for l in 0..32i64 {
+                let (j, r) = (l / 8, l % 8);
+                let key = key0 + 8 * (j / 2) + r;
+                let chunk = (2 * ks + j % 2) ^ (key % 8);
+                let want = 2 * 4096 + key * 128 + chunk * 8;
+                assert_eq!(row.eval(&[], &[l, 2]), Some(want), "ks {ks}, lane {l}");
+            }
+            // The same reads with two elements swapped: no load delivers them.
+            let mut bad = reads.clone();
+            bad.swap(2, 3);
+            assert!(prove(&bad, 4, false, VarId(0), &mut HashMap::new()).is_none());
         }
-        // The same reads with two elements swapped: no load delivers them.
-        let mut bad = reads.clone();
-        bad.swap(2, 3);
-        assert!(prove(&bad, 4, false, VarId(0)).is_none());
+        // Every load of the tile flips the chunk bits of one lane offset.
+        assert_eq!(offsets.len(), 1);
     }
 
     #[test]
@@ -468,8 +554,8 @@ mod tests {
                 swizzled(key, d, Index::c(0))
             })
             .collect();
-        assert!(prove(&reads, 4, false, VarId(0)).is_none());
-        let row = prove(&reads, 4, true, VarId(0)).expect("provable");
+        assert!(prove(&reads, 4, false, VarId(0), &mut HashMap::new()).is_none());
+        let row = prove(&reads, 4, true, VarId(0), &mut HashMap::new()).expect("provable");
         for l in 0..32i64 {
             let (j, r) = (l / 8, l % 8);
             let key = 16 + r + 8 * (j % 2);
