@@ -113,12 +113,7 @@ fn group(
 }
 
 /// [`group`] for the first `n` statements.
-fn group_of(
-    stmts: &[Stmt],
-    n: usize,
-    lane: VarId,
-    offsets: &mut Offsets,
-) -> Option<(usize, Stmt)> {
+fn group_of(stmts: &[Stmt], n: usize, lane: VarId, offsets: &mut Offsets) -> Option<(usize, Stmt)> {
     let Stmt::LocalStore { local, index, .. } = stmts.first()? else {
         return None;
     };
@@ -261,7 +256,7 @@ fn flipped(
     offsets: &mut Offsets,
 ) -> Option<Index> {
     let base = combine(&[], uniform);
-    if base.known_divisor() % 64 != 0 {
+    if !base.known_divisor().is_multiple_of(64) {
         return None;
     }
     let k = table[0] & CHUNK_BITS;
@@ -272,13 +267,18 @@ fn flipped(
     }
     let own = Index::bin(
         IOp::Xor,
-        combine(&[(1, row)], &uniform.iter().map(|(t, c)| (t.clone(), -c)).collect())
-            - Index::c(a),
+        combine(
+            &[(1, row)],
+            &uniform.iter().map(|(t, c)| (t.clone(), -c)).collect(),
+        ) - Index::c(a),
         Index::c(k),
     );
     let shared = offsets.entry(b.clone()).or_insert(own).clone();
     let agrees = (0..WARP).all(|l| {
-        shared.subst(&HashMap::from([(lane, Index::c(l))])).as_const() == Some(b[l as usize])
+        shared
+            .subst(&HashMap::from([(lane, Index::c(l))]))
+            .as_const()
+            == Some(b[l as usize])
     });
     agrees.then(|| Index::bin(IOp::Xor, base + shared, Index::c(k)) + Index::c(a))
 }
@@ -416,21 +416,49 @@ mod tests {
 
     #[test]
     fn a_fragments_from_padded_rows_are_one_x4_load() {
-        let row = prove(&a_reads(40, v(1) * Index::c(640)), 4, false, VarId(0), &mut HashMap::new()).unwrap();
+        let row = prove(
+            &a_reads(40, v(1) * Index::c(640)),
+            4,
+            false,
+            VarId(0),
+            &mut HashMap::new(),
+        )
+        .unwrap();
         // Lane 8j + r supplies row r (+8 for odd j) at column 8 (j / 2).
         for l in 0..32i64 {
             let want = (l % 8 + 8 * (l / 8 % 2)) * 40 + 8 * (l / 16) + 640 * 3;
             assert_eq!(row.eval(&[], &[l, 3]), Some(want), "lane {l}");
         }
-        assert!(prove(&a_reads(40, Index::c(0)), 4, true, VarId(0), &mut HashMap::new()).is_none());
+        assert!(prove(
+            &a_reads(40, Index::c(0)),
+            4,
+            true,
+            VarId(0),
+            &mut HashMap::new()
+        )
+        .is_none());
     }
 
     #[test]
     fn rows_off_16_bytes_and_foreign_layouts_are_refused() {
         // Rows of 36 halves are 72 bytes: not every row starts on 16.
-        assert!(prove(&a_reads(36, Index::c(0)), 4, false, VarId(0), &mut HashMap::new()).is_none());
+        assert!(prove(
+            &a_reads(36, Index::c(0)),
+            4,
+            false,
+            VarId(0),
+            &mut HashMap::new()
+        )
+        .is_none());
         // A uniform offset of 4 elements (8 bytes) as well.
-        assert!(prove(&a_reads(40, v(1) * Index::c(4)), 4, false, VarId(0), &mut HashMap::new()).is_none());
+        assert!(prove(
+            &a_reads(40, v(1) * Index::c(4)),
+            4,
+            false,
+            VarId(0),
+            &mut HashMap::new()
+        )
+        .is_none());
         // Two elements swapped.
         let mut r = a_reads(40, Index::c(0));
         r.swap(0, 1);
@@ -510,9 +538,8 @@ mod tests {
         (0..8)
             .map(|e| {
                 let key = g.clone() + Index::c(key0 + 8 * (e / 4));
-                let d = Index::c(16 * ks)
-                    + t.clone() * Index::c(2)
-                    + Index::c(e % 2 + 8 * (e / 2 % 2));
+                let d =
+                    Index::c(16 * ks) + t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2 % 2));
                 swizzled(key, d, base.clone())
             })
             .collect()
