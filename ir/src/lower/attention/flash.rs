@@ -74,9 +74,9 @@ struct Layout {
 }
 
 impl Layout {
-    /// Rows of `width` elements. Where the asynchronous copies and
-    /// `ldmatrix` both run (NVIDIA, sm_80+) and a row is whole 128-byte
-    /// lines, the rows are unpadded and chunk `c` of row `r` sits at
+    /// Rows of `width` elements. Where `ldmatrix` reads the tile (NVIDIA,
+    /// sm_75 and later; the copies are asynchronous from sm_80) and a row
+    /// is whole 128-byte lines, the rows are unpadded and chunk `c` of row `r` sits at
     /// `c ^ r % 8`: every 128-byte line a copy fetches lands on one
     /// aligned LDS line, and the 8 rows `ldmatrix` reads at one column
     /// still fall in 8 bank groups. A padded row (what AMD keeps) starts
