@@ -213,10 +213,14 @@ fn prove(
     if !rows_aligned || uniform.values().any(|k| k % 8 != 0) {
         return None;
     }
+    // The row each lane must supply, past the uniform part.
+    let table: Vec<i64> = (0..WARP as usize)
+        .map(|l| start((l / 8) % count, l % 8))
+        .collect();
     let supplies = |row: &Index| {
         (0..WARP as usize).all(|l| {
             let (terms, k) = at(row, l as i64);
-            terms == uniform && k == start((l / 8) % count, l % 8)
+            terms == uniform && k == table[l]
         })
     };
     // Rows a constant apart (padded layouts) take one read's address plus
@@ -231,9 +235,6 @@ fn prove(
     if !supplies(&row) {
         return None;
     }
-    let table: Vec<i64> = (0..WARP as usize)
-        .map(|l| start((l / 8) % count, l % 8))
-        .collect();
     Some(flipped(&row, &table, &uniform, lane, offsets).unwrap_or(row))
 }
 
@@ -265,15 +266,16 @@ fn flipped(
     if b.iter().any(|x| *x < 0) {
         return None;
     }
-    let own = Index::bin(
-        IOp::Xor,
-        combine(
-            &[(1, row)],
-            &uniform.iter().map(|(t, c)| (t.clone(), -c)).collect(),
-        ) - Index::c(a),
-        Index::c(k),
-    );
-    let shared = offsets.entry(b.clone()).or_insert(own).clone();
+    let shared = offsets
+        .entry(b.clone())
+        .or_insert_with(|| {
+            let lane_part = combine(
+                &[(1, row)],
+                &uniform.iter().map(|(t, c)| (t.clone(), -c)).collect(),
+            );
+            Index::bin(IOp::Xor, lane_part - Index::c(a), Index::c(k))
+        })
+        .clone();
     let agrees = (0..WARP).all(|l| {
         shared
             .subst(&HashMap::from([(lane, Index::c(l))]))
@@ -281,6 +283,18 @@ fn flipped(
             == Some(b[l as usize])
     });
     agrees.then(|| Index::bin(IOp::Xor, base + shared, Index::c(k)) + Index::c(a))
+}
+
+/// The lane whose reads name the row lane `lane` supplies (matrix 0's
+/// row `lane % 8`): `4 (lane % 8)`, transposed `lane % 8 / 2`.
+fn first_reader(lane: VarId, trans: bool) -> HashMap<VarId, Index> {
+    let r = Index::Var(lane) % Index::c(8);
+    let l = if trans {
+        r / Index::c(2)
+    } else {
+        r * Index::c(4)
+    };
+    HashMap::from([(lane, l)])
 }
 
 /// The row address as `reads[0]`'s, moved by the constant distance
@@ -294,15 +308,7 @@ fn shifted(
 ) -> Index {
     let ln = Index::Var(lane);
     let r = ln.clone() % Index::c(8);
-    let first = HashMap::from([(
-        lane,
-        if trans {
-            r.clone() / Index::c(2)
-        } else {
-            r.clone() * Index::c(4)
-        },
-    )]);
-    let mut row = reads[0].subst(&first);
+    let mut row = reads[0].subst(&first_reader(lane, trans));
     if trans {
         row = row + (r % Index::c(2)) * Index::c(start(0, 1) - start(0, 0));
     }
@@ -331,17 +337,9 @@ fn chosen(
     uniform: &HashMap<Index, i64>,
 ) -> Index {
     let ln = Index::Var(lane);
-    let r = ln.clone() % Index::c(8);
     let bit = |div: i64| (ln.clone() / Index::c(div)) % Index::c(2);
     let is = |on: bool, b: Index| if on { b } else { Index::c(1) - b };
-    let from = HashMap::from([(
-        lane,
-        if trans {
-            r.clone() / Index::c(2)
-        } else {
-            r.clone() * Index::c(4)
-        },
-    )]);
+    let from = first_reader(lane, trans);
     let base = combine(&[], uniform);
     let mut row = base.clone();
     let halves = if trans { 2 } else { 1 };
@@ -398,13 +396,23 @@ mod tests {
         Index::Var(VarId(i))
     }
 
+    /// [`prove`] for lane variable 0, with no loads proved before.
+    fn proves(reads: &[Index], count: usize, trans: bool) -> Option<Index> {
+        prove(reads, count, trans, VarId(0), &mut HashMap::new())
+    }
+
+    /// `g = lane / 4 % 8` and `t = lane % 4` of lane variable 0.
+    fn lane_g_t() -> (Index, Index) {
+        let l = v(0);
+        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
+        (g, l % Index::c(4))
+    }
+
     /// The A fragment of m16n8k16 from a row-major LDS tile with rows of
     /// `stride` elements: element e of lane l is (row g + 8 (e / 2 % 2),
     /// col 2 t + e % 2 + 8 (e / 4)), g = l / 4, t = l % 4.
     fn a_reads(stride: i64, base: Index) -> Vec<Index> {
-        let l = v(0);
-        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
-        let t = l % Index::c(4);
+        let (g, t) = lane_g_t();
         (0..8)
             .map(|e| {
                 let row = g.clone() + Index::c(8 * (e / 2 % 2));
@@ -416,61 +424,31 @@ mod tests {
 
     #[test]
     fn a_fragments_from_padded_rows_are_one_x4_load() {
-        let row = prove(
-            &a_reads(40, v(1) * Index::c(640)),
-            4,
-            false,
-            VarId(0),
-            &mut HashMap::new(),
-        )
-        .unwrap();
+        let row = proves(&a_reads(40, v(1) * Index::c(640)), 4, false).unwrap();
         // Lane 8j + r supplies row r (+8 for odd j) at column 8 (j / 2).
         for l in 0..32i64 {
             let want = (l % 8 + 8 * (l / 8 % 2)) * 40 + 8 * (l / 16) + 640 * 3;
             assert_eq!(row.eval(&[], &[l, 3]), Some(want), "lane {l}");
         }
-        assert!(prove(
-            &a_reads(40, Index::c(0)),
-            4,
-            true,
-            VarId(0),
-            &mut HashMap::new()
-        )
-        .is_none());
+        assert!(proves(&a_reads(40, Index::c(0)), 4, true).is_none());
     }
 
     #[test]
     fn rows_off_16_bytes_and_foreign_layouts_are_refused() {
         // Rows of 36 halves are 72 bytes: not every row starts on 16.
-        assert!(prove(
-            &a_reads(36, Index::c(0)),
-            4,
-            false,
-            VarId(0),
-            &mut HashMap::new()
-        )
-        .is_none());
+        assert!(proves(&a_reads(36, Index::c(0)), 4, false).is_none());
         // A uniform offset of 4 elements (8 bytes) as well.
-        assert!(prove(
-            &a_reads(40, v(1) * Index::c(4)),
-            4,
-            false,
-            VarId(0),
-            &mut HashMap::new()
-        )
-        .is_none());
+        assert!(proves(&a_reads(40, v(1) * Index::c(4)), 4, false).is_none());
         // Two elements swapped.
         let mut r = a_reads(40, Index::c(0));
         r.swap(0, 1);
-        assert!(prove(&r, 4, false, VarId(0), &mut HashMap::new()).is_none());
+        assert!(proves(&r, 4, false).is_none());
     }
 
     #[test]
     fn b_fragments_from_k_major_rows_are_one_transposed_x2_load() {
         // B[k][n] with rows of 136: element e of lane l is (k 2t + e % 2 + 8 (e / 2), n g).
-        let l = v(0);
-        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
-        let t = l % Index::c(4);
+        let (g, t) = lane_g_t();
         let reads: Vec<Index> = (0..4)
             .map(|e| {
                 (t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2))) * Index::c(136)
@@ -478,8 +456,8 @@ mod tests {
                     + Index::c(16)
             })
             .collect();
-        assert!(prove(&reads, 2, false, VarId(0), &mut HashMap::new()).is_none());
-        let row = prove(&reads, 2, true, VarId(0), &mut HashMap::new()).unwrap();
+        assert!(proves(&reads, 2, false).is_none());
+        let row = proves(&reads, 2, true).unwrap();
         for l in 0..16i64 {
             assert_eq!(row.eval(&[], &[l]), Some((l % 8 + 8 * (l / 8)) * 136 + 16));
         }
@@ -489,16 +467,14 @@ mod tests {
     fn two_b_fragments_back_to_back_are_one_transposed_x4_load() {
         // V[key][d], rows of 136: fragments of columns n0 and n0 + 8, one
         // after the other (flash's P·V), as the lowering fills them.
-        let l = v(0);
-        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
-        let t = l % Index::c(4);
+        let (g, t) = lane_g_t();
         let reads: Vec<Index> = (0..8)
             .map(|e| {
                 let k = t.clone() * Index::c(2) + Index::c(e % 2 + 8 * (e / 2 % 2));
                 k * Index::c(136) + g.clone() + Index::c(8 * (e / 4)) + Index::c(32)
             })
             .collect();
-        let row = prove(&reads, 4, true, VarId(0), &mut HashMap::new()).unwrap();
+        let row = proves(&reads, 4, true).unwrap();
         for l in 0..32i64 {
             let want = (l % 8 + 8 * (l / 8 % 2)) * 136 + 8 * (l / 16) + 32;
             assert_eq!(row.eval(&[], &[l]), Some(want), "lane {l}");
@@ -508,13 +484,13 @@ mod tests {
         for r in &mut off[4..] {
             *r = r.clone() + Index::c(8);
         }
-        assert!(prove(&off, 4, true, VarId(0), &mut HashMap::new()).is_some());
+        assert!(proves(&off, 4, true).is_some());
         // Its two rows swapped: lanes supply the rows in that order.
         off.swap(4, 5);
-        assert!(prove(&off, 4, true, VarId(0), &mut HashMap::new()).is_some());
+        assert!(proves(&off, 4, true).is_some());
         // An element whose column is not the lane's (2 g instead of g): no load delivers that.
         off[5] = off[5].clone() + g.clone();
-        assert!(prove(&off, 4, true, VarId(0), &mut HashMap::new()).is_none());
+        assert!(proves(&off, 4, true).is_none());
     }
 
     /// `row * 128 + (chunk ^ row % 8) * 8 + column % 8`: unpadded 256-byte
@@ -531,9 +507,7 @@ mod tests {
     /// K[key][d] swizzled: the two B fragments of keys `key0..key0 + 16`
     /// at k step `ks`, the stage's base a variable.
     fn key_reads(ks: i64, key0: i64) -> Vec<Index> {
-        let l = v(0);
-        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
-        let t = l % Index::c(4);
+        let (g, t) = lane_g_t();
         let base = v(1) * Index::c(4096);
         (0..8)
             .map(|e| {
@@ -561,7 +535,7 @@ mod tests {
             // The same reads with two elements swapped: no load delivers them.
             let mut bad = reads.clone();
             bad.swap(2, 3);
-            assert!(prove(&bad, 4, false, VarId(0), &mut HashMap::new()).is_none());
+            assert!(proves(&bad, 4, false).is_none());
         }
         // Every load of the tile flips the chunk bits of one lane offset.
         assert_eq!(offsets.len(), 1);
@@ -570,9 +544,7 @@ mod tests {
     #[test]
     fn swizzled_value_fragments_are_one_transposed_x4_load() {
         // V[key][d]: the B fragments of columns 40..47 and 48..55 at k step 1.
-        let l = v(0);
-        let g = Index::bin(IOp::Mod, l.clone() / Index::c(4), Index::c(8));
-        let t = l % Index::c(4);
+        let (g, t) = lane_g_t();
         let reads: Vec<Index> = (0..8)
             .map(|e| {
                 let key =
@@ -581,8 +553,8 @@ mod tests {
                 swizzled(key, d, Index::c(0))
             })
             .collect();
-        assert!(prove(&reads, 4, false, VarId(0), &mut HashMap::new()).is_none());
-        let row = prove(&reads, 4, true, VarId(0), &mut HashMap::new()).expect("provable");
+        assert!(proves(&reads, 4, false).is_none());
+        let row = proves(&reads, 4, true).expect("provable");
         for l in 0..32i64 {
             let (j, r) = (l / 8, l % 8);
             let key = 16 + r + 8 * (j % 2);
