@@ -76,8 +76,8 @@ struct Layout {
 impl Layout {
     /// Rows of `width` elements. Where `ldmatrix` reads the tile (NVIDIA,
     /// sm_75 and later; the copies are asynchronous from sm_80) and a row
-    /// is whole 128-byte lines, the rows are unpadded and chunk `c` of row `r` sits at
-    /// `c ^ r % 8`: every 128-byte line a copy fetches lands on one
+    /// is whole 128-byte lines, the rows are unpadded and chunk `c` of row
+    /// `r` sits at `c ^ r % 8`: every 128-byte line a copy fetches lands on one
     /// aligned LDS line, and the 8 rows `ldmatrix` reads at one column
     /// still fall in 8 bank groups. A padded row (what AMD keeps) starts
     /// 16 bytes further round the banks instead, but splits each fetched
@@ -96,6 +96,11 @@ impl Layout {
                 swizzled: false,
             }
         }
+    }
+
+    /// Where buffer `buf` of a tile of `rows` rows starts.
+    fn stage(&self, buf: Index, rows: i64) -> Index {
+        buf * Index::c(rows * self.stride)
     }
 
     /// The element at tile row `row`, column `col`, from `base`.
@@ -369,7 +374,7 @@ impl Emit {
                 value: float(0.0),
             })
             .collect();
-        let kbase = buf * Index::c(self.bn * self.k_tile.stride);
+        let kbase = self.k_tile.stage(buf, self.bn);
         out.extend(self.product(
             self.ep / k,
             fn_n,
@@ -546,7 +551,7 @@ impl Emit {
     /// read from the score registers or from LDS.
     fn values(&self, buf: Index) -> Vec<Stmt> {
         let i = self.instr;
-        let vbase = buf * Index::c(self.bn * self.v_tile.stride);
+        let vbase = self.v_tile.stage(buf, self.bn);
         let (pa, per_fm) = (
             i64::from(i.a_per_lane()),
             self.bn / i64::from(i.n) * i64::from(i.acc_per_lane()),
@@ -769,11 +774,11 @@ pub(super) fn build(
         len: len as u32,
         span,
     };
+    // Where ldmatrix reads the fragments: K and V swizzled, B fragments
+    // two at a time (one ldmatrix.x4 loads both).
+    let ldmatrix = unit.has_ldmatrix();
     let q_tile = Layout::of(ep, false);
-    let (k_tile, v_tile) = (
-        Layout::of(ep, unit.has_ldmatrix()),
-        Layout::of(dp, unit.has_ldmatrix()),
-    );
+    let (k_tile, v_tile) = (Layout::of(ep, ldmatrix), Layout::of(dp, ldmatrix));
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
     let row_lanes = lanes::row_lanes(instr, ROW_LANES);
     let p_in_place = row_lanes
@@ -809,8 +814,7 @@ pub(super) fn build(
         l.g.locals.len() as u32 - 1
     };
     let af = frag(l, "a", fm_n * pa);
-    // B fragments two at a time where one ldmatrix.x4 loads both.
-    let pair_b = unit.has_ldmatrix();
+    let pair_b = ldmatrix;
     let bf = frag(l, "b", if pair_b { 2 * pb } else { pb });
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
@@ -899,7 +903,7 @@ pub(super) fn build(
             em.copy(
                 k_v,
                 KS,
-                buf.clone() * Index::c(bn * k_tile.stride),
+                k_tile.stage(buf.clone(), bn),
                 k_tile,
                 bn,
                 ep,
@@ -909,7 +913,7 @@ pub(super) fn build(
             em.copy(
                 v_v,
                 VS,
-                buf * Index::c(bn * v_tile.stride),
+                v_tile.stage(buf, bn),
                 v_tile,
                 bn,
                 dp,
