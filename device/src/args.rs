@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 /// worker receives.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub enum Arg {
-    /// A buffer of the device, with its dtype and length in elements.
+    /// A buffer of the device, with its dtype and length in elements; or
+    /// a view of one, `len` elements from element `offset` on.
     Buffer {
         /// Buffer id.
         id: BufferId,
@@ -20,6 +21,10 @@ pub enum Arg {
         dtype: String,
         /// Elements.
         len: u64,
+        /// Where the kernel's tensor starts, in elements (0: the buffer's
+        /// start). Its byte offset must be a multiple of [`VIEW_ALIGN`].
+        #[serde(default)]
+        offset: u64,
     },
     /// A size.
     Size(i32),
@@ -32,6 +37,11 @@ pub enum Arg {
         bytes: Vec<u8>,
     },
 }
+
+/// The alignment, in bytes, of a view's start: compiled kernels assume a
+/// tensor starts 16-byte aligned (vector loads, `cp.async`), as every
+/// runtime's allocations do.
+pub const VIEW_ALIGN: u64 = 16;
 
 /// The `&'static` name of a dtype (as [`KernelArg`] keeps it) and its size.
 pub fn known_dtype(d: &str) -> Result<(&'static str, usize)> {
@@ -79,19 +89,34 @@ pub fn kernel_args<'b, B: DeviceMemory + 'b>(
     args.iter()
         .map(|a| {
             Ok(match a {
-                Arg::Buffer { id, dtype, len } => {
+                Arg::Buffer {
+                    id,
+                    dtype,
+                    len,
+                    offset,
+                } => {
                     let (b, bytes) = buffer(*id).ok_or(Error::NoBuffer(*id))?;
                     let (dtype, size) = known_dtype(dtype)?;
-                    let need = usize::try_from(*len)
-                        .ok()
-                        .and_then(|n| n.checked_mul(size))
-                        .filter(|&n| n as u64 <= bytes);
-                    if need.is_none() {
+                    let start = offset.checked_mul(size as u64);
+                    let end = len
+                        .checked_add(*offset)
+                        .and_then(|n| n.checked_mul(size as u64))
+                        .filter(|&n| n <= bytes);
+                    let (Some(start), Some(_)) = (start, end) else {
+                        return Err(Error::Limit(if *offset == 0 {
+                            format!("buffer #{id} holds {bytes} bytes, not {len} {dtype}")
+                        } else {
+                            format!(
+                                "buffer #{id} holds {bytes} bytes, not {len} {dtype} from element {offset} on"
+                            )
+                        }));
+                    };
+                    if start % VIEW_ALIGN != 0 {
                         return Err(Error::Limit(format!(
-                            "buffer #{id} holds {bytes} bytes, not {len} {dtype}"
+                            "a view of buffer #{id} starts at byte {start}, not a multiple of {VIEW_ALIGN} (element {offset} of {dtype})"
                         )));
                     }
-                    KernelArg::raw_buffer(b, dtype, *len as usize)
+                    KernelArg::raw_buffer_at(b, dtype, *len as usize, start)
                 }
                 Arg::Size(v) => KernelArg::size(*v),
                 Arg::Scalar { dtype, bytes } => {

@@ -186,11 +186,26 @@ pub fn dtype(d: &str) -> Option<(&'static str, usize)> {
 pub trait DeviceScalar: Copy + Default + 'static {
     /// rocmc's dtype name, as in kernel files and launch geometry.
     const DTYPE: &'static str;
+    /// Its size in bytes.
+    const SIZE: usize;
+    /// Appends the value's little-endian bytes (as devices hold it).
+    fn put_le(self, out: &mut Vec<u8>);
+    /// The value of `SIZE` little-endian bytes.
+    fn from_le(bytes: &[u8]) -> Self;
 }
 macro_rules! scalar {
     ($t:ty, $n:literal) => {
         impl DeviceScalar for $t {
             const DTYPE: &'static str = $n;
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn put_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn from_le(bytes: &[u8]) -> Self {
+                let mut b = [0u8; std::mem::size_of::<$t>()];
+                b.copy_from_slice(&bytes[..Self::SIZE]);
+                <$t>::from_le_bytes(b)
+            }
         }
     };
 }
@@ -203,7 +218,17 @@ scalar!(u32, "u32");
 scalar!(i64, "i64");
 scalar!(half::f16, "f16");
 scalar!(half::bf16, "bf16");
-scalar!(Bool8, "bool");
+
+impl DeviceScalar for Bool8 {
+    const DTYPE: &'static str = "bool";
+    const SIZE: usize = 1;
+    fn put_le(self, out: &mut Vec<u8>) {
+        out.push(self.0);
+    }
+    fn from_le(bytes: &[u8]) -> Self {
+        Bool8(bytes[0])
+    }
+}
 
 /// An element of a `bool` buffer or parameter: one byte, 0 or 1, as
 /// kernels store it. (Rust's `bool` cannot be used: any other byte, e.g.
@@ -252,9 +277,20 @@ impl KernelArg {
     /// Device memory holding `len` elements of the dtype named `dtype`
     /// (for callers that handle dtypes at run time, like `rocmc run`).
     pub fn raw_buffer<B: DeviceMemory>(b: &B, dtype: &'static str, len: usize) -> KernelArg {
+        KernelArg::raw_buffer_at(b, dtype, len, 0)
+    }
+
+    /// [`KernelArg::raw_buffer`] of the memory from byte `start` on (a
+    /// view; the caller has checked it lies inside the buffer).
+    pub fn raw_buffer_at<B: DeviceMemory>(
+        b: &B,
+        dtype: &'static str,
+        len: usize,
+        start: u64,
+    ) -> KernelArg {
         KernelArg {
             value: ArgValue::Buffer { dtype, len },
-            bytes: b.device_address().to_le_bytes().to_vec(),
+            bytes: (b.device_address() + start).to_le_bytes().to_vec(),
         }
     }
 

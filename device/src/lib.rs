@@ -17,6 +17,7 @@
 
 mod args;
 mod buffers;
+mod code;
 // The three readers came from `rocmc-linker`, which did not require docs on
 // every field; their fields are the keys of the formats they read.
 #[allow(missing_docs)]
@@ -26,10 +27,14 @@ pub mod codeobject;
 mod error;
 #[allow(missing_docs)]
 pub mod launch;
+mod tensor;
 
-pub use args::{check_launch, kernel_args, known_dtype, random_bytes, Arg};
+pub use args::{check_launch, kernel_args, known_dtype, random_bytes, Arg, VIEW_ALIGN};
 pub use buffers::{Buffers, HostCopy};
+pub use code::Code;
 pub use error::{Error, Result};
+pub use half::{bf16, f16};
+pub use tensor::{scalar_arg, Tensor};
 
 use serde::{Deserialize, Serialize};
 

@@ -94,6 +94,7 @@ fn run(dev: &mut dyn Device, module: &str, int: bool, pa: &[u32], pb: &[u32]) ->
         id,
         dtype: dtype.into(),
         len,
+        offset: 0,
     };
     let dtype = if int { "i32" } else { "f32" };
     dev.launch(

@@ -121,6 +121,7 @@ pub fn wire_args(
                         id: ids[i],
                         dtype: t.dtype.name().into(),
                         len: (host[i].len() / t.dtype.size()) as u64,
+                        offset: 0,
                     }
                 }
                 ArgRole::Size => {

@@ -406,6 +406,7 @@ mod tests {
                     id: 3,
                     dtype: "f32".into(),
                     len: 8,
+                    offset: 0,
                 },
                 WireArg::Scalar {
                     dtype: "f32".into(),

@@ -356,15 +356,29 @@ impl Session {
         let args = args
             .into_iter()
             .map(|a| match a {
-                WireArg::Buffer { id, dtype, len } => {
+                WireArg::Buffer {
+                    id,
+                    dtype,
+                    len,
+                    offset,
+                } => {
                     let (d, size) = self.buffer(id)?;
                     let (_, elem) = rocmc_device::known_dtype(&dtype)?;
-                    if len.checked_mul(elem as u64).is_none_or(|n| n > size) {
+                    let end = len.checked_add(offset);
+                    if end
+                        .and_then(|n| n.checked_mul(elem as u64))
+                        .is_none_or(|n| n > size)
+                    {
                         return Err(SessionError::Request(format!(
-                            "buffer #{id} holds {size} bytes, not {len} {dtype}"
+                            "buffer #{id} holds {size} bytes, not {len} {dtype} from element {offset} on"
                         )));
                     }
-                    Ok(WireArg::Buffer { id: d, dtype, len })
+                    Ok(WireArg::Buffer {
+                        id: d,
+                        dtype,
+                        len,
+                        offset,
+                    })
                 }
                 other => Ok(other),
             })

@@ -30,7 +30,7 @@ pub use half::{bf16, f16};
 pub use rocmc_device::launch::{ArgValue, Bool8, DeviceMemory, DeviceScalar, KernelArg};
 
 use rocmc_device::launch::{ArgRole, KernelLaunch, LaunchInfo};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
@@ -87,7 +87,17 @@ type KernelFn = unsafe extern "C" fn(*const *mut u8, *const i32, *const u8, i64,
 #[derive(Default)]
 struct Heap {
     /// Each live buffer's address and byte length.
-    live: HashMap<u64, usize>,
+    live: BTreeMap<u64, usize>,
+}
+
+impl Heap {
+    /// The live buffer that `addr` points into (a view may start inside
+    /// one): its address, and the bytes from `addr` to its end.
+    fn containing(&self, addr: u64) -> Option<(u64, usize)> {
+        let (&base, &len) = self.live.range(..=addr).next_back()?;
+        let into = usize::try_from(addr - base).ok()?;
+        (into <= len).then(|| (base, len - into))
+    }
 }
 
 /// The guard band on each side of every buffer, in 8-byte words, and what
@@ -497,6 +507,8 @@ impl Kernel<'_> {
             sizes: Vec::new(),
             params: Vec::new(),
         };
+        // The allocation each buffer argument lies in (views: inside one).
+        let mut bases: Vec<u64> = Vec::new();
         for ((la, a), v) in self.launch.args.iter().zip(args).zip(&values) {
             let bytes = a.bytes();
             match la.role {
@@ -505,7 +517,7 @@ impl Kernel<'_> {
                         u64::from_le_bytes(bytes.try_into().map_err(|_| {
                             refuse(format!("buffer `{}` is not an address", la.name))
                         })?);
-                    let have = heap.live.get(&addr).copied().ok_or_else(|| {
+                    let (base, have) = heap.containing(addr).ok_or_else(|| {
                         refuse(format!(
                             "buffer `{}` is not memory of this CPU device",
                             la.name
@@ -522,6 +534,7 @@ impl Kernel<'_> {
                         )));
                     }
                     t.bufs.push(addr as *mut u8);
+                    bases.push(base);
                 }
                 ArgRole::Size => t.sizes.push(i32::from_le_bytes(
                     bytes
@@ -593,9 +606,9 @@ impl Kernel<'_> {
             .args
             .iter()
             .filter(|la| la.role == ArgRole::Buffer);
-        for (la, addr) in buffers.zip(&t.bufs) {
-            let bytes = heap.live.get(&(*addr as u64)).copied().unwrap_or(0);
-            if let Some(where_) = check_guards(*addr as u64, bytes) {
+        for (la, base) in buffers.zip(&bases) {
+            let bytes = heap.live.get(base).copied().unwrap_or(0);
+            if let Some(where_) = check_guards(*base, bytes) {
                 return Err(Error::OutOfBounds {
                     kernel: self.launch.name.clone(),
                     buffer: la.name.clone(),

@@ -354,6 +354,7 @@ pub fn run_code_object(
                         id: *b,
                         dtype: d.to_string(),
                         len: *n as u64,
+                        offset: 0,
                     }
                 }
                 ArgRole::Size => Arg::Size(all_sizes[&a.name] as i32),
@@ -478,6 +479,7 @@ fn run_on(
                         id: ids[tensor.0 as usize],
                         dtype: t.dtype.name().into(),
                         len: (host[tensor.0 as usize].len() / t.dtype.size()) as u64,
+                        offset: 0,
                     }
                 }
                 rocmc_ir::loops::ArgKind::Size(s) => WireArg::Size(sizes[s.0 as usize] as i32),

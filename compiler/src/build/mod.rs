@@ -31,10 +31,12 @@
 //! device they run on. One `Build` is for one vendor; an application for
 //! both runs two, each with its own `out_dir`.
 
+mod launcher;
+
+pub use launcher::{device_launcher, launcher, Code, Embedded};
+
+use crate::toolchain::Output;
 use crate::{Error, Options};
-use rocmc_ir::loops::ArgKind;
-use rocmc_ir::{DType, Kernel, TensorKind};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Environment variable that replaces the targets a build script names
@@ -52,6 +54,7 @@ pub struct Build {
     tuning: Option<PathBuf>,
     no_tuning: bool,
     tuned_for: Option<String>,
+    any_device: bool,
 }
 
 /// What [`Build::try_compile`] wrote.
@@ -123,6 +126,18 @@ impl Build {
     /// when a kernel was tuned for several.
     pub fn tuned_for(&mut self, sizes: &str) -> &mut Build {
         self.tuned_for = Some(sizes.to_string());
+        self
+    }
+
+    /// Writes launchers over the one device interface
+    /// (`rocmc_device::Device`) instead of one vendor's runtime: targets
+    /// may then mix AMD, NVIDIA and the CPU (`x86-64`), each launcher
+    /// embeds every target's module, and `load` takes any device —
+    /// `cpu`, `cuda:N`, `amdgpu:N` or a worker's `remote://…` — picking
+    /// its code. The application depends on `rocmc-device` (and on
+    /// `rocmc-remote` to open devices by name).
+    pub fn any_device(&mut self) -> &mut Build {
+        self.any_device = true;
         self
     }
 
@@ -243,15 +258,19 @@ impl Build {
             opts.code_object_version = v;
         }
         let targets = crate::targets(&opts)?;
-        let tc = crate::toolchain::lookup(&targets[0]);
-        // Where the assembly is the module (PTX), one file per target; else one bundle.
-        let nvidia = tc.asm_is_module();
-        if targets
-            .iter()
-            .any(|t| crate::toolchain::lookup(t).module_output() != tc.module_output())
-        {
+        // One group per kind of module (AMD code objects, PTX, CPU shared
+        // objects), in the order the build names them.
+        let mut groups: Vec<(Output, Vec<rocmc_target::Target>)> = Vec::new();
+        for t in targets {
+            let out = crate::toolchain::lookup(&t).module_output();
+            match groups.iter_mut().find(|(o, _)| *o == out) {
+                Some((_, ts)) => ts.push(t),
+                None => groups.push((out, vec![t])),
+            }
+        }
+        if !self.any_device && groups.len() > 1 {
             return Err(Error::Usage(format!(
-                "rocmc::Build: targets {mcpus} mix AMD and NVIDIA; use one Build per vendor, each with its own out_dir"
+                "rocmc::Build: targets {mcpus} mix AMD and NVIDIA; use one Build per vendor, each with its own out_dir, or .any_device() for launchers over every device"
             )));
         }
         let mut bundles = Vec::new();
@@ -266,37 +285,90 @@ impl Build {
                 source,
             })?;
             let file = path.display().to_string();
-            let emit = tc.module_emit();
-            let (tune, note) = self.tuning_for(&file, &text, &targets, metadata)?;
-            tuning.extend(note);
-            let opts = Options {
-                tune,
-                ..opts.clone()
-            };
-            let arts = crate::compile_for(&file, &text, &targets, &opts, emit)?;
-            let name = arts[0].kernel.name.clone();
-            let write = |path: &Path, bytes: &[u8]| {
-                std::fs::write(path, bytes).map_err(|source| Error::Io {
-                    path: path.display().to_string(),
-                    source,
-                })
-            };
-            let code = if nvidia {
-                let mut files = Vec::new();
-                for a in &arts {
-                    let ptx = out_dir.join(format!("{name}.{}.ptx", a.target));
-                    write(&ptx, a.asm.as_deref().unwrap_or_default().as_bytes())?;
-                    files.push(ptx.clone());
-                    bundles.push(ptx);
+            let mut embedded = Embedded::default();
+            let mut first: Option<crate::Artifact> = None;
+            for (out, ts) in &groups {
+                let tc = crate::toolchain::lookup(&ts[0]);
+                let (tune, note) = self.tuning_for(&file, &text, ts, metadata)?;
+                tuning.extend(note);
+                let opts = Options {
+                    tune,
+                    ..opts.clone()
+                };
+                let emit = tc.module_emit();
+                let mut arts = if self.any_device && *out == Output::CodeObject {
+                    // Each code object of a bundle carries its own launch
+                    // document, which the device reads: the wave size may
+                    // give each target its own block (`mma`).
+                    let mut arts = Vec::new();
+                    for t in ts {
+                        arts.extend(crate::compile_for(
+                            &file,
+                            &text,
+                            std::slice::from_ref(t),
+                            &opts,
+                            emit,
+                        )?);
+                    }
+                    arts
+                } else {
+                    crate::compile_for(&file, &text, ts, &opts, emit)?
+                };
+                let name = arts[0].kernel.name.clone();
+                let write = |path: PathBuf, bytes: &[u8]| {
+                    std::fs::write(&path, bytes)
+                        .map(|()| path.clone())
+                        .map_err(|source| Error::Io {
+                            path: path.display().to_string(),
+                            source,
+                        })
+                };
+                match (out, self.any_device) {
+                    (Output::Ptx, _) => {
+                        for a in &arts {
+                            let asm = a.asm.as_deref().unwrap_or_default();
+                            let f = write(
+                                out_dir.join(format!("{name}.{}.ptx", a.target)),
+                                asm.as_bytes(),
+                            )?;
+                            embedded.ptx.push((a.target.to_string(), f.clone()));
+                            bundles.push(f);
+                        }
+                    }
+                    (Output::SharedObject, true) => {
+                        for a in &arts {
+                            let so = a.code_object.as_deref().unwrap_or_default();
+                            let f = write(out_dir.join(format!("{name}.{}.so", a.target)), so)?;
+                            embedded.cpu.push((a.target.to_string(), f.clone()));
+                            bundles.push(f);
+                        }
+                    }
+                    _ => {
+                        let f =
+                            write(out_dir.join(format!("{name}.hipfb")), &crate::bundle(&arts))?;
+                        embedded.amd = Some(f.clone());
+                        bundles.push(f);
+                    }
                 }
-                Code::Ptx(files)
-            } else {
-                let bundle = out_dir.join(format!("{name}.hipfb"));
-                write(&bundle, &crate::bundle(&arts))?;
-                bundles.push(bundle.clone());
-                Code::Bundle(bundle)
+                let a = arts.swap_remove(0);
+                if let Some(f) = &first {
+                    same_kernels(f, &a)?;
+                } else {
+                    first = Some(a);
+                }
+            }
+            let Some(a) = first else {
+                continue;
             };
-            src.push_str(&launcher(&arts[0].kernel, &arts[0].program, &code)?);
+            src.push_str(&if self.any_device {
+                device_launcher(&a.kernel, &a.program, &embedded)?
+            } else {
+                let code = match embedded.amd {
+                    Some(bundle) => Code::Bundle(bundle),
+                    None => Code::Ptx(embedded.ptx.into_iter().map(|(_, f)| f).collect()),
+                };
+                launcher(&a.kernel, &a.program, &code)?
+            });
         }
         let launchers = out_dir.join("rocmc_kernels.rs");
         std::fs::write(&launchers, src).map_err(|source| Error::Io {
@@ -311,132 +383,25 @@ impl Build {
     }
 }
 
-/// The code a launcher embeds.
-pub enum Code {
-    /// An AMD offload bundle, for rocmc-runtime-hip.
-    Bundle(PathBuf),
-    /// PTX files, one per NVIDIA target, for rocmc-runtime-cuda.
-    Ptx(Vec<PathBuf>),
-}
-
-fn rust_type(t: DType, rt: &str) -> String {
-    let s = match t {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I8 => "i8",
-        DType::U8 => "u8",
-        DType::I32 => "i32",
-        DType::U32 => "u32",
-        DType::I64 => "i64",
-        DType::F16 => "RT::f16",
-        DType::BF16 => "RT::bf16",
-        DType::Bool => "RT::Bool8",
-        // Their encoding's bytes: no Rust type holds an 8-bit float.
-        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => "u8",
-    };
-    s.replace("RT", rt)
-}
-
-fn type_name(kernel: &str) -> String {
-    kernel
-        .split('_')
-        .filter(|p| !p.is_empty())
-        .map(|p| p[..1].to_uppercase() + &p[1..])
-        .collect()
-}
-
-/// The Rust module with the embedded code and a typed launcher.
-pub fn launcher(k: &Kernel, p: &rocmc_ir::Program, code: &Code) -> Result<String, Error> {
-    let ty = type_name(&k.name);
-    let rt = match code {
-        Code::Bundle(_) => "rocmc_runtime_hip",
-        Code::Ptx(_) => "rocmc_runtime_cuda",
-    };
-    // Every materialised tensor in order, then sizes, then parameters.
-    let mut params = Vec::new();
-    for t in k
-        .tensors
-        .iter()
-        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_internal()))
-    {
-        params.push(format!(
-            "{}: &{rt}::DeviceBuffer<{}>",
-            t.name,
-            rust_type(t.dtype, rt)
-        ));
-    }
-    params.extend(k.sizes.iter().map(|s| format!("{}: i32", s.name)));
-    for q in &k.params {
-        params.push(format!("{}: {}", q.name, rust_type(q.dtype, rt)));
-    }
-    let mut body = String::new();
-    for g in &p.kernels {
-        let args: Vec<String> = g
-            .args
+/// Refuses a kernel file whose GPU kernels differ between targets of
+/// different vendors: one launcher launches the same kernels everywhere.
+fn same_kernels(a: &crate::Artifact, b: &crate::Artifact) -> Result<(), Error> {
+    let names = |x: &crate::Artifact| {
+        x.program
+            .kernels
             .iter()
-            .map(|a| match &a.kind {
-                ArgKind::Buffer { .. } => format!("{rt}::KernelArg::buffer({})", a.name),
-                ArgKind::Size(_) => format!("{rt}::KernelArg::size({})", a.name),
-                ArgKind::Param(_) => format!("{rt}::KernelArg::scalar({})", a.name),
-            })
-            .collect();
-        let _ = writeln!(
-            body,
-            "            self.module.kernel({:?})?.launch(&[{}], None)?;",
-            g.name,
-            args.join(", ")
-        );
-    }
-    let doc_sig: Vec<String> = params
-        .iter()
-        .map(|s| s.replace(&format!("{rt}::"), ""))
-        .collect();
-    let (consts, load) = match code {
-        Code::Bundle(bundle) => (
-            format!(
-                "    /// The offload bundle, one code object per target.\n    pub const CODE_OBJECT: &[u8] = include_bytes!({bundle:?});\n"
-            ),
-            "device.load_module(CODE_OBJECT)?".to_string(),
-        ),
-        Code::Ptx(files) => (
-            format!(
-                "    /// The PTX of each target; `load` picks the one for the device.\n    pub const PTX: &[&str] = &[{}];\n",
-                files
-                    .iter()
-                    .map(|f| format!("include_str!({f:?})"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            "device.load_best_ptx(PTX)?".to_string(),
-        ),
+            .map(|g| g.name.clone())
+            .collect::<Vec<_>>()
     };
-    Ok(format!(
-        r#"
-/// Kernel `{name}` compiled by rocmc ({kernels} GPU kernel(s)).
-#[allow(dead_code, non_snake_case, clippy::too_many_arguments)]
-pub mod {name} {{
-{consts}
-    pub struct {ty} {{
-        module: {rt}::Module,
-    }}
-
-    impl {ty} {{
-        /// Loads the code on `device`, checking it has code for it.
-        pub fn load(device: &{rt}::Device) -> {rt}::Result<{ty}> {{
-            Ok({ty} {{ module: {load} }})
-        }}
-
-        /// Launches every stage in order: `{doc}`. Grids follow the sizes;
-        /// arguments are checked against the launch document before launch.
-        pub fn launch(&self, {params}) -> {rt}::Result<()> {{
-{body}            Ok(())
-        }}
-    }}
-}}
-"#,
-        name = k.name,
-        kernels = p.kernels.len(),
-        doc = doc_sig.join(", "),
-        params = params.join(", "),
-    ))
+    if names(a) != names(b) {
+        return Err(Error::Usage(format!(
+            "kernel `{}` launches {:?} on {} but {:?} on {}; build these targets separately",
+            a.kernel.name,
+            names(a),
+            a.target,
+            names(b),
+            b.target
+        )));
+    }
+    Ok(())
 }
