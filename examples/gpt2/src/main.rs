@@ -83,6 +83,51 @@ struct Args {
     /// Prints each kernel's share of the time (every launch synchronised).
     #[arg(long)]
     profile: bool,
+    /// Untimed runs of the prefill and decoding before the timed ones.
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
+    /// Timed runs; the median of each phase is reported.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+}
+
+/// The generated tokens of one prefill and decoding, and each phase's seconds.
+fn generate(
+    a: &Args,
+    dev: &mut dyn rocmc_device::Device,
+    m: &mut model::Model,
+    ids: &[i32],
+    logits_to: Option<&PathBuf>,
+) -> Result<(Vec<Vec<i32>>, usize, f64, f64), Error> {
+    let c = m.weights.config;
+    let s = ids.len() / a.batch;
+    m.reset();
+    dev.synchronize()?;
+    let t0 = Instant::now();
+    let (logits, mut next) = m.step(dev, ids)?;
+    dev.synchronize()?;
+    let prefill = t0.elapsed().as_secs_f64();
+    if let Some(path) = logits_to {
+        let l = logits.read(dev)?;
+        write_npy(path, &[a.batch as u64, s as u64, c.vocab as u64], &l)?;
+    }
+    let mut out: Vec<Vec<i32>> = next.iter().map(|&t| vec![t]).collect();
+    let steps = a.new.saturating_sub(1).min(c.positions.saturating_sub(s));
+    let t0 = Instant::now();
+    for _ in 0..steps {
+        let (_, n) = m.step(dev, &next)?;
+        for (o, t) in out.iter_mut().zip(&n) {
+            o.push(*t);
+        }
+        next = n;
+    }
+    dev.synchronize()?;
+    Ok((out, steps, prefill, t0.elapsed().as_secs_f64()))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn prompts(a: &Args) -> Result<Vec<i32>, Error> {
@@ -166,38 +211,32 @@ fn run(a: &Args) -> Result<(), Error> {
         c.vocab,
         t0.elapsed().as_secs_f64()
     );
+    let s = ids.len() / a.batch;
+    for _ in 0..a.warmup {
+        generate(a, dev, &mut m, &ids, None)?;
+    }
     if a.profile {
         m.profile = Some(Vec::new());
     }
-    let s = ids.len() / a.batch;
-    let t0 = Instant::now();
-    let (logits, mut next) = m.step(dev, &ids)?;
-    dev.synchronize()?;
-    let prefill = t0.elapsed().as_secs_f64();
-    if let Some(path) = &a.logits {
-        let l = logits.read(dev)?;
-        write_npy(path, &[a.batch as u64, s as u64, c.vocab as u64], &l)?;
+    let (mut pre, mut dec) = (Vec::new(), Vec::new());
+    let mut first = None;
+    for r in 0..a.runs.max(1) {
+        let (out, steps, p, d) = generate(a, dev, &mut m, &ids, a.logits.as_ref().filter(|_| r == 0))?;
+        pre.push(p);
+        dec.push(d);
+        first.get_or_insert((out, steps));
     }
-    let mut out: Vec<Vec<i32>> = next.iter().map(|&t| vec![t]).collect();
-    let steps = a.new.saturating_sub(1).min(c.positions.saturating_sub(s));
-    let t0 = Instant::now();
-    for _ in 0..steps {
-        let (_, n) = m.step(dev, &next)?;
-        for (o, t) in out.iter_mut().zip(&n) {
-            o.push(*t);
-        }
-        next = n;
-    }
-    dev.synchronize()?;
-    let decode = t0.elapsed().as_secs_f64();
+    let (out, steps) = first.expect("one run at least");
+    let (prefill, decode) = (median(pre), median(dec));
     for (b, o) in out.iter().enumerate() {
         let ids: Vec<String> = o.iter().map(i32::to_string).collect();
         println!("sequence {b}: {}", ids.join(","));
     }
     println!(
-        "prefill: {} x {s} tokens in {:.3} ms",
+        "prefill: {} x {s} tokens in {:.3} ms (median of {} runs)",
         a.batch,
-        prefill * 1e3
+        prefill * 1e3,
+        a.runs.max(1)
     );
     if steps > 0 {
         println!(

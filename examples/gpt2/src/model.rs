@@ -158,6 +158,11 @@ impl Model {
         })
     }
 
+    /// Forgets the cache: the next step starts new sequences.
+    pub fn reset(&mut self) {
+        self.past = 0;
+    }
+
     /// Runs `ids` (`batch` sequences of `ids.len() / batch` new tokens,
     /// row-major) through the model, appending them to the cache. Returns
     /// the logits of every new token (`[batch · S, vocab]`, on the device)
