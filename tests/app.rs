@@ -169,7 +169,69 @@ fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
         .try_compile()
         .unwrap_err()
         .to_string();
-    assert!(e.contains("mix AMD and NVIDIA"), "{e}");
+    assert!(
+        e.contains("mix AMD and NVIDIA") && e.contains(".any_device()"),
+        "{e}"
+    );
+}
+
+/// `any_device()`: one launcher per kernel file over the one device
+/// interface, embedding an AMD bundle (wave64 and wave32 targets with
+/// their own blocks: the unscheduled GEMM gets matrix instructions),
+/// PTX per NVIDIA target and the CPU's shared object.
+#[test]
+fn any_device_launchers_embed_every_vendors_code() {
+    let d = tempfile::tempdir().unwrap();
+    let out = rocmc::Build::new()
+        .any_device()
+        .kernel(example("vadd").with_file_name("gpt2/kernels/linear.toml"))
+        .mcpu("gfx90a")
+        .mcpu("sm_90")
+        .mcpu("gfx1100")
+        .mcpu("x86-64")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap();
+    let names: Vec<String> = out
+        .bundles
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["linear.hipfb", "linear.sm_90.ptx", "linear.x86-64.so"]
+    );
+    // The bundle holds both AMD targets, each with its own block (wave64
+    // and wave32), which one Build per vendor refuses.
+    let bundle = std::fs::read(&out.bundles[0]).unwrap();
+    let entries = rocmc::linker::bundle::read(&bundle).unwrap();
+    let blocks: Vec<_> = entries
+        .iter()
+        .filter(|e| e.target_id().is_some())
+        .map(|e| {
+            let co = rocmc::linker::codeobject::read(&bundle[e.range.clone()]).unwrap();
+            co.launch.unwrap().kernels[0].block
+        })
+        .collect();
+    assert_eq!(blocks.len(), 2);
+    assert_ne!(blocks[0], blocks[1]);
+    let src = std::fs::read_to_string(&out.launchers).unwrap();
+    for want in [
+        "pub const CODE: rocmc_device::Code",
+        "amd: Some(include_bytes!(",
+        "(\"sm_90\", include_str!(",
+        "(\"x86-64\", include_bytes!(",
+        "pub fn load(device: &mut dyn rocmc_device::Device)",
+        "X: &rocmc_device::Tensor<rocmc_device::f16>, W: &rocmc_device::Tensor<rocmc_device::f16>, b: &rocmc_device::Tensor<rocmc_device::f16>, Y: &rocmc_device::Tensor<rocmc_device::f16>, M: i32, N: i32, K: i32",
+        "device.launch(&self.module, \"linear\", &[X.arg(), W.arg(), b.arg(), Y.arg(), rocmc_device::Arg::Size(M)",
+    ] {
+        assert!(src.contains(want), "`{want}` not in:\n{src}");
+    }
+    assert!(
+        !src.contains("rocmc_runtime_hip") && !src.contains("rocmc_runtime_cuda"),
+        "{src}"
+    );
 }
 
 /// NVIDIA targets: one PTX file per target, checked by ptxas, and

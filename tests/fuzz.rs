@@ -365,6 +365,7 @@ fn fuzz_worker_protocol() {
         id,
         dtype: "f32".into(),
         len: n,
+        offset: 0,
     };
     let args = vec![
         buf(0),

@@ -32,6 +32,7 @@ fn vadd_on(d: &mut RemoteDevice, so: &[u8], seed: u32) {
         id,
         dtype: "f32".into(),
         len: n as u64,
+        offset: 0,
     };
     d.launch(
         &h,
@@ -187,6 +188,7 @@ fn malformed_truncated_and_oversized_frames_end_only_their_session() {
         id,
         dtype: "f32".into(),
         len: 1000,
+        offset: 0,
     };
     d.launch(&h, "vadd", &[b.clone(), b.clone(), b, WireArg::Size(1000)])
         .unwrap();
@@ -265,6 +267,7 @@ fn launches_are_checked_on_the_client_before_anything_is_sent() {
         id,
         dtype: "f32".into(),
         len: 100,
+        offset: 0,
     };
     let e = d
         .launch(&h, "vadd", &[b.clone(), b.clone(), b, WireArg::Size(1000)])
@@ -474,6 +477,7 @@ fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
         id,
         dtype: "f32".into(),
         len: 1,
+        offset: 0,
     };
     let t0 = std::time::Instant::now();
     d.launch(
@@ -641,6 +645,7 @@ fn mutated_session_frames_never_take_the_worker_down() {
                 id,
                 dtype: ["f32", "i8", "f16", "nope"][(r / 4 % 4) as usize].into(),
                 len: r / 16 % 5000,
+                offset: 0,
             },
             1 => WireArg::Size((r / 4) as i32),
             _ => WireArg::Size((r % 3000) as i32),
@@ -995,4 +1000,126 @@ fn a_large_fill_and_read_make_no_whole_buffer_copies() {
         "session peaked at {session} bytes"
     );
     assert!(worker < 96 << 20, "worker peaked at {worker} bytes");
+}
+
+#[test]
+fn a_kernel_reads_and_writes_views_of_buffers_through_a_worker() {
+    let w = Worker::start(&[]);
+    let mut d = w.connect();
+    let so = vadd();
+    let h = d.load_module(&so).unwrap();
+    // A and C live 8 elements (32 bytes) into buffers of 40: the kernel sees
+    // only its 32 elements, and C's elements around the view stay zero.
+    let n = 32usize;
+    let a: Vec<f32> = (0..40).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..n).map(|i| 100.0 * i as f32).collect();
+    let (ia, ib, ic) = (
+        d.alloc(160).unwrap(),
+        d.alloc(128).unwrap(),
+        d.alloc(160).unwrap(),
+    );
+    d.write(ia, 0, &f32s(&a)).unwrap();
+    d.write(ib, 0, &f32s(&b)).unwrap();
+    let view = |id, offset| WireArg::Buffer {
+        id,
+        dtype: "f32".into(),
+        len: n as u64,
+        offset,
+    };
+    d.launch(
+        &h,
+        "vadd",
+        &[
+            view(ia, 8),
+            view(ib, 0),
+            view(ic, 4),
+            WireArg::Size(n as i32),
+        ],
+    )
+    .unwrap();
+    let c = d.read_all(ic).unwrap();
+    let c: Vec<f32> = c
+        .chunks_exact(4)
+        .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+        .collect();
+    for (i, got) in c.iter().enumerate() {
+        let want = if (4..4 + n).contains(&i) {
+            a[8 + i - 4] + b[i - 4]
+        } else {
+            0.0
+        };
+        assert_eq!(*got, want, "element {i}");
+    }
+    // A view that leaves its buffer, or starts off a 16-byte boundary, is
+    // refused by the worker's device.
+    for (offset, why) in [(9, "from element 9 on"), (1, "not a multiple of 16")] {
+        let mut d = w.connect();
+        let h = d.load_module(&so).unwrap();
+        let (ia, ic) = (d.alloc(160).unwrap(), d.alloc(160).unwrap());
+        let e = d
+            .launch(
+                &h,
+                "vadd",
+                &[
+                    view(ia, offset),
+                    view(ia, 0),
+                    view(ic, 0),
+                    WireArg::Size(n as i32),
+                ],
+            )
+            .and_then(|()| d.synchronize())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "offset {offset}: {e}");
+    }
+}
+
+/// `examples/gpt2`'s binary (built on first use).
+fn gpt2_bin() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "gpt2"])
+        .current_dir(&root)
+        .status()
+        .expect("cargo build");
+    assert!(status.success());
+    rocmc_bin().parent().unwrap().join("gpt2")
+}
+
+#[test]
+fn the_gpt2_example_runs_on_a_workers_cpu_and_matches_its_reference() {
+    let w = Worker::start(&[]);
+    let known = w.state.path().join("known_workers");
+    let fx =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2/tests/fixtures");
+    let out = Command::new(gpt2_bin())
+        .arg("--weights")
+        .arg(fx.join("tiny.safetensors"))
+        .arg("--ids-file")
+        .arg(fx.join("prompts.txt"))
+        .args(["--batch", "2", "--new", "8", "--device", &w.url("cpu")])
+        .env("ROCMC_WORKER_SECRET", &w.secret)
+        .env("ROCMC_KNOWN_WORKERS", &known)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("x86-64") || text.contains("host CPU"),
+        "ran on the worker's CPU: {text}"
+    );
+    let want = std::fs::read_to_string(fx.join("tokens.txt")).unwrap();
+    for (b, line) in want.lines().enumerate() {
+        assert!(
+            text.contains(&format!("sequence {b}: {line}")),
+            "sequence {b}: {text}"
+        );
+    }
 }

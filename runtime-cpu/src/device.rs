@@ -151,3 +151,55 @@ impl dev::HostCopy for CpuBuffer<u8> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dev::{Device as _, Tensor};
+
+    #[test]
+    fn typed_tensors_and_views_on_the_cpu_device() {
+        let mut d = CpuDevice::open();
+        let t = Tensor::<f32>::upload(&mut d, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).unwrap();
+        let v = t.view(4, 4).unwrap();
+        assert_eq!(v.read(&mut d).unwrap(), [5.0, 6.0, 7.0, 8.0]);
+        v.write(&mut d, &[0.5; 4]).unwrap();
+        assert_eq!(
+            t.read(&mut d).unwrap(),
+            [1.0, 2.0, 3.0, 4.0, 0.5, 0.5, 0.5, 0.5]
+        );
+        // A view of a view starts where both say.
+        assert_eq!(
+            t.view(0, 8)
+                .unwrap()
+                .view(4, 2)
+                .unwrap()
+                .read(&mut d)
+                .unwrap(),
+            [0.5, 0.5]
+        );
+        let e = t.view(2, 4).unwrap_err().to_string();
+        assert!(
+            e.contains("starts at byte 8") && e.contains("multiple of 16"),
+            "{e}"
+        );
+        let e = t.view(4, 5).unwrap_err().to_string();
+        assert!(e.contains("outside the 8 elements"), "{e}");
+        assert!(v.write(&mut d, &[1.0; 3]).is_err());
+        // The kernel-argument form of a view: a pointer into the buffer,
+        // checked against the buffer's end.
+        let inside = dev::kernel_args(&[v.arg()], d.bufs.lookup()).unwrap();
+        assert_eq!(inside.len(), 1);
+        let past = dev::Arg::Buffer {
+            id: t.buffer(),
+            dtype: "f32".into(),
+            len: 5,
+            offset: 4,
+        };
+        let e = dev::kernel_args(&[past], d.bufs.lookup())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not 5 f32 from element 4 on"), "{e}");
+        t.free(&mut d).unwrap();
+    }
+}

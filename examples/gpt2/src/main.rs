@@ -221,7 +221,8 @@ fn run(a: &Args) -> Result<(), Error> {
     let (mut pre, mut dec) = (Vec::new(), Vec::new());
     let mut first = None;
     for r in 0..a.runs.max(1) {
-        let (out, steps, p, d) = generate(a, dev, &mut m, &ids, a.logits.as_ref().filter(|_| r == 0))?;
+        let (out, steps, p, d) =
+            generate(a, dev, &mut m, &ids, a.logits.as_ref().filter(|_| r == 0))?;
         pre.push(p);
         dec.push(d);
         first.get_or_insert((out, steps));

@@ -128,9 +128,11 @@ impl Model {
                 attention_d64::AttentionD64::load(dev)?,
                 merge_heads_d64::MergeHeadsD64::load(dev)?,
             )),
-            d => return Err(Error::Weights(format!(
+            d => {
+                return Err(Error::Weights(format!(
                 "head dimension {d}: this program has kernels for 16 and 64 (build.rs HEAD_DIMS)"
-            ))),
+            )))
+            }
         };
         let kernels = Kernels {
             embed: embed::Embed::load(dev)?,
