@@ -77,7 +77,7 @@ impl<T: DeviceScalar> Tensor<T> {
             return Err(refuse(format!("outside the {} elements", self.len)));
         }
         let offset = self.offset + start as u64;
-        if (offset * T::SIZE as u64) % VIEW_ALIGN != 0 {
+        if !(offset * T::SIZE as u64).is_multiple_of(VIEW_ALIGN) {
             return Err(refuse(format!(
                 "starts at byte {} of buffer #{}, not a multiple of {VIEW_ALIGN}",
                 offset * T::SIZE as u64,

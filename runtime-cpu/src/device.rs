@@ -155,7 +155,7 @@ impl dev::HostCopy for CpuBuffer<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dev::{Device as _, Tensor};
+    use dev::Tensor;
 
     #[test]
     fn typed_tensors_and_views_on_the_cpu_device() {

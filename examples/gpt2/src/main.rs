@@ -91,14 +91,23 @@ struct Args {
     runs: usize,
 }
 
-/// The generated tokens of one prefill and decoding, and each phase's seconds.
+/// One prefill and decoding: each sequence's tokens, the decoding steps,
+/// and each phase's seconds.
+struct Generated {
+    tokens: Vec<Vec<i32>>,
+    steps: usize,
+    prefill: f64,
+    decode: f64,
+}
+
+/// Runs the prefill of `ids` and greedy decoding from it.
 fn generate(
     a: &Args,
     dev: &mut dyn rocmc_device::Device,
     m: &mut model::Model,
     ids: &[i32],
     logits_to: Option<&PathBuf>,
-) -> Result<(Vec<Vec<i32>>, usize, f64, f64), Error> {
+) -> Result<Generated, Error> {
     let c = m.weights.config;
     let s = ids.len() / a.batch;
     m.reset();
@@ -122,7 +131,12 @@ fn generate(
         next = n;
     }
     dev.synchronize()?;
-    Ok((out, steps, prefill, t0.elapsed().as_secs_f64()))
+    Ok(Generated {
+        tokens: out,
+        steps,
+        prefill,
+        decode: t0.elapsed().as_secs_f64(),
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -221,11 +235,10 @@ fn run(a: &Args) -> Result<(), Error> {
     let (mut pre, mut dec) = (Vec::new(), Vec::new());
     let mut first = None;
     for r in 0..a.runs.max(1) {
-        let (out, steps, p, d) =
-            generate(a, dev, &mut m, &ids, a.logits.as_ref().filter(|_| r == 0))?;
-        pre.push(p);
-        dec.push(d);
-        first.get_or_insert((out, steps));
+        let g = generate(a, dev, &mut m, &ids, a.logits.as_ref().filter(|_| r == 0))?;
+        pre.push(g.prefill);
+        dec.push(g.decode);
+        first.get_or_insert((g.tokens, g.steps));
     }
     let (out, steps) = first.expect("one run at least");
     let (prefill, decode) = (median(pre), median(dec));

@@ -176,7 +176,7 @@ impl Model {
     ) -> Result<(Tensor<f32>, Vec<i32>), Error> {
         let c = self.weights.config;
         let b = self.batch;
-        if ids.is_empty() || ids.len() % b != 0 {
+        if ids.is_empty() || !ids.len().is_multiple_of(b) {
             return Err(Error::Usage(format!(
                 "{} token ids for a batch of {b}",
                 ids.len()
