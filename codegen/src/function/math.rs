@@ -102,6 +102,30 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 }
 
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    /// f32 GELU for a result rounded to f16 or bf16: x / (1 + 2^(−k·z)),
+    /// z = x + 0.044715·x³, k = 2√(2/π)·log2 e, in plain f32 with the
+    /// target's approximate 2^x. Relative error below 2^-16 for |x| ≤ 20
+    /// (under a tenth of an f16 ulp), so the rounded result is the
+    /// correctly rounded one or its neighbour; infinities and NaN as the
+    /// exact form (x³ overflowing gives x or −0).
+    pub(crate) fn gelu_for_half(&self, x: FloatValue<'ctx>) -> R<FloatValue<'ctx>> {
+        let m = Mb { cx: self };
+        let x3 = m.mul(m.mul(x, x)?, x)?;
+        let z = m.fma(x3, m.c(x, 0.044715), x)?;
+        let k = -2.0 * rocmc_ir::interp::GELU_C * std::f64::consts::LOG2_E;
+        let w = m.mul(z, m.c(x, k))?;
+        let e = self
+            .call(self.be.exp2_approx_f32(), &[m.ty(x)], &[w.into()])?
+            .into_float_value();
+        let r = m.div(x, m.add(m.c(x, 1.0), e)?)?;
+        // 2^(−k·z) overflows only for x below −10 (GELU is −0 in both
+        // 16-bit types there); x = −∞ would give ∞/∞.
+        let over = m.cmp(FloatPredicate::OEQ, e, m.c(x, f64::INFINITY))?;
+        m.sel(over, m.c(x, -0.0), r)
+    }
+}
+
 /// A thin layer over the builder for float code: every call returns a
 /// value or the LLVM error, so the expansions read like formulas.
 struct Mb<'r, 'a, 'ctx> {
