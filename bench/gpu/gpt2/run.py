@@ -13,6 +13,8 @@ Hugging Face's GPT2LMHeadModel, eager and torch.compile, same weights, f16.
    decoding 128 steps after a 128-token prompt at batch 1 and 16.
    rocmc (median of 5 runs after a warm-up), HF eager and HF +
    torch.compile (median of 5 after warm-up; CUDA-synchronised wall time).
+3. The same binary through rocmc-worker on loopback (remote://.../cuda:0),
+   when rocmc-worker lies beside the gpt2 binary.
 Prints a table last; everything also goes to OUT_DIR/results.json.
 """
 import copy
@@ -176,6 +178,40 @@ for b, s, n in ((1, 1024, 1), (1, 128, 129)):
     out = rocmc(wdir, ids.tolist(), b, n, ["--profile"])
     say(f"profile batch {b} prompt {s} new {n}:\n" + out[out.find("time per kernel"):])
     timing[f"profile_b{b}_s{s}_n{n}"] = out[out.find("time per kernel"):]
+# the same binary through a worker on loopback (TLS, the worker's session
+# process in between): what the remote path costs per step
+worker_bin = str(Path(BIN).with_name("rocmc-worker"))
+if os.path.exists(worker_bin):
+    state = OUT / "worker"
+    state.mkdir(exist_ok=True)
+    w = subprocess.Popen([worker_bin, "--listen", "127.0.0.1:0", "--state", str(state)],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    addr = w.stdout.readline().split()[-1]
+    w.stdout.readline()
+    os.environ["ROCMC_WORKER_SECRET"] = (state / "secret").read_text().strip()
+    os.environ["ROCMC_KNOWN_WORKERS"] = str(state / "known_workers")
+    remote = {}
+    try:
+        for b, s_, n, key in ((1, 1024, 1, "prefill_b1"), (1, 128, 129, "decode_b1"), (16, 128, 129, "decode_b16")):
+            ids = torch.randint(0, 50257, (b, s_), generator=g)
+            pf = wdir / f"prompts_remote_{b}.txt"
+            pf.write_text("".join(",".join(map(str, r)) + "\n" for r in ids.tolist()))
+            cmd = [BIN, "--weights", str(wdir / "model.safetensors"), "--device", f"remote://{addr}/cuda:0",
+                   "--ids-file", str(pf), "--batch", str(b), "--new", str(n), "--warmup", "1", "--runs", "3"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            log.write(" ".join(cmd) + "\n" + r.stdout + r.stderr + "\n")
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr.strip())
+            if key.startswith("prefill"):
+                remote[key] = float(re.search(r"prefill: .* in ([0-9.]+) ms", r.stdout).group(1))
+            else:
+                remote[key] = float(re.search(r"decode: .*\(([0-9.]+) ms per step", r.stdout).group(1))
+            timing[key]["remote_ms"] = remote[key]
+            say("remote", key, timing[key])
+    except Exception as e:  # noqa: BLE001 - reported, not hidden
+        say("remote failed:", repr(e)[:500])
+    finally:
+        w.kill()
 # torch.compile last: it may take long or fail
 try:
     cm = torch.compile(m16)
@@ -214,8 +250,8 @@ say("|---|---:|---:|---:|---:|---|---|---:|")
 for r in results["correctness"]:
     say(f"| logits, greedy 32 | {r['init']} | {r['rocmc_max_err']:.4f} | {r['hf16_max_err']:.4f} | {r['logit_range']:.2f} | "
         f"{r['rocmc_tokens_equal_f32']} (first diff {r['rocmc_first_diff']}) | {r['hf16_tokens_equal_f32']} (first diff {r['hf16_first_diff']}) | {r['smallest_margin']:.4f} |")
-say("\n| phase | rocmc | HF eager | HF compile | rocmc / eager | rocmc / compile |")
-say("|---|---:|---:|---:|---:|---:|")
+say("\n| phase | rocmc | HF eager | HF compile | rocmc / eager | rocmc / compile | rocmc via worker |")
+say("|---|---:|---:|---:|---:|---:|---:|")
 for k, v in timing.items():
     if not isinstance(v, dict):
         continue
@@ -224,4 +260,6 @@ for k, v in timing.items():
     ours = v["rocmc_ms"]
     cs = "-" if c is None else "%.3f" % c
     cr = "-" if c is None else "%.2fx" % (c / ours)
-    say(f"| {k} | {ours:.3f} {unit} | {v['eager_ms']:.3f} | {cs} | {v['eager_ms'] / ours:.2f}x | {cr} |")
+    rm = v.get("remote_ms")
+    rs = "-" if rm is None else "%.3f" % rm
+    say(f"| {k} | {ours:.3f} {unit} | {v['eager_ms']:.3f} | {cs} | {v['eager_ms'] / ours:.2f}x | {cr} | {rs} |")
