@@ -47,6 +47,8 @@ pub const MCPU_ENV: &str = "ROCMC_MCPU";
 #[derive(Clone, Debug, Default)]
 pub struct Build {
     kernels: Vec<PathBuf>,
+    /// Tune values given by hand, per kernel file (as `--tune`).
+    tune_values: Vec<(PathBuf, String)>,
     mcpus: Vec<String>,
     out_dir: Option<PathBuf>,
     code_object_version: Option<u32>,
@@ -79,6 +81,17 @@ impl Build {
     /// Adds a kernel file (kernel.toml format).
     pub fn kernel(&mut self, path: impl AsRef<Path>) -> &mut Build {
         self.kernels.push(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Adds a kernel file built with these tune values (`"Y_BN=128,Y_WN=2"`,
+    /// as `rocmc build --tune`): the `[tune]` parameters or the knobs of
+    /// its default schedules, checked like any configuration. The tuning
+    /// database is not read for this file.
+    pub fn kernel_tuned(&mut self, path: impl AsRef<Path>, values: &str) -> &mut Build {
+        self.kernels.push(path.as_ref().to_path_buf());
+        self.tune_values
+            .push((path.as_ref().to_path_buf(), values.to_string()));
         self
     }
 
@@ -289,7 +302,16 @@ impl Build {
             let mut first: Option<crate::Artifact> = None;
             for (out, ts) in &groups {
                 let tc = crate::toolchain::lookup(&ts[0]);
-                let (tune, note) = self.tuning_for(&file, &text, ts, metadata)?;
+                let given = self.tune_values.iter().find(|(p, _)| p == path);
+                let (tune, note) = match given {
+                    Some((_, v)) => (
+                        rocmc_ir::tune::parse_assignments(v).map_err(|e| {
+                            Error::Usage(format!("rocmc::Build::kernel_tuned({file:?}): {e}"))
+                        })?,
+                        None,
+                    ),
+                    None => self.tuning_for(&file, &text, ts, metadata)?,
+                };
                 tuning.extend(note);
                 let opts = Options {
                     tune,
