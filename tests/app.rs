@@ -345,3 +345,36 @@ fn a_wrongly_typed_buffer_does_not_compile() {
     let out = check();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// `kernel_tuned`: knobs of a default schedule given by hand, as
+/// `rocmc build --tune`; a value that is not a candidate is refused.
+#[test]
+fn kernel_tuned_builds_the_given_knobs_and_refuses_bad_ones() {
+    let linear = example("vadd").with_file_name("gpt2/kernels/linear.toml");
+    let ptx = |tune: Option<&str>| {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = rocmc::Build::new();
+        match tune {
+            Some(t) => b.kernel_tuned(&linear, t),
+            None => b.kernel(&linear),
+        };
+        let out = b
+            .mcpu("sm_90")
+            .out_dir(d.path())
+            .cargo_metadata(false)
+            .try_compile()
+            .map_err(|e| e.to_string())?;
+        Ok::<String, String>(std::fs::read_to_string(&out.bundles[0]).unwrap())
+    };
+    let default = ptx(None).unwrap();
+    let tuned = ptx(Some("Y_BM=64,Y_BN=128")).unwrap();
+    assert_ne!(default, tuned);
+    // A 64 x 128 tile per work-group of 2 x 4 warps: 8 warps still, smaller tiles in LDS.
+    assert!(
+        tuned.contains(".reqntid 32, 4, 2") || tuned.contains(".maxntid 32, 4, 2"),
+        "{}",
+        &tuned[..2000]
+    );
+    let e = ptx(Some("Y_BN=100")).unwrap_err();
+    assert!(e.contains("Y_BN") && e.contains("64, 128, 256"), "{e}");
+}

@@ -245,13 +245,28 @@ fn a_gelu_rounded_to_f16_is_within_one_ulp_of_the_exact_value() {
          [[stage]]\ncompute = \"Y[i] = f16(gelu(X[i]))\"\nshape = [\"n\"]\n",
     )
     .unwrap();
-    let mut xs: Vec<f32> = (0..1 << 16).map(|i| -12.0 + 24.0 * i as f32 / 65536.0).collect();
-    xs.extend([0.0, -0.0, 1e-30, -1e-30, 30.0, -30.0, 1e20, -1e20, f32::INFINITY, f32::NEG_INFINITY]);
+    let mut xs: Vec<f32> = (0..1 << 16)
+        .map(|i| -12.0 + 24.0 * i as f32 / 65536.0)
+        .collect();
+    xs.extend([
+        0.0,
+        -0.0,
+        1e-30,
+        -1e-30,
+        30.0,
+        -30.0,
+        1e20,
+        -1e20,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ]);
     let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
     std::fs::write(d.path().join("x.npy"), npy_file("<f4", &[xs.len()], &bytes)).unwrap();
     run_ok(
         d.path(),
-        &["run", "g.toml", "--device", "cpu", "--input", "X=x.npy", "--output", "out"],
+        &[
+            "run", "g.toml", "--device", "cpu", "--input", "X=x.npy", "--output", "out",
+        ],
     );
     let (h, y) = parse_npy(&d.path().join("out/outputs/Y.npy"));
     assert!(h.contains("'descr':'<f2'"), "{h}");
@@ -260,7 +275,11 @@ fn a_gelu_rounded_to_f16_is_within_one_ulp_of_the_exact_value() {
     for (k, (x, b)) in xs.iter().zip(y.chunks_exact(2)).enumerate() {
         let x = *x as f64;
         let want = if x.is_infinite() {
-            if x > 0.0 { x } else { -0.0 }
+            if x > 0.0 {
+                x
+            } else {
+                -0.0
+            }
         } else {
             0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
         };
@@ -274,6 +293,14 @@ fn a_gelu_rounded_to_f16_is_within_one_ulp_of_the_exact_value() {
             _ => far.push((k, xs[k], got, want)),
         }
     }
-    assert!(far.is_empty(), "more than one f16 ulp away: {:?}", &far[..far.len().min(8)]);
-    assert!(exact * 100 >= xs.len() * 99, "{exact} of {} correctly rounded", xs.len());
+    assert!(
+        far.is_empty(),
+        "more than one f16 ulp away: {:?}",
+        &far[..far.len().min(8)]
+    );
+    assert!(
+        exact * 100 >= xs.len() * 99,
+        "{exact} of {} correctly rounded",
+        xs.len()
+    );
 }

@@ -30,6 +30,14 @@
 //! `rocmc-runtime-cuda` that embed them all and load the best one for the
 //! device they run on. One `Build` is for one vendor; an application for
 //! both runs two, each with its own `out_dir`.
+//!
+//! With [`Build::any_device`] one `Build` takes AMD, NVIDIA and CPU
+//! (`x86-64`) targets together and writes launchers over the one device
+//! interface, `rocmc_device::Device`: each embeds every target's module
+//! and loads the one for the device it is given (`cpu`, `cuda:N`,
+//! `amdgpu:N`, a worker's `remote://…`); buffers are
+//! `rocmc_device::Tensor`s, views included (`examples/gpt2`).
+//! [`Build::kernel_tuned`] gives a kernel file tune values by hand.
 
 mod launcher;
 
