@@ -137,6 +137,23 @@ def timed(f, reps=5):
     return float(np.median(ts))
 
 
+def decode_ms(m, x, steps=128):
+    """Median ms per greedy step of `m` after prompt `x` (3 runs after a warm-up)."""
+    def once():
+        with torch.no_grad():
+            o = m(x, use_cache=True)
+            pkv, nx = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(steps):
+                o = m(nx, past_key_values=pkv, use_cache=True)
+                pkv, nx = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t) / steps
+    once()
+    return float(np.median([once() for _ in range(3)])) * 1e3
+
+
 wdir = OUT / "weights_0.02"
 m16 = GPT2LMHeadModel.from_pretrained(wdir, torch_dtype=torch.float16).to(dev).eval()
 g = torch.Generator().manual_seed(2)
@@ -154,22 +171,7 @@ for b in (1, 16):
     ids = torch.randint(0, 50257, (b, 128), generator=g)
     out = rocmc(wdir, ids.tolist(), b, 129, ["--warmup", "1", "--runs", "3"])
     step = float(re.search(r"decode: .*\(([0-9.]+) ms per step", out).group(1))
-    x = ids.to(dev)
-
-    def decode(m):
-        with torch.no_grad():
-            o = m(x, use_cache=True)
-            pkv, nx = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(128):
-                o = m(nx, past_key_values=pkv, use_cache=True)
-                pkv, nx = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
-            torch.cuda.synchronize()
-            return (time.perf_counter() - t) / 128
-
-    decode(m16)
-    eager = float(np.median([decode(m16) for _ in range(3)])) * 1e3
+    eager = decode_ms(m16, ids.to(dev))
     timing[f"decode_b{b}"] = {"rocmc_ms": step, "eager_ms": eager}
     say("decode", b, timing[f"decode_b{b}"])
 # per-kernel shares, rocmc's own synchronised timing
@@ -223,21 +225,7 @@ try:
     dm = torch.compile(m16, dynamic=True)
     for b in (1, 16):
         x = torch.randint(0, 50257, (b, 128), generator=g).to(dev)
-
-        def decode_c():
-            with torch.no_grad():
-                o = dm(x, use_cache=True)
-                pkv, nx = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
-                torch.cuda.synchronize()
-                t = time.perf_counter()
-                for _ in range(128):
-                    o = dm(nx, past_key_values=pkv, use_cache=True)
-                    pkv, nx = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
-                torch.cuda.synchronize()
-                return (time.perf_counter() - t) / 128
-
-        decode_c()
-        timing[f"decode_b{b}"]["compile_ms"] = float(np.median([decode_c() for _ in range(3)])) * 1e3
+        timing[f"decode_b{b}"]["compile_ms"] = decode_ms(dm, x)
         say("compile decode", b, timing[f"decode_b{b}"])
 except Exception as e:  # noqa: BLE001 - reported, not hidden
     say("torch.compile failed:", repr(e)[:500])

@@ -50,41 +50,18 @@ pub fn launcher(k: &Kernel, p: &rocmc_ir::Program, code: &Code) -> Result<String
         Code::Bundle(_) => "rocmc_runtime_hip",
         Code::Ptx(_) => "rocmc_runtime_cuda",
     };
-    // Every materialised tensor in order, then sizes, then parameters.
-    let mut params = Vec::new();
-    for t in k
-        .tensors
-        .iter()
-        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_internal()))
-    {
-        params.push(format!(
-            "{}: &{rt}::DeviceBuffer<{}>",
-            t.name,
-            rust_type(t.dtype, rt)
-        ));
-    }
-    params.extend(k.sizes.iter().map(|s| format!("{}: i32", s.name)));
-    for q in &k.params {
-        params.push(format!("{}: {}", q.name, rust_type(q.dtype, rt)));
-    }
-    let mut body = String::new();
-    for g in &p.kernels {
-        let args: Vec<String> = g
-            .args
-            .iter()
-            .map(|a| match &a.kind {
-                ArgKind::Buffer { .. } => format!("{rt}::KernelArg::buffer({})", a.name),
-                ArgKind::Size(_) => format!("{rt}::KernelArg::size({})", a.name),
-                ArgKind::Param(_) => format!("{rt}::KernelArg::scalar({})", a.name),
-            })
-            .collect();
-        let _ = writeln!(
-            body,
-            "            self.module.kernel({:?})?.launch(&[{}], None)?;",
-            g.name,
-            args.join(", ")
-        );
-    }
+    let (params, body) = parts(
+        k,
+        p,
+        |t| format!("&{rt}::DeviceBuffer<{}>", rust_type(t, rt)),
+        |t| rust_type(t, rt),
+        |kind, name| match kind {
+            ArgKind::Buffer { .. } => format!("{rt}::KernelArg::buffer({name})"),
+            ArgKind::Size(_) => format!("{rt}::KernelArg::size({name})"),
+            ArgKind::Param(_) => format!("{rt}::KernelArg::scalar({name})"),
+        },
+        |kernel, args| format!("self.module.kernel({kernel:?})?.launch(&[{args}], None)?;"),
+    );
     let doc_sig: Vec<String> = params
         .iter()
         .map(|s| s.replace(&format!("{rt}::"), ""))
@@ -139,6 +116,38 @@ pub mod {name} {{
     ))
 }
 
+/// A launcher's parameters (every materialised tensor in order, then the
+/// sizes, then the scalar parameters, each typed by `buffer` or `scalar`)
+/// and the body that launches each GPU kernel of the module in order
+/// (`arg` spells one argument, `launch` one kernel's launch).
+fn parts(
+    k: &Kernel,
+    p: &rocmc_ir::Program,
+    buffer: impl Fn(DType) -> String,
+    scalar: impl Fn(DType) -> String,
+    arg: impl Fn(&ArgKind, &str) -> String,
+    launch: impl Fn(&str, &str) -> String,
+) -> (Vec<String>, String) {
+    let mut params: Vec<String> = k
+        .tensors
+        .iter()
+        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_internal()))
+        .map(|t| format!("{}: {}", t.name, buffer(t.dtype)))
+        .collect();
+    params.extend(k.sizes.iter().map(|s| format!("{}: i32", s.name)));
+    params.extend(
+        k.params
+            .iter()
+            .map(|q| format!("{}: {}", q.name, scalar(q.dtype))),
+    );
+    let mut body = String::new();
+    for g in &p.kernels {
+        let args: Vec<String> = g.args.iter().map(|a| arg(&a.kind, &a.name)).collect();
+        let _ = writeln!(body, "            {}", launch(&g.name, &args.join(", ")));
+    }
+    (params, body)
+}
+
 /// What a launcher over any device embeds: each vendor's modules of one
 /// kernel file.
 #[derive(Default)]
@@ -177,40 +186,18 @@ pub fn device_launcher(
     code: &Embedded,
 ) -> Result<String, Error> {
     let ty = type_name(&k.name);
-    let mut params = Vec::new();
-    for t in k
-        .tensors
-        .iter()
-        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_internal()))
-    {
-        params.push(format!(
-            "{}: &rocmc_device::Tensor<{}>",
-            t.name,
-            device_type(t.dtype)
-        ));
-    }
-    params.extend(k.sizes.iter().map(|s| format!("{}: i32", s.name)));
-    for q in &k.params {
-        params.push(format!("{}: {}", q.name, device_type(q.dtype)));
-    }
-    let mut body = String::new();
-    for g in &p.kernels {
-        let args: Vec<String> = g
-            .args
-            .iter()
-            .map(|a| match &a.kind {
-                ArgKind::Buffer { .. } => format!("{}.arg()", a.name),
-                ArgKind::Size(_) => format!("rocmc_device::Arg::Size({})", a.name),
-                ArgKind::Param(_) => format!("rocmc_device::scalar_arg({})", a.name),
-            })
-            .collect();
-        let _ = writeln!(
-            body,
-            "            device.launch(&self.module, {:?}, &[{}])?;",
-            g.name,
-            args.join(", ")
-        );
-    }
+    let (params, body) = parts(
+        k,
+        p,
+        |t| format!("&rocmc_device::Tensor<{}>", device_type(t)),
+        |t| device_type(t).to_string(),
+        |kind, name| match kind {
+            ArgKind::Buffer { .. } => format!("{name}.arg()"),
+            ArgKind::Size(_) => format!("rocmc_device::Arg::Size({name})"),
+            ArgKind::Param(_) => format!("rocmc_device::scalar_arg({name})"),
+        },
+        |kernel, args| format!("device.launch(&self.module, {kernel:?}, &[{args}])?;"),
+    );
     let names: Vec<String> = p.kernels.iter().map(|g| format!("{:?}", g.name)).collect();
     let pairs = |v: &[(String, PathBuf)], inc: &str| {
         v.iter()
