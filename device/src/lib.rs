@@ -34,6 +34,7 @@ pub use buffers::{Buffers, HostCopy};
 pub use code::Code;
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
+pub use launch::Bool8;
 pub use tensor::{scalar_arg, Tensor};
 
 use serde::{Deserialize, Serialize};

@@ -160,20 +160,8 @@ pub struct Embedded {
     pub cpu: Vec<(String, PathBuf)>,
 }
 
-fn device_type(t: DType) -> &'static str {
-    match t {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I8 => "i8",
-        DType::U8 => "u8",
-        DType::I32 => "i32",
-        DType::U32 => "u32",
-        DType::I64 => "i64",
-        DType::F16 => "rocmc_device::f16",
-        DType::BF16 => "rocmc_device::bf16",
-        DType::Bool => "rocmc_device::launch::Bool8",
-        DType::F8E4M3FN | DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => "u8",
-    }
+fn device_type(t: DType) -> String {
+    rust_type(t, "rocmc_device")
 }
 
 /// The Rust module of one kernel file for any device: the embedded code
@@ -190,7 +178,7 @@ pub fn device_launcher(
         k,
         p,
         |t| format!("&rocmc_device::Tensor<{}>", device_type(t)),
-        |t| device_type(t).to_string(),
+        device_type,
         |kind, name| match kind {
             ArgKind::Buffer { .. } => format!("{name}.arg()"),
             ArgKind::Size(_) => format!("rocmc_device::Arg::Size({name})"),
