@@ -193,11 +193,7 @@ fn any_device_launchers_embed_every_vendors_code() {
         .cargo_metadata(false)
         .try_compile()
         .unwrap();
-    let names: Vec<String> = out
-        .bundles
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(&out);
     assert_eq!(
         names,
         ["linear.hipfb", "linear.sm_90.ptx", "linear.x86-64.so"]
@@ -248,11 +244,7 @@ fn build_writes_ptx_and_cuda_launchers_for_nvidia_targets() {
         .cargo_metadata(false)
         .try_compile()
         .unwrap();
-    let names: Vec<String> = out
-        .bundles
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(&out);
     assert_eq!(
         names,
         [
@@ -377,4 +369,12 @@ fn kernel_tuned_builds_the_given_knobs_and_refuses_bad_ones() {
     );
     let e = ptx(Some("Y_BN=100")).unwrap_err();
     assert!(e.contains("Y_BN") && e.contains("64, 128, 256"), "{e}");
+}
+
+/// The file names of what a build wrote, in order.
+fn file_names(out: &rocmc::build::Outputs) -> Vec<String> {
+    out.bundles
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
 }

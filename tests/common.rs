@@ -186,19 +186,22 @@ pub fn assemble_ptx(ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
     rocmc::ptxas::assemble(&ptxas(), ptx, arch)
 }
 
+/// Binary `bin` of workspace package `package`, built on its own with
+/// `cargo build -p` (so it links only what that package does).
+pub fn package_bin(package: &str, bin: &str) -> PathBuf {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", package])
+        .current_dir(root())
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build -p {package}");
+    rocmc_bin().parent().unwrap().join(bin)
+}
+
 /// The worker binary, built on its own (so it links no LLVM).
 pub fn worker_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "rocmc-worker"])
-            .current_dir(root())
-            .status()
-            .expect("cargo build");
-        assert!(status.success());
-        let dir = rocmc_bin().parent().unwrap().to_path_buf();
-        dir.join("rocmc-worker")
-    })
+    BIN.get_or_init(|| package_bin("rocmc-worker", "rocmc-worker"))
 }
 
 /// A `rocmc-worker` on loopback with its own state folder; killed when dropped.

@@ -1074,28 +1074,13 @@ fn a_kernel_reads_and_writes_views_of_buffers_through_a_worker() {
     }
 }
 
-/// `examples/gpt2`'s binary (built on first use).
-fn gpt2_bin() -> std::path::PathBuf {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "gpt2"])
-        .current_dir(&root)
-        .status()
-        .expect("cargo build");
-    assert!(status.success());
-    rocmc_bin().parent().unwrap().join("gpt2")
-}
-
 #[test]
 fn the_gpt2_example_runs_on_a_workers_cpu_and_matches_its_reference() {
     let w = Worker::start(&[]);
     let known = w.state.path().join("known_workers");
     let fx =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2/tests/fixtures");
-    let out = Command::new(gpt2_bin())
+    let out = Command::new(rocmc_tests::package_bin("gpt2", "gpt2"))
         .arg("--weights")
         .arg(fx.join("tiny.safetensors"))
         .arg("--ids-file")

@@ -72,19 +72,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .build_not(self.expr(a)?.into_int_value(), "")
                 .map_err(llvm_err)?
                 .into(),
-            // An f32 GELU whose value is only ever seen rounded to 16 bits
-            // needs 11 good bits, not the 4-ulp expansion.
-            ExprKind::Cast(a) if matches!(t, DType::F16 | DType::BF16) && a.dtype == DType::F32 => {
-                let v = match &a.kind {
-                    ExprKind::Call(MathFn::Gelu, x) if x.len() == 1 => {
-                        let x = self.expr(&x[0])?.into_float_value();
+            ExprKind::Cast(a) => {
+                let v = match gelu_rounded_to_half(t, a) {
+                    Some(x) => {
+                        let x = self.expr(x)?.into_float_value();
                         self.gelu_for_half(x)?.into()
                     }
-                    _ => self.expr(a)?,
+                    None => self.expr(a)?,
                 };
                 self.cast(a.dtype, t, v)?
             }
-            ExprKind::Cast(a) => self.cast(a.dtype, t, self.expr(a)?)?,
             ExprKind::Bitcast(a) => {
                 let v = self.expr(a)?;
                 b.build_bit_cast(v, lt, "").map_err(llvm_err)?
@@ -306,5 +303,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let lt = ty(self.cx, t);
         let fals = self.cx.bool_type().const_zero();
         self.call("llvm.abs", &[lt], &[xs[0].into(), fals.into()])
+    }
+}
+
+/// The argument of an f32 `gelu` that `t(gelu(x))` only ever sees rounded
+/// to 16 bits: it needs 11 good bits, not the 4-ulp expansion.
+fn gelu_rounded_to_half(t: DType, a: &Expr) -> Option<&Expr> {
+    match &a.kind {
+        ExprKind::Call(MathFn::Gelu, x)
+            if matches!(t, DType::F16 | DType::BF16) && a.dtype == DType::F32 && x.len() == 1 =>
+        {
+            Some(&x[0])
+        }
+        _ => None,
     }
 }

@@ -18,7 +18,7 @@ fn npy(path: &Path) -> (Vec<u64>, Vec<f32>) {
 }
 
 /// Runs the example on `device`; its stdout.
-pub fn run(device: &str, logits: &Path) -> String {
+fn run(device: &str, logits: &Path) -> String {
     let f = fixtures();
     let out = Command::new(env!("CARGO_BIN_EXE_gpt2"))
         .arg("--weights")
@@ -40,7 +40,7 @@ pub fn run(device: &str, logits: &Path) -> String {
 }
 
 /// Checks what [`run`] printed and wrote against the reference.
-pub fn check(stdout: &str, logits: &Path) {
+fn check(stdout: &str, logits: &Path) {
     let f = fixtures();
     let want = std::fs::read_to_string(f.join("tokens.txt")).expect("tokens.txt");
     for (b, line) in want.lines().enumerate() {
@@ -71,8 +71,8 @@ pub fn check(stdout: &str, logits: &Path) {
 
 #[test]
 fn tiny_gpt2_on_the_cpu_matches_the_numpy_reference() {
-    let dir = tempfile_dir();
-    let logits = dir.join("logits.npy");
+    let dir = tempfile::tempdir().unwrap();
+    let logits = dir.path().join("logits.npy");
     let out = run("cpu", &logits);
     check(&out, &logits);
     assert!(out.contains("prefill: 2 x 12 tokens"), "{out}");
@@ -111,10 +111,4 @@ fn bad_input_is_named() {
         !out.status.success() && e.contains("/nonexistent.safetensors"),
         "{e}"
     );
-}
-
-fn tempfile_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gpt2-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
