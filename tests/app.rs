@@ -371,6 +371,59 @@ fn kernel_tuned_builds_the_given_knobs_and_refuses_bad_ones() {
     assert!(e.contains("Y_BN") && e.contains("64, 128, 256"), "{e}");
 }
 
+#[test]
+fn kernel_tuned_on_gives_one_target_its_own_knobs() {
+    let linear = example("vadd").with_file_name("gpt2/kernels/linear.toml");
+    let build = |on: Option<&str>, mcpus: &[&str]| {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = rocmc::Build::new();
+        b.kernel_tuned(&linear, "Y_BN=128");
+        if let Some(t) = on {
+            // Only the NVIDIA matrix rule has stages.
+            b.kernel_tuned_on(&linear, t, "Y_BN=128,Y_STAGES=3");
+        }
+        for m in mcpus {
+            b.mcpu(m);
+        }
+        let out = b
+            .any_device()
+            .out_dir(d.path())
+            .cargo_metadata(false)
+            .try_compile()
+            .map_err(|e| e.to_string())?;
+        let texts: Vec<(String, String)> = out
+            .bundles
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(p).unwrap())
+            })
+            .collect();
+        Ok::<_, String>((file_names(&out), texts))
+    };
+    // Everywhere, the stages are refused by the CPU's rule, which names its knobs.
+    let d = tempfile::tempdir().unwrap();
+    let e = rocmc::Build::new()
+        .kernel_tuned(&linear, "Y_STAGES=3")
+        .mcpu("x86-64")
+        .any_device()
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Y_STAGES") && e.contains("Y_BK"), "{e}");
+    // On sm_90 alone they build, and change only sm_90's code.
+    let (files, base) = build(None, &["sm_80", "sm_90", "x86-64"]).unwrap();
+    let (files_on, on) = build(Some("sm_90"), &["sm_80", "sm_90", "x86-64"]).unwrap();
+    assert_eq!(files, files_on);
+    assert_eq!(base.len(), 2);
+    for ((name, a), (_, b)) in base.iter().zip(&on) {
+        assert_eq!(a == b, name.contains("sm_80"), "{name}");
+    }
+}
+
 /// The file names of what a build wrote, in order.
 fn file_names(out: &rocmc::build::Outputs) -> Vec<String> {
     out.bundles

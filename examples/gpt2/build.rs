@@ -10,35 +10,66 @@ use std::path::PathBuf;
 const HEAD_DIMS: [u32; 2] = [16, 64];
 
 /// Knobs of the default schedules given by hand, per kernel file
-/// (`rocmc build --tune` values). The `matmul-mma` rule's 128 × 256 tiles
-/// are its choice for 4096³; at GPT-2's widths (N = 768 to 3,072, M =
-/// the tokens of a step) smaller tiles give more work-groups. These were
-/// the best of four tables timed on the H100
-/// (bench/gpu/runs/h100-gpt2-variants-1). `GPT2_TUNE="linear:Y_BN=128;…"`
-/// replaces the table, to try others (an empty value: the defaults).
-const TUNED: &[(&str, &str)] = &[
-    ("linear", "Y_BM=64,Y_BN=128"),
-    ("linear_gelu", "Y_BN=128"),
-    ("linear_residual", "Y_BM=64,Y_BN=128"),
-    ("lm_head", "L_BN=128"),
+/// (`rocmc build --tune` values), on the one GPU they were measured on
+/// (the other targets keep the rules' choices). The `matmul-mma` rule's
+/// 128 × 256 tiles are its choice for 4096³; at GPT-2's widths (N = 768
+/// to 3,072, M = the tokens of a step) smaller tiles give more
+/// work-groups. The layer norm's rows (768) are short for the row rule's
+/// 256 threads of one element. Each is the fastest of twelve tables per
+/// GEMM (six for the layer norm) timed on the H100 at 1,024 and 8,192
+/// rows (bench/gpu/runs/h100-gpt2-gemms-1).
+///
+/// `GPT2_TUNE="linear@sm_90:Y_BN=128;…"` replaces the table, to try others
+/// (without `@target`: for every target; an empty value: the defaults).
+const TUNED: &[(&str, &str, &str)] = &[
+    ("linear", "sm_90", "Y_BN=128,Y_STAGES=3"),
+    ("linear_gelu", "sm_90", "Y_BM=64,Y_BN=128"),
+    ("linear_residual", "sm_90", "Y_BM=64,Y_BN=128"),
+    ("lm_head", "sm_90", "L_BN=128"),
+    ("layernorm", "sm_90", "Y_ROW_THREADS=128,Y_ROW_PER=4"),
 ];
+
+/// One entry of the knob table: kernel file, target (`None`: every
+/// target), values.
+type Tuned = (String, Option<String>, String);
+
+fn table() -> Vec<Tuned> {
+    println!("cargo:rerun-if-env-changed=GPT2_TUNE");
+    match std::env::var("GPT2_TUNE") {
+        Ok(v) => v
+            .split(';')
+            .filter_map(|p| p.split_once(':'))
+            .map(|(k, v)| {
+                let (file, target) = match k.trim().split_once('@') {
+                    Some((f, t)) => (f.to_string(), Some(t.to_string())),
+                    None => (k.trim().to_string(), None),
+                };
+                (file, target, v.trim().to_string())
+            })
+            .collect(),
+        Err(_) => TUNED
+            .iter()
+            .map(|(k, t, v)| (k.to_string(), Some(t.to_string()), v.to_string()))
+            .collect(),
+    }
+}
+
+/// Adds a kernel file with its entries of the knob table.
+fn add(b: &mut rocmc::Build, tuned: &[Tuned], name: &str, file: PathBuf) {
+    b.kernel(&file);
+    for (_, target, values) in tuned.iter().filter(|(n, _, _)| n == name) {
+        match target {
+            Some(t) => b.kernel_tuned_on(&file, t, values),
+            None => b.kernel_tuned(&file, values),
+        };
+    }
+}
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("run by Cargo"));
     let mut b = rocmc::Build::new();
     b.any_device();
-    println!("cargo:rerun-if-env-changed=GPT2_TUNE");
-    let tuned: Vec<(String, String)> = match std::env::var("GPT2_TUNE") {
-        Ok(v) => v
-            .split(';')
-            .filter_map(|p| p.split_once(':'))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-            .collect(),
-        Err(_) => TUNED
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    };
+    let tuned = table();
     for k in [
         "embed",
         "layernorm",
@@ -48,11 +79,12 @@ fn main() {
         "lm_head",
         "argmax",
     ] {
-        let file = format!("kernels/{k}.toml");
-        match tuned.iter().find(|(n, _)| n == k) {
-            Some((_, v)) => b.kernel_tuned(file, v),
-            None => b.kernel(file),
-        };
+        add(
+            &mut b,
+            &tuned,
+            k,
+            PathBuf::from(format!("kernels/{k}.toml")),
+        );
     }
     for t in ["kv_store", "attention", "merge_heads"] {
         let template = format!("kernels/{t}.toml.in");
@@ -62,7 +94,7 @@ fn main() {
             let file = out.join(format!("{t}_d{d}.toml"));
             std::fs::write(&file, text.replace("{D}", &d.to_string()))
                 .expect("OUT_DIR is writable");
-            b.kernel(file);
+            add(&mut b, &tuned, t, file);
         }
     }
     for t in ["gfx90a", "gfx942", "gfx1100", "sm_80", "sm_90", "x86-64"] {

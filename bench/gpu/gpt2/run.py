@@ -175,7 +175,7 @@ for b in (1, 16):
     timing[f"decode_b{b}"] = {"rocmc_ms": step, "eager_ms": eager}
     say("decode", b, timing[f"decode_b{b}"])
 # per-kernel shares, rocmc's own synchronised timing
-for b, s, n in ((1, 1024, 1), (1, 128, 129)):
+for b, s, n in ((1, 1024, 1), (8, 1024, 1), (1, 128, 129)):
     ids = torch.randint(0, 50257, (b, s), generator=g)
     out = rocmc(wdir, ids.tolist(), b, n, ["--profile"])
     say(f"profile batch {b} prompt {s} new {n}:\n" + out[out.find("time per kernel"):])

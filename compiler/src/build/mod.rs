@@ -55,8 +55,9 @@ pub const MCPU_ENV: &str = "ROCMC_MCPU";
 #[derive(Clone, Debug, Default)]
 pub struct Build {
     kernels: Vec<PathBuf>,
-    /// Tune values given by hand, per kernel file (as `--tune`).
-    tune_values: Vec<(PathBuf, String)>,
+    /// Tune values given by hand, per kernel file (as `--tune`): for every
+    /// target (`None`), or for one (its `--mcpu` name), which replace those.
+    tune_values: Vec<(PathBuf, Option<String>, String)>,
     mcpus: Vec<String>,
     out_dir: Option<PathBuf>,
     code_object_version: Option<u32>,
@@ -97,10 +98,48 @@ impl Build {
     /// its default schedules, checked like any configuration. The tuning
     /// database is not read for this file.
     pub fn kernel_tuned(&mut self, path: impl AsRef<Path>, values: &str) -> &mut Build {
-        self.kernels.push(path.as_ref().to_path_buf());
+        self.add_once(path.as_ref());
         self.tune_values
-            .push((path.as_ref().to_path_buf(), values.to_string()));
+            .push((path.as_ref().to_path_buf(), None, values.to_string()));
         self
+    }
+
+    /// Tune values for one target of a kernel file (`target` as given to
+    /// [`Build::mcpu`], e.g. `sm_90` or `gfx942`), which replace those of
+    /// [`Build::kernel_tuned`] there: knobs measured on one GPU, or knobs
+    /// only one target's rule has (`Y_STAGES` of the NVIDIA matrix path).
+    /// The file is added if it was not.
+    pub fn kernel_tuned_on(
+        &mut self,
+        path: impl AsRef<Path>,
+        target: &str,
+        values: &str,
+    ) -> &mut Build {
+        self.add_once(path.as_ref());
+        self.tune_values.push((
+            path.as_ref().to_path_buf(),
+            Some(target.to_string()),
+            values.to_string(),
+        ));
+        self
+    }
+
+    fn add_once(&mut self, path: &Path) {
+        if !self.kernels.iter().any(|k| k == path) {
+            self.kernels.push(path.to_path_buf());
+        }
+    }
+
+    /// The hand-given tune values of `path` on target `t`, if any.
+    fn given_values(&self, path: &Path, t: &rocmc_target::Target) -> Option<&str> {
+        let id = t.to_string();
+        let on_t = |sel: &str| id == sel || id.starts_with(&format!("{sel}:"));
+        let of_path = || self.tune_values.iter().filter(|(p, _, _)| p == path);
+        of_path()
+            .filter(|(_, sel, _)| sel.as_deref().is_some_and(on_t))
+            .chain(of_path().filter(|(_, sel, _)| sel.is_none()))
+            .map(|(_, _, v)| v.as_str())
+            .next()
     }
 
     /// Adds a target: an AMDGPU target ID (`gfx90a`, `gfx942:sramecc+:xnack-`,
@@ -310,40 +349,49 @@ impl Build {
             let mut first: Option<crate::Artifact> = None;
             for (out, ts) in &groups {
                 let tc = crate::toolchain::lookup(&ts[0]);
-                let given = self.tune_values.iter().find(|(p, _)| p == path);
-                let (tune, note) = match given {
-                    Some((_, v)) => (
-                        rocmc_ir::tune::parse_assignments(v).map_err(|e| {
-                            Error::Usage(format!("rocmc::Build::kernel_tuned({file:?}): {e}"))
-                        })?,
-                        None,
-                    ),
-                    None => self.tuning_for(&file, &text, ts, metadata)?,
-                };
-                tuning.extend(note);
-                let opts = Options {
-                    tune,
-                    ..opts.clone()
-                };
-                let emit = tc.module_emit();
-                let mut arts = if self.any_device && *out == Output::CodeObject {
-                    // Each code object of a bundle carries its own launch
-                    // document, which the device reads: the wave size may
-                    // give each target its own block (`mma`).
-                    let mut arts = Vec::new();
-                    for t in ts {
-                        arts.extend(crate::compile_for(
-                            &file,
-                            &text,
-                            std::slice::from_ref(t),
-                            &opts,
-                            emit,
-                        )?);
+                // Targets given the same tune values compile together.
+                let mut parts: Vec<(Option<&str>, Vec<rocmc_target::Target>)> = Vec::new();
+                for t in ts {
+                    let v = self.given_values(path, t);
+                    match parts.iter_mut().find(|(pv, _)| *pv == v) {
+                        Some((_, pts)) => pts.push(t.clone()),
+                        None => parts.push((v, vec![t.clone()])),
                     }
-                    arts
-                } else {
-                    crate::compile_for(&file, &text, ts, &opts, emit)?
-                };
+                }
+                let emit = tc.module_emit();
+                let mut arts = Vec::new();
+                for (given, pts) in &parts {
+                    let (tune, note) = match given {
+                        Some(v) => (
+                            rocmc_ir::tune::parse_assignments(v).map_err(|e| {
+                                Error::Usage(format!("rocmc::Build::kernel_tuned({file:?}): {e}"))
+                            })?,
+                            None,
+                        ),
+                        None => self.tuning_for(&file, &text, pts, metadata)?,
+                    };
+                    tuning.extend(note);
+                    let opts = Options {
+                        tune,
+                        ..opts.clone()
+                    };
+                    if self.any_device && *out == Output::CodeObject {
+                        // Each code object of a bundle carries its own launch
+                        // document, which the device reads: the wave size may
+                        // give each target its own block (`mma`).
+                        for t in pts {
+                            arts.extend(crate::compile_for(
+                                &file,
+                                &text,
+                                std::slice::from_ref(t),
+                                &opts,
+                                emit,
+                            )?);
+                        }
+                    } else {
+                        arts.extend(crate::compile_for(&file, &text, pts, &opts, emit)?);
+                    }
+                }
                 let name = arts[0].kernel.name.clone();
                 let write = |path: PathBuf, bytes: &[u8]| {
                     std::fs::write(&path, bytes)

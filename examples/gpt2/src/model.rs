@@ -50,6 +50,9 @@ struct Kernels {
 }
 
 /// Buffers of one step's activations, for `tokens` rows.
+/// Token counts whose activations stay allocated at once.
+const SCRATCHES: usize = 2;
+
 struct Scratch {
     tokens: usize,
     ids: Tensor<i32>,
@@ -62,6 +65,7 @@ struct Scratch {
     m: Tensor<f16>,
     f: Tensor<f16>,
     logits: Tensor<f32>,
+    /// The greedy token of each sequence (the first `batch` of these).
     next: Tensor<i32>,
 }
 
@@ -107,7 +111,9 @@ pub struct Model {
     past: usize,
     /// Per block: keys and values, `[position, batch, head, dim]`.
     cache: Vec<(Tensor<f16>, Tensor<f16>)>,
-    scratch: Option<Scratch>,
+    /// Activations by tokens per step, the newest last: a prefill's and a
+    /// decoding step's stay allocated, so neither pays for allocation.
+    scratch: Vec<Scratch>,
     /// Seconds each kernel's launches took (only with `profile`).
     pub profile: Option<Vec<(&'static str, f64)>>,
 }
@@ -155,7 +161,7 @@ impl Model {
             batch,
             past: 0,
             cache,
-            scratch: None,
+            scratch: Vec::new(),
             profile: None,
         })
     }
@@ -196,13 +202,17 @@ impl Model {
             )));
         }
         let t = ids.len();
-        if self.scratch.as_ref().is_none_or(|sc| sc.tokens != t) {
-            if let Some(old) = self.scratch.take() {
-                old.free(dev)?;
+        if !self.scratch.iter().any(|sc| sc.tokens == t) {
+            if self.scratch.len() == SCRATCHES {
+                self.scratch.remove(0).free(dev)?;
             }
-            self.scratch = Some(Scratch::new(dev, &c, t)?);
+            self.scratch.push(Scratch::new(dev, &c, t)?);
         }
-        let sc = self.scratch.as_ref().expect("made above");
+        let sc = self
+            .scratch
+            .iter()
+            .find(|sc| sc.tokens == t)
+            .expect("made above");
         let pos: Vec<i32> = (0..t).map(|r| (self.past + r % s) as i32).collect();
         sc.ids.write(dev, ids)?;
         sc.pos.write(dev, &pos)?;
@@ -291,12 +301,12 @@ impl Model {
             .launch(dev, &sc.a, &w.wte, &sc.logits, ti, c.vocab as i32, ci)?;
         mark.done(dev, &mut prof, "lm head")?;
         k.argmax
-            .launch(dev, &sc.logits, &sc.next, ti, c.vocab as i32)?;
+            .launch(dev, &sc.logits, &sc.next, bi, si, c.vocab as i32)?;
         mark.done(dev, &mut prof, "argmax")?;
         self.profile = prof;
-        let all = sc.next.read(dev)?;
+        let mut next = sc.next.read(dev)?;
+        next.truncate(b);
         self.past += s;
-        let next = (0..b).map(|q| all[q * s + s - 1]).collect();
         Ok((sc.logits, next))
     }
 }

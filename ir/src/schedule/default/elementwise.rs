@@ -71,14 +71,31 @@ pub(super) fn elementwise(
         };
         return vec![kn.done(rule, steps)];
     }
-    let rows = kn.get("ROWS", &[1, 2, 4, 8], 4, "rows per work-group");
-    let cols = kn.get("COLS", &[64, 128, 256, 512], 256, "columns per work-group");
+    // Rows of a known length shorter than the 256 columns (a head of 64
+    // in `K[s, b, h, d]`) would leave most threads of each row idle: the
+    // columns shrink to the row and the rows grow to keep 1,024 elements
+    // per work-group (GPT-2's KV store at 64: bench/gpu/runs/h100-gpt2-4).
+    let (cols0, rows0) = match st.axes.last().and_then(|a| a.extent.as_const()) {
+        Some(e) if e < 256 => {
+            let c = (e.max(1) as u64).next_power_of_two().max(64) as i64;
+            (c, 4 * 256 / c)
+        }
+        _ => (256, 4),
+    };
+    let rows = kn.get("ROWS", &[1, 2, 4, 8, 16], rows0, "rows per work-group");
+    let cols = kn.get(
+        "COLS",
+        &[64, 128, 256, 512],
+        cols0,
+        "columns per work-group",
+    );
     let vec = kn.get(
         "VEC",
         &[1, 2, 4],
         4,
         "consecutive columns per thread, one vector access",
     );
+    kn.require("{ROWS} * ({COLS} / {VEC}) <= 1024");
     steps.extend([
         format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {rows}, {cols})"),
         format!("{c}_t, {c}_v = split({c}_i, {vec})"),
