@@ -332,6 +332,88 @@ fn the_numbers_of_a_default_are_tune_parameters() {
 }
 
 #[test]
+fn rows_shorter_than_the_default_columns_fill_the_work_group_with_rows() {
+    let src = |d: &str| {
+        format!(
+            r#"
+[kernel]
+name = "heads"
+sizes = ["B", "S", "H"]
+max = {{ B = 64, S = 4096, H = 32 }}
+[inputs]
+O = {{ dtype = "f16", shape = ["B", "H", "S", {d}] }}
+[[stage]]
+compute = "Y[b, s, h, d] = O[b, h, s, d]"
+shape = ["B", "S", "H", {d}]
+"#
+        )
+    };
+    let steps = |d: &str, tune: &[(String, i64)]| {
+        let sm90 = rocmc::Options::new("sm_90");
+        let t = rocmc::targets(&sm90).unwrap().remove(0);
+        let k = rocmc::kernel_for("h.toml", &src(d), tune, &t, &sm90).map_err(|e| e.to_string())?;
+        let st = &k.stages[0];
+        Ok::<_, String>(st.default.as_ref().unwrap().steps.clone())
+    };
+    // A head of 64: 16 rows of 64 columns, 16 x 16 threads of 4 elements, none idle.
+    let s64 = steps("64", &[]).unwrap();
+    assert!(
+        s64.iter().any(|s| s.ends_with("tile(b_s_h, d, 16, 64)")),
+        "{s64:?}"
+    );
+    // 100 columns round up to 128 (8 rows); 256 and longer keep 4 rows of 256.
+    let s100 = steps("100", &[]).unwrap();
+    assert!(
+        s100.iter().any(|s| s.ends_with("tile(b_s_h, d, 8, 128)")),
+        "{s100:?}"
+    );
+    let s256 = steps("256", &[]).unwrap();
+    assert!(
+        s256.iter().any(|s| s.ends_with("tile(b_s_h, d, 4, 256)")),
+        "{s256:?}"
+    );
+    // The tuner's space leaves out knobs whose work-group would exceed
+    // 1,024 threads.
+    let sm90 = rocmc::Options::new("sm_90");
+    let t = rocmc::targets(&sm90).unwrap().remove(0);
+    let k = rocmc::kernel_for("h.toml", &src("64"), &[], &t, &sm90).unwrap();
+    let space = k.tuning.expect("knobs as a tune space").space;
+    let wide = space.resolve(&[
+        ("Y_ROWS".into(), 16),
+        ("Y_COLS".into(), 512),
+        ("Y_VEC".into(), 1),
+    ]);
+    assert!(wide.unwrap_err().contains("<= 1024"));
+    assert!(space
+        .resolve(&[("Y_ROWS".into(), 8), ("Y_COLS".into(), 128)])
+        .is_ok());
+    // The copy means what the interpreter says, on the CPU.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("heads.toml");
+    std::fs::write(&f, src("64")).unwrap();
+    let out = rocmc(
+        dir.path(),
+        &[
+            "run",
+            "--device",
+            "cpu",
+            "--size",
+            "B=2",
+            "--size",
+            "S=5",
+            "--size",
+            "H=3",
+            "heads.toml",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn rocmc_tune_searches_an_unscheduled_kernel_and_builds_take_the_result() {
     let d = tempfile::tempdir().unwrap();
     let src = unscheduled(&std::fs::read_to_string(example("saxpy")).unwrap());
