@@ -232,6 +232,38 @@ fn tune_values_and_tolerances_come_from_the_command_line() {
     assert!(out.contains("1e-3  ok"), "{out}");
 }
 
+/// On the GPUs the short GELU divides by the hardware's approximate
+/// reciprocal (`rcp.approx.ftz.f32`, `v_rcp_f32`), not the IEEE division's
+/// sequence; the CPU divides. Its accuracy there is checked on the GPU by
+/// `rocmc-gpu-check gelu16` (bench/gpu/runs/h100-gpt2-5: 65,542 of 65,546
+/// points correctly rounded, the rest one f16 ulp away).
+#[test]
+fn the_gpus_short_gelu_takes_the_approximate_reciprocal() {
+    let src = "[kernel]\nname = \"g\"\nsizes = [\"n\"]\n\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\n\n\
+               [[stage]]\ncompute = \"Y[i] = f16(gelu(X[i]))\"\nshape = [\"n\"]\n";
+    let emit = rocmc::Emit {
+        asm: true,
+        ..Default::default()
+    };
+    let ptx = rocmc::compile("g.toml", src, &rocmc::Options::new("sm_90"), emit)
+        .unwrap()
+        .asm
+        .unwrap();
+    assert!(ptx.contains("rcp.approx.ftz.f32") && !ptx.contains("div.rn.f32"));
+    let (dis, _) = amd_code("g.toml", src, "gfx942");
+    assert!(
+        dis.contains("v_rcp_f32") && !dis.contains("v_div_scale"),
+        "{dis}"
+    );
+    // An f32 result keeps the exact division.
+    let f32_src = src.replace("f16(gelu(X[i]))", "gelu(X[i]) / X[i]");
+    let ptx = rocmc::compile("g.toml", &f32_src, &rocmc::Options::new("sm_90"), emit)
+        .unwrap()
+        .asm
+        .unwrap();
+    assert!(ptx.contains("div.rn.f32") && !ptx.contains("rcp.approx"));
+}
+
 /// `f16(gelu(x))` of an f32 `x` compiles to the short GELU (plain f32,
 /// the target's approximate 2^x): on the CPU device, over 2^16 points of
 /// [-12, 12] and the special values, every result is the correctly

@@ -22,7 +22,9 @@
 //! - `rocmc-gpu-check latency WORKER DIR [--device cuda:0|cpu]` measures
 //!   what that path costs over the device itself (a Markdown table);
 //! - `rocmc-gpu-check mma [--seed S]` checks the `mma.sync` lane layouts
-//!   of rocmc's matrix-instruction table on the GPU, element by element.
+//!   of rocmc's matrix-instruction table on the GPU, element by element;
+//! - `rocmc-gpu-check gelu16 DIR` checks that rocmc's `f16(gelu(x))` is
+//!   within one f16 ulp of the exact value on the GPU.
 
 use rocmc_device::launch::{ArgRole, LaunchInfo};
 use rocmc_ir::interp;
@@ -36,6 +38,7 @@ use std::process::ExitCode;
 mod mma;
 mod remote;
 mod transfer;
+mod ulp;
 
 type Res<T> = Result<T, String>;
 
@@ -50,7 +53,8 @@ fn main() -> ExitCode {
         Some("latency") => remote::latency(&args[1..]),
         Some("transfer") => transfer::transfer(&args[1..]),
         Some("mma") => mma::check(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb]".into()),
+        Some("gelu16") => ulp::gelu16(&args[1..]),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | gelu16 DIR".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
@@ -197,7 +201,7 @@ impl DeviceRunner {
     }
 
     /// Makes `module` the one [`DeviceRunner::run`] launches.
-    fn load(&mut self, module: &[u8]) -> Res<()> {
+    pub(crate) fn load(&mut self, module: &[u8]) -> Res<()> {
         let info = rocmc_device::module_launch(module).map_err(|e| e.to_string())?;
         let id = self.dev.load_module(module).map_err(|e| e.to_string())?;
         self.module = Some((id, info));
@@ -206,7 +210,7 @@ impl DeviceRunner {
 
     /// Uploads `inputs`, runs every kernel of the module in order and returns
     /// the contents of every tensor afterwards.
-    fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
+    pub(crate) fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
         let (id, info) = self.module.as_ref().ok_or("no module loaded")?;
         let d = &mut self.dev;
         let e = |e: rocmc_device::Error| e.to_string();

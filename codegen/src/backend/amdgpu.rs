@@ -324,4 +324,15 @@ impl Backend for AmdGpu<'_> {
     fn exp2_approx_f32(&self) -> &'static str {
         "llvm.amdgcn.exp2"
     }
+
+    /// `v_rcp_f32` (1 ulp), where the IEEE division is `v_div_scale`,
+    /// `v_div_fmas` and `v_div_fixup` around it.
+    fn rcp_approx_f32<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        x: inkwell::values::FloatValue<'ctx>,
+    ) -> R<Option<inkwell::values::FloatValue<'ctx>>> {
+        let r = emit.call("llvm.amdgcn.rcp", &[x.get_type().into()], &[x.into()])?;
+        Ok(Some(r.into_float_value()))
+    }
 }

@@ -222,6 +222,18 @@ pub(crate) trait Backend {
         "llvm.exp2"
     }
 
+    /// 1 / `x` (f32) by the hardware's approximate reciprocal (about
+    /// 1 ulp), for a quotient that is rounded to a 16-bit type, where the
+    /// IEEE division is a longer sequence; `None` (no such instruction):
+    /// the caller divides.
+    fn rcp_approx_f32<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _x: FloatValue<'ctx>,
+    ) -> R<Option<FloatValue<'ctx>>> {
+        Ok(None)
+    }
+
     /// Calls matrix instruction `instr` on one lane's operands, packed as
     /// its `llvm_a`/`llvm_b`/`llvm_c` say; returns D in the shape of C.
     /// Targets without matrix units never see one: lowering refuses it.

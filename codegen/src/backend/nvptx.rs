@@ -393,4 +393,15 @@ impl Backend for Nvptx<'_> {
     fn exp2_approx_f32(&self) -> &'static str {
         "llvm.nvvm.ex2.approx.ftz"
     }
+
+    /// `rcp.approx.ftz.f32`: one `MUFU.RCP`, where `div.rn.f32` is a
+    /// Newton sequence with a slow path.
+    fn rcp_approx_f32<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        x: inkwell::values::FloatValue<'ctx>,
+    ) -> R<Option<inkwell::values::FloatValue<'ctx>>> {
+        let r = emit.call("llvm.nvvm.rcp.approx.ftz.f", &[], &[x.into()])?;
+        Ok(Some(r.into_float_value()))
+    }
 }
