@@ -4,6 +4,7 @@
 //! read by hand from the format's specification (NPY 1.0), independently
 //! of the crate rocmc uses.
 
+use rocmc::ir::reference::gelu16;
 use rocmc_tests::*;
 use std::path::Path;
 
@@ -232,6 +233,10 @@ fn tune_values_and_tolerances_come_from_the_command_line() {
     assert!(out.contains("1e-3  ok"), "{out}");
 }
 
+/// `f16(gelu(x))` of an f32 `x`: the GELU whose result is rounded to 16 bits.
+const GELU16: &str = "[kernel]\nname = \"g\"\nsizes = [\"n\"]\n\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\n\n\
+    [[stage]]\ncompute = \"Y[i] = f16(gelu(X[i]))\"\nshape = [\"n\"]\n";
+
 /// On the GPUs the short GELU divides by the hardware's approximate
 /// reciprocal (`rcp.approx.ftz.f32`, `v_rcp_f32`), not the IEEE division's
 /// sequence; the CPU divides. Its accuracy there is checked on the GPU by
@@ -239,8 +244,7 @@ fn tune_values_and_tolerances_come_from_the_command_line() {
 /// points correctly rounded, the rest one f16 ulp away).
 #[test]
 fn the_gpus_short_gelu_takes_the_approximate_reciprocal() {
-    let src = "[kernel]\nname = \"g\"\nsizes = [\"n\"]\n\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\n\n\
-               [[stage]]\ncompute = \"Y[i] = f16(gelu(X[i]))\"\nshape = [\"n\"]\n";
+    let src = GELU16;
     let emit = rocmc::Emit {
         asm: true,
         ..Default::default()
@@ -271,27 +275,8 @@ fn the_gpus_short_gelu_takes_the_approximate_reciprocal() {
 #[test]
 fn a_gelu_rounded_to_f16_is_within_one_ulp_of_the_exact_value() {
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(
-        d.path().join("g.toml"),
-        "[kernel]\nname = \"g\"\nsizes = [\"n\"]\n\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\n\n\
-         [[stage]]\ncompute = \"Y[i] = f16(gelu(X[i]))\"\nshape = [\"n\"]\n",
-    )
-    .unwrap();
-    let mut xs: Vec<f32> = (0..1 << 16)
-        .map(|i| -12.0 + 24.0 * i as f32 / 65536.0)
-        .collect();
-    xs.extend([
-        0.0,
-        -0.0,
-        1e-30,
-        -1e-30,
-        30.0,
-        -30.0,
-        1e20,
-        -1e20,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-    ]);
+    std::fs::write(d.path().join("g.toml"), GELU16).unwrap();
+    let xs = gelu16::points();
     let bytes: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
     std::fs::write(d.path().join("x.npy"), npy_file("<f4", &[xs.len()], &bytes)).unwrap();
     run_ok(
@@ -302,24 +287,11 @@ fn a_gelu_rounded_to_f16_is_within_one_ulp_of_the_exact_value() {
     );
     let (h, y) = parse_npy(&d.path().join("out/outputs/Y.npy"));
     assert!(h.contains("'descr':'<f2'"), "{h}");
-    let c = (2.0 / std::f64::consts::PI).sqrt();
     let (mut exact, mut far) = (0, Vec::new());
     for (k, (x, b)) in xs.iter().zip(y.chunks_exact(2)).enumerate() {
-        let x = *x as f64;
-        let want = if x.is_infinite() {
-            if x > 0.0 {
-                x
-            } else {
-                -0.0
-            }
-        } else {
-            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
-        };
-        let want = half::f16::from_f64(want).to_bits() as i32;
-        let got = u16::from_le_bytes([b[0], b[1]]) as i32;
-        // Ordered integers of the f16 bit patterns: neighbours differ by one.
-        let ord = |v: i32| if v & 0x8000 != 0 { -(v & 0x7fff) } else { v };
-        match (ord(got) - ord(want)).abs() {
+        let want = gelu16::exact(*x);
+        let got = u16::from_le_bytes([b[0], b[1]]);
+        match gelu16::ulps(got, want) {
             0 => exact += 1,
             1 => {}
             _ => far.push((k, xs[k], got, want)),

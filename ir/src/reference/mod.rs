@@ -3,6 +3,7 @@
 //! runtime-only GPU checker, which runs where no LLVM is.
 
 mod choice;
+pub mod gelu16;
 
 use crate::interp::{self, Buffer, Data, Scalar};
 use crate::{DType, Kernel, TensorKind};
