@@ -414,6 +414,22 @@ fn kernel_tuned_on_gives_one_target_its_own_knobs() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("Y_STAGES") && e.contains("Y_BK"), "{e}");
+    // A vendor launcher has one launch shape: values for one of its
+    // targets need `any_device`.
+    let d = tempfile::tempdir().unwrap();
+    let e = rocmc::Build::new()
+        .kernel_tuned_on(&linear, "sm_90", "Y_BN=128")
+        .mcpu("sm_80")
+        .mcpu("sm_90")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("any_device") && e.contains("sm_80, sm_90"),
+        "{e}"
+    );
     // On sm_90 alone they build, and change only sm_90's code.
     let (files, base) = build(None, &["sm_80", "sm_90", "x86-64"]).unwrap();
     let (files_on, on) = build(Some("sm_90"), &["sm_80", "sm_90", "x86-64"]).unwrap();

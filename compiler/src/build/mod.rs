@@ -358,6 +358,13 @@ impl Build {
                         None => parts.push((v, vec![t.clone()])),
                     }
                 }
+                if parts.len() > 1 && !self.any_device {
+                    // A vendor launcher takes one launch shape for its targets.
+                    return Err(Error::Usage(format!(
+                        "rocmc::Build::kernel_tuned_on({file:?}): targets {} get different tune values; that needs .any_device(), whose launchers read each target's own launch, or one Build per target",
+                        ts.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                    )));
+                }
                 let emit = tc.module_emit();
                 let mut arts = Vec::new();
                 for (given, pts) in &parts {
@@ -428,6 +435,9 @@ impl Build {
                         bundles.push(f);
                     }
                 }
+                for b in &arts[1..] {
+                    same_kernels(&arts[0], b)?;
+                }
                 let a = arts.swap_remove(0);
                 if let Some(f) = &first {
                     same_kernels(f, &a)?;
@@ -461,8 +471,9 @@ impl Build {
     }
 }
 
-/// Refuses a kernel file whose GPU kernels differ between targets of
-/// different vendors: one launcher launches the same kernels everywhere.
+/// Refuses a kernel file whose GPU kernels differ between targets (of
+/// different vendors, or given different tune values): one launcher
+/// launches the same kernels everywhere.
 fn same_kernels(a: &crate::Artifact, b: &crate::Artifact) -> Result<(), Error> {
     let names = |x: &crate::Artifact| {
         x.program
