@@ -126,14 +126,7 @@ fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
             .replace("A[i] + B[i]", "A[i] + Bq[i]"),
     )
     .unwrap();
-    let e = rocmc::Build::new()
-        .kernel(&bad)
-        .mcpu("gfx90a")
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap_err()
-        .to_string();
+    let e = refusal(rocmc::Build::new().kernel(&bad).mcpu("gfx90a"));
     assert!(
         e.contains("bad.toml:") && e.contains("unknown tensor `Bq`"),
         "{e}"
@@ -152,23 +145,14 @@ fn build_writes_bundles_and_launchers_and_reports_kernel_errors() {
         msg.contains("unknown tensor `Bq`") && msg.contains("^^"),
         "{msg}"
     );
-    let e = rocmc::Build::new()
-        .kernel(example("vadd"))
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap_err()
-        .to_string();
+    let e = refusal(rocmc::Build::new().kernel(example("vadd")));
     assert!(e.contains("no target") && e.contains("ROCMC_MCPU"), "{e}");
-    let e = rocmc::Build::new()
-        .kernel(example("vadd"))
-        .mcpu("gfx90a")
-        .mcpu("sm_90")
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap_err()
-        .to_string();
+    let e = refusal(
+        rocmc::Build::new()
+            .kernel(example("vadd"))
+            .mcpu("gfx90a")
+            .mcpu("sm_90"),
+    );
     assert!(
         e.contains("mix AMD and NVIDIA") && e.contains(".any_device()"),
         "{e}"
@@ -403,29 +387,21 @@ fn kernel_tuned_on_gives_one_target_its_own_knobs() {
         Ok::<_, String>((file_names(&out), texts))
     };
     // Everywhere, the stages are refused by the CPU's rule, which names its knobs.
-    let d = tempfile::tempdir().unwrap();
-    let e = rocmc::Build::new()
-        .kernel_tuned(&linear, "Y_STAGES=3")
-        .mcpu("x86-64")
-        .any_device()
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap_err()
-        .to_string();
+    let e = refusal(
+        rocmc::Build::new()
+            .kernel_tuned(&linear, "Y_STAGES=3")
+            .mcpu("x86-64")
+            .any_device(),
+    );
     assert!(e.contains("Y_STAGES") && e.contains("Y_BK"), "{e}");
     // A vendor launcher has one launch shape: values for one of its
     // targets need `any_device`.
-    let d = tempfile::tempdir().unwrap();
-    let e = rocmc::Build::new()
-        .kernel_tuned_on(&linear, "sm_90", "Y_BN=128")
-        .mcpu("sm_80")
-        .mcpu("sm_90")
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap_err()
-        .to_string();
+    let e = refusal(
+        rocmc::Build::new()
+            .kernel_tuned_on(&linear, "sm_90", "Y_BN=128")
+            .mcpu("sm_80")
+            .mcpu("sm_90"),
+    );
     assert!(
         e.contains("any_device") && e.contains("sm_80, sm_90"),
         "{e}"
@@ -438,6 +414,16 @@ fn kernel_tuned_on_gives_one_target_its_own_knobs() {
     for ((name, a), (_, b)) in base.iter().zip(&on) {
         assert_eq!(a == b, name.contains("sm_80"), "{name}");
     }
+}
+
+/// What a build that must fail says, writing into a fresh folder.
+fn refusal(b: &mut rocmc::Build) -> String {
+    let d = tempfile::tempdir().unwrap();
+    b.out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap_err()
+        .to_string()
 }
 
 /// The file names of what a build wrote, in order.

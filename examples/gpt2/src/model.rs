@@ -49,10 +49,10 @@ struct Kernels {
     heads: Heads,
 }
 
-/// Buffers of one step's activations, for `tokens` rows.
 /// Token counts whose activations stay allocated at once.
 const SCRATCHES: usize = 2;
 
+/// Buffers of one step's activations, for `tokens` rows.
 struct Scratch {
     tokens: usize,
     ids: Tensor<i32>,
@@ -202,17 +202,17 @@ impl Model {
             )));
         }
         let t = ids.len();
-        if !self.scratch.iter().any(|sc| sc.tokens == t) {
-            if self.scratch.len() == SCRATCHES {
-                self.scratch.remove(0).free(dev)?;
+        let i = match self.scratch.iter().position(|sc| sc.tokens == t) {
+            Some(i) => i,
+            None => {
+                if self.scratch.len() == SCRATCHES {
+                    self.scratch.remove(0).free(dev)?;
+                }
+                self.scratch.push(Scratch::new(dev, &c, t)?);
+                self.scratch.len() - 1
             }
-            self.scratch.push(Scratch::new(dev, &c, t)?);
-        }
-        let sc = self
-            .scratch
-            .iter()
-            .find(|sc| sc.tokens == t)
-            .expect("made above");
+        };
+        let sc = &self.scratch[i];
         let pos: Vec<i32> = (0..t).map(|r| (self.past + r % s) as i32).collect();
         sc.ids.write(dev, ids)?;
         sc.pos.write(dev, &pos)?;
