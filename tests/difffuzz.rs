@@ -24,7 +24,8 @@
 //! inclusive or exclusive, by the work-group scan or any schedule), top-k
 //! (the k best along either axis, largest or smallest, values and
 //! indices or the indices alone, k from 1 to 64, default or written),
-//! triangular reductions (k < min(i + 1, m)), attention (random dtype,
+//! triangular reductions (k < min(i + 1, m)), grid reductions (a
+//! reduction loop on blockIdx.x, its parts combined atomically), attention (random dtype,
 //! head sizes, batch axis, causal mask, scale, log-sum-exp output, K from
 //! a stage, no schedule, `rowwise` or `flash` run through a random
 //! target's lane layout),
@@ -352,6 +353,21 @@ fn factor(rng: &mut Rng) -> usize {
 /// A schedule for a 2-D elementwise stage over (i, j).
 /// Sometimes none: the default rules (and their fusion of producers into
 /// readers) are then what is tested.
+/// A reduction `R[i]` over `k` split into chunks on blockIdx.x, rows on
+/// blockIdx.y; inside a chunk serial, or cooperative over threads.
+fn grid_reduction_schedule(rng: &mut Rng) -> Vec<String> {
+    let mut s = vec![
+        "bind(i, blockIdx.y)".to_string(),
+        format!("kg, kr = split(k, {})", rng.pick(&[3, 8, 16, 64])),
+        "bind(kg, blockIdx.x)".into(),
+    ];
+    if rng.chance(50) {
+        s.push(format!("ko, ki = split(kr, {})", rng.pick(&[2, 4, 8])));
+        s.push("bind(ki, threadIdx.x)".into());
+    }
+    s
+}
+
 fn schedule_2d(rng: &mut Rng, vec_ok: bool, bounded: bool) -> Vec<String> {
     if rng.chance(15) {
         return Vec::new();
@@ -705,7 +721,17 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     stage(&mut src, &compute, 1, &sched);
                     src.push_str(&tables);
                 }
-                None => stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &r_sched),
+                None => {
+                    // Sometimes spread over the grid: k's chunks on
+                    // blockIdx.x combine into R atomically (not for an
+                    // arg-reduction, nor a triangular k: refused).
+                    let sched = if extent == "m" && !acc.starts_with("arg") && rng.chance(20) {
+                        grid_reduction_schedule(rng)
+                    } else {
+                        r_sched
+                    };
+                    stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &sched)
+                }
             }
             if extent != "m" {
                 src = src.replace(
@@ -900,6 +926,8 @@ struct Stats {
     scans: usize,
     topks: usize,
     attentions: usize,
+    /// Accepted kernels with a reduction loop bound to a blockIdx.
+    grids: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -938,6 +966,17 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         k.stages
             .iter()
             .any(|s| s.reduce.as_ref().is_some_and(|r| r.attention.is_some())) as usize;
+    st.grids += k.stages.iter().any(|s| {
+        s.nest.as_ref().is_some_and(|n| {
+            n.vars.iter().any(|v| {
+                v.reduce
+                    && matches!(
+                        v.kind,
+                        rocmc::ir::plan::LoopKind::Bound(rocmc::ir::plan::GpuAxis::Block(_))
+                    )
+            })
+        })
+    }) as usize;
     // `flash` needs a matrix target: on the CPU path through one's lane
     // layout, picked at random (a layout it cannot tile is a user error).
     let emulated;
@@ -1086,6 +1125,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.scans += l.scans;
                 st.topks += l.topks;
                 st.attentions += l.attentions;
+                st.grids += l.grids;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -1101,7 +1141,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1110,6 +1150,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.scans,
         st.topks,
         st.attentions,
+        st.grids,
         st.executed,
         st.compiled,
         st.failures.len()

@@ -185,6 +185,16 @@ def run(name, s):
         r, c = s["rows"], s["cols"]
         dy = rnd(r, c)
         report("pytorch", name, s, timed(lambda: torch.sum(dy, dim=0)), 4 * r * c + 4 * c)
+    elif name in ("reduce_all", "reduce_all_one_group"):
+        # The sum of a whole tensor (a loss, a norm): one output.
+        n = s["n"]
+        x = rnd(n)
+        report("pytorch", name, s, timed(lambda: torch.sum(x)), 4 * n + 4)
+    elif name == "reduce_rows8":
+        # A few very long rows: more work-groups than rows are needed.
+        c = s["cols"]
+        x = rnd(8, c)
+        report("pytorch", name, s, timed(lambda: torch.sum(x, dim=1)), 4 * 8 * c + 32)
     elif name in ("softmax", "softmax_online"):
         r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
         by = 8 * r * c

@@ -613,6 +613,47 @@ impl Stage {
         self.reduce.as_ref().and_then(|r| r.topk.as_ref())
     }
 
+    /// The atomic update with which work-groups holding parts of this
+    /// stage's reduction combine them into its output (a reduction loop
+    /// bound to a blockIdx), or why they cannot. Only a plain reduction
+    /// whose value is the reduction itself qualifies: an epilogue
+    /// (`sum(..) / n`, a cast) would be applied to each part, and
+    /// tuples, scans, top-k and attention carry more than one value.
+    pub fn grid_combine(&self) -> Result<ReduceOp, String> {
+        let Some(r) = &self.reduce else {
+            return Err("it is not a reduction".into());
+        };
+        let kind = if r.tuple.is_some() {
+            Some("a tuple reduction")
+        } else if r.scan.is_some() {
+            Some("a scan")
+        } else if r.topk.is_some() {
+            Some("a top-k")
+        } else if r.attention.is_some() {
+            Some("an attention")
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            return Err(format!(
+                "it is {kind}, whose parts cannot be combined by one atomic update"
+            ));
+        }
+        if r.op == ReduceOp::Prod {
+            return Err("`prod` has no atomic update".into());
+        }
+        if !matches!(self.value.kind, ExprKind::Reduced) {
+            return Err(
+                "its value is computed from the reduction (an epilogue or a cast), which each work-group's part would pass through; compute the epilogue in a later stage".into(),
+            );
+        }
+        let t = self.value.dtype;
+        if t == DType::Bool || t.is_f8() {
+            return Err(format!("`{t}` values have no atomic update"));
+        }
+        Ok(r.op)
+    }
+
     /// Whether the schedule asks for this stage to be inlined into its consumers.
     pub fn is_inlined(&self) -> bool {
         self.schedule

@@ -93,8 +93,8 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
     let mut kernels: Vec<GpuKernel> = Vec::new();
     for s in (0..k.stages.len()).filter(|s| !k.stages[*s].is_internal()) {
         let sid = StageId(s as u32);
-        if k.stage(sid).scatter.is_some() {
-            kernels.push(scatter::init_kernel(k, sid)?);
+        if let Some(op) = scatter::combined_op(k.stage(sid)) {
+            kernels.push(scatter::init_kernel(k, sid, op)?);
         }
         kernels.push(lower_stage(k, sid, unit)?);
     }

@@ -48,6 +48,10 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         }
         Some(_) => serial(l, &r)?,
     };
+    let body = match super::scatter::combined_op(stage).filter(|_| stage.scatter.is_none()) {
+        Some(op) => super::scatter::combine_stores(body, stage.output, op),
+        None => body,
+    };
     let mut all = r.binds;
     all.extend(body);
     l.g.body = all;

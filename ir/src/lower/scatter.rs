@@ -5,19 +5,63 @@ use super::{lower_stage, GpuKernel, Local, Stmt};
 use crate::diag::Diagnostic;
 use crate::dtype::DType;
 use crate::index::{IOp, Index, VarId};
-use crate::kernel::{Axis, Expr, ExprKind, Kernel, Stage, StageId};
+use crate::kernel::{Axis, Expr, ExprKind, Kernel, ReduceOp, Stage, StageId, TensorId};
 use crate::schedule::{self, Guard, LoopKind, LoopVar, Step};
 
 /// Threads per work-group of the fill.
 const THREADS: u32 = 256;
 
-/// Lowers the fill of scatter stage `sid`'s output as a stage of its own,
-/// `H[e0, e1, ...] = identity` over the output's shape, flattened and
-/// spread over work-groups of [`THREADS`] threads. Named after the scatter's
-/// kernel with `_init`.
-pub(super) fn init_kernel(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnostic> {
+/// The operation a stage combines into its output with atomic updates
+/// that must first be filled with its identity: a scatter's, or a
+/// reduction's whose loop is bound to a blockIdx (work-groups combine
+/// their parts).
+pub(super) fn combined_op(st: &Stage) -> Option<ReduceOp> {
+    if let Some(sc) = &st.scatter {
+        return Some(sc.op);
+    }
+    let grid = st
+        .nest
+        .as_ref()?
+        .vars
+        .iter()
+        .any(|v| v.reduce && matches!(v.kind, LoopKind::Bound(schedule::GpuAxis::Block(_))));
+    grid.then(|| st.grid_combine().ok()).flatten()
+}
+
+/// A grid reduction's stores of its result become atomic updates of the
+/// output: each work-group holds one part of every output element it
+/// stores (checked by the schedule: the value is the bare reduction).
+pub(super) fn combine_stores(body: Vec<Stmt>, output: TensorId, op: ReduceOp) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } if tensor == output => Stmt::Scatter {
+                tensor,
+                indices: indices
+                    .into_iter()
+                    .map(|ix| Expr {
+                        kind: ExprKind::Index(ix),
+                        dtype: DType::I32,
+                    })
+                    .collect(),
+                op,
+                value,
+                shared: None,
+            },
+            s => s.map_bodies(&mut |b| combine_stores(b, output, op)),
+        })
+        .collect()
+}
+
+/// Lowers the fill of stage `sid`'s output (a scatter's, or a grid
+/// reduction's) as a stage of its own, `H[e0, e1, ...] = identity` over
+/// the output's shape, flattened and spread over work-groups of
+/// [`THREADS`] threads. Named after the stage's kernel with `_init`.
+pub(super) fn init_kernel(k: &Kernel, sid: StageId, op: ReduceOp) -> Result<GpuKernel, Diagnostic> {
     let st = k.stage(sid);
-    let sc = st.scatter.as_ref().expect("a scatter stage");
     let t = k.tensor(st.output);
     let axes: Vec<Axis> = t
         .shape
@@ -49,7 +93,7 @@ pub(super) fn init_kernel(k: &Kernel, sid: StageId) -> Result<GpuKernel, Diagnos
         axes,
         reduce: None,
         scatter: None,
-        value: sc.op.identity(t.dtype),
+        value: op.identity(t.dtype),
         schedule: steps,
         span: st.span,
         nest: None,
@@ -75,7 +119,7 @@ fn internal(st: &Stage, e: &Diagnostic) -> Diagnostic {
     Diagnostic::new(
         st.span,
         format!(
-            "the fill of scatter `{}` failed: {} (a rocmc bug)",
+            "the fill of stage `{}`'s output failed: {} (a rocmc bug)",
             st.name, e.message
         ),
     )
@@ -87,7 +131,7 @@ fn too_large(st: &Stage, e: &Diagnostic) -> Diagnostic {
     let mut d = Diagnostic::new(
         st.span,
         format!(
-            "the output of scatter `{}` cannot be filled before the scatter: {}",
+            "the output of stage `{}` cannot be filled before its atomic updates: {}",
             st.name, e.message
         ),
     );

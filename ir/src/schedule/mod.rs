@@ -213,6 +213,50 @@ impl State<'_> {
         self.consumed.insert(old, span);
     }
 
+    /// A reduction loop bound to a blockIdx spreads the reduction over
+    /// work-groups, each combining its part into the output with one
+    /// atomic update per output element (after a fill with the
+    /// operation's identity). Only a stage whose value is the bare
+    /// reduction can, and only where its stores go straight to memory.
+    fn check_grid_reduction(&self, stage: &Stage) -> Result<(), Diagnostic> {
+        let Some(v) = self.nest.order.iter().copied().find(|v| {
+            self.nest.var(*v).reduce
+                && matches!(self.nest.var(*v).kind, LoopKind::Bound(GpuAxis::Block(_)))
+        }) else {
+            return Ok(());
+        };
+        let lv = self.nest.var(v);
+        let span = self.bind_spans.get(&v).copied().unwrap_or(lv.span);
+        let refuse = |why: String| {
+            Diagnostic::new(
+                span,
+                format!(
+                    "reduction loop `{}` of stage `{}` cannot be bound to a blockIdx: {why}",
+                    lv.name, stage.name
+                ),
+            )
+            .hint("bind it to a threadIdx for a cooperative reduction within one work-group, or keep it serial")
+        };
+        stage.grid_combine().map_err(refuse)?;
+        if self.nest.matrix.is_some() {
+            return Err(refuse(
+                "its products run on matrix instructions (`mma`)".into(),
+            ));
+        }
+        if let Some(c) = self.nest.caches.iter().find(|c| c.kind.write()) {
+            return Err(refuse(format!(
+                "`cache_write` of `{}` would store each work-group's part",
+                self.k.tensor(c.tensor).name
+            )));
+        }
+        if stage.compute_at().is_some() {
+            return Err(refuse(
+                "the stage is computed inside another stage's kernel (`compute_at`)".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// A loop whose extent depends on other loops (a triangular reduction,
     /// `reduce = { j = "i + 1" }`) must sit inside them, and cannot be a
     /// work-group index (the grid is fixed at launch).
@@ -537,5 +581,6 @@ pub fn apply_with_source<'a>(
         return Ok(st.nest);
     }
     st.check_dependent_extents(stage)?;
+    st.check_grid_reduction(stage)?;
     Ok(st.nest)
 }

@@ -24,6 +24,7 @@
 mod attention;
 mod elementwise;
 mod fuse;
+mod grid;
 mod matmul;
 mod rows;
 mod scatter;
@@ -192,10 +193,13 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
         out.extend(scatter::scatter(k, st, &names, cx));
     } else if let Some(m) = matmul::Matmul::find(k, st) {
         out.extend(m.schedules(k, st, cx));
-    } else if let Some(r) = elementwise::row_reduction(st, &names, cx) {
-        out.push(r);
-    } else if let Some(c) = elementwise::column_reduction(st, &names, cx) {
-        out.push(c);
+    } else {
+        out.extend(grid::grid_reduction(st, &names, cx));
+        if let Some(r) = elementwise::row_reduction(st, &names, cx) {
+            out.push(r);
+        } else if let Some(c) = elementwise::column_reduction(st, &names, cx) {
+            out.push(c);
+        }
     }
     let reduces = st.reduce.is_some();
     if !reduces && !vector && st.scatter.is_none() {

@@ -26,17 +26,16 @@ pub(crate) fn apply(
 ) -> Result<(), Diagnostic> {
     let v = st.lookup(target)?;
     if st.nest.var(v).reduce {
-        match axis {
-            GpuAxis::Block(_) => {
-                return Err(Diagnostic::new(span, format!("reduction loop `{}` cannot be bound to {axis}", target.name))
-                    .hint("work-groups cannot combine their results within one kernel; bind it to a threadIdx for a cooperative reduction"));
-            }
-            GpuAxis::Thread(_) => {
-                if let Some(other) = st.nest.order.iter().find(|o| {
-                    st.nest.var(**o).reduce && matches!(st.nest.var(**o).kind, LoopKind::Bound(_))
-                }) {
-                    return Err(Diagnostic::new(span, format!("reduction loop `{}` is already bound to threads; one reduction loop per stage can be", st.nest.var(*other).name)));
-                }
+        // A reduction loop on a blockIdx splits the reduction over
+        // work-groups that combine their parts atomically; whether the
+        // stage allows that is checked once all steps are applied
+        // (`State::check_grid_reduction`).
+        if let GpuAxis::Thread(_) = axis {
+            if let Some(other) = st.nest.order.iter().find(|o| {
+                st.nest.var(**o).reduce
+                    && matches!(st.nest.var(**o).kind, LoopKind::Bound(GpuAxis::Thread(_)))
+            }) {
+                return Err(Diagnostic::new(span, format!("reduction loop `{}` is already bound to threads; one reduction loop per stage can be", st.nest.var(*other).name)));
             }
         }
     }
