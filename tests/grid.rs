@@ -13,7 +13,7 @@ use rocmc_tests::*;
 fn kernels() -> Vec<(String, String)> {
     let mut v = kernel_files("grid");
     assert!(v.len() >= 2, "tests/grid/ lost its kernels");
-    for name in ["reduce_all", "reduce_rows8"] {
+    for name in ["reduce_all", "reduce_rows8", "norm_all", "mean_rows4_f16"] {
         let path = root().join(format!("bench/gpu/variants/{name}.toml"));
         v.push((name.into(), std::fs::read_to_string(path).unwrap()));
     }
@@ -21,7 +21,7 @@ fn kernels() -> Vec<(String, String)> {
 }
 
 /// Sizes from one element to several work-groups' chunks of every stage
-/// (the smallest chunk is 8 elements, the largest default one 16,384).
+/// (the smallest chunk is 8 elements, the default one 4,096).
 const SIZES: &[i64] = &[1, 2, 7, 33, 100, 1000, 5000, 40000];
 const AMD: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
 const NVIDIA: &[&str] = &["sm_52", "sm_70", "sm_80", "sm_90"];
@@ -110,11 +110,17 @@ fn the_grid_rule_takes_few_outputs_over_long_rows() {
         rule_of(&kernel("4", "4", "4096", sum), "S"),
         Some("row-reduction")
     );
-    // An epilogue would be applied to every work-group's part; `prod` has
-    // no atomic update.
+    // An epilogue runs after the parts have met.
     let mean = "sum(X[r, c], c) / f32(n)";
     assert_eq!(
         rule_of(&kernel("4", "4", "\"n\"", mean), "S"),
+        Some("grid-reduction")
+    );
+    // Parts cannot meet in an f16 output of an f32 sum; `prod` has no
+    // atomic update.
+    let cast = "f16(sum(X[r, c], c))";
+    assert_eq!(
+        rule_of(&kernel("4", "4", "\"n\"", cast), "S"),
         Some("row-reduction")
     );
     let prod = "prod(X[r, c], c)";
@@ -136,8 +142,12 @@ fn stages_that_cannot_combine_parts_are_refused_at_the_binding() {
         )
     };
     for (value, extra, why) in [
-        ("S[z] = sum(X[i], i) * 2.0", "", "an epilogue or a cast"),
-        ("S[z] = f16(sum(X[i], i))", "", "an epilogue or a cast"),
+        ("S[z] = f16(sum(X[i], i))", "", "the reduction is `f32`"),
+        (
+            "S[z] = i32(sum(X[i], i) * 2.0)",
+            "",
+            "the reduction is `f32`",
+        ),
         ("S[z] = prod(X[i], i)", "", "`prod` has no atomic update"),
         (
             "S[z] = sum(X[i], i)",
@@ -156,8 +166,7 @@ fn stages_that_cannot_combine_parts_are_refused_at_the_binding() {
         );
         assert!(text.contains("k.toml:"), "no position: {text}");
     }
-    // An argmax reduces 64-bit keys (value and index); its result is the
-    // index taken out of the key, an epilogue.
+    // An argmax reduces 64-bit keys (value and index) into an i32 index.
     let src = "[kernel]\nname = \"k\"\nsizes = [\"n\"]\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\n\
                [[stage]]\ncompute = \"I[z] = argmax(X[i], i)\"\nshape = [1]\nreduce = { i = \"n\" }\n\
                schedule = [\"io, ii = split(i, 64)\", \"bind(io, blockIdx.x)\"]\n";
@@ -165,7 +174,13 @@ fn stages_that_cannot_combine_parts_are_refused_at_the_binding() {
         panic!("an argmax over the grid was accepted");
     };
     let text = e.to_string();
-    assert!(text.contains("computed from the reduction"), "{text}");
+    assert!(
+        text.contains("argmax and argmin reduce 64-bit keys"),
+        "{text}"
+    );
+    // An epilogue in the reduction's type is accepted.
+    let src = kernel("S[z] = sqrt(sum(X[i], i) * 2.0)", "");
+    assert!(rocmc::frontend("k.toml", &src).is_ok());
 }
 
 /// `rocmc run` on the default schedule of a full sum, through the

@@ -190,6 +190,16 @@ def run(name, s):
         n = s["n"]
         x = rnd(n)
         report("pytorch", name, s, timed(lambda: torch.sum(x)), 4 * n + 4)
+    elif name == "norm_all":
+        # Gradient clipping's global L2 norm.
+        n = s["n"]
+        x = rnd(n)
+        report("pytorch", name, s, timed(lambda: torch.linalg.vector_norm(x)), 4 * n + 4)
+    elif name == "mean_rows4_f16":
+        # The mean of a few long f16 rows, accumulated in f32.
+        c = s["cols"]
+        x = rnd(4, c).half()
+        report("pytorch", name, s, timed(lambda: torch.mean(x, dim=1, dtype=torch.float32)), 2 * 4 * c + 16)
     elif name == "reduce_rows8":
         # A few very long rows: more work-groups than rows are needed.
         c = s["cols"]

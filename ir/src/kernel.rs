@@ -616,9 +616,10 @@ impl Stage {
     /// The atomic update with which work-groups holding parts of this
     /// stage's reduction combine them into its output (a reduction loop
     /// bound to a blockIdx), or why they cannot. Only a plain reduction
-    /// whose value is the reduction itself qualifies: an epilogue
-    /// (`sum(..) / n`, a cast) would be applied to each part, and
-    /// tuples, scans, top-k and attention carry more than one value.
+    /// qualifies (tuples, scans, top-k and attention carry more than one
+    /// value), and its output must hold the reduction's own type: the
+    /// parts meet there, and an epilogue (`sum(..) / n`, `sqrt(..)`) is
+    /// applied afterwards, in place.
     pub fn grid_combine(&self) -> Result<ReduceOp, String> {
         let Some(r) = &self.reduce else {
             return Err("it is not a reduction".into());
@@ -642,16 +643,34 @@ impl Stage {
         if r.op == ReduceOp::Prod {
             return Err("`prod` has no atomic update".into());
         }
-        if !matches!(self.value.kind, ExprKind::Reduced) {
-            return Err(
-                "its value is computed from the reduction (an epilogue or a cast), which each work-group's part would pass through; compute the epilogue in a later stage".into(),
-            );
+        let acc = self.reduced_dtype().unwrap_or(self.value.dtype);
+        if acc != self.value.dtype {
+            let arg = if acc == DType::I64 && self.value.dtype == DType::I32 {
+                " (argmax and argmin reduce 64-bit keys, then take the index out)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "its output is `{}` but the reduction is `{acc}`{arg}, and the work-groups' parts meet in the output; reduce into a `{acc}` stage and convert it in a later one",
+                self.value.dtype
+            ));
         }
         let t = self.value.dtype;
         if t == DType::Bool || t.is_f8() {
             return Err(format!("`{t}` values have no atomic update"));
         }
         Ok(r.op)
+    }
+
+    /// The type of the reduction's result within the stage's value.
+    pub fn reduced_dtype(&self) -> Option<DType> {
+        let mut t = None;
+        self.value.each(&mut |x| {
+            if matches!(x.kind, ExprKind::Reduced) {
+                t = Some(x.dtype);
+            }
+        });
+        t
     }
 
     /// Whether the schedule asks for this stage to be inlined into its consumers.

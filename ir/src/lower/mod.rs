@@ -97,6 +97,9 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
             kernels.push(scatter::init_kernel(k, sid, op)?);
         }
         kernels.push(lower_stage(k, sid, unit)?);
+        if scatter::combined_op(k.stage(sid)).is_some() && k.stage(sid).scatter.is_none() {
+            kernels.extend(scatter::epilogue_kernel(k, sid)?);
+        }
     }
     // What compute_at computes lives only where it was placed.
     for g in &kernels {

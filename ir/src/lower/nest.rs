@@ -35,6 +35,16 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         l.region = Some(r);
         return Ok(());
     }
+    // A grid reduction stores its bare result: the parts meet in the
+    // output, and the epilogue runs afterwards in a kernel of its own.
+    let grid = super::scatter::combined_op(stage).filter(|_| stage.scatter.is_none());
+    let mut r = r;
+    if let (Some(_), Some(t)) = (grid, stage.reduced_dtype()) {
+        r.value = crate::kernel::Expr {
+            kind: crate::kernel::ExprKind::Reduced,
+            dtype: t,
+        };
+    }
     let nest = &l.nest;
     let (body, locals, shared) = match &stage.reduce {
         None => store_body(l, &r),
@@ -48,7 +58,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         }
         Some(_) => serial(l, &r)?,
     };
-    let body = match super::scatter::combined_op(stage).filter(|_| stage.scatter.is_none()) {
+    let body = match grid {
         Some(op) => super::scatter::combine_stores(body, stage.output, op),
         None => body,
     };

@@ -57,10 +57,44 @@ pub(super) fn combine_stores(body: Vec<Stmt>, output: TensorId, op: ReduceOp) ->
 }
 
 /// Lowers the fill of stage `sid`'s output (a scatter's, or a grid
-/// reduction's) as a stage of its own, `H[e0, e1, ...] = identity` over
-/// the output's shape, flattened and spread over work-groups of
-/// [`THREADS`] threads. Named after the stage's kernel with `_init`.
+/// reduction's) as a stage of its own, `H[e0, e1, ...] = identity`.
+/// Named after the stage's kernel with `_init`.
 pub(super) fn init_kernel(k: &Kernel, sid: StageId, op: ReduceOp) -> Result<GpuKernel, Diagnostic> {
+    let t = k.tensor(k.stage(sid).output);
+    over_output(k, sid, op.identity(t.dtype), "init")
+}
+
+/// Lowers a grid reduction's epilogue, run once its parts have met in the
+/// output: `S[e0, ...] = epilogue(S[e0, ...])` in place. `None` where the
+/// stage's value is the bare reduction. Named with `_epilogue`.
+pub(super) fn epilogue_kernel(k: &Kernel, sid: StageId) -> Result<Option<GpuKernel>, Diagnostic> {
+    let st = k.stage(sid);
+    if matches!(st.value.kind, ExprKind::Reduced) {
+        return Ok(None);
+    }
+    // The stage's axes are the output's dimensions in order, so the value's
+    // axis variables are the fill's `e0, e1, ...`.
+    let own = Expr {
+        kind: ExprKind::Load {
+            tensor: st.output,
+            indices: (0..st.axes.len() as u32)
+                .map(|v| Index::Var(VarId(v)))
+                .collect(),
+        },
+        dtype: st.value.dtype,
+    };
+    over_output(k, sid, st.value.replace_reduced(&own), "epilogue").map(Some)
+}
+
+/// Lowers `H[e0, e1, ...] = value` over the output of stage `sid` as a
+/// kernel of its own, flattened and spread over work-groups of
+/// [`THREADS`] threads, named after the stage's kernel with `_{suffix}`.
+fn over_output(
+    k: &Kernel,
+    sid: StageId,
+    value: Expr,
+    suffix: &str,
+) -> Result<GpuKernel, Diagnostic> {
     let st = k.stage(sid);
     let t = k.tensor(st.output);
     let axes: Vec<Axis> = t
@@ -93,7 +127,7 @@ pub(super) fn init_kernel(k: &Kernel, sid: StageId, op: ReduceOp) -> Result<GpuK
         axes,
         reduce: None,
         scatter: None,
-        value: op.identity(t.dtype),
+        value,
         schedule: steps,
         span: st.span,
         nest: None,
@@ -111,7 +145,7 @@ pub(super) fn init_kernel(k: &Kernel, sid: StageId, op: ReduceOp) -> Result<GpuK
     init.nest = Some(schedule::apply(&k2, &init).map_err(|e| too_large(st, &e))?);
     k2.stages[sid.0 as usize] = init;
     let mut g = lower_stage(&k2, sid, None).map_err(|e| too_large(st, &e))?;
-    g.name = format!("{}_init", g.name);
+    g.name = format!("{}_{suffix}", g.name);
     Ok(g)
 }
 
