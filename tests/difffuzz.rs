@@ -25,7 +25,8 @@
 //! (the k best along either axis, largest or smallest, values and
 //! indices or the indices alone, k from 1 to 64, default or written),
 //! triangular reductions (k < min(i + 1, m)), grid reductions (a
-//! reduction loop on blockIdx.x, its parts combined atomically), attention (random dtype,
+//! reduction loop on blockIdx.x, its parts combined atomically, with or
+//! without an epilogue), attention (random dtype,
 //! head sizes, batch axis, causal mask, scale, log-sum-exp output, K from
 //! a stage, no schedule, `rowwise` or `flash` run through a random
 //! target's lane layout),
@@ -725,12 +726,18 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     // Sometimes spread over the grid: k's chunks on
                     // blockIdx.x combine into R atomically (not for an
                     // arg-reduction, nor a triangular k: refused).
+                    let mut value = format!("{acc}({extra}, k)");
                     let sched = if extent == "m" && !acc.starts_with("arg") && rng.chance(20) {
+                        // Half of them with an epilogue, applied in place
+                        // once the parts have met.
+                        if rng.chance(50) {
+                            value = format!("max({value}, {}(B[i]))", pt.name());
+                        }
                         grid_reduction_schedule(rng)
                     } else {
                         r_sched
                     };
-                    stage(&mut src, &format!("R[i] = {acc}({extra}, k)"), 1, &sched)
+                    stage(&mut src, &format!("R[i] = {value}"), 1, &sched)
                 }
             }
             if extent != "m" {
