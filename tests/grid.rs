@@ -210,3 +210,43 @@ fn an_unscheduled_full_sum_runs_on_the_cpu_through_the_command_line() {
         "{s}"
     );
 }
+
+/// The output a kernel combines into atomically, or rewrites in place, is
+/// read as well as written: LLVM must see neither `readonly` nor
+/// `writeonly` on it (either would make the atomics or the epilogue's
+/// loads undefined), while the fill writes only. (The AMD back end
+/// states them; NVPTX and the CPU take the arguments otherwise.)
+#[test]
+fn grid_outputs_are_read_and_written_in_the_llvm_ir() {
+    let src = std::fs::read_to_string(root().join("bench/gpu/variants/norm_all.toml")).unwrap();
+    for t in ["gfx942", "gfx1100"] {
+        let emit = rocmc::Emit {
+            llvm: true,
+            ..Default::default()
+        };
+        let art = rocmc::compile("norm_all.toml", &src, &rocmc::Options::new(t), emit)
+            .unwrap_or_else(|e| panic!("{t}: {e}"));
+        let defines: Vec<&str> = art
+            .llvm_ir
+            .lines()
+            .filter(|l| l.starts_with("define"))
+            .collect();
+        let param = |kernel: &str| {
+            let d = defines
+                .iter()
+                .find(|d| d.contains(&format!("@{kernel}(")))
+                .unwrap_or_else(|| panic!("{t}: no {kernel} in {defines:?}"));
+            let n = d.find("%N").unwrap_or_else(|| panic!("{t}: {d}"));
+            let start = d[..n].rfind("ptr").unwrap();
+            d[start..n].to_string()
+        };
+        for kernel in ["norm_all", "norm_all_epilogue"] {
+            let p = param(kernel);
+            assert!(
+                !p.contains("writeonly") && !p.contains("readonly"),
+                "{t}: {kernel}: {p}"
+            );
+        }
+        assert!(param("norm_all_init").contains("writeonly"), "{t}");
+    }
+}

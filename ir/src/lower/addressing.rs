@@ -12,18 +12,29 @@ use crate::schedule;
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, stage) = (l.k, l.k.stage(l.sid));
     let mut touched: Vec<TensorId> = Vec::new();
+    // Tensors this kernel both reads and writes (a scatter's atomics, a
+    // grid reduction's, an epilogue rewriting its output in place) are
+    // neither `readonly` nor `writeonly`.
+    let mut updated: Vec<TensorId> = Vec::new();
+    let mut read: Vec<TensorId> = Vec::new();
     walk(&l.g.body, &mut |s| {
-        if let Stmt::Store { tensor, .. }
-        | Stmt::Scatter {
-            tensor,
-            shared: None,
-            ..
-        } = s
-        {
-            touched.push(*tensor);
+        match s {
+            Stmt::Store { tensor, .. } => touched.push(*tensor),
+            Stmt::Scatter {
+                tensor,
+                shared: None,
+                ..
+            } => {
+                touched.push(*tensor);
+                updated.push(*tensor);
+            }
+            _ => {}
         }
         for e in s.exprs() {
-            e.visit_tensors(&mut |t| touched.push(t));
+            e.visit_tensors(&mut |t| {
+                touched.push(t);
+                read.push(t);
+            });
         }
     });
     touched.sort();
@@ -34,7 +45,8 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             name: k.tensor(*t).name.clone(),
             kind: ArgKind::Buffer {
                 tensor: *t,
-                access: if *t == stage.output && stage.scatter.is_some() {
+                access: if updated.contains(t) || (stage.outputs().contains(t) && read.contains(t))
+                {
                     Access::Update
                 } else if stage.outputs().contains(t) {
                     Access::Write
