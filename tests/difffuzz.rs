@@ -21,7 +21,8 @@
 //! data-dependent, out-of-range and repeated places, privatized in LDS or
 //! not), argmax/argmin, tuple reductions (a sum beside a maximum, an
 //! argmax pair), scans (cumsum/cumprod/cummax/cummin along either axis,
-//! inclusive or exclusive, by the work-group scan or any schedule), top-k
+//! inclusive or exclusive, by the work-group scan — whole rows or rows
+//! split over work-groups — or any schedule), top-k
 //! (the k best along either axis, largest or smallest, values and
 //! indices or the indices alone, k from 1 to 64, default or written),
 //! triangular reductions (k < min(i + 1, m)), grid reductions (a
@@ -835,11 +836,19 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             let sched: Vec<String> = match rng.below(4) {
                 0 => Vec::new(),
                 1 => schedule_2d(rng, false, bounded),
-                _ => vec![format!(
-                    "scan({axis}, threads={}, per={})",
-                    rng.pick(&[32, 64, 256]),
-                    rng.pick(&[1, 2, 3, 4])
-                )],
+                _ => {
+                    // Sometimes split over work-groups: parts of a few
+                    // chunks, so that small rows span several.
+                    let chunks = match rng.chance(40) {
+                        true => format!(", chunks={}", rng.pick(&[1, 2])),
+                        false => String::new(),
+                    };
+                    vec![format!(
+                        "scan({axis}, threads={}, per={}{chunks})",
+                        rng.pick(&[32, 64, 256]),
+                        rng.pick(&[1, 2, 3, 4])
+                    )]
+                }
             };
             stage(
                 &mut src,

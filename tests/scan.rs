@@ -3,7 +3,8 @@
 //! interpreter folds each row once, in the same order); the work-group
 //! scan of `scan(c, threads=T, per=P)` and the triangular lowering of any
 //! other schedule agree with it, in the loop IR and on the CPU, along any
-//! axis, and compile for every target.
+//! axis, with rows whole or split over work-groups (`chunks`), and compile
+//! for every target.
 
 use rocmc_tests::*;
 
@@ -99,4 +100,116 @@ fn an_unscheduled_scan_gets_the_scan_rule() {
     assert_eq!(d.rule, "scan");
     assert_eq!(d.steps, ["scan(c, threads=256, per=4)"]);
     assert_eq!(front.program.kernels[0].block, [256, 1, 1]);
+}
+
+/// A row split over work-groups (`chunks=S`): the parts' totals, their
+/// scan and the main scan are three kernels in that order; each part's
+/// carry is read from the output before the part writes it. Hand-computed
+/// across parts of 32 elements, both forms.
+#[test]
+fn a_split_row_is_three_kernels_and_gives_the_triangular_numbers() {
+    for (exclusive, first) in [(false, 1), (true, 0)] {
+        let src = format!(
+            r#"
+[kernel]
+name = "k"
+sizes = ["n"]
+[inputs]
+X = {{ dtype = "i32", shape = ["n"] }}
+[[stage]]
+compute = "Y[c] = cumsum(X[c], c, exclusive={exclusive})"
+shape = ["n"]
+schedule = ["scan(c, threads=32, per=1, chunks=1)"]
+"#
+        );
+        let front = rocmc::frontend("k.toml", &src).unwrap();
+        let names: Vec<&str> = front
+            .program
+            .kernels
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect();
+        assert_eq!(names, ["k_totals", "k_carries", "k"]);
+        // Parts on blockIdx.x (rows on y); the carries' scan is one
+        // work-group per row.
+        let one = rocmc::ir::index::Index::c(1);
+        assert_ne!(front.program.kernels[0].grid[0], one);
+        assert_ne!(front.program.kernels[2].grid[0], one);
+        assert_eq!(front.program.kernels[1].grid[0], one);
+        let n = 100usize;
+        let x: Vec<i32> = (1..=n as i32).collect();
+        let want: Vec<i32> = (0..n as i32)
+            .map(|i| {
+                if exclusive {
+                    i * (i + 1) / 2
+                } else {
+                    (i + 1) * (i + 2) / 2
+                }
+            })
+            .collect();
+        assert_eq!(want[0], first);
+        let input = rocmc::ir::interp::Buffer {
+            dtype: rocmc::ir::DType::I32,
+            data: rocmc::ir::interp::Data::I(x.iter().map(|v| *v as i64).collect()),
+        };
+        let got = rocmc::ir::interp::run_lowered(
+            &front.kernel,
+            &front.program,
+            &[n as i64],
+            &[],
+            &[input],
+        )
+        .unwrap();
+        assert_eq!(
+            got[1].data,
+            rocmc::ir::interp::Data::I(want.iter().map(|v| *v as i64).collect()),
+            "exclusive={exclusive}"
+        );
+    }
+}
+
+/// `chunks` needs the output to hold the scan's type (the totals wait
+/// there); the rule splits few long rows and keeps many rows whole.
+#[test]
+fn the_scan_rule_splits_few_long_rows() {
+    let kernel = |shape: &str, value: &str, schedule: &str| {
+        format!(
+            "[kernel]\nname = \"k\"\nsizes = [\"n\", \"m\"]\n[inputs]\nX = {{ dtype = \"f16\", shape = [{shape}] }}\n\
+             [[stage]]\ncompute = \"Y[r, c] = {value}\"\nshape = [{shape}]\n{schedule}"
+        )
+    };
+    let steps = |src: &str| {
+        let f = rocmc::frontend("k.toml", src).unwrap_or_else(|e| panic!("{e}"));
+        f.kernel.stages[0].default.as_ref().unwrap().steps.clone()
+    };
+    assert_eq!(
+        steps(&kernel("4, \"n\"", "cumsum(X[r, c], c)", "")),
+        ["scan(c, threads=256, per=4, chunks=16)"]
+    );
+    assert_eq!(
+        steps(&kernel("\"m\", \"n\"", "cumsum(X[r, c], c)", "")),
+        ["scan(c, threads=256, per=4)"]
+    );
+    assert_eq!(
+        steps(&kernel("4, 4096", "cumsum(X[r, c], c)", "")),
+        ["scan(c, threads=256, per=4)"]
+    );
+    // An f32 output of an f16 scan cannot hold the totals.
+    assert_eq!(
+        steps(&kernel("4, \"n\"", "f32(cumsum(X[r, c], c))", "")),
+        ["scan(c, threads=256, per=4)"]
+    );
+    let src = kernel(
+        "4, \"n\"",
+        "f32(cumsum(X[r, c], c))",
+        "schedule = [\"scan(c, chunks=4)\"]\n",
+    );
+    let Err(e) = rocmc::frontend("k.toml", &src) else {
+        panic!("chunks into another type was accepted");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("which is `f32` where the scan is `f16`") && e.contains("k.toml:"),
+        "{e}"
+    );
 }

@@ -200,6 +200,15 @@ def run(name, s):
         c = s["cols"]
         x = rnd(4, c).half()
         report("pytorch", name, s, timed(lambda: torch.mean(x, dim=1, dtype=torch.float32)), 2 * 4 * c + 16)
+    elif name in ("cumsum_long", "cumsum_long_whole"):
+        # The prefix sums of one long row.
+        n = s["n"]
+        x = rnd(n)
+        report("pytorch", name, s, timed(lambda: torch.cumsum(x, 0)), 8 * n)
+    elif name == "cumsum_long_i32":
+        n = s["n"]
+        x = torch.randint(-1000, 1000, (n,), device=dev, dtype=torch.int32)
+        report("pytorch", name, s, timed(lambda: torch.cumsum(x, 0, dtype=torch.int32)), 8 * n)
     elif name == "reduce_rows8":
         # A few very long rows: more work-groups than rows are needed.
         c = s["cols"]

@@ -113,11 +113,13 @@ pub enum StepKind {
         instr: Option<Name>,
     },
     /// `scan(c, threads=256, per=4)`: a scan stage computed by one
-    /// work-group per row of `c`, in chunks (see [`steps::scan`]).
+    /// work-group per row of `c`, in chunks (see [`steps::scan`]);
+    /// `chunks=S` splits each row over work-groups of S chunks.
     Scan {
         axis: Name,
         threads: u32,
         per: u32,
+        chunks: Option<u32>,
     },
     /// `topk(c, threads=256, per=4)`: a top-k stage computed by one
     /// work-group per row (see [`steps::topk`]).
@@ -337,6 +339,27 @@ pub struct GroupPlan {
     pub threads: u32,
     pub per: u32,
     pub span: Span,
+    /// `scan(..., chunks=S)`: each work-group scans S chunks of a row, and
+    /// the row is spread over work-groups (reduce, then scan the parts'
+    /// totals, then scan with them); `None`: a row per work-group.
+    pub chunks: Option<u32>,
+    /// Which of a split scan's kernels the lowering builds.
+    pub part: ScanPart,
+}
+
+/// The kernels of a scan whose rows are split over work-groups
+/// (`scan(..., chunks=S)`), in launch order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ScanPart {
+    /// Each part's total, stored in the output at the next part's first
+    /// element (overwritten later by its result).
+    Totals,
+    /// Per row, those totals scanned in place: the carry into each part.
+    Carries,
+    /// Each part scanned, starting from its carry; the only kernel of an
+    /// unsplit scan.
+    #[default]
+    Main,
 }
 
 /// What `mma` asked for. The instruction itself depends on the target and

@@ -96,6 +96,7 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
         if let Some(op) = scatter::combined_op(k.stage(sid)) {
             kernels.push(scatter::init_kernel(k, sid, op)?);
         }
+        kernels.extend(scan::split_parts(k, sid, unit)?);
         kernels.push(lower_stage(k, sid, unit)?);
         if scatter::combined_op(k.stage(sid)).is_some() && k.stage(sid).scatter.is_none() {
             kernels.extend(scatter::epilogue_kernel(k, sid)?);

@@ -10,12 +10,20 @@
 //! offset is the carry of the chunks before, combined with the totals of
 //! the threads before it. Work is linear in the row; the tree's barriers
 //! are the only ones besides one per chunk.
+//!
+//! With `chunks=S` a row is split into parts of S chunks, one work-group
+//! each (blockIdx.y), in three kernels ([`ScanPart`]): each part's total
+//! goes to the output at the next part's first element; one work-group
+//! per row scans those totals in place; each part is then scanned from
+//! the carry it finds at its first element (read before any thread of the
+//! part writes), which its own result overwrites. No work-group reads
+//! another's elements while it writes them.
 
 use super::{inline_producers, Local, Lowering, Stmt};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Expr, ExprKind, Scan};
-use crate::schedule::{Dim, GpuAxis, GroupPlan, Guard, LoopKind, LoopVar};
+use crate::schedule::{Dim, GpuAxis, GroupPlan, Guard, LoopKind, LoopVar, ScanPart};
 
 /// The scan's loops and what it computes in them.
 struct Region {
@@ -25,6 +33,11 @@ struct Region {
     chunk: VarId,
     v: VarId,
     rows: Index,
+    /// A split row's part loop (blockIdx.x; the row is then blockIdx.y).
+    part_var: Option<VarId>,
+    /// That part, the number of parts, and the output's indices of the
+    /// next part's first element.
+    part: Option<(Index, Index, Vec<Index>)>,
     /// The scanned axis's length, and the chunks it is walked in.
     len: Index,
     chunks: Index,
@@ -67,30 +80,152 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(),
         vi: Index::Var(r.v),
     };
     let identity = red.op.identity(dt);
-    let mut per_chunk = e.fold(&r, scan.exclusive);
-    per_chunk.extend(e.tree());
-    per_chunk.extend(e.finish(&r, stage.output));
+    let zero = Index::c(0);
     l.g.block = [plan.threads, 1, 1];
-    l.g.grid = [r.rows, Index::c(1), Index::c(1)];
-    l.g.body = vec![
-        Stmt::Bind {
-            var: r.b,
-            axis: GpuAxis::Block(Dim::X),
-        },
+    l.g.grid = [r.rows.clone(), Index::c(1), Index::c(1)];
+    let mut body = vec![Stmt::Bind {
+        var: r.b,
+        axis: GpuAxis::Block(Dim::X),
+    }];
+    if let (Some(v), Some((_, parts, _))) = (r.part_var, &r.part) {
+        l.g.grid = [parts.clone(), r.rows.clone(), Index::c(1)];
+        body = vec![
+            Stmt::Bind {
+                var: v,
+                axis: GpuAxis::Block(Dim::X),
+            },
+            Stmt::Bind {
+                var: r.b,
+                axis: GpuAxis::Block(Dim::Y),
+            },
+        ];
+    }
+    body.extend([
         Stmt::Bind {
             var: r.t,
             axis: GpuAxis::Thread(Dim::X),
         },
-        e.set(CARRY, Index::c(0), identity),
-        Stmt::Loop {
-            var: r.chunk,
-            extent: r.chunks,
-            unroll: false,
-            body: per_chunk,
-        },
-    ];
+        e.set(CARRY, zero.clone(), identity),
+    ]);
+    match (plan.part, &r.part) {
+        (ScanPart::Totals, Some((p, parts, next))) => {
+            // Each thread folds its elements of every chunk; the
+            // work-group's total goes to the next part's first element.
+            body.push(Stmt::Loop {
+                var: r.chunk,
+                extent: r.chunks.clone(),
+                unroll: false,
+                body: e.accumulate(&r),
+            });
+            body.push(Stmt::SharedStore {
+                shared: 0,
+                index: e.tv.clone(),
+                value: e.reg(CARRY, zero.clone()),
+            });
+            body.push(Stmt::Barrier);
+            body.extend(e.tree());
+            body.push(Stmt::If {
+                guards: vec![
+                    Guard {
+                        value: e.tv.clone(),
+                        extent: Index::c(1),
+                    },
+                    Guard {
+                        value: p.clone() + Index::c(1),
+                        extent: parts.clone(),
+                    },
+                ],
+                body: vec![Stmt::Store {
+                    tensor: stage.output,
+                    indices: next.clone(),
+                    value: e.lds(Index::c(t_n - 1)),
+                }],
+            });
+        }
+        (part, _) => {
+            if let (ScanPart::Main, Some((p, parts, _))) = (part, &r.part) {
+                // The carry into this part waits at its first element,
+                // read by every thread before any of them writes there.
+                let first = r
+                    .indices
+                    .iter()
+                    .map(|ix| {
+                        ix.subst(
+                            &[
+                                (r.chunk, zero.clone()),
+                                (r.v, zero.clone()),
+                                (r.t, zero.clone()),
+                            ]
+                            .into_iter()
+                            .collect(),
+                        )
+                    })
+                    .collect();
+                body.push(Stmt::If {
+                    guards: vec![Guard {
+                        value: parts.clone() - Index::c(1) - p.clone(),
+                        extent: parts.clone() - Index::c(1),
+                    }],
+                    body: vec![e.set(
+                        CARRY,
+                        zero.clone(),
+                        Expr {
+                            kind: ExprKind::Load {
+                                tensor: stage.output,
+                                indices: first,
+                            },
+                            dtype: dt,
+                        },
+                    )],
+                });
+            }
+            let mut per_chunk = e.fold(&r, scan.exclusive && part == ScanPart::Main);
+            per_chunk.extend(e.tree());
+            per_chunk.extend(e.finish(&r, stage.output));
+            body.push(Stmt::Loop {
+                var: r.chunk,
+                extent: r.chunks.clone(),
+                unroll: false,
+                body: per_chunk,
+            });
+        }
+    }
+    l.g.body = body;
     l.tid = e.tv;
     Ok(())
+}
+
+/// The kernels a scan split over work-groups (`chunks=S`) launches before
+/// its main one: the parts' totals, then their scan (the carries).
+pub(super) fn split_parts(
+    k: &crate::kernel::Kernel,
+    sid: crate::kernel::StageId,
+    unit: Option<&super::matrix::MatrixUnit>,
+) -> Result<Vec<super::GpuKernel>, Diagnostic> {
+    let st = k.stage(sid);
+    let split = st.reduce.as_ref().is_some_and(|r| r.scan.is_some())
+        && st
+            .nest
+            .as_ref()
+            .and_then(|n| n.scan)
+            .is_some_and(|p| p.chunks.is_some());
+    if !split {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (part, suffix) in [(ScanPart::Totals, "totals"), (ScanPart::Carries, "carries")] {
+        let mut k2 = k.clone();
+        let plan = k2.stages[sid.0 as usize]
+            .nest
+            .as_mut()
+            .and_then(|n| n.scan.as_mut())
+            .expect("checked above");
+        plan.part = part;
+        let mut g = super::lower_stage(&k2, sid, unit)?;
+        g.name = format!("{}_{suffix}", g.name);
+        out.push(g);
+    }
+    Ok(out)
 }
 
 /// The scan's loop variables, and the stage's element, value and output
@@ -118,32 +253,103 @@ fn region(l: &mut Lowering, scan: &Scan, plan: &GroupPlan) -> Region {
     let rows = others
         .iter()
         .fold(Index::c(1), |acc, d| acc * stage.axes[*d].extent.clone());
+    let row_len = stage.axes[scan.axis].extent.clone();
+    let tp = t_n * p_n;
+    // A split row: parts of `span` elements, and how many.
+    let span = plan.chunks.map(|s| tp * i64::from(s));
+    let parts = span.map(|w| Index::bin(IOp::CeilDiv, row_len.clone(), Index::c(w)));
+    let carries = plan.part == ScanPart::Carries;
+    let split = parts.clone().filter(|_| !carries);
+    // A split row's parts on blockIdx.x (a long row has many), its rows
+    // on blockIdx.y (at most 65,535 on NVIDIA: splitting is for few rows).
     let b = var(
         "scan.row".into(),
         rows.clone(),
-        LoopKind::Bound(GpuAxis::Block(Dim::X)),
+        LoopKind::Bound(GpuAxis::Block(if split.is_some() {
+            Dim::Y
+        } else {
+            Dim::X
+        })),
     );
+    let part = split.as_ref().map(|p| {
+        let v = var(
+            "scan.part".into(),
+            p.clone(),
+            LoopKind::Bound(GpuAxis::Block(Dim::X)),
+        );
+        (Index::Var(v), p.clone(), v)
+    });
+    let row = Index::Var(b);
     let t = var(
         "scan.t".into(),
         Index::c(t_n),
         LoopKind::Bound(GpuAxis::Thread(Dim::X)),
     );
-    let len = stage.axes[scan.axis].extent.clone();
-    let chunks = Index::bin(IOp::CeilDiv, len.clone(), Index::c(t_n * p_n));
+    // What the chunks walk: the row (or a part of it), or the carries.
+    let len = match (&parts, carries) {
+        (Some(p), true) => Index::bin(IOp::Max, p.clone() - Index::c(1), Index::c(0)),
+        _ => row_len.clone(),
+    };
+    let chunks = match (plan.chunks, carries) {
+        (Some(s), false) => Index::c(i64::from(s)),
+        _ => Index::bin(IOp::CeilDiv, len.clone(), Index::c(tp)),
+    };
     let chunk = var("scan.chunk".into(), chunks.clone(), LoopKind::Serial);
     let v = var("scan.v".into(), Index::c(p_n), LoopKind::Unrolled);
 
     // Axis values: the other axes decoded from the row (row-major), the
     // scanned one the element's position.
-    let pos =
-        Index::Var(chunk) * Index::c(t_n * p_n) + Index::Var(t) * Index::c(p_n) + Index::Var(v);
-    let mut at = super::decode_axes(stage, &others, Index::Var(b));
-    at.insert(VarId(scan.axis as u32), pos.clone());
-    let mut elem_at = at.clone();
-    elem_at.insert(VarId(n as u32), pos.clone());
-    let body = inline_producers(k, sid, &red.body).map_indices(&|ix| ix.subst(&elem_at));
-    let value = inline_producers(k, sid, &stage.value).map_indices(&|ix| ix.subst(&at));
-    let indices: Vec<Index> = (0..n).map(|d| at[&VarId(d as u32)].clone()).collect();
+    let mut pos = Index::Var(chunk) * Index::c(tp) + Index::Var(t) * Index::c(p_n) + Index::Var(v);
+    if let (Some((p, _, _)), Some(w)) = (&part, span) {
+        pos = p.clone() * Index::c(w) + pos;
+    }
+    let mut at = super::decode_axes(stage, &others, row);
+    let indices_at = |at: &std::collections::HashMap<VarId, Index>| -> Vec<Index> {
+        (0..n).map(|d| at[&VarId(d as u32)].clone()).collect()
+    };
+    let (body, value, indices) = match (span, carries) {
+        (Some(w), true) => {
+            // The carries: the totals at each part's first element but the
+            // first part's, scanned in place.
+            at.insert(
+                VarId(scan.axis as u32),
+                (pos.clone() + Index::c(1)) * Index::c(w),
+            );
+            let indices = indices_at(&at);
+            let t = stage.value.dtype;
+            let body = Expr {
+                kind: ExprKind::Load {
+                    tensor: stage.output,
+                    indices: indices.clone(),
+                },
+                dtype: t,
+            };
+            let value = Expr {
+                kind: ExprKind::Reduced,
+                dtype: t,
+            };
+            (body, value, indices)
+        }
+        _ => {
+            at.insert(VarId(scan.axis as u32), pos.clone());
+            let mut elem_at = at.clone();
+            elem_at.insert(VarId(n as u32), pos.clone());
+            let body = inline_producers(k, sid, &red.body).map_indices(&|ix| ix.subst(&elem_at));
+            let value = inline_producers(k, sid, &stage.value).map_indices(&|ix| ix.subst(&at));
+            (body, value, indices_at(&at))
+        }
+    };
+    // The output's indices of the next part's first element.
+    let part_var = part.as_ref().map(|p| p.2);
+    let part = part.map(|(p, count, _)| {
+        let w = span.expect("a split row");
+        let mut next = at.clone();
+        next.insert(
+            VarId(scan.axis as u32),
+            (p.clone() + Index::c(1)) * Index::c(w),
+        );
+        (p, count, indices_at(&next))
+    });
 
     Region {
         b,
@@ -151,6 +357,8 @@ fn region(l: &mut Lowering, scan: &Scan, plan: &GroupPlan) -> Region {
         chunk,
         v,
         rows,
+        part_var,
+        part,
         len,
         chunks,
         pos,
@@ -265,6 +473,29 @@ impl Emit {
             },
             Stmt::Barrier,
         ]
+    }
+
+    /// Each thread folds its P elements of one chunk into its carry
+    /// (a split scan's totals: no prefixes are kept).
+    fn accumulate(&self, r: &Region) -> Vec<Stmt> {
+        let zero = Index::c(0);
+        let in_row = Guard {
+            value: r.pos.clone(),
+            extent: r.len.clone(),
+        };
+        vec![Stmt::Loop {
+            var: r.v,
+            extent: Index::c(self.p_n),
+            unroll: true,
+            body: vec![Stmt::If {
+                guards: vec![in_row],
+                body: vec![self.set(
+                    CARRY,
+                    zero.clone(),
+                    self.op(self.reg(CARRY, zero), r.body.clone()),
+                )],
+            }],
+        }]
     }
 
     /// The threads' totals scanned in LDS (Hillis-Steele: a read, a

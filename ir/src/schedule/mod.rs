@@ -371,9 +371,12 @@ impl State<'_> {
             StepKind::Unroll(n) => steps::unroll::apply(self, n, span),
             StepKind::Occupancy(n) => steps::occupancy::apply(self, *n, span),
             StepKind::Privatize(t) => steps::privatize::apply(self, t, span),
-            StepKind::Scan { axis, threads, per } => {
-                steps::scan::apply(self, axis, *threads, *per, span)
-            }
+            StepKind::Scan {
+                axis,
+                threads,
+                per,
+                chunks,
+            } => steps::scan::apply(self, axis, *threads, *per, *chunks, span),
             StepKind::TopK { axis, threads, per } => {
                 steps::topk::apply(self, axis, *threads, *per, span)
             }
@@ -577,6 +580,19 @@ pub fn apply_with_source<'a>(
                 "keep `scan(...)` alone (line {}), or drop it to schedule the triangular reduction it stands for",
                 line_col(src, plan.span.start).0
             )));
+        }
+        let scanned = stage.reduce.as_ref().map(|r| r.body.dtype);
+        if let (Some(_), Some(t)) = (plan.chunks, scanned) {
+            if stage.value.dtype != t {
+                return Err(Diagnostic::new(
+                    plan.span,
+                    format!(
+                        "`chunks` splits a row of `{}` over work-groups whose totals wait in its output, which is `{}` where the scan is `{t}`",
+                        stage.name, stage.value.dtype
+                    ),
+                )
+                .hint(format!("scan into a `{t}` stage and convert it in a later one, or drop `chunks` (a work-group per row)")));
+            }
         }
         return Ok(st.nest);
     }

@@ -121,6 +121,38 @@ pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> Defaul
         "consecutive elements per thread in a chunk",
     );
     let c = &st.axes[scan.axis].name;
+    // Few rows of unknown or great length: each row split over
+    // work-groups of CHUNKS chunks, as the grid reductions are
+    // (super::grid), where the output can hold the parts' totals.
+    let rows = st
+        .axes
+        .iter()
+        .enumerate()
+        .filter(|(d, _)| *d != scan.axis)
+        .map(|(_, a)| a.extent.as_const())
+        .product::<Option<i64>>();
+    let long = st.axes[scan.axis]
+        .extent
+        .as_const()
+        .is_none_or(|e| e >= super::grid::MIN_ROW);
+    let same_type = st
+        .reduce
+        .as_ref()
+        .is_some_and(|r| r.body.dtype == st.value.dtype);
+    if rows.is_some_and(|r| r <= super::grid::MAX_OUTPUTS) && long && same_type {
+        let chunks = kn.get(
+            "CHUNKS",
+            &[4, 8, 16, 32, 64],
+            16,
+            "chunks of threads x per elements per work-group, a row split over work-groups",
+        );
+        return kn.done(
+            "scan",
+            vec![format!(
+                "scan({c}, threads={threads}, per={per}, chunks={chunks})"
+            )],
+        );
+    }
     kn.done(
         "scan",
         vec![format!("scan({c}, threads={threads}, per={per})")],

@@ -15,7 +15,7 @@ use crate::kernel::Stage;
 pub(super) const MAX_OUTPUTS: i64 = 64;
 
 /// Rows shorter than this (a constant) are reduced by one work-group each.
-const MIN_ROW: i64 = 1 << 16;
+pub(super) const MIN_ROW: i64 = 1 << 16;
 
 /// `grid-reduction`: the reduced axis split into chunks on blockIdx.x
 /// (outputs on blockIdx.y), each chunk walked by `THREADS` threads taking

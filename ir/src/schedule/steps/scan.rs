@@ -6,14 +6,44 @@
 //! total to the next. The stage's other axes go to blockIdx.x. Without
 //! this step a scan is the triangular reduction that defines it, which
 //! any schedule may lower (quadratic work).
+//!
+//! `chunks=S` splits each row over work-groups of S chunks (blockIdx.y):
+//! three kernels, reduce-then-scan. The first writes each part's total
+//! into the output at the next part's first element, the second scans
+//! those totals in place (a row per work-group), and the third scans each
+//! part from its carry, overwriting them. So the output must hold the
+//! scan's own type.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
 use crate::syntax::StepStmt;
 
 pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
-    let (axis, threads, per) = group_args(s, "scan(c, threads=256, per=4)", 16)?;
-    Ok(StepKind::Scan { axis, threads, per })
+    const EX: &str = "scan(c, threads=256, per=4, chunks=16)";
+    let mut rest = s.clone();
+    let mut chunks = None;
+    rest.args.clear();
+    for a in &s.args {
+        if a.key.as_ref().is_some_and(|k| k.0 == "chunks") {
+            let c = arg_int(a, "chunks per work-group")?;
+            if c > 65536 {
+                return Err(Diagnostic::new(
+                    a.value.span,
+                    format!("chunks={c}: at most 65536 chunks per work-group"),
+                ));
+            }
+            chunks = Some(c as u32);
+        } else {
+            rest.args.push(a.clone());
+        }
+    }
+    let (axis, threads, per) = group_args(&rest, EX, 16)?;
+    Ok(StepKind::Scan {
+        axis,
+        threads,
+        per,
+        chunks,
+    })
 }
 
 /// The arguments of a step that gives a row to one work-group (`scan`,
@@ -67,6 +97,7 @@ pub(crate) fn apply(
     axis: &Name,
     threads: u32,
     per: u32,
+    chunks: Option<u32>,
     span: Span,
 ) -> Result<(), Diagnostic> {
     let Some(scanned) = st.scan_axis.clone() else {
@@ -84,6 +115,12 @@ pub(crate) fn apply(
     if st.nest.scan.is_some() {
         return Err(Diagnostic::new(span, "`scan` given twice"));
     }
-    st.nest.scan = Some(GroupPlan { threads, per, span });
+    st.nest.scan = Some(GroupPlan {
+        threads,
+        per,
+        span,
+        chunks,
+        part: ScanPart::Main,
+    });
     Ok(())
 }

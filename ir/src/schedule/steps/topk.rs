@@ -48,6 +48,12 @@ pub(crate) fn apply(
         )
         .hint(format!("use threads={} or fewer", most.min(1024))));
     }
-    st.nest.topk = Some(GroupPlan { threads, per, span });
+    st.nest.topk = Some(GroupPlan {
+        threads,
+        per,
+        span,
+        chunks: None,
+        part: ScanPart::Main,
+    });
     Ok(())
 }
