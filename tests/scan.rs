@@ -184,7 +184,7 @@ fn the_scan_rule_splits_few_long_rows() {
     };
     assert_eq!(
         steps(&kernel("4, \"n\"", "cumsum(X[r, c], c)", "")),
-        ["scan(c, threads=256, per=4, chunks=16)"]
+        ["scan(c, threads=128, per=4, chunks=32)"]
     );
     assert_eq!(
         steps(&kernel("\"m\", \"n\"", "cumsum(X[r, c], c)", "")),

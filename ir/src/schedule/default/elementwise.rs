@@ -113,13 +113,6 @@ pub(super) fn elementwise(
 /// it in chunks (cumsum.toml).
 pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> DefaultSchedule {
     let mut kn = Knobs::new(&st.name, cx.given);
-    let threads = kn.get("THREADS", THREADS, 256, "threads per row");
-    let per = kn.get(
-        "PER",
-        &[1, 2, 4, 8],
-        4,
-        "consecutive elements per thread in a chunk",
-    );
     let c = &st.axes[scan.axis].name;
     // Few rows of unknown or great length: each row split over
     // work-groups of CHUNKS chunks, as the grid reductions are
@@ -139,11 +132,27 @@ pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> Defaul
         .reduce
         .as_ref()
         .is_some_and(|r| r.body.dtype == st.value.dtype);
-    if rows.is_some_and(|r| r <= super::grid::MAX_OUTPUTS) && long && same_type {
+    let split = rows.is_some_and(|r| r <= super::grid::MAX_OUTPUTS) && long && same_type;
+    // Split rows: 128 threads and 32 chunks (16,384 elements a part) were
+    // the fastest of 100 on one row of 2^26 on the H100, 9 % ahead of 256
+    // and 16 (bench/gpu/runs/h100-scan-3); whole rows: 256 (h100-scan-1).
+    let threads = kn.get(
+        "THREADS",
+        THREADS,
+        if split { 128 } else { 256 },
+        "threads per row",
+    );
+    let per = kn.get(
+        "PER",
+        &[1, 2, 4, 8],
+        4,
+        "consecutive elements per thread in a chunk",
+    );
+    if split {
         let chunks = kn.get(
             "CHUNKS",
             &[4, 8, 16, 32, 64],
-            16,
+            32,
             "chunks of threads x per elements per work-group, a row split over work-groups",
         );
         return kn.done(
