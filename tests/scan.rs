@@ -45,19 +45,7 @@ fn scans_compile_for_every_target() {
 #[test]
 fn a_cumsum_gives_the_triangular_numbers_across_chunks() {
     for (exclusive, first) in [(false, 1), (true, 0)] {
-        let src = format!(
-            r#"
-[kernel]
-name = "k"
-sizes = ["n"]
-[inputs]
-X = {{ dtype = "i32", shape = ["n"] }}
-[[stage]]
-compute = "S[i] = cumsum(X[i], i, exclusive={exclusive})"
-shape = ["n"]
-schedule = ["scan(i, threads=32, per=3)"]
-"#
-        );
+        let src = cumsum_of_one_row(exclusive, "threads=32, per=3");
         let front = rocmc::frontend("k", &src).unwrap();
         let n = 250i32;
         let mut bufs = vec![
@@ -77,18 +65,40 @@ schedule = ["scan(i, threads=32, per=3)"]
             .chunks(4)
             .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
             .collect();
-        let want: Vec<i32> = (1..=n)
-            .map(|i| {
-                if exclusive {
-                    (i - 1) * i / 2
-                } else {
-                    i * (i + 1) / 2
-                }
-            })
-            .collect();
+        let want = triangular_numbers(n as usize, exclusive);
         assert_eq!(s[0], first);
         assert_eq!(s, want, "exclusive={exclusive}");
     }
+}
+
+/// `S[i] = cumsum(X[i], i)` over one i32 row, scheduled `scan(i, {args})`.
+fn cumsum_of_one_row(exclusive: bool, args: &str) -> String {
+    format!(
+        r#"
+[kernel]
+name = "k"
+sizes = ["n"]
+[inputs]
+X = {{ dtype = "i32", shape = ["n"] }}
+[[stage]]
+compute = "S[i] = cumsum(X[i], i, exclusive={exclusive})"
+shape = ["n"]
+schedule = ["scan(i, {args})"]
+"#
+    )
+}
+
+/// The prefix sums of 1, 2, ..., n: the triangular numbers.
+fn triangular_numbers(n: usize, exclusive: bool) -> Vec<i32> {
+    (1..=n as i32)
+        .map(|i| {
+            if exclusive {
+                (i - 1) * i / 2
+            } else {
+                i * (i + 1) / 2
+            }
+        })
+        .collect()
 }
 
 /// The default is the work-group scan: linear, one kernel per scan.
@@ -109,19 +119,7 @@ fn an_unscheduled_scan_gets_the_scan_rule() {
 #[test]
 fn a_split_row_is_three_kernels_and_gives_the_triangular_numbers() {
     for (exclusive, first) in [(false, 1), (true, 0)] {
-        let src = format!(
-            r#"
-[kernel]
-name = "k"
-sizes = ["n"]
-[inputs]
-X = {{ dtype = "i32", shape = ["n"] }}
-[[stage]]
-compute = "Y[c] = cumsum(X[c], c, exclusive={exclusive})"
-shape = ["n"]
-schedule = ["scan(c, threads=32, per=1, chunks=1)"]
-"#
-        );
+        let src = cumsum_of_one_row(exclusive, "threads=32, per=1, chunks=1");
         let front = rocmc::frontend("k.toml", &src).unwrap();
         let names: Vec<&str> = front
             .program
@@ -138,15 +136,7 @@ schedule = ["scan(c, threads=32, per=1, chunks=1)"]
         assert_eq!(front.program.kernels[1].grid[0], one);
         let n = 100usize;
         let x: Vec<i32> = (1..=n as i32).collect();
-        let want: Vec<i32> = (0..n as i32)
-            .map(|i| {
-                if exclusive {
-                    i * (i + 1) / 2
-                } else {
-                    (i + 1) * (i + 2) / 2
-                }
-            })
-            .collect();
+        let want = triangular_numbers(n, exclusive);
         assert_eq!(want[0], first);
         let input = rocmc::ir::interp::Buffer {
             dtype: rocmc::ir::DType::I32,
