@@ -13,7 +13,13 @@ use rocmc_tests::*;
 fn kernels() -> Vec<(String, String)> {
     let mut v = kernel_files("grid");
     assert!(v.len() >= 2, "tests/grid/ lost its kernels");
-    for name in ["reduce_all", "reduce_rows8", "norm_all", "mean_rows4_f16"] {
+    for name in [
+        "reduce_all",
+        "reduce_rows8",
+        "norm_all",
+        "mean_rows4_f16",
+        "bias_grad_narrow",
+    ] {
         let path = root().join(format!("bench/gpu/variants/{name}.toml"));
         v.push((name.into(), std::fs::read_to_string(path).unwrap()));
     }
@@ -128,6 +134,33 @@ fn the_grid_rule_takes_few_outputs_over_long_rows() {
         rule_of(&kernel("4", "4", "\"n\"", prod), "S"),
         Some("row-reduction")
     );
+}
+
+/// Down columns: few columns (a constant count making fewer than 64
+/// work-groups of 32) split the rows over the grid too.
+#[test]
+fn few_columns_split_their_rows_over_the_grid() {
+    let kernel = |cols: &str, rows: &str, value: &str| {
+        format!(
+            "[kernel]\nname = \"k\"\nsizes = [\"n\", \"m\"]\n[inputs]\nD = {{ dtype = \"f32\", shape = [{rows}, {cols}] }}\n\
+             [[stage]]\ncompute = \"S[j] = {value}\"\nshape = [{cols}]\nreduce = {{ i = {rows} }}\n"
+        )
+    };
+    let sum = "sum(D[i, j], i)";
+    let cases = [
+        (kernel("64", "\"n\"", sum), "column-reduction-grid"),
+        (kernel("2016", "\"n\"", sum), "column-reduction-grid"),
+        (kernel("2048", "\"n\"", sum), "column-reduction"),
+        (kernel("\"m\"", "\"n\"", sum), "column-reduction"),
+        (kernel("64", "4096", sum), "column-reduction"),
+        (
+            kernel("64", "\"n\"", "f16(sum(D[i, j], i))"),
+            "column-reduction",
+        ),
+    ];
+    for (src, rule) in cases {
+        assert_eq!(rule_of(&src, "S"), Some(rule), "{src}");
+    }
 }
 
 /// What cannot be combined atomically is refused at the binding, with the

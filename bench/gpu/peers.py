@@ -214,6 +214,11 @@ def run(name, s):
         c = s["cols"]
         x = rnd(8, c)
         report("pytorch", name, s, timed(lambda: torch.sum(x, dim=1)), 4 * 8 * c + 32)
+    elif name in ("bias_grad_narrow", "bias_grad_narrow_two_groups"):
+        # A narrow layer's bias gradient: 64 column sums of many rows.
+        r = s["rows"]
+        dy = rnd(r, 64)
+        report("pytorch", name, s, timed(lambda: torch.sum(dy, dim=0)), 4 * r * 64 + 4 * 64)
     elif name in ("softmax", "softmax_online"):
         r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
         by = 8 * r * c

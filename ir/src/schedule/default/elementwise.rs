@@ -277,18 +277,60 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
     kn.require("{COLS} * {ROWS} <= 1024");
     let k = axis.name.as_str();
     let (mut steps, block) = fuse_any(lead);
+    // Few columns (a narrow layer's bias gradient) would make few
+    // work-groups: the rows are then split over blockIdx.z as well, each
+    // work-group's part added into the output atomically (a grid
+    // reduction), where the stage allows it.
+    let outputs = st
+        .axes
+        .iter()
+        .map(|a| a.extent.as_const())
+        .product::<Option<i64>>();
+    let groups = outputs.map(|o| (o + cols - 1) / cols);
+    let split = groups.is_some_and(|g| g < COLUMN_GROUPS)
+        && st.grid_combine().is_ok()
+        && !axis
+            .extent
+            .as_const()
+            .is_some_and(|c| c < super::grid::MIN_ROW);
+    let mut rule = "column-reduction";
+    if split {
+        let steps_per = kn.get(
+            "STEPS",
+            &[4, 8, 16, 32, 64, 128],
+            32,
+            "steps down the rows per work-group: its part is rows x steps rows",
+        );
+        steps.extend([
+            format!("{k}_g, {k}_r = split({k}, {})", rows * steps_per),
+            format!("{k}_o, {k}_t = split({k}_r, {rows})"),
+            format!("bind({k}_g, blockIdx.z)"),
+        ]);
+        rule = "column-reduction-grid";
+        steps.extend([
+            format!("{last}_o, {last}_t = split({last}, {cols})"),
+            format!("bind({last}_o, blockIdx.x)"),
+        ]);
+    } else {
+        steps.extend([
+            format!("{last}_o, {last}_t = split({last}, {cols})"),
+            format!("{k}_o, {k}_t = split({k}, {rows})"),
+            format!("bind({last}_o, blockIdx.x)"),
+        ]);
+    }
     steps.extend([
-        format!("{last}_o, {last}_t = split({last}, {cols})"),
-        format!("{k}_o, {k}_t = split({k}, {rows})"),
-        format!("bind({last}_o, blockIdx.x)"),
         format!("bind({last}_t, threadIdx.x)"),
         format!("bind({k}_t, threadIdx.y)"),
     ]);
     if let Some(b) = block {
         steps.push(format!("bind({b}, blockIdx.y)"));
     }
-    Some(kn.done("column-reduction", steps))
+    Some(kn.done(rule, steps))
 }
+
+/// Fewer work-groups of columns than this (a constant count) split the
+/// rows too (`column-reduction-grid`): a fraction of the H100's 132 SMs.
+const COLUMN_GROUPS: i64 = 64;
 
 /// A map whose reads do not all run along the output's rows (a
 /// transpose): 32 x 32 tiles of the output per work-group of 32 x 8
