@@ -1077,6 +1077,9 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     }
 }
 
+/// Kernels each run generates at the least, however long they take.
+const MIN_KERNELS: usize = 10;
+
 fn secs() -> u64 {
     std::env::var("ROCMC_DIFFUZZ_SECS")
         .ok()
@@ -1115,7 +1118,9 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
     let mut id = 0u64;
     let current = rocmc_tests::root().join(format!("target/difffuzz-current-{which}.toml"));
     std::fs::create_dir_all(current.parent().unwrap()).unwrap();
-    while Instant::now() < end {
+    // At least MIN_KERNELS whatever the time: on a loaded machine the
+    // seconds alone would judge the generator on a handful.
+    while Instant::now() < end || st.generated < MIN_KERNELS {
         id += 1;
         let src = kernel(&mut rng, id);
         st.generated += 1;
@@ -1190,7 +1195,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
     }
     let accepted = st.generated - st.rejected;
     assert!(
-        st.generated >= 10 && accepted * 2 >= st.generated,
+        st.generated >= MIN_KERNELS && accepted * 2 >= st.generated,
         "the generator makes too few valid kernels: {accepted} of {}",
         st.generated
     );

@@ -278,7 +278,7 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
     let k = axis.name.as_str();
     let (mut steps, block) = fuse_any(lead);
     // Few columns (a narrow layer's bias gradient) would make few
-    // work-groups: the rows are then split over blockIdx.z as well, each
+    // work-groups: the rows are then split over the grid as well, each
     // work-group's part added into the output atomically (a grid
     // reduction), where the stage allows it.
     let outputs = st
@@ -301,15 +301,17 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
             32,
             "steps down the rows per work-group: its part is rows x steps rows",
         );
+        // The rows' parts on blockIdx.x, which counts to 2^31 - 1 (y and
+        // z stop at 65,535 on NVIDIA); the few column groups on z.
         steps.extend([
             format!("{k}_g, {k}_r = split({k}, {})", rows * steps_per),
             format!("{k}_o, {k}_t = split({k}_r, {rows})"),
-            format!("bind({k}_g, blockIdx.z)"),
+            format!("bind({k}_g, blockIdx.x)"),
         ]);
         rule = "column-reduction-grid";
         steps.extend([
             format!("{last}_o, {last}_t = split({last}, {cols})"),
-            format!("bind({last}_o, blockIdx.x)"),
+            format!("bind({last}_o, blockIdx.z)"),
         ]);
     } else {
         steps.extend([
