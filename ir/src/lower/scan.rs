@@ -109,75 +109,11 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(),
     ]);
     match (plan.part, &r.part) {
         (ScanPart::Totals, Some((p, parts, next))) => {
-            // Each thread folds its elements of every chunk; the
-            // work-group's total goes to the next part's first element.
-            body.push(Stmt::Loop {
-                var: r.chunk,
-                extent: r.chunks.clone(),
-                unroll: false,
-                body: e.accumulate(&r),
-            });
-            body.push(Stmt::SharedStore {
-                shared: 0,
-                index: e.tv.clone(),
-                value: e.reg(CARRY, zero.clone()),
-            });
-            body.push(Stmt::Barrier);
-            body.extend(e.tree());
-            body.push(Stmt::If {
-                guards: vec![
-                    Guard {
-                        value: e.tv.clone(),
-                        extent: Index::c(1),
-                    },
-                    Guard {
-                        value: p.clone() + Index::c(1),
-                        extent: parts.clone(),
-                    },
-                ],
-                body: vec![Stmt::Store {
-                    tensor: stage.output,
-                    indices: next.clone(),
-                    value: e.lds(Index::c(t_n - 1)),
-                }],
-            });
+            body.extend(e.totals(&r, stage.output, p, parts, next));
         }
         (part, _) => {
             if let (ScanPart::Main, Some((p, parts, _))) = (part, &r.part) {
-                // The carry into this part waits at its first element,
-                // read by every thread before any of them writes there.
-                let first = r
-                    .indices
-                    .iter()
-                    .map(|ix| {
-                        ix.subst(
-                            &[
-                                (r.chunk, zero.clone()),
-                                (r.v, zero.clone()),
-                                (r.t, zero.clone()),
-                            ]
-                            .into_iter()
-                            .collect(),
-                        )
-                    })
-                    .collect();
-                body.push(Stmt::If {
-                    guards: vec![Guard {
-                        value: parts.clone() - Index::c(1) - p.clone(),
-                        extent: parts.clone() - Index::c(1),
-                    }],
-                    body: vec![e.set(
-                        CARRY,
-                        zero.clone(),
-                        Expr {
-                            kind: ExprKind::Load {
-                                tensor: stage.output,
-                                indices: first,
-                            },
-                            dtype: dt,
-                        },
-                    )],
-                });
+                body.push(e.carry_in(&r, stage.output, p, parts));
             }
             let mut per_chunk = e.fold(&r, scan.exclusive && part == ScanPart::Main);
             per_chunk.extend(e.tree());
@@ -473,6 +409,86 @@ impl Emit {
             },
             Stmt::Barrier,
         ]
+    }
+
+    /// A split scan's first kernel: each thread folds its elements of
+    /// every chunk of the part, the work-group combines the threads'
+    /// totals, and the first thread stores the part's total at the next
+    /// part's first element (`next`), where the carries' scan finds it.
+    fn totals(
+        &self,
+        r: &Region,
+        output: crate::TensorId,
+        part: &Index,
+        parts: &Index,
+        next: &[Index],
+    ) -> Vec<Stmt> {
+        let mut out = vec![
+            Stmt::Loop {
+                var: r.chunk,
+                extent: r.chunks.clone(),
+                unroll: false,
+                body: self.accumulate(r),
+            },
+            Stmt::SharedStore {
+                shared: 0,
+                index: self.tv.clone(),
+                value: self.reg(CARRY, Index::c(0)),
+            },
+            Stmt::Barrier,
+        ];
+        out.extend(self.tree());
+        out.push(Stmt::If {
+            guards: vec![
+                Guard {
+                    value: self.tv.clone(),
+                    extent: Index::c(1),
+                },
+                Guard {
+                    value: part.clone() + Index::c(1),
+                    extent: parts.clone(),
+                },
+            ],
+            body: vec![Stmt::Store {
+                tensor: output,
+                indices: next.to_vec(),
+                value: self.lds(Index::c(self.t_n - 1)),
+            }],
+        });
+        out
+    }
+
+    /// A split scan's main kernel, but its first part: the carry into the
+    /// part waits at its first element, read by every thread before the
+    /// first chunk's barrier, so before any of them writes there.
+    fn carry_in(&self, r: &Region, output: crate::TensorId, part: &Index, parts: &Index) -> Stmt {
+        let zero = Index::c(0);
+        let at_start: std::collections::HashMap<VarId, Index> = [
+            (r.chunk, zero.clone()),
+            (r.v, zero.clone()),
+            (r.t, zero.clone()),
+        ]
+        .into_iter()
+        .collect();
+        let first = r.indices.iter().map(|ix| ix.subst(&at_start)).collect();
+        // part > 0, as `parts - 1 - part < parts - 1`.
+        Stmt::If {
+            guards: vec![Guard {
+                value: parts.clone() - Index::c(1) - part.clone(),
+                extent: parts.clone() - Index::c(1),
+            }],
+            body: vec![self.set(
+                CARRY,
+                zero,
+                Expr {
+                    kind: ExprKind::Load {
+                        tensor: output,
+                        indices: first,
+                    },
+                    dtype: self.dt,
+                },
+            )],
+        }
     }
 
     /// Each thread folds its P elements of one chunk into its carry
