@@ -289,10 +289,10 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
     let groups = outputs.map(|o| (o + cols - 1) / cols);
     let split = groups.is_some_and(|g| g < COLUMN_GROUPS)
         && st.grid_combine().is_ok()
-        && !axis
+        && axis
             .extent
             .as_const()
-            .is_some_and(|c| c < super::grid::MIN_ROW);
+            .is_none_or(|c| c >= super::grid::MIN_ROW);
     let mut rule = "column-reduction";
     if split {
         let steps_per = kn.get(
