@@ -94,46 +94,28 @@ fn the_grid_rule_takes_few_outputs_over_long_rows() {
         )
     };
     let sum = "sum(X[r, c], c)";
-    assert_eq!(
-        rule_of(&kernel("4", "4", "\"n\"", sum), "S"),
-        Some("grid-reduction")
-    );
-    assert_eq!(
-        rule_of(&kernel("64", "64", "1048576", sum), "S"),
-        Some("grid-reduction")
-    );
-    // Many rows, or rows of unknown count: a work-group per row.
-    assert_eq!(
-        rule_of(&kernel("65", "65", "\"n\"", sum), "S"),
-        Some("row-reduction")
-    );
-    assert_eq!(
-        rule_of(&kernel("\"m\"", "\"m\"", "\"n\"", sum), "S"),
-        Some("row-reduction")
-    );
-    // A short constant row fits one work-group.
-    assert_eq!(
-        rule_of(&kernel("4", "4", "4096", sum), "S"),
-        Some("row-reduction")
-    );
-    // An epilogue runs after the parts have met.
-    let mean = "sum(X[r, c], c) / f32(n)";
-    assert_eq!(
-        rule_of(&kernel("4", "4", "\"n\"", mean), "S"),
-        Some("grid-reduction")
-    );
-    // Parts cannot meet in an f16 output of an f32 sum; `prod` has no
-    // atomic update.
-    let cast = "f16(sum(X[r, c], c))";
-    assert_eq!(
-        rule_of(&kernel("4", "4", "\"n\"", cast), "S"),
-        Some("row-reduction")
-    );
-    let prod = "prod(X[r, c], c)";
-    assert_eq!(
-        rule_of(&kernel("4", "4", "\"n\"", prod), "S"),
-        Some("row-reduction")
-    );
+    let n = "\"n\"";
+    let cases = [
+        (kernel("4", "4", n, sum), "grid-reduction"),
+        (kernel("64", "64", "1048576", sum), "grid-reduction"),
+        // Many rows, or rows of unknown count: a work-group per row.
+        (kernel("65", "65", n, sum), "row-reduction"),
+        (kernel("\"m\"", "\"m\"", n, sum), "row-reduction"),
+        // A short constant row fits one work-group.
+        (kernel("4", "4", "4096", sum), "row-reduction"),
+        // An epilogue runs after the parts have met.
+        (
+            kernel("4", "4", n, "sum(X[r, c], c) / f32(n)"),
+            "grid-reduction",
+        ),
+        // Parts cannot meet in an f16 output of an f32 sum; `prod` has
+        // no atomic update.
+        (kernel("4", "4", n, "f16(sum(X[r, c], c))"), "row-reduction"),
+        (kernel("4", "4", n, "prod(X[r, c], c)"), "row-reduction"),
+    ];
+    for (src, rule) in cases {
+        assert_eq!(rule_of(&src, "S"), Some(rule), "{src}");
+    }
 }
 
 /// Down columns: few columns (a constant count making fewer than 64

@@ -98,7 +98,7 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
         }
         kernels.extend(scan::split_parts(k, sid, unit)?);
         kernels.push(lower_stage(k, sid, unit)?);
-        if scatter::combined_op(k.stage(sid)).is_some() && k.stage(sid).scatter.is_none() {
+        if scatter::grid_op(k.stage(sid)).is_some() {
             kernels.extend(scatter::epilogue_kernel(k, sid)?);
         }
     }

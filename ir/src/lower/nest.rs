@@ -37,7 +37,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     }
     // A grid reduction stores its bare result: the parts meet in the
     // output, and the epilogue runs afterwards in a kernel of its own.
-    let grid = super::scatter::combined_op(stage).filter(|_| stage.scatter.is_none());
+    let grid = super::scatter::grid_op(stage);
     let mut r = r;
     if let (Some(_), Some(t)) = (grid, stage.reduced_dtype()) {
         r.value = crate::kernel::Expr {

@@ -16,9 +16,15 @@ const THREADS: u32 = 256;
 /// reduction's whose loop is bound to a blockIdx (work-groups combine
 /// their parts).
 pub(super) fn combined_op(st: &Stage) -> Option<ReduceOp> {
-    if let Some(sc) = &st.scatter {
-        return Some(sc.op);
+    match &st.scatter {
+        Some(sc) => Some(sc.op),
+        None => grid_op(st),
     }
+}
+
+/// The atomic update of a grid reduction (a reduction loop bound to a
+/// blockIdx); `None` for any other stage.
+pub(super) fn grid_op(st: &Stage) -> Option<ReduceOp> {
     let grid = st
         .nest
         .as_ref()?
@@ -30,7 +36,7 @@ pub(super) fn combined_op(st: &Stage) -> Option<ReduceOp> {
 
 /// A grid reduction's stores of its result become atomic updates of the
 /// output: each work-group holds one part of every output element it
-/// stores (checked by the schedule: the value is the bare reduction).
+/// stores (`nest` stores the bare reduction; the epilogue comes after).
 pub(super) fn combine_stores(body: Vec<Stmt>, output: TensorId, op: ReduceOp) -> Vec<Stmt> {
     body.into_iter()
         .map(|s| match s {
