@@ -38,12 +38,15 @@ run)
   rc=0
   "$dir/rocmc-gpu-check" check "$dir/kernels" --cases "${CASES:-6}" --seed "${SEED:-1}" | tee "$out/check.txt" || rc=1
   # The kernels at hand; NAME_default (an example without its schedule,
-  # scripts/strip-schedules.py) runs at NAME's sizes, against NAME's peers.
+  # scripts/strip-schedules.py) and NAME__TAG (another schedule of NAME)
+  # run at NAME's sizes, against NAME's peers.
   python3 - "$dir/kernels" "$out/plan-all.json" > "$out/plan.json" <<'EOF'
 import json, os, sys
 plan = json.load(open("bench/gpu/plan.json"))
 names = {f[:-4] for f in os.listdir(sys.argv[1]) if f.endswith(".ptx")}
-base = lambda n: n[: -len("_default")] if n.endswith("_default") else n
+def base(n):
+    n = n.split("__")[0]
+    return n[: -len("_default")] if n.endswith("_default") else n
 everything = dict(plan)
 everything.update({n: plan[base(n)] for n in names if base(n) in plan})
 json.dump(everything, open(sys.argv[2], "w"))

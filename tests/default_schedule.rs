@@ -92,7 +92,7 @@ fn the_rule_follows_the_shape_of_the_stage() {
         ("layernorm", "rstd", "row-chain"),
         ("histogram", "H", "scatter-privatized"),
         ("matmul", "C", "matmul-tiles"),
-        ("conv2d", "O", "tiles-16x16"),
+        ("conv2d", "O", "conv-tiles"),
         ("embedding", "E", "elementwise-2d"),
         ("transpose", "B", "transpose-tiles"),
         ("bias_grad", "db", "column-reduction"),

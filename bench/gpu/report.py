@@ -20,12 +20,12 @@ MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgem
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32",
          "attention", "attention_causal", "attention_causal128",
          "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", "conv2d"]
-# NAME_default: NAME without its schedule (rocmc's default schedules),
-# beside NAME and against NAME's peers.
-order = [x for k in order for x in (k, k + "_default")]
+# NAME_default: NAME without its schedule (rocmc's default schedules), and
+# NAME__TAG: another schedule of NAME, each beside NAME and against NAME's peers.
+order = [x for k in order for x in (k, k + "_default", *sorted(v for v in by if v.split("__")[0] == k and "__" in v))]
 for k in list(by):
-    if k.endswith("_default"):
-        base = k[: -len("_default")]
+    if k.endswith("_default") or "__" in k:
+        base = k.split("__")[0] if "__" in k else k[: -len("_default")]
         for tool, r in by.get(base, {}).items():
             if tool != "rocmc":
                 by[k].setdefault(tool, r)
@@ -43,7 +43,7 @@ for k in order:
     pt, tr = t.get("pytorch"), t.get("triton")
     peers = [p for p in (pt, tr) if p]
     best = min(peers, key=lambda p: p["ms"]) if peers else None
-    unit = "TFLOP/s" if k in MATMUL or k in ATTENTION or k.replace("_default", "") in ATTENTION or k in ("conv2d", "conv2d_default") else "GB/s"
+    unit = "TFLOP/s" if k in MATMUL or k in ATTENTION or k.replace("_default", "") in ATTENTION or k.split("__")[0] in ("conv2d", "conv2d_default") else "GB/s"
     val = (lambda p: p["tflops"]) if unit == "TFLOP/s" else (lambda p: p["gbps"])
     if k in MEM:
         target = f"≥ {MEM[k]:.0%} of copy ({MEM[k] * copy_bw:.0f} GB/s)"

@@ -22,6 +22,7 @@
 //! pipeline, within its shared memory ([`RuleCx::target`]).
 
 mod attention;
+mod conv;
 mod elementwise;
 mod fuse;
 mod grid;
@@ -193,6 +194,8 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
         out.extend(scatter::scatter(k, st, &names, cx));
     } else if let Some(m) = matmul::Matmul::find(k, st) {
         out.extend(m.schedules(k, st, cx));
+    } else if let Some(c) = conv::Conv::find(k, st) {
+        out.push(c.schedule(k, st, cx));
     } else {
         out.extend(grid::grid_reduction(st, &names, cx));
         if let Some(r) = elementwise::row_reduction(st, &names, cx) {
