@@ -324,6 +324,28 @@ def run(name, s):
         i, f = rnd(n, ch, h, w), rnd(k, ch, 3, 3)
         fl = 2 * n * k * (h - 2) * (w - 2) * ch * 9
         report("pytorch", name, s, timed(lambda: F.conv2d(i, f)), 0, fl)
+    elif name == "conv2d_bias_relu":
+        n, ch, h, w, k = s["N"], s["C"], s["H"], s["W"], s["K"]
+        i, f, b = rnd(n, ch, h, w), rnd(k, ch, 3, 3), rnd(k)
+        fl = 2 * n * k * (h - 2) * (w - 2) * ch * 9
+        report("pytorch", name, s, timed(lambda: F.relu(F.conv2d(i, f, b))), 0, fl)
+    elif name == "conv1d":
+        n, ch, t, k = s["N"], s["C"], s["T"], s["K"]
+        x, f = rnd(n, ch, t), rnd(k, ch, 5)
+        fl = 2 * n * k * (t - 4) * ch * 5
+        report("pytorch", name, s, timed(lambda: F.conv1d(x, f)), 0, fl)
+    elif name == "conv1d_grouped":
+        n, g, ch, t, k = s["N"], s["G"], s["C"], s["T"], s["K"]
+        x, f = rnd(n, g * ch, t), rnd(g * k, ch, 3)
+        fl = 2 * n * g * k * (t - 2) * ch * 3
+        report("pytorch", name, s, timed(lambda: F.conv1d(x, f, groups=g)), 0, fl)
+    elif name == "conv2d_stride2_f16":
+        # cuDNN in f16 (tensor cores, f16 output): rocmc's default runs the
+        # f16 operands on FMAs, f32 out.
+        n, ch, p, q, k = s["N"], s["C"], s["P"], s["Q"], s["K"]
+        i, f = rnd(n, ch, 2 * p + 3, 2 * q + 3).half(), rnd(k, ch, 5, 5).half()
+        fl = 2 * n * k * p * q * ch * 25
+        report("pytorch", name, s, timed(lambda: F.conv2d(i, f, stride=2)), 0, fl)
 
 
 def copy_bw():

@@ -196,13 +196,13 @@ impl<'k> Conv<'k> {
             fit(self.k, 64, tk * 4),
             "output channels per work-group",
         );
-        // Without a y axis a thread's register tile is longer along x.
-        let (dtx, dbx) = if self.y.is_some() { (4, 64) } else { (8, 128) };
-        let tx = kn.get("TX", &[1, 2, 4, 8], dtx, "pixels along x per thread");
+        // 1-D too: 8 × 128 per thread and block was no faster there
+        // (bench/gpu/runs/h100-conv-1).
+        let tx = kn.get("TX", &[1, 2, 4, 8], 4, "pixels along x per thread");
         let bx = kn.get(
             "BX",
             &[16, 32, 64, 128, 256],
-            fit(self.x, dbx, tx * 4),
+            fit(self.x, 64, tx * 4),
             "pixels along x per work-group",
         );
         let ty = match self.y {
