@@ -196,13 +196,15 @@ impl<'k> Conv<'k> {
             fit(self.k, 64, tk * 4),
             "output channels per work-group",
         );
-        // 1-D too: 8 × 128 per thread and block was no faster there
-        // (bench/gpu/runs/h100-conv-1).
-        let tx = kn.get("TX", &[1, 2, 4, 8], 4, "pixels along x per thread");
+        // Without a y axis a thread's tile is longer along x: 8 × 128 ran
+        // as fast as 4 × 64 on the H100 (bench/gpu/runs/h100-conv-1), and
+        // ptxas 12.9 spills the latter's window reads.
+        let (dtx, dbx) = if self.y.is_some() { (4, 64) } else { (8, 128) };
+        let tx = kn.get("TX", &[1, 2, 4, 8], dtx, "pixels along x per thread");
         let bx = kn.get(
             "BX",
             &[16, 32, 64, 128, 256],
-            fit(self.x, 64, tx * 4),
+            fit(self.x, dbx, tx * 4),
             "pixels along x per work-group",
         );
         let ty = match self.y {
