@@ -25,7 +25,8 @@
 //! split over work-groups — or any schedule), top-k
 //! (the k best along either axis, largest or smallest, values and
 //! indices or the indices alone, k from 1 to 64, default or written),
-//! triangular reductions (k < min(i + 1, m)), grid reductions (a
+//! triangular reductions (k < min(i + 1, m)), convolutions with no
+//! schedule (1-D and 2-D, strided, batched, epilogues), grid reductions (a
 //! reduction loop on blockIdx.x, its parts combined atomically, with or
 //! without an epilogue), attention (random dtype,
 //! head sizes, batch axis, causal mask, scale, log-sum-exp output, K from
@@ -559,10 +560,104 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     src
 }
 
+/// A convolution with no schedule (rule `conv-tiles`, or another where a
+/// window of 1 or a missing channel axis makes it no convolution): 1-D or
+/// 2-D, strides 1 or 2, with or without a batch axis, random channel
+/// counts and windows (none a tile's multiple on purpose), f32, f16
+/// operands summed in f32, or i32; a bias and a ReLU or none.
+fn conv_kernel(rng: &mut Rng, id: u64) -> String {
+    let dt = *rng.pick(&["f32", "f16", "i32"]);
+    let (c, k) = (*rng.pick(&[1, 3, 5]), *rng.pick(&[1, 4, 7, 33, 70]));
+    let two_d = rng.chance(60);
+    let (r, s) = (*rng.pick(&[1, 2, 3, 5]), *rng.pick(&[1, 2, 3, 5]));
+    let (sy, sx) = (*rng.pick(&[1, 1, 2]), *rng.pick(&[1, 1, 2]));
+    let (bdim, b) = if two_d || rng.chance(50) {
+        ("", "")
+    } else {
+        ("2, ", "q, ")
+    };
+    let term = |x: &str| {
+        if dt == "f16" {
+            format!("f32({x})")
+        } else {
+            x.to_string()
+        }
+    };
+    let sub = |stride: i64, v: &str, w: &str| {
+        if stride == 1 {
+            format!("{v} + {w}")
+        } else {
+            format!("{stride} * {v} + {w}")
+        }
+    };
+    let extent = |stride: i64, size: &str, w: i64| format!("\"{stride} * {size} + {}\"", w - 1);
+    let mut src = String::new();
+    writeln!(
+        src,
+        "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]\n\n[inputs]"
+    )
+    .unwrap();
+    let (x, f, o_shape, reduce) = if two_d {
+        writeln!(
+            src,
+            "X = {{ dtype = \"{dt}\", shape = [{c}, {}, {}] }}\nF = {{ dtype = \"{dt}\", shape = [{k}, {c}, {r}, {s}] }}",
+            extent(sy, "n", r),
+            extent(sx, "m", s)
+        )
+        .unwrap();
+        (
+            term(&format!(
+                "X[c, {}, {}]",
+                sub(sy, "y", "r"),
+                sub(sx, "x", "s")
+            )),
+            term("F[o, c, r, s]"),
+            (format!("{k}, \"n\", \"m\""), "o, y, x"),
+            format!("c = {c}, r = {r}, s = {s}"),
+        )
+    } else {
+        writeln!(
+            src,
+            "X = {{ dtype = \"{dt}\", shape = [{bdim}{c}, {}] }}\nF = {{ dtype = \"{dt}\", shape = [{k}, {c}, {s}] }}",
+            extent(sx, "m", s)
+        )
+        .unwrap();
+        (
+            term(&format!("X[{b}c, {}]", sub(sx, "x", "s"))),
+            term("F[o, c, s]"),
+            (
+                format!("{bdim}{k}, \"m\""),
+                if b.is_empty() { "o, x" } else { "q, o, x" },
+            ),
+            format!("c = {c}, s = {s}"),
+        )
+    };
+    let acc = if dt == "f16" { "f32" } else { dt };
+    let mut value = format!("sum({x} * {f}, {})", if two_d { "c, r, s" } else { "c, s" });
+    if rng.chance(50) {
+        writeln!(src, "bias = {{ dtype = \"{acc}\", shape = [{k}] }}").unwrap();
+        value = format!("{value} + bias[o]");
+    }
+    if rng.chance(40) {
+        let zero = if acc == "i32" { "0" } else { "0.0" };
+        value = format!("max({value}, {zero})");
+    }
+    writeln!(
+        src,
+        "\n[[stage]]\ncompute = \"O[{}] = {value}\"\nshape = [{}]\nreduce = {{ {reduce} }}",
+        o_shape.1, o_shape.0
+    )
+    .unwrap();
+    src
+}
+
 /// A random kernel file.
 fn kernel(rng: &mut Rng, id: u64) -> String {
     if rng.below(10) == 0 {
         return attention_kernel(rng, id);
+    }
+    if rng.below(12) == 0 {
+        return conv_kernel(rng, id);
     }
     let dt = |rng: &mut Rng| {
         if rng.chance(70) {
@@ -944,6 +1039,8 @@ struct Stats {
     attentions: usize,
     /// Accepted kernels with a reduction loop bound to a blockIdx.
     grids: usize,
+    /// Accepted kernels scheduled by rule `conv-tiles`.
+    convs: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -993,6 +1090,10 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             })
         })
     }) as usize;
+    st.convs +=
+        k.stages
+            .iter()
+            .any(|s| s.default.as_ref().is_some_and(|d| d.rule == "conv-tiles")) as usize;
     // `flash` needs a matrix target: on the CPU path through one's lane
     // layout, picked at random (a layout it cannot tile is a user error).
     let emulated;
@@ -1147,6 +1248,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.topks += l.topks;
                 st.attentions += l.attentions;
                 st.grids += l.grids;
+                st.convs += l.convs;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -1162,7 +1264,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1172,6 +1274,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.topks,
         st.attentions,
         st.grids,
+        st.convs,
         st.executed,
         st.compiled,
         st.failures.len()
