@@ -133,13 +133,14 @@ fn convolution_defaults_compile_for_every_target_without_spills() {
         }
         for mcpu in ["sm_80", "sm_90"] {
             let ptx = ptx_of(&name, &src, mcpu);
-            // The staged tiles are read from shared memory, many FMAs each.
+            // The staged tiles are read from shared memory, many FMAs each
+            // (or matrix instructions: f16 operands, rule `conv-mma`).
             let (lds, fma) = (
                 ptx.matches("ld.shared.").count(),
                 ptx.matches("fma.rn.f32").count(),
             );
             assert!(
-                lds > 0 && fma >= 2 * lds,
+                lds > 0 && (fma >= 2 * lds || ptx.contains("mma.sync")),
                 "{name} {mcpu}: {lds} LDS reads, {fma} FMAs"
             );
             let reports = assemble_ptx(&ptx, mcpu)
@@ -182,4 +183,83 @@ fn the_conv_rule_numbers_are_knobs() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("O_BC"), "{}", text(&out.stderr));
     assert!(!d.path().join("c.ptx").exists());
+}
+
+fn conv_f16() -> String {
+    std::fs::read_to_string(root().join("bench/gpu/variants/conv2d_f16.toml")).unwrap()
+}
+
+/// An f16 convolution on a target whose matrix instructions take f16 gets
+/// rule `conv-mma`: one GEMM per window position on `mma.sync`, MFMA or
+/// WMMA, with no spills; on the CPU, register tiles.
+#[test]
+fn f16_convolutions_take_the_targets_matrix_instructions() {
+    let src = conv_f16();
+    assert_eq!(rule_of("conv2d_f16", &src), Some("conv-tiles"));
+    for (mcpu, instr) in [
+        ("sm_90", "mma.sync.aligned.m16n8k16"),
+        ("sm_80", "mma.sync.aligned.m16n8k16"),
+        ("gfx90a", "v_mfma_f32_16x16x16"),
+        ("gfx942", "v_mfma_f32_16x16x16"),
+        ("gfx1100", "v_wmma_f32_16x16x16_f16"),
+        ("gfx1201", "v_wmma_f32_16x16x16_f16"),
+    ] {
+        let nv = mcpu.starts_with("sm");
+        let art = rocmc::compile(
+            "conv2d_f16.toml",
+            &src,
+            &rocmc::Options::new(mcpu),
+            rocmc::Emit {
+                code_object: !nv,
+                asm: true,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{mcpu}: {e}"));
+        let d = art.kernel.stages[0].default.as_ref().unwrap();
+        assert_eq!(d.rule, "conv-mma", "{mcpu}");
+        let asm = art.asm.as_deref().unwrap();
+        assert!(asm.contains(instr), "{mcpu}: no {instr}");
+        if nv {
+            let reports = assemble_ptx(asm, mcpu).unwrap();
+            assert!(
+                reports.iter().all(|r| r.spill_stores == 0),
+                "{mcpu}: {reports:?}"
+            );
+        } else {
+            for k in rocmc::linker::codeobject::read(art.code_object.as_deref().unwrap())
+                .unwrap()
+                .kernels
+            {
+                assert_eq!(
+                    (k.vgpr_spill_count, k.private_segment_fixed_size),
+                    (0, 0),
+                    "{mcpu}: spills"
+                );
+            }
+        }
+    }
+}
+
+/// `--emulate` runs the emulated processor's `conv-mma` through its lane
+/// layouts on the CPU: channels, rows and pixels no tile divides.
+#[test]
+fn the_matrix_convolution_means_what_the_interpreter_says_in_every_lane_layout() {
+    let src = conv_f16();
+    let f = rocmc::frontend("conv2d_f16.toml", &src).unwrap();
+    for emulate in ["sm_90", "gfx942", "gfx1100"] {
+        let mut opts = rocmc::Options::new("x86-64");
+        opts.emulate = Some(emulate.into());
+        let cpu = rocmc::targets(&opts).unwrap().remove(0);
+        let lowered = f.for_target(&cpu, &opts).unwrap();
+        let d = lowered.kernel.stages[0].default.as_ref().unwrap();
+        assert_eq!(d.rule, "conv-mma", "{emulate}");
+        assert!(!lowered.matrix_instructions().is_empty(), "{emulate}");
+        // N C H W K
+        let sizes = lowered.kernel.fit_sizes(&[2, 21, 7, 133, 70]);
+        let cmp = rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false).unwrap();
+        for c in &cmp {
+            assert!(c.ok(), "{emulate}: {c:?}");
+        }
+    }
 }

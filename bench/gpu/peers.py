@@ -339,6 +339,11 @@ def run(name, s):
         x, f = rnd(n, g * ch, t), rnd(g * k, ch, 3)
         fl = 2 * n * g * k * (t - 2) * ch * 3
         report("pytorch", name, s, timed(lambda: F.conv1d(x, f, groups=g)), 0, fl)
+    elif name == "conv2d_f16":
+        n, ch, h, w, k = s["N"], s["C"], s["H"], s["W"], s["K"]
+        i, f = rnd(n, ch, h, w).half(), rnd(k, ch, 3, 3).half()
+        fl = 2 * n * k * (h - 2) * (w - 2) * ch * 9
+        report("pytorch", name, s, timed(lambda: F.conv2d(i, f)), 0, fl)
     elif name == "conv2d_stride2_f16":
         # cuDNN in f16 (tensor cores, f16 output): rocmc's default runs the
         # f16 operands on FMAs, f32 out.

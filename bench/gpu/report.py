@@ -19,7 +19,7 @@ ATTENTION = {"attention", "attention_causal", "attention_causal128"}
 MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma"}
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32",
          "attention", "attention_causal", "attention_causal128",
-         "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", "conv2d", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
+         "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", "conv2d", "conv2d_f16", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
 # NAME_default: NAME without its schedule (rocmc's default schedules), and
 # NAME__TAG: another schedule of NAME, each beside NAME and against NAME's peers.
 order = [x for k in order for x in (k, k + "_default", *sorted(v for v in by if v.split("__")[0] == k and "__" in v))]

@@ -15,7 +15,9 @@
 
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
-use crate::kernel::{Kernel, ReduceOp, Stage, TensorId};
+use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
+use crate::mtype::{f8_types, instr_id, mtype, MatrixUnit};
+use rocmc_target::matrix::{Family, MatrixInstr};
 
 /// A window longer than this along one axis is not unrolled.
 const UNROLL_WINDOW: i64 = 8;
@@ -176,8 +178,166 @@ impl<'k> Conv<'k> {
         })
     }
 
+    /// The matrix-instruction schedule where `cx`'s target takes the
+    /// operands' types (2-D windows), then the register tiles.
+    pub(super) fn schedules(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
+        let mut out: Vec<DefaultSchedule> = self.mma(k, st, cx).into_iter().collect();
+        let mut tiles = self.tiles(k, st, cx);
+        tiles.by_target =
+            cx.target.is_none() && self.y.is_some() && self.instr_types(k, st).is_some();
+        out.push(tiles);
+        out
+    }
+
+    /// The filters', the input's and the sum's types when the stage sums a
+    /// plain product (casts allowed), as `mma` needs.
+    fn instr_types(&self, k: &Kernel, st: &Stage) -> Option<[crate::DType; 3]> {
+        let r = st.reduce.as_ref()?;
+        if !matches!(r.body.kind, ExprKind::Binary(BinOp::Mul, ..)) {
+            return None;
+        }
+        let t = [
+            k.tensor(self.filters).dtype,
+            k.tensor(self.input).dtype,
+            r.body.dtype,
+        ];
+        t.iter().all(|d| mtype(*d).is_some()).then_some(t)
+    }
+
+    /// `conv-mma`: per window position, a GEMM of the filters (output
+    /// channels × input channels) by the input (input channels × pixels)
+    /// on the target's matrix instruction, its depth the input channels.
+    /// A work-group of WK × WY waves computes BK channels × WY rows × WX
+    /// pixels, each wave BK / WK channels × WX pixels of one row as
+    /// fragments; per step of one instruction's depth of input channels,
+    /// the input's tile (with the window's halo) and the filters' are
+    /// staged in LDS and every window position is one more GEMM on them.
+    /// On the H100, f16 at N=16, C=K=128, 128 × 128: 98 TFLOP/s, 3× the
+    /// register tiles and 0.36× cuDNN's tensor cores; 2 × 2 waves of 32 ×
+    /// 128 was 1.8–2.6× the same fragments spread over 8 waves
+    /// (bench/gpu/runs/h100-conv-2).
+    fn mma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
+        let target = cx.target?;
+        let unit = MatrixUnit::of(target)?;
+        let y = self.y?;
+        let [da, db, acc] = self.instr_types(k, st)?;
+        let f8 = f8_types(&unit);
+        if [da, db].iter().any(|t| t.is_f8() && !f8.contains(t)) {
+            return None;
+        }
+        let types = (mtype(da), mtype(db), mtype(acc));
+        let typed: Vec<&MatrixInstr> = unit
+            .instructions()
+            .into_iter()
+            .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)))
+            .collect();
+        let nvidia = typed.first()?.family == Family::MmaSync;
+        let want_n = if nvidia { 8 } else { 16 };
+        let instr = typed
+            .iter()
+            .filter(|i| i.m == 16 && i.n == want_n)
+            .max_by_key(|i| i.k)
+            .or_else(|| typed.first())?;
+        let (m, n, depth) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
+        let mut kn = Knobs::new(&st.name, cx.given);
+        let bk = kn.get("BK", &[32, 64, 128], 64, "output channels per work-group");
+        let wk = kn.get("WK", &[1, 2, 4], 2, "waves along the output channels");
+        let wy = kn.get("WY", &[1, 2, 4], 2, "rows per work-group, one per wave");
+        // wave32's WMMA holds 8 accumulator registers a fragment per lane,
+        // twice MFMA's 4: 16 fragments a wave spilt on gfx1100; ptxas
+        // spills them for sm_80, not for sm_90.
+        let hopper = target
+            .nvidia()
+            .is_some_and(|t| t.compute_capability() >= (9, 0));
+        let dwx = match instr.family {
+            Family::WmmaGfx11 | Family::WmmaGfx12 => 64,
+            Family::MmaSync if !hopper => 64,
+            Family::MmaSync | Family::Mfma => 128,
+        };
+        let wx = kn.get("WX", &[32, 64, 128], dwx, "pixels along x per wave");
+        kn.require("{BK} % {WK} == 0");
+        kn.require(&format!(
+            "({{BK}} / {{WK}}) % {m} == 0 && {{WX}} % {n} == 0"
+        ));
+        kn.require(&format!(
+            "{{WK}} * {{WY}} * {} <= {}",
+            unit.wave(),
+            target.max_threads_per_block()
+        ));
+        let esize = da.size().max(db.size()) as i64;
+        let (wyn, wxn, sy, sx) = (self.wy, self.wx, self.sy, self.sx);
+        let win: i64 = self.windows.iter().map(|w| w.1).product();
+        let shared = i64::from(cx.shared_bytes());
+        let bytes = depth * (bk * win + ((wy - 1) * sy + wyn) * ((wx - 1) * sx + wxn)) * esize;
+        kn.require(&format!(
+            "{depth} * ({{BK}} * {win} + (({{WY}} - 1) * {sy} + {wyn}) * (({{WX}} - 1) * {sx} + {wxn})) * {esize} <= {shared}"
+        ));
+        let fits = bk % wk == 0 && (bk / wk) % m == 0 && wx % n == 0;
+        let threads = wk * wy * i64::from(unit.wave());
+        if !kn.bad()
+            && (!fits || threads > i64::from(target.max_threads_per_block()) || bytes > shared)
+        {
+            return None;
+        }
+        let (kk, c, x) = (self.k, self.c, self.x);
+        let mut steps = vec![
+            format!("{kk}_o, {kk}_i = split({kk}, {bk})"),
+            format!("{kk}_w, {kk}_f = split({kk}_i, {})", bk / wk),
+            format!("{kk}_m, {kk}_r = split({kk}_f, {m})"),
+            format!("{y}_o, {y}_w = split({y}, {wy})"),
+            format!("{x}_o, {x}_f = split({x}, {wx})"),
+            format!("{x}_m, {x}_r = split({x}_f, {n})"),
+            format!("{c}_o, {c}_r = split({c}, {depth})"),
+        ];
+        let mut order: Vec<String> = self.rest.iter().map(|n| n.to_string()).collect();
+        order.extend([
+            format!("{kk}_o"),
+            format!("{y}_o"),
+            format!("{x}_o"),
+            format!("{kk}_w"),
+            format!("{y}_w"),
+            format!("{c}_o"),
+        ]);
+        order.extend(self.windows.iter().map(|w| w.0.to_string()));
+        order.extend([
+            format!("{kk}_m"),
+            format!("{x}_m"),
+            format!("{kk}_r"),
+            format!("{x}_r"),
+            format!("{c}_r"),
+        ]);
+        steps.push(format!("reorder({})", order.join(", ")));
+        let mut outer: Vec<&str> = self.rest.clone();
+        let ko = format!("{kk}_o");
+        outer.push(&ko);
+        let (fuse, blocks) = super::fuse_all(&outer);
+        steps.extend(fuse);
+        steps.extend([
+            format!("bind({blocks}, blockIdx.z)"),
+            format!("bind({y}_o, blockIdx.y)"),
+            format!("bind({x}_o, blockIdx.x)"),
+            format!("bind({kk}_w, threadIdx.z)"),
+            format!("bind({y}_w, threadIdx.y)"),
+        ]);
+        for (w, e) in &self.windows {
+            if *e <= UNROLL_WINDOW {
+                steps.push(format!("unroll({w})"));
+            }
+        }
+        steps.extend([format!("unroll({kk}_m)"), format!("unroll({x}_m)")]);
+        let (i, f) = (&k.tensor(self.input).name, &k.tensor(self.filters).name);
+        steps.extend([
+            format!("{i}_tile = cache_read({i}, shared, {c}_o)"),
+            format!("{f}_tile = cache_read({f}, shared, {c}_o)"),
+            format!("mma({kk}_r, {x}_r, {c}_r, instr={})", instr_id(instr)),
+        ]);
+        let mut s = kn.done("conv-mma", steps);
+        s.by_target = true;
+        Some(s)
+    }
+
     /// The register-tiled schedule (`conv-tiles`).
-    pub(super) fn schedule(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> DefaultSchedule {
+    fn tiles(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> DefaultSchedule {
         let out_extent = |n: &str| {
             st.axes
                 .iter()

@@ -195,7 +195,7 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     } else if let Some(m) = matmul::Matmul::find(k, st) {
         out.extend(m.schedules(k, st, cx));
     } else if let Some(c) = conv::Conv::find(k, st) {
-        out.push(c.schedule(k, st, cx));
+        out.extend(c.schedules(k, st, cx));
     } else {
         out.extend(grid::grid_reduction(st, &names, cx));
         if let Some(r) = elementwise::row_reduction(st, &names, cx) {
