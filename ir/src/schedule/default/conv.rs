@@ -16,8 +16,8 @@
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
 use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
-use crate::mtype::{f8_types, instr_id, mtype, MatrixUnit};
-use rocmc_target::matrix::{Family, MatrixInstr};
+use crate::mtype::{instr_id, mtype};
+use rocmc_target::matrix::Family;
 
 /// A window longer than this along one axis is not unrolled.
 const UNROLL_WINDOW: i64 = 8;
@@ -178,6 +178,30 @@ impl<'k> Conv<'k> {
         })
     }
 
+    /// The grid: the batch-like axes and the channel blocks fused on z,
+    /// row blocks on y (2-D), pixel blocks on x.
+    fn grid_steps(&self, steps: &mut Vec<String>) {
+        let mut outer: Vec<&str> = self.rest.clone();
+        let ko = format!("{}_o", self.k);
+        outer.push(&ko);
+        let (fuse, blocks) = super::fuse_all(&outer);
+        steps.extend(fuse);
+        steps.push(format!("bind({blocks}, blockIdx.z)"));
+        if let Some(y) = self.y {
+            steps.push(format!("bind({y}_o, blockIdx.y)"));
+        }
+        steps.push(format!("bind({}_o, blockIdx.x)", self.x));
+    }
+
+    /// Every window loop short enough, unrolled.
+    fn unroll_windows(&self, steps: &mut Vec<String>) {
+        for (w, e) in &self.windows {
+            if *e <= UNROLL_WINDOW {
+                steps.push(format!("unroll({w})"));
+            }
+        }
+    }
+
     /// The matrix-instruction schedule where `cx`'s target takes the
     /// operands' types (2-D windows), then the register tiles.
     pub(super) fn schedules(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
@@ -218,7 +242,6 @@ impl<'k> Conv<'k> {
     /// (bench/gpu/runs/h100-conv-2).
     fn mma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
         let target = cx.target?;
-        let unit = MatrixUnit::of(target)?;
         let y = self.y?;
         // Strided windows read the staged input at a stride across the
         // fragment's lanes: a 5 × 5 window of stride 2 ran at 18.7 TFLOP/s
@@ -227,23 +250,8 @@ impl<'k> Conv<'k> {
             return None;
         }
         let [da, db, acc] = self.instr_types(k, st)?;
-        let f8 = f8_types(&unit);
-        if [da, db].iter().any(|t| t.is_f8() && !f8.contains(t)) {
-            return None;
-        }
-        let types = (mtype(da), mtype(db), mtype(acc));
-        let typed: Vec<&MatrixInstr> = unit
-            .instructions()
-            .into_iter()
-            .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)))
-            .collect();
-        let nvidia = typed.first()?.family == Family::MmaSync;
-        let want_n = if nvidia { 8 } else { 16 };
-        let instr = typed
-            .iter()
-            .filter(|i| i.m == 16 && i.n == want_n)
-            .max_by_key(|i| i.k)
-            .or_else(|| typed.first())?;
+        let (unit, instr) = super::matrix_instr(target, [da, db, acc])?;
+        let instr = &instr;
         let (m, n, depth) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
         let mut kn = Knobs::new(&st.name, cx.given);
         let bk = kn.get("BK", &[32, 64, 128], 64, "output channels per work-group");
@@ -313,23 +321,12 @@ impl<'k> Conv<'k> {
             format!("{c}_r"),
         ]);
         steps.push(format!("reorder({})", order.join(", ")));
-        let mut outer: Vec<&str> = self.rest.clone();
-        let ko = format!("{kk}_o");
-        outer.push(&ko);
-        let (fuse, blocks) = super::fuse_all(&outer);
-        steps.extend(fuse);
+        self.grid_steps(&mut steps);
         steps.extend([
-            format!("bind({blocks}, blockIdx.z)"),
-            format!("bind({y}_o, blockIdx.y)"),
-            format!("bind({x}_o, blockIdx.x)"),
             format!("bind({kk}_w, threadIdx.z)"),
             format!("bind({y}_w, threadIdx.y)"),
         ]);
-        for (w, e) in &self.windows {
-            if *e <= UNROLL_WINDOW {
-                steps.push(format!("unroll({w})"));
-            }
-        }
+        self.unroll_windows(&mut steps);
         steps.extend([format!("unroll({kk}_m)"), format!("unroll({x}_m)")]);
         let (i, f) = (&k.tensor(self.input).name, &k.tensor(self.filters).name);
         steps.extend([
@@ -445,26 +442,13 @@ impl<'k> Conv<'k> {
         order.extend(self.y.map(|y| format!("{y}_r")));
         order.extend([format!("{kk}_r"), format!("{x}_r")]);
         steps.push(format!("reorder({})", order.join(", ")));
-        let mut outer: Vec<&str> = self.rest.clone();
-        let ko = format!("{kk}_o");
-        outer.push(&ko);
-        let (fuse, blocks) = super::fuse_all(&outer);
-        steps.extend(fuse);
-        steps.push(format!("bind({blocks}, blockIdx.z)"));
-        if let Some(y) = self.y {
-            steps.push(format!("bind({y}_o, blockIdx.y)"));
-        }
+        self.grid_steps(&mut steps);
         steps.extend([
-            format!("bind({x}_o, blockIdx.x)"),
             format!("bind({kk}_t, threadIdx.y)"),
             format!("bind({x}_t, threadIdx.x)"),
             format!("unroll({c}_i)"),
         ]);
-        for (w, e) in &self.windows {
-            if *e <= UNROLL_WINDOW {
-                steps.push(format!("unroll({w})"));
-            }
-        }
+        self.unroll_windows(&mut steps);
         steps.extend(self.y.map(|y| format!("unroll({y}_r)")));
         steps.extend([format!("unroll({kk}_r)"), format!("unroll({x}_r)")]);
         let (i, f) = (&k.tensor(self.input).name, &k.tensor(self.filters).name);

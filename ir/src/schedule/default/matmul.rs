@@ -6,8 +6,8 @@
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
 use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
-use crate::mtype::{f8_types, instr_id, mtype, MatrixUnit};
-use rocmc_target::matrix::{Family, MatrixInstr};
+use crate::mtype::{instr_id, mtype};
+use rocmc_target::matrix::Family;
 
 /// A stage found to be a matrix product, and its names.
 pub(super) struct Matmul<'k> {
@@ -121,27 +121,10 @@ impl<'k> Matmul<'k> {
     /// registers (`prefetch=1`).
     fn mma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
         let target = cx.target?;
-        let unit = MatrixUnit::of(target)?;
         let [da, db, acc] = self.instr_types(k, st)?;
-        let f8 = f8_types(&unit);
-        if [da, db].iter().any(|t| t.is_f8() && !f8.contains(t)) {
-            return None;
-        }
-        let types = (mtype(da), mtype(db), mtype(acc));
-        let typed: Vec<&MatrixInstr> = unit
-            .instructions()
-            .into_iter()
-            .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)))
-            .collect();
-        let nvidia = typed.first()?.family == Family::MmaSync;
-        // NVIDIA's m16n8 (A fragments reused over twice the columns), AMD's
-        // 16x16; the longest k of that shape.
-        let want_n = if nvidia { 8 } else { 16 };
-        let instr = typed
-            .iter()
-            .filter(|i| i.m == 16 && i.n == want_n)
-            .max_by_key(|i| i.k)
-            .or_else(|| typed.first())?;
+        let (unit, instr) = super::matrix_instr(target, [da, db, acc])?;
+        let instr = &instr;
+        let nvidia = instr.family == Family::MmaSync;
         let esize = da.size().max(db.size()) as i64;
         // 16 bytes: one vector access, and the padding that keeps rows of
         // the tiles on distinct banks.

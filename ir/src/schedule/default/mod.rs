@@ -251,6 +251,39 @@ fn fuse_any(names: &[&str]) -> (Vec<String>, Option<String>) {
     (steps, Some(f))
 }
 
+/// The target's matrix instruction for operands of types `a` and `b`
+/// summed in `acc`: NVIDIA's m16n8 (A fragments reused over twice the
+/// columns), AMD's 16 × 16, the longest k of that shape. `None` where the
+/// target has none for the types, or reads 8-bit floats of the other
+/// encoding.
+fn matrix_instr(
+    target: &rocmc_target::Target,
+    [a, b, acc]: [crate::DType; 3],
+) -> Option<(crate::mtype::MatrixUnit, rocmc_target::matrix::MatrixInstr)> {
+    use crate::mtype::{f8_types, mtype, MatrixUnit};
+    let unit = MatrixUnit::of(target)?;
+    let f8 = f8_types(&unit);
+    if [a, b].iter().any(|t| t.is_f8() && !f8.contains(t)) {
+        return None;
+    }
+    let types = (mtype(a), mtype(b), mtype(acc));
+    let typed: Vec<rocmc_target::matrix::MatrixInstr> = unit
+        .instructions()
+        .into_iter()
+        .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)))
+        .copied()
+        .collect();
+    let nvidia = typed.first()?.family == rocmc_target::matrix::Family::MmaSync;
+    let want_n = if nvidia { 8 } else { 16 };
+    let instr = typed
+        .iter()
+        .filter(|i| i.m == 16 && i.n == want_n)
+        .max_by_key(|i| i.k)
+        .or_else(|| typed.first())
+        .copied()?;
+    Some((unit, instr))
+}
+
 /// Threads per work-group a rule may choose from.
 const THREADS: &[i64] = &[64, 128, 256, 512, 1024];
 
