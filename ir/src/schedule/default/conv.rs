@@ -15,8 +15,8 @@
 
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
-use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
-use crate::mtype::{instr_id, mtype};
+use crate::kernel::{Kernel, ReduceOp, Stage, TensorId};
+use crate::mtype::instr_id;
 use rocmc_target::matrix::Family;
 
 /// A window longer than this along one axis is not unrolled.
@@ -216,16 +216,7 @@ impl<'k> Conv<'k> {
     /// The filters', the input's and the sum's types when the stage sums a
     /// plain product (casts allowed), as `mma` needs.
     fn instr_types(&self, k: &Kernel, st: &Stage) -> Option<[crate::DType; 3]> {
-        let r = st.reduce.as_ref()?;
-        if !matches!(r.body.kind, ExprKind::Binary(BinOp::Mul, ..)) {
-            return None;
-        }
-        let t = [
-            k.tensor(self.filters).dtype,
-            k.tensor(self.input).dtype,
-            r.body.dtype,
-        ];
-        t.iter().all(|d| mtype(*d).is_some()).then_some(t)
+        super::product_types(k, st, self.filters, self.input)
     }
 
     /// `conv-mma`: per window position, a GEMM of the filters (output

@@ -5,8 +5,8 @@
 
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
-use crate::kernel::{BinOp, ExprKind, Kernel, ReduceOp, Stage, TensorId};
-use crate::mtype::{instr_id, mtype};
+use crate::kernel::{Kernel, ReduceOp, Stage, TensorId};
+use crate::mtype::instr_id;
 use rocmc_target::matrix::Family;
 
 /// A stage found to be a matrix product, and its names.
@@ -71,12 +71,7 @@ impl<'k> Matmul<'k> {
     /// The operand and accumulator types when the stage sums a plain
     /// product (casts allowed), as `mma` needs.
     fn instr_types(&self, k: &Kernel, st: &Stage) -> Option<[crate::DType; 3]> {
-        let r = st.reduce.as_ref()?;
-        if !matches!(r.body.kind, ExprKind::Binary(BinOp::Mul, ..)) {
-            return None;
-        }
-        let t = [k.tensor(self.a).dtype, k.tensor(self.b).dtype, r.body.dtype];
-        t.iter().all(|d| mtype(*d).is_some()).then_some(t)
+        super::product_types(k, st, self.a, self.b)
     }
 
     /// 128 x 128 tiles of C per work-group of 16 x 16 threads, 8 x 8

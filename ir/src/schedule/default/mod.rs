@@ -251,6 +251,28 @@ fn fuse_any(names: &[&str]) -> (Vec<String>, Option<String>) {
     (steps, Some(f))
 }
 
+/// The types of `a`, of `b` and of the sum when `st` sums a plain
+/// product of the two (casts allowed) and a matrix instruction could take
+/// them, as `mma` needs.
+fn product_types(
+    k: &Kernel,
+    st: &Stage,
+    a: crate::kernel::TensorId,
+    b: crate::kernel::TensorId,
+) -> Option<[crate::DType; 3]> {
+    let r = st.reduce.as_ref()?;
+    if !matches!(
+        r.body.kind,
+        crate::kernel::ExprKind::Binary(crate::kernel::BinOp::Mul, ..)
+    ) {
+        return None;
+    }
+    let t = [k.tensor(a).dtype, k.tensor(b).dtype, r.body.dtype];
+    t.iter()
+        .all(|d| crate::mtype::mtype(*d).is_some())
+        .then_some(t)
+}
+
 /// The target's matrix instruction for operands of types `a` and `b`
 /// summed in `acc`: NVIDIA's m16n8 (A fragments reused over twice the
 /// columns), AMD's 16 × 16, the longest k of that shape. `None` where the
