@@ -241,6 +241,39 @@ fn f16_convolutions_take_the_targets_matrix_instructions() {
     }
 }
 
+/// bf16 convolutions take the bf16 instructions the same way.
+#[test]
+fn bf16_convolutions_take_the_bf16_matrix_instructions() {
+    let src = conv_f16().replace("dtype = \"f16\"", "dtype = \"bf16\"");
+    for (mcpu, instr) in [
+        (
+            "sm_90",
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        ),
+        ("gfx942", "v_mfma_f32_16x16x16_bf16"),
+        ("gfx1100", "v_wmma_f32_16x16x16_bf16"),
+    ] {
+        let art = rocmc::compile(
+            "conv2d_bf16.toml",
+            &src,
+            &rocmc::Options::new(mcpu),
+            rocmc::Emit {
+                asm: true,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{mcpu}: {e}"));
+        assert_eq!(
+            art.kernel.stages[0].default.as_ref().unwrap().rule,
+            "conv-mma"
+        );
+        assert!(
+            art.asm.as_deref().unwrap().contains(instr),
+            "{mcpu}: no {instr}"
+        );
+    }
+}
+
 /// `--emulate` runs the emulated processor's `conv-mma` through its lane
 /// layouts on the CPU: channels, rows and pixels no tile divides.
 #[test]
