@@ -560,6 +560,10 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     src
 }
 
+/// The first line of a kernel to run on the CPU through a random matrix
+/// target's lane layouts (as `flash` kernels are).
+const EMULATED: &str = "# run through a matrix target's lanes\n";
+
 /// A convolution with no schedule (rule `conv-tiles`, or another where a
 /// window of 1 or a missing channel axis makes it no convolution): 1-D or
 /// 2-D, strides 1 or 2, with or without a batch axis, random channel
@@ -592,6 +596,9 @@ fn conv_kernel(rng: &mut Rng, id: u64) -> String {
     };
     let extent = |stride: i64, size: &str, w: i64| format!("\"{stride} * {size} + {}\"", w - 1);
     let mut src = String::new();
+    if dt == "f16" {
+        src.push_str(EMULATED);
+    }
     writeln!(
         src,
         "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]\n\n[inputs]"
@@ -1039,7 +1046,7 @@ struct Stats {
     attentions: usize,
     /// Accepted kernels with a reduction loop bound to a blockIdx.
     grids: usize,
-    /// Accepted kernels scheduled by rule `conv-tiles`.
+    /// Accepted kernels scheduled by rule `conv-tiles` or `conv-mma`.
     convs: usize,
     executed: usize,
     compiled: usize,
@@ -1090,14 +1097,11 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             })
         })
     }) as usize;
-    st.convs +=
-        k.stages
-            .iter()
-            .any(|s| s.default.as_ref().is_some_and(|d| d.rule == "conv-tiles")) as usize;
     // `flash` needs a matrix target: on the CPU path through one's lane
     // layout, picked at random (a layout it cannot tile is a user error).
     let emulated;
-    let run_front = if src.contains("flash(") {
+    // An f16 convolution too: through a matrix target it takes `conv-mma`.
+    let run_front = if src.contains("flash(") || src.starts_with(EMULATED) {
         let p = *rng.pick(&[
             "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90",
         ]);
@@ -1124,6 +1128,11 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     } else {
         &front
     };
+    st.convs += run_front.kernel.stages.iter().any(|s| {
+        s.default
+            .as_ref()
+            .is_some_and(|d| d.rule.starts_with("conv-"))
+    }) as usize;
     for _ in 0..2 {
         let sizes: Vec<i64> = front
             .kernel
