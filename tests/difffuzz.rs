@@ -26,7 +26,9 @@
 //! (the k best along either axis, largest or smallest, values and
 //! indices or the indices alone, k from 1 to 64, default or written),
 //! triangular reductions (k < min(i + 1, m)), convolutions with no
-//! schedule (1-D and 2-D, strided, batched, epilogues), grid reductions (a
+//! schedule (1-D and 2-D, strided, batched, epilogues), row chains whose
+//! compute_at parts and cached rows span loops of symbolic extent bounded
+//! by `max` (reductions, an elementwise part, the row in LDS or not), grid reductions (a
 //! reduction loop on blockIdx.x, its parts combined atomically, with or
 //! without an epilogue), attention (random dtype,
 //! head sizes, batch axis, causal mask, scale, log-sum-exp output, K from
@@ -659,7 +661,90 @@ fn conv_kernel(rng: &mut Rng, id: u64) -> String {
 }
 
 /// A random kernel file.
+/// A row chain over rows of symbolic length bounded by `max` (softmax,
+/// layernorm): reductions and an elementwise part computed at the final
+/// stage's row, the row of `A` staged in LDS or not, so the parts span
+/// loops of symbolic extent and are sized by the bound.
+fn row_kernel(rng: &mut Rng, id: u64) -> String {
+    // No f16: its sums of a hundred terms round beyond its tolerance.
+    let dt = *rng.pick(&["f32", "f32", "f64"]);
+    let bound = *rng.pick(&[100, 128, 300, 1000]);
+    let t = *rng.pick(&[32, 64, 128]);
+    let mut src = String::new();
+    writeln!(
+        src,
+        "# bounded-part\n[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]\nmax = {{ m = {bound} }}\n\n[inputs]\nA = {{ dtype = \"{dt}\", shape = [\"n\", \"m\"] }}\n"
+    )
+    .unwrap();
+    let at = |name: &str, c: &str, rng: &mut Rng| {
+        // A serial loop of symbolic extent around the thread loop, split
+        // once more at times.
+        if rng.chance(30) {
+            format!(
+                "schedule = [\"compute_at(Y, r)\", \"{c}o, {c}i = split({c}, {t})\", \"{c}a, {c}b = split({c}o, 2)\", \"bind({c}i, threadIdx.x)\"]\n# {name}"
+            )
+        } else {
+            format!(
+                "schedule = [\"compute_at(Y, r)\", \"{c}o, {c}i = split({c}, {t})\", \"bind({c}i, threadIdx.x)\"]\n# {name}"
+            )
+        }
+    };
+    let red = *rng.pick(&["reduce_max", "sum", "reduce_min"]);
+    writeln!(
+        src,
+        "[[stage]]\ncompute = \"P[r] = {red}(A[r, c], c)\"\nshape = [\"n\"]\nreduce = {{ c = \"m\" }}\n{}\n",
+        at("P", "c", rng)
+    )
+    .unwrap();
+    let part = rng.chance(60);
+    if part {
+        let f = *rng.pick(&["A[r, c] - P[r]", "A[r, c] * A[r, c]", "max(A[r, c], P[r])"]);
+        writeln!(
+            src,
+            "[[stage]]\ncompute = \"E[r, c] = {f}\"\nshape = [\"n\", \"m\"]\n{}\n",
+            at("E", "c", rng)
+        )
+        .unwrap();
+        writeln!(
+            src,
+            "[[stage]]\ncompute = \"S[r] = sum(E[r, c], c)\"\nshape = [\"n\"]\nreduce = {{ c = \"m\" }}\n{}\n",
+            at("S", "c", rng)
+        )
+        .unwrap();
+    }
+    let value = if part {
+        // Every stage computed at `r` must be read there.
+        *rng.pick(&["E[r, j] + S[r] * P[r]", "A[r, j] - E[r, j] * P[r] + S[r]"])
+    } else {
+        *rng.pick(&["A[r, j] - P[r]", "A[r, j] * P[r]"])
+    };
+    let mut sched = vec![
+        "bind(r, blockIdx.x)".to_string(),
+        format!("jo, ji = split(j, {t})"),
+        "bind(ji, threadIdx.x)".to_string(),
+    ];
+    if rng.chance(60) {
+        let vec = *rng.pick(&[1, 1, 2, 4]);
+        sched.push(if vec > 1 {
+            format!("AS = cache_read(A, shared, r, vec={vec})")
+        } else {
+            "AS = cache_read(A, shared, r)".to_string()
+        });
+    }
+    let sched: Vec<String> = sched.iter().map(|s| format!("\"{s}\"")).collect();
+    writeln!(
+        src,
+        "[[stage]]\ncompute = \"Y[r, j] = {value}\"\nshape = [\"n\", \"m\"]\nschedule = [{}]",
+        sched.join(", ")
+    )
+    .unwrap();
+    src
+}
+
 fn kernel(rng: &mut Rng, id: u64) -> String {
+    if rng.below(12) == 0 {
+        return row_kernel(rng, id);
+    }
     if rng.below(10) == 0 {
         return attention_kernel(rng, id);
     }
@@ -1048,6 +1133,9 @@ struct Stats {
     grids: usize,
     /// Accepted kernels scheduled by rule `conv-tiles` or `conv-mma`.
     convs: usize,
+    /// Accepted kernels with parts over loops of symbolic extent, sized
+    /// by a bound (`row_kernel`).
+    bounded: usize,
     executed: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
@@ -1082,6 +1170,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .iter()
         .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan.is_some())) as usize;
     st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
+    st.bounded += src.starts_with("# bounded-part") as usize;
     st.attentions +=
         k.stages
             .iter()
@@ -1258,6 +1347,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.attentions += l.attentions;
                 st.grids += l.grids;
                 st.convs += l.convs;
+                st.bounded += l.bounded;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
@@ -1273,7 +1363,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1284,6 +1374,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.attentions,
         st.grids,
         st.convs,
+        st.bounded,
         st.executed,
         st.compiled,
         st.failures.len()

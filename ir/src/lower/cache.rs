@@ -16,6 +16,20 @@ use crate::loops::Mem;
 use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    run_where(l, false)
+}
+
+/// The caches of tensors computed at this kernel's loops, staged before
+/// the compute_at pass replaces their loads by reads of the parts.
+pub(super) fn run_parts(l: &mut Lowering) -> Result<(), Diagnostic> {
+    run_where(l, true)
+}
+
+fn run_where(l: &mut Lowering, parts: bool) -> Result<(), Diagnostic> {
+    let computed_here = |t: TensorId| match l.k.tensor(t).kind {
+        TensorKind::Stage(s) => l.k.stage(s).compute_at().is_some(),
+        TensorKind::Input => false,
+    };
     let mut pipelined = Vec::new();
     let mut cx = Cx {
         k: l.k,
@@ -27,7 +41,12 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         locals: &mut l.g.locals,
         pipelined: &mut pipelined,
     };
-    for c in &l.nest.caches {
+    for c in l
+        .nest
+        .caches
+        .iter()
+        .filter(|c| computed_here(c.tensor) == parts)
+    {
         let body = std::mem::take(&mut l.g.body);
         l.g.body = stage_cache(&mut cx, c, body)?;
     }
@@ -161,6 +180,9 @@ struct Tile {
     base: Vec<Index>,
     lo: Vec<i64>,
     size: Vec<i64>,
+    /// Per dimension, the extent reached where a loop of symbolic extent
+    /// spans it (`size` is then its bound); see [`Region::live`].
+    live: Vec<Option<Index>>,
     /// `size` with the last dimension padded by `pad`.
     padded: Vec<i64>,
     elems: i64,
@@ -336,7 +358,12 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
             t.name
         )));
     }
-    let Region { base, lo, size } = infer_region(
+    let Region {
+        base,
+        lo,
+        size,
+        live,
+    } = infer_region(
         &t.name,
         t.shape.len(),
         &loads,
@@ -344,6 +371,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         &Place {
             vars: cx.vars,
             sizes: &k.size_names(),
+            size_max: &k.sizes.iter().map(|s| s.max).collect::<Vec<_>>(),
             at: &nest.var(c.at).name,
         },
         &err,
@@ -375,6 +403,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         base,
         lo,
         size,
+        live,
         padded,
         elems,
         len,
@@ -480,10 +509,13 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     }
     let groups = elems / vec;
     let iters = (groups + threads - 1) / threads;
+    let live = live_groups(cx, c, tile, vec)?;
     cx.vars.push(LoopVar {
         name: format!("{}_copy", c.name),
         reduce: false,
-        extent: Index::c(iters),
+        extent: live
+            .as_ref()
+            .map_or(Index::c(iters), |g| g.clone().ceil_div(Index::c(threads))),
         kind: LoopKind::Serial,
         span: c.span,
     });
@@ -557,26 +589,49 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         st
     };
     // No guard when the threads divide the tile; no loop for a single pass.
-    let guarded = if groups % threads == 0 {
+    // Where loops of symbolic extent span the tile, the copy covers what
+    // they reach: the leading groups where that is one dimension with unit
+    // ones before it, else every group inside the reached extents.
+    let mut guards = Vec::new();
+    match &live {
+        Some(g) => guards.push(Guard {
+            value: group.clone(),
+            extent: g.clone(),
+        }),
+        None => {
+            if groups % threads != 0 {
+                guards.push(Guard {
+                    value: group.clone(),
+                    extent: Index::c(groups),
+                });
+            }
+            for (o, l) in offs.iter().zip(&tile.live) {
+                if let Some(l) = l {
+                    guards.push(Guard {
+                        value: o.clone(),
+                        extent: l.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let guarded = if guards.is_empty() {
         vec![store]
     } else {
         vec![Stmt::If {
-            guards: vec![Guard {
-                value: group.clone(),
-                extent: Index::c(groups),
-            }],
+            guards,
             body: vec![store],
         }]
     };
-    let stmts = if iters == 1 {
+    let stmts = if iters == 1 && live.is_none() {
         let zero = std::collections::HashMap::from([(it, Index::c(0))]);
         map_indices(guarded, &|ix| ix.subst(&zero))
     } else {
         vec![Stmt::Loop {
             var: it,
-            extent: Index::c(iters),
+            extent: cx.vars[it.0 as usize].extent.clone(),
             // A register tile needs constant indices: unrolled.
-            unroll: iters <= 8 || c.kind.local(),
+            unroll: live.is_none() && (iters <= 8 || c.kind.local()),
             body: guarded,
         }]
     };
@@ -591,6 +646,61 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         offs,
         source,
     })
+}
+
+/// Where loops of symbolic extent span the tile in one dimension, with
+/// only unit dimensions before it: the number of `vec` groups they reach
+/// (the copy's trip count follows it). `None` where the tile is copied
+/// whole, or guarded per dimension. Refuses what needs constant extents.
+fn live_groups(
+    cx: &Cx,
+    c: &schedule::Cache,
+    tile: &Tile,
+    vec: i64,
+) -> Result<Option<Index>, Diagnostic> {
+    let names: Vec<String> = cx.vars.iter().map(|v| v.name.clone()).collect();
+    let Some(d) = tile.live.iter().position(Option::is_some) else {
+        return Ok(None);
+    };
+    let err = |what: &str| {
+        Diagnostic::new(
+            c.span,
+            format!(
+                "`{}` stages a part spanned by loops of symbolic extent (dimension {d} reaches `{}` elements, up to {}), and {what}",
+                c.name,
+                tile.live[d]
+                    .as_ref()
+                    .map_or(String::new(), |l| l.display(&cx.k.size_names(), &names).to_string()),
+                tile.size[d]
+            ),
+        )
+        .hint("stage it in LDS (`shared`), once per iteration, or at a loop inside which every extent is constant")
+    };
+    if c.kind.local() {
+        return Err(err("a register tile needs constant indices"));
+    }
+    if c.stages > 1 || c.prefetch {
+        return Err(err(
+            "`stages`/`prefetch` copy tiles of one constant shape ahead",
+        ));
+    }
+    let single = tile.live.iter().filter(|l| l.is_some()).count() == 1
+        && tile.size[..d].iter().all(|n| *n == 1);
+    if !single {
+        return Ok(None);
+    }
+    let stride: i64 = tile.size[d + 1..].iter().product();
+    let reached = tile.live[d].clone().expect("found above") * Index::c(stride);
+    if reached.known_divisor() % vec as u64 != 0 {
+        return Err(err(&format!(
+            "`vec={vec}` needs the reached extent to be a multiple of {vec}"
+        )));
+    }
+    Ok(Some(if vec > 1 {
+        reached / Index::c(vec)
+    } else {
+        reached
+    }))
 }
 
 /// `body` with the stores of a cache_write's tensor redirected into the

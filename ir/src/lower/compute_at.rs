@@ -181,7 +181,18 @@ pub(super) fn attach(
         region,
     } = part(k, p, &body, at, cooperative, host)?;
     let t = k.tensor(ps.output);
-    let (k2, origins) = over_part(k, p, &region.size);
+    if !cooperative && region.live.iter().any(Option::is_some) {
+        return Err(err(format!(
+            "the part of `{}` read inside `{}` is spanned by loops of symbolic extent, so a \
+             per-thread (register) part would need indices known at compile time",
+            ps.name, at_name.name
+        ))
+        .hint(format!(
+            "bind `{}`'s loops to threads, so the work-group computes the part in LDS",
+            ps.name
+        )));
+    }
+    let (k2, origins, extents) = over_part(k, p, &region.size, &region.live);
     // Points of the part beyond the tensor are not computed (their inputs
     // may not exist); the consumer reads them only for results it never stores.
     let bounds: Vec<PartBound> = (0..ps.axes.len())
@@ -222,6 +233,7 @@ pub(super) fn attach(
         gp,
         &Merge {
             origins: &origins,
+            extents: &extents,
             region: &region,
             outputs: &outputs,
             unread: &unread,
@@ -398,6 +410,7 @@ fn part(
         &Place {
             vars: host.vars,
             sizes: &k.size_names(),
+            size_max: &k.sizes.iter().map(|s| s.max).collect::<Vec<_>>(),
             at: &at_name.name,
         },
         &err,
@@ -464,6 +477,8 @@ fn part_arrays(
 /// What [`merge`] maps the producer's kernel by.
 struct Merge<'a> {
     origins: &'a [SizeId],
+    /// The sizes standing for extents reached at run time (symbolic loops).
+    extents: &'a [Option<SizeId>],
     region: &'a Region,
     outputs: &'a [TensorId],
     unread: &'a [TensorId],
@@ -497,13 +512,20 @@ fn merge(k: &Kernel, p: StageId, gp: GpuKernel, m: &Merge, host: &mut Host) -> V
             map.insert(*var, to);
         }
     }
-    let origin_map: HashMap<SizeId, Index> = origins
+    let mut origin_map: HashMap<SizeId, Index> = origins
         .iter()
         .copied()
         .zip(region.base.iter().cloned())
         .collect();
+    for (e, l) in m.extents.iter().zip(&region.live) {
+        if let (Some(e), Some(l)) = (e, l) {
+            origin_map.insert(*e, l.clone());
+        }
+    }
+    // Extents may name the part's run-time extents (`Y.extent1`).
     host.vars.extend(gp.vars.iter().map(|v| LoopVar {
         name: format!("{}.{}", ps.name, v.name),
+        extent: v.extent.subst(&map).subst_sizes(&origin_map),
         ..v.clone()
     }));
     let (dl, ds) = (host.locals.len() as u32, host.shared.len() as u32);
@@ -566,7 +588,16 @@ fn drop_stores(stmts: Vec<Stmt>, tensors: &[TensorId]) -> Vec<Stmt> {
 /// part's origin there, a size the part's kernel gains (`Y.origin0` ...;
 /// its ids are returned), replaced by the consumer's expression when the
 /// part is merged.
-fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
+///
+/// Where loops of symbolic extent span dimension `d` (`live[d]`), the
+/// axis runs to a size of the part's kernel too (`Y.extent1`, at most the
+/// bound `size[d]`), replaced by the extent reached when merged.
+fn over_part(
+    k: &Kernel,
+    p: StageId,
+    size: &[i64],
+    live: &[Option<Index>],
+) -> (Kernel, Vec<SizeId>, Vec<Option<SizeId>>) {
     let mut k2 = k.clone();
     let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
     let out = k.tensor(k.stage(p).output);
@@ -583,6 +614,23 @@ fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
             id
         })
         .collect();
+    let extents: Vec<Option<SizeId>> = live
+        .iter()
+        .zip(size)
+        .enumerate()
+        .map(|(d, (l, n))| {
+            l.as_ref().map(|_| {
+                let id = SizeId(k2.sizes.len() as u32);
+                k2.sizes.push(SizeVar {
+                    divisor: 1,
+                    name: format!("{}.extent{d}", k.stage(p).name),
+                    max: *n as u64,
+                    span: k.stage(p).span,
+                });
+                id
+            })
+        })
+        .collect();
     let st = &mut k2.stages[p.0 as usize];
     let shift: HashMap<VarId, Index> = (0..st.axes.len())
         .map(|d| {
@@ -590,8 +638,8 @@ fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
             (v, Index::Var(v) + Index::Size(origins[d]))
         })
         .collect();
-    for (a, n) in st.axes.iter_mut().zip(size) {
-        a.extent = Index::c(*n);
+    for ((a, n), e) in st.axes.iter_mut().zip(size).zip(&extents) {
+        a.extent = e.map_or(Index::c(*n), Index::Size);
     }
     st.value = st.value.map_indices(&|ix| ix.subst(&shift));
     if let Some(r) = &mut st.reduce {
@@ -600,7 +648,7 @@ fn over_part(k: &Kernel, p: StageId, size: &[i64]) -> (Kernel, Vec<SizeId>) {
             *e = e.map_indices(&|ix| ix.subst(&shift));
         }
     }
-    (k2, origins)
+    (k2, origins, extents)
 }
 
 /// The consumer's live loop that compute_at names, or an error listing them.

@@ -39,15 +39,19 @@ mod vectorize;
 type PassFn = fn(&mut Lowering) -> Result<(), Diagnostic>;
 
 /// The passes that build a kernel from its stage, in order.
-pub(crate) const PASSES: [(&str, PassFn); 7] = [
+pub(crate) const PASSES: [(&str, PassFn); 8] = [
     // Bindings, launch geometry, loops, guards, the store or the reduction.
     ("nest", nest::run),
     // A stage with `mma`: fragment loads, matrix instructions, accumulator stores.
     ("matrix", matrix::run),
-    // Tiles staged in LDS or registers by cache_read / cache_write.
-    ("caches", cache::run),
+    // Tiles of producers computed here (compute_at), staged from their parts.
+    ("part_caches", cache::run_parts),
     // Producers placed at one of this kernel's loops.
     ("compute_at", compute_at::run),
+    // Tiles of tensors in memory staged in LDS or registers by cache_read /
+    // cache_write; after compute_at, so that a tile also serves the reads
+    // of the producers computed inside its loop (a row read by three stages).
+    ("caches", cache::run),
     // Vectorized loops become unswitched guard-free lanes.
     ("vectorize", vectorize::run),
     // Fragment reads from LDS become ldmatrix where the target has it.

@@ -110,19 +110,32 @@ pub(super) struct Region {
     pub(super) base: Vec<Index>,
     pub(super) lo: Vec<i64>,
     pub(super) size: Vec<i64>,
+    /// Per dimension, where a loop of symbolic extent spans it, the
+    /// extent the accesses actually reach (free of the varying loops, at
+    /// most `size`, which is then its bound from the sizes' `max`); `None`
+    /// where the extent is `size` itself.
+    pub(super) live: Vec<Option<Index>>,
 }
+
+/// The most elements a region bounded by `max` may have: beyond that the
+/// bound is taken for a missing `max`, not a part that fits anywhere.
+const MAX_BOUNDED: i64 = 1 << 20;
 
 /// Where a region is inferred, for its errors: the loops (by [`VarId`]),
 /// the kernel's size names, and the name of the loop the tile sits at.
 pub(super) struct Place<'a> {
     pub(super) vars: &'a [LoopVar],
     pub(super) sizes: &'a [String],
+    /// The sizes' upper bounds (`[kernel] max`), which bound a part over
+    /// loops of symbolic extent.
+    pub(super) size_max: &'a [u64],
     pub(super) at: &'a str,
 }
 
 /// Infers the [`Region`] of `accesses`: each dimension must be affine in the
-/// `varying` loops with non-negative coefficients, the loops must have
-/// constant extents, and every access must share one symbolic base.
+/// `varying` loops with non-negative coefficients, and every access must
+/// share one symbolic base. A loop of symbolic extent is sized by its bound
+/// (the sizes' `max`), and its dimension records the extent reached.
 pub(super) fn infer_region(
     tensor: &str,
     dims: usize,
@@ -131,16 +144,23 @@ pub(super) fn infer_region(
     place: &Place<'_>,
     err: &dyn Fn(String) -> Diagnostic,
 ) -> Result<Region, Diagnostic> {
-    let Place { vars, sizes, at } = *place;
+    let Place {
+        vars, sizes, at, ..
+    } = *place;
     let var_names: Vec<String> = vars.iter().map(|v| v.name.clone()).collect();
     let too_large = || {
         err(format!(
             "the part of `{tensor}` accessed inside `{at}` is too large"
         ))
     };
-    let (mut base, mut lo, mut size) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut base, mut lo, mut size, mut live) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for d in 0..dims {
         let (mut sym, mut min, mut max) = (None::<Index>, i64::MAX, i64::MIN);
+        // The highest offset reached, as an expression, where a loop of
+        // symbolic extent spans this dimension.
+        // (One end per distinct access, past the highest offset; `plain`
+        // keeps the constant ends met before the first symbolic one.)
+        let (mut reach, mut plain): (Vec<Index>, Vec<Index>) = (Vec::new(), Vec::new());
         for l in accesses {
             let (coefs, rest) = split_varying(&l[d], varying).ok_or_else(|| {
                 let whole = l[d].display(sizes, &var_names).to_string();
@@ -167,52 +187,157 @@ pub(super) fn infer_region(
                     )))
                 }
             }
-            let mut hi = off;
+            let (mut hi, mut hi_sym, mut symbolic) = (off, Index::c(off), false);
             for (term, coef) in &coefs {
-                // The largest value of the term: a variable's extent less one.
-                let mut var_max = Vec::new();
-                for (i, lv) in vars.iter().enumerate() {
-                    if !term.uses_var(VarId(i as u32)) {
-                        var_max.push(0);
-                        continue;
-                    }
-                    let e = lv.extent.as_const().ok_or_else(|| {
-                        err(format!(
-                            "loop `{}` inside `{at}` has a symbolic extent, so the part of `{tensor}` it touches has no fixed size",
-                            lv.name
-                        ))
-                    })?;
-                    var_max.push(e.max(1) as u64 - 1);
-                }
-                let (tlo, thi) = term.range(&[], &var_max);
-                if tlo < 0 {
-                    return Err(err(format!(
-                        "`{tensor}` is accessed backwards along dimension {d}"
-                    )));
-                }
-                let e = i64::try_from(thi).map_err(|_| too_large())? + 1;
                 if *coef < 0 {
                     return Err(err(format!(
                         "`{tensor}` is accessed backwards along dimension {d}"
                     )));
                 }
+                let (thi, last) = term_reach(term, d, tensor, place, varying, err)?;
+                symbolic |= last.is_some();
+                let e = i64::try_from(thi).map_err(|_| too_large())? + 1;
                 hi = coef
                     .checked_mul(e - 1)
                     .and_then(|x| hi.checked_add(x))
                     .ok_or_else(&too_large)?;
+                hi_sym = hi_sym + Index::c(*coef) * last.unwrap_or(Index::c(e - 1));
+            }
+            let here = if symbolic {
+                tidy(&(hi_sym + Index::c(1)))
+            } else {
+                Index::c(hi + 1)
+            };
+            if symbolic || !reach.is_empty() {
+                if !reach.contains(&here) {
+                    reach.push(here);
+                }
+            } else {
+                plain.push(here);
             }
             min = min.min(off);
             max = max.max(hi);
         }
         base.push(sym.expect("at least one access") + Index::c(min));
         lo.push(min);
-        size.push(
-            max.checked_sub(min)
-                .and_then(|x| x.checked_add(1))
-                .ok_or_else(&too_large)?,
-        );
+        let n = max
+            .checked_sub(min)
+            .and_then(|x| x.checked_add(1))
+            .ok_or_else(&too_large)?;
+        size.push(n);
+        live.push(if reach.is_empty() {
+            None
+        } else {
+            reach.extend(plain.into_iter().filter(|p| p.as_const() > Some(min)));
+            let end = reach
+                .into_iter()
+                .reduce(|a, b| Index::bin(IOp::Max, a, b))
+                .expect("not empty");
+            Some(tidy(&(end - Index::c(min))))
+        });
     }
-    Ok(Region { base, lo, size })
+    let elems = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
+    if live.iter().any(Option::is_some) && elems > MAX_BOUNDED {
+        let d = live.iter().position(Option::is_some).unwrap_or(0);
+        return Err(err(format!(
+            "the part of `{tensor}` accessed inside `{at}` spans loops of symbolic extent, \
+             and the sizes' bounds allow it {elems} elements (dimension {d} up to {})",
+            size[d]
+        ))
+        .hint(format!(
+            "bound the sizes with `[kernel] max` (e.g. `max = {{ {} = 4096 }}`), so the part fits \
+             in LDS or registers by construction",
+            live[d]
+                .as_ref()
+                .and_then(first_size)
+                .and_then(|s| sizes.get(s.0 as usize))
+                .map_or("n", |s| s.as_str())
+        )));
+    }
+    Ok(Region {
+        base,
+        lo,
+        size,
+        live,
+    })
+}
+
+/// The first size `e` names, if any.
+fn first_size(e: &Index) -> Option<crate::index::SizeId> {
+    match e {
+        Index::Size(s) => Some(*s),
+        Index::Bin(_, a, b) => first_size(a).or_else(|| first_size(b)),
+        Index::Var(_) | Index::Const(_) => None,
+    }
+}
+
+/// `e` rebuilt from its affine form, so that `256 * (n - 1) + 255 + 1`
+/// reads `256 * n`: the extent is evaluated once per part, and shown.
+fn tidy(e: &Index) -> Index {
+    let (terms, c) = e.affine();
+    let mut terms: Vec<(Index, i64)> = terms.into_iter().collect();
+    // A fixed order: the map's is not.
+    terms.sort_by_key(|(t, _)| format!("{t:?}"));
+    terms
+        .into_iter()
+        .fold(Index::c(0), |acc, (t, k)| acc + t * Index::c(k))
+        + Index::c(c)
+}
+
+/// The largest value `term` takes while the `varying` loops run: a bound
+/// (constant), and where the term is one loop of symbolic extent, that
+/// extent less one (what the accesses reach at run time). Symbolic
+/// extents are bounded by the sizes' `max`; they must not depend on the
+/// varying loops themselves.
+fn term_reach(
+    term: &Index,
+    d: usize,
+    tensor: &str,
+    place: &Place<'_>,
+    varying: &[VarId],
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<(u128, Option<Index>), Diagnostic> {
+    let Place {
+        vars,
+        sizes,
+        size_max,
+        at,
+    } = *place;
+    let mut var_max = Vec::new();
+    let mut last = None;
+    for (i, lv) in vars.iter().enumerate() {
+        if !term.uses_var(VarId(i as u32)) {
+            var_max.push(0);
+            continue;
+        }
+        let e = match lv.extent.as_const() {
+            Some(e) => e.max(1) as u64,
+            None => {
+                if let Some(v) = varying.iter().find(|v| lv.extent.uses_var(**v)) {
+                    return Err(err(format!(
+                        "loop `{}` inside `{at}` runs to `{}`, which depends on loop `{}` inside it too, so the part of `{tensor}` along dimension {d} has no fixed box",
+                        lv.name,
+                        lv.extent.display(sizes, &vars.iter().map(|v| v.name.clone()).collect::<Vec<_>>()),
+                        vars[v.0 as usize].name
+                    )));
+                }
+                if *term == Index::Var(VarId(i as u32)) {
+                    last = Some(lv.extent.clone() - Index::c(1));
+                }
+                u64::try_from(lv.extent.max_value(size_max, &[]))
+                    .unwrap_or(u64::MAX)
+                    .max(1)
+            }
+        };
+        var_max.push(e - 1);
+    }
+    let (tlo, thi) = term.range(&[], &var_max);
+    if tlo < 0 {
+        return Err(err(format!(
+            "`{tensor}` is accessed backwards along dimension {d}"
+        )));
+    }
+    Ok((thi as u128, last))
 }
 
 /// Per dimension, the offset of an access inside its [`Region`].
