@@ -226,6 +226,8 @@ struct Copy {
 fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<Stmt>, Diagnostic> {
     let (at_block, scope) = check(cx, c, &body)?;
     let tile = tile(cx, c, &scope)?;
+    // A bounded tile's refusals come before the limits its bound would break.
+    live_groups(cx, c, &tile, c.vec.max(1))?;
     let id = allocate(cx, c, &tile)?;
     let copy = copy(cx, c, &tile, id)?;
     if c.kind.write() {
