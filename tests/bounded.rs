@@ -28,7 +28,12 @@ fn bounded_parts_agree_with_the_interpreter_on_the_cpu() {
             let cmp = rocmc::run::run_cpu(&front, &[rows, cols], &HashMap::new(), 3, false)
                 .unwrap_or_else(|e| panic!("{name} at {rows}x{cols}: {e}"));
             for c in &cmp {
-                assert!(c.ok(), "{name} at {rows}x{cols}: {} off by {}", c.tensor, c.max_error);
+                assert!(
+                    c.ok(),
+                    "{name} at {rows}x{cols}: {} off by {}",
+                    c.tensor,
+                    c.max_error
+                );
             }
         }
     }
@@ -50,9 +55,14 @@ fn bounded_parts_compile_for_every_target() {
 }
 
 fn loops_of(name: &str, src: &str) -> String {
-    rocmc::compile(name, src, &rocmc::Options::new("gfx942"), rocmc::Emit::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .loops
+    rocmc::compile(
+        name,
+        src,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .loops
 }
 
 /// The LDS arrays take the bound's length; the copy runs to what the
@@ -91,18 +101,34 @@ fn the_row_chain_rule_stages_a_row_that_fits() {
     assert!(steps_of(&src).iter().any(|s| s == staged));
     // A knob turns it off.
     let off = rocmc::frontend_with("k.toml", &src, &[("Y_ROW_LDS".into(), 0)])
-        .map(|f| f.kernel.stages.last().unwrap().default.clone().unwrap().steps)
+        .map(|f| {
+            f.kernel
+                .stages
+                .last()
+                .unwrap()
+                .default
+                .clone()
+                .unwrap()
+                .steps
+        })
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!off.iter().any(|s| s.contains("cache_read")), "{off:?}");
     // 16384 columns (64 KiB) is over the rule's budget; no bound at all too.
     let wide = src.replace("cols = 4096", "cols = 16384");
     assert!(!steps_of(&wide).iter().any(|s| s.contains("cache_read")));
     let unbounded = src.replace("max = { rows = 65536, cols = 4096 }", "");
-    assert!(!steps_of(&unbounded).iter().any(|s| s.contains("cache_read")));
+    assert!(!steps_of(&unbounded)
+        .iter()
+        .any(|s| s.contains("cache_read")));
 }
 
 fn refusal(src: &str, mcpu: &str) -> String {
-    match rocmc::compile("k.toml", src, &rocmc::Options::new(mcpu), rocmc::Emit::default()) {
+    match rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new(mcpu),
+        rocmc::Emit::default(),
+    ) {
         Ok(_) => panic!("accepted:\n{src}"),
         Err(e) => e.to_string(),
     }
@@ -112,7 +138,10 @@ fn refusal(src: &str, mcpu: &str) -> String {
 fn unbounded_or_oversized_parts_are_refused_by_name() {
     let src = std::fs::read_to_string(root().join("tests/bounded/softmax_row_lds.toml")).unwrap();
     // No bound: the part has no size; the hint says how to give one.
-    let e = refusal(&src.replace("max = { rows = 65536, cols = 3000 }", ""), "gfx942");
+    let e = refusal(
+        &src.replace("max = { rows = 65536, cols = 3000 }", ""),
+        "gfx942",
+    );
     assert!(e.contains("spans loops of symbolic extent"), "{e}");
     assert!(e.contains("max = { cols = 4096 }"), "{e}");
     // A bound beyond the target's LDS: the target's limit, named.

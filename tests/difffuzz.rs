@@ -723,8 +723,15 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
         format!("jo, ji = split(j, {t})"),
         "bind(ji, threadIdx.x)".to_string(),
     ];
+    // The rows of A gathered by G at times (`A[G[r], c]`): the cached row
+    // is then a gathered tile, copied element by element.
+    let gathered = rng.chance(30);
     if rng.chance(60) {
-        let vec = *rng.pick(&[1, 1, 2, 4]);
+        let vec = if gathered {
+            1
+        } else {
+            *rng.pick(&[1, 1, 2, 4])
+        };
         sched.push(if vec > 1 {
             format!("AS = cache_read(A, shared, r, vec={vec})")
         } else {
@@ -738,6 +745,12 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
         sched.join(", ")
     )
     .unwrap();
+    if gathered {
+        src = src.replace("A[r, ", "A[G[r], ").replace(
+            "\n[inputs]\n",
+            "\n[inputs]\nG = { dtype = \"i32\", shape = [\"n\"] }\n",
+        );
+    }
     src
 }
 

@@ -145,3 +145,60 @@ fn the_embedding_example_gathers_16_bytes_per_thread() {
     let ptx = ptx_of("embedding.toml", &src, "sm_90");
     assert!(ptx.contains("ld.global.nc.v4.b32"), "{ptx}");
 }
+
+/// `cache_read` of a gathered tensor: each work-group's gathered row
+/// (`table[ids[t], 0..D]`, D bounded by `max`) copied once into LDS, the
+/// gather clamping its subscript in the copy, every thread reading the tile.
+#[test]
+fn a_gathered_row_is_staged_once_per_work_group() {
+    let src = kernel("gathered_tile");
+    let loops = rocmc::compile(
+        "gathered_tile",
+        &src,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    )
+    .unwrap()
+    .loops;
+    assert!(loops.contains("lds RS: f32[1024]"), "{loops}");
+    assert!(loops.contains("= table[clamp(ids[t]), "), "{loops}");
+    assert!(loops.contains("(RS[c] * W["), "{loops}");
+    assert_eq!(loops.matches("table[").count(), 1, "{loops}");
+    // A row that changes with a thread index has no single gathered row.
+    let per_thread = src
+        .replace(
+            "\"bind(t, blockIdx.y)\"",
+            "\"to, ti = split(t, 2)\", \"bind(to, blockIdx.y)\", \"bind(ti, threadIdx.y)\"",
+        )
+        .replace(
+            "cache_read(table, shared, t)",
+            "cache_read(table, shared, to)",
+        );
+    let e = rocmc::compile(
+        "k",
+        &per_thread,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        e.contains("gathered subscript 0") && e.contains("changes inside `to`"),
+        "{e}"
+    );
+    let vec = src.replace(
+        "cache_read(table, shared, t)",
+        "cache_read(table, shared, t, vec=4)",
+    );
+    let e = rocmc::compile(
+        "k",
+        &vec,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains("`vec` does not apply"), "{e}");
+}

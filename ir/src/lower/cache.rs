@@ -183,6 +183,10 @@ struct Tile {
     /// Per dimension, the extent reached where a loop of symbolic extent
     /// spans it (`size` is then its bound); see [`Region::live`].
     live: Vec<Option<Index>>,
+    /// Per dimension, the data subscript every access gathers with there
+    /// (`ids[t]` in `table[ids[t], c]`), the same all over the tile: the
+    /// tile is one index wide there and its copy gathers too.
+    data: Vec<Option<Expr>>,
     /// `size` with the last dimension padded by `pad`.
     padded: Vec<i64>,
     elems: i64,
@@ -262,7 +266,7 @@ fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<
 
 /// `ex` with its reads of the cached tensor reading the tile instead.
 fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex: &Expr) -> Expr {
-    replace_loads(ex, c.tensor, &|ix: &[Index]| {
+    let at = |ix: &[Index]| {
         let index = tile.flat(&region_offsets(ix, &tile.varying, &tile.lo));
         let kind = if c.kind.local() {
             ExprKind::Local { local: id, index }
@@ -270,7 +274,146 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex:
             ExprKind::Shared { shared: id, index }
         };
         Expr { kind, dtype }
+    };
+    let ex = replace_loads(ex, c.tensor, &at);
+    if tile.data.iter().all(Option::is_none) {
+        return ex;
+    }
+    ex.rewrite(&|x: &Expr| match &x.kind {
+        ExprKind::Gather { tensor, indices } if *tensor == c.tensor => {
+            let ix: Vec<Index> = indices
+                .iter()
+                .map(|e| match &e.kind {
+                    ExprKind::Index(ix) => ix.clone(),
+                    _ => Index::c(0),
+                })
+                .collect();
+            Some(at(&ix))
+        }
+        _ => None,
     })
+}
+
+/// The subscripts of every gather of `tensor` in `body`.
+fn gathers_of(body: &[Stmt], tensor: TensorId) -> Vec<Vec<Expr>> {
+    let mut out = Vec::new();
+    walk(body, &mut |s| {
+        for e in s.exprs() {
+            e.each(&mut |x| {
+                if let ExprKind::Gather { tensor: t, indices } = &x.kind {
+                    if *t == tensor {
+                        out.push(indices.clone());
+                    }
+                }
+            });
+        }
+    });
+    out
+}
+
+/// For a tile of gathered reads: per dimension, the data subscript, which
+/// must be the same expression in every access and the same for every
+/// thread and iteration the tile serves (uniform: it reads no loop inside
+/// the tile's loop, no thread index of a shared tile, no staged array).
+fn gathered_dims(
+    cx: &Cx,
+    c: &schedule::Cache,
+    loads: &[Vec<Index>],
+    gathers: &[Vec<Expr>],
+    varying: &[VarId],
+) -> Result<Vec<Option<Expr>>, Diagnostic> {
+    if gathers.is_empty() {
+        return Ok(vec![None; cx.k.tensor(c.tensor).shape.len()]);
+    }
+    let t = &cx.k.tensor(c.tensor).name;
+    let names: Vec<String> = cx.vars.iter().map(|v| v.name.clone()).collect();
+    let err = |m: String| {
+        Diagnostic::new(c.span, m).hint(
+            "a gathered tile holds one gathered index per tile: cache at a loop inside \
+             which the gathered subscript does not change (e.g. the token's loop of an embedding)",
+        )
+    };
+    // A loop of one iteration is 0 (a compute_at part's row, `P.r + r`):
+    // subscripts equal but for such loops gather the same row.
+    let once: std::collections::HashMap<VarId, Index> = cx
+        .vars
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.extent.as_const() == Some(1))
+        .map(|(i, _)| (VarId(i as u32), Index::c(0)))
+        .collect();
+    let plain = |e: &Expr| e.map_indices(&|ix| ix.subst(&once));
+    let gathers: Vec<Vec<Expr>> = gathers
+        .iter()
+        .map(|g| g.iter().map(plain).collect())
+        .collect();
+    let first = &gathers[0];
+    let mut data = Vec::new();
+    for (d, sub) in first.iter().enumerate() {
+        if !sub.gather_subscript_is_clamped() {
+            if gathers.iter().any(|g| g[d].gather_subscript_is_clamped()) {
+                return Err(err(format!(
+                    "`{t}`'s subscript {d} is gathered in some reads inside `{}` and affine in others",
+                    cx.nest.var(c.at).name
+                )));
+            }
+            data.push(None);
+            continue;
+        }
+        if !loads.is_empty() || gathers.iter().any(|g| g[d] != *sub) {
+            return Err(err(format!(
+                "the reads of `{t}` inside `{}` gather different rows along dimension {d}",
+                cx.nest.var(c.at).name
+            )));
+        }
+        let mut uniform = true;
+        sub.each(&mut |x| match &x.kind {
+            ExprKind::Load { indices, .. } => {
+                uniform &= !indices
+                    .iter()
+                    .any(|i| varying.iter().any(|v| i.uses_var(*v)))
+            }
+            ExprKind::Index(i) => uniform &= !varying.iter().any(|v| i.uses_var(*v)),
+            ExprKind::Shared { .. } | ExprKind::Local { .. } => uniform = false,
+            _ => {}
+        });
+        if !uniform {
+            let shown = first_index_text(sub, &cx.k.size_names(), &names);
+            return Err(err(format!(
+                "`{t}`'s gathered subscript {d} ({shown}) changes inside `{}` (with a loop or thread \
+                 index inside it, or through a staged array), so the tile has no single gathered row",
+                cx.nest.var(c.at).name
+            )));
+        }
+        data.push(Some(sub.clone()));
+    }
+    if c.vec > 1 {
+        return Err(Diagnostic::new(
+            c.span,
+            format!("`{}` stages gathered reads of `{t}`, copied one element at a time; `vec` does not apply", c.name),
+        )
+        .hint("remove `vec`"));
+    }
+    Ok(data)
+}
+
+/// A short text for a data subscript in errors: its tensor reads.
+fn first_index_text(e: &Expr, sizes: &[String], vars: &[String]) -> String {
+    let mut out = Vec::new();
+    e.each(&mut |x| {
+        if let ExprKind::Load { indices, .. } = &x.kind {
+            let ix: Vec<String> = indices
+                .iter()
+                .map(|i| i.display(sizes, vars).to_string())
+                .collect();
+            out.push(format!("a read at [{}]", ix.join(", ")));
+        }
+    });
+    if out.is_empty() {
+        "a data subscript".into()
+    } else {
+        out.join(", ")
+    }
 }
 
 /// Where the cache stages its tile: refuses loops it cannot stage at, and
@@ -339,6 +482,24 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     } else {
         loads_of(scope, c.tensor)
     };
+    let gathers = if c.kind.write() {
+        Vec::new()
+    } else {
+        gathers_of(scope, c.tensor)
+    };
+    let data = gathered_dims(cx, c, &loads, &gathers, &varying)?;
+    // The gathered dimensions are one index wide: their place in the tile is 0.
+    let loads: Vec<Vec<Index>> = loads
+        .into_iter()
+        .chain(gathers.iter().map(|g| {
+            g.iter()
+                .map(|e| match &e.kind {
+                    ExprKind::Index(ix) => ix.clone(),
+                    _ => Index::c(0),
+                })
+                .collect()
+        }))
+        .collect();
     if let TensorKind::Stage(s) = t.kind {
         if k.stage(s).is_inlined() {
             return Err(err(format!(
@@ -406,6 +567,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         lo,
         size,
         live,
+        data,
         padded,
         elems,
         len,
@@ -544,11 +706,29 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         });
         offs.push(o);
     }
-    let source = Expr {
-        kind: ExprKind::Load {
+    let kind = if tile.data.iter().any(Option::is_some) {
+        // The gathered subscript as written: the gather clamps it itself.
+        ExprKind::Gather {
+            tensor: c.tensor,
+            indices: global
+                .iter()
+                .zip(&tile.data)
+                .map(|(g, d)| {
+                    d.clone().unwrap_or(Expr {
+                        kind: ExprKind::Index(g.clone()),
+                        dtype: crate::DType::I32,
+                    })
+                })
+                .collect(),
+        }
+    } else {
+        ExprKind::Load {
             tensor: c.tensor,
             indices: global.clone(),
-        },
+        }
+    };
+    let source = Expr {
+        kind,
         dtype: t.dtype,
     };
     let store = if c.kind.write() {

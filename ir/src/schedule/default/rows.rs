@@ -140,9 +140,10 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
 }
 
 /// LDS the rows staged by one work-group may take: four work-groups fit
-/// the 64 KiB of most AMD processors. The H100 ran softmax 1.09x and
-/// layernorm 1.38x faster with a 16 KiB row, and 0.7x and 1.2x slower
-/// with a 64 KiB one (three work-groups per SM; bench/gpu/runs/h100-rowlds-1).
+/// the 64 KiB of most AMD processors. On the H100 a 16 KiB row made
+/// softmax 1.08x and layernorm 1.38x faster; with a 64 KiB one (three
+/// work-groups per SM) they took 1.40x and 1.17x as long as without
+/// (bench/gpu/runs/h100-rowlds-1).
 const ROW_LDS_BYTES: u64 = 16 * 1024;
 
 /// The inputs worth staging in LDS for a row chain: each read only as
