@@ -96,7 +96,7 @@ fn steps_of(src: &str) -> Vec<String> {
 
 #[test]
 fn the_row_chain_rule_stages_a_row_that_fits() {
-    let src = std::fs::read_to_string(root().join("tests/bounded/layernorm_default.toml")).unwrap();
+    let src = std::fs::read_to_string(root().join("tests/bounded/layernorm_rows.toml")).unwrap();
     let staged = "X_row = cache_read(X, shared, r, vec=4)";
     assert!(steps_of(&src).iter().any(|s| s == staged));
     // A knob turns it off.

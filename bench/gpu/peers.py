@@ -239,6 +239,14 @@ def run(name, s):
         ids = torch.randint(0, v, (t,), device=dev, dtype=torch.int32)
         by = 4 * t + 2 * 2 * 768 * t
         report("pytorch", name, s, timed(lambda: F.embedding(ids, table)), by)
+    elif name == "gathered_tile":
+        # A projection of gathered rows: F.embedding, then the product
+        # with W (cuBLAS SGEMM, TF32 off).
+        t, v, d, n = s["T"], s["V"], s["D"], s["N"]
+        table, w = rnd(v, d), rnd(d, n)
+        ids = torch.randint(0, v, (t,), device=dev, dtype=torch.int32)
+        by = 4 * (t + t * d + d * n + t * n)
+        report("pytorch", name, s, timed(lambda: F.embedding(ids, table) @ w), by)
     elif name == "argmax":
         # Greedy decoding over GPT-2's vocabulary: the index of each row's max.
         r, c = s["rows"], s["cols"]
