@@ -166,3 +166,81 @@ fn unbounded_or_oversized_parts_are_refused_by_name() {
     let e = refusal(&per_thread, "gfx942");
     assert!(e.contains("per-thread (register) part"), "{e}");
 }
+
+/// The tile is sized at launch: the code object's static LDS leaves it
+/// out, and the launch document gives its bytes as an expression of the
+/// sizes, which the runtimes evaluate per launch (AMD: after the static
+/// LDS; NVIDIA: after the static arrays in the `.extern .shared` block).
+#[test]
+fn bounded_tiles_are_sized_at_launch() {
+    use rocmc::device::launch::ArgValue;
+    let src = std::fs::read_to_string(root().join("tests/bounded/softmax_row_lds.toml")).unwrap();
+    let args = |cols: i32| {
+        vec![
+            ArgValue::Buffer {
+                dtype: "f32",
+                len: 0,
+            },
+            ArgValue::Buffer {
+                dtype: "f32",
+                len: 0,
+            },
+            ArgValue::Size(8),
+            ArgValue::Size(cols),
+        ]
+    };
+    let emit = rocmc::Emit {
+        code_object: true,
+        ..Default::default()
+    };
+    let art = rocmc::compile(
+        "softmax_row_lds",
+        &src,
+        &rocmc::Options::new("gfx942"),
+        emit,
+    )
+    .unwrap();
+    let meta = rocmc::linker::codeobject::read(art.code_object.as_ref().unwrap()).unwrap();
+    // Static: the two reduction trees (128 floats each) and their results.
+    let static_lds = meta.kernels[0].group_segment_fixed_size;
+    assert!(
+        static_lds < 2048,
+        "the tile is not static LDS: {static_lds}"
+    );
+    let kl = &art.launch.kernels[0];
+    let bytes = |cols| art.launch.shared_bytes(kl, &args(cols)).unwrap();
+    // 1000 columns: 8 chunks of 128 threads; the bound (3000) would be 12 KiB.
+    assert_eq!(bytes(1000), 1024 * 4);
+    assert_eq!(bytes(3000), 3072 * 4);
+    assert_eq!(bytes(1), 128 * 4);
+
+    let art = rocmc::compile(
+        "softmax_row_lds",
+        &src,
+        &rocmc::Options::new("sm_90"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ptx = art.asm.unwrap();
+    assert!(ptx.contains(".extern .shared .align 16 .b8 softmax_row_lds_dynamic_shared[]"));
+    let kl = &art.launch.kernels[0];
+    let at = |cols| art.launch.shared_bytes(kl, &args(cols)).unwrap();
+    // The static arrays first (16-aligned), then the row.
+    assert_eq!(at(3000) - at(1000), (3072 - 1024) * 4);
+    assert!(at(1000) >= 1024 * 4 && at(1000) < 1024 * 4 + 2048);
+    // The opt-in covers the largest launch.
+    assert!(
+        kl.dynamic_shared >= at(3000),
+        "{} < {}",
+        kl.dynamic_shared,
+        at(3000)
+    );
+    assembled(&ptx);
+}
+
+fn assembled(ptx: &str) {
+    assemble_ptx(ptx, "sm_90").unwrap_or_else(|e| panic!("ptxas: {e}"));
+}

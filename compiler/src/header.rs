@@ -217,6 +217,19 @@ fn kernel_section(w: &mut String, l: &LaunchInfo, k: &KernelLaunch, cpu: bool) {
             "static inline int64_t {name}_grid_{axis}({params}) {{ {unused}return {body}; }}"
         );
     }
+    if let (Some(e), false) = (&k.dynamic_shared_bytes, cpu) {
+        let unused: String = l
+            .sizes
+            .iter()
+            .filter(|s| !uses_size(e, &s.name))
+            .map(|s| format!("(void){}; ", s.name))
+            .collect();
+        let _ = writeln!(
+            w,
+            "/* LDS sized at launch: pass this as sharedMemBytes of hipModuleLaunchKernel / cuLaunchKernel. */\nstatic inline int64_t {name}_shared_bytes({params}) {{ {unused}return {}; }}",
+            c_expr(e)
+        );
+    }
     if cpu {
         cpu_entry(w, l, k);
     } else {

@@ -720,7 +720,7 @@ pub fn bundle(artifacts: &[Artifact]) -> Vec<u8> {
     rocmc_linker::bundle::write(&entries)
 }
 
-fn extent(e: &Index, names: &[String]) -> Extent {
+pub(crate) fn extent(e: &Index, names: &[String]) -> Extent {
     use rocmc_ir::IOp;
     match e {
         Index::Const(v) => Extent::Const(*v),
@@ -787,8 +787,10 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                 },
             })
             .collect(),
-        // Set per target by `backend`: only NVIDIA has the static limit.
+        // Set per target by `backend`: only NVIDIA has the static limit,
+        // and where dynamic arrays start depends on the target.
         dynamic_shared: 0,
+        dynamic_shared_bytes: None,
     };
     LaunchInfo {
         version: FORMAT_VERSION,

@@ -60,6 +60,12 @@ pub struct KernelLaunch {
     /// statically); the runtime opts the kernel in to that much.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dynamic_shared: u32,
+    /// Where the kernel has shared arrays sized at launch (tiles over
+    /// loops of symbolic extent): the bytes of dynamic shared memory (LDS)
+    /// it is launched with, an expression of its sizes; at most
+    /// `dynamic_shared` on NVIDIA, which the kernel is opted in to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_shared_bytes: Option<Extent>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -430,6 +436,28 @@ impl LaunchInfo {
         Ok((grid, kl.block))
     }
 
+    /// The bytes of dynamic shared memory a launch of `kl` with `args`
+    /// needs: [`KernelLaunch::dynamic_shared_bytes`] at these sizes, else
+    /// the constant [`KernelLaunch::dynamic_shared`].
+    pub fn shared_bytes(&self, kl: &KernelLaunch, args: &[ArgValue]) -> Result<u32, String> {
+        let Some(e) = &kl.dynamic_shared_bytes else {
+            return Ok(kl.dynamic_shared);
+        };
+        let sizes: HashMap<String, i64> = kl
+            .args
+            .iter()
+            .zip(args)
+            .filter_map(|(la, a)| match (&la.role, a) {
+                (ArgRole::Size, ArgValue::Size(v)) => Some((la.name.clone(), *v as i64)),
+                _ => None,
+            })
+            .collect();
+        let v = e
+            .eval(&sizes)
+            .ok_or_else(|| "cannot evaluate the kernel's shared memory".to_string())?;
+        u32::try_from(v).map_err(|_| format!("the kernel would need {v} bytes of shared memory"))
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("launch info is always serialisable")
     }
@@ -534,6 +562,7 @@ mod tests {
                     },
                 ],
                 dynamic_shared: 0,
+                dynamic_shared_bytes: None,
             }],
         };
         let k = &l.kernels[0];
@@ -585,6 +614,7 @@ mod tests {
                     written: false,
                 }],
                 dynamic_shared: 80 * 1024,
+                dynamic_shared_bytes: None,
             }],
         };
         assert_eq!(LaunchInfo::from_json(l.to_json().as_bytes()).unwrap(), l);

@@ -838,6 +838,14 @@ impl Kernel<'_> {
         if grid.contains(&0) {
             return Ok(());
         }
+        let shared = self
+            .module
+            .launch
+            .shared_bytes(kl, &values)
+            .map_err(|reason| Error::BadLaunch {
+                kernel: self.name.clone(),
+                reason,
+            })?;
         let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().to_vec()).collect();
         let mut params: Vec<*mut c_void> =
             storage.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
@@ -855,7 +863,7 @@ impl Kernel<'_> {
                 block[0],
                 block[1],
                 block[2],
-                kl.dynamic_shared,
+                shared,
                 s,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),

@@ -642,6 +642,17 @@ impl Kernel<'_> {
         if grid.contains(&0) {
             return Ok(());
         }
+        // LDS sized at launch (tiles over loops of symbolic extent).
+        let shared = match &self.module.launch {
+            Some(l) => l
+                .kernel(&self.meta.name)
+                .map_or(Ok(0), |kl| l.shared_bytes(kl, &values))
+                .map_err(|reason| Error::BadLaunch {
+                    kernel: self.meta.name.clone(),
+                    reason,
+                })?,
+            None => 0,
+        };
         let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().to_vec()).collect();
         let mut params: Vec<*mut c_void> =
             storage.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
@@ -657,7 +668,7 @@ impl Kernel<'_> {
                 block[0],
                 block[1],
                 block[2],
-                0,
+                shared,
                 s,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),

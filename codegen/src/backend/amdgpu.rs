@@ -152,6 +152,30 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
 }
 
 impl Backend for AmdGpu<'_> {
+    /// HIP's `extern __shared__`: a zero-length external LDS array, which
+    /// LLVM places after the kernel's static LDS; the launch's dynamic LDS
+    /// bytes size it.
+    fn dynamic_shared_base<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        g: &rocmc_ir::loops::GpuKernel,
+    ) -> Option<(inkwell::values::PointerValue<'ctx>, u64)> {
+        (!g.dynamic_shared.is_empty()).then_some(())?;
+        let name = format!("{}.dynamic_lds", g.name);
+        let gv = m.get_global(&name).unwrap_or_else(|| {
+            let gv = m.add_global(
+                cx.i8_type().array_type(0),
+                Some(inkwell::AddressSpace::from(super::SHARED_ADDRESS_SPACE)),
+                &name,
+            );
+            gv.set_linkage(inkwell::module::Linkage::External);
+            gv.set_alignment(16);
+            gv
+        });
+        Some((gv.as_pointer_value(), 0))
+    }
+
     // As HIP's atomicAdd: visible to the whole device, not the host.
     fn atomic_scope(&self) -> &'static str {
         "agent"

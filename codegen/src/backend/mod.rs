@@ -164,6 +164,19 @@ pub(crate) trait Backend {
         Ok(shared_global(m, g, l, at, SHARED_ADDRESS_SPACE))
     }
 
+    /// Where LDS arrays sized at launch ([`GpuKernel::dynamic_shared`])
+    /// live: a pointer to the launch's dynamic shared memory and the byte
+    /// offset the first of them starts at. `None` (the default, the CPU)
+    /// keeps every array at its bound in [`Backend::shared_array`].
+    fn dynamic_shared_base<'ctx>(
+        &self,
+        _cx: &'ctx Context,
+        _m: &Module<'ctx>,
+        _g: &GpuKernel,
+    ) -> Option<(PointerValue<'ctx>, u64)> {
+        None
+    }
+
     /// Storage of one thread's private array (reduction accumulators),
     /// allocated in the entry block.
     fn local_array<'ctx>(

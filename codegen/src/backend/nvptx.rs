@@ -70,6 +70,12 @@ pub(crate) fn target_machine_with(t: &NvidiaTarget, features: &str) -> R<TargetM
 /// (the runtime then raises the kernel's limit), else 0 and the arrays stay
 /// `.shared` globals.
 pub fn dynamic_shared_bytes(g: &GpuKernel) -> u32 {
+    if !g.dynamic_shared.is_empty() {
+        // Every array at its bound, each arrays sized at launch 16-aligned:
+        // the most any launch asks for, which the kernel is opted in to.
+        let most = g.shared_layout().1 + 16 * (g.dynamic_shared.len() as u64 + 1);
+        return u32::try_from(most).unwrap_or(u32::MAX);
+    }
     dynamic_total(g.shared_layout().1)
 }
 
@@ -143,7 +149,8 @@ impl Backend for Nvptx<'_> {
         at: ArrayType<'ctx>,
     ) -> R<PointerValue<'ctx>> {
         let (offsets, total) = g.shared_layout();
-        if dynamic_total(total) == 0 {
+        let sized_at_launch = g.dynamic_layout(g.static_shared_bytes());
+        if dynamic_total(total) == 0 && sized_at_launch.is_none() {
             return Ok(super::shared_global(m, g, l, at, SHARED_ADDRESS_SPACE));
         }
         // One `.extern .shared` array (clang's `extern __shared__`), each
@@ -174,10 +181,29 @@ impl Backend for Nvptx<'_> {
                     l.name, g.name
                 ))
             })?;
-        let offset = cx.i64_type().const_int(offsets[i], false);
+        // With arrays sized at launch, the static ones come first; those
+        // sized at launch are placed by `dynamic_shared_base` (the base here).
+        let offset = match &sized_at_launch {
+            Some((at, _)) => at[i].as_const().unwrap_or(0) as u64,
+            None => offsets[i],
+        };
+        let offset = cx.i64_type().const_int(offset, false);
         // SAFETY: a constant byte offset into the dynamic block, which the
         // launch sizes to hold every array (`dynamic_shared_bytes`).
         Ok(unsafe { base.as_pointer_value().const_gep(cx.i8_type(), &[offset]) })
+    }
+
+    fn dynamic_shared_base<'ctx>(
+        &self,
+        cx: &'ctx Context,
+        m: &Module<'ctx>,
+        g: &GpuKernel,
+    ) -> Option<(PointerValue<'ctx>, u64)> {
+        (!g.dynamic_shared.is_empty()).then_some(())?;
+        // The block `shared_array` declared: the static arrays, then these.
+        let gv = m.get_global(&format!("{}_dynamic_shared", g.name))?;
+        let _ = cx;
+        Some((gv.as_pointer_value(), g.static_shared_bytes()))
     }
 
     fn axis_index<'ctx>(&self, emit: &Emit<'_, 'ctx>, axis: GpuAxis) -> R<IntValue<'ctx>> {

@@ -136,7 +136,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             shared.push((be.shared_array(cx, m, &b, g, l, at)?, at));
         }
         let sizes = known_multiples(&b, k, g, abi.sizes)?;
-        Ok(FnCx {
+        let dynamic = be.dynamic_shared_base(cx, m, g);
+        let mut fc = FnCx {
             cx,
             m,
             k,
@@ -153,7 +154,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             shared,
             bounds: index::Bounds::of(k, g),
             be,
-        })
+        };
+        // Arrays sized at launch, at their offsets in the launch's dynamic
+        // shared memory (expressions of the sizes, computed once here).
+        if let Some((base, start)) = dynamic {
+            let (offsets, _) = g.dynamic_layout(start).expect("arrays sized at launch");
+            for (i, _) in &g.dynamic_shared {
+                let off = fc.index(&offsets[*i as usize])?;
+                // SAFETY: an offset inside the dynamic shared memory the
+                // launch sizes to hold every array (`dynamic_shared_bytes`).
+                let p =
+                    unsafe { fc.b.build_gep(cx.i8_type(), base, &[off], "") }.map_err(llvm_err)?;
+                fc.shared[*i as usize].0 = p;
+            }
+        }
+        Ok(fc)
     }
 
     /// Emits `g`'s body and the return: the whole kernel function.

@@ -44,7 +44,14 @@ impl Toolchain for AmdGpu {
         }
     }
 
-    fn embed_launch(&self, launch: &mut LaunchInfo, _prog: &Program) -> String {
+    fn embed_launch(&self, launch: &mut LaunchInfo, prog: &Program) -> String {
+        // LDS sized at launch follows the static LDS, which LLVM lays out.
+        let names: Vec<String> = launch.sizes.iter().map(|s| s.name.clone()).collect();
+        for (l, g) in launch.kernels.iter_mut().zip(&prog.kernels) {
+            l.dynamic_shared_bytes = g
+                .dynamic_layout(0)
+                .map(|(_, end)| crate::extent(&end, &names));
+        }
         launch.module_asm()
     }
 

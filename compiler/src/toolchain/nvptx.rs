@@ -48,8 +48,14 @@ impl Toolchain for Nvptx {
     }
 
     fn embed_launch(&self, launch: &mut LaunchInfo, prog: &Program) -> String {
+        let names: Vec<String> = launch.sizes.iter().map(|s| s.name.clone()).collect();
         for (l, g) in launch.kernels.iter_mut().zip(&prog.kernels) {
             l.dynamic_shared = rocmc_codegen::backend::nvptx::dynamic_shared_bytes(g);
+            // Arrays sized at launch: all arrays live in the dynamic block,
+            // the static ones first.
+            l.dynamic_shared_bytes = g
+                .dynamic_layout(g.static_shared_bytes())
+                .map(|(_, end)| crate::extent(&end, &names));
         }
         launch.ptx_comment()
     }

@@ -86,6 +86,13 @@ pub struct GpuKernel {
     /// Work-groups that must fit on one SM (CU) as far as registers go
     /// (`occupancy(blocks=N)`); back ends pass it to the register allocator.
     pub min_blocks: Option<u32>,
+    /// LDS arrays sized at launch: (array, the elements the kernel uses at
+    /// run time, an expression of sizes at most the array's `len`). A tile
+    /// or part over loops of symbolic extent is declared at its bound and
+    /// used only as far as the loops reach; back ends that can size shared
+    /// memory at launch (AMDGPU, NVIDIA) give it only that much, after the
+    /// static arrays ([`GpuKernel::dynamic_layout`]).
+    pub dynamic_shared: Vec<(u32, Index)>,
 }
 
 /// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
@@ -365,6 +372,60 @@ impl GpuKernel {
             }
         });
         align
+    }
+
+    /// The elements LDS array `i` uses at run time, if it is sized at launch.
+    pub fn dynamic_len(&self, i: u32) -> Option<&Index> {
+        self.dynamic_shared
+            .iter()
+            .find(|(a, _)| *a == i)
+            .map(|(_, n)| n)
+    }
+
+    /// Where each LDS array starts when those sized at launch follow the
+    /// others: static arrays at their [`GpuKernel::shared_layout`] offsets
+    /// among themselves; each array sized at launch at an expression of
+    /// sizes, from `start` (16-aligned) on, 16-aligned; and the end of the
+    /// last, the bytes the launch needs from `start`. `None` when no array
+    /// is sized at launch.
+    pub fn dynamic_layout(&self, start: u64) -> Option<(Vec<Index>, Index)> {
+        if self.dynamic_shared.is_empty() {
+            return None;
+        }
+        let mut offsets = vec![Index::c(0); self.shared.len()];
+        let mut end = 0u64;
+        for (i, l) in self.shared.iter().enumerate() {
+            if self.dynamic_len(i as u32).is_some() {
+                continue;
+            }
+            let align = u64::from(self.shared_align(i as u32));
+            let at = end.div_ceil(align) * align;
+            offsets[i] = Index::c(at as i64);
+            end = at + l.bytes();
+        }
+        let mut at = Index::c(start.div_ceil(16) as i64 * 16);
+        for (i, l) in self.shared.iter().enumerate() {
+            let Some(n) = self.dynamic_len(i as u32) else {
+                continue;
+            };
+            offsets[i] = at.clone();
+            let bytes = n.clone() * Index::c(l.dtype.size() as i64);
+            at = at + bytes.ceil_div(Index::c(16)) * Index::c(16);
+        }
+        Some((offsets, at))
+    }
+
+    /// The bytes of LDS the static arrays take (those sized at launch left out).
+    pub fn static_shared_bytes(&self) -> u64 {
+        let mut end = 0u64;
+        for (i, l) in self.shared.iter().enumerate() {
+            if self.dynamic_len(i as u32).is_some() {
+                continue;
+            }
+            let align = u64::from(self.shared_align(i as u32));
+            end = end.div_ceil(align) * align + l.bytes();
+        }
+        end
     }
 
     /// Where each LDS array starts when all of them are laid out in one

@@ -110,7 +110,17 @@ impl fmt::Display for Pretty<'_> {
             if !arrays.is_empty() {
                 let list: Vec<String> = arrays
                     .iter()
-                    .map(|a| format!("{}: {}[{}]", a.name, a.dtype.name(), a.len))
+                    .enumerate()
+                    .map(|(i, a)| {
+                        // An LDS array sized at launch shows what it takes then.
+                        let at_launch = match g.dynamic_len(i as u32) {
+                            Some(n) if what == "lds" => {
+                                format!(" (at launch: {})", n.display(&sizes, &vars))
+                            }
+                            _ => String::new(),
+                        };
+                        format!("{}: {}[{}]{at_launch}", a.name, a.dtype.name(), a.len)
+                    })
                     .collect();
                 writeln!(f, "  {what} {}", list.join(", "))?;
             }

@@ -38,6 +38,7 @@ fn run_where(l: &mut Lowering, parts: bool) -> Result<(), Diagnostic> {
         tid: &l.tid,
         vars: &mut l.g.vars,
         shared: &mut l.g.shared,
+        dynamic: &mut l.g.dynamic_shared,
         locals: &mut l.g.locals,
         pipelined: &mut pipelined,
     };
@@ -168,6 +169,8 @@ struct Cx<'a> {
     tid: &'a Index,
     vars: &'a mut Vec<LoopVar>,
     shared: &'a mut Vec<Local>,
+    /// [`GpuKernel::dynamic_shared`](crate::loops::GpuKernel::dynamic_shared).
+    dynamic: &'a mut Vec<(u32, Index)>,
     locals: &'a mut Vec<Local>,
     pipelined: &'a mut Vec<Pipelined>,
 }
@@ -233,6 +236,9 @@ fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<
     // A bounded tile's refusals come before the limits its bound would break.
     live_groups(cx, c, &tile, c.vec.max(1))?;
     let id = allocate(cx, c, &tile)?;
+    if let Some(n) = used_at_run_time(&tile).filter(|_| !c.kind.local()) {
+        cx.dynamic.push((id, n));
+    }
     let copy = copy(cx, c, &tile, id)?;
     if c.kind.write() {
         return Ok(place_write(c, body, at_block, &tile, id, copy.stmts));
@@ -830,6 +836,20 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     })
 }
 
+/// The elements of a tile spanned by loops of symbolic extent in one
+/// dimension, with only unit dimensions before it, that the kernel uses at
+/// run time: the reached extent times the padded rows after it.
+fn used_at_run_time(tile: &Tile) -> Option<Index> {
+    let d = tile.live.iter().position(Option::is_some)?;
+    let single = tile.live.iter().filter(|l| l.is_some()).count() == 1
+        && tile.size[..d].iter().all(|n| *n == 1);
+    if !single {
+        return None;
+    }
+    let after: i64 = tile.padded[d + 1..].iter().product();
+    Some(tile.live[d].clone()? * Index::c(after))
+}
+
 /// Where loops of symbolic extent span the tile in one dimension, with
 /// only unit dimensions before it: the number of `vec` groups they reach
 /// (the copy's trip count follows it). `None` where the tile is copied
@@ -873,7 +893,7 @@ fn live_groups(
     }
     let stride: i64 = tile.size[d + 1..].iter().product();
     let reached = tile.live[d].clone().expect("found above") * Index::c(stride);
-    if reached.known_divisor() % vec as u64 != 0 {
+    if !reached.known_divisor().is_multiple_of(vec as u64) {
         return Err(err(&format!(
             "`vec={vec}` needs the reached extent to be a multiple of {vec}"
         )));

@@ -37,6 +37,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             vars: &mut l.g.vars,
             locals: &mut l.g.locals,
             shared: &mut l.g.shared,
+            dynamic: &mut l.g.dynamic_shared,
             addressing: &mut l.g.addressing,
         };
         l.g.body = attach(l.k, p, std::mem::take(&mut l.g.body), &mut host)?;
@@ -153,6 +154,8 @@ pub(super) struct Host<'a> {
     pub vars: &'a mut Vec<LoopVar>,
     pub locals: &'a mut Vec<Local>,
     pub shared: &'a mut Vec<Local>,
+    /// [`GpuKernel::dynamic_shared`].
+    pub dynamic: &'a mut Vec<(u32, Index)>,
     pub addressing: &'a mut Addressing,
 }
 
@@ -540,8 +543,23 @@ fn merge(k: &Kernel, p: StageId, gp: GpuKernel, m: &Merge, host: &mut Host) -> V
     };
     host.locals.extend(gp.locals.iter().map(own));
     host.shared.extend(gp.shared.iter().map(own));
-    // One part array per tensor, consecutive from `id`.
+    host.dynamic.extend(
+        gp.dynamic_shared
+            .iter()
+            .map(|(a, n)| (a + ds, n.subst_sizes(&origin_map))),
+    );
+    // One part array per tensor, consecutive from `id`; in LDS, sized at
+    // launch where loops of symbolic extent span one dimension after unit ones.
+    let run_time = region.live.iter().position(Option::is_some).and_then(|d| {
+        let single = region.live.iter().filter(|l| l.is_some()).count() == 1
+            && region.size[..d].iter().all(|n| *n == 1);
+        let after: i64 = region.size[d + 1..].iter().product();
+        single.then(|| region.live[d].clone().map(|l| l * Index::c(after)))?
+    });
     for o in outputs {
+        if let (true, Some(n)) = (cooperative, &run_time) {
+            host.dynamic.push((host.shared.len() as u32, n.clone()));
+        }
         let part = Local {
             name: format!("{}_part", k.tensor(*o).name),
             dtype: k.tensor(*o).dtype,

@@ -297,6 +297,7 @@ fn lower_stage_in(
         locals: Vec::new(),
         shared: Vec::new(),
         min_blocks: nest.min_blocks.map(|(n, _)| n),
+        dynamic_shared: Vec::new(),
     };
     let mut l = Lowering {
         k,
