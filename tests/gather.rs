@@ -174,15 +174,15 @@ fn a_gathered_row_is_staged_once_per_work_group() {
             "cache_read(table, shared, t)",
             "cache_read(table, shared, to)",
         );
-    let e = rocmc::compile(
+    let Err(e) = rocmc::compile(
         "k",
         &per_thread,
         &rocmc::Options::new("gfx942"),
         rocmc::Emit::default(),
-    )
-    .err()
-    .expect("refused")
-    .to_string();
+    ) else {
+        panic!("accepted")
+    };
+    let e = e.to_string();
     assert!(
         e.contains("gathered subscript 0") && e.contains("changes inside `to`"),
         "{e}"
@@ -191,14 +191,14 @@ fn a_gathered_row_is_staged_once_per_work_group() {
         "cache_read(table, shared, t)",
         "cache_read(table, shared, t, vec=4)",
     );
-    let e = rocmc::compile(
+    let Err(e) = rocmc::compile(
         "k",
         &vec,
         &rocmc::Options::new("gfx942"),
         rocmc::Emit::default(),
-    )
-    .err()
-    .expect("refused")
-    .to_string();
+    ) else {
+        panic!("accepted")
+    };
+    let e = e.to_string();
     assert!(e.contains("`vec` does not apply"), "{e}");
 }
