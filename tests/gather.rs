@@ -202,3 +202,46 @@ fn a_gathered_row_is_staged_once_per_work_group() {
     let e = e.to_string();
     assert!(e.contains("`vec` does not apply"), "{e}");
 }
+
+/// A paged cache's page staged per page step: `kv[page[b, p / 16], p % 16,
+/// d]` with `p` split by 16 gathers one page for all 16 rows of the step
+/// (the division by 16 of `po * 16 + pi` is `po`), and the page's rows
+/// are the tile's rows.
+#[test]
+fn a_paged_caches_page_is_one_gathered_tile() {
+    let src = kernel("paged_tile");
+    let loops = rocmc::compile(
+        "paged_tile",
+        &src,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    )
+    .unwrap()
+    .loops;
+    assert!(loops.contains("lds KS: f32[1024]"), "{loops}");
+    assert!(
+        loops.contains("kv[clamp(page[b, (po * 16) / 16]), "),
+        "{loops}"
+    );
+    assert!(loops.contains("KS[(pi * 64) + d]"), "{loops}");
+    // Split by 8, a step reads half a page, which still has one page; split
+    // by 32 it reads two pages, which is refused.
+    let half = src.replace("split(p, 16)", "split(p, 8)");
+    rocmc::compile(
+        "k",
+        &half,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let two = src.replace("split(p, 16)", "split(p, 32)");
+    let Err(e) = rocmc::compile(
+        "k",
+        &two,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit::default(),
+    ) else {
+        panic!("two pages in one tile were accepted")
+    };
+    assert!(e.to_string().contains("changes inside `po`"), "{e}");
+}

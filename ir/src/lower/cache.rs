@@ -2,6 +2,12 @@
 //! tile in LDS (shared by the work-group) or registers (per thread) at the
 //! loop it names, and rewrites the accesses it serves.
 
+mod bounded;
+mod gathered;
+
+use bounded::{live_groups, used_at_run_time};
+use gathered::{fold_divmod, gathered_dims, gathers_of, var_ranges};
+
 use super::body::clamp_into;
 use super::region::{
     at_loop, divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads,
@@ -180,6 +186,8 @@ struct Cx<'a> {
 struct Tile {
     /// The loops the tile's origin does not depend on: those it serves.
     varying: Vec<VarId>,
+    /// Those of constant extent, with it, for [`fold_divmod`].
+    ranges: Vec<(VarId, i64)>,
     base: Vec<Index>,
     lo: Vec<i64>,
     size: Vec<i64>,
@@ -273,7 +281,8 @@ fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<
 /// `ex` with its reads of the cached tensor reading the tile instead.
 fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex: &Expr) -> Expr {
     let at = |ix: &[Index]| {
-        let index = tile.flat(&region_offsets(ix, &tile.varying, &tile.lo));
+        let ix: Vec<Index> = ix.iter().map(|i| fold_divmod(i, &tile.ranges)).collect();
+        let index = tile.flat(&region_offsets(&ix, &tile.varying, &tile.lo));
         let kind = if c.kind.local() {
             ExprKind::Local { local: id, index }
         } else {
@@ -289,6 +298,7 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex:
         ExprKind::Gather { tensor, indices } if *tensor == c.tensor => {
             let ix: Vec<Index> = indices
                 .iter()
+                .map(|e| e.map_indices(&|i| fold_divmod(i, &tile.ranges)))
                 .map(|e| match &e.kind {
                     ExprKind::Index(ix) => ix.clone(),
                     _ => Index::c(0),
@@ -298,128 +308,6 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex:
         }
         _ => None,
     })
-}
-
-/// The subscripts of every gather of `tensor` in `body`.
-fn gathers_of(body: &[Stmt], tensor: TensorId) -> Vec<Vec<Expr>> {
-    let mut out = Vec::new();
-    walk(body, &mut |s| {
-        for e in s.exprs() {
-            e.each(&mut |x| {
-                if let ExprKind::Gather { tensor: t, indices } = &x.kind {
-                    if *t == tensor {
-                        out.push(indices.clone());
-                    }
-                }
-            });
-        }
-    });
-    out
-}
-
-/// For a tile of gathered reads: per dimension, the data subscript, which
-/// must be the same expression in every access and the same for every
-/// thread and iteration the tile serves (uniform: it reads no loop inside
-/// the tile's loop, no thread index of a shared tile, no staged array).
-fn gathered_dims(
-    cx: &Cx,
-    c: &schedule::Cache,
-    loads: &[Vec<Index>],
-    gathers: &[Vec<Expr>],
-    varying: &[VarId],
-) -> Result<Vec<Option<Expr>>, Diagnostic> {
-    if gathers.is_empty() {
-        return Ok(vec![None; cx.k.tensor(c.tensor).shape.len()]);
-    }
-    let t = &cx.k.tensor(c.tensor).name;
-    let names: Vec<String> = cx.vars.iter().map(|v| v.name.clone()).collect();
-    let err = |m: String| {
-        Diagnostic::new(c.span, m).hint(
-            "a gathered tile holds one gathered index per tile: cache at a loop inside \
-             which the gathered subscript does not change (e.g. the token's loop of an embedding)",
-        )
-    };
-    // A loop of one iteration is 0 (a compute_at part's row, `P.r + r`):
-    // subscripts equal but for such loops gather the same row.
-    let once: std::collections::HashMap<VarId, Index> = cx
-        .vars
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.extent.as_const() == Some(1))
-        .map(|(i, _)| (VarId(i as u32), Index::c(0)))
-        .collect();
-    let plain = |e: &Expr| e.map_indices(&|ix| ix.subst(&once));
-    let gathers: Vec<Vec<Expr>> = gathers
-        .iter()
-        .map(|g| g.iter().map(plain).collect())
-        .collect();
-    let first = &gathers[0];
-    let mut data = Vec::new();
-    for (d, sub) in first.iter().enumerate() {
-        if !sub.gather_subscript_is_clamped() {
-            if gathers.iter().any(|g| g[d].gather_subscript_is_clamped()) {
-                return Err(err(format!(
-                    "`{t}`'s subscript {d} is gathered in some reads inside `{}` and affine in others",
-                    cx.nest.var(c.at).name
-                )));
-            }
-            data.push(None);
-            continue;
-        }
-        if !loads.is_empty() || gathers.iter().any(|g| g[d] != *sub) {
-            return Err(err(format!(
-                "the reads of `{t}` inside `{}` gather different rows along dimension {d}",
-                cx.nest.var(c.at).name
-            )));
-        }
-        let mut uniform = true;
-        sub.each(&mut |x| match &x.kind {
-            ExprKind::Load { indices, .. } => {
-                uniform &= !indices
-                    .iter()
-                    .any(|i| varying.iter().any(|v| i.uses_var(*v)))
-            }
-            ExprKind::Index(i) => uniform &= !varying.iter().any(|v| i.uses_var(*v)),
-            ExprKind::Shared { .. } | ExprKind::Local { .. } => uniform = false,
-            _ => {}
-        });
-        if !uniform {
-            let shown = first_index_text(sub, &cx.k.size_names(), &names);
-            return Err(err(format!(
-                "`{t}`'s gathered subscript {d} ({shown}) changes inside `{}` (with a loop or thread \
-                 index inside it, or through a staged array), so the tile has no single gathered row",
-                cx.nest.var(c.at).name
-            )));
-        }
-        data.push(Some(sub.clone()));
-    }
-    if c.vec > 1 {
-        return Err(Diagnostic::new(
-            c.span,
-            format!("`{}` stages gathered reads of `{t}`, copied one element at a time; `vec` does not apply", c.name),
-        )
-        .hint("remove `vec`"));
-    }
-    Ok(data)
-}
-
-/// A short text for a data subscript in errors: its tensor reads.
-fn first_index_text(e: &Expr, sizes: &[String], vars: &[String]) -> String {
-    let mut out = Vec::new();
-    e.each(&mut |x| {
-        if let ExprKind::Load { indices, .. } = &x.kind {
-            let ix: Vec<String> = indices
-                .iter()
-                .map(|i| i.display(sizes, vars).to_string())
-                .collect();
-            out.push(format!("a read at [{}]", ix.join(", ")));
-        }
-    });
-    if out.is_empty() {
-        "a data subscript".into()
-    } else {
-        out.join(", ")
-    }
 }
 
 /// Where the cache stages its tile: refuses loops it cannot stage at, and
@@ -493,6 +381,21 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     } else {
         gathers_of(scope, c.tensor)
     };
+    // `(po * 16 + pi) / 16` is `po` while `pi` stays below 16: a paged
+    // cache's page is the same over the page's rows.
+    let ranges = var_ranges(cx.vars, &varying);
+    let loads: Vec<Vec<Index>> = loads
+        .iter()
+        .map(|l| l.iter().map(|i| fold_divmod(i, &ranges)).collect())
+        .collect();
+    let gathers: Vec<Vec<Expr>> = gathers
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|e| e.map_indices(&|i| fold_divmod(i, &ranges)))
+                .collect()
+        })
+        .collect();
     let data = gathered_dims(cx, c, &loads, &gathers, &varying)?;
     // The gathered dimensions are one index wide: their place in the tile is 0.
     let loads: Vec<Vec<Index>> = loads
@@ -569,6 +472,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     };
     Ok(Tile {
         varying,
+        ranges,
         base,
         lo,
         size,
@@ -834,75 +738,6 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         offs,
         source,
     })
-}
-
-/// The elements of a tile spanned by loops of symbolic extent in one
-/// dimension, with only unit dimensions before it, that the kernel uses at
-/// run time: the reached extent times the padded rows after it.
-fn used_at_run_time(tile: &Tile) -> Option<Index> {
-    let d = tile.live.iter().position(Option::is_some)?;
-    let single = tile.live.iter().filter(|l| l.is_some()).count() == 1
-        && tile.size[..d].iter().all(|n| *n == 1);
-    if !single {
-        return None;
-    }
-    let after: i64 = tile.padded[d + 1..].iter().product();
-    Some(tile.live[d].clone()? * Index::c(after))
-}
-
-/// Where loops of symbolic extent span the tile in one dimension, with
-/// only unit dimensions before it: the number of `vec` groups they reach
-/// (the copy's trip count follows it). `None` where the tile is copied
-/// whole, or guarded per dimension. Refuses what needs constant extents.
-fn live_groups(
-    cx: &Cx,
-    c: &schedule::Cache,
-    tile: &Tile,
-    vec: i64,
-) -> Result<Option<Index>, Diagnostic> {
-    let names: Vec<String> = cx.vars.iter().map(|v| v.name.clone()).collect();
-    let Some(d) = tile.live.iter().position(Option::is_some) else {
-        return Ok(None);
-    };
-    let err = |what: &str| {
-        Diagnostic::new(
-            c.span,
-            format!(
-                "`{}` stages a part spanned by loops of symbolic extent (dimension {d} reaches `{}` elements, up to {}), and {what}",
-                c.name,
-                tile.live[d]
-                    .as_ref()
-                    .map_or(String::new(), |l| l.display(&cx.k.size_names(), &names).to_string()),
-                tile.size[d]
-            ),
-        )
-        .hint("stage it in LDS (`shared`), once per iteration, or at a loop inside which every extent is constant")
-    };
-    if c.kind.local() {
-        return Err(err("a register tile needs constant indices"));
-    }
-    if c.stages > 1 || c.prefetch {
-        return Err(err(
-            "`stages`/`prefetch` copy tiles of one constant shape ahead",
-        ));
-    }
-    let single = tile.live.iter().filter(|l| l.is_some()).count() == 1
-        && tile.size[..d].iter().all(|n| *n == 1);
-    if !single {
-        return Ok(None);
-    }
-    let stride: i64 = tile.size[d + 1..].iter().product();
-    let reached = tile.live[d].clone().expect("found above") * Index::c(stride);
-    if !reached.known_divisor().is_multiple_of(vec as u64) {
-        return Err(err(&format!(
-            "`vec={vec}` needs the reached extent to be a multiple of {vec}"
-        )));
-    }
-    Ok(Some(if vec > 1 {
-        reached / Index::c(vec)
-    } else {
-        reached
-    }))
 }
 
 /// `body` with the stores of a cache_write's tensor redirected into the
