@@ -135,3 +135,44 @@ fn gpu_headers_compile_and_lay_out_the_argument_block_as_llvm_does() {
     );
     assert!(h.contains("const int32_t *ids"), "{h}");
 }
+
+/// A kernel with LDS sized at launch: its header computes the bytes a
+/// launch needs from the sizes, as the launch document does.
+#[test]
+fn headers_give_the_lds_a_launch_needs() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let file = root()
+        .join("tests/bounded/softmax_row_lds.toml")
+        .to_string_lossy()
+        .into_owned();
+    for (mcpu, out) in [("gfx942", "amd.h"), ("sm_90", "nv.h")] {
+        let o = rocmc(
+            p,
+            &[
+                "build", "-q", "--mcpu", mcpu, "--emit", "header", &file, "-o", out,
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    // AMD: the row after the static LDS, 128 threads' chunks of 4 bytes.
+    std::fs::write(
+        p.join("amd.c"),
+        "#include <stdio.h>\n#include \"amd.h\"\nint main(void) { printf(\"%lld %lld\\n\", \
+         (long long)softmax_row_lds_shared_bytes(8, 1000), (long long)softmax_row_lds_shared_bytes(8, 3000)); return 0; }\n",
+    )
+    .unwrap();
+    clang(p, &["amd.c", "-o", "amd"]);
+    let o = Command::new(p.join("amd")).output().unwrap();
+    assert_eq!(text(&o.stdout).trim(), "4096 12288");
+    // NVIDIA: the static arrays come first in the same block.
+    std::fs::write(
+        p.join("nv.c"),
+        "#include <stdio.h>\n#include \"nv.h\"\nint main(void) { printf(\"%lld\\n\", \
+         (long long)(softmax_row_lds_shared_bytes(8, 3000) - softmax_row_lds_shared_bytes(8, 1000))); return 0; }\n",
+    )
+    .unwrap();
+    clang(p, &["nv.c", "-o", "nv"]);
+    let o = Command::new(p.join("nv")).output().unwrap();
+    assert_eq!(text(&o.stdout).trim(), "8192");
+}
