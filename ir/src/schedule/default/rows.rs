@@ -139,11 +139,12 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
     out
 }
 
-/// LDS the rows staged by one work-group may take: four work-groups fit
-/// the 64 KiB of most AMD processors. On the H100 a 16 KiB row made
-/// softmax 1.08x and layernorm 1.38x faster; with a 64 KiB one (three
-/// work-groups per SM) they took 1.40x and 1.17x as long as without
-/// (bench/gpu/runs/h100-rowlds-1).
+/// The bound of the rows staged by one work-group: four work-groups fit
+/// the 64 KiB of most AMD processors at the widest rows, and a default
+/// must compile for every target (a 64 KiB bound with the reduction trees
+/// does not fit gfx942). On the H100 a 16 KiB row made softmax 1.08x and
+/// layernorm 1.38x faster (bench/gpu/runs/h100-rowlds-1); a launch gives
+/// the tile only the run's row (h100-rowlds-4).
 const ROW_LDS_BYTES: u64 = 16 * 1024;
 
 /// The inputs worth staging in LDS for a row chain: each read only as
