@@ -120,6 +120,21 @@ fn the_row_chain_rule_stages_a_row_that_fits() {
     assert!(!steps_of(&unbounded)
         .iter()
         .any(|s| s.contains("cache_read")));
+    // For a GPU with 128 KiB of LDS or more, a 64 KiB row is staged; not
+    // for gfx942's 64 KiB, nor on the CPU.
+    let staged_on = |mcpu: &str| {
+        rocmc::compile(
+            "k",
+            &wide,
+            &rocmc::Options::new(mcpu),
+            rocmc::Emit::default(),
+        )
+        .unwrap_or_else(|e| panic!("{mcpu}: {e}"))
+        .loops
+        .contains("X_row: f32[16384]")
+    };
+    assert!(staged_on("sm_90") && staged_on("gfx950"));
+    assert!(!staged_on("gfx942") && !staged_on("sm_75") && !staged_on("x86-64"));
 }
 
 fn refusal(src: &str, mcpu: &str) -> String {

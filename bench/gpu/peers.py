@@ -219,13 +219,13 @@ def run(name, s):
         r = s["rows"]
         dy = rnd(r, 64)
         report("pytorch", name, s, timed(lambda: torch.sum(dy, dim=0)), 4 * r * 64 + 4 * 64)
-    elif name in ("softmax", "softmax_online"):
+    elif name in ("softmax", "softmax_online", "softmax_wide"):
         r, c = s["rows"], s["cols"]; x, y = rnd(r, c), torch.empty(r, c, device=dev)
         by = 8 * r * c
         report("pytorch", name, s, timed(lambda: torch.softmax(x, dim=1, out=y)), by)
         B = triton.next_power_of_2(c)
         report("triton", name, s, timed(lambda: k_softmax[(r,)](x, y, c, BLOCK=B, num_warps=8)), by)
-    elif name == "layernorm":
+    elif name in ("layernorm", "layernorm_wide"):
         r, c = s["rows"], s["cols"]; x, g, bt = rnd(r, c), rnd(c), rnd(c)
         y = torch.empty(r, c, device=dev)
         by = 8 * r * c + 8 * c

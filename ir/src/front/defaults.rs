@@ -146,7 +146,12 @@ impl<'s> Cx<'s> {
     /// normalises the rows ([`schedule::default::row_chains`]); kept only
     /// if every rescheduled stage applies.
     pub(super) fn row_chains(&self, k: &mut Kernel) {
-        let plan = schedule::default::row_chains(k, &self.knobs_given);
+        let cx = schedule::default::RuleCx {
+            target: self.rules.target,
+            shared_limit: self.rules.shared_limit,
+            given: &self.knobs_given,
+        };
+        let plan = schedule::default::row_chains(k, &cx);
         if plan.is_empty() {
             return;
         }

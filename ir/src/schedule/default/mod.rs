@@ -53,7 +53,7 @@ pub struct RuleCx<'a> {
 
 impl RuleCx<'_> {
     /// Shared memory one work-group may use.
-    fn shared_bytes(&self) -> u32 {
+    pub(crate) fn shared_bytes(&self) -> u32 {
         let t = self.target.map_or(u32::MAX, Target::lds_limit);
         t.min(self.shared_limit.unwrap_or(u32::MAX))
     }

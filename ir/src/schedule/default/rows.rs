@@ -1,6 +1,6 @@
 //! Row-normalisation chains (softmax.toml, layernorm.toml).
 
-use super::{DefaultSchedule, Knobs};
+use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
 use crate::kernel::{Kernel, TensorKind};
 
@@ -12,7 +12,8 @@ use crate::kernel::{Kernel, TensorKind};
 /// work-group per row (softmax.toml). Returns the stages to reschedule, by
 /// index, with their schedules; the final stage's holds the one knob
 /// (threads per row), which every member shares.
-pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSchedule)> {
+pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
+    let given = cx.given;
     let mut out = Vec::new();
     for (yi, y) in k.stages.iter().enumerate() {
         let ok_final = y
@@ -84,7 +85,10 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
             "elements per thread and step of the row's reductions, unrolled",
         );
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
-        let staged = row_inputs(k, yi, &chain);
+        let staged = row_inputs(k, yi, &chain, row_budget(cx));
+        // Without a target, rows a large LDS would take are left to it.
+        let by_target = cx.target.is_none()
+            && row_inputs(k, yi, &chain, WIDE_ROW_LDS_BYTES).len() != staged.len();
         let lds = if staged.is_empty() {
             0
         } else {
@@ -134,12 +138,35 @@ pub fn row_chains(k: &Kernel, given: &[(String, i64)]) -> Vec<(usize, DefaultSch
                 ));
             }
         }
-        out.push((yi, kn.done("row-chain", steps)));
+        let mut d = kn.done("row-chain", steps);
+        d.by_target = by_target;
+        out.push((yi, d));
     }
     out
 }
 
-/// The bound of the rows staged by one work-group: four work-groups fit
+/// The bound of the rows staged where a work-group may take 128 KiB of
+/// LDS or more (sm_80 and later, gfx950): on the H100 a row bounded by
+/// 16384 floats (64 KiB) in LDS made layernorm 1.42x faster at 4096
+/// columns and 1.07x at 16384, softmax 1.27x at 16384
+/// (bench/gpu/runs/h100-rowlds-4 and -5).
+const WIDE_ROW_LDS_BYTES: u64 = 64 * 1024;
+
+/// The row budget for the rule's target: [`WIDE_ROW_LDS_BYTES`] where its
+/// work-groups have 128 KiB of LDS or more, else [`ROW_LDS_BYTES`].
+fn row_budget(cx: &RuleCx) -> u64 {
+    match cx.target {
+        // A GPU's: the CPU keeps every tile at its bound.
+        Some(t)
+            if (t.amd().is_some() || t.nvidia().is_some()) && cx.shared_bytes() >= 128 * 1024 =>
+        {
+            WIDE_ROW_LDS_BYTES
+        }
+        _ => ROW_LDS_BYTES,
+    }
+}
+
+/// LDS the rows staged by one work-group may take: four work-groups fit
 /// the 64 KiB of most AMD processors at the widest rows, and a default
 /// must compile for every target (a 64 KiB bound with the reduction trees
 /// does not fit gfx942). On the H100 a 16 KiB row made softmax 1.08x and
@@ -151,7 +178,7 @@ const ROW_LDS_BYTES: u64 = 16 * 1024;
 /// `X[row, column]` by the chain and the final stage, at least twice (the
 /// passes over the row), with rows whose bound (`[kernel] max`) fits
 /// [`ROW_LDS_BYTES`] together. With the vector width of their copy.
-fn row_inputs(k: &Kernel, yi: usize, chain: &[usize]) -> Vec<(String, i64)> {
+fn row_inputs(k: &Kernel, yi: usize, chain: &[usize], budget: u64) -> Vec<(String, i64)> {
     let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
     let readers: Vec<usize> = chain.iter().copied().chain([yi]).collect();
     let rows = &k.stages[yi].axes[0].extent;
@@ -180,7 +207,7 @@ fn row_inputs(k: &Kernel, yi: usize, chain: &[usize]) -> Vec<(String, i64)> {
         let row = u64::try_from(t.shape[1].max_value(&size_max, &[]))
             .unwrap_or(u64::MAX)
             .saturating_mul(t.dtype.size() as u64);
-        if !ok || reads < 2 || bytes.saturating_add(row) > ROW_LDS_BYTES {
+        if !ok || reads < 2 || bytes.saturating_add(row) > budget {
             continue;
         }
         bytes += row;
