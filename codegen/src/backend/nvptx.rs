@@ -195,14 +195,13 @@ impl Backend for Nvptx<'_> {
 
     fn dynamic_shared_base<'ctx>(
         &self,
-        cx: &'ctx Context,
+        _cx: &'ctx Context,
         m: &Module<'ctx>,
         g: &GpuKernel,
     ) -> Option<(PointerValue<'ctx>, u64)> {
         (!g.dynamic_shared.is_empty()).then_some(())?;
         // The block `shared_array` declared: the static arrays, then these.
         let gv = m.get_global(&format!("{}_dynamic_shared", g.name))?;
-        let _ = cx;
         Some((gv.as_pointer_value(), g.static_shared_bytes()))
     }
 

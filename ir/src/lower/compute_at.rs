@@ -13,8 +13,8 @@
 //! that array, and barriers separate the writes from the reads.
 
 use super::region::{
-    divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads, scope_of,
-    Place, Region,
+    divergence_check, infer_region, insert_fill, leading_live, loads_of, region_offsets,
+    replace_loads, scope_of, Place, Region,
 };
 use super::{
     lower_stage_in, Addressing, GpuKernel, Local, Lowering, PartBound, Stmt, MAX_ACCUMULATORS,
@@ -550,11 +550,9 @@ fn merge(k: &Kernel, p: StageId, gp: GpuKernel, m: &Merge, host: &mut Host) -> V
     );
     // One part array per tensor, consecutive from `id`; in LDS, sized at
     // launch where loops of symbolic extent span one dimension after unit ones.
-    let run_time = region.live.iter().position(Option::is_some).and_then(|d| {
-        let single = region.live.iter().filter(|l| l.is_some()).count() == 1
-            && region.size[..d].iter().all(|n| *n == 1);
+    let run_time = leading_live(&region.live, &region.size).and_then(|d| {
         let after: i64 = region.size[d + 1..].iter().product();
-        single.then(|| region.live[d].clone().map(|l| l * Index::c(after)))?
+        Some(region.live[d].clone()? * Index::c(after))
     });
     for o in outputs {
         if let (true, Some(n)) = (cooperative, &run_time) {

@@ -340,6 +340,17 @@ fn term_reach(
     Ok((thi as u128, last))
 }
 
+/// The dimension a bounded part's loops of symbolic extent span, where it
+/// is the only one and every dimension before it is one element wide:
+/// the elements used at run time are then the leading ones, and the part
+/// can be copied and sized at launch by that extent alone.
+pub(super) fn leading_live(live: &[Option<Index>], size: &[i64]) -> Option<usize> {
+    let d = live.iter().position(Option::is_some)?;
+    let single =
+        live.iter().filter(|l| l.is_some()).count() == 1 && size[..d].iter().all(|n| *n == 1);
+    single.then_some(d)
+}
+
 /// Per dimension, the offset of an access inside its [`Region`].
 pub(super) fn region_offsets(ix: &[Index], varying: &[VarId], lo: &[i64]) -> Vec<Index> {
     ix.iter()

@@ -1,6 +1,7 @@
 //! Tiles over loops of symbolic extent, bounded by the sizes' `max`: how
 //! far their copy runs and what they take at launch.
 
+use super::super::region::leading_live;
 use super::{Cx, Tile};
 use crate::diag::Diagnostic;
 use crate::index::Index;
@@ -10,12 +11,7 @@ use crate::schedule;
 /// dimension, with only unit dimensions before it, that the kernel uses at
 /// run time: the reached extent times the padded rows after it.
 pub(super) fn used_at_run_time(tile: &Tile) -> Option<Index> {
-    let d = tile.live.iter().position(Option::is_some)?;
-    let single = tile.live.iter().filter(|l| l.is_some()).count() == 1
-        && tile.size[..d].iter().all(|n| *n == 1);
-    if !single {
-        return None;
-    }
+    let d = leading_live(&tile.live, &tile.size)?;
     let after: i64 = tile.padded[d + 1..].iter().product();
     Some(tile.live[d].clone()? * Index::c(after))
 }
@@ -56,9 +52,7 @@ pub(super) fn live_groups(
             "`stages`/`prefetch` copy tiles of one constant shape ahead",
         ));
     }
-    let single = tile.live.iter().filter(|l| l.is_some()).count() == 1
-        && tile.size[..d].iter().all(|n| *n == 1);
-    if !single {
+    if leading_live(&tile.live, &tile.size) != Some(d) {
         return Ok(None);
     }
     let stride: i64 = tile.size[d + 1..].iter().product();
