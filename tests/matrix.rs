@@ -130,7 +130,7 @@ fn every_listed_processor_compiles_its_matrix_instructions() {
                         let listed: Vec<&MatrixInstr> = INSTRUCTIONS
                             .iter()
                             .filter(|i| {
-                                i.wave == wave && i.available_on(&p) && i.family != Family::MmaSync
+                                i.wave == wave && i.available_on(&p) && i.is_amd()
                             })
                             .collect();
                         if listed.is_empty() {
@@ -183,7 +183,7 @@ fn every_listed_processor_compiles_its_matrix_instructions() {
 fn no_other_processor_has_them() {
     let cases: Vec<(&MatrixInstr, &str)> = INSTRUCTIONS
         .iter()
-        .filter(|i| i.family != Family::MmaSync)
+        .filter(|i| i.is_amd())
         .flat_map(|i| {
             AROUND
                 .iter()
@@ -229,7 +229,7 @@ fn no_other_processor_has_them() {
 #[test]
 #[ignore]
 fn print_acceptance() {
-    for i in INSTRUCTIONS.iter().filter(|i| i.family != Family::MmaSync) {
+    for i in INSTRUCTIONS.iter().filter(|i| i.is_amd()) {
         let yes: Vec<&str> = AROUND
             .iter()
             .filter(|p| llc_accepts(&call(i, 0), p, i.wave == 64))

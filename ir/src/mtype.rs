@@ -33,10 +33,13 @@ pub fn f8_types(unit: &MatrixUnit) -> [DType; 2] {
 }
 
 /// The name an `instr=` argument uses: the ISA's on AMD, `mma_m16n8k16_f16`
-/// for NVIDIA's `mma.sync` (whose PTX name has dots).
+/// for NVIDIA's `mma.sync` and `wgmma_m64n256k16_f16` for `wgmma` (whose
+/// PTX names have dots).
 pub fn instr_id(i: &MatrixInstr) -> String {
     if i.name.starts_with("mma.sync") {
         format!("mma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
+    } else if i.name.starts_with("wgmma") {
+        format!("wgmma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
     } else {
         i.name.to_string()
     }

@@ -251,18 +251,23 @@ pub struct Cache {
     /// has it: `cp.async` on sm_80 and later) while this one computes. 1:
     /// one buffer, copied synchronously.
     pub stages: u32,
+    /// `swizzle=128`: rows of 128 bytes whose 16-byte chunk `c` of row `r`
+    /// sits at `c ^ r % 8`, the layout Hopper's `wgmma` reads from LDS.
+    pub swizzle: bool,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
 }
 
-/// How a `cache_read` copies its tile: `pad=`, `vec=`, `prefetch=`, `stages=`.
+/// How a `cache_read` copies its tile: `pad=`, `vec=`, `prefetch=`,
+/// `stages=`, `swizzle=`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyOpts {
     pub pad: i64,
     pub vec: i64,
     pub prefetch: bool,
     pub stages: u32,
+    pub swizzle: bool,
 }
 
 /// How a split divides its loop.

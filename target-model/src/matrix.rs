@@ -72,6 +72,13 @@ pub enum Family {
     WmmaGfx12,
     /// NVIDIA's warp-level `mma.sync` (sm_80+), warp of 32.
     MmaSync,
+    /// Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a only): four warps
+    /// (128 lanes) together, A and B read from shared memory through
+    /// descriptors, the accumulator in registers. A's and B's per-lane
+    /// layouts here are rocmc's own, not the hardware's: they say which
+    /// lane loads which element when the operands go through registers
+    /// (the CPU's emulation, and the meaning a descriptor must match).
+    Wgmma,
 }
 
 /// Which processors have an instruction.
@@ -81,6 +88,9 @@ pub enum Availability {
     Amd(&'static [&'static str]),
     /// NVIDIA from this compute capability (`major * 10 + minor`) on.
     NvidiaFrom(u32),
+    /// Exactly these NVIDIA processors (architecture-specific features:
+    /// `wgmma` exists on `sm_90a` and on no later GPU).
+    NvidiaOnly(&'static [&'static str]),
 }
 
 /// One matrix instruction for one wave size.
@@ -156,7 +166,9 @@ macro_rules! mi {
     };
 }
 
-use Availability::{Amd, NvidiaFrom};
+use Availability::{Amd, NvidiaFrom, NvidiaOnly};
+
+const SM90A: &[&str] = &["sm_90a"];
 
 /// Every matrix instruction rocmc knows, per wave size.
 #[rustfmt::skip]
@@ -200,6 +212,14 @@ pub const INSTRUCTIONS: &[MatrixInstr] = &[
     mi!("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "llvm.nvvm.mma.m16n8k16.row.col.f32.f32", MmaSync, 16, 8, 16, F16, F16, F32, 32, ("<2 x half>", 4), ("<2 x half>", 2), ("float", 4), NvidiaFrom(80)),
     mi!("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "llvm.nvvm.mma.m16n8k16.row.col.bf16", MmaSync, 16, 8, 16, Bf16, Bf16, F32, 32, ("i32", 4), ("i32", 2), ("float", 4), NvidiaFrom(80)),
     mi!("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "llvm.nvvm.mma.m16n8k32.row.col.s8", MmaSync, 16, 8, 32, I8, I8, I32, 32, ("i32", 4), ("i32", 2), ("i32", 4), NvidiaFrom(80)),
+    // Hopper's warpgroup MMA: no LLVM intrinsic (inline PTX); A and B are
+    // shared-memory descriptors, so their "LLVM types" are the 64-bit descriptors.
+    mi!("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "", Wgmma, 64, 64, 16, F16, F16, F32, 128, ("<8 x i16>", 1), ("<8 x i16>", 1), ("float", 32), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "", Wgmma, 64, 128, 16, F16, F16, F32, 128, ("<8 x i16>", 1), ("<16 x i16>", 1), ("float", 64), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "", Wgmma, 64, 256, 16, F16, F16, F32, 128, ("<8 x i16>", 1), ("<32 x i16>", 1), ("float", 128), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "", Wgmma, 64, 64, 16, Bf16, Bf16, F32, 128, ("<8 x i16>", 1), ("<8 x i16>", 1), ("float", 32), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "", Wgmma, 64, 128, 16, Bf16, Bf16, F32, 128, ("<8 x i16>", 1), ("<16 x i16>", 1), ("float", 64), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "", Wgmma, 64, 256, 16, Bf16, Bf16, F32, 128, ("<8 x i16>", 1), ("<32 x i16>", 1), ("float", 128), NvidiaOnly(SM90A)),
 ];
 
 impl MatrixInstr {
@@ -211,7 +231,19 @@ impl MatrixInstr {
                 .strip_prefix("sm_")
                 .and_then(|v| v.trim_end_matches(['a', 'f']).parse::<u32>().ok())
                 .is_some_and(|v| v >= cc),
+            Availability::NvidiaOnly(list) => list.contains(&processor),
         }
+    }
+
+    /// Whether an AMD processor runs it (MFMA or WMMA).
+    pub fn is_amd(&self) -> bool {
+        matches!(self.available, Availability::Amd(_))
+    }
+
+    /// Whether it reads A and B from shared memory through descriptors
+    /// (`wgmma`) rather than from each lane's registers.
+    pub fn operands_in_shared(&self) -> bool {
+        self.family == Family::Wgmma
     }
 
     /// Elements of A each lane holds.
@@ -279,6 +311,11 @@ impl MatrixInstr {
                     LaneCoord::lane(1, 4, per_reg).plus(e % per_reg + (self.k / 2) * (reg / 2)),
                 )
             }
+            // rocmc's own: lane l loads row l / 2, half (l % 2) of its k.
+            Family::Wgmma => (
+                LaneCoord::lane(2, self.m, 1),
+                LaneCoord::lane(1, 2, per).plus(e),
+            ),
         }
     }
 
@@ -303,6 +340,11 @@ impl MatrixInstr {
                     LaneCoord::lane(4, 8, 1),
                 )
             }
+            // rocmc's own: lane l loads k = l % 16, `per` columns from (l / 16) * per.
+            Family::Wgmma => (
+                LaneCoord::lane(1, self.k, 1),
+                LaneCoord::lane(self.k, self.wave / self.k, per).plus(e),
+            ),
         }
     }
 
@@ -336,6 +378,26 @@ impl MatrixInstr {
             Family::MmaSync => (
                 LaneCoord::lane(4, 8, 1).plus(8 * (e / 2)),
                 LaneCoord::lane(1, 4, 2).plus(e % 2),
+            ),
+            // PTX ISA, "wgmma .m64nNk16 register fragment D": warp w holds
+            // rows 16w..16w+16 as mma.m16n8's C, once per 8 columns.
+            Family::Wgmma => (
+                LaneCoord {
+                    base: 8 * ((e / 2) % 2),
+                    terms: vec![
+                        LaneTerm {
+                            div: 32,
+                            modulo: 4,
+                            scale: 16,
+                        },
+                        LaneTerm {
+                            div: 4,
+                            modulo: 8,
+                            scale: 1,
+                        },
+                    ],
+                },
+                LaneCoord::lane(1, 4, 2).plus(8 * (e / 4) + e % 2),
             ),
         }
     }
@@ -432,6 +494,15 @@ impl MatrixUnit {
     /// The instructions the unit has for its wave.
     pub fn instructions(&self) -> Vec<&'static MatrixInstr> {
         instructions_for(self.gpu.processor(), self.wave())
+    }
+
+    /// The instructions several waves execute together (Hopper's
+    /// warpgroup MMA on sm_90a); an `mma` step names one or takes its shape.
+    pub fn group_instructions(&self) -> Vec<&'static MatrixInstr> {
+        INSTRUCTIONS
+            .iter()
+            .filter(|i| i.wave > self.wave() && i.available_on(self.gpu.processor()))
+            .collect()
     }
 
     /// Whether its 8-bit float instructions read the FNUZ encodings
@@ -670,5 +741,23 @@ mod tests {
         assert!(names("gfx1100", 32).contains(&"v_wmma_f32_16x16x16_f16"));
         assert_eq!(names("sm_75", 32).len(), 0);
         assert_eq!(names("sm_90a", 32).len(), 3);
+        assert_eq!(names("sm_90a", 128).len(), 6);
+        assert!(names("sm_90", 128).is_empty() && names("sm_100a", 128).is_empty());
+    }
+
+    /// PTX ISA, wgmma's D fragment: lane 37 (warp 1, group 1, thread 1)
+    /// holds D[17][2..4] then D[25][2..4], then the next 8 columns.
+    #[test]
+    fn warpgroup_accumulators_follow_the_ptx_layout() {
+        let i = INSTRUCTIONS
+            .iter()
+            .find(|i| i.family == Family::Wgmma && i.n == 64)
+            .unwrap();
+        assert_eq!(i.acc_per_lane(), 32);
+        assert_eq!(i.acc_at(37, 0), (17, 2));
+        assert_eq!(i.acc_at(37, 1), (17, 3));
+        assert_eq!(i.acc_at(37, 2), (25, 2));
+        assert_eq!(i.acc_at(37, 4), (17, 10));
+        assert_eq!(i.acc_at(127, 31), (63, 63));
     }
 }

@@ -304,6 +304,49 @@ pub(crate) trait Backend {
         Ok(None)
     }
 
+    /// The 64-bit descriptor of a matrix operand in LDS starting at
+    /// `start`, 128-byte swizzled ([`Stmt::MatrixDesc`](rocmc_ir::loops::Stmt::MatrixDesc)),
+    /// or `None`, having emitted nothing, where the target's matrix
+    /// instructions read registers (the caller runs the fills).
+    fn matrix_descriptor<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _start: PointerValue<'ctx>,
+    ) -> R<Option<IntValue<'ctx>>> {
+        Ok(None)
+    }
+
+    /// A warpgroup matrix instruction (`wgmma`) on the descriptors of A
+    /// and B, accumulating into `c` (one value per accumulator element);
+    /// returns D, issued asynchronously: see [`Backend::matrix_async`].
+    fn group_matrix<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        _a: IntValue<'ctx>,
+        _b: IntValue<'ctx>,
+        _c: Vec<BasicValueEnum<'ctx>>,
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        Err(crate::CodegenError::Llvm(format!(
+            "{} reached a backend without warpgroup instructions (a rocmc bug)",
+            instr.name
+        )))
+    }
+
+    /// Fence, commit or wait of asynchronous matrix instructions; nothing
+    /// where they complete at once.
+    fn matrix_async(&self, _emit: &Emit<'_, '_>, _op: rocmc_ir::loops::MatrixAsync) -> R<()> {
+        Ok(())
+    }
+
+    /// Makes this thread's LDS writes visible to the asynchronous matrix
+    /// instructions that read LDS through descriptors (another "proxy" of
+    /// the memory on NVIDIA); emitted before each barrier of a kernel with
+    /// descriptors.
+    fn async_proxy_fence(&self, _emit: &Emit<'_, '_>) -> R<()> {
+        Ok(())
+    }
+
     /// Whether a vector fill's alignment is proven from the shape of its
     /// index where it can be, leaving loop-invariant checks only
     /// ([`FnCx::fill_aligned_known`]), rather than tested on each address.

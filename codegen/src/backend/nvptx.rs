@@ -31,6 +31,25 @@ const GLOBAL: u16 = 1;
 /// The alignment rocmc's CUDA runtime guarantees for every buffer argument.
 pub const BUFFER_ALIGN: u64 = 16;
 
+/// One PTX statement as inline assembly that LLVM neither removes nor
+/// moves across memory accesses.
+fn asm_statement(emit: &Emit<'_, '_>, text: &str) -> R<()> {
+    let fty = emit.cx.void_type().fn_type(&[], false);
+    let f = emit.cx.create_inline_asm(
+        fty,
+        text.to_string(),
+        "~{memory}".to_string(),
+        true,
+        false,
+        None,
+        false,
+    );
+    emit.b
+        .build_indirect_call(fty, f, &[], "")
+        .map_err(llvm_err)?;
+    Ok(())
+}
+
 /// The NVPTX backend for one processor and PTX version.
 pub(crate) struct Nvptx<'t> {
     t: &'t NvidiaTarget,
@@ -364,6 +383,116 @@ impl Backend for Nvptx<'_> {
             })
             .collect::<R<Vec<_>>>()
             .map(Some)
+    }
+
+    /// Hopper's shared-memory matrix descriptor, 128-byte swizzle mode:
+    /// the address's bits 4-17, leading-dimension offset 1 (unused with a
+    /// swizzle), 1024 bytes (8 rows of 128) between groups of 8 rows.
+    fn matrix_descriptor<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        start: PointerValue<'ctx>,
+    ) -> R<Option<IntValue<'ctx>>> {
+        let i64t = emit.cx.i64_type();
+        let addr = emit
+            .b
+            .build_ptr_to_int(start, i64t, "")
+            .map_err(llvm_err)?;
+        let c = |v: u64| i64t.const_int(v, false);
+        let bits = emit
+            .b
+            .build_and(addr, c(0x3ffff), "")
+            .map_err(llvm_err)?;
+        let field = emit
+            .b
+            .build_right_shift(bits, c(4), false, "")
+            .map_err(llvm_err)?;
+        let fixed = (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
+        Ok(Some(
+            emit.b.build_or(field, c(fixed), "").map_err(llvm_err)?,
+        ))
+    }
+
+    /// `wgmma.mma_async` as inline PTX (LLVM 22 has no intrinsic for it):
+    /// D in registers tied to C, the descriptors, scale-d as a predicate
+    /// set from 1 (accumulate), A and B neither negated nor transposed.
+    fn group_matrix<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        a: IntValue<'ctx>,
+        b: IntValue<'ctx>,
+        c: Vec<BasicValueEnum<'ctx>>,
+    ) -> R<Vec<BasicValueEnum<'ctx>>> {
+        use inkwell::types::BasicMetadataTypeEnum;
+        let n = c.len();
+        let f32t = emit.cx.f32_type();
+        let regs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
+        let asm = format!(
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n{} {{{}}}, ${}, ${}, p, 1, 1, 0, 0;\n}}",
+            2 * n + 2,
+            instr.name,
+            regs.join(", "),
+            2 * n,
+            2 * n + 1
+        );
+        let constraints: Vec<String> = (0..n)
+            .map(|_| "=f".to_string())
+            .chain((0..n).map(|i| i.to_string()))
+            .chain(["l".into(), "l".into(), "r".into()])
+            .collect();
+        let ret = emit.cx.struct_type(&vec![f32t.into(); n], false);
+        let params: Vec<BasicMetadataTypeEnum> = (0..n)
+            .map(|_| f32t.into())
+            .chain([
+                emit.cx.i64_type().into(),
+                emit.cx.i64_type().into(),
+                emit.cx.i32_type().into(),
+            ])
+            .collect();
+        let fty = ret.fn_type(&params, false);
+        let f = emit.cx.create_inline_asm(
+            fty,
+            asm,
+            constraints.join(","),
+            true,
+            false,
+            None,
+            false,
+        );
+        let args: Vec<inkwell::values::BasicMetadataValueEnum> = c
+            .into_iter()
+            .map(Into::into)
+            .chain([a.into(), b.into(), emit.i32(1).into()])
+            .collect();
+        let d = emit
+            .b
+            .build_indirect_call(fty, f, &args, "")
+            .map_err(llvm_err)?;
+        let inkwell::values::ValueKind::Basic(d) = d.try_as_basic_value() else {
+            return Err(CodegenError::Llvm("wgmma returned nothing".into()));
+        };
+        (0..n as u32)
+            .map(|i| {
+                emit.b
+                    .build_extract_value(d.into_struct_value(), i, "")
+                    .map_err(llvm_err)
+            })
+            .collect()
+    }
+
+    fn matrix_async(&self, emit: &Emit<'_, '_>, op: rocmc_ir::loops::MatrixAsync) -> R<()> {
+        use rocmc_ir::loops::MatrixAsync;
+        let text = match op {
+            MatrixAsync::Fence => "wgmma.fence.sync.aligned;".to_string(),
+            MatrixAsync::Commit => "wgmma.commit_group.sync.aligned;".to_string(),
+            MatrixAsync::Wait(n) => format!("wgmma.wait_group.sync.aligned {n};"),
+        };
+        asm_statement(emit, &text)
+    }
+
+    fn async_proxy_fence(&self, emit: &Emit<'_, '_>) -> R<()> {
+        asm_statement(emit, "fence.proxy.async.shared::cta;")
     }
 
     fn async_commit(&self, emit: &Emit<'_, '_>) -> R<()> {

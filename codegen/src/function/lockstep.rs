@@ -163,7 +163,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 // Copies complete as they are issued here, one order the semantics allow.
                 Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
                 // Each thread's share of the wave's load is its stores.
-                Stmt::MatrixLoad { stores, .. } => self.host_body(stores, st)?,
+                Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
+                    self.host_body(stores, st)?
+                }
+                // Matrix instructions complete at once here.
+                Stmt::MatrixAsync(_) => {}
                 Stmt::Unswitch { guards, fast, slow } => {
                     // Per thread: the fast path where every guard holds, the slow one elsewhere.
                     let n = st.guards.len();

@@ -108,6 +108,107 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
+    /// A [`Stmt::MatrixDesc`]: the target's descriptor of the operand into
+    /// its register, or the fills where the target reads registers.
+    pub(super) fn matrix_desc(
+        &mut self,
+        local: u32,
+        index: &Index,
+        shared: u32,
+        start: &Index,
+        stores: &[Stmt],
+    ) -> R<()> {
+        let p = self.shared_ptr(shared, start)?;
+        match self.be.matrix_descriptor(&self.ctx(), p)? {
+            Some(d) => {
+                let dst = self.local_ptr(local, index)?;
+                self.b.build_store(dst, d).map_err(llvm_err)?;
+                Ok(())
+            }
+            None => self.body(stores),
+        }
+    }
+
+    /// A warpgroup instruction reading A and B through the descriptors in
+    /// `desc`, its accumulators in and out of `acc`.
+    pub(super) fn group_matrix(
+        &mut self,
+        instr: &MatrixInstr,
+        desc: &[(u32, Index); 2],
+        acc: &(u32, Index),
+    ) -> R<()> {
+        let i64t = self.cx.i64_type();
+        let mut d = [None, None];
+        for (slot, (id, ix)) in d.iter_mut().zip(desc) {
+            let p = self.local_ptr(*id, ix)?;
+            *slot = Some(self.b.build_load(i64t, p, "").map_err(llvm_err)?.into_int_value());
+        }
+        let [Some(da), Some(db)] = d else {
+            unreachable!("both loaded above")
+        };
+        let cv = self.matrix_operands(acc, instr.acc_per_lane(), ("float", instr.acc_per_lane()))?;
+        let out = self.be.group_matrix(&self.ctx(), instr, da, db, cv)?;
+        for (e, v) in out.into_iter().enumerate() {
+            let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
+            self.b.build_store(p, v).map_err(llvm_err)?;
+        }
+        Ok(())
+    }
+
+    /// A fence, commit or wait of asynchronous matrix instructions. After a
+    /// wait, each accumulator register passes through an empty assembly
+    /// statement ordered after it, so that LLVM cannot move a read of the
+    /// results above the wait.
+    pub(super) fn matrix_async(&mut self, op: rocmc_ir::loops::MatrixAsync) -> R<()> {
+        self.be.matrix_async(&self.ctx(), op)?;
+        if !matches!(op, rocmc_ir::loops::MatrixAsync::Wait(_)) || !self.reads_descriptors() {
+            return Ok(());
+        }
+        let mut accs: Vec<u32> = Vec::new();
+        rocmc_ir::loops::visit::walk(&self.g.body, &mut |s| {
+            if let Stmt::Matrix { instr, acc, .. } = s {
+                if instr.operands_in_shared() && !accs.contains(&acc.0) {
+                    accs.push(acc.0);
+                }
+            }
+        });
+        let f32t = self.cx.f32_type();
+        let fty = f32t.fn_type(&[f32t.into()], false);
+        for id in accs {
+            for e in 0..self.g.locals[id as usize].len {
+                let p = self.local_ptr(id, &Index::c(i64::from(e)))?;
+                let v = self.b.build_load(f32t, p, "").map_err(llvm_err)?;
+                let f = self.cx.create_inline_asm(
+                    fty,
+                    String::new(),
+                    "=f,0,~{memory}".into(),
+                    true,
+                    false,
+                    None,
+                    false,
+                );
+                let r = self
+                    .b
+                    .build_indirect_call(fty, f, &[v.into()], "")
+                    .map_err(llvm_err)?;
+                let inkwell::values::ValueKind::Basic(r) = r.try_as_basic_value() else {
+                    return Err(CodegenError::Llvm("a register fence returned nothing".into()));
+                };
+                self.b.build_store(p, r).map_err(llvm_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel reads matrix operands through descriptors.
+    pub(super) fn reads_descriptors(&self) -> bool {
+        let mut found = false;
+        rocmc_ir::loops::visit::walk(&self.g.body, &mut |s| {
+            found |= matches!(s, Stmt::MatrixDesc { .. });
+        });
+        found
+    }
+
     /// `count` elements of `locals[id]` from `base` as `spec.1` operands of
     /// the LLVM type `spec.0` (`<4 x half>`, `i32` holding four i8 …).
     pub(super) fn matrix_operands(

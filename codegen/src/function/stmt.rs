@@ -60,13 +60,38 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.guarded(guards, |me| me.fill_group(body))?
             }
             Stmt::If { guards, body } => self.guarded(guards, |me| me.body(body))?,
-            Stmt::Barrier => self.be.barrier(&self.ctx())?,
+            Stmt::Barrier => {
+                if self.reads_descriptors() {
+                    self.be.async_proxy_fence(&self.ctx())?;
+                }
+                self.be.barrier(&self.ctx())?
+            }
             Stmt::AsyncCommit => self.be.async_commit(&self.ctx())?,
             Stmt::AsyncWait { pending } => self.be.async_wait(&self.ctx(), *pending)?,
             Stmt::Unswitch { guards, fast, slow } => self.unswitch(guards, fast, slow)?,
             Stmt::Matrix {
+                instr,
+                acc,
+                desc: Some(desc),
+                ..
+            } if instr.operands_in_shared() => self.group_matrix(instr, desc, acc)?,
+            Stmt::Matrix { instr, .. } if instr.operands_in_shared() => {
+                return Err(CodegenError::Llvm(format!(
+                    "{} without its operands' descriptors (a rocmc bug)",
+                    instr.name
+                )))
+            }
+            Stmt::Matrix {
                 instr, a, b, acc, ..
             } => self.matrix(instr, a, b, acc)?,
+            Stmt::MatrixDesc {
+                local,
+                index,
+                shared,
+                start,
+                stores,
+            } => self.matrix_desc(*local, index, *shared, start, stores)?,
+            Stmt::MatrixAsync(op) => self.matrix_async(*op)?,
             Stmt::Shuffle {
                 local,
                 index,
@@ -326,7 +351,9 @@ pub(super) fn register_only(s: &Stmt) -> bool {
     match s {
         Stmt::Loop { body, .. } | Stmt::If { body, .. } => body.iter().all(register_only),
         Stmt::Unswitch { fast, slow, .. } => fast.iter().chain(slow).all(register_only),
-        Stmt::MatrixLoad { stores, .. } => stores.iter().all(register_only),
+        Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
+            stores.iter().all(register_only)
+        }
         Stmt::LocalStore { .. } | Stmt::Matrix { .. } | Stmt::Shuffle { .. } => true,
         _ => false,
     }

@@ -181,7 +181,11 @@ impl Block<'_, '_> {
                     unreachable!("run_lowered expands matrix instructions and lane exchanges")
                 }
                 // Its meaning is its stores (see `Stmt::MatrixLoad`).
-                Stmt::MatrixLoad { stores, .. } => self.exec(stores, active)?,
+                Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
+                    self.exec(stores, active)?
+                }
+                // Matrix instructions complete at once here.
+                Stmt::MatrixAsync(_) => {}
                 Stmt::Barrier => {
                     // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
                     if let Some(t) = active.iter().position(|a| !*a) {

@@ -228,7 +228,34 @@ pub enum Stmt {
         /// work-group: what the CPU's execution of the wave needs.
         lane: Index,
         wave: Index,
+        /// For an instruction that reads A and B from LDS
+        /// ([`MatrixInstr::operands_in_shared`](rocmc_target::matrix::MatrixInstr::operands_in_shared)):
+        /// the registers holding their descriptors (`locals[d.0][d.1]`), set
+        /// by [`Stmt::MatrixDesc`]; `None` until pass `matrix_descs` proves
+        /// them. `a` and `b` are then what the CPU runs.
+        desc: Option<[(u32, Index); 2]>,
     },
+    /// The shared-memory descriptor of one operand of a matrix instruction
+    /// that reads A or B from LDS (`wgmma`): the operand's first row starts
+    /// at element `start` of LDS array `shared`, laid out 128-byte swizzled
+    /// (`cache_read(..., swizzle=128)`: rows of 128 bytes, 16-byte chunk `c`
+    /// of row `r` at `c ^ r % 8`, the array 1024-byte aligned). The
+    /// descriptor goes to `locals[local][index]`, an i64. Its meaning on
+    /// every target that does not read operands through descriptors (the
+    /// CPU, the interpreter) is `stores`, the fills of the operand's
+    /// registers it replaces: pass `matrix_descs` made it only where they
+    /// read exactly the elements the descriptor names.
+    MatrixDesc {
+        local: u32,
+        index: Index,
+        shared: u32,
+        start: Index,
+        stores: Vec<Stmt>,
+    },
+    /// Orders a warpgroup's asynchronous matrix instructions (`wgmma`); a
+    /// no-op where matrix instructions complete at once (every other
+    /// target, the CPU, the interpreter).
+    MatrixAsync(MatrixAsync),
     /// `locals[local][index] = value` as lane `lane ^ mask` of this wave
     /// computed it (a butterfly exchange: `shfl.sync.bfly` on NVIDIA,
     /// `ds_bpermute` on AMD), executed by every lane of a wave together;
@@ -287,6 +314,19 @@ impl Stmt {
                 trans,
                 stores: f(stores),
             },
+            Stmt::MatrixDesc {
+                local,
+                index,
+                shared,
+                start,
+                stores,
+            } => Stmt::MatrixDesc {
+                local,
+                index,
+                shared,
+                start,
+                stores: f(stores),
+            },
             // Listed, not `_`: a new statement kind with a body must be handled.
             s @ (Stmt::Bind { .. }
             | Stmt::Store { .. }
@@ -298,9 +338,24 @@ impl Stmt {
             | Stmt::Barrier
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }
+            | Stmt::MatrixAsync(_)
             | Stmt::Shuffle { .. }) => s,
         }
     }
+}
+
+/// The ordering statements of asynchronous matrix instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatrixAsync {
+    /// Before the first instruction of a group: the accumulators and the
+    /// LDS operands written before it are what the instructions read
+    /// (`wgmma.fence`).
+    Fence,
+    /// Closes the group of instructions issued since the last commit.
+    Commit,
+    /// Waits until at most `pending` groups are in flight; the accumulators
+    /// of the others may then be read and their LDS operands overwritten.
+    Wait(u32),
 }
 
 /// Where a [`Stmt::Fill`] writes.
@@ -351,7 +406,8 @@ pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
 impl GpuKernel {
     /// The bytes LDS array `i` must be aligned to: its element's size, the
     /// widest vector a [`Stmt::Fill`] stores into it, 16 where a
-    /// [`Stmt::MatrixLoad`] reads it.
+    /// [`Stmt::MatrixLoad`] reads it, 1024 where a [`Stmt::MatrixDesc`]
+    /// describes it.
     pub fn shared_align(&self, i: u32) -> u32 {
         let size = self
             .shared
@@ -368,6 +424,8 @@ impl GpuKernel {
                 } if *array == i => align = align.max(size * width),
                 // Each row ldmatrix reads is 16 aligned bytes.
                 Stmt::MatrixLoad { shared, .. } if *shared == i => align = align.max(16),
+                // The swizzle is of address bits 4-9: the array starts on 1024.
+                Stmt::MatrixDesc { shared, .. } if *shared == i => align = align.max(1024),
                 _ => {}
             }
         });

@@ -213,6 +213,35 @@ impl Printer<'_, '_, '_> {
                     )?;
                     self.stmts(stores, ind + 1)?;
                 }
+                Stmt::MatrixDesc {
+                    local,
+                    index,
+                    shared,
+                    start,
+                    stores,
+                } => {
+                    writeln!(
+                        self.f,
+                        "{pad}{}[{}] = descriptor of {} at [{}] (128-byte swizzle):",
+                        self.p.gpu.locals[*local as usize].name,
+                        self.index(index),
+                        self.p.gpu.shared[*shared as usize].name,
+                        self.index(start)
+                    )?;
+                    self.stmts(stores, ind + 1)?;
+                }
+                Stmt::MatrixAsync(op) => match op {
+                    crate::loops::MatrixAsync::Fence => {
+                        writeln!(self.f, "{pad}fence before matrix instructions")?
+                    }
+                    crate::loops::MatrixAsync::Commit => {
+                        writeln!(self.f, "{pad}commit matrix instructions")?
+                    }
+                    crate::loops::MatrixAsync::Wait(n) => writeln!(
+                        self.f,
+                        "{pad}wait for matrix instructions ({n} groups may stay pending)"
+                    )?,
+                },
                 Stmt::SharedStore { .. }
                 | Stmt::Fill { .. }
                 | Stmt::LocalStore { .. }
@@ -351,6 +380,8 @@ impl Printer<'_, '_, '_> {
             | Stmt::Bind { .. }
             | Stmt::Loop { .. }
             | Stmt::If { .. }
+            | Stmt::MatrixDesc { .. }
+            | Stmt::MatrixAsync(_)
             | Stmt::MatrixLoad { .. } => unreachable!("printed by Printer::stmts"),
         }
     }

@@ -286,7 +286,38 @@ impl Cx<'_> {
                     acc,
                     lane,
                     wave,
-                } => self.matrix(instr, [a, b, acc], lane, wave)?,
+                    desc,
+                } => {
+                    self.matrix(instr, [a, b, acc], lane, wave)?;
+                    for (id, ix) in desc.iter().flatten() {
+                        let (l, name) = self.array(false, *id)?;
+                        self.element(ix, l.len, &format!("a matrix descriptor in {name}"))?;
+                    }
+                }
+                Stmt::MatrixDesc { .. } if divergent => {
+                    return Err(self.err(
+                        "a matrix descriptor under a guard that depends on a thread index (the lanes of a warpgroup execute its instruction together)".into(),
+                    ))
+                }
+                Stmt::MatrixDesc {
+                    local,
+                    index,
+                    shared,
+                    start,
+                    stores,
+                } => {
+                    let (l, name) = self.array(false, *local)?;
+                    self.element(index, l.len, &format!("a matrix descriptor in {name}"))?;
+                    let (s, sname) = self.array(true, *shared)?;
+                    self.element(start, s.len, &format!("a matrix operand in {sname}"))?;
+                    self.body(stores, divergent)?;
+                }
+                Stmt::MatrixAsync(_) if divergent => {
+                    return Err(self.err(
+                        "a matrix fence, commit or wait under a guard that depends on a thread index".into(),
+                    ))
+                }
+                Stmt::MatrixAsync(_) => {}
                 Stmt::Shuffle { .. } if divergent => {
                     return Err(self.err(
                         "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),

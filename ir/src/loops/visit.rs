@@ -27,6 +27,8 @@ impl Stmt {
             | Stmt::AsyncCommit
             | Stmt::AsyncWait { .. }
             | Stmt::MatrixLoad { .. }
+            | Stmt::MatrixDesc { .. }
+            | Stmt::MatrixAsync(_)
             | Stmt::Matrix { .. } => None,
         }
     }
@@ -46,7 +48,7 @@ impl Stmt {
         match self {
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => vec![body],
             Stmt::Unswitch { fast, slow, .. } => vec![fast, slow],
-            Stmt::MatrixLoad { stores, .. } => vec![stores],
+            Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => vec![stores],
             Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::Scatter { .. }
@@ -57,6 +59,7 @@ impl Stmt {
             | Stmt::AsyncWait { .. }
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }
+            | Stmt::MatrixAsync(_)
             | Stmt::Shuffle { .. } => Vec::new(),
         }
     }
@@ -228,6 +231,7 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             acc,
             lane,
             wave,
+            desc,
         } => Stmt::Matrix {
             instr,
             a: (f.local(a.0), f.index(a.1)),
@@ -235,7 +239,22 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             acc: (f.local(acc.0), f.index(acc.1)),
             lane: f.index(lane),
             wave: f.index(wave),
+            desc: desc.map(|d| d.map(|(id, ix)| (f.local(id), f.index(ix)))),
         },
+        Stmt::MatrixDesc {
+            local,
+            index,
+            shared,
+            start,
+            stores,
+        } => Stmt::MatrixDesc {
+            local: f.local(local),
+            index: f.index(index),
+            shared: f.shared(shared),
+            start: f.index(start),
+            stores: fold_body(f, stores),
+        },
+        Stmt::MatrixAsync(op) => Stmt::MatrixAsync(op),
         Stmt::Shuffle {
             local,
             index,

@@ -94,14 +94,18 @@ fn access(s: &Stmt, acc: &mut Access) {
                 access(s, acc);
             }
         }
-        Stmt::MatrixLoad { stores, .. } => {
+        Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
             for s in stores {
                 access(s, acc);
             }
         }
         Stmt::AsyncWait { .. } => acc.completes = true,
         // A matrix instruction touches registers only.
-        Stmt::Bind { .. } | Stmt::Barrier | Stmt::AsyncCommit | Stmt::Matrix { .. } => {}
+        Stmt::Bind { .. }
+        | Stmt::Barrier
+        | Stmt::AsyncCommit
+        | Stmt::Matrix { .. }
+        | Stmt::MatrixAsync(_) => {}
     }
     acc.reads.extend(reads.into_inner());
 }

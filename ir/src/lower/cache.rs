@@ -4,6 +4,7 @@
 
 mod bounded;
 mod gathered;
+pub(crate) mod swizzle;
 
 use bounded::{live_groups, used_at_run_time};
 use gathered::{fold_divmod, gathered_dims, gathers_of, var_ranges};
@@ -200,6 +201,8 @@ struct Tile {
     data: Vec<Option<Expr>>,
     /// `size` with the last dimension padded by `pad`.
     padded: Vec<i64>,
+    /// With `swizzle=128`: the elements of a 16-byte chunk.
+    swizzle: Option<i64>,
     elems: i64,
     /// Elements of one buffer.
     len: i64,
@@ -211,10 +214,24 @@ struct Tile {
 impl Tile {
     /// The tile's element at offsets `o`, as an index of its array.
     fn flat(&self, o: &[Index]) -> Index {
-        self.slot.clone()
-            + o.iter()
-                .zip(&self.padded)
+        let linear = |o: &[Index], p: &[i64]| {
+            o.iter()
+                .zip(p)
                 .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
+        };
+        match self.swizzle {
+            None => self.slot.clone() + linear(o, &self.padded),
+            Some(chunk) => {
+                let n = o.len();
+                swizzle::swizzled(&swizzle::Swizzled {
+                    slot: self.slot.clone(),
+                    row: linear(&o[..n - 1], &self.padded[..n - 1]),
+                    col: o[n - 1].clone(),
+                    width: self.padded[n - 1],
+                    chunk,
+                })
+            }
+        }
     }
 }
 
@@ -461,6 +478,31 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     let n = size.len();
     let mut padded = size.clone();
     padded[n - 1] = padded[n - 1].saturating_add(c.pad);
+    let swizzle = if c.swizzle {
+        let esize = t.dtype.size() as i64;
+        let rows: i64 = size[..n - 1].iter().product();
+        let bad = if size[n - 1] * esize != swizzle::ROW_BYTES {
+            Some(format!(
+                "its rows are {} elements of {} ({} bytes), not 128 bytes",
+                size[n - 1],
+                t.dtype,
+                size[n - 1] * esize
+            ))
+        } else if rows % 8 != 0 {
+            Some(format!("it has {rows} rows, not a multiple of 8"))
+        } else if live.iter().any(Option::is_some) || data.iter().any(Option::is_some) {
+            Some("it is sized at launch or gathered".to_string())
+        } else {
+            None
+        };
+        if let Some(b) = bad {
+            return Err(err(format!("`swizzle=128` cannot lay out the tile of `{}`: {b}", t.name))
+                .hint("stage 128 bytes of the last dimension (64 f16, 128 f8) by a multiple of 8 rows"));
+        }
+        Some(swizzle::CHUNK_BYTES / esize)
+    } else {
+        None
+    };
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
@@ -479,6 +521,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         live,
         data,
         padded,
+        swizzle,
         elems,
         len,
         slot,

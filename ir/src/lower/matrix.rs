@@ -94,6 +94,24 @@ fn operand(f: &Expr, acc: DType) -> Expr {
     }
 }
 
+/// The lanes executing the stage's matrix instruction together: a
+/// warpgroup's 128 where the step names a warpgroup instruction (`wgmma`)
+/// or its loops have one's shape, else the target's wave.
+pub(super) fn lanes(nest: &LoopNest, unit: &MatrixUnit) -> u32 {
+    let Some(req) = &nest.matrix else {
+        return unit.wave();
+    };
+    let ext = |v: VarId| nest.var(v).extent.as_const().unwrap_or(0) as u32;
+    let shape = (ext(req.rows), ext(req.cols), ext(req.k));
+    unit.group_instructions()
+        .into_iter()
+        .find(|i| match &req.instr {
+            Some(n) => instr_id(i) == n.name,
+            None => (i.m, i.n, i.k) == shape,
+        })
+        .map_or(unit.wave(), |i| i.wave)
+}
+
 /// What pass `nest` hands over for a stage with `mma`.
 pub(super) struct Stage<'a> {
     pub loops: &'a [VarId],
@@ -173,14 +191,14 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
     };
     let (fa, fb, acc_t) = operands(l, &st)?;
     let instr = choose(l, unit, &fa, &fb, acc_t)?;
-    let threads = unit.wave() * st.waves[0].0 * st.waves[1].0;
+    let threads = instr.wave * st.waves[0].0 * st.waves[1].0;
     if threads > rocmc_target::MAX_THREADS_PER_BLOCK {
         return Err(Diagnostic::new(
             req.span,
             format!(
                 "{} waves of {} lanes make {threads} threads per block; the limit is {}",
                 st.waves[0].0 * st.waves[1].0,
-                unit.wave(),
+                instr.wave,
                 rocmc_target::MAX_THREADS_PER_BLOCK
             ),
         )
@@ -190,7 +208,8 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
     let f = fragments(l, &st, &fa, &fb, instr)?;
     let (n_acc, n_a, n_b) = (f.n[0], f.n[1], f.n[2]);
     let (pc, pa, pb) = (f.per_lane[0], f.per_lane[1], f.per_lane[2]);
-    let locals = vec![
+    let tail = tail_instr(unit, instr, req.span)?;
+    let mut locals = vec![
         Local {
             name: format!("{}_acc", stage.name),
             dtype: acc_t,
@@ -210,6 +229,20 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
             span: req.span,
         },
     ];
+    if let Some(t) = tail {
+        locals.push(Local {
+            name: format!("{}_tail_a", stage.name),
+            dtype: fa.dtype,
+            len: n_a as u32 * t.a_per_lane(),
+            span: req.span,
+        });
+        locals.push(Local {
+            name: format!("{}_tail_b", stage.name),
+            dtype: fb.dtype,
+            len: t.b_per_lane(),
+            span: req.span,
+        });
+    }
 
     // Operands: loads clamped into range, out-of-range k as zero.
     let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
@@ -251,8 +284,37 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
         f,
         kguards,
         lane: Index::Var(req.lane),
+        tail,
     };
     Ok((e.body(), locals))
+}
+
+/// For an instruction reading A and B from LDS (`wgmma`), the warp's
+/// instruction that runs a k tail instead: a tile of k partly out of range
+/// needs its operands zeroed there, which registers allow and a shared
+/// tile does not. `mma.sync.m16n8k16`'s accumulator is exactly a warp's
+/// 16 rows of `wgmma`'s, 8 columns at a time, so it accumulates in place.
+fn tail_instr(
+    unit: &MatrixUnit,
+    instr: &MatrixInstr,
+    span: crate::diag::Span,
+) -> Result<Option<&'static MatrixInstr>, Diagnostic> {
+    if !instr.operands_in_shared() {
+        return Ok(None);
+    }
+    unit.instructions()
+        .into_iter()
+        .find(|i| {
+            i.family == rocmc_target::matrix::Family::MmaSync
+                && (i.a, i.b, i.acc, i.k, i.m, i.n) == (instr.a, instr.b, instr.acc, instr.k, 16, 8)
+        })
+        .map(Some)
+        .ok_or_else(|| {
+            Diagnostic::new(
+                span,
+                format!("{unit} has no warp instruction to run {}'s k tail", instr.name),
+            )
+        })
 }
 
 /// The two factors of a sum of products, A's (varying with the rows)
@@ -321,6 +383,7 @@ fn choose(
         )
         .hint("targets with them: gfx908, gfx90a, gfx942, gfx950 (MFMA), gfx11 and gfx12 (WMMA), sm_80 and later (mma.sync); remove the `mma` step for the others"));
     }
+    let all: Vec<&MatrixInstr> = all.into_iter().chain(unit.group_instructions()).collect();
     let typed: Vec<&MatrixInstr> = all
         .iter()
         .copied()
@@ -555,6 +618,9 @@ struct Emit<'a> {
     /// The guards on reduction loops: out-of-range k reads as zero.
     kguards: Vec<&'a Guard>,
     lane: Index,
+    /// Where `instr` reads A and B from LDS: the warp instruction of its k
+    /// tail ([`tail_instr`]), whose fragments are locals 3 and 4.
+    tail: Option<&'static MatrixInstr>,
 }
 
 impl Emit<'_> {
@@ -659,13 +725,81 @@ impl Emit<'_> {
             })
     }
 
+    /// The wave (for `wgmma`, the warpgroup) within the work-group.
+    fn wave(&self) -> Index {
+        let st = self.st;
+        st.waves[0].1.map_or(Index::c(0), Index::Var)
+            + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0))
+    }
+
+    /// One step of k for a warpgroup instruction's k tail ([`tail_instr`]):
+    /// each warp loads its 16 rows of A, then per 8 columns a B fragment
+    /// and one warp instruction into those columns' accumulators.
+    fn tail_step(&self, t: &'static MatrixInstr) -> Vec<Stmt> {
+        let nest = &self.l.nest;
+        let req = nest.matrix.as_ref().expect("a stage with mma");
+        let (ri, rj, rk) = (req.rows, req.cols, req.k);
+        let warp_lanes = i64::from(t.wave);
+        let lane = Index::bin(IOp::Mod, self.lane.clone(), Index::c(warp_lanes));
+        let warp = Index::bin(IOp::Div, self.lane.clone(), Index::c(warp_lanes));
+        let warps = i64::from(self.instr.wave / t.wave);
+        let row0 = warp.clone() * Index::c(i64::from(t.m));
+        let [acc_ix, a_ix, _] = &self.f.ix;
+        let pc = self.f.per_lane[0];
+        let (ta, tb) = (3u32, 4u32);
+        let pa = i64::from(t.a_per_lane());
+        let a_fill: Vec<Stmt> = (0..t.a_per_lane())
+            .map(|e| {
+                let (r, kk) = t.a_coord(e);
+                let map = HashMap::from([
+                    (ri, row0.clone() + coord(&r, &lane)),
+                    (rk, coord(&kk, &lane)),
+                ]);
+                Stmt::LocalStore {
+                    local: ta,
+                    index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
+                    value: self.element(&self.fa, map, true),
+                }
+            })
+            .collect();
+        let mut per_frag = Vec::new();
+        for j in 0..self.instr.n / t.n {
+            for e in 0..t.b_per_lane() {
+                let (kk, c) = t.b_coord(e);
+                let map = HashMap::from([
+                    (rk, coord(&kk, &lane)),
+                    (rj, Index::c(i64::from(j * t.n)) + coord(&c, &lane)),
+                ]);
+                per_frag.push(Stmt::LocalStore {
+                    local: tb,
+                    index: Index::c(i64::from(e)),
+                    value: self.element(&self.fb, map, true),
+                });
+            }
+            per_frag.push(Stmt::Matrix {
+                instr: t,
+                a: (ta, a_ix.clone() * Index::c(pa)),
+                b: (tb, Index::c(0)),
+                acc: (
+                    0,
+                    acc_ix.clone() * Index::c(pc) + Index::c(i64::from(j * t.acc_per_lane())),
+                ),
+                lane: lane.clone(),
+                wave: self.wave() * Index::c(warps) + warp.clone(),
+                desc: None,
+            });
+        }
+        let mut step = build(nest, &self.f.a_frags, &[], a_fill);
+        step.extend(build(nest, &self.f.frags, &[], per_frag));
+        step
+    }
+
     /// The matrix instruction on this lane's fragments.
     fn instruction(&self) -> Stmt {
-        let (st, instr, lane_ix) = (self.st, self.instr, &self.lane);
+        let (instr, lane_ix) = (self.instr, &self.lane);
         let [acc_ix, a_ix, b_ix] = &self.f.ix;
         let [pc, pa, pb] = self.f.per_lane;
-        let wave = st.waves[0].1.map_or(Index::c(0), Index::Var)
-            + st.waves[1].1.map_or(Index::c(0), Index::Var) * Index::c(i64::from(st.waves[0].0));
+        let wave = self.wave();
         Stmt::Matrix {
             instr,
             a: (1, a_ix.clone() * Index::c(pa)),
@@ -673,6 +807,7 @@ impl Emit<'_> {
             acc: (0, acc_ix.clone() * Index::c(pc)),
             lane: lane_ix.clone(),
             wave,
+            desc: None,
         }
     }
 
@@ -756,6 +891,11 @@ impl Emit<'_> {
             .collect();
         let full_tile = self.full_tile();
         let mut leaf = build(nest, frags, &[], init);
+        if let Some(t) = self.tail {
+            leaf.extend(self.group_body(t, full_tile));
+            leaf.extend(build(nest, frags, &[], self.stores()));
+            return build(nest, outer, &[], leaf);
+        }
         match full_tile {
             Some(guards) => {
                 let inner = &kloops[1..];
@@ -770,6 +910,46 @@ impl Emit<'_> {
         }
         leaf.extend(build(nest, frags, &[], self.stores()));
         build(nest, outer, &[], leaf)
+    }
+}
+
+impl Emit<'_> {
+    /// The k loops of a warpgroup instruction (`wgmma`): each tile of k
+    /// fenced, its instructions committed as one group and waited for
+    /// before the next tile's barrier lets the copies overwrite its LDS
+    /// operands. Tiles of k partly out of range run the warp instruction
+    /// `t` on zeroed registers instead.
+    fn group_body(&self, t: &'static MatrixInstr, full_tile: Option<Vec<Guard>>) -> Vec<Stmt> {
+        use crate::loops::MatrixAsync;
+        let nest = &self.l.nest;
+        let kloops = &self.f.kloops;
+        let around = |mut body: Vec<Stmt>| {
+            body.insert(0, Stmt::MatrixAsync(MatrixAsync::Fence));
+            body.push(Stmt::MatrixAsync(MatrixAsync::Commit));
+            body.push(Stmt::MatrixAsync(MatrixAsync::Wait(0)));
+            body
+        };
+        match full_tile {
+            Some(guards) => {
+                let inner = &kloops[1..];
+                let split = around(vec![Stmt::Unswitch {
+                    guards,
+                    fast: build(nest, inner, &[], self.step(false)),
+                    slow: build(nest, inner, &[], self.tail_step(t)),
+                }]);
+                build(nest, &kloops[..1], &[], split)
+            }
+            None if self.kguards.is_empty() => match kloops.split_first() {
+                Some((first, inner)) => build(
+                    nest,
+                    &[*first],
+                    &[],
+                    around(build(nest, inner, &[], self.step(false))),
+                ),
+                None => around(self.step(false)),
+            },
+            None => build(nest, kloops, &[], self.tail_step(t)),
+        }
     }
 }
 
@@ -806,6 +986,7 @@ fn expand_body(
                 acc,
                 lane,
                 wave,
+                desc: _,
             } => {
                 let copies = match instr.family {
                     rocmc_target::matrix::Family::WmmaGfx11 => instr.wave / 16,

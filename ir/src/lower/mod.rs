@@ -25,6 +25,7 @@ pub mod barriers;
 mod body;
 mod cache;
 mod compute_at;
+mod descriptors;
 mod ldmatrix;
 pub mod matrix;
 mod nest;
@@ -39,7 +40,7 @@ mod vectorize;
 type PassFn = fn(&mut Lowering) -> Result<(), Diagnostic>;
 
 /// The passes that build a kernel from its stage, in order.
-pub(crate) const PASSES: [(&str, PassFn); 8] = [
+pub(crate) const PASSES: [(&str, PassFn); 9] = [
     // Bindings, launch geometry, loops, guards, the store or the reduction.
     ("nest", nest::run),
     // A stage with `mma`: fragment loads, matrix instructions, accumulator stores.
@@ -54,6 +55,8 @@ pub(crate) const PASSES: [(&str, PassFn); 8] = [
     ("caches", cache::run),
     // Vectorized loops become unswitched guard-free lanes.
     ("vectorize", vectorize::run),
+    // Fragment reads of warpgroup instructions (wgmma) become descriptors.
+    ("matrix_descs", descriptors::run),
     // Fragment reads from LDS become ldmatrix where the target has it.
     ("matrix_loads", ldmatrix::run),
     // Argument list and address arithmetic width.
@@ -271,7 +274,7 @@ fn lower_stage_in(
         None => schedule::apply(k, stage)?,
     };
     if let (Some(m), Some(u)) = (&nest.matrix, unit) {
-        nest.vars[m.lane.0 as usize].extent = Index::c(i64::from(u.wave()));
+        nest.vars[m.lane.0 as usize].extent = Index::c(i64::from(matrix::lanes(&nest, u)));
     }
     for b in bounds {
         nest.guards.push(Guard {

@@ -354,6 +354,7 @@ impl Emit {
                             acc: (acc, Index::c((fm * f_n + f0 + h) * pc)),
                             lane: lane.clone(),
                             wave: self.wave.clone(),
+                            desc: None,
                         });
                     }
                 }

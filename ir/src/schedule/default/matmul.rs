@@ -137,7 +137,7 @@ impl<'k> Matmul<'k> {
         // Preferred shapes, largest first: the first that fits with at least
         // two buffers (NVIDIA) or one (AMD) is the default.
         let shapes: &[(i64, i64, i64, i64)] = match instr.family {
-            Family::MmaSync => &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)],
+            Family::MmaSync | Family::Wgmma => &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)],
             Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
             Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
         };

@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -8,11 +8,11 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let write = s.name == "cache_write";
     const EX: &str = "AS = cache_read(A, shared, ko)";
     let mut r = results(s, 1, EX)?;
-    if s.args.len() < 3 || s.args.len() > 7 {
+    if s.args.len() < 3 || s.args.len() > 8 {
         return Err(Diagnostic::new(
             s.span,
             format!(
-                "`{}` takes 3 to 7 arguments, {} given",
+                "`{}` takes 3 to 8 arguments, {} given",
                 s.name,
                 s.args.len()
             ),
@@ -32,7 +32,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         };
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
-    let (mut pad, mut vec, mut prefetch, mut stages) = (None, None, None, None);
+    let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle) = (None, None, None, None, None);
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -73,13 +73,22 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                     .hint("`stages=N` keeps N buffers of the tile, N - 1 of them being filled while one is read"))
                 }
             },
-            Some(k @ ("pad" | "vec" | "prefetch" | "stages")) => {
+            Some("swizzle") if swizzle.is_none() => match value {
+                Some(128) => swizzle = Some(true),
+                _ => {
+                    return Err(Diagnostic::new(
+                        a.value.span,
+                        "swizzle must be 128 (rows of 128 bytes, chunk `c` of row `r` at `c ^ r % 8`)",
+                    ))
+                }
+            },
+            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
             _ => {
                 return Err(Diagnostic::new(
                     a.value.span,
-                    "expected `pad=N`, `vec=N`, `prefetch=1` or `stages=N`",
+                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N` or `swizzle=128`",
                 ))
             }
         }
@@ -89,7 +98,15 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         vec: vec.unwrap_or(1),
         prefetch: prefetch.unwrap_or(false),
         stages: stages.unwrap_or(1),
+        swizzle: swizzle.unwrap_or(false),
     };
+    if opts.swizzle && (write || local || opts.pad != 0) {
+        return Err(Diagnostic::new(
+            s.span,
+            "`swizzle=128` lays out `cache_read(..., shared, ...)` tiles without `pad`",
+        )
+        .hint("the swizzle already spreads a column's rows over the banks, which is what `pad` is for"));
+    }
     if (opts.vec > 1 || opts.prefetch || opts.stages > 1) && (write || local) {
         return Err(Diagnostic::new(
             s.span,
@@ -148,6 +165,7 @@ pub(crate) fn apply(
         vec: opts.vec,
         prefetch: opts.prefetch,
         stages: opts.stages,
+        swizzle: opts.swizzle,
         kind,
         name: result.name.clone(),
         span,

@@ -1,0 +1,142 @@
+//! `cache_read(..., swizzle=128)`: the tile's rows are 128 bytes, and the
+//! 16-byte chunk `c` of row `r` sits at chunk `c ^ r % 8` of its row. With
+//! the array on a 1024-byte boundary this is the layout Hopper's `wgmma`
+//! reads through a descriptor in 128-byte swizzle mode (address bits 4-6
+//! exclusive-or'd with bits 7-9), and a column's eight rows fall in eight
+//! different bank groups, which is what `pad` is for elsewhere.
+//!
+//! [`swizzled`] builds the index of an element; [`unswizzled`] takes one
+//! apart again, for pass `matrix_descs`, which proves that a fragment's
+//! reads are a whole operand in this layout.
+
+use crate::index::{IOp, Index};
+
+/// Bytes of a swizzled row.
+pub(crate) const ROW_BYTES: i64 = 128;
+/// Bytes of a chunk, the unit the swizzle permutes.
+pub(crate) const CHUNK_BYTES: i64 = 16;
+
+/// The parts of a swizzled tile's index.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Swizzled {
+    /// The buffer's first element (`stages=`), a multiple of 8 rows.
+    pub slot: Index,
+    /// The row within the buffer and the element within the row.
+    pub row: Index,
+    pub col: Index,
+    /// Elements per row and per chunk.
+    pub width: i64,
+    pub chunk: i64,
+}
+
+/// `slot + row * width + (col / chunk ^ row % 8) * chunk + col % chunk`.
+pub(crate) fn swizzled(s: &Swizzled) -> Index {
+    let c = Index::c;
+    let chunk_ix = Index::bin(
+        IOp::Xor,
+        Index::bin(IOp::Div, s.col.clone(), c(s.chunk)),
+        Index::bin(IOp::Mod, s.row.clone(), c(8)),
+    );
+    let within = Index::bin(
+        IOp::Add,
+        Index::bin(IOp::Mul, chunk_ix, c(s.chunk)),
+        Index::bin(IOp::Mod, s.col.clone(), c(s.chunk)),
+    );
+    let in_buffer = Index::bin(
+        IOp::Add,
+        Index::bin(IOp::Mul, s.row.clone(), c(s.width)),
+        within,
+    );
+    Index::bin(IOp::Add, s.slot.clone(), in_buffer)
+}
+
+/// The parts of an index [`swizzled`] built; `None` for any other index.
+pub(crate) fn unswizzled(ix: &Index) -> Option<Swizzled> {
+    use Index::Bin;
+    let (slot, rest) = match ix {
+        Bin(IOp::Add, slot, rest) if matches!(**rest, Bin(IOp::Add, ..)) => {
+            ((**slot).clone(), &**rest)
+        }
+        _ => (Index::c(0), ix),
+    };
+    let Bin(IOp::Add, rw, within) = rest else {
+        return None;
+    };
+    let Bin(IOp::Mul, row, width) = &**rw else {
+        return None;
+    };
+    let Bin(IOp::Add, scaled, low) = &**within else {
+        return None;
+    };
+    let Bin(IOp::Mul, xor, chunk) = &**scaled else {
+        return None;
+    };
+    let Bin(IOp::Xor, hi, rmod) = &**xor else {
+        return None;
+    };
+    let (Bin(IOp::Div, col, c1), Bin(IOp::Mod, row2, eight), Bin(IOp::Mod, col2, c2)) =
+        (&**hi, &**rmod, &**low)
+    else {
+        return None;
+    };
+    let (width, chunk) = (width.as_const()?, chunk.as_const()?);
+    let same = row2 == row
+        && col2 == col
+        && eight.as_const() == Some(8)
+        && c1.as_const() == Some(chunk)
+        && c2.as_const() == Some(chunk);
+    same.then(|| Swizzled {
+        slot,
+        row: (**row).clone(),
+        col: (**col).clone(),
+        width,
+        chunk,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::VarId;
+
+    #[test]
+    fn the_layout_permutes_chunks_by_row_and_takes_apart_again() {
+        let (r, k, s) = (Index::Var(VarId(0)), Index::Var(VarId(1)), Index::Var(VarId(2)));
+        for slot in [Index::c(0), s.clone() * Index::c(8192)] {
+            let sw = Swizzled {
+                slot,
+                row: r.clone() + Index::c(8),
+                col: k.clone(),
+                width: 64,
+                chunk: 8,
+            };
+            let ix = swizzled(&sw);
+            assert_eq!(unswizzled(&ix), Some(sw.clone()));
+            // Row 3, column 17 (chunk 2, element 1): chunk 2 ^ 3 = 1.
+            let at = ix.eval(&[], &[3 - 8, 17, 1]).unwrap();
+            let slot = if sw.slot == Index::c(0) { 0 } else { 8192 };
+            assert_eq!(at, slot + 3 * 64 + 8 + 1);
+        }
+        assert_eq!(unswizzled(&(r * Index::c(64) + k)), None);
+    }
+
+    /// Every row is a permutation of its chunks: no two elements collide.
+    #[test]
+    fn each_row_holds_each_element_once() {
+        let sw = Swizzled {
+            slot: Index::c(0),
+            row: Index::Var(VarId(0)),
+            col: Index::Var(VarId(1)),
+            width: 64,
+            chunk: 8,
+        };
+        let ix = swizzled(&sw);
+        let mut seen = std::collections::HashSet::new();
+        for r in 0..16 {
+            for c in 0..64 {
+                let at = ix.eval(&[], &[r, c]).unwrap();
+                assert!((r * 64..r * 64 + 64).contains(&at) && seen.insert(at));
+            }
+        }
+    }
+}

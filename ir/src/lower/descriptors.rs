@@ -1,0 +1,253 @@
+//! Pass `matrix_descs`: for matrix instructions that read A and B from LDS
+//! through descriptors (Hopper's `wgmma`), each operand fragment's fill —
+//! the per-lane LDS reads lowering wrote, in rocmc's own register layout —
+//! becomes a [`Stmt::MatrixDesc`] naming where the operand starts.
+//!
+//! A fill is replaced only where the pass proves the descriptor names
+//! exactly the elements the reads do: every read is of one tile laid out
+//! by `cache_read(..., swizzle=128)` ([`super::cache::swizzle`]); with the
+//! lane fixed to each of the warpgroup's 128 values, the row and column of
+//! each read are one lane-independent start plus the constant the
+//! instruction's layout gives that lane and element; the start row is a
+//! multiple of 8 and the start column of a 16-byte chunk (so the hardware's
+//! swizzle of address bits lines up with the tile's), and every buffer of
+//! the tile is a multiple of 1024 bytes. The reads stay inside the
+//! statement as its meaning, which the CPU and the interpreter run.
+//!
+//! A warpgroup instruction cannot run without its descriptors, so a fill
+//! that fails the proof is an error naming the reason.
+
+use super::cache::swizzle::{unswizzled, Swizzled};
+use super::{Lowering, Stmt};
+use crate::diag::Diagnostic;
+use crate::index::{Index, VarId};
+use crate::kernel::ExprKind;
+use crate::loops::visit::walk;
+use crate::loops::Local;
+use crate::DType;
+use rocmc_target::matrix::MatrixInstr;
+use std::collections::{BTreeMap, HashMap};
+
+/// Which operand a register array holds.
+#[derive(Clone, Copy)]
+enum Role {
+    A,
+    B,
+}
+
+struct Operand {
+    role: Role,
+    instr: &'static MatrixInstr,
+    /// The array its descriptors go to.
+    desc: u32,
+}
+
+pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
+    let mut found: BTreeMap<u32, (Role, &'static MatrixInstr)> = BTreeMap::new();
+    let mut lane = None;
+    walk(&l.g.body, &mut |s| {
+        if let Stmt::Matrix {
+            instr,
+            a,
+            b,
+            lane: Index::Var(v),
+            ..
+        } = s
+        {
+            if instr.operands_in_shared() {
+                found.insert(a.0, (Role::A, instr));
+                found.insert(b.0, (Role::B, instr));
+                lane = Some(*v);
+            }
+        }
+    });
+    let Some(lane) = lane else { return Ok(()) };
+    let mut ops = HashMap::new();
+    for (id, (role, instr)) in found {
+        let src = &l.g.locals[id as usize];
+        let local = Local {
+            name: format!("{}_desc", src.name),
+            dtype: DType::I64,
+            len: src.len,
+            span: src.span,
+        };
+        l.g.locals.push(local);
+        let desc = l.g.locals.len() as u32 - 1;
+        ops.insert(id, Operand { role, instr, desc });
+    }
+    let span = l.nest.matrix.as_ref().map(|m| m.span).unwrap_or_default();
+    let cx = Cx {
+        ops: &ops,
+        lane,
+        shared: &l.g.shared,
+    };
+    let body = std::mem::take(&mut l.g.body);
+    let body = cx.rewrite(body).map_err(|why| {
+        Diagnostic::new(
+            span,
+            format!("a warpgroup matrix instruction reads A and B from LDS through descriptors, and {why}"),
+        )
+        .hint("stage both operands with `cache_read(X, shared, ko, swizzle=128)` at the loop over tiles of k, 64 f16 wide (128 bytes), with the k loops outside the fragment loops")
+    })?;
+    l.g.body = set_descriptors(body, &ops);
+    Ok(())
+}
+
+struct Cx<'a> {
+    ops: &'a HashMap<u32, Operand>,
+    lane: VarId,
+    shared: &'a [Local],
+}
+
+impl Cx<'_> {
+    fn rewrite(&self, body: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
+        let mut out = Vec::with_capacity(body.len());
+        let mut i = 0;
+        while i < body.len() {
+            if let Stmt::LocalStore { local, .. } = &body[i] {
+                if let Some(op) = self.ops.get(local) {
+                    let n = match op.role {
+                        Role::A => op.instr.a_per_lane(),
+                        Role::B => op.instr.b_per_lane(),
+                    } as usize;
+                    let run = body.get(i..i + n).ok_or("an operand's fill is cut short")?;
+                    out.push(self.descriptor(op, run)?);
+                    i += n;
+                    continue;
+                }
+            }
+            let mut err = None;
+            let s = body[i].clone().map_bodies(&mut |b| match self.rewrite(b) {
+                Ok(b) => b,
+                Err(e) => {
+                    err = Some(e);
+                    Vec::new()
+                }
+            });
+            if let Some(e) = err {
+                return Err(e);
+            }
+            out.push(s);
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    /// The descriptor statement of one fragment's fill `run`, if proved.
+    fn descriptor(&self, op: &Operand, run: &[Stmt]) -> Result<Stmt, String> {
+        let mut reads = Vec::with_capacity(run.len());
+        let mut first_index = None;
+        for (e, s) in run.iter().enumerate() {
+            let Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } = s
+            else {
+                return Err("an operand's fill holds other statements".into());
+            };
+            let base = first_index.get_or_insert_with(|| index.clone());
+            let step = index.clone() - base.clone();
+            if self.ops.get(local).map(|o| o.desc) != Some(op.desc)
+                || step.affine() != (HashMap::new(), e as i64)
+            {
+                return Err("an operand's fill is not one fragment's elements in order".into());
+            }
+            let ExprKind::Shared { shared, index } = &value.kind else {
+                return Err(format!(
+                    "element {e} of a fragment is not read from LDS as it is (a k tail's zeroing, or no `cache_read`)"
+                ));
+            };
+            let Some(sw) = unswizzled(index) else {
+                let name = &self.shared[*shared as usize].name;
+                return Err(format!("`{name}` is not laid out with `swizzle=128`"));
+            };
+            reads.push((*shared, sw));
+        }
+        let (shared, first) = reads[0].clone();
+        let esize = self.shared[shared as usize].dtype.size() as i64;
+        let lane_at = |t: u32| HashMap::from([(self.lane, Index::c(i64::from(t)))]);
+        let start_row = first.row.subst(&lane_at(0));
+        let start_col = first.col.subst(&lane_at(0));
+        let (row_terms, row0) = start_row.affine();
+        let (col_terms, col0) = start_col.affine();
+        for (e, (sh, sw)) in reads.iter().enumerate() {
+            if *sh != shared
+                || sw.slot != first.slot
+                || (sw.width, sw.chunk) != (first.width, first.chunk)
+                || sw.slot.uses_var(self.lane)
+            {
+                return Err("a fragment's reads are of different tiles or buffers".into());
+            }
+            for t in 0..op.instr.wave {
+                let (want_row, want_col) = match op.role {
+                    Role::A => op.instr.a_at(t, e as u32),
+                    Role::B => {
+                        let (k, n) = op.instr.b_at(t, e as u32);
+                        (n, k)
+                    }
+                };
+                let (rt, rc) = sw.row.subst(&lane_at(t)).affine();
+                let (ct, cc) = sw.col.subst(&lane_at(t)).affine();
+                if rt != row_terms
+                    || ct != col_terms
+                    || rc - row0 != i64::from(want_row)
+                    || cc - col0 != i64::from(want_col)
+                {
+                    return Err(format!(
+                        "lane {t}'s element {e} is not the element the instruction reads there"
+                    ));
+                }
+            }
+        }
+        if start_row.known_divisor() % 8 != 0 {
+            return Err("an operand does not start on a multiple of 8 rows of its tile".into());
+        }
+        if start_col.known_divisor() % first.chunk as u64 != 0 {
+            return Err("an operand does not start on a 16-byte chunk of its rows".into());
+        }
+        if (first.slot.known_divisor() as i64 * esize) % 1024 != 0 && first.slot != Index::c(0) {
+            return Err("the tile's buffers are not multiples of 1024 bytes".into());
+        }
+        let Swizzled { slot, width, .. } = first;
+        let Stmt::LocalStore { index, .. } = &run[0] else {
+            unreachable!("checked above")
+        };
+        Ok(Stmt::MatrixDesc {
+            local: op.desc,
+            index: index.clone(),
+            shared,
+            start: slot + start_row * Index::c(width) + start_col,
+            stores: run.to_vec(),
+        })
+    }
+}
+
+/// Each warpgroup instruction given the arrays of its descriptors.
+fn set_descriptors(body: Vec<Stmt>, ops: &HashMap<u32, Operand>) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Matrix {
+                instr,
+                a,
+                b,
+                acc,
+                lane,
+                wave,
+                desc: None,
+            } if instr.operands_in_shared() => {
+                let d = [(ops[&a.0].desc, a.1.clone()), (ops[&b.0].desc, b.1.clone())];
+                Stmt::Matrix {
+                    instr,
+                    a,
+                    b,
+                    acc,
+                    lane,
+                    wave,
+                    desc: Some(d),
+                }
+            }
+            other => other.map_bodies(&mut |b| set_descriptors(b, ops)),
+        })
+        .collect()
+}
