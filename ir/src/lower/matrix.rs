@@ -932,11 +932,14 @@ impl Emit<'_> {
         match full_tile {
             Some(guards) => {
                 let inner = &kloops[1..];
-                let split = around(vec![Stmt::Unswitch {
+                // Only the fast side is fenced: ptxas serializes every
+                // wgmma of a kernel where other instructions write their
+                // accumulators between a fence and its wait.
+                let split = vec![Stmt::Unswitch {
                     guards,
-                    fast: build(nest, inner, &[], self.step(false)),
+                    fast: around(build(nest, inner, &[], self.step(false))),
                     slow: build(nest, inner, &[], self.tail_step(t)),
-                }]);
+                }];
                 build(nest, &kloops[..1], &[], split)
             }
             None if self.kguards.is_empty() => match kloops.split_first() {
