@@ -131,6 +131,38 @@ def k_matmul(a, b, c, bias, M, N, K, GELU: tl.constexpr, BM: tl.constexpr, BN: t
     tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.autotune(
+    configs=[
+        triton.Config({"BM": 128, "BN": 256, "BK": 64}, num_warps=8, num_stages=3),
+        triton.Config({"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=4),
+        triton.Config({"BM": 128, "BN": 128, "BK": 64}, num_warps=4, num_stages=4),
+        triton.Config({"BM": 64, "BN": 256, "BK": 64}, num_warps=4, num_stages=4),
+    ],
+    key=["M", "N", "K"],
+)
+@triton.jit
+def k_matmul_nt(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # C = A @ B.T with B [N, K], as nn.Linear stores its weight.
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        ka = k0 + rk
+        x = tl.load(a + rm[:, None] * K + ka[None, :], mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
+        w = tl.load(b + rn[None, :] * K + ka[:, None], mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul_nt_triton(a, b, c):
+    M, K = a.shape
+    N = b.shape[0]
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]), triton.cdiv(N, meta["BN"]))
+    k_matmul_nt[grid](a, b, c, M, N, K)
+
+
 def matmul_triton(a, b, c, bias=None):
     M, K = a.shape
     N = b.shape[1]
@@ -317,6 +349,16 @@ def run(name, s):
         else:
             report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
             report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
+    elif name.startswith("gemm_f16_wgmma"):
+        # B is [N, K] (nn.Linear's weight): cuBLAS HGEMM of A @ B.T (f16 out,
+        # f32 accumulate) and Triton's tl.dot on the same layout.
+        M, N, K = s["M"], s["N"], s["K"]
+        a = rnd(M, K).half()
+        b = rnd(N, K).half()
+        c = torch.empty(M, N, device=dev, dtype=torch.half)
+        fl = 2 * M * N * K
+        report("pytorch", name, s, timed(lambda: torch.matmul(a, b.t(), out=c)), 0, fl)
+        report("triton", name, s, timed(lambda: matmul_nt_triton(a, b, c)), 0, fl)
     elif name.startswith("gemm_f16"):
         # cuBLAS HGEMM (f16 in, f32 accumulate, f16 out) and Triton's tl.dot;
         # rocmc's kernel writes f32, which moves twice the bytes of C.

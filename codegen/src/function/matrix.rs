@@ -161,7 +161,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// results above the wait.
     pub(super) fn matrix_async(&mut self, op: rocmc_ir::loops::MatrixAsync) -> R<()> {
         self.be.matrix_async(&self.ctx(), op)?;
-        if !matches!(op, rocmc_ir::loops::MatrixAsync::Wait(_)) || !self.reads_descriptors() {
+        // Only once nothing is in flight: an instruction touching the
+        // registers of a pending group would serialize every wgmma (ptxas).
+        if op != rocmc_ir::loops::MatrixAsync::Wait(0) || !self.reads_descriptors() {
             return Ok(());
         }
         let mut accs: Vec<u32> = Vec::new();

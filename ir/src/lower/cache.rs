@@ -58,7 +58,11 @@ fn run_where(l: &mut Lowering, parts: bool) -> Result<(), Diagnostic> {
         let body = std::mem::take(&mut l.g.body);
         l.g.body = stage_cache(&mut cx, c, body)?;
     }
-    l.g.body = pipeline(std::mem::take(&mut l.g.body), pipelined)?;
+    let lag = |at: VarId, stages: u32| {
+        l.unit
+            .map_or(0, |u| super::matrix::group_lag(&l.nest, u, at, stages))
+    };
+    l.g.body = pipeline(std::mem::take(&mut l.g.body), pipelined, &lag)?;
     Ok(())
 }
 
@@ -89,7 +93,16 @@ struct Pipelined {
 /// The barrier at the top makes tile `ko` visible to every thread and
 /// orders the previous iteration's reads of buffer `(ko - 1) % N` before
 /// this iteration's copy overwrites it.
-fn pipeline(body: Vec<Stmt>, caches: Vec<Pipelined>) -> Result<Vec<Stmt>, Diagnostic> {
+///
+/// Where a warpgroup's matrix instructions read the buffers and stay in
+/// flight past the end of an iteration (`lag(at, N)` = 1, see
+/// [`super::matrix::group_lag`]), the copies run one tile less ahead, so
+/// that the buffer a copy overwrites was read two iterations before.
+fn pipeline(
+    body: Vec<Stmt>,
+    caches: Vec<Pipelined>,
+    lag: &dyn Fn(VarId, u32) -> u32,
+) -> Result<Vec<Stmt>, Diagnostic> {
     let mut body = body;
     // Each loop once, in schedule order: caches at other loops may come between.
     let mut loops: Vec<VarId> = Vec::new();
@@ -111,7 +124,7 @@ fn pipeline(body: Vec<Stmt>, caches: Vec<Pipelined>) -> Result<Vec<Stmt>, Diagno
             )
             .hint("the tiles staged at one loop share one pipeline: give them the same `stages`"));
         }
-        let n_ahead = i64::from(stages) - 1;
+        let n_ahead = i64::from(stages) - 1 - i64::from(lag(at, stages));
         let copies_for = |iter: Index| -> Vec<Stmt> {
             let m = std::collections::HashMap::from([(at, iter)]);
             here.iter()
@@ -139,7 +152,7 @@ fn pipeline(body: Vec<Stmt>, caches: Vec<Pipelined>) -> Result<Vec<Stmt>, Diagno
                 let ahead = Index::Var(var) + Index::c(n_ahead);
                 let mut b = vec![
                     Stmt::AsyncWait {
-                        pending: stages - 2,
+                        pending: n_ahead as u32 - 1,
                     },
                     Stmt::Barrier,
                     Stmt::If {

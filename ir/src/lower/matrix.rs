@@ -112,6 +112,20 @@ pub(super) fn lanes(nest: &LoopNest, unit: &MatrixUnit) -> u32 {
         .map_or(unit.wave(), |i| i.wave)
 }
 
+/// Groups of warpgroup instructions (`wgmma`) left in flight at the end of
+/// each iteration of `at`, the loop over tiles of k whose copies have
+/// `stages` buffers: 1 where there are three or more (the copies then run
+/// `stages - 2` tiles ahead, [`super::cache`]'s pipeline), so the tensor
+/// cores work through the barrier and the next copies; else 0.
+pub(super) fn group_lag(nest: &LoopNest, unit: &MatrixUnit, at: VarId, stages: u32) -> u32 {
+    let outer_k = nest
+        .order
+        .iter()
+        .copied()
+        .find(|v| nest.var(*v).reduce);
+    u32::from(lanes(nest, unit) > unit.wave() && stages >= 3 && outer_k == Some(at))
+}
+
 /// What pass `nest` hands over for a stage with `mma`.
 pub(super) struct Stage<'a> {
     pub loops: &'a [VarId],
@@ -923,34 +937,80 @@ impl Emit<'_> {
         use crate::loops::MatrixAsync;
         let nest = &self.l.nest;
         let kloops = &self.f.kloops;
+        let stages = kloops.first().and_then(|k| {
+            nest.caches
+                .iter()
+                .filter(|c| c.at == *k && c.stages > 1)
+                .map(|c| c.stages)
+                .min()
+        });
+        let lag = match (kloops.first(), stages) {
+            (Some(k), Some(s)) => group_lag(nest, self.unit, *k, s),
+            _ => 0,
+        };
         let around = |mut body: Vec<Stmt>| {
             body.insert(0, Stmt::MatrixAsync(MatrixAsync::Fence));
             body.push(Stmt::MatrixAsync(MatrixAsync::Commit));
-            body.push(Stmt::MatrixAsync(MatrixAsync::Wait(0)));
+            body.push(Stmt::MatrixAsync(MatrixAsync::Wait(lag)));
             body
         };
+        let drain = Stmt::MatrixAsync(MatrixAsync::Wait(0));
         match full_tile {
             Some(guards) => {
                 let inner = &kloops[1..];
                 // Only the fast side is fenced: ptxas serializes every
                 // wgmma of a kernel where other instructions write their
                 // accumulators between a fence and its wait.
-                let split = vec![Stmt::Unswitch {
-                    guards,
-                    fast: around(build(nest, inner, &[], self.step(false))),
-                    slow: build(nest, inner, &[], self.tail_step(t)),
+                // Full tiles in the loop, the partial last one after it: a
+                // join of the two inside the loop makes LLVM copy the
+                // accumulators while a group is in flight, which ptxas
+                // answers by serializing every wgmma.
+                let ko = kloops[0];
+                let full = vec![Stmt::If {
+                    guards: guards.clone(),
+                    body: around(build(nest, inner, &[], self.step(false))),
                 }];
-                build(nest, &kloops[..1], &[], split)
+                let mut out = build(nest, &kloops[..1], &[], full);
+                out.push(drain);
+                let extent = nest.var(ko).extent.clone();
+                let last = HashMap::from([(ko, extent.clone() - Index::c(1))]);
+                let tail = crate::loops::visit::map_indices(
+                    build(nest, inner, &[], self.tail_step(t)),
+                    &|ix| ix.subst(&last),
+                );
+                let partial: Vec<Guard> = guards
+                    .iter()
+                    .map(|g| Guard {
+                        value: g.value.subst(&last),
+                        extent: g.extent.clone(),
+                    })
+                    .collect();
+                out.push(Stmt::Unswitch {
+                    guards: partial,
+                    fast: Vec::new(),
+                    slow: vec![Stmt::If {
+                        guards: vec![Guard {
+                            value: Index::c(0),
+                            extent,
+                        }],
+                        body: tail,
+                    }],
+                });
+                out
             }
-            None if self.kguards.is_empty() => match kloops.split_first() {
-                Some((first, inner)) => build(
-                    nest,
-                    &[*first],
-                    &[],
-                    around(build(nest, inner, &[], self.step(false))),
-                ),
-                None => around(self.step(false)),
-            },
+            None if self.kguards.is_empty() => {
+                let mut out = match kloops.split_first() {
+                    Some((first, inner)) => build(
+                        nest,
+                        &[*first],
+                        &[],
+                        around(build(nest, inner, &[], self.step(false))),
+                    ),
+                    None => around(self.step(false)),
+                };
+                out.push(drain);
+                out
+            }
             None => build(nest, kloops, &[], self.tail_step(t)),
         }
     }
