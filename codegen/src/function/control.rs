@@ -45,7 +45,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .rposition(|s| matches!(s, Stmt::Barrier | Stmt::AsyncWait { .. }))
             .map_or(0, |i| i + 1);
         let (head, tail) = stmts.split_at(split);
-        if !self.be.versions_loop_bodies() || conditionals(tail) < 2 || tail.iter().any(has_barrier)
+        // Warpgroup instructions need one version for all four warps (the
+        // choice here is each warp's), and a join of two versions makes LLVM
+        // copy their accumulators while a group is in flight.
+        if !self.be.versions_loop_bodies()
+            || conditionals(tail) < 2
+            || tail.iter().any(has_barrier)
+            || self.reads_descriptors()
         {
             return self.body(stmts);
         }

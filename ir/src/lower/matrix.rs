@@ -948,10 +948,26 @@ impl Emit<'_> {
             (Some(k), Some(s)) => group_lag(nest, self.unit, *k, s),
             _ => 0,
         };
+        // The last tile drains the pipeline inside the loop: with a group
+        // still in flight at the loop's exit, the accumulators' values
+        // merging there (the zero-trip path's zeros) count for ptxas as
+        // other instructions writing them mid-flight, and it serializes.
+        let ko_next = kloops.first().map(|k| Index::Var(*k) + Index::c(1));
+        let ko_extent = kloops.first().map(|k| nest.var(*k).extent.clone());
         let around = |mut body: Vec<Stmt>| {
             body.insert(0, Stmt::MatrixAsync(MatrixAsync::Fence));
             body.push(Stmt::MatrixAsync(MatrixAsync::Commit));
-            body.push(Stmt::MatrixAsync(MatrixAsync::Wait(lag)));
+            match (&ko_next, &ko_extent) {
+                (Some(next), Some(extent)) if lag > 0 => body.push(Stmt::Unswitch {
+                    guards: vec![Guard {
+                        value: next.clone(),
+                        extent: extent.clone(),
+                    }],
+                    fast: vec![Stmt::MatrixAsync(MatrixAsync::Wait(lag))],
+                    slow: vec![Stmt::MatrixAsync(MatrixAsync::Wait(0))],
+                }),
+                _ => body.push(Stmt::MatrixAsync(MatrixAsync::Wait(lag))),
+            }
             body
         };
         let drain = Stmt::MatrixAsync(MatrixAsync::Wait(0));
