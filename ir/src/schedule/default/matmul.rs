@@ -17,6 +17,9 @@ pub(super) struct Matmul<'k> {
     /// The operand varying with `i` (A) and the one varying with `j` (B).
     a: TensorId,
     b: TensorId,
+    /// Whether both are read with `k` as the last index alone (A[i, k],
+    /// B[j, k]: nn.Linear's weight), the layout `wgmma` reads from LDS.
+    k_major: bool,
 }
 
 impl<'k> Matmul<'k> {
@@ -36,6 +39,12 @@ impl<'k> Matmul<'k> {
         let [(ta, a), (tb, b)] = loads.as_slice() else {
             return None;
         };
+        let k_last = |ix: &[Index]| {
+            ix.split_last().is_some_and(|(last, rest)| {
+                *last == Index::Var(vk) && !rest.iter().any(|x| x.uses_var(vk))
+            })
+        };
+        let k_major = k_last(a) && k_last(b);
         let (ta, tb) = match (
             uses(a, vi) && uses(a, vk) && !uses(a, vj),
             uses(b, vk) && uses(b, vj) && !uses(b, vi),
@@ -55,13 +64,15 @@ impl<'k> Matmul<'k> {
             k: &axis.name,
             a: ta,
             b: tb,
+            k_major,
         })
     }
 
     /// The `mma` schedule where `cx`'s target takes the types, then
     /// register tiles.
     pub(super) fn schedules(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
-        let mut out: Vec<DefaultSchedule> = self.mma(k, st, cx).into_iter().collect();
+        let mut out: Vec<DefaultSchedule> = self.wgmma(k, st, cx).into_iter().collect();
+        out.extend(self.mma(k, st, cx));
         let mut tiles = self.tiles(k, st, cx);
         tiles.by_target = cx.target.is_none() && self.instr_types(k, st).is_some();
         out.push(tiles);
@@ -104,6 +115,68 @@ impl<'k> Matmul<'k> {
             format!("{bn}_tile = cache_read({bn}, shared, {kk}_o)"),
         ];
         kn.done("matmul-tiles", steps)
+    }
+
+    /// Hopper's warpgroup path (gemm_f16_wgmma.toml's schedule, 0.99x
+    /// cuBLAS on the H100, bench/gpu/runs/h100-wgmma-2), where the target
+    /// has `wgmma` for the types and both operands keep k contiguous
+    /// (`wgmma` reads 16-bit operands from LDS without transposing only
+    /// so): WG warpgroups of 64 rows each by BN columns, one instruction
+    /// per 16 of k, 64-wide k tiles staged 128-byte swizzled by `cp.async`.
+    fn wgmma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
+        let target = cx.target?;
+        let [da, db, acc] = self.instr_types(k, st)?;
+        let unit = crate::mtype::MatrixUnit::of(target)?;
+        let types = (crate::mtype::mtype(da), crate::mtype::mtype(db), crate::mtype::mtype(acc));
+        let group: Vec<_> = unit
+            .group_instructions()
+            .into_iter()
+            .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)) && i.a.bits() == 16)
+            .collect();
+        if !self.k_major || group.is_empty() {
+            return None;
+        }
+        let shared = i64::from(cx.shared_bytes());
+        let mut kn = Knobs::new(&st.name, cx.given);
+        let widths: Vec<i64> = group.iter().map(|i| i64::from(i.n)).collect();
+        let d_bn = widths.iter().copied().max()?;
+        let bn = kn.get("BN", &widths, d_bn, "columns of C per work-group (one wgmma's n)");
+        let wg = kn.get("WG", &[1, 2], 2, "warpgroups, 64 rows of C each");
+        let stage_bytes = |wg: i64, bn: i64| (64 * wg + bn) * 128;
+        let d_stages = (2..=4)
+            .rev()
+            .find(|s| s * stage_bytes(wg, bn) <= shared)
+            .unwrap_or(2);
+        let stages = kn.get(
+            "STAGES",
+            &[2, 3, 4],
+            d_stages,
+            "LDS buffers per operand (3 or more: one group of wgmma stays in flight)",
+        );
+        kn.require(&format!("{{STAGES}} * (64 * {{WG}} + {{BN}}) * 128 <= {shared}"));
+        if !kn.bad() && stages * stage_bytes(wg, bn) > shared {
+            return None;
+        }
+        let instr = group.iter().find(|i| i64::from(i.n) == bn)?;
+        let (i, j, kk) = (self.i, self.j, self.k);
+        let (an, bn_) = (&k.tensor(self.a).name, &k.tensor(self.b).name);
+        let steps = vec![
+            format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {}, {bn})", 64 * wg),
+            format!("{i}_w, {i}_r = split({i}_i, 64)"),
+            format!("{kk}_o, {kk}_i = split({kk}, 64)"),
+            format!("{kk}_m, {kk}_r = split({kk}_i, 16)"),
+            format!("reorder({kk}_o, {kk}_m, {i}_r, {j}_i, {kk}_r)"),
+            format!("bind({i}_o, blockIdx.y)"),
+            format!("bind({j}_o, blockIdx.x)"),
+            format!("bind({i}_w, threadIdx.y)"),
+            format!("unroll({kk}_m)"),
+            format!("{an}_tile = cache_read({an}, shared, {kk}_o, vec=8, stages={stages}, swizzle=128)"),
+            format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, vec=8, stages={stages}, swizzle=128)"),
+            format!("mma({i}_r, {j}_i, {kk}_r, instr={})", instr_id(instr)),
+        ];
+        let mut s = kn.done("matmul-wgmma", steps);
+        s.by_target = true;
+        Some(s)
     }
 
     /// The matrix-instruction path (gemm_f16_mma.toml's schedule, 55 % of
