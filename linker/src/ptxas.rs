@@ -48,6 +48,9 @@ pub struct Report {
     pub spill_loads: u32,
     /// Stack frame, bytes.
     pub stack_bytes: u32,
+    /// Whether ptxas serialized the kernel's `wgmma` instructions (its
+    /// C7515 "Potential Performance Loss"), which costs most of their speed.
+    pub wgmma_serialized: bool,
 }
 
 /// Assembles `ptx` for `arch` with the ptxas at `ptxas` (`-v`, warnings as
@@ -83,7 +86,16 @@ pub fn parse(text: &str) -> Vec<Report> {
             .unwrap_or(0)
     };
     let mut out: Vec<Report> = Vec::new();
+    let mut serialized: Vec<String> = Vec::new();
     for line in text.lines() {
+        if line.contains("(C7515)") {
+            // Printed before the entry it concerns.
+            if let Some(name) = line.split("in the function '").nth(1) {
+                let name = name.split('\'').next().unwrap_or_default().to_string();
+                serialized.push(name);
+            }
+            continue;
+        }
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             out.push(Report {
                 kernel: rest.split('\'').next().unwrap_or_default().to_string(),
@@ -101,6 +113,9 @@ pub fn parse(text: &str) -> Vec<Report> {
                 }
             }
         }
+    }
+    for r in &mut out {
+        r.wgmma_serialized = serialized.contains(&r.kernel);
     }
     out
 }

@@ -501,7 +501,7 @@ impl MatrixUnit {
     pub fn group_instructions(&self) -> Vec<&'static MatrixInstr> {
         INSTRUCTIONS
             .iter()
-            .filter(|i| i.wave > self.wave() && i.available_on(self.gpu.processor()))
+            .filter(|i| i.operands_in_shared() && i.available_on(self.gpu.processor()))
             .collect()
     }
 
@@ -743,6 +743,12 @@ mod tests {
         assert_eq!(names("sm_90a", 32).len(), 3);
         assert_eq!(names("sm_90a", 128).len(), 6);
         assert!(names("sm_90", 128).is_empty() && names("sm_100a", 128).is_empty());
+        // Only warpgroup instructions: gfx11's wave64 WMMA is not one for wave32.
+        let group = |p: &str| {
+            let t = crate::Target::parse(p, None, 5).unwrap();
+            MatrixUnit::of(&t).unwrap().group_instructions().len()
+        };
+        assert_eq!((group("sm_90a"), group("gfx1100"), group("sm_90")), (6, 0, 0));
     }
 
     /// PTX ISA, wgmma's D fragment: lane 37 (warp 1, group 1, thread 1)

@@ -1,0 +1,142 @@
+//! Hopper's warpgroup MMA (`wgmma`, sm_90a): the GEMM whose operands are
+//! read from LDS through descriptors means what the interpreter says
+//! through the emulated layouts, with whole and partial tiles of k; the
+//! rule takes it for an unscheduled product of k-contiguous operands; and
+//! what cannot run on it is refused, naming why.
+
+use rocmc_tests::*;
+use std::collections::HashMap;
+
+fn wgmma_src() -> String {
+    std::fs::read_to_string(example("gemm_f16_wgmma")).unwrap()
+}
+
+/// The CPU's comparisons with the interpreter of `src` lowered for the
+/// emulated `processor` at `sizes`.
+fn emulated(src: &str, processor: &str, sizes: &[(&str, i64)]) -> Result<Vec<rocmc::run::Comparison>, String> {
+    let front = rocmc::frontend("k.toml", src).map_err(|e| e.to_string())?;
+    let mut o = rocmc::Options::new("x86-64");
+    o.emulate = Some(processor.into());
+    o.fp_contract = false;
+    let cpu = rocmc::targets(&o).unwrap().remove(0);
+    let lowered = front.for_target(&cpu, &o).map_err(|e| e.to_string())?;
+    let given: HashMap<String, i64> = sizes.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let sizes = rocmc::run::size_values(&lowered.kernel, &given).unwrap();
+    rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false).map_err(|e| e.to_string())
+}
+
+fn refusal(src: &str, mcpu: &str) -> String {
+    rocmc::compile("k.toml", src, &rocmc::Options::new(mcpu), rocmc::Emit::default())
+        .expect_err("refused")
+        .to_string()
+}
+
+#[test]
+fn whole_and_partial_tiles_of_k_match_the_interpreter() {
+    // 200 = three whole 64-wide tiles (wgmma through descriptors) and a
+    // partial one (mma.sync on zeroed fragments); 70 x 260 leaves rows and
+    // columns of the 128 x 256 tile outside the tensors.
+    for sizes in [[("M", 70), ("N", 260), ("K", 200)], [("M", 64), ("N", 256), ("K", 128)]] {
+        let cmp = emulated(&wgmma_src(), "sm_90a", &sizes).unwrap();
+        assert!(cmp.iter().all(|c| c.ok()), "{sizes:?}: {cmp:?}");
+    }
+}
+
+#[test]
+fn the_loops_show_descriptors_fences_and_the_one_group_in_flight() {
+    let art = rocmc::compile(
+        "gemm_f16_wgmma.toml",
+        &wgmma_src(),
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let loops = &art.loops;
+    for want in [
+        "C_a_desc[0] = descriptor of AS at [(((ko % 4) * 8192) + ((wi * 64) * 64)) + (km * 16)] (128-byte swizzle):",
+        "C_b_desc[0] = descriptor of BS at [((ko % 4) * 16384) + (km * 16)] (128-byte swizzle):",
+        "fence before matrix instructions",
+        "wait for matrix instructions (1 groups may stay pending)",
+        // Four buffers, copies two tiles ahead: the one being overwritten
+        // was read two iterations before, and waited for.
+        "if ko + 2 < ceil(K / 64):",
+        "xor(",
+    ] {
+        assert!(loops.contains(want), "no `{want}` in:\n{loops}");
+    }
+    let ptx = art.asm.as_deref().unwrap();
+    assert!(ptx.contains(".target sm_90a"), "{ptx}");
+    // Each buffer of the swizzled tiles starts on 1024 bytes.
+    assert!(ptx.contains(".extern .shared .align 1024"), "{ptx}");
+    let reports = assemble_ptx(ptx, "sm_90a").unwrap();
+    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
+}
+
+#[test]
+fn an_unscheduled_product_of_k_contiguous_operands_takes_wgmma_on_sm_90a() {
+    let src = wgmma_src();
+    let bare: String = src
+        .lines()
+        .scan(false, |inside, l| {
+            let t = l.trim_start();
+            let skip = *inside || t.starts_with("schedule");
+            *inside = (*inside || t.starts_with("schedule")) && !t.starts_with(']');
+            Some((!skip).then(|| format!("{l}\n")).unwrap_or_default())
+        })
+        .collect();
+    assert!(!bare.contains("mma("), "{bare}");
+    let rule = |src: &str, mcpu: &str| {
+        let art = rocmc::compile("k.toml", src, &rocmc::Options::new(mcpu), rocmc::Emit::default())
+            .unwrap_or_else(|e| panic!("{mcpu}: {e}"));
+        let d = art.kernel.stages[0].default.clone().unwrap();
+        (d.rule.to_string(), d.steps.join("\n"))
+    };
+    let (r, steps) = rule(&bare, "sm_90a");
+    assert_eq!(r, "matmul-wgmma", "{steps}");
+    assert!(steps.contains("swizzle=128") && steps.contains("wgmma_m64n256k16_f16"), "{steps}");
+    // sm_90 (no `a`) has no wgmma; B stored [K, N] is not k-contiguous.
+    assert_eq!(rule(&bare, "sm_90").0, "matmul-mma");
+    let kn = bare
+        .replace("shape = [\"N\", \"K\"]", "shape = [\"K\", \"N\"]")
+        .replace("B[j, k]", "B[k, j]");
+    assert_eq!(rule(&kn, "sm_90a").0, "matmul-mma");
+    // The rule's kernel means what the interpreter says.
+    let cmp = emulated(&bare, "sm_90a", &[("M", 65), ("N", 33), ("K", 130)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+}
+
+#[test]
+fn what_wgmma_cannot_read_is_refused_naming_why() {
+    let src = wgmma_src();
+    // sm_90 lacks the instruction (architecture-specific, sm_90a only).
+    let e = refusal(&src, "sm_90");
+    assert!(e.contains("has no matrix instruction `wgmma_m64n256k16_f16`"), "{e}");
+    // An operand staged without the swizzled layout has no descriptor.
+    let plain = src.replace(
+        "BS = cache_read(B, shared, ko, vec=8, stages=4, swizzle=128)",
+        "BS = cache_read(B, shared, ko, vec=8, stages=4)",
+    );
+    let e = refusal(&plain, "sm_90a");
+    assert!(e.contains("`BS` is not laid out with `swizzle=128`"), "{e}");
+    // Not staged at all: the fragment reads memory, not LDS.
+    let unstaged = src.replace("  \"BS = cache_read(B, shared, ko, vec=8, stages=4, swizzle=128)\",\n", "");
+    let e = refusal(&unstaged, "sm_90a");
+    assert!(e.contains("is not read from LDS as it is"), "{e}");
+    // B stored [K, N]: its 128-byte rows run along n, not k.
+    let kn = src
+        .replace("shape = [\"N\", \"K\"]", "shape = [\"K\", \"N\"]")
+        .replace("B[j, k]", "B[k, j]");
+    let e = refusal(&kn, "sm_90a");
+    assert!(e.contains("swizzle=128"), "{e}");
+    // The swizzled rows are 128 bytes: a 32-wide f16 tile is refused.
+    let narrow = src.replace("split(k, 64)", "split(k, 32)");
+    let e = refusal(&narrow, "sm_90a");
+    assert!(e.contains("its rows are 32 elements of f16 (64 bytes), not 128 bytes"), "{e}");
+    // No padding with a swizzle.
+    let padded = src.replace("vec=8, stages=4, swizzle=128)\",\n  \"BS", "pad=8, vec=8, stages=4, swizzle=128)\",\n  \"BS");
+    let e = refusal(&padded, "sm_90a");
+    assert!(e.contains("without `pad`"), "{e}");
+}
