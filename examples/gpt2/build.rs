@@ -1,5 +1,5 @@
 //! Compiles every kernel a GPT-2 forward pass needs, for AMD (gfx90a,
-//! gfx942, gfx1100 in one bundle), NVIDIA (sm_80, sm_90) and this CPU,
+//! gfx942, gfx1100 in one bundle), NVIDIA (sm_80, sm_90, sm_90a) and this CPU,
 //! into launchers over any device. The head dimension is a constant of
 //! the attention kernels, so those are written once per head dimension
 //! the program supports (GPT-2's 64, and 16 for the tiny test model).
@@ -27,6 +27,12 @@ const TUNED: &[(&str, &str, &str)] = &[
     ("linear_residual", "sm_90", "Y_BM=64,Y_BN=128"),
     ("lm_head", "sm_90", "L_BN=128"),
     ("layernorm", "sm_90", "Y_ROW_THREADS=128,Y_ROW_PER=4"),
+    // Hopper's warpgroup MMA (rule matmul-wgmma): one warpgroup of 64 rows
+    // by 128 columns gives GPT-2's 768-wide layers enough work-groups.
+    ("linear", "sm_90a", "Y_BN=128,Y_WG=1"),
+    ("linear_gelu", "sm_90a", "Y_BN=128,Y_WG=1"),
+    ("linear_residual", "sm_90a", "Y_BN=128,Y_WG=1"),
+    ("layernorm", "sm_90a", "Y_ROW_THREADS=128,Y_ROW_PER=4"),
 ];
 
 /// One entry of the knob table: kernel file, target (`None`: every
@@ -97,7 +103,7 @@ fn main() {
             add(&mut b, &tuned, t, file);
         }
     }
-    for t in ["gfx90a", "gfx942", "gfx1100", "sm_80", "sm_90", "x86-64"] {
+    for t in ["gfx90a", "gfx942", "gfx1100", "sm_80", "sm_90", "sm_90a", "x86-64"] {
         b.mcpu(t);
     }
     b.compile();

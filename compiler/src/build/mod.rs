@@ -382,10 +382,11 @@ impl Build {
                         tune,
                         ..opts.clone()
                     };
-                    if self.any_device && *out == Output::CodeObject {
-                        // Each code object of a bundle carries its own launch
-                        // document, which the device reads: the wave size may
-                        // give each target its own block (`mma`).
+                    if self.any_device && matches!(out, Output::CodeObject | Output::Ptx) {
+                        // Each code object of a bundle, and each PTX, carries
+                        // its own launch document, which the device reads:
+                        // the wave size (`mma`) or a warpgroup instruction
+                        // (sm_90a's `wgmma`) may give each target its own block.
                         for t in pts {
                             arts.extend(crate::compile_for(
                                 &file,

@@ -142,14 +142,27 @@ pub fn load(dev: &mut dyn Device, path: &Path, heads: Option<usize>) -> Result<W
         eps: field("layer_norm_epsilon").unwrap_or(1e-5) as f32,
     };
     let c = width;
-    let mut up = |name: &str, shape: &[usize]| -> Result<Tensor<f16>, Error> {
-        Ok(Tensor::upload(dev, &f.get(name, shape)?)?)
+    // GPT-2's Conv1D weights are [in, out]; the GEMMs read them as [out,
+    // in] (k contiguous, as nn.Linear stores them), transposed here once.
+    let mut up = |name: &str, shape: &[usize], transpose: bool| -> Result<Tensor<f16>, Error> {
+        let w = f.get(name, shape)?;
+        if !transpose {
+            return Ok(Tensor::upload(dev, &w)?);
+        }
+        let (i, o) = (shape[0], shape[1]);
+        let mut t = vec![f16::ZERO; w.len()];
+        for (r, row) in w.chunks_exact(o).enumerate() {
+            for (c, x) in row.iter().enumerate() {
+                t[c * i + r] = *x;
+            }
+        }
+        Ok(Tensor::upload(dev, &t)?)
     };
     let mut pair =
         |pre: &str, w: &[usize], b: usize| -> Result<(Tensor<f16>, Tensor<f16>), Error> {
             Ok((
-                up(&format!("{pre}.weight"), w)?,
-                up(&format!("{pre}.bias"), &[b])?,
+                up(&format!("{pre}.weight"), w, w.len() == 2)?,
+                up(&format!("{pre}.bias"), &[b], false)?,
             ))
         };
     let mut blocks = Vec::new();
@@ -165,8 +178,8 @@ pub fn load(dev: &mut dyn Device, path: &Path, heads: Option<usize>) -> Result<W
         });
     }
     let ln_f = pair("ln_f", &[c], c)?;
-    let wte = up("wte.weight", &[vocab, c])?;
-    let wpe = up("wpe.weight", &[positions, c])?;
+    let wte = up("wte.weight", &[vocab, c], false)?;
+    let wpe = up("wpe.weight", &[positions, c], false)?;
     Ok(Weights {
         config,
         wte,
