@@ -349,13 +349,21 @@ def run(name, s):
         else:
             report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
             report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
-    elif name.startswith("gemm_f16_wgmma"):
-        # B is [N, K] (nn.Linear's weight): cuBLAS HGEMM of A @ B.T (f16 out,
+    elif name.startswith("gemm_i8_wgmma"):
+        # int8 x int8 -> int32, B [N, K]: cuBLAS through torch._int_mm.
+        M, N, K = s["M"], s["N"], s["K"]
+        a = torch.randint(-128, 128, (M, K), device=dev, dtype=torch.int8)
+        b = torch.randint(-128, 128, (N, K), device=dev, dtype=torch.int8)
+        fl = 2 * M * N * K
+        report("pytorch", name, s, timed(lambda: torch._int_mm(a, b.t())), 0, fl)
+    elif name.startswith("gemm_f16_wgmma") or name.startswith("gemm_bf16_wgmma"):
+        # B is [N, K] (nn.Linear's weight): cuBLAS of A @ B.T (16-bit out,
         # f32 accumulate) and Triton's tl.dot on the same layout.
         M, N, K = s["M"], s["N"], s["K"]
-        a = rnd(M, K).half()
-        b = rnd(N, K).half()
-        c = torch.empty(M, N, device=dev, dtype=torch.half)
+        t = torch.bfloat16 if name.startswith("gemm_bf16") else torch.half
+        a = rnd(M, K).to(t)
+        b = rnd(N, K).to(t)
+        c = torch.empty(M, N, device=dev, dtype=t)
         fl = 2 * M * N * K
         report("pytorch", name, s, timed(lambda: torch.matmul(a, b.t(), out=c)), 0, fl)
         report("triton", name, s, timed(lambda: matmul_nt_triton(a, b, c)), 0, fl)

@@ -425,11 +425,21 @@ impl Backend for Nvptx<'_> {
         c: Vec<BasicValueEnum<'ctx>>,
     ) -> R<Vec<BasicValueEnum<'ctx>>> {
         use inkwell::types::BasicMetadataTypeEnum;
+        use rocmc_target::matrix::MType;
         let n = c.len();
-        let f32t = emit.cx.f32_type();
+        let (acc_t, reg): (inkwell::types::BasicTypeEnum, &str) = match instr.acc {
+            MType::I32 => (emit.cx.i32_type().into(), "=r"),
+            _ => (emit.cx.f32_type().into(), "=f"),
+        };
+        // Integer products take scale-d only; 8-bit floats no transposes.
+        let rest = match instr.a {
+            MType::I8 => "",
+            MType::Fp8 | MType::Bf8 => ", 1, 1",
+            _ => ", 1, 1, 0, 0",
+        };
         let regs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
         let asm = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n{} {{{}}}, ${}, ${}, p, 1, 1, 0, 0;\n}}",
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n{} {{{}}}, ${}, ${}, p{rest};\n}}",
             2 * n + 2,
             instr.name,
             regs.join(", "),
@@ -437,13 +447,13 @@ impl Backend for Nvptx<'_> {
             2 * n + 1
         );
         let constraints: Vec<String> = (0..n)
-            .map(|_| "=f".to_string())
+            .map(|_| reg.to_string())
             .chain((0..n).map(|i| i.to_string()))
             .chain(["l".into(), "l".into(), "r".into()])
             .collect();
-        let ret = emit.cx.struct_type(&vec![f32t.into(); n], false);
+        let ret = emit.cx.struct_type(&vec![acc_t; n], false);
         let params: Vec<BasicMetadataTypeEnum> = (0..n)
-            .map(|_| f32t.into())
+            .map(|_| acc_t.into())
             .chain([
                 emit.cx.i64_type().into(),
                 emit.cx.i64_type().into(),

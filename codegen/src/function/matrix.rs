@@ -146,7 +146,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let [Some(da), Some(db)] = d else {
             unreachable!("both loaded above")
         };
-        let cv = self.matrix_operands(acc, instr.acc_per_lane(), ("float", instr.acc_per_lane()))?;
+        let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
         let out = self.be.group_matrix(&self.ctx(), instr, da, db, cv)?;
         for (e, v) in out.into_iter().enumerate() {
             let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
@@ -174,16 +174,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
             }
         });
-        let f32t = self.cx.f32_type();
-        let fty = f32t.fn_type(&[f32t.into()], false);
         for id in accs {
+            let (t, reg) = match self.g.locals[id as usize].dtype {
+                rocmc_ir::DType::I32 => (self.cx.i32_type().into(), "=r,0,~{memory}"),
+                _ => (self.cx.f32_type().into(), "=f,0,~{memory}"),
+            };
+            let t: inkwell::types::BasicTypeEnum = t;
+            let fty = t.fn_type(&[t.into()], false);
             for e in 0..self.g.locals[id as usize].len {
                 let p = self.local_ptr(id, &Index::c(i64::from(e)))?;
-                let v = self.b.build_load(f32t, p, "").map_err(llvm_err)?;
+                let v = self.b.build_load(t, p, "").map_err(llvm_err)?;
                 let f = self.cx.create_inline_asm(
                     fty,
                     String::new(),
-                    "=f,0,~{memory}".into(),
+                    reg.into(),
                     true,
                     false,
                     None,
