@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 /// sm_52 stands for the processors whose PTX (older than 6.2) lacks
 /// instructions newer ones have (tests/regress/vote_old_ptx.toml).
 const TARGETS: &[&str] = &[
-    "gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_52", "sm_70", "sm_90",
+    "gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_52", "sm_70", "sm_90", "sm_90a",
 ];
 
 use rocmc::run::Rng;
@@ -660,6 +660,68 @@ fn conv_kernel(rng: &mut Rng, id: u64) -> String {
     src
 }
 
+/// The first line of a matrix product, run through sm_90a's warpgroup
+/// instructions half the time (else another matrix target's, as
+/// [`EMULATED`] kernels are).
+const GEMM: &str = "# a matrix product, through sm_90a's lanes or another target's\n";
+
+/// A matrix product of 16-bit floats (summed in f32) or int8 (in i32),
+/// B stored `[N, K]` (k contiguous, as `wgmma` reads it) or `[K, N]`, with
+/// a bias and a ReLU or none; unscheduled (rule `matmul-wgmma` on sm_90a
+/// where it applies, `matmul-mma` elsewhere), or with a warpgroup schedule
+/// of random width, warpgroups and buffers, staged `swizzle=128`.
+fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
+    let dt = *rng.pick(&["f16", "bf16", "i8"]);
+    let (acc, kstep) = if dt == "i8" { ("i32", 32) } else { ("f32", 16) };
+    let ktile = 4 * kstep;
+    let k_major = rng.chance(70);
+    let (b_shape, b_at) = if k_major {
+        ("[\"n\", \"k\"]", "B[j, kk]")
+    } else {
+        ("[\"k\", \"n\"]", "B[kk, j]")
+    };
+    let mut value = format!("sum({acc}(A[i, kk]) * {acc}({b_at}), kk)");
+    let mut src = format!(
+        "{GEMM}[kernel]\nname = \"fz{id}\"\nsizes = [\"m\", \"n\", \"k\"]\n\n[inputs]\nA = {{ dtype = \"{dt}\", shape = [\"m\", \"k\"] }}\nB = {{ dtype = \"{dt}\", shape = {b_shape} }}\n"
+    );
+    if rng.chance(40) {
+        writeln!(src, "bias = {{ dtype = \"{acc}\", shape = [\"n\"] }}").unwrap();
+        value = format!("{value} + bias[j]");
+    }
+    if rng.chance(30) {
+        let zero = if acc == "i32" { "0" } else { "0.0" };
+        value = format!("max({value}, {zero})");
+    }
+    writeln!(
+        src,
+        "\n[[stage]]\ncompute = \"C[i, j] = {value}\"\nshape = [\"m\", \"n\"]\nreduce = {{ kk = \"k\" }}"
+    )
+    .unwrap();
+    if k_major && rng.chance(50) {
+        let n = *rng.pick(&[64, 128, 128, 256]);
+        let wg = *rng.pick(&[1, 2]);
+        let stages = *rng.pick(&[1, 2, 3, 4]);
+        let t = if dt == "i8" { "i8" } else { dt };
+        let steps = [
+            format!("io, jo, ii, ji = tile(i, j, {}, {n})", 64 * wg),
+            "wi, fi = split(ii, 64)".to_string(),
+            format!("ko, k2 = split(kk, {ktile})"),
+            format!("km, rk = split(k2, {kstep})"),
+            "reorder(ko, km, fi, ji, rk)".to_string(),
+            "bind(io, blockIdx.y)".to_string(),
+            "bind(jo, blockIdx.x)".to_string(),
+            "bind(wi, threadIdx.y)".to_string(),
+            "unroll(km)".to_string(),
+            format!("AS = cache_read(A, shared, ko, vec={}, stages={stages}, swizzle=128)", ktile / 8),
+            format!("BS = cache_read(B, shared, ko, vec={}, stages={stages}, swizzle=128)", ktile / 8),
+            format!("mma(fi, ji, rk, instr=wgmma_m64n{n}k{kstep}_{t})"),
+        ];
+        let list: Vec<String> = steps.iter().map(|s| format!("  \"{s}\",")).collect();
+        writeln!(src, "schedule = [\n{}\n]", list.join("\n")).unwrap();
+    }
+    src
+}
+
 /// A random kernel file.
 /// A row chain over rows of symbolic length bounded by `max` (softmax,
 /// layernorm): reductions and an elementwise part computed at the final
@@ -757,6 +819,9 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
 fn kernel(rng: &mut Rng, id: u64) -> String {
     if rng.below(12) == 0 {
         return row_kernel(rng, id);
+    }
+    if rng.below(14) == 0 {
+        return gemm_kernel(rng, id);
     }
     if rng.below(10) == 0 {
         return attention_kernel(rng, id);
@@ -1146,6 +1211,8 @@ struct Stats {
     grids: usize,
     /// Accepted kernels scheduled by rule `conv-tiles` or `conv-mma`.
     convs: usize,
+    /// Accepted kernels run on a warpgroup instruction (`wgmma`).
+    warpgroups: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
     bounded: usize,
@@ -1203,10 +1270,14 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     // layout, picked at random (a layout it cannot tile is a user error).
     let emulated;
     // An f16 convolution too: through a matrix target it takes `conv-mma`.
-    let run_front = if src.contains("flash(") || src.starts_with(EMULATED) {
-        let p = *rng.pick(&[
-            "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90",
-        ]);
+    let run_front = if src.contains("flash(") || src.starts_with(EMULATED) || src.starts_with(GEMM) {
+        let p = if src.starts_with(GEMM) && rng.chance(50) {
+            "sm_90a"
+        } else {
+            *rng.pick(&[
+                "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90", "sm_90a",
+            ])
+        };
         let mut o = rocmc::Options::new("x86-64");
         o.emulate = Some(p.to_string());
         let cpu = rocmc::targets(&rocmc::Options::new("x86-64"))
@@ -1230,6 +1301,10 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     } else {
         &front
     };
+    st.warpgroups += run_front
+        .matrix_instructions()
+        .iter()
+        .any(|i| i.operands_in_shared()) as usize;
     st.convs += run_front.kernel.stages.iter().any(|s| {
         s.default
             .as_ref()
@@ -1360,6 +1435,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.attentions += l.attentions;
                 st.grids += l.grids;
                 st.convs += l.convs;
+                st.warpgroups += l.warpgroups;
                 st.bounded += l.bounded;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
@@ -1376,7 +1452,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1388,6 +1464,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.grids,
         st.convs,
         st.bounded,
+        st.warpgroups,
         st.executed,
         st.compiled,
         st.failures.len()
