@@ -23,6 +23,9 @@
 //!   what that path costs over the device itself (a Markdown table);
 //! - `rocmc-gpu-check mma [--seed S]` checks the `mma.sync` lane layouts
 //!   of rocmc's matrix-instruction table on the GPU, element by element;
+//! - `rocmc-gpu-check wgmma [--seed S] [--perturb]` checks sm_90a's
+//!   warpgroup MMA on the GPU: descriptors, swizzle, k steps and the
+//!   accumulator layout, element by element;
 //! - `rocmc-gpu-check gelu16 DIR` checks that rocmc's `f16(gelu(x))` is
 //!   within one f16 ulp of the exact value on the GPU.
 
@@ -39,6 +42,7 @@ mod mma;
 mod remote;
 mod transfer;
 mod ulp;
+mod wgmma;
 
 type Res<T> = Result<T, String>;
 
@@ -53,8 +57,9 @@ fn main() -> ExitCode {
         Some("latency") => remote::latency(&args[1..]),
         Some("transfer") => transfer::transfer(&args[1..]),
         Some("mma") => mma::check(&args[1..]),
+        Some("wgmma") => wgmma::check(&args[1..]),
         Some("gelu16") => ulp::gelu16(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | gelu16 DIR".into()),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | gelu16 DIR".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
