@@ -349,6 +349,20 @@ def run(name, s):
         else:
             report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
             report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
+    elif name.startswith("gemm_fp8_wgmma"):
+        # e4m3 x e4m3 -> f32 accumulate, B [N, K]: cuBLASLt through
+        # torch._scaled_mm (unit scales; bf16 out where f32 out is refused).
+        M, N, K = s["M"], s["N"], s["K"]
+        a = rnd(M, K).to(torch.float8_e4m3fn)
+        b = rnd(N, K).to(torch.float8_e4m3fn)
+        one = torch.tensor(1.0, device=dev)
+        fl = 2 * M * N * K
+        try:
+            torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+            out = torch.float32
+        except Exception:  # noqa: BLE001 - fall back to what every version takes
+            out = torch.bfloat16
+        report("pytorch", name, s, timed(lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=out)), 0, fl)
     elif name.startswith("gemm_i8_wgmma"):
         # int8 x int8 -> int32, B [N, K]: cuBLAS through torch._int_mm.
         M, N, K = s["M"], s["N"], s["K"]

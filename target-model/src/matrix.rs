@@ -223,6 +223,12 @@ pub const INSTRUCTIONS: &[MatrixInstr] = &[
     mi!("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8", "", Wgmma, 64, 64, 32, I8, I8, I32, 128, ("<4 x i32>", 1), ("<4 x i32>", 1), ("i32", 32), NvidiaOnly(SM90A)),
     mi!("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8", "", Wgmma, 64, 128, 32, I8, I8, I32, 128, ("<4 x i32>", 1), ("<8 x i32>", 1), ("i32", 64), NvidiaOnly(SM90A)),
     mi!("wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8", "", Wgmma, 64, 256, 32, I8, I8, I32, 128, ("<4 x i32>", 1), ("<16 x i32>", 1), ("i32", 128), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "", Wgmma, 64, 64, 32, Fp8, Fp8, F32, 128, ("<4 x i32>", 1), ("<4 x i32>", 1), ("float", 32), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3", "", Wgmma, 64, 128, 32, Fp8, Fp8, F32, 128, ("<4 x i32>", 1), ("<8 x i32>", 1), ("float", 64), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3", "", Wgmma, 64, 256, 32, Fp8, Fp8, F32, 128, ("<4 x i32>", 1), ("<16 x i32>", 1), ("float", 128), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2", "", Wgmma, 64, 64, 32, Bf8, Bf8, F32, 128, ("<4 x i32>", 1), ("<4 x i32>", 1), ("float", 32), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2", "", Wgmma, 64, 128, 32, Bf8, Bf8, F32, 128, ("<4 x i32>", 1), ("<8 x i32>", 1), ("float", 64), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2", "", Wgmma, 64, 256, 32, Bf8, Bf8, F32, 128, ("<4 x i32>", 1), ("<16 x i32>", 1), ("float", 128), NvidiaOnly(SM90A)),
 ];
 
 impl MatrixInstr {
@@ -744,14 +750,14 @@ mod tests {
         assert!(names("gfx1100", 32).contains(&"v_wmma_f32_16x16x16_f16"));
         assert_eq!(names("sm_75", 32).len(), 0);
         assert_eq!(names("sm_90a", 32).len(), 3);
-        assert_eq!(names("sm_90a", 128).len(), 9);
+        assert_eq!(names("sm_90a", 128).len(), 15);
         assert!(names("sm_90", 128).is_empty() && names("sm_100a", 128).is_empty());
         // Only warpgroup instructions: gfx11's wave64 WMMA is not one for wave32.
         let group = |p: &str| {
             let t = crate::Target::parse(p, None, 5).unwrap();
             MatrixUnit::of(&t).unwrap().group_instructions().len()
         };
-        assert_eq!((group("sm_90a"), group("gfx1100"), group("sm_90")), (9, 0, 0));
+        assert_eq!((group("sm_90a"), group("gfx1100"), group("sm_90")), (15, 0, 0));
     }
 
     /// PTX ISA, wgmma's D fragment: lane 37 (warp 1, group 1, thread 1)

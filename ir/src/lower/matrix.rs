@@ -222,7 +222,15 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
     let f = fragments(l, &st, &fa, &fb, instr)?;
     let (n_acc, n_a, n_b) = (f.n[0], f.n[1], f.n[2]);
     let (pc, pa, pb) = (f.per_lane[0], f.per_lane[1], f.per_lane[2]);
-    let tail = tail_instr(unit, instr, req.span)?;
+    let kg: Vec<&Guard> = st
+        .guards
+        .iter()
+        .filter(|g| {
+            (0..nest.vars.len() as u32)
+                .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
+        })
+        .collect();
+    let tail = tail_instr(l, unit, instr, &kg, &f.kloops, req.span)?;
     let mut locals = vec![
         Local {
             name: format!("{}_acc", stage.name),
@@ -308,27 +316,53 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
 /// needs its operands zeroed there, which registers allow and a shared
 /// tile does not. `mma.sync.m16n8k16`'s accumulator is exactly a warp's
 /// 16 rows of `wgmma`'s, 8 columns at a time, so it accumulates in place.
+///
+/// 8-bit floats have none in the PTX version rocmc writes for sm_90a
+/// (8.0; `mma.sync` on e4m3/e5m2 needs 8.4): there the sizes must make
+/// every tile of k whole, by a `divisible` fact, and `None` is returned.
 fn tail_instr(
+    l: &Lowering,
     unit: &MatrixUnit,
     instr: &MatrixInstr,
+    kguards: &[&Guard],
+    kloops: &[VarId],
     span: crate::diag::Span,
 ) -> Result<Option<&'static MatrixInstr>, Diagnostic> {
     if !instr.operands_in_shared() {
         return Ok(None);
     }
-    unit.instructions()
-        .into_iter()
-        .find(|i| {
-            i.family == rocmc_target::matrix::Family::MmaSync
-                && (i.a, i.b, i.acc, i.k, i.m, i.n) == (instr.a, instr.b, instr.acc, instr.k, 16, 8)
-        })
-        .map(Some)
-        .ok_or_else(|| {
-            Diagnostic::new(
-                span,
-                format!("{unit} has no warp instruction to run {}'s k tail", instr.name),
-            )
-        })
+    let warp = unit.instructions().into_iter().find(|i| {
+        i.family == rocmc_target::matrix::Family::MmaSync
+            && (i.a, i.b, i.acc, i.k, i.m, i.n) == (instr.a, instr.b, instr.acc, instr.k, 16, 8)
+    });
+    if warp.is_some() {
+        return Ok(warp);
+    }
+    let nest = &l.nest;
+    let req = nest.matrix.as_ref().expect("a stage with mma");
+    let tile: i64 = kloops
+        .iter()
+        .skip(1)
+        .chain([&req.k])
+        .map(|v| nest.var(*v).extent.as_const().unwrap_or(0))
+        .product();
+    let divs = l.k.size_divisors();
+    let whole = kguards
+        .iter()
+        .all(|g| tile > 0 && g.extent.known_divisor_in(&divs) % tile as u64 == 0);
+    if whole {
+        return Ok(None);
+    }
+    Err(Diagnostic::new(
+        span,
+        format!(
+            "{unit} has no warp instruction to run {}'s partial tiles of k, and the sizes do not rule them out",
+            instr.name
+        ),
+    )
+    .hint(format!(
+        "declare the summed size a multiple of the k tile in [kernel]: `divisible = {{ K = {tile} }}`"
+    )))
 }
 
 /// The two factors of a sum of products, A's (varying with the rows)
@@ -905,10 +939,31 @@ impl Emit<'_> {
             .collect();
         let full_tile = self.full_tile();
         let mut leaf = build(nest, frags, &[], init);
-        if let Some(t) = self.tail {
-            leaf.extend(self.group_body(t, full_tile));
+        if self.instr.operands_in_shared() {
+            let empty: Vec<Stmt> = leaf
+                .iter()
+                .cloned()
+                .chain(build(nest, frags, &[], self.stores()))
+                .collect();
+            leaf.extend(self.group_body(self.tail, full_tile));
             leaf.extend(build(nest, frags, &[], self.stores()));
-            return build(nest, outer, &[], leaf);
+            // No k at all is its own branch: where the loop's zero-trip
+            // path joins its exit, LLVM copies the zeros into the
+            // accumulators there, and ptxas, seeing other instructions
+            // write them while a group may be in flight, serializes every
+            // wgmma of the kernel.
+            let body = match kloops.first() {
+                Some(k0) => vec![Stmt::Unswitch {
+                    guards: vec![Guard {
+                        value: Index::c(0),
+                        extent: nest.var(*k0).extent.clone(),
+                    }],
+                    fast: leaf,
+                    slow: empty,
+                }],
+                None => leaf,
+            };
+            return build(nest, outer, &[], body);
         }
         match full_tile {
             Some(guards) => {
@@ -933,7 +988,11 @@ impl Emit<'_> {
     /// before the next tile's barrier lets the copies overwrite its LDS
     /// operands. Tiles of k partly out of range run the warp instruction
     /// `t` on zeroed registers instead.
-    fn group_body(&self, t: &'static MatrixInstr, full_tile: Option<Vec<Guard>>) -> Vec<Stmt> {
+    fn group_body(
+        &self,
+        tail: Option<&'static MatrixInstr>,
+        full_tile: Option<Vec<Guard>>,
+    ) -> Vec<Stmt> {
         use crate::loops::MatrixAsync;
         let nest = &self.l.nest;
         let kloops = &self.f.kloops;
@@ -971,8 +1030,14 @@ impl Emit<'_> {
             body
         };
         let drain = Stmt::MatrixAsync(MatrixAsync::Wait(0));
-        match full_tile {
-            Some(guards) => {
+        // No warp instruction for a tail: the sizes make every tile whole
+        // (checked by `tail_instr`), so the guards always hold.
+        let (full_tile, whole) = match tail {
+            Some(_) => (full_tile, false),
+            None => (None, true),
+        };
+        match (full_tile, tail) {
+            (Some(guards), Some(t)) => {
                 let inner = &kloops[1..];
                 // Only the fast side is fenced: ptxas serializes every
                 // wgmma of a kernel where other instructions write their
@@ -1014,7 +1079,7 @@ impl Emit<'_> {
                 });
                 out
             }
-            None if self.kguards.is_empty() => {
+            _ if whole || self.kguards.is_empty() => {
                 let mut out = match kloops.split_first() {
                     Some((first, inner)) => build(
                         nest,
@@ -1027,7 +1092,8 @@ impl Emit<'_> {
                 out.push(drain);
                 out
             }
-            None => build(nest, kloops, &[], self.tail_step(t)),
+            (_, Some(t)) => build(nest, kloops, &[], self.tail_step(t)),
+            (_, None) => unreachable!("no tail instruction only with whole tiles"),
         }
     }
 }
