@@ -314,3 +314,13 @@ fn running_a_code_object_checks_before_loading_hip() {
         text(&out.stderr)
     );
 }
+
+/// Every dtype a kernel file may declare is one a launch can pass: the
+/// runtimes once refused 8-bit float buffers, so no fp8 kernel could run.
+#[test]
+fn every_kernel_dtype_is_a_buffer_dtype() {
+    for d in rocmc::ir::DType::ALL {
+        let got = rocmc::device::launch::dtype(d.name());
+        assert_eq!(got, Some((d.name(), d.size())), "{d:?}");
+    }
+}

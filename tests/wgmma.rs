@@ -42,6 +42,27 @@ fn whole_and_partial_tiles_of_k_match_the_interpreter() {
     }
 }
 
+/// B stored [K, N] (torch.matmul's layout): staged in 128-byte column
+/// blocks and read transposed.
+#[test]
+fn a_b_stored_k_by_n_is_read_transposed() {
+    let src = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_f16_wgmma_nn.toml")).unwrap();
+    let cmp = emulated(&src, "sm_90a", &[("M", 66), ("N", 257), ("K", 80)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    let art = rocmc::compile("k.toml", &src, &rocmc::Options::new("sm_90a"), rocmc::Emit { asm: true, ..Default::default() }).unwrap();
+    assert!(
+        art.loops.contains("C_b_desc[0] = descriptor of BS at [((ko % 4) * 16384) + ((km * 16) * 64)] (128-byte swizzle, transposed, blocks 8192 bytes apart):"),
+        "{}",
+        art.loops
+    );
+    let ptx = art.asm.unwrap();
+    // imm-trans-a 0, imm-trans-b 1; the leading offset 8192 >> 4 = 512.
+    assert!(ptx.contains("p, 1, 1, 0, 1;"), "{ptx}");
+    assert!(ptx.contains(&((512u64 << 16) | (64u64 << 32) | (1u64 << 62)).to_string()), "no transposed descriptor constant");
+    let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
+    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
+}
+
 #[test]
 fn the_loops_show_descriptors_fences_and_the_one_group_in_flight() {
     let art = rocmc::compile(
@@ -97,14 +118,47 @@ fn an_unscheduled_product_of_k_contiguous_operands_takes_wgmma_on_sm_90a() {
     let (r, steps) = rule(&bare, "sm_90a");
     assert_eq!(r, "matmul-wgmma", "{steps}");
     assert!(steps.contains("swizzle=128") && steps.contains("wgmma_m64n256k16_f16"), "{steps}");
-    // sm_90 (no `a`) has no wgmma; B stored [K, N] is not k-contiguous.
+    // sm_90 (no `a`) has no wgmma. B stored [K, N] is read transposed
+    // (16-bit types only): int8 keeps mma.sync there.
     assert_eq!(rule(&bare, "sm_90").0, "matmul-mma");
     let kn = bare
         .replace("shape = [\"N\", \"K\"]", "shape = [\"K\", \"N\"]")
         .replace("B[j, k]", "B[k, j]");
-    assert_eq!(rule(&kn, "sm_90a").0, "matmul-mma");
+    assert_eq!(rule(&kn, "sm_90a").0, "matmul-wgmma");
+    let kn_i8 = kn
+        .replace("dtype = \"f16\"", "dtype = \"i8\"")
+        .replace("f32(A[i, k]) * f32(B[k, j])", "i32(A[i, k]) * i32(B[k, j])");
+    assert_eq!(rule(&kn_i8, "sm_90a").0, "matmul-mma");
     // The rule's kernel means what the interpreter says.
     let cmp = emulated(&bare, "sm_90a", &[("M", 65), ("N", 33), ("K", 130)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+}
+
+/// 8-bit floats: no warp instruction runs a partial tile of k in the PTX
+/// rocmc writes for sm_90a, so whole tiles are required by a `divisible`
+/// fact; with one, the kernel means what the interpreter says.
+#[test]
+fn eight_bit_float_products_need_whole_tiles_of_k() {
+    let src = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_fp8_wgmma.toml")).unwrap();
+    let cmp = emulated(&src, "sm_90a", &[("M", 65), ("N", 70), ("K", 256)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    let art = rocmc::compile("k.toml", &src, &rocmc::Options::new("sm_90a"), rocmc::Emit { asm: true, ..Default::default() }).unwrap();
+    let ptx = art.asm.unwrap();
+    assert!(ptx.contains("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"), "{ptx}");
+    assert!(!ptx.contains("mma.sync"), "a whole-tile kernel has no tail");
+    let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
+    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
+    let open = src.replace("divisible = { K = 128 }\n", "");
+    let e = refusal(&open, "sm_90a");
+    assert!(e.contains("partial tiles of k") && e.contains("divisible = { K = 128 }"), "{e}");
+}
+
+/// int8 takes 128-wide tiles (128 bytes) and its k tail runs
+/// mma.sync m16n8k32.
+#[test]
+fn int8_products_match_the_interpreter_with_a_k_tail() {
+    let src = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_i8_wgmma.toml")).unwrap();
+    let cmp = emulated(&src, "sm_90a", &[("M", 3), ("N", 70), ("K", 300)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
 }
 
@@ -125,16 +179,17 @@ fn what_wgmma_cannot_read_is_refused_naming_why() {
     let unstaged = src.replace("  \"BS = cache_read(B, shared, ko, vec=8, stages=4, swizzle=128)\",\n", "");
     let e = refusal(&unstaged, "sm_90a");
     assert!(e.contains("is not read from LDS as it is"), "{e}");
-    // B stored [K, N]: its 128-byte rows run along n, not k.
-    let kn = src
+    // int8 B stored [K, N]: wgmma transposes 16-bit operands only.
+    let kn = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_i8_wgmma.toml"))
+        .unwrap()
         .replace("shape = [\"N\", \"K\"]", "shape = [\"K\", \"N\"]")
         .replace("B[j, k]", "B[k, j]");
     let e = refusal(&kn, "sm_90a");
-    assert!(e.contains("swizzle=128"), "{e}");
+    assert!(e.contains("is not the element the instruction reads there"), "{e}");
     // The swizzled rows are 128 bytes: a 32-wide f16 tile is refused.
     let narrow = src.replace("split(k, 64)", "split(k, 32)");
     let e = refusal(&narrow, "sm_90a");
-    assert!(e.contains("its rows are 32 elements of f16 (64 bytes), not 128 bytes"), "{e}");
+    assert!(e.contains("its rows are 32 elements of f16 (64 bytes), not a multiple of 128 bytes"), "{e}");
     // No padding with a swizzle.
     let padded = src.replace("vec=8, stages=4, swizzle=128)\",\n  \"BS", "pad=8, vec=8, stages=4, swizzle=128)\",\n  \"BS");
     let e = refusal(&padded, "sm_90a");

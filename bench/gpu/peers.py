@@ -349,6 +349,15 @@ def run(name, s):
         else:
             report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
             report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
+    elif name.startswith("gemm_f16_wgmma_nn"):
+        # B stored [K, N]: cuBLAS HGEMM of A @ B and Triton, as gemm_f16_mma.
+        M, N, K = s["M"], s["N"], s["K"]
+        a = rnd(M, K).half()
+        b = rnd(K, N).half()
+        c = torch.empty(M, N, device=dev, dtype=torch.half)
+        fl = 2 * M * N * K
+        report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
+        report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
     elif name.startswith("gemm_fp8_wgmma"):
         # e4m3 x e4m3 -> f32 accumulate, B [N, K]: cuBLASLt through
         # torch._scaled_mm (unit scales; bf16 out where f32 out is refused).

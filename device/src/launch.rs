@@ -515,6 +515,16 @@ impl LaunchInfo {
 mod tests {
     use super::*;
 
+    /// 8-bit floats pass as bytes (the runtimes once refused them);
+    /// tests/runtime.rs checks every kernel dtype against this table.
+    #[test]
+    fn buffer_dtypes_have_their_sizes() {
+        assert_eq!(dtype("f8e4m3fn"), Some(("f8e4m3fn", 1)));
+        assert_eq!(dtype("f8e5m2fnuz"), Some(("f8e5m2fnuz", 1)));
+        assert_eq!(dtype("bf16"), Some(("bf16", 2)));
+        assert_eq!(dtype("f128"), None);
+    }
+
     #[test]
     fn grid_expressions_evaluate() {
         let e = Extent::CeilDiv(

@@ -14,6 +14,12 @@
 //! descriptor encoding, the swizzle, the k stepping and the accumulator
 //! layout are each checked, element by element; `--perturb` swaps two
 //! chunks of A and must make every instruction fail.
+//!
+//! 16-bit instructions run a second time with B transposed (MN-major, as
+//! rocmc stages a B stored `[K, N]`): the host lays B out as 64 rows of k
+//! in 128-byte blocks of 64 n, 8,192 bytes apart; the descriptor carries
+//! that distance, the instruction `imm-trans-b` = 1, and each k step moves
+//! the start 16 rows (2,048 bytes).
 
 use crate::Res;
 use rocmc_device::Arg;
@@ -22,7 +28,7 @@ use rocmc_target::matrix::{Family, MType, MatrixInstr, INSTRUCTIONS};
 /// Bytes of a tile row (the swizzle's span).
 const ROW: usize = 128;
 
-fn ptx(i: &MatrixInstr) -> String {
+fn ptx(i: &MatrixInstr, trans_b: bool) -> String {
     let n = i.n as usize;
     let regs = n / 2;
     let int = i.acc == MType::I32;
@@ -33,9 +39,11 @@ fn ptx(i: &MatrixInstr) -> String {
     };
     let steps = ROW * 8 / i.a.bits() as usize / i.k as usize;
     let rest = match i.a {
-        MType::I8 => "",
-        _ => ", 1, 1, 0, 0",
+        MType::I8 => String::new(),
+        MType::Fp8 | MType::Bf8 => ", 1, 1".to_string(),
+        _ => format!(", 1, 1, 0, {}", u8::from(trans_b)),
     };
+    let block = (ROW * 8 / i.a.bits() as usize * ROW) as u64;
     let d: Vec<String> = (0..regs).map(|r| format!("d{r}")).collect();
     let launch = format!(
         r#"// rocmc.launch {{"version":1,"sizes":[],"kernels":[{{"name":"wgmma","block":[128,1,1],"grid":[{{"const":1}},{{"const":1}},{{"const":1}}],"grid_text":["1","1","1"],"args":[{{"name":"A","role":"buffer","dtype":"u32","shape":[{{"const":{}}}]}},{{"name":"B","role":"buffer","dtype":"u32","shape":[{{"const":{}}}]}},{{"name":"D","role":"buffer","dtype":"{dt}","shape":[{{"const":{}}}]}}]}}]}}"#,
@@ -68,10 +76,16 @@ fn ptx(i: &MatrixInstr) -> String {
     s += "  wgmma.fence.sync.aligned;\n  mov.u32 one, 1;\n  setp.ne.b32 p, one, 0;\n";
     for step in 0..steps {
         for (desc, arr) in [("da", "sa"), ("db", "sb")] {
+            // A transposed B steps k by rows (16 of 128 bytes) and has
+            // its column blocks `block` bytes apart.
+            let (advance, leading) = if trans_b && arr == "sb" {
+                (step * 16 * ROW, block >> 4)
+            } else {
+                (step * 32, 1)
+            };
             s += &format!(
-                "  mov.u32 sh, {arr};\n  add.u32 sh, sh, {};\n  cvt.u64.u32 {desc}, sh;\n  shr.u64 {desc}, {desc}, 4;\n  and.b64 {desc}, {desc}, 16383;\n  or.b64 {desc}, {desc}, {};\n",
-                step * 32,
-                (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62)
+                "  mov.u32 sh, {arr};\n  add.u32 sh, sh, {advance};\n  cvt.u64.u32 {desc}, sh;\n  shr.u64 {desc}, {desc}, 4;\n  and.b64 {desc}, {desc}, 16383;\n  or.b64 {desc}, {desc}, {};\n",
+                (leading << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62)
             );
         }
         s += &format!("  {} {{{}}}, da, db, p{rest};\n", i.name, d.join(", "));
@@ -91,6 +105,24 @@ fn encode(t: MType, v: i32) -> Vec<u8> {
         MType::F16 => half::f16::from_f64(f64::from(v)).to_le_bytes().to_vec(),
         MType::Bf16 => half::bf16::from_f64(f64::from(v)).to_le_bytes().to_vec(),
         MType::I8 => vec![v as i8 as u8],
+        // The small integers the check draws (|v| <= 4), exact in both
+        // 8-bit float formats: e4m3 (bias 7) and e5m2 (bias 15).
+        MType::Fp8 | MType::Bf8 => {
+            let m = v.unsigned_abs();
+            let bits: u8 = match (t, m) {
+                (_, 0) => 0,
+                (MType::Fp8, 1) => 0x38,
+                (MType::Fp8, 2) => 0x40,
+                (MType::Fp8, 3) => 0x44,
+                (MType::Fp8, 4) => 0x48,
+                (MType::Bf8, 1) => 0x3c,
+                (MType::Bf8, 2) => 0x40,
+                (MType::Bf8, 3) => 0x42,
+                (MType::Bf8, 4) => 0x44,
+                _ => panic!("{v} is not drawn"),
+            };
+            vec![bits | if v < 0 { 0x80 } else { 0 }]
+        }
         other => panic!("no wgmma input of type {other}"),
     }
 }
@@ -110,6 +142,22 @@ fn swizzle(t: MType, m: &[Vec<i32>]) -> Vec<u8> {
     out
 }
 
+/// B (`n` rows of a k tile) as a transposed operand lies: 64 rows of k,
+/// each in `n / 64` blocks of 128 bytes (64 elements of n), the blocks one
+/// after the other, swizzled within each as [`swizzle`] does.
+fn transposed(t: MType, b: &[Vec<i32>]) -> Vec<u8> {
+    let (n, width) = (b.len(), b[0].len());
+    let per = ROW * 8 / t.bits() as usize;
+    let mut out = Vec::new();
+    for blk in 0..n / per {
+        let rows: Vec<Vec<i32>> = (0..width)
+            .map(|k| (0..per).map(|c| b[blk * per + c][k]).collect())
+            .collect();
+        out.extend(swizzle(t, &rows));
+    }
+    out
+}
+
 /// Checks every `wgmma` instruction of the table on device 0 (an sm_90 GPU).
 pub fn check(args: &[String]) -> Res<bool> {
     let seed = crate::flag(args, "--seed", 1)?;
@@ -119,7 +167,12 @@ pub fn check(args: &[String]) -> Res<bool> {
     let mut all = true;
     println!("| instruction | k steps in the tile | D cells checked | max error | result |");
     println!("|---|---|---|---|---|");
-    for i in INSTRUCTIONS.iter().filter(|i| i.family == Family::Wgmma) {
+    let cases = INSTRUCTIONS
+        .iter()
+        .filter(|i| i.family == Family::Wgmma)
+        .flat_map(|i| [(i, false), (i, true)])
+        .filter(|(i, t)| !t || i.a.bits() == 16);
+    for (i, trans_b) in cases {
         let (n, width) = (i.n as usize, ROW * 8 / i.a.bits() as usize);
         let mut draw = |rows: usize| -> Vec<Vec<i32>> {
             (0..rows)
@@ -136,9 +189,13 @@ pub fn check(args: &[String]) -> Res<bool> {
                 sa.swap(x + j, y + j);
             }
         }
-        let sb = swizzle(i.b, &b);
+        let sb = if trans_b {
+            transposed(i.b, &b)
+        } else {
+            swizzle(i.b, &b)
+        };
         let module = dev
-            .load_module(ptx(i).as_bytes())
+            .load_module(ptx(i, trans_b).as_bytes())
             .map_err(|e| format!("{}: {e}", i.name))?;
         let e = |e: rocmc_device::Error| e.to_string();
         let da = dev.upload(&sa).map_err(e)?;
@@ -188,8 +245,9 @@ pub fn check(args: &[String]) -> Res<bool> {
         let ok = max_err == 0.0;
         all &= ok;
         println!(
-            "| {} | {} | 64x{n} | {max_err} | {} |",
+            "| {}{} | {} | 64x{n} | {max_err} | {} |",
             i.name,
+            if trans_b { ", B transposed" } else { "" },
             width / i.k as usize,
             if ok { "exact" } else { "WRONG" }
         );
@@ -212,7 +270,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         for i in INSTRUCTIONS.iter().filter(|i| i.family == Family::Wgmma) {
             let f = dir.join("k.ptx");
-            std::fs::write(&f, ptx(i)).unwrap();
+            std::fs::write(&f, ptx(i, i.a.bits() == 16)).unwrap();
             let out = std::process::Command::new(&ptxas)
                 .args(["-arch", "sm_90a", "-o"])
                 .arg(dir.join("k.cubin"))

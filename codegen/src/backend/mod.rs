@@ -308,23 +308,28 @@ pub(crate) trait Backend {
     /// `start`, 128-byte swizzled ([`Stmt::MatrixDesc`](rocmc_ir::loops::Stmt::MatrixDesc)),
     /// or `None`, having emitted nothing, where the target's matrix
     /// instructions read registers (the caller runs the fills).
+    /// `mn_block`: a transposed (MN-major) operand whose 128-byte column
+    /// blocks are that many bytes apart.
     fn matrix_descriptor<'ctx>(
         &self,
         _emit: &Emit<'_, 'ctx>,
         _start: PointerValue<'ctx>,
+        _mn_block: Option<u32>,
     ) -> R<Option<IntValue<'ctx>>> {
         Ok(None)
     }
 
     /// A warpgroup matrix instruction (`wgmma`) on the descriptors of A
-    /// and B, accumulating into `c` (one value per accumulator element);
-    /// returns D, issued asynchronously: see [`Backend::matrix_async`].
+    /// and B (`trans`: each operand transposed, MN-major), accumulating
+    /// into `c` (one value per accumulator element); returns D, issued
+    /// asynchronously: see [`Backend::matrix_async`].
     fn group_matrix<'ctx>(
         &self,
         _emit: &Emit<'_, 'ctx>,
         instr: &rocmc_target::matrix::MatrixInstr,
         _a: IntValue<'ctx>,
         _b: IntValue<'ctx>,
+        _trans: [bool; 2],
         _c: Vec<BasicValueEnum<'ctx>>,
     ) -> R<Vec<BasicValueEnum<'ctx>>> {
         Err(crate::CodegenError::Llvm(format!(

@@ -386,12 +386,15 @@ impl Backend for Nvptx<'_> {
     }
 
     /// Hopper's shared-memory matrix descriptor, 128-byte swizzle mode:
-    /// the address's bits 4-17, leading-dimension offset 1 (unused with a
-    /// swizzle), 1024 bytes (8 rows of 128) between groups of 8 rows.
+    /// the address's bits 4-17; 1024 bytes (8 rows of 128) between groups
+    /// of 8 rows (the stride-dimension offset); the leading-dimension
+    /// offset 1 (unused) for a K-major operand, the distance between
+    /// 128-byte column blocks (64 f16 of n) for a transposed one.
     fn matrix_descriptor<'ctx>(
         &self,
         emit: &Emit<'_, 'ctx>,
         start: PointerValue<'ctx>,
+        mn_block: Option<u32>,
     ) -> R<Option<IntValue<'ctx>>> {
         let i64t = emit.cx.i64_type();
         let addr = emit
@@ -407,7 +410,8 @@ impl Backend for Nvptx<'_> {
             .b
             .build_right_shift(bits, c(4), false, "")
             .map_err(llvm_err)?;
-        let fixed = (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
+        let leading = mn_block.map_or(1, |b| u64::from(b >> 4) & 0x3fff);
+        let fixed = (leading << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
         Ok(Some(
             emit.b.build_or(field, c(fixed), "").map_err(llvm_err)?,
         ))
@@ -422,6 +426,7 @@ impl Backend for Nvptx<'_> {
         instr: &rocmc_target::matrix::MatrixInstr,
         a: IntValue<'ctx>,
         b: IntValue<'ctx>,
+        trans: [bool; 2],
         c: Vec<BasicValueEnum<'ctx>>,
     ) -> R<Vec<BasicValueEnum<'ctx>>> {
         use inkwell::types::BasicMetadataTypeEnum;
@@ -433,9 +438,9 @@ impl Backend for Nvptx<'_> {
         };
         // Integer products take scale-d only; 8-bit floats no transposes.
         let rest = match instr.a {
-            MType::I8 => "",
-            MType::Fp8 | MType::Bf8 => ", 1, 1",
-            _ => ", 1, 1, 0, 0",
+            MType::I8 => String::new(),
+            MType::Fp8 | MType::Bf8 => ", 1, 1".into(),
+            _ => format!(", 1, 1, {}, {}", u8::from(trans[0]), u8::from(trans[1])),
         };
         let regs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
         let asm = format!(

@@ -116,10 +116,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         index: &Index,
         shared: u32,
         start: &Index,
+        mn_block: Option<u32>,
         stores: &[Stmt],
     ) -> R<()> {
         let p = self.shared_ptr(shared, start)?;
-        match self.be.matrix_descriptor(&self.ctx(), p)? {
+        match self.be.matrix_descriptor(&self.ctx(), p, mn_block)? {
             Some(d) => {
                 let dst = self.local_ptr(local, index)?;
                 self.b.build_store(dst, d).map_err(llvm_err)?;
@@ -134,20 +135,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(super) fn group_matrix(
         &mut self,
         instr: &MatrixInstr,
-        desc: &[(u32, Index); 2],
+        desc: &[rocmc_ir::loops::OperandDesc; 2],
         acc: &(u32, Index),
     ) -> R<()> {
         let i64t = self.cx.i64_type();
         let mut d = [None, None];
-        for (slot, (id, ix)) in d.iter_mut().zip(desc) {
-            let p = self.local_ptr(*id, ix)?;
+        for (slot, o) in d.iter_mut().zip(desc) {
+            let p = self.local_ptr(o.local, &o.index)?;
             *slot = Some(self.b.build_load(i64t, p, "").map_err(llvm_err)?.into_int_value());
         }
         let [Some(da), Some(db)] = d else {
             unreachable!("both loaded above")
         };
         let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
-        let out = self.be.group_matrix(&self.ctx(), instr, da, db, cv)?;
+        let trans = [desc[0].transposed, desc[1].transposed];
+        let out = self.be.group_matrix(&self.ctx(), instr, da, db, trans, cv)?;
         for (e, v) in out.into_iter().enumerate() {
             let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
             self.b.build_store(p, v).map_err(llvm_err)?;

@@ -89,8 +89,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 index,
                 shared,
                 start,
+                mn_block,
                 stores,
-            } => self.matrix_desc(*local, index, *shared, start, stores)?,
+            } => self.matrix_desc(*local, index, *shared, start, *mn_block, stores)?,
             Stmt::MatrixAsync(op) => self.matrix_async(*op)?,
             Stmt::Shuffle {
                 local,

@@ -230,10 +230,10 @@ pub enum Stmt {
         wave: Index,
         /// For an instruction that reads A and B from LDS
         /// ([`MatrixInstr::operands_in_shared`](rocmc_target::matrix::MatrixInstr::operands_in_shared)):
-        /// the registers holding their descriptors (`locals[d.0][d.1]`), set
-        /// by [`Stmt::MatrixDesc`]; `None` until pass `matrix_descs` proves
+        /// the registers holding their descriptors, set by
+        /// [`Stmt::MatrixDesc`]; `None` until pass `matrix_descs` proves
         /// them. `a` and `b` are then what the CPU runs.
-        desc: Option<[(u32, Index); 2]>,
+        desc: Option<[OperandDesc; 2]>,
     },
     /// The shared-memory descriptor of one operand of a matrix instruction
     /// that reads A or B from LDS (`wgmma`): the operand's first row starts
@@ -250,6 +250,11 @@ pub enum Stmt {
         index: Index,
         shared: u32,
         start: Index,
+        /// `None`: the operand's rows run along m or n and its 128-byte
+        /// rows along k ("K-major"). `Some(bytes)`: transposed ("MN-major",
+        /// B stored `[K, N]`): the tile's rows run along k and its 128-byte
+        /// column blocks along n, `bytes` apart.
+        mn_block: Option<u32>,
         stores: Vec<Stmt>,
     },
     /// Orders a warpgroup's asynchronous matrix instructions (`wgmma`); a
@@ -319,12 +324,14 @@ impl Stmt {
                 index,
                 shared,
                 start,
+                mn_block,
                 stores,
             } => Stmt::MatrixDesc {
                 local,
                 index,
                 shared,
                 start,
+                mn_block,
                 stores: f(stores),
             },
             // Listed, not `_`: a new statement kind with a body must be handled.
@@ -342,6 +349,16 @@ impl Stmt {
             | Stmt::Shuffle { .. }) => s,
         }
     }
+}
+
+/// Where a warpgroup instruction finds one operand's descriptor
+/// (`locals[local][index]`), and whether the operand is transposed
+/// (MN-major, [`Stmt::MatrixDesc`]'s `mn_block`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperandDesc {
+    pub local: u32,
+    pub index: Index,
+    pub transposed: bool,
 }
 
 /// The ordering statements of asynchronous matrix instructions.

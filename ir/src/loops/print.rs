@@ -218,11 +218,16 @@ impl Printer<'_, '_, '_> {
                     index,
                     shared,
                     start,
+                    mn_block,
                     stores,
                 } => {
+                    let layout = match mn_block {
+                        None => "128-byte swizzle".to_string(),
+                        Some(b) => format!("128-byte swizzle, transposed, blocks {b} bytes apart"),
+                    };
                     writeln!(
                         self.f,
-                        "{pad}{}[{}] = descriptor of {} at [{}] (128-byte swizzle):",
+                        "{pad}{}[{}] = descriptor of {} at [{}] ({layout}):",
                         self.p.gpu.locals[*local as usize].name,
                         self.index(index),
                         self.p.gpu.shared[*shared as usize].name,

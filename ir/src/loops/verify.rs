@@ -289,9 +289,9 @@ impl Cx<'_> {
                     desc,
                 } => {
                     self.matrix(instr, [a, b, acc], lane, wave)?;
-                    for (id, ix) in desc.iter().flatten() {
-                        let (l, name) = self.array(false, *id)?;
-                        self.element(ix, l.len, &format!("a matrix descriptor in {name}"))?;
+                    for d in desc.iter().flatten() {
+                        let (l, name) = self.array(false, d.local)?;
+                        self.element(&d.index, l.len, &format!("a matrix descriptor in {name}"))?;
                     }
                 }
                 Stmt::MatrixDesc { .. } if divergent => {
@@ -305,6 +305,7 @@ impl Cx<'_> {
                     shared,
                     start,
                     stores,
+                    ..
                 } => {
                     let (l, name) = self.array(false, *local)?;
                     self.element(index, l.len, &format!("a matrix descriptor in {name}"))?;

@@ -239,19 +239,27 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             acc: (f.local(acc.0), f.index(acc.1)),
             lane: f.index(lane),
             wave: f.index(wave),
-            desc: desc.map(|d| d.map(|(id, ix)| (f.local(id), f.index(ix)))),
+            desc: desc.map(|d| {
+                d.map(|o| super::OperandDesc {
+                    local: f.local(o.local),
+                    index: f.index(o.index),
+                    transposed: o.transposed,
+                })
+            }),
         },
         Stmt::MatrixDesc {
             local,
             index,
             shared,
             start,
+            mn_block,
             stores,
         } => Stmt::MatrixDesc {
             local: f.local(local),
             index: f.index(index),
             shared: f.shared(shared),
             start: f.index(start),
+            mn_block,
             stores: fold_body(f, stores),
         },
         Stmt::MatrixAsync(op) => Stmt::MatrixAsync(op),

@@ -236,12 +236,16 @@ impl Tile {
             None => self.slot.clone() + linear(o, &self.padded),
             Some(chunk) => {
                 let n = o.len();
+                // 128 bytes of the last dimension per block.
+                let width = chunk * swizzle::ROW_BYTES / swizzle::CHUNK_BYTES;
+                let rows: i64 = self.padded[..n - 1].iter().product();
                 swizzle::swizzled(&swizzle::Swizzled {
                     slot: self.slot.clone(),
                     row: linear(&o[..n - 1], &self.padded[..n - 1]),
                     col: o[n - 1].clone(),
-                    width: self.padded[n - 1],
+                    width,
                     chunk,
+                    block: (self.padded[n - 1] > width).then_some(rows * width),
                 })
             }
         }
@@ -494,9 +498,9 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     let swizzle = if c.swizzle {
         let esize = t.dtype.size() as i64;
         let rows: i64 = size[..n - 1].iter().product();
-        let bad = if size[n - 1] * esize != swizzle::ROW_BYTES {
+        let bad = if (size[n - 1] * esize) % swizzle::ROW_BYTES != 0 {
             Some(format!(
-                "its rows are {} elements of {} ({} bytes), not 128 bytes",
+                "its rows are {} elements of {} ({} bytes), not a multiple of 128 bytes",
                 size[n - 1],
                 t.dtype,
                 size[n - 1] * esize
@@ -510,7 +514,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         };
         if let Some(b) = bad {
             return Err(err(format!("`swizzle=128` cannot lay out the tile of `{}`: {b}", t.name))
-                .hint("stage 128 bytes of the last dimension (64 f16, 128 f8) by a multiple of 8 rows"));
+                .hint("stage a multiple of 128 bytes of the last dimension (64 f16, 128 f8) by a multiple of 8 rows"));
         }
         Some(swizzle::CHUNK_BYTES / esize)
     } else {

@@ -20,10 +20,10 @@
 use super::cache::swizzle::{unswizzled, Swizzled};
 use super::{Lowering, Stmt};
 use crate::diag::Diagnostic;
-use crate::index::{Index, VarId};
+use crate::index::{IOp, Index, VarId};
 use crate::kernel::ExprKind;
 use crate::loops::visit::walk;
-use crate::loops::Local;
+use crate::loops::{Local, OperandDesc};
 use crate::DType;
 use rocmc_target::matrix::MatrixInstr;
 use std::collections::{BTreeMap, HashMap};
@@ -89,7 +89,18 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         )
         .hint("stage both operands with `cache_read(X, shared, ko, swizzle=128)` at the loop over tiles of k, 64 f16 wide (128 bytes), with the k loops outside the fragment loops")
     })?;
-    l.g.body = set_descriptors(body, &ops);
+    let mut transposed = Vec::new();
+    walk(&body, &mut |s| {
+        if let Stmt::MatrixDesc {
+            local,
+            mn_block: Some(_),
+            ..
+        } = s
+        {
+            transposed.push(*local);
+        }
+    });
+    l.g.body = set_descriptors(body, &ops, &transposed);
     Ok(())
 }
 
@@ -165,27 +176,92 @@ impl Cx<'_> {
             reads.push((*shared, sw));
         }
         let (shared, first) = reads[0].clone();
-        let esize = self.shared[shared as usize].dtype.size() as i64;
-        let lane_at = |t: u32| HashMap::from([(self.lane, Index::c(i64::from(t)))]);
-        let start_row = first.row.subst(&lane_at(0));
-        let start_col = first.col.subst(&lane_at(0));
-        let (row_terms, row0) = start_row.affine();
-        let (col_terms, col0) = start_col.affine();
-        for (e, (sh, sw)) in reads.iter().enumerate() {
+        for (sh, sw) in &reads {
             if *sh != shared
                 || sw.slot != first.slot
-                || (sw.width, sw.chunk) != (first.width, first.chunk)
+                || (sw.width, sw.chunk, sw.block) != (first.width, first.chunk, first.block)
                 || sw.slot.uses_var(self.lane)
             {
                 return Err("a fragment's reads are of different tiles or buffers".into());
             }
+        }
+        // K-major: the tile's rows are A's m or B's n, its 128-byte rows k.
+        // A 16-bit B may also be transposed (MN-major, B stored [K, N]):
+        // the tile's rows are k and its columns n, in 128-byte blocks.
+        let k_major = self.check_lanes(op, &reads, false);
+        let transposed = matches!(op.role, Role::B) && op.instr.b.bits() == 16;
+        let mn_major = match &k_major {
+            Err(_) if transposed => Some(self.check_lanes(op, &reads, true)),
+            _ => None,
+        };
+        let mn = match (k_major, mn_major) {
+            (Ok(()), _) => false,
+            (Err(_), Some(Ok(()))) => true,
+            (Err(e), None) | (Err(_), Some(Err(e))) => return Err(e),
+        };
+        let esize = self.shared[shared as usize].dtype.size() as i64;
+        let lane_at = HashMap::from([(self.lane, Index::c(0))]);
+        let (start_row, start_col) = (first.row.subst(&lane_at), first.col.subst(&lane_at));
+        if start_row.known_divisor() % 8 != 0 {
+            return Err("an operand does not start on a multiple of 8 rows of its tile".into());
+        }
+        if (first.slot.known_divisor() as i64 * esize) % 1024 != 0 && first.slot != Index::c(0) {
+            return Err("the tile's buffers are not multiples of 1024 bytes".into());
+        }
+        let Swizzled {
+            slot, width, block, ..
+        } = first;
+        let (start, mn_block) = if mn {
+            // The start's n on a block (64 f16): the descriptor steps
+            // blocks by their distance, rows of k by 128 bytes.
+            if start_col.known_divisor() % width as u64 != 0 {
+                return Err("a transposed operand does not start on a 128-byte block of its columns".into());
+            }
+            let blocks = match block {
+                Some(b) => Index::bin(IOp::Div, start_col, Index::c(width)) * Index::c(b),
+                None => Index::c(0),
+            };
+            let bytes = block.map_or(0, |b| (b * esize) as u32);
+            (slot + blocks + start_row * Index::c(width), Some(bytes))
+        } else {
+            if block.is_some() {
+                return Err("the operand's rows of k are longer than 128 bytes (stage 128 bytes of k per tile)".into());
+            }
+            if start_col.known_divisor() % first.chunk as u64 != 0 {
+                return Err("an operand does not start on a 16-byte chunk of its rows".into());
+            }
+            (slot + start_row * Index::c(width) + start_col, None)
+        };
+        let Stmt::LocalStore { index, .. } = &run[0] else {
+            unreachable!("checked above")
+        };
+        Ok(Stmt::MatrixDesc {
+            local: op.desc,
+            index: index.clone(),
+            shared,
+            start,
+            mn_block,
+            stores: run.to_vec(),
+        })
+    }
+
+    /// Whether, for every lane and element, the read's tile row and column
+    /// are one lane-independent start plus the instruction's element there:
+    /// (m or n, k) as a K-major operand, (k, n) `transposed`.
+    fn check_lanes(&self, op: &Operand, reads: &[(u32, Swizzled)], transposed: bool) -> Result<(), String> {
+        let lane_at = |t: u32| HashMap::from([(self.lane, Index::c(i64::from(t)))]);
+        let first = &reads[0].1;
+        let (row_terms, row0) = first.row.subst(&lane_at(0)).affine();
+        let (col_terms, col0) = first.col.subst(&lane_at(0)).affine();
+        for (e, (_, sw)) in reads.iter().enumerate() {
             for t in 0..op.instr.wave {
-                let (want_row, want_col) = match op.role {
-                    Role::A => op.instr.a_at(t, e as u32),
-                    Role::B => {
+                let (want_row, want_col) = match (op.role, transposed) {
+                    (Role::A, _) => op.instr.a_at(t, e as u32),
+                    (Role::B, false) => {
                         let (k, n) = op.instr.b_at(t, e as u32);
                         (n, k)
                     }
+                    (Role::B, true) => op.instr.b_at(t, e as u32),
                 };
                 let (rt, rc) = sw.row.subst(&lane_at(t)).affine();
                 let (ct, cc) = sw.col.subst(&lane_at(t)).affine();
@@ -200,31 +276,12 @@ impl Cx<'_> {
                 }
             }
         }
-        if start_row.known_divisor() % 8 != 0 {
-            return Err("an operand does not start on a multiple of 8 rows of its tile".into());
-        }
-        if start_col.known_divisor() % first.chunk as u64 != 0 {
-            return Err("an operand does not start on a 16-byte chunk of its rows".into());
-        }
-        if (first.slot.known_divisor() as i64 * esize) % 1024 != 0 && first.slot != Index::c(0) {
-            return Err("the tile's buffers are not multiples of 1024 bytes".into());
-        }
-        let Swizzled { slot, width, .. } = first;
-        let Stmt::LocalStore { index, .. } = &run[0] else {
-            unreachable!("checked above")
-        };
-        Ok(Stmt::MatrixDesc {
-            local: op.desc,
-            index: index.clone(),
-            shared,
-            start: slot + start_row * Index::c(width) + start_col,
-            stores: run.to_vec(),
-        })
+        Ok(())
     }
 }
 
 /// Each warpgroup instruction given the arrays of its descriptors.
-fn set_descriptors(body: Vec<Stmt>, ops: &HashMap<u32, Operand>) -> Vec<Stmt> {
+fn set_descriptors(body: Vec<Stmt>, ops: &HashMap<u32, Operand>, transposed: &[u32]) -> Vec<Stmt> {
     body.into_iter()
         .map(|s| match s {
             Stmt::Matrix {
@@ -236,7 +293,11 @@ fn set_descriptors(body: Vec<Stmt>, ops: &HashMap<u32, Operand>) -> Vec<Stmt> {
                 wave,
                 desc: None,
             } if instr.operands_in_shared() => {
-                let d = [(ops[&a.0].desc, a.1.clone()), (ops[&b.0].desc, b.1.clone())];
+                let d = [(&a, &ops[&a.0]), (&b, &ops[&b.0])].map(|(x, o)| OperandDesc {
+                    local: o.desc,
+                    index: x.1.clone(),
+                    transposed: transposed.contains(&o.desc),
+                });
                 Stmt::Matrix {
                     instr,
                     a,
@@ -247,7 +308,7 @@ fn set_descriptors(body: Vec<Stmt>, ops: &HashMap<u32, Operand>) -> Vec<Stmt> {
                     desc: Some(d),
                 }
             }
-            other => other.map_bodies(&mut |b| set_descriptors(b, ops)),
+            other => other.map_bodies(&mut |b| set_descriptors(b, ops, transposed)),
         })
         .collect()
 }

@@ -5,6 +5,12 @@
 //! exclusive-or'd with bits 7-9), and a column's eight rows fall in eight
 //! different bank groups, which is what `pad` is for elsewhere.
 //!
+//! A tile whose last dimension is longer than 128 bytes (B stored `[K, N]`
+//! staged 64 f16 of k by 256 of n) is cut into 128-byte column blocks,
+//! each a whole tile of the rows, one after the other: the layout `wgmma`
+//! reads a transposed ("MN-major") operand in, 64 elements of n by 8 of k
+//! per swizzle atom.
+//!
 //! [`swizzled`] builds the index of an element; [`unswizzled`] takes one
 //! apart again, for pass `matrix_descs`, which proves that a fragment's
 //! reads are a whole operand in this layout.
@@ -27,38 +33,95 @@ pub(crate) struct Swizzled {
     /// Elements per row and per chunk.
     pub width: i64,
     pub chunk: i64,
+    /// Where the last dimension spans several 128-byte blocks: the
+    /// elements between one block and the next (the rows times `width`).
+    pub block: Option<i64>,
 }
 
-/// `slot + row * width + (col / chunk ^ row % 8) * chunk + col % chunk`.
+/// `slot + row * width + (col / chunk ^ row % 8) * chunk + col % chunk`;
+/// with blocks, `col` is first split into `col / width` (times `block`)
+/// and `col % width`.
 pub(crate) fn swizzled(s: &Swizzled) -> Index {
     let c = Index::c;
+    let (blk, col) = match s.block {
+        None => (None, s.col.clone()),
+        Some(b) => (
+            Some(Index::bin(
+                IOp::Mul,
+                Index::bin(IOp::Div, s.col.clone(), c(s.width)),
+                c(b),
+            )),
+            Index::bin(IOp::Mod, s.col.clone(), c(s.width)),
+        ),
+    };
     let chunk_ix = Index::bin(
         IOp::Xor,
-        Index::bin(IOp::Div, s.col.clone(), c(s.chunk)),
+        Index::bin(IOp::Div, col.clone(), c(s.chunk)),
         Index::bin(IOp::Mod, s.row.clone(), c(8)),
     );
     let within = Index::bin(
         IOp::Add,
         Index::bin(IOp::Mul, chunk_ix, c(s.chunk)),
-        Index::bin(IOp::Mod, s.col.clone(), c(s.chunk)),
+        Index::bin(IOp::Mod, col, c(s.chunk)),
     );
-    let in_buffer = Index::bin(
+    let in_block = Index::bin(
         IOp::Add,
         Index::bin(IOp::Mul, s.row.clone(), c(s.width)),
         within,
     );
+    let in_buffer = match blk {
+        None => in_block,
+        Some(b) => Index::Bin(IOp::Add, Box::new(b), Box::new(in_block)),
+    };
     Index::bin(IOp::Add, s.slot.clone(), in_buffer)
 }
 
 /// The parts of an index [`swizzled`] built; `None` for any other index.
+/// Each shape is tried whole (slot and blocks, blocks, slot, neither), so
+/// a slot is never taken for a block or the other way round.
 pub(crate) fn unswizzled(ix: &Index) -> Option<Swizzled> {
-    use Index::Bin;
-    let (slot, rest) = match ix {
-        Bin(IOp::Add, slot, rest) if matches!(**rest, Bin(IOp::Add, ..)) => {
-            ((**slot).clone(), &**rest)
-        }
-        _ => (Index::c(0), ix),
+    let after_slot = match ix {
+        Index::Bin(IOp::Add, slot, rest) => Some(((**slot).clone(), &**rest)),
+        _ => None,
     };
+    let with_slot = |f: fn(&Index) -> Option<Swizzled>| {
+        after_slot
+            .as_ref()
+            .and_then(|(slot, rest)| f(rest).map(|s| Swizzled { slot: slot.clone(), ..s }))
+    };
+    with_slot(blocked)
+        .or_else(|| blocked(ix))
+        .or_else(|| with_slot(in_block))
+        .or_else(|| in_block(ix))
+}
+
+/// `col / width * block + ` a block's index of `col % width`.
+fn blocked(ix: &Index) -> Option<Swizzled> {
+    use Index::Bin;
+    let Bin(IOp::Add, blk, rest) = ix else {
+        return None;
+    };
+    let Bin(IOp::Mul, q, b) = &**blk else {
+        return None;
+    };
+    let (Bin(IOp::Div, col, w), Some(b)) = (&**q, b.as_const()) else {
+        return None;
+    };
+    let s = in_block(rest)?;
+    let Bin(IOp::Mod, col2, w2) = &s.col else {
+        return None;
+    };
+    let same = col2 == col && w2.as_const() == Some(s.width) && w.as_const() == Some(s.width);
+    same.then(|| Swizzled {
+        col: (**col).clone(),
+        block: Some(b),
+        ..s
+    })
+}
+
+/// The parts of `row * width + (col / chunk ^ row % 8) * chunk + col % chunk`.
+fn in_block(rest: &Index) -> Option<Swizzled> {
+    use Index::Bin;
     let Bin(IOp::Add, rw, within) = rest else {
         return None;
     };
@@ -86,11 +149,12 @@ pub(crate) fn unswizzled(ix: &Index) -> Option<Swizzled> {
         && c1.as_const() == Some(chunk)
         && c2.as_const() == Some(chunk);
     same.then(|| Swizzled {
-        slot,
+        slot: Index::c(0),
         row: (**row).clone(),
         col: (**col).clone(),
         width,
         chunk,
+        block: None,
     })
 }
 
@@ -109,6 +173,7 @@ mod tests {
                 col: k.clone(),
                 width: 64,
                 chunk: 8,
+                block: None,
             };
             let ix = swizzled(&sw);
             assert_eq!(unswizzled(&ix), Some(sw.clone()));
@@ -120,6 +185,27 @@ mod tests {
         assert_eq!(unswizzled(&(r * Index::c(64) + k)), None);
     }
 
+    /// A 256-wide row in four 64-wide blocks of 16 rows each: column 130 of
+    /// row 5 is block 2, column 2 (chunk 0 ^ 5 = 5).
+    #[test]
+    fn wide_rows_are_blocks_of_128_bytes() {
+        let (r, k, s) = (Index::Var(VarId(0)), Index::Var(VarId(1)), Index::Var(VarId(2)));
+        for slot in [Index::c(0), s * Index::c(4096)] {
+            let sw = Swizzled {
+                slot,
+                row: r.clone(),
+                col: k.clone(),
+                width: 64,
+                chunk: 8,
+                block: Some(16 * 64),
+            };
+            let ix = swizzled(&sw);
+            assert_eq!(unswizzled(&ix), Some(sw.clone()));
+            let base = if sw.slot == Index::c(0) { 0 } else { 4096 };
+            assert_eq!(ix.eval(&[], &[5, 130, 1]).unwrap(), base + 2 * 1024 + 5 * 64 + 5 * 8 + 2);
+        }
+    }
+
     /// Every row is a permutation of its chunks: no two elements collide.
     #[test]
     fn each_row_holds_each_element_once() {
@@ -129,6 +215,7 @@ mod tests {
             col: Index::Var(VarId(1)),
             width: 64,
             chunk: 8,
+            block: None,
         };
         let ix = swizzled(&sw);
         let mut seen = std::collections::HashSet::new();

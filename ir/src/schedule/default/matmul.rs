@@ -17,9 +17,12 @@ pub(super) struct Matmul<'k> {
     /// The operand varying with `i` (A) and the one varying with `j` (B).
     a: TensorId,
     b: TensorId,
-    /// Whether both are read with `k` as the last index alone (A[i, k],
-    /// B[j, k]: nn.Linear's weight), the layout `wgmma` reads from LDS.
-    k_major: bool,
+    /// Whether A is read with `k` as its last index alone (A[i, k]), and
+    /// B so (B[j, k]: nn.Linear's weight) or with `k` first (B[k, j]):
+    /// the layouts `wgmma` reads from LDS (the second transposed).
+    a_k_last: bool,
+    b_k_last: bool,
+    b_k_first: bool,
 }
 
 impl<'k> Matmul<'k> {
@@ -44,14 +47,18 @@ impl<'k> Matmul<'k> {
                 *last == Index::Var(vk) && !rest.iter().any(|x| x.uses_var(vk))
             })
         };
-        let k_major = k_last(a) && k_last(b);
-        let (ta, tb) = match (
+        let k_first = |ix: &[Index]| {
+            ix.split_first().is_some_and(|(first, rest)| {
+                *first == Index::Var(vk) && !rest.iter().any(|x| x.uses_var(vk))
+            })
+        };
+        let (ta, tb, ia, ib) = match (
             uses(a, vi) && uses(a, vk) && !uses(a, vj),
             uses(b, vk) && uses(b, vj) && !uses(b, vi),
         ) {
-            (true, true) => (*ta, *tb),
+            (true, true) => (*ta, *tb, a, b),
             _ if uses(b, vi) && uses(b, vk) && !uses(b, vj) && uses(a, vk) && uses(a, vj) => {
-                (*tb, *ta)
+                (*tb, *ta, b, a)
             }
             _ => return None,
         };
@@ -64,7 +71,9 @@ impl<'k> Matmul<'k> {
             k: &axis.name,
             a: ta,
             b: tb,
-            k_major,
+            a_k_last: k_last(ia),
+            b_k_last: k_last(ib),
+            b_k_first: k_first(ib),
         })
     }
 
@@ -119,10 +128,10 @@ impl<'k> Matmul<'k> {
 
     /// Hopper's warpgroup path (gemm_f16_wgmma.toml's schedule, 0.99x
     /// cuBLAS on the H100, bench/gpu/runs/h100-wgmma-2), where the target
-    /// has `wgmma` for the types and both operands keep k contiguous
-    /// (`wgmma` reads 16-bit operands from LDS without transposing only
-    /// so): WG warpgroups of 64 rows each by BN columns, one instruction
-    /// per 16 of k, 64-wide k tiles staged 128-byte swizzled by `cp.async`.
+    /// has `wgmma` for the types, A keeps k contiguous and B too (B[j, k])
+    /// or, of 16-bit types, is stored [K, N] (read transposed): WG
+    /// warpgroups of 64 rows each by BN columns, one instruction per 16 of
+    /// k, 64-wide k tiles staged 128-byte swizzled by `cp.async`.
     fn wgmma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
         let target = cx.target?;
         let [da, db, acc] = self.instr_types(k, st)?;
@@ -133,7 +142,9 @@ impl<'k> Matmul<'k> {
             .into_iter()
             .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)) && i.a.bits() == 16)
             .collect();
-        if !self.k_major || group.is_empty() {
+        // 16-bit B may be read transposed (stored [K, N]); 8-bit only as is.
+        let b_ok = self.b_k_last || (self.b_k_first && da.size() == 2);
+        if !self.a_k_last || !b_ok || group.is_empty() {
             return None;
         }
         let shared = i64::from(cx.shared_bytes());
