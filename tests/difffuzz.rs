@@ -712,8 +712,14 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
             "bind(jo, blockIdx.x)".to_string(),
             "bind(wi, threadIdx.y)".to_string(),
             "unroll(km)".to_string(),
-            format!("AS = cache_read(A, shared, ko, vec={}, stages={stages}, swizzle=128)", ktile / 8),
-            format!("BS = cache_read(B, shared, ko, vec={}, stages={stages}, swizzle=128)", ktile / 8),
+            format!(
+                "AS = cache_read(A, shared, ko, vec={}, stages={stages}, swizzle=128)",
+                ktile / 8
+            ),
+            format!(
+                "BS = cache_read(B, shared, ko, vec={}, stages={stages}, swizzle=128)",
+                ktile / 8
+            ),
             format!("mma(fi, ji, rk, instr=wgmma_m64n{n}k{kstep}_{t})"),
         ];
         let list: Vec<String> = steps.iter().map(|s| format!("  \"{s}\",")).collect();
@@ -1270,7 +1276,8 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     // layout, picked at random (a layout it cannot tile is a user error).
     let emulated;
     // An f16 convolution too: through a matrix target it takes `conv-mma`.
-    let run_front = if src.contains("flash(") || src.starts_with(EMULATED) || src.starts_with(GEMM) {
+    let run_front = if src.contains("flash(") || src.starts_with(EMULATED) || src.starts_with(GEMM)
+    {
         let p = if src.starts_with(GEMM) && rng.chance(50) {
             "sm_90a"
         } else {

@@ -129,9 +129,7 @@ fn every_listed_processor_compiles_its_matrix_instructions() {
                     for wave in [32, 64] {
                         let listed: Vec<&MatrixInstr> = INSTRUCTIONS
                             .iter()
-                            .filter(|i| {
-                                i.wave == wave && i.available_on(&p) && i.is_amd()
-                            })
+                            .filter(|i| i.wave == wave && i.available_on(&p) && i.is_amd())
                             .collect();
                         if listed.is_empty() {
                             continue;

@@ -151,7 +151,10 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
                 assert!(asm.contains("mma.sync.aligned.m16n8k16"), "{name} {p}");
                 let reports = assemble_ptx(&asm, p).unwrap_or_else(|e| panic!("{name} {p}: {e}"));
                 if group {
-                    assert!(asm.contains("wgmma.mma_async.sync.aligned.m64n256k16"), "{name} {p}");
+                    assert!(
+                        asm.contains("wgmma.mma_async.sync.aligned.m64n256k16"),
+                        "{name} {p}"
+                    );
                     assert!(asm.contains("fence.proxy.async.shared::cta"), "{name} {p}");
                     assert!(
                         reports.iter().all(|r| !r.wgmma_serialized),

@@ -13,7 +13,11 @@ fn wgmma_src() -> String {
 
 /// The CPU's comparisons with the interpreter of `src` lowered for the
 /// emulated `processor` at `sizes`.
-fn emulated(src: &str, processor: &str, sizes: &[(&str, i64)]) -> Result<Vec<rocmc::run::Comparison>, String> {
+fn emulated(
+    src: &str,
+    processor: &str,
+    sizes: &[(&str, i64)],
+) -> Result<Vec<rocmc::run::Comparison>, String> {
     let front = rocmc::frontend("k.toml", src).map_err(|e| e.to_string())?;
     let mut o = rocmc::Options::new("x86-64");
     o.emulate = Some(processor.into());
@@ -26,9 +30,14 @@ fn emulated(src: &str, processor: &str, sizes: &[(&str, i64)]) -> Result<Vec<roc
 }
 
 fn refusal(src: &str, mcpu: &str) -> String {
-    rocmc::compile("k.toml", src, &rocmc::Options::new(mcpu), rocmc::Emit::default())
-        .expect_err("refused")
-        .to_string()
+    rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new(mcpu),
+        rocmc::Emit::default(),
+    )
+    .expect_err("refused")
+    .to_string()
 }
 
 #[test]
@@ -36,7 +45,10 @@ fn whole_and_partial_tiles_of_k_match_the_interpreter() {
     // 200 = three whole 64-wide tiles (wgmma through descriptors) and a
     // partial one (mma.sync on zeroed fragments); 70 x 260 leaves rows and
     // columns of the 128 x 256 tile outside the tensors.
-    for sizes in [[("M", 70), ("N", 260), ("K", 200)], [("M", 64), ("N", 256), ("K", 128)]] {
+    for sizes in [
+        [("M", 70), ("N", 260), ("K", 200)],
+        [("M", 64), ("N", 256), ("K", 128)],
+    ] {
         let cmp = emulated(&wgmma_src(), "sm_90a", &sizes).unwrap();
         assert!(cmp.iter().all(|c| c.ok()), "{sizes:?}: {cmp:?}");
     }
@@ -46,10 +58,20 @@ fn whole_and_partial_tiles_of_k_match_the_interpreter() {
 /// blocks and read transposed.
 #[test]
 fn a_b_stored_k_by_n_is_read_transposed() {
-    let src = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_f16_wgmma_nn.toml")).unwrap();
+    let src =
+        std::fs::read_to_string(root().join("bench/gpu/variants/gemm_f16_wgmma_nn.toml")).unwrap();
     let cmp = emulated(&src, "sm_90a", &[("M", 66), ("N", 257), ("K", 80)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
-    let art = rocmc::compile("k.toml", &src, &rocmc::Options::new("sm_90a"), rocmc::Emit { asm: true, ..Default::default() }).unwrap();
+    let art = rocmc::compile(
+        "k.toml",
+        &src,
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert!(
         art.loops.contains("C_b_desc[0] = descriptor of BS at [((ko % 4) * 16384) + ((km * 16) * 64)] (128-byte swizzle, transposed, blocks 8192 bytes apart):"),
         "{}",
@@ -58,7 +80,10 @@ fn a_b_stored_k_by_n_is_read_transposed() {
     let ptx = art.asm.unwrap();
     // imm-trans-a 0, imm-trans-b 1; the leading offset 8192 >> 4 = 512.
     assert!(ptx.contains("p, 1, 1, 0, 1;"), "{ptx}");
-    assert!(ptx.contains(&((512u64 << 16) | (64u64 << 32) | (1u64 << 62)).to_string()), "no transposed descriptor constant");
+    assert!(
+        ptx.contains(&((512u64 << 16) | (64u64 << 32) | (1u64 << 62)).to_string()),
+        "no transposed descriptor constant"
+    );
     let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
     assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
 }
@@ -105,19 +130,27 @@ fn an_unscheduled_product_of_k_contiguous_operands_takes_wgmma_on_sm_90a() {
             let t = l.trim_start();
             let skip = *inside || t.starts_with("schedule");
             *inside = (*inside || t.starts_with("schedule")) && !t.starts_with(']');
-            Some((!skip).then(|| format!("{l}\n")).unwrap_or_default())
+            Some(if skip { String::new() } else { format!("{l}\n") })
         })
         .collect();
     assert!(!bare.contains("mma("), "{bare}");
     let rule = |src: &str, mcpu: &str| {
-        let art = rocmc::compile("k.toml", src, &rocmc::Options::new(mcpu), rocmc::Emit::default())
-            .unwrap_or_else(|e| panic!("{mcpu}: {e}"));
+        let art = rocmc::compile(
+            "k.toml",
+            src,
+            &rocmc::Options::new(mcpu),
+            rocmc::Emit::default(),
+        )
+        .unwrap_or_else(|e| panic!("{mcpu}: {e}"));
         let d = art.kernel.stages[0].default.clone().unwrap();
         (d.rule.to_string(), d.steps.join("\n"))
     };
     let (r, steps) = rule(&bare, "sm_90a");
     assert_eq!(r, "matmul-wgmma", "{steps}");
-    assert!(steps.contains("swizzle=128") && steps.contains("wgmma_m64n256k16_f16"), "{steps}");
+    assert!(
+        steps.contains("swizzle=128") && steps.contains("wgmma_m64n256k16_f16"),
+        "{steps}"
+    );
     // sm_90 (no `a`) has no wgmma. B stored [K, N] is read transposed
     // (16-bit types only): int8 keeps mma.sync there.
     assert_eq!(rule(&bare, "sm_90").0, "matmul-mma");
@@ -139,25 +172,42 @@ fn an_unscheduled_product_of_k_contiguous_operands_takes_wgmma_on_sm_90a() {
 /// fact; with one, the kernel means what the interpreter says.
 #[test]
 fn eight_bit_float_products_need_whole_tiles_of_k() {
-    let src = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_fp8_wgmma.toml")).unwrap();
+    let src =
+        std::fs::read_to_string(root().join("bench/gpu/variants/gemm_fp8_wgmma.toml")).unwrap();
     let cmp = emulated(&src, "sm_90a", &[("M", 65), ("N", 70), ("K", 256)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
-    let art = rocmc::compile("k.toml", &src, &rocmc::Options::new("sm_90a"), rocmc::Emit { asm: true, ..Default::default() }).unwrap();
+    let art = rocmc::compile(
+        "k.toml",
+        &src,
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let ptx = art.asm.unwrap();
-    assert!(ptx.contains("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"), "{ptx}");
+    assert!(
+        ptx.contains("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"),
+        "{ptx}"
+    );
     assert!(!ptx.contains("mma.sync"), "a whole-tile kernel has no tail");
     let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
     assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
     let open = src.replace("divisible = { K = 128 }\n", "");
     let e = refusal(&open, "sm_90a");
-    assert!(e.contains("partial tiles of k") && e.contains("divisible = { K = 128 }"), "{e}");
+    assert!(
+        e.contains("partial tiles of k") && e.contains("divisible = { K = 128 }"),
+        "{e}"
+    );
 }
 
 /// int8 takes 128-wide tiles (128 bytes) and its k tail runs
 /// mma.sync m16n8k32.
 #[test]
 fn int8_products_match_the_interpreter_with_a_k_tail() {
-    let src = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_i8_wgmma.toml")).unwrap();
+    let src =
+        std::fs::read_to_string(root().join("bench/gpu/variants/gemm_i8_wgmma.toml")).unwrap();
     let cmp = emulated(&src, "sm_90a", &[("M", 3), ("N", 70), ("K", 300)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
 }
@@ -167,7 +217,10 @@ fn what_wgmma_cannot_read_is_refused_naming_why() {
     let src = wgmma_src();
     // sm_90 lacks the instruction (architecture-specific, sm_90a only).
     let e = refusal(&src, "sm_90");
-    assert!(e.contains("has no matrix instruction `wgmma_m64n256k16_f16`"), "{e}");
+    assert!(
+        e.contains("has no matrix instruction `wgmma_m64n256k16_f16`"),
+        "{e}"
+    );
     // An operand staged without the swizzled layout has no descriptor.
     let plain = src.replace(
         "BS = cache_read(B, shared, ko, vec=8, stages=4, swizzle=128)",
@@ -176,7 +229,10 @@ fn what_wgmma_cannot_read_is_refused_naming_why() {
     let e = refusal(&plain, "sm_90a");
     assert!(e.contains("`BS` is not laid out with `swizzle=128`"), "{e}");
     // Not staged at all: the fragment reads memory, not LDS.
-    let unstaged = src.replace("  \"BS = cache_read(B, shared, ko, vec=8, stages=4, swizzle=128)\",\n", "");
+    let unstaged = src.replace(
+        "  \"BS = cache_read(B, shared, ko, vec=8, stages=4, swizzle=128)\",\n",
+        "",
+    );
     let e = refusal(&unstaged, "sm_90a");
     assert!(e.contains("is not read from LDS as it is"), "{e}");
     // int8 B stored [K, N]: wgmma transposes 16-bit operands only.
@@ -185,13 +241,22 @@ fn what_wgmma_cannot_read_is_refused_naming_why() {
         .replace("shape = [\"N\", \"K\"]", "shape = [\"K\", \"N\"]")
         .replace("B[j, k]", "B[k, j]");
     let e = refusal(&kn, "sm_90a");
-    assert!(e.contains("is not the element the instruction reads there"), "{e}");
+    assert!(
+        e.contains("is not the element the instruction reads there"),
+        "{e}"
+    );
     // The swizzled rows are 128 bytes: a 32-wide f16 tile is refused.
     let narrow = src.replace("split(k, 64)", "split(k, 32)");
     let e = refusal(&narrow, "sm_90a");
-    assert!(e.contains("its rows are 32 elements of f16 (64 bytes), not a multiple of 128 bytes"), "{e}");
+    assert!(
+        e.contains("its rows are 32 elements of f16 (64 bytes), not a multiple of 128 bytes"),
+        "{e}"
+    );
     // No padding with a swizzle.
-    let padded = src.replace("vec=8, stages=4, swizzle=128)\",\n  \"BS", "pad=8, vec=8, stages=4, swizzle=128)\",\n  \"BS");
+    let padded = src.replace(
+        "vec=8, stages=4, swizzle=128)\",\n  \"BS",
+        "pad=8, vec=8, stages=4, swizzle=128)\",\n  \"BS",
+    );
     let e = refusal(&padded, "sm_90a");
     assert!(e.contains("without `pad`"), "{e}");
 }

@@ -173,9 +173,21 @@ impl ArgValue {
 
 /// The dtype names of device buffers and scalars, as `'static` strings.
 pub const DTYPES: [&str; 14] = [
-    "f32", "f64", "f16", "bf16", "i8", "u8", "i32", "u32", "i64", "bool",
+    "f32",
+    "f64",
+    "f16",
+    "bf16",
+    "i8",
+    "u8",
+    "i32",
+    "u32",
+    "i64",
+    "bool",
     // 8-bit floats: bytes to the devices, whose kernels decode them.
-    "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
+    "f8e4m3fn",
+    "f8e5m2",
+    "f8e4m3fnuz",
+    "f8e5m2fnuz",
 ];
 
 /// The `'static` name of dtype `d` and its size in bytes, if it is one of [`DTYPES`].

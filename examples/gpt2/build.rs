@@ -105,7 +105,9 @@ fn main() {
             add(&mut b, &tuned, t, file);
         }
     }
-    for t in ["gfx90a", "gfx942", "gfx1100", "sm_80", "sm_90", "sm_90a", "x86-64"] {
+    for t in [
+        "gfx90a", "gfx942", "gfx1100", "sm_80", "sm_90", "sm_90a", "x86-64",
+    ] {
         b.mcpu(t);
     }
     b.compile();

@@ -91,7 +91,10 @@ fn ptx(i: &MatrixInstr, trans_b: bool) -> String {
         s += &format!("  {} {{{}}}, da, db, p{rest};\n", i.name, d.join(", "));
     }
     s += "  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 0;\n";
-    s += &format!("  mul.wide.u32 off, t, {};\n  add.s64 gd, gd, off;\n", regs * 4);
+    s += &format!(
+        "  mul.wide.u32 off, t, {};\n  add.s64 gd, gd, off;\n",
+        regs * 4
+    );
     for (r, reg) in d.iter().enumerate() {
         s += &format!("  st.global{dreg} [gd+{}], {reg};\n", r * 4);
     }
@@ -277,14 +280,21 @@ mod tests {
                 .arg(&f)
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{}: {}", i.name, String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                i.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 
     /// The host's layout puts every element of a row in that row, once.
     #[test]
     fn the_host_layout_is_a_permutation_within_each_row() {
-        let m: Vec<Vec<i32>> = (0..16).map(|r| (0..64).map(|c| r * 64 + c).collect()).collect();
+        let m: Vec<Vec<i32>> = (0..16)
+            .map(|r| (0..64).map(|c| r * 64 + c).collect())
+            .collect();
         let bytes = swizzle(MType::F16, &m);
         for r in 0..16usize {
             let mut seen: Vec<i32> = bytes[r * ROW..(r + 1) * ROW]
@@ -296,6 +306,9 @@ mod tests {
         }
         // Row 3's chunk 2 (elements 16..24) sits at chunk 2 ^ 3 = 1.
         let at = 3 * ROW + 16;
-        assert_eq!(half::f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f64(), (3 * 64 + 16) as f64);
+        assert_eq!(
+            half::f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f64(),
+            (3 * 64 + 16) as f64
+        );
     }
 }

@@ -757,7 +757,10 @@ mod tests {
             let t = crate::Target::parse(p, None, 5).unwrap();
             MatrixUnit::of(&t).unwrap().group_instructions().len()
         };
-        assert_eq!((group("sm_90a"), group("gfx1100"), group("sm_90")), (15, 0, 0));
+        assert_eq!(
+            (group("sm_90a"), group("gfx1100"), group("sm_90")),
+            (15, 0, 0)
+        );
     }
 
     /// PTX ISA, wgmma's D fragment: lane 37 (warp 1, group 1, thread 1)

@@ -397,15 +397,9 @@ impl Backend for Nvptx<'_> {
         mn_block: Option<u32>,
     ) -> R<Option<IntValue<'ctx>>> {
         let i64t = emit.cx.i64_type();
-        let addr = emit
-            .b
-            .build_ptr_to_int(start, i64t, "")
-            .map_err(llvm_err)?;
+        let addr = emit.b.build_ptr_to_int(start, i64t, "").map_err(llvm_err)?;
         let c = |v: u64| i64t.const_int(v, false);
-        let bits = emit
-            .b
-            .build_and(addr, c(0x3ffff), "")
-            .map_err(llvm_err)?;
+        let bits = emit.b.build_and(addr, c(0x3ffff), "").map_err(llvm_err)?;
         let field = emit
             .b
             .build_right_shift(bits, c(4), false, "")
@@ -466,15 +460,9 @@ impl Backend for Nvptx<'_> {
             ])
             .collect();
         let fty = ret.fn_type(&params, false);
-        let f = emit.cx.create_inline_asm(
-            fty,
-            asm,
-            constraints.join(","),
-            true,
-            false,
-            None,
-            false,
-        );
+        let f =
+            emit.cx
+                .create_inline_asm(fty, asm, constraints.join(","), true, false, None, false);
         let args: Vec<inkwell::values::BasicMetadataValueEnum> = c
             .into_iter()
             .map(Into::into)

@@ -142,14 +142,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let mut d = [None, None];
         for (slot, o) in d.iter_mut().zip(desc) {
             let p = self.local_ptr(o.local, &o.index)?;
-            *slot = Some(self.b.build_load(i64t, p, "").map_err(llvm_err)?.into_int_value());
+            *slot = Some(
+                self.b
+                    .build_load(i64t, p, "")
+                    .map_err(llvm_err)?
+                    .into_int_value(),
+            );
         }
         let [Some(da), Some(db)] = d else {
             unreachable!("both loaded above")
         };
         let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
         let trans = [desc[0].transposed, desc[1].transposed];
-        let out = self.be.group_matrix(&self.ctx(), instr, da, db, trans, cv)?;
+        let out = self
+            .be
+            .group_matrix(&self.ctx(), instr, da, db, trans, cv)?;
         for (e, v) in out.into_iter().enumerate() {
             let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
             self.b.build_store(p, v).map_err(llvm_err)?;
@@ -200,7 +207,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .build_indirect_call(fty, f, &[v.into()], "")
                     .map_err(llvm_err)?;
                 let inkwell::values::ValueKind::Basic(r) = r.try_as_basic_value() else {
-                    return Err(CodegenError::Llvm("a register fence returned nothing".into()));
+                    return Err(CodegenError::Llvm(
+                        "a register fence returned nothing".into(),
+                    ));
                 };
                 self.b.build_store(p, r).map_err(llvm_err)?;
             }

@@ -215,7 +215,9 @@ impl Cx<'_> {
             // The start's n on a block (64 f16): the descriptor steps
             // blocks by their distance, rows of k by 128 bytes.
             if start_col.known_divisor() % width as u64 != 0 {
-                return Err("a transposed operand does not start on a 128-byte block of its columns".into());
+                return Err(
+                    "a transposed operand does not start on a 128-byte block of its columns".into(),
+                );
             }
             let blocks = match block {
                 Some(b) => Index::bin(IOp::Div, start_col, Index::c(width)) * Index::c(b),
@@ -248,7 +250,12 @@ impl Cx<'_> {
     /// Whether, for every lane and element, the read's tile row and column
     /// are one lane-independent start plus the instruction's element there:
     /// (m or n, k) as a K-major operand, (k, n) `transposed`.
-    fn check_lanes(&self, op: &Operand, reads: &[(u32, Swizzled)], transposed: bool) -> Result<(), String> {
+    fn check_lanes(
+        &self,
+        op: &Operand,
+        reads: &[(u32, Swizzled)],
+        transposed: bool,
+    ) -> Result<(), String> {
         let lane_at = |t: u32| HashMap::from([(self.lane, Index::c(i64::from(t)))]);
         let first = &reads[0].1;
         let (row_terms, row0) = first.row.subst(&lane_at(0)).affine();

@@ -118,11 +118,7 @@ pub(super) fn lanes(nest: &LoopNest, unit: &MatrixUnit) -> u32 {
 /// `stages - 2` tiles ahead, [`super::cache`]'s pipeline), so the tensor
 /// cores work through the barrier and the next copies; else 0.
 pub(super) fn group_lag(nest: &LoopNest, unit: &MatrixUnit, at: VarId, stages: u32) -> u32 {
-    let outer_k = nest
-        .order
-        .iter()
-        .copied()
-        .find(|v| nest.var(*v).reduce);
+    let outer_k = nest.order.iter().copied().find(|v| nest.var(*v).reduce);
     u32::from(lanes(nest, unit) > unit.wave() && stages >= 3 && outer_k == Some(at))
 }
 

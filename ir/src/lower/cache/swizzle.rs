@@ -85,9 +85,12 @@ pub(crate) fn unswizzled(ix: &Index) -> Option<Swizzled> {
         _ => None,
     };
     let with_slot = |f: fn(&Index) -> Option<Swizzled>| {
-        after_slot
-            .as_ref()
-            .and_then(|(slot, rest)| f(rest).map(|s| Swizzled { slot: slot.clone(), ..s }))
+        after_slot.as_ref().and_then(|(slot, rest)| {
+            f(rest).map(|s| Swizzled {
+                slot: slot.clone(),
+                ..s
+            })
+        })
     };
     with_slot(blocked)
         .or_else(|| blocked(ix))
@@ -165,7 +168,11 @@ mod tests {
 
     #[test]
     fn the_layout_permutes_chunks_by_row_and_takes_apart_again() {
-        let (r, k, s) = (Index::Var(VarId(0)), Index::Var(VarId(1)), Index::Var(VarId(2)));
+        let (r, k, s) = (
+            Index::Var(VarId(0)),
+            Index::Var(VarId(1)),
+            Index::Var(VarId(2)),
+        );
         for slot in [Index::c(0), s.clone() * Index::c(8192)] {
             let sw = Swizzled {
                 slot,
@@ -189,7 +196,11 @@ mod tests {
     /// row 5 is block 2, column 2 (chunk 0 ^ 5 = 5).
     #[test]
     fn wide_rows_are_blocks_of_128_bytes() {
-        let (r, k, s) = (Index::Var(VarId(0)), Index::Var(VarId(1)), Index::Var(VarId(2)));
+        let (r, k, s) = (
+            Index::Var(VarId(0)),
+            Index::Var(VarId(1)),
+            Index::Var(VarId(2)),
+        );
         for slot in [Index::c(0), s * Index::c(4096)] {
             let sw = Swizzled {
                 slot,
@@ -202,7 +213,10 @@ mod tests {
             let ix = swizzled(&sw);
             assert_eq!(unswizzled(&ix), Some(sw.clone()));
             let base = if sw.slot == Index::c(0) { 0 } else { 4096 };
-            assert_eq!(ix.eval(&[], &[5, 130, 1]).unwrap(), base + 2 * 1024 + 5 * 64 + 5 * 8 + 2);
+            assert_eq!(
+                ix.eval(&[], &[5, 130, 1]).unwrap(),
+                base + 2 * 1024 + 5 * 64 + 5 * 8 + 2
+            );
         }
     }
 

@@ -136,7 +136,11 @@ impl<'k> Matmul<'k> {
         let target = cx.target?;
         let [da, db, acc] = self.instr_types(k, st)?;
         let unit = crate::mtype::MatrixUnit::of(target)?;
-        let types = (crate::mtype::mtype(da), crate::mtype::mtype(db), crate::mtype::mtype(acc));
+        let types = (
+            crate::mtype::mtype(da),
+            crate::mtype::mtype(db),
+            crate::mtype::mtype(acc),
+        );
         let group: Vec<_> = unit
             .group_instructions()
             .into_iter()
@@ -151,7 +155,12 @@ impl<'k> Matmul<'k> {
         let mut kn = Knobs::new(&st.name, cx.given);
         let widths: Vec<i64> = group.iter().map(|i| i64::from(i.n)).collect();
         let d_bn = widths.iter().copied().max()?;
-        let bn = kn.get("BN", &widths, d_bn, "columns of C per work-group (one wgmma's n)");
+        let bn = kn.get(
+            "BN",
+            &widths,
+            d_bn,
+            "columns of C per work-group (one wgmma's n)",
+        );
         let wg = kn.get("WG", &[1, 2], 2, "warpgroups, 64 rows of C each");
         let stage_bytes = |wg: i64, bn: i64| (64 * wg + bn) * 128;
         let d_stages = (2..=4)
@@ -164,7 +173,9 @@ impl<'k> Matmul<'k> {
             d_stages,
             "LDS buffers per operand (3 or more: one group of wgmma stays in flight)",
         );
-        kn.require(&format!("{{STAGES}} * (64 * {{WG}} + {{BN}}) * 128 <= {shared}"));
+        kn.require(&format!(
+            "{{STAGES}} * (64 * {{WG}} + {{BN}}) * 128 <= {shared}"
+        ));
         if !kn.bad() && stages * stage_bytes(wg, bn) > shared {
             return None;
         }
@@ -221,7 +232,9 @@ impl<'k> Matmul<'k> {
         // Preferred shapes, largest first: the first that fits with at least
         // two buffers (NVIDIA) or one (AMD) is the default.
         let shapes: &[(i64, i64, i64, i64)] = match instr.family {
-            Family::MmaSync | Family::Wgmma => &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)],
+            Family::MmaSync | Family::Wgmma => {
+                &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
+            }
             Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
             Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
         };
