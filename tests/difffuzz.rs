@@ -1278,7 +1278,8 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     // An f16 convolution too: through a matrix target it takes `conv-mma`.
     let run_front = if src.contains("flash(") || src.starts_with(EMULATED) || src.starts_with(GEMM)
     {
-        let p = if src.starts_with(GEMM) && rng.chance(50) {
+        // A warpgroup schedule runs on sm_90a only: always there.
+        let p = if src.contains("wgmma_") || (src.starts_with(GEMM) && rng.chance(50)) {
             "sm_90a"
         } else {
             *rng.pick(&[

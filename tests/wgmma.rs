@@ -29,6 +29,28 @@ fn emulated(
     rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false).map_err(|e| e.to_string())
 }
 
+fn variant(name: &str) -> String {
+    std::fs::read_to_string(root().join(format!("bench/gpu/variants/{name}.toml"))).unwrap()
+}
+
+/// `src` compiled for sm_90a with its PTX, which ptxas assembles with no
+/// wgmma serialized.
+fn sm_90a(src: &str) -> rocmc::Artifact {
+    let art = rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let reports = assemble_ptx(art.asm.as_deref().unwrap(), "sm_90a").unwrap();
+    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
+    art
+}
+
 fn refusal(src: &str, mcpu: &str) -> String {
     rocmc::compile(
         "k.toml",
@@ -58,20 +80,10 @@ fn whole_and_partial_tiles_of_k_match_the_interpreter() {
 /// blocks and read transposed.
 #[test]
 fn a_b_stored_k_by_n_is_read_transposed() {
-    let src =
-        std::fs::read_to_string(root().join("bench/gpu/variants/gemm_f16_wgmma_nn.toml")).unwrap();
+    let src = variant("gemm_f16_wgmma_nn");
     let cmp = emulated(&src, "sm_90a", &[("M", 66), ("N", 257), ("K", 80)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
-    let art = rocmc::compile(
-        "k.toml",
-        &src,
-        &rocmc::Options::new("sm_90a"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let art = sm_90a(&src);
     assert!(
         art.loops.contains("C_b_desc[0] = descriptor of BS at [((ko % 4) * 16384) + ((km * 16) * 64)] (128-byte swizzle, transposed, blocks 8192 bytes apart):"),
         "{}",
@@ -80,26 +92,16 @@ fn a_b_stored_k_by_n_is_read_transposed() {
     let ptx = art.asm.unwrap();
     // imm-trans-a 0, imm-trans-b 1; the leading offset 8192 >> 4 = 512.
     assert!(ptx.contains("p, 1, 1, 0, 1;"), "{ptx}");
+    let desc = (512u64 << 16) | (64u64 << 32) | (1u64 << 62);
     assert!(
-        ptx.contains(&((512u64 << 16) | (64u64 << 32) | (1u64 << 62)).to_string()),
+        ptx.contains(&desc.to_string()),
         "no transposed descriptor constant"
     );
-    let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
-    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
 }
 
 #[test]
 fn the_loops_show_descriptors_fences_and_the_one_group_in_flight() {
-    let art = rocmc::compile(
-        "gemm_f16_wgmma.toml",
-        &wgmma_src(),
-        &rocmc::Options::new("sm_90a"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let art = sm_90a(&wgmma_src());
     let loops = &art.loops;
     for want in [
         "C_a_desc[0] = descriptor of AS at [(((ko % 4) * 8192) + ((wi * 64) * 64)) + (km * 16)] (128-byte swizzle):",
@@ -117,8 +119,6 @@ fn the_loops_show_descriptors_fences_and_the_one_group_in_flight() {
     assert!(ptx.contains(".target sm_90a"), "{ptx}");
     // Each buffer of the swizzled tiles starts on 1024 bytes.
     assert!(ptx.contains(".extern .shared .align 1024"), "{ptx}");
-    let reports = assemble_ptx(ptx, "sm_90a").unwrap();
-    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
 }
 
 #[test]
@@ -130,7 +130,11 @@ fn an_unscheduled_product_of_k_contiguous_operands_takes_wgmma_on_sm_90a() {
             let t = l.trim_start();
             let skip = *inside || t.starts_with("schedule");
             *inside = (*inside || t.starts_with("schedule")) && !t.starts_with(']');
-            Some(if skip { String::new() } else { format!("{l}\n") })
+            Some(if skip {
+                String::new()
+            } else {
+                format!("{l}\n")
+            })
         })
         .collect();
     assert!(!bare.contains("mma("), "{bare}");
@@ -172,28 +176,15 @@ fn an_unscheduled_product_of_k_contiguous_operands_takes_wgmma_on_sm_90a() {
 /// fact; with one, the kernel means what the interpreter says.
 #[test]
 fn eight_bit_float_products_need_whole_tiles_of_k() {
-    let src =
-        std::fs::read_to_string(root().join("bench/gpu/variants/gemm_fp8_wgmma.toml")).unwrap();
+    let src = variant("gemm_fp8_wgmma");
     let cmp = emulated(&src, "sm_90a", &[("M", 65), ("N", 70), ("K", 256)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
-    let art = rocmc::compile(
-        "k.toml",
-        &src,
-        &rocmc::Options::new("sm_90a"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let ptx = art.asm.unwrap();
+    let ptx = sm_90a(&src).asm.unwrap();
     assert!(
         ptx.contains("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"),
         "{ptx}"
     );
     assert!(!ptx.contains("mma.sync"), "a whole-tile kernel has no tail");
-    let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
-    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
     let open = src.replace("divisible = { K = 128 }\n", "");
     let e = refusal(&open, "sm_90a");
     assert!(
@@ -206,8 +197,7 @@ fn eight_bit_float_products_need_whole_tiles_of_k() {
 /// mma.sync m16n8k32.
 #[test]
 fn int8_products_match_the_interpreter_with_a_k_tail() {
-    let src =
-        std::fs::read_to_string(root().join("bench/gpu/variants/gemm_i8_wgmma.toml")).unwrap();
+    let src = variant("gemm_i8_wgmma");
     let cmp = emulated(&src, "sm_90a", &[("M", 3), ("N", 70), ("K", 300)]).unwrap();
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
 }
@@ -236,8 +226,7 @@ fn what_wgmma_cannot_read_is_refused_naming_why() {
     let e = refusal(&unstaged, "sm_90a");
     assert!(e.contains("is not read from LDS as it is"), "{e}");
     // int8 B stored [K, N]: wgmma transposes 16-bit operands only.
-    let kn = std::fs::read_to_string(root().join("bench/gpu/variants/gemm_i8_wgmma.toml"))
-        .unwrap()
+    let kn = variant("gemm_i8_wgmma")
         .replace("shape = [\"N\", \"K\"]", "shape = [\"K\", \"N\"]")
         .replace("B[j, k]", "B[k, j]");
     let e = refusal(&kn, "sm_90a");

@@ -69,7 +69,7 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
     // A kernel with `mma` is lowered for the first of these targets that has
     // its instruction; the interpreter runs it through that lane layout.
     let prog = if rocmc_ir::lower::needs_target(k) {
-        ["gfx942", "gfx950", "gfx1100", "sm_90"]
+        ["gfx942", "gfx950", "gfx1100", "sm_90", "sm_90a"]
             .iter()
             .find_map(|p| {
                 let t = rocmc_target::Target::parse(p, None, 5).unwrap();
