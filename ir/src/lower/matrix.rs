@@ -275,7 +275,7 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
                 .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
         })
         .collect();
-    let clamp = |e: &Expr| -> Expr {
+    let clamp_in = |e: &Expr, cached: &[TensorId]| -> Expr {
         match clamp_loads(
             l.k,
             Stmt::LocalStore {
@@ -284,12 +284,16 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
                 value: e.clone(),
             },
             &guarded,
-            st.cached,
+            cached,
         ) {
             Stmt::LocalStore { value, .. } => value,
             _ => unreachable!("clamp_loads keeps the statement"),
         }
     };
+    let clamp = |e: &Expr| clamp_in(e, st.cached);
+    // The partial tile of a warpgroup instruction runs after the k loop,
+    // outside the tiles' scope: it reads the tensors themselves, clamped.
+    let whole = (clamp_in(&fa, &[]), clamp_in(&fb, &[]));
     let (fa, fb) = (clamp(&fa), clamp(&fb));
     let e = Emit {
         l,
@@ -303,6 +307,7 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
         kguards,
         lane: Index::Var(req.lane),
         tail,
+        whole,
     };
     Ok((e.body(), locals))
 }
@@ -665,6 +670,9 @@ struct Emit<'a> {
     /// Where `instr` reads A and B from LDS: the warp instruction of its k
     /// tail ([`tail_instr`]), whose fragments are locals 3 and 4.
     tail: Option<&'static MatrixInstr>,
+    /// The operands clamped as if no tile staged them, for a k tail run
+    /// after the loop.
+    whole: (Expr, Expr),
 }
 
 impl Emit<'_> {
@@ -779,7 +787,12 @@ impl Emit<'_> {
     /// One step of k for a warpgroup instruction's k tail ([`tail_instr`]):
     /// each warp loads its 16 rows of A, then per 8 columns a B fragment
     /// and one warp instruction into those columns' accumulators.
-    fn tail_step(&self, t: &'static MatrixInstr) -> Vec<Stmt> {
+    fn tail_step(&self, t: &'static MatrixInstr, after_loop: bool) -> Vec<Stmt> {
+        let (fa, fb) = if after_loop {
+            (&self.whole.0, &self.whole.1)
+        } else {
+            (&self.fa, &self.fb)
+        };
         let nest = &self.l.nest;
         let req = nest.matrix.as_ref().expect("a stage with mma");
         let (ri, rj, rk) = (req.rows, req.cols, req.k);
@@ -802,7 +815,7 @@ impl Emit<'_> {
                 Stmt::LocalStore {
                     local: ta,
                     index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
-                    value: self.element(&self.fa, map, true),
+                    value: self.element(fa, map, true),
                 }
             })
             .collect();
@@ -817,7 +830,7 @@ impl Emit<'_> {
                 per_frag.push(Stmt::LocalStore {
                     local: tb,
                     index: Index::c(i64::from(e)),
-                    value: self.element(&self.fb, map, true),
+                    value: self.element(fb, map, true),
                 });
             }
             per_frag.push(Stmt::Matrix {
@@ -1052,7 +1065,7 @@ impl Emit<'_> {
                 let extent = nest.var(ko).extent.clone();
                 let last = HashMap::from([(ko, extent.clone() - Index::c(1))]);
                 let tail = crate::loops::visit::map_indices(
-                    build(nest, inner, &[], self.tail_step(t)),
+                    build(nest, inner, &[], self.tail_step(t, true)),
                     &|ix| ix.subst(&last),
                 );
                 let partial: Vec<Guard> = guards
@@ -1088,7 +1101,7 @@ impl Emit<'_> {
                 out.push(drain);
                 out
             }
-            (_, Some(t)) => build(nest, kloops, &[], self.tail_step(t)),
+            (_, Some(t)) => build(nest, kloops, &[], self.tail_step(t, false)),
             (_, None) => unreachable!("no tail instruction only with whole tiles"),
         }
     }
