@@ -200,6 +200,13 @@ impl Cx<'_> {
             (Err(e), None) | (Err(_), Some(Err(e))) => return Err(e),
         };
         let esize = self.shared[shared as usize].dtype.size() as i64;
+        // The descriptor's 128-byte swizzle mode: rows of 128 bytes, chunks
+        // of 16 (what `cache_read(..., swizzle=128)` builds).
+        if first.width * esize != 128 || first.chunk * esize != 16 {
+            return Err(
+                "the operand's tile is not swizzled in 128-byte rows of 16-byte chunks".into(),
+            );
+        }
         let lane_at = HashMap::from([(self.lane, Index::c(0))]);
         let (start_row, start_col) = (first.row.subst(&lane_at), first.col.subst(&lane_at));
         if start_row.known_divisor() % 8 != 0 {
