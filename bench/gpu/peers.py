@@ -349,15 +349,6 @@ def run(name, s):
         else:
             report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
             report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
-    elif name.startswith("gemm_f16_wgmma_nn"):
-        # B stored [K, N]: cuBLAS HGEMM of A @ B and Triton, as gemm_f16_mma.
-        M, N, K = s["M"], s["N"], s["K"]
-        a = rnd(M, K).half()
-        b = rnd(K, N).half()
-        c = torch.empty(M, N, device=dev, dtype=torch.half)
-        fl = 2 * M * N * K
-        report("pytorch", name, s, timed(lambda: torch.matmul(a, b, out=c)), 0, fl)
-        report("triton", name, s, timed(lambda: matmul_triton(a, b, c)), 0, fl)
     elif name.startswith("gemm_fp8_wgmma"):
         # e4m3 x e4m3 -> f32 accumulate, B [N, K]: cuBLASLt through
         # torch._scaled_mm (unit scales; bf16 out where f32 out is refused).
@@ -379,7 +370,7 @@ def run(name, s):
         b = torch.randint(-128, 128, (N, K), device=dev, dtype=torch.int8)
         fl = 2 * M * N * K
         report("pytorch", name, s, timed(lambda: torch._int_mm(a, b.t())), 0, fl)
-    elif name.startswith("gemm_f16_wgmma") or name.startswith("gemm_bf16_wgmma"):
+    elif name.startswith(("gemm_f16_wgmma", "gemm_bf16_wgmma")) and "_nn" not in name:
         # B is [N, K] (nn.Linear's weight): cuBLAS of A @ B.T (16-bit out,
         # f32 accumulate) and Triton's tl.dot on the same layout.
         M, N, K = s["M"], s["N"], s["K"]
@@ -391,7 +382,7 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: torch.matmul(a, b.t(), out=c)), 0, fl)
         report("triton", name, s, timed(lambda: matmul_nt_triton(a, b, c)), 0, fl)
     elif name.startswith("gemm_f16"):
-        # cuBLAS HGEMM (f16 in, f32 accumulate, f16 out) and Triton's tl.dot;
+        # (gemm_f16_wgmma_nn too: B [K, N].) cuBLAS HGEMM (f16 in, f32 accumulate, f16 out) and Triton's tl.dot;
         # rocmc's kernel writes f32, which moves twice the bytes of C.
         M, N, K = s["M"], s["N"], s["K"]
         a = rnd(M, K).half()

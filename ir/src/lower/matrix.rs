@@ -1048,9 +1048,6 @@ impl Emit<'_> {
         match (full_tile, tail) {
             (Some(guards), Some(t)) => {
                 let inner = &kloops[1..];
-                // Only the fast side is fenced: ptxas serializes every
-                // wgmma of a kernel where other instructions write their
-                // accumulators between a fence and its wait.
                 // Full tiles in the loop, the partial last one after it: a
                 // join of the two inside the loop makes LLVM copy the
                 // accumulators while a group is in flight, which ptxas
