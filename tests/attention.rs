@@ -392,3 +392,27 @@ fn a_lane_exchange_compiles_for_every_backend_and_swaps_lanes_on_the_cpu() {
         assert_eq!(cmp[0].max_error, 1.0, "wave{width}: {:?}", cmp[0]);
     }
 }
+
+/// sm_90a: `flash` on warpgroups (wgmma, Q and K through descriptors, P
+/// from the score registers), its meaning the interpreter's through the
+/// warpgroup lane layouts, causal and not, head dimension 64 and 128, at
+/// sizes no tile divides; the PTX issues both products as wgmma (A from
+/// registers for P·V) and ptxas serializes none of them.
+#[test]
+fn flash_runs_on_warpgroups_on_sm_90a() {
+    let causal = std::fs::read_to_string(example("attention_causal")).unwrap();
+    let d128 = std::fs::read_to_string(example("attention")).unwrap();
+    for (name, src, s, t) in [
+        ("attention_causal", &causal, 70, 70),
+        ("attention", &d128, 37, 75),
+    ] {
+        let src = with_flash(src, "flash(j, rows=128, keys=64, stages=2)");
+        let mut o = Options::new("x86-64");
+        o.emulate = Some("sm_90a".into());
+        let loops = rocmc::compile(name, &src, &o, Default::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .loops;
+        assert!(loops.contains("A in registers"), "{name}: P·V is not wgmma with A in registers\n{loops}");
+        run_flash(name, &src, "sm_90a", s, t);
+    }
+}

@@ -1312,7 +1312,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     st.warpgroups += run_front
         .matrix_instructions()
         .iter()
-        .any(|i| i.operands_in_shared()) as usize;
+        .any(|i| i.warpgroup()) as usize;
     st.convs += run_front.kernel.stages.iter().any(|s| {
         s.default
             .as_ref()

@@ -145,7 +145,7 @@ fn matrix_examples_compile_for_every_gpu_target_with_the_instruction() {
             let asm = art.asm.clone().unwrap();
             let instr = rocmc::ir::lower::matrix::uses_matrix(&art.program);
             // A warpgroup instruction's k tail runs the warp's (mma.sync).
-            let group = instr.iter().any(|i| i.operands_in_shared());
+            let group = instr.iter().any(|i| i.warpgroup());
             assert_eq!(instr.len(), 1 + usize::from(group), "{name} {p}");
             if nvidia {
                 assert!(asm.contains("mma.sync.aligned.m16n8k16"), "{name} {p}");

@@ -38,6 +38,8 @@ pub fn f8_types(unit: &MatrixUnit) -> [DType; 2] {
 pub fn instr_id(i: &MatrixInstr) -> String {
     if i.name.starts_with("mma.sync") {
         format!("mma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
+    } else if i.warpgroup() && !i.a_in_shared() {
+        format!("wgmma_m{}n{}k{}_{}_rs", i.m, i.n, i.k, i.a)
     } else if i.name.starts_with("wgmma") {
         format!("wgmma_m{}n{}k{}_{}", i.m, i.n, i.k, i.a)
     } else {

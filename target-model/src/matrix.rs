@@ -79,6 +79,11 @@ pub enum Family {
     /// lane loads which element when the operands go through registers
     /// (the CPU's emulation, and the meaning a descriptor must match).
     Wgmma,
+    /// `wgmma.mma_async` with A from registers ("RS"): B through a
+    /// descriptor as [`Family::Wgmma`]'s, A in the hardware's register
+    /// layout (per warp of the four, `mma.m16n8k16`'s A for its 16 rows).
+    /// What attention's P·V needs: the weights never leave the registers.
+    WgmmaRegA,
 }
 
 /// Which processors have an instruction.
@@ -229,6 +234,11 @@ pub const INSTRUCTIONS: &[MatrixInstr] = &[
     mi!("wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2", "", Wgmma, 64, 64, 32, Bf8, Bf8, F32, 128, ("<4 x i32>", 1), ("<4 x i32>", 1), ("float", 32), NvidiaOnly(SM90A)),
     mi!("wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2", "", Wgmma, 64, 128, 32, Bf8, Bf8, F32, 128, ("<4 x i32>", 1), ("<8 x i32>", 1), ("float", 64), NvidiaOnly(SM90A)),
     mi!("wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2", "", Wgmma, 64, 256, 32, Bf8, Bf8, F32, 128, ("<4 x i32>", 1), ("<16 x i32>", 1), ("float", 128), NvidiaOnly(SM90A)),
+    // The same with A from registers (f16 and bf16: what P·V takes).
+    mi!("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "", WgmmaRegA, 64, 64, 16, F16, F16, F32, 128, ("i32", 4), ("<8 x i16>", 1), ("float", 32), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "", WgmmaRegA, 64, 128, 16, F16, F16, F32, 128, ("i32", 4), ("<16 x i16>", 1), ("float", 64), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "", WgmmaRegA, 64, 64, 16, Bf16, Bf16, F32, 128, ("i32", 4), ("<8 x i16>", 1), ("float", 32), NvidiaOnly(SM90A)),
+    mi!("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "", WgmmaRegA, 64, 128, 16, Bf16, Bf16, F32, 128, ("i32", 4), ("<16 x i16>", 1), ("float", 64), NvidiaOnly(SM90A)),
 ];
 
 impl MatrixInstr {
@@ -249,9 +259,15 @@ impl MatrixInstr {
         matches!(self.available, Availability::Amd(_))
     }
 
-    /// Whether it reads A and B from shared memory through descriptors
-    /// (`wgmma`) rather than from each lane's registers.
-    pub fn operands_in_shared(&self) -> bool {
+    /// Whether a warpgroup (four warps) executes it together, B read from
+    /// shared memory through a descriptor (`wgmma`).
+    pub fn warpgroup(&self) -> bool {
+        matches!(self.family, Family::Wgmma | Family::WgmmaRegA)
+    }
+
+    /// Whether A too is read through a descriptor rather than from each
+    /// lane's registers.
+    pub fn a_in_shared(&self) -> bool {
         self.family == Family::Wgmma
     }
 
@@ -320,6 +336,21 @@ impl MatrixInstr {
                     LaneCoord::lane(1, 4, per_reg).plus(e % per_reg + (self.k / 2) * (reg / 2)),
                 )
             }
+            // PTX ISA, "wgmma .m64nNk16 register fragment A": warp w holds
+            // rows 16w..16w+16 as mma.m16n8k16's A.
+            Family::WgmmaRegA => {
+                let reg = e / 2;
+                let mut row = LaneCoord::lane(4, 8, 1).plus(8 * (reg % 2));
+                row.terms.push(LaneTerm {
+                    div: 32,
+                    modulo: 4,
+                    scale: 16,
+                });
+                (
+                    row,
+                    LaneCoord::lane(1, 4, 2).plus(e % 2 + (self.k / 2) * (reg / 2)),
+                )
+            }
             // rocmc's own: lane l loads row l / 2, half (l % 2) of its k.
             Family::Wgmma => (
                 LaneCoord::lane(2, self.m, 1),
@@ -350,7 +381,7 @@ impl MatrixInstr {
                 )
             }
             // rocmc's own: lane l loads k = l % 16, `per` columns from (l / 16) * per.
-            Family::Wgmma => (
+            Family::Wgmma | Family::WgmmaRegA => (
                 LaneCoord::lane(1, self.k, 1),
                 LaneCoord::lane(self.k, self.wave / self.k, per).plus(e),
             ),
@@ -390,7 +421,7 @@ impl MatrixInstr {
             ),
             // PTX ISA, "wgmma .m64nNk16 register fragment D": warp w holds
             // rows 16w..16w+16 as mma.m16n8's C, once per 8 columns.
-            Family::Wgmma => (
+            Family::Wgmma | Family::WgmmaRegA => (
                 LaneCoord {
                     base: 8 * ((e / 2) % 2),
                     terms: vec![
@@ -510,7 +541,16 @@ impl MatrixUnit {
     pub fn group_instructions(&self) -> Vec<&'static MatrixInstr> {
         INSTRUCTIONS
             .iter()
-            .filter(|i| i.operands_in_shared() && i.available_on(self.gpu.processor()))
+            .filter(|i| i.a_in_shared() && i.available_on(self.gpu.processor()))
+            .collect()
+    }
+
+    /// The warpgroup instructions taking A from registers (for products
+    /// whose A a lowering computes, as attention's weights).
+    pub fn group_register_a_instructions(&self) -> Vec<&'static MatrixInstr> {
+        INSTRUCTIONS
+            .iter()
+            .filter(|i| i.family == Family::WgmmaRegA && i.available_on(self.gpu.processor()))
             .collect()
     }
 
@@ -750,7 +790,7 @@ mod tests {
         assert!(names("gfx1100", 32).contains(&"v_wmma_f32_16x16x16_f16"));
         assert_eq!(names("sm_75", 32).len(), 0);
         assert_eq!(names("sm_90a", 32).len(), 3);
-        assert_eq!(names("sm_90a", 128).len(), 15);
+        assert_eq!(names("sm_90a", 128).len(), 19);
         assert!(names("sm_90", 128).is_empty() && names("sm_100a", 128).is_empty());
         // Only warpgroup instructions: gfx11's wave64 WMMA is not one for wave32.
         let group = |p: &str| {
@@ -777,5 +817,16 @@ mod tests {
         assert_eq!(i.acc_at(37, 2), (25, 2));
         assert_eq!(i.acc_at(37, 4), (17, 10));
         assert_eq!(i.acc_at(127, 31), (63, 63));
+        // A from registers: lane 37 holds A[17][2..4], A[25][2..4], then k + 8.
+        let r = INSTRUCTIONS
+            .iter()
+            .find(|i| i.family == Family::WgmmaRegA && i.n == 64)
+            .unwrap();
+        assert_eq!(r.a_per_lane(), 8);
+        assert_eq!(r.a_at(37, 0), (17, 2));
+        assert_eq!(r.a_at(37, 1), (17, 3));
+        assert_eq!(r.a_at(37, 2), (25, 2));
+        assert_eq!(r.a_at(37, 4), (17, 10));
+        assert_eq!(r.a_at(127, 7), (63, 15));
     }
 }

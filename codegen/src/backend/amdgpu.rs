@@ -323,7 +323,7 @@ impl Backend for AmdGpu<'_> {
                 [vec![bit(true)], a, vec![bit(true)], b, c, vec![bit(false)]].concat()
             }
             Family::WmmaGfx11 | Family::WmmaGfx12 => [a, b, c].concat(),
-            Family::MmaSync | Family::Wgmma => {
+            Family::MmaSync | Family::Wgmma | Family::WgmmaRegA => {
                 return Err(crate::CodegenError::Llvm(format!(
                     "{} is an NVIDIA instruction (a rocmc bug)",
                     instr.name

@@ -127,6 +127,13 @@ pub(crate) fn lookup(t: &rocmc_target::Target) -> Box<dyn Backend + '_> {
 }
 
 /// One target's dialect of LLVM IR.
+/// A warpgroup instruction's A: a shared-memory descriptor, or the lane's
+/// fragment as 32-bit registers (`wgmma` with A in registers).
+pub(crate) enum GroupA<'ctx> {
+    Desc(IntValue<'ctx>),
+    Regs(Vec<IntValue<'ctx>>),
+}
+
 pub(crate) trait Backend {
     /// LLVM's target triple.
     fn triple(&self) -> String;
@@ -319,15 +326,16 @@ pub(crate) trait Backend {
         Ok(None)
     }
 
-    /// A warpgroup matrix instruction (`wgmma`) on the descriptors of A
-    /// and B (`trans`: each operand transposed, MN-major), accumulating
-    /// into `c` (one value per accumulator element); returns D, issued
-    /// asynchronously: see [`Backend::matrix_async`].
+    /// A warpgroup matrix instruction (`wgmma`) on A (a descriptor or the
+    /// lane's registers) and B's descriptor (`trans`: each operand
+    /// transposed, MN-major), accumulating into `c` (one value per
+    /// accumulator element); returns D, issued asynchronously: see
+    /// [`Backend::matrix_async`].
     fn group_matrix<'ctx>(
         &self,
         _emit: &Emit<'_, 'ctx>,
         instr: &rocmc_target::matrix::MatrixInstr,
-        _a: IntValue<'ctx>,
+        _a: GroupA<'ctx>,
         _b: IntValue<'ctx>,
         _trans: [bool; 2],
         _c: Vec<BasicValueEnum<'ctx>>,

@@ -412,13 +412,15 @@ impl Backend for Nvptx<'_> {
     }
 
     /// `wgmma.mma_async` as inline PTX (LLVM 22 has no intrinsic for it):
-    /// D in registers tied to C, the descriptors, scale-d as a predicate
-    /// set from 1 (accumulate), A and B neither negated nor transposed.
+    /// D in registers tied to C, A's descriptor or its four 32-bit
+    /// registers, B's descriptor, scale-d as a predicate set from 1
+    /// (accumulate), neither operand negated, `trans` as the descriptors
+    /// say (A in registers has no transpose).
     fn group_matrix<'ctx>(
         &self,
         emit: &Emit<'_, 'ctx>,
         instr: &rocmc_target::matrix::MatrixInstr,
-        a: IntValue<'ctx>,
+        a: super::GroupA<'ctx>,
         b: IntValue<'ctx>,
         trans: [bool; 2],
         c: Vec<BasicValueEnum<'ctx>>,
@@ -430,34 +432,45 @@ impl Backend for Nvptx<'_> {
             MType::I32 => (emit.cx.i32_type().into(), "=r"),
             _ => (emit.cx.f32_type().into(), "=f"),
         };
+        let a_regs: Vec<IntValue<'ctx>> = match &a {
+            super::GroupA::Desc(d) => vec![*d],
+            super::GroupA::Regs(r) => r.clone(),
+        };
+        let in_regs = matches!(a, super::GroupA::Regs(_));
         // Integer products take scale-d only; 8-bit floats no transposes.
-        let rest = match instr.a {
-            MType::I8 => String::new(),
-            MType::Fp8 | MType::Bf8 => ", 1, 1".into(),
-            _ => format!(", 1, 1, {}, {}", u8::from(trans[0]), u8::from(trans[1])),
+        let rest = match (instr.a, in_regs) {
+            (MType::I8, _) => String::new(),
+            (MType::Fp8 | MType::Bf8, _) => ", 1, 1".into(),
+            (_, true) => format!(", 1, 1, {}", u8::from(trans[1])),
+            (_, false) => format!(", 1, 1, {}, {}", u8::from(trans[0]), u8::from(trans[1])),
         };
         let regs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
+        let na = a_regs.len();
+        let a_text = if in_regs {
+            let r: Vec<String> = (0..na).map(|i| format!("${}", 2 * n + i)).collect();
+            format!("{{{}}}", r.join(", "))
+        } else {
+            format!("${}", 2 * n)
+        };
         let asm = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n{} {{{}}}, ${}, ${}, p{rest};\n}}",
-            2 * n + 2,
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\n{} {{{}}}, {a_text}, ${}, p{rest};\n}}",
+            2 * n + na + 1,
             instr.name,
             regs.join(", "),
-            2 * n,
-            2 * n + 1
+            2 * n + na
         );
+        let a_constraint = if in_regs { "r" } else { "l" };
         let constraints: Vec<String> = (0..n)
             .map(|_| reg.to_string())
             .chain((0..n).map(|i| i.to_string()))
-            .chain(["l".into(), "l".into(), "r".into()])
+            .chain((0..na).map(|_| a_constraint.to_string()))
+            .chain(["l".into(), "r".into()])
             .collect();
         let ret = emit.cx.struct_type(&vec![acc_t; n], false);
         let params: Vec<BasicMetadataTypeEnum> = (0..n)
             .map(|_| acc_t.into())
-            .chain([
-                emit.cx.i64_type().into(),
-                emit.cx.i64_type().into(),
-                emit.cx.i32_type().into(),
-            ])
+            .chain(a_regs.iter().map(|v| v.get_type().into()))
+            .chain([emit.cx.i64_type().into(), emit.cx.i32_type().into()])
             .collect();
         let fty = ret.fn_type(&params, false);
         let f =
@@ -466,7 +479,8 @@ impl Backend for Nvptx<'_> {
         let args: Vec<inkwell::values::BasicMetadataValueEnum> = c
             .into_iter()
             .map(Into::into)
-            .chain([a.into(), b.into(), emit.i32(1).into()])
+            .chain(a_regs.into_iter().map(Into::into))
+            .chain([b.into(), emit.i32(1).into()])
             .collect();
         let d = emit
             .b

@@ -8,6 +8,8 @@ use inkwell::types::BasicTypeEnum;
 use inkwell::values::BasicValueEnum;
 use rocmc_ir::loops::Stmt;
 use rocmc_ir::Index;
+use crate::backend::GroupA;
+use inkwell::values::IntValue;
 use rocmc_target::matrix::MatrixInstr;
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
@@ -135,28 +137,37 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(super) fn group_matrix(
         &mut self,
         instr: &MatrixInstr,
-        desc: &[rocmc_ir::loops::OperandDesc; 2],
+        a: &(u32, Index),
+        desc: &[Option<rocmc_ir::loops::OperandDesc>; 2],
         acc: &(u32, Index),
     ) -> R<()> {
         let i64t = self.cx.i64_type();
-        let mut d = [None, None];
-        for (slot, o) in d.iter_mut().zip(desc) {
-            let p = self.local_ptr(o.local, &o.index)?;
-            *slot = Some(
-                self.b
-                    .build_load(i64t, p, "")
-                    .map_err(llvm_err)?
-                    .into_int_value(),
-            );
-        }
-        let [Some(da), Some(db)] = d else {
-            unreachable!("both loaded above")
+        let load = |me: &Self, o: &rocmc_ir::loops::OperandDesc| -> R<IntValue<'ctx>> {
+            let p = me.local_ptr(o.local, &o.index)?;
+            Ok(me.b.build_load(i64t, p, "").map_err(llvm_err)?.into_int_value())
         };
+        let [da, Some(db)] = desc else {
+            return Err(CodegenError::Llvm(format!(
+                "{} without B's descriptor (a rocmc bug)",
+                instr.name
+            )));
+        };
+        // A's descriptor, or its fragment as the lane's registers.
+        let av = match da {
+            Some(o) => GroupA::Desc(load(self, o)?),
+            None => GroupA::Regs(
+                self.matrix_operands(a, instr.a_per_lane(), instr.llvm_a)?
+                    .into_iter()
+                    .map(|v| v.into_int_value())
+                    .collect(),
+            ),
+        };
+        let db = load(self, db)?;
         let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
-        let trans = [desc[0].transposed, desc[1].transposed];
+        let trans = desc.clone().map(|o| o.is_some_and(|o| o.transposed));
         let out = self
             .be
-            .group_matrix(&self.ctx(), instr, da, db, trans, cv)?;
+            .group_matrix(&self.ctx(), instr, av, db, trans, cv)?;
         for (e, v) in out.into_iter().enumerate() {
             let p = self.local_ptr(acc.0, &(acc.1.clone() + Index::c(e as i64)))?;
             self.b.build_store(p, v).map_err(llvm_err)?;
@@ -169,49 +180,112 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// statement ordered after it, so that LLVM cannot move a read of the
     /// results above the wait.
     pub(super) fn matrix_async(&mut self, op: rocmc_ir::loops::MatrixAsync) -> R<()> {
-        self.be.matrix_async(&self.ctx(), op)?;
         // Only once nothing is in flight: an instruction touching the
         // registers of a pending group would serialize every wgmma (ptxas).
-        if op != rocmc_ir::loops::MatrixAsync::Wait(0) || !self.reads_descriptors() {
-            return Ok(());
+        use rocmc_ir::loops::MatrixAsync;
+        if !self.reads_descriptors() {
+            return self.be.matrix_async(&self.ctx(), op);
         }
         let mut accs: Vec<u32> = Vec::new();
-        rocmc_ir::loops::visit::walk(&self.g.body, &mut |s| {
-            if let Stmt::Matrix { instr, acc, .. } = s {
-                if instr.operands_in_shared() && !accs.contains(&acc.0) {
+        let mut reg_a: Vec<u32> = Vec::new();
+        let mut pending = false;
+        rocmc_ir::loops::visit::walk(&self.g.body, &mut |s| match s {
+            Stmt::Matrix { instr, acc, a, .. } if instr.warpgroup() => {
+                if !accs.contains(&acc.0) {
                     accs.push(acc.0);
                 }
+                if !instr.a_in_shared() && !reg_a.contains(&a.0) {
+                    reg_a.push(a.0);
+                }
             }
+            Stmt::MatrixAsync(MatrixAsync::Wait(n)) => pending |= *n > 0,
+            _ => {}
         });
-        for id in accs {
-            let (t, reg) = match self.g.locals[id as usize].dtype {
-                rocmc_ir::DType::I32 => (self.cx.i32_type().into(), "=r,0,~{memory}"),
-                _ => (self.cx.f32_type().into(), "=f,0,~{memory}"),
-            };
-            let t: inkwell::types::BasicTypeEnum = t;
-            let fty = t.fn_type(&[t.into()], false);
-            for e in 0..self.g.locals[id as usize].len {
-                let p = self.local_ptr(id, &Index::c(i64::from(e)))?;
-                let v = self.b.build_load(t, p, "").map_err(llvm_err)?;
-                let f = self.cx.create_inline_asm(
-                    fty,
-                    String::new(),
-                    reg.into(),
-                    true,
-                    false,
-                    None,
-                    false,
-                );
-                let r = self
-                    .b
-                    .build_indirect_call(fty, f, &[v.into()], "")
-                    .map_err(llvm_err)?;
-                let inkwell::values::ValueKind::Basic(r) = r.try_as_basic_value() else {
-                    return Err(CodegenError::Llvm(
-                        "a register fence returned nothing".into(),
-                    ));
+        let fenced = match op {
+            MatrixAsync::Wait(0) => accs,
+            // Before a group, so that LLVM computes what it reads (A's
+            // registers; the accumulators, where no group is ever left
+            // pending across a fence) ahead of `wgmma.fence`: written
+            // after it, ptxas inserts a fence of its own before each
+            // instruction (C7519).
+            MatrixAsync::Fence if pending => reg_a,
+            MatrixAsync::Fence => reg_a.into_iter().chain(accs).collect(),
+            _ => Vec::new(),
+        };
+        if op != MatrixAsync::Fence {
+            self.be.matrix_async(&self.ctx(), op)?;
+        }
+        for id in fenced {
+            self.fence_registers(id)?;
+        }
+        if op == MatrixAsync::Fence {
+            self.be.matrix_async(&self.ctx(), op)?;
+        }
+        Ok(())
+    }
+
+    /// Every element of `locals[id]` through an empty assembly statement
+    /// ordered among the others (16-bit elements in pairs, as the
+    /// instructions read them).
+    fn fence_registers(&mut self, id: u32) -> R<()> {
+        let dtype = self.g.locals[id as usize].dtype;
+        let len = self.g.locals[id as usize].len;
+        let i32t: BasicTypeEnum = self.cx.i32_type().into();
+        let (t, reg, per): (BasicTypeEnum, &str, u32) = match dtype {
+            rocmc_ir::DType::I32 => (i32t, "=r,0,~{memory}", 1),
+            rocmc_ir::DType::F16 | rocmc_ir::DType::BF16 => (i32t, "=r,0,~{memory}", 2),
+            _ => (self.cx.f32_type().into(), "=f,0,~{memory}", 1),
+        };
+        let et = ty(self.cx, dtype);
+        let fty = t.fn_type(&[t.into()], false);
+        for e in (0..len).step_by(per as usize) {
+            let ptrs = (e..(e + per).min(len))
+                .map(|x| self.local_ptr(id, &Index::c(i64::from(x))))
+                .collect::<R<Vec<_>>>()?;
+            let v: BasicValueEnum = if per == 1 {
+                self.b.build_load(t, ptrs[0], "").map_err(llvm_err)?
+            } else {
+                let BasicTypeEnum::FloatType(ft) = et else {
+                    return Err(CodegenError::Llvm("a 16-bit register that is no float".into()));
                 };
-                self.b.build_store(p, r).map_err(llvm_err)?;
+                let mut acc = ft.vec_type(per).get_poison();
+                for (i, p) in ptrs.iter().enumerate() {
+                    let x = self.b.build_load(et, *p, "").map_err(llvm_err)?;
+                    acc = self
+                        .b
+                        .build_insert_element(acc, x, self.i32(i as i64), "")
+                        .map_err(llvm_err)?;
+                }
+                self.b.build_bit_cast(acc, t, "").map_err(llvm_err)?
+            };
+            let f = self
+                .cx
+                .create_inline_asm(fty, String::new(), reg.into(), true, false, None, false);
+            let r = self
+                .b
+                .build_indirect_call(fty, f, &[v.into()], "")
+                .map_err(llvm_err)?;
+            let inkwell::values::ValueKind::Basic(r) = r.try_as_basic_value() else {
+                return Err(CodegenError::Llvm("a register fence returned nothing".into()));
+            };
+            if per == 1 {
+                self.b.build_store(ptrs[0], r).map_err(llvm_err)?;
+                continue;
+            }
+            let BasicTypeEnum::FloatType(ft) = et else {
+                unreachable!("checked above")
+            };
+            let back = self
+                .b
+                .build_bit_cast(r, ft.vec_type(per), "")
+                .map_err(llvm_err)?
+                .into_vector_value();
+            for (i, p) in ptrs.iter().enumerate() {
+                let x = self
+                    .b
+                    .build_extract_element(back, self.i32(i as i64), "")
+                    .map_err(llvm_err)?;
+                self.b.build_store(*p, x).map_err(llvm_err)?;
             }
         }
         Ok(())

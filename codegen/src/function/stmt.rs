@@ -72,10 +72,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Stmt::Matrix {
                 instr,
                 acc,
+                a,
                 desc: Some(desc),
                 ..
-            } if instr.operands_in_shared() => self.group_matrix(instr, desc, acc)?,
-            Stmt::Matrix { instr, .. } if instr.operands_in_shared() => {
+            } if instr.warpgroup() => self.group_matrix(instr, a, desc, acc)?,
+            Stmt::Matrix { instr, .. } if instr.warpgroup() => {
                 return Err(CodegenError::Llvm(format!(
                     "{} without its operands' descriptors (a rocmc bug)",
                     instr.name

@@ -228,12 +228,13 @@ pub enum Stmt {
         /// work-group: what the CPU's execution of the wave needs.
         lane: Index,
         wave: Index,
-        /// For an instruction that reads A and B from LDS
-        /// ([`MatrixInstr::operands_in_shared`](rocmc_target::matrix::MatrixInstr::operands_in_shared)):
-        /// the registers holding their descriptors, set by
-        /// [`Stmt::MatrixDesc`]; `None` until pass `matrix_descs` proves
-        /// them. `a` and `b` are then what the CPU runs.
-        desc: Option<[OperandDesc; 2]>,
+        /// For a warpgroup instruction, which reads B (and A, where
+        /// [`MatrixInstr::a_in_shared`](rocmc_target::matrix::MatrixInstr::a_in_shared))
+        /// from LDS: the registers holding their descriptors, set by
+        /// [`Stmt::MatrixDesc`]; A's is `None` where A is in registers; the
+        /// whole is `None` until pass `matrix_descs` proves them. `a` and
+        /// `b` are then what the CPU runs.
+        desc: Option<[Option<OperandDesc>; 2]>,
     },
     /// The shared-memory descriptor of one operand of a matrix instruction
     /// that reads A or B from LDS (`wgmma`): the operand's first row starts

@@ -327,8 +327,13 @@ impl Printer<'_, '_, '_> {
                         self.index(base)
                     )
                 };
+                let regs = if instr.warpgroup() && !instr.a_in_shared() {
+                    ", A in registers"
+                } else {
+                    ""
+                };
                 format!(
-                    "{} += {} x {} ({}, {}x{}x{}, wave{})",
+                    "{} += {} x {} ({}, {}x{}x{}, wave{}{regs})",
                     arr(acc, instr.acc_per_lane()),
                     arr(a, instr.a_per_lane()),
                     arr(b, instr.b_per_lane()),

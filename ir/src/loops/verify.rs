@@ -289,7 +289,17 @@ impl Cx<'_> {
                     desc,
                 } => {
                     self.matrix(instr, [a, b, acc], lane, wave)?;
-                    for d in desc.iter().flatten() {
+                    if let Some([a_desc, _]) = desc {
+                        if a_desc.is_some() != instr.a_in_shared() {
+                            return Err(self.err(format!(
+                                "{}'s A descriptor is {} though A is {}",
+                                instr.name,
+                                if a_desc.is_some() { "set" } else { "missing" },
+                                if instr.a_in_shared() { "in LDS" } else { "in registers" }
+                            )));
+                        }
+                    }
+                    for d in desc.iter().flatten().flatten() {
                         let (l, name) = self.array(false, d.local)?;
                         self.element(&d.index, l.len, &format!("a matrix descriptor in {name}"))?;
                     }

@@ -240,10 +240,12 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             lane: f.index(lane),
             wave: f.index(wave),
             desc: desc.map(|d| {
-                d.map(|o| super::OperandDesc {
-                    local: f.local(o.local),
-                    index: f.index(o.index),
-                    transposed: o.transposed,
+                d.map(|o| {
+                    o.map(|o| super::OperandDesc {
+                        local: f.local(o.local),
+                        index: f.index(o.index),
+                        transposed: o.transposed,
+                    })
                 })
             }),
         },

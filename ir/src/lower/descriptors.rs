@@ -54,8 +54,10 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             ..
         } = s
         {
-            if instr.operands_in_shared() {
-                found.insert(a.0, (Role::A, instr));
+            if instr.warpgroup() {
+                if instr.a_in_shared() {
+                    found.insert(a.0, (Role::A, instr));
+                }
                 found.insert(b.0, (Role::B, instr));
                 lane = Some(*v);
             }
@@ -233,13 +235,26 @@ impl Cx<'_> {
             let bytes = block.map_or(0, |b| (b * esize) as u32);
             (slot + blocks + start_row * Index::c(width), Some(bytes))
         } else {
-            if block.is_some() {
-                return Err("the operand's rows of k are longer than 128 bytes (stage 128 bytes of k per tile)".into());
-            }
             if start_col.known_divisor() % first.chunk as u64 != 0 {
                 return Err("an operand does not start on a 16-byte chunk of its rows".into());
             }
-            (slot + start_row * Index::c(width) + start_col, None)
+            match block {
+                None => (slot + start_row * Index::c(width) + start_col, None),
+                // k longer than a 128-byte row (attention's head axis): the
+                // step starts in the block holding its k and, starting on a
+                // multiple of its own length, never leaves it.
+                Some(b) => {
+                    if start_col.known_divisor() % u64::from(op.instr.k) != 0 {
+                        return Err("an operand's k step crosses a 128-byte block of its rows".into());
+                    }
+                    let blocks = Index::bin(IOp::Div, start_col.clone(), Index::c(width));
+                    let within = Index::bin(IOp::Mod, start_col, Index::c(width));
+                    (
+                        slot + blocks * Index::c(b) + start_row * Index::c(width) + within,
+                        None,
+                    )
+                }
+            }
         };
         let Stmt::LocalStore { index, .. } = &run[0] else {
             unreachable!("checked above")
@@ -306,11 +321,13 @@ fn set_descriptors(body: Vec<Stmt>, ops: &HashMap<u32, Operand>, transposed: &[u
                 lane,
                 wave,
                 desc: None,
-            } if instr.operands_in_shared() => {
-                let d = [(&a, &ops[&a.0]), (&b, &ops[&b.0])].map(|(x, o)| OperandDesc {
-                    local: o.desc,
-                    index: x.1.clone(),
-                    transposed: transposed.contains(&o.desc),
+            } if instr.warpgroup() => {
+                let d = [&a, &b].map(|x| {
+                    ops.get(&x.0).map(|o| OperandDesc {
+                        local: o.desc,
+                        index: x.1.clone(),
+                        transposed: transposed.contains(&o.desc),
+                    })
                 });
                 Stmt::Matrix {
                     instr,

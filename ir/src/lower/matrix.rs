@@ -329,7 +329,7 @@ fn tail_instr(
     kloops: &[VarId],
     span: crate::diag::Span,
 ) -> Result<Option<&'static MatrixInstr>, Diagnostic> {
-    if !instr.operands_in_shared() {
+    if !instr.warpgroup() {
         return Ok(None);
     }
     let warp = unit.instructions().into_iter().find(|i| {
@@ -948,7 +948,7 @@ impl Emit<'_> {
             .collect();
         let full_tile = self.full_tile();
         let mut leaf = build(nest, frags, &[], init);
-        if self.instr.operands_in_shared() {
+        if self.instr.warpgroup() {
             let empty: Vec<Stmt> = leaf
                 .iter()
                 .cloned()

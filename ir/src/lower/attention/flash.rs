@@ -44,7 +44,11 @@ pub(super) struct Tiles {
     pub stages: u32,
 }
 
+mod group;
 mod lanes;
+mod layout;
+
+use layout::{Layout, PAD};
 
 /// LDS arrays, by index (weights only where P·V cannot read them from the
 /// score registers; scores and factors only where the softmax goes
@@ -60,62 +64,6 @@ const AL: u32 = 5;
 /// in registers: mma.sync's four. MFMA's 32 and WMMA's 16 would cost five
 /// or four exchanges per row and tile, and one lane holds up to 16 rows.
 const ROW_LANES: u32 = 4;
-
-/// Padding of 16-bit tile rows: keeps each row on 16 bytes (ldmatrix,
-/// vector fills) and spreads rows over banks.
-const PAD: i64 = 8;
-
-/// How a 16-bit tile lies in LDS: rows `stride` elements apart, and
-/// whether each row's 16-byte chunks are permuted by the row.
-#[derive(Clone, Copy)]
-struct Layout {
-    stride: i64,
-    swizzled: bool,
-}
-
-impl Layout {
-    /// Rows of `width` elements. Where `ldmatrix` reads the tile (NVIDIA,
-    /// sm_75 and later; the copies are asynchronous from sm_80) and a row
-    /// is whole 128-byte lines, the rows are unpadded and chunk `c` of row
-    /// `r` sits at `c ^ r % 8`: every 128-byte line a copy fetches lands on one
-    /// aligned LDS line, and the 8 rows `ldmatrix` reads at one column
-    /// still fall in 8 bank groups. A padded row (what AMD keeps) starts
-    /// 16 bytes further round the banks instead, but splits each fetched
-    /// line over two LDS lines: the H100 profile of the padded kernel
-    /// (bench/gpu/runs/h100-attention-profile-2) put its only bank
-    /// conflicts, 2.6 wavefronts per ideal one, in those copies.
-    fn of(width: i64, swizzle: bool) -> Layout {
-        if swizzle && width % 64 == 0 {
-            Layout {
-                stride: width,
-                swizzled: true,
-            }
-        } else {
-            Layout {
-                stride: width + PAD,
-                swizzled: false,
-            }
-        }
-    }
-
-    /// Where buffer `buf` of a tile of `rows` rows starts.
-    fn stage(&self, buf: Index, rows: i64) -> Index {
-        buf * Index::c(rows * self.stride)
-    }
-
-    /// The element at tile row `row`, column `col`, from `base`.
-    fn at(&self, base: Index, row: Index, col: Index) -> Index {
-        if !self.swizzled {
-            return base + row * Index::c(self.stride) + col;
-        }
-        let chunk = Index::bin(
-            IOp::Xor,
-            col.clone() / Index::c(8),
-            row.clone() % Index::c(8),
-        );
-        base + row * Index::c(self.stride) + chunk * Index::c(8) + col % Index::c(8)
-    }
-}
 
 /// A tensor operand read straight from memory: the tensor, its
 /// subscripts, and which one is the row axis (query or key).
@@ -213,9 +161,12 @@ fn idx_expr(ix: Index) -> Expr {
 struct Emit {
     instr: &'static MatrixInstr,
     t: DType,
-    /// Rows per wave (= lanes), waves, threads.
+    /// Rows per wave (= lanes; 64 per warpgroup), threads of the
+    /// work-group.
     rm: i64,
-    bm: i64,
+    threads: i64,
+    /// The warpgroup instructions and arrays, on sm_90a ([`group`]).
+    group: Option<group::Group>,
     bn: i64,
     /// Head dimension of q·k (`e`), of v (`d`), both padded to the instruction.
     e: i64,
@@ -304,6 +255,15 @@ impl Emit {
         read_a: &dyn Fn(i64, i64, u32, Index, Index) -> Expr,
         read_b: &dyn Fn(Index, Index) -> Expr,
     ) -> Vec<Stmt> {
+        if let Some(g) = &self.group {
+            // Which product it is tells the instruction and its arrays.
+            let (issue, arrays) = if acc == self.sacc {
+                (g.scores, (self.af, self.bf))
+            } else {
+                (g.values, (g.pf, g.vf))
+            };
+            return self.group_product(issue, arrays, ks_n, f_n, acc, read_a, read_b);
+        }
         let (i, lane) = (self.instr, &self.lane);
         let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
         let (pa, pb, pc) = (
@@ -593,7 +553,7 @@ impl Emit {
         let vec = 8;
         let per_row = width / vec;
         let total = rows * per_row;
-        let at = Index::Var(v) * Index::c(self.bm) + self.tid.clone();
+        let at = Index::Var(v) * Index::c(self.threads) + self.tid.clone();
         let r = Index::bin(IOp::Div, at.clone(), Index::c(per_row));
         let c = Index::bin(IOp::Mod, at.clone(), Index::c(per_row)) * Index::c(vec);
         let fill = Stmt::Fill {
@@ -604,7 +564,7 @@ impl Emit {
             width: vec as u32,
             asynchronous,
         };
-        let body = if total % self.bm == 0 {
+        let body = if total % self.threads == 0 {
             vec![fill]
         } else {
             vec![Stmt::If {
@@ -617,7 +577,7 @@ impl Emit {
         };
         Stmt::Loop {
             var: v,
-            extent: Index::c((total + self.bm - 1) / self.bm),
+            extent: Index::c((total + self.threads - 1) / self.threads),
             unroll: true,
             body,
         }
@@ -672,7 +632,7 @@ pub(super) fn build(
     let instr = pick(unit, ty, span)?;
     let w = i64::from(unit.wave());
     let (bm, bn) = (i64::from(t.rows), i64::from(t.keys));
-    let (m, nn, kk) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
+    let (nn, kk) = (i64::from(instr.n), i64::from(instr.k));
     if bm % w != 0 || bm / w > 16 {
         return Err(Diagnostic::new(
             span,
@@ -709,10 +669,19 @@ pub(super) fn build(
         )
         .hint("as `T` or `min(i + 1, T)`; or schedule with `rowwise`"));
     }
+    // On sm_90a, warpgroups of 128 lanes, 64 rows each, where the tiles
+    // are whole warpgroup instructions.
+    let group = group::pick(unit, ty, bm, bn, e, d);
+    let (instr, lanes_n, rm) = match group {
+        Some((_, _, base)) => (base, 128, group::ROWS),
+        None => (instr, w, w),
+    };
+    let (m, nn, kk) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
     let ep = (e + kk - 1) / kk * kk;
     let ep = (ep + 7) / 8 * 8;
     let dp = (d + nn - 1) / nn * nn;
     let dp = (dp + 7) / 8 * 8;
+    let threads = bm / rm * lanes_n;
     let stages = i64::from(t.stages);
 
     // Loops and hardware indices.
@@ -738,14 +707,14 @@ pub(super) fn build(
     let lane = var(
         l,
         "lane",
-        Index::c(w),
+        Index::c(lanes_n),
         LoopKind::Bound(GpuAxis::Thread(Dim::X)),
         span,
     );
     let wave = var(
         l,
         "wave",
-        Index::c(bm / w),
+        Index::c(bm / rm),
         LoopKind::Bound(GpuAxis::Thread(Dim::Y)),
         span,
     );
@@ -764,7 +733,7 @@ pub(super) fn build(
     );
     let ntiles = Index::bin(IOp::CeilDiv, keys_of(last_row), Index::c(bn));
     let kt = var(l, "key_tile", ntiles.clone(), LoopKind::Serial, span);
-    let copies = |rows: i64, width: i64| Index::c((rows * width / 8 + bm - 1) / bm);
+    let copies = |rows: i64, width: i64| Index::c((rows * width / 8 + threads - 1) / threads);
     let q_v = var(l, "copy_q", copies(bm, ep), LoopKind::Unrolled, span);
     let k_v = var(l, "copy_k", copies(bn, ep), LoopKind::Unrolled, span);
     let v_v = var(l, "copy_v", copies(bn, dp), LoopKind::Unrolled, span);
@@ -777,14 +746,28 @@ pub(super) fn build(
     };
     // Where ldmatrix reads the fragments: K and V swizzled, B fragments
     // two at a time (one ldmatrix.x4 loads both).
-    let ldmatrix = unit.has_ldmatrix();
-    let q_tile = Layout::of(ep, false);
-    let (k_tile, v_tile) = (Layout::of(ep, ldmatrix), Layout::of(dp, ldmatrix));
+    let ldmatrix = unit.has_ldmatrix() && group.is_none();
+    let (q_tile, k_tile, v_tile) = match group {
+        Some(_) => (
+            Layout::for_descriptors(ep, bm),
+            Layout::for_descriptors(ep, bn),
+            Layout::for_descriptors(dp, bn),
+        ),
+        None => (
+            Layout::of(ep, false),
+            Layout::of(ep, ldmatrix),
+            Layout::of(dp, ldmatrix),
+        ),
+    };
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
     let row_lanes = lanes::row_lanes(instr, ROW_LANES);
+    let a_of_values = group.map_or(instr, |(_, v, _)| v);
     let p_in_place = row_lanes
         .as_ref()
-        .and_then(|_| lanes::weights_in_place(instr, bn));
+        .and_then(|_| lanes::weights_in_place(a_of_values, instr, bn));
+    if group.is_some() && p_in_place.is_none() {
+        unreachable!("a warpgroup's score accumulators are its A layout (the table's unit tests)");
+    }
     l.g.shared = vec![
         shared("q", ty, bm * q_tile.stride),
         shared("k", ty, stages * bn * k_tile.stride),
@@ -802,7 +785,7 @@ pub(super) fn build(
         i64::from(instr.b_per_lane()),
         i64::from(instr.acc_per_lane()),
     );
-    let fm_n = w / m;
+    let fm_n = rm / m;
     let sacc = local(l, "scores", fm_n * (bn / nn) * pc, span);
     let oacc = local(l, "out", fm_n * (dp / nn) * pc, span);
     let frag = |l: &mut Lowering, name: &str, len: i64| {
@@ -814,9 +797,32 @@ pub(super) fn build(
         });
         l.g.locals.len() as u32 - 1
     };
-    let af = frag(l, "a", fm_n * pa);
     let pair_b = ldmatrix;
-    let bf = frag(l, "b", if pair_b { 2 * pb } else { pb });
+    let (af, bf, group) = match group {
+        None => (
+            frag(l, "a", fm_n * pa),
+            frag(l, "b", if pair_b { 2 * pb } else { pb }),
+            None,
+        ),
+        Some((scores, values, _)) => {
+            let per = |i: &MatrixInstr, cols: i64| cols / i64::from(i.n) * i64::from(i.b_per_lane());
+            let (qk_steps, pv_steps) = (ep / 16, bn / 16);
+            let af = frag(l, "q_frag", qk_steps * i64::from(scores.a_per_lane()));
+            let bf = frag(l, "k_frag", qk_steps * per(scores, bn));
+            let pf = frag(l, "p_frag", pv_steps * i64::from(values.a_per_lane()));
+            let vf = frag(l, "v_frag", pv_steps * per(values, dp));
+            (
+                af,
+                bf,
+                Some(group::Group {
+                    scores,
+                    values,
+                    pf,
+                    vf,
+                }),
+            )
+        }
+    };
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
     let lanes = row_lanes.map(|rl| {
@@ -835,12 +841,13 @@ pub(super) fn build(
             },
         )
     });
-    let tid = Index::Var(lane) + Index::Var(wave) * Index::c(w);
+    let tid = Index::Var(lane) + Index::Var(wave) * Index::c(lanes_n);
     let em = Emit {
         instr,
         t: ty,
-        rm: w,
-        bm,
+        rm,
+        threads,
+        group,
         bn,
         e,
         ep,
@@ -1048,7 +1055,7 @@ pub(super) fn build(
     });
     body.extend(finish_rows(l, a, &em, &at, iv, dv, &s_ext));
     l.g.body = body;
-    l.g.block = [w as u32, (bm / w) as u32, 1];
+    l.g.block = [lanes_n as u32, (bm / rm) as u32, 1];
     l.g.grid = [batch, tiles_y, Index::c(1)];
     l.tid = tid;
     Ok(())

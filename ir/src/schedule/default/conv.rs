@@ -257,7 +257,7 @@ impl<'k> Conv<'k> {
         let dwx = match instr.family {
             Family::WmmaGfx11 | Family::WmmaGfx12 => 64,
             Family::MmaSync if !hopper => 64,
-            Family::MmaSync | Family::Wgmma | Family::Mfma => 128,
+            Family::MmaSync | Family::Wgmma | Family::WgmmaRegA | Family::Mfma => 128,
         };
         let wx = kn.get("WX", &[32, 64, 128], dwx, "pixels along x per wave");
         kn.require("{BK} % {WK} == 0");

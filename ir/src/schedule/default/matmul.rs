@@ -232,7 +232,7 @@ impl<'k> Matmul<'k> {
         // Preferred shapes, largest first: the first that fits with at least
         // two buffers (NVIDIA) or one (AMD) is the default.
         let shapes: &[(i64, i64, i64, i64)] = match instr.family {
-            Family::MmaSync | Family::Wgmma => {
+            Family::MmaSync | Family::Wgmma | Family::WgmmaRegA => {
                 &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
             }
             Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],

@@ -69,14 +69,19 @@ pub(super) fn row_lanes(instr: &MatrixInstr, most: u32) -> Option<RowLanes> {
     })
 }
 
-/// Where each element of P's A fragments sits in the score accumulators,
-/// when the instruction's accumulator layout of two adjacent column
-/// fragments is its A layout of one k step (mma.sync's: FlashAttention-2
-/// feeds its weights to P·V this way): for k step `ks` and A element `e`,
-/// entry `ks * a_per_lane + e` is the score register within a row
-/// fragment. None where some element lives in another lane (MFMA, WMMA);
-/// the weights then go through LDS.
-pub(super) fn weights_in_place(instr: &MatrixInstr, keys: i64) -> Option<Vec<i64>> {
+/// Where each element of P's A fragments (of `a_instr`, P·V's) sits in the
+/// score accumulators (of `instr`), when the accumulator layout of two
+/// adjacent column fragments is the A layout of one k step (mma.sync's:
+/// FlashAttention-2 feeds its weights to P·V this way; wgmma's with A in
+/// registers): for k step `ks` and A element `e`, entry `ks * a_per_lane +
+/// e` is the score register within a row fragment. None where some
+/// element lives in another lane (MFMA, WMMA); the weights then go through
+/// LDS.
+pub(super) fn weights_in_place(
+    a_instr: &MatrixInstr,
+    instr: &MatrixInstr,
+    keys: i64,
+) -> Option<Vec<i64>> {
     let (n, k, pc) = (
         i64::from(instr.n),
         i64::from(instr.k),
@@ -87,8 +92,8 @@ pub(super) fn weights_in_place(instr: &MatrixInstr, keys: i64) -> Option<Vec<i64
     };
     let mut out = Vec::new();
     for ks in 0..keys / k {
-        for e in 0..instr.a_per_lane() {
-            let (ar, ak) = instr.a_coord(e);
+        for e in 0..a_instr.a_per_lane() {
+            let (ar, ak) = a_instr.a_coord(e);
             let found = (0..keys / n).find_map(|fc| {
                 (0..instr.acc_per_lane()).find_map(|c| {
                     let (cr, cc) = instr.acc_coord(c);
