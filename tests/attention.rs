@@ -231,7 +231,12 @@ fn attention_compiles_for_every_target() {
 #[test]
 fn the_default_is_flash_on_matrix_targets() {
     let src = std::fs::read_to_string(example("attention")).unwrap();
-    for (t, want) in [("sm_90", "mma.sync"), ("gfx942", "v_mfma"), ("gfx900", "")] {
+    for (t, want) in [
+        ("sm_90a", "wgmma.mma_async"),
+        ("sm_90", "mma.sync"),
+        ("gfx942", "v_mfma"),
+        ("gfx900", ""),
+    ] {
         let emit = rocmc::Emit {
             asm: true,
             ..Default::default()
@@ -414,5 +419,24 @@ fn flash_runs_on_warpgroups_on_sm_90a() {
             .loops;
         assert!(loops.contains("A in registers"), "{name}: P·V is not wgmma with A in registers\n{loops}");
         run_flash(name, &src, "sm_90a", s, t);
+        let emit = rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        };
+        let ptx = rocmc::compile(name, &src, &Options::new("sm_90a"), emit)
+            .unwrap()
+            .asm
+            .unwrap();
+        let reg_a = ptx
+            .lines()
+            .any(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r"));
+        assert!(reg_a, "{name}: no wgmma with A in registers in the PTX");
+        let reports = assemble_ptx(&ptx, "sm_90a").unwrap();
+        for r in &reports {
+            assert!(
+                !r.wgmma_serialized && !r.wgmma_fences_added && r.spill_stores == 0,
+                "{name}: {r:?}"
+            );
+        }
     }
 }

@@ -51,6 +51,10 @@ pub struct Report {
     /// Whether ptxas serialized the kernel's `wgmma` instructions (its
     /// C7515 "Potential Performance Loss"), which costs most of their speed.
     pub wgmma_serialized: bool,
+    /// Whether ptxas inserted fences of its own before `wgmma` instructions
+    /// whose registers were written after the program's `wgmma.fence`
+    /// (C7519): a fence per instruction, where one per group would do.
+    pub wgmma_fences_added: bool,
 }
 
 /// Assembles `ptx` for `arch` with the ptxas at `ptxas` (`-v`, warnings as
@@ -87,13 +91,20 @@ pub fn parse(text: &str) -> Vec<Report> {
     };
     let mut out: Vec<Report> = Vec::new();
     let mut serialized: Vec<String> = Vec::new();
+    let mut fenced: Vec<String> = Vec::new();
+    // Printed before the entry they concern, naming it.
+    let named = |line: &str, before: &str| {
+        line.split(before)
+            .nth(1)
+            .map(|n| n.split('\'').next().unwrap_or_default().to_string())
+    };
     for line in text.lines() {
         if line.contains("(C7515)") {
-            // Printed before the entry it concerns.
-            if let Some(name) = line.split("in the function '").nth(1) {
-                let name = name.split('\'').next().unwrap_or_default().to_string();
-                serialized.push(name);
-            }
+            serialized.extend(named(line, "in the function '"));
+            continue;
+        }
+        if line.contains("(C7519)") {
+            fenced.extend(named(line, "in function '"));
             continue;
         }
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
@@ -116,6 +127,7 @@ pub fn parse(text: &str) -> Vec<Report> {
     }
     for r in &mut out {
         r.wgmma_serialized = serialized.contains(&r.kernel);
+        r.wgmma_fences_added = fenced.contains(&r.kernel);
     }
     out
 }
@@ -137,5 +149,9 @@ mod tests {
             ),
             ("k", 40, 8448, 8, 4, 16)
         );
+        assert!(!r.wgmma_serialized && !r.wgmma_fences_added);
+        let text = "ptxas info    : (C7519) warpgroup.arrive is injected in around line 813 by compiler to allow use of registers in GMMA in function 'a'\nptxas info    : Compiling entry function 'a' for 'sm_90a'\nptxas info    : Compiling entry function 'b' for 'sm_90a'\n";
+        let r = super::parse(text);
+        assert!(r[0].wgmma_fences_added && !r[1].wgmma_fences_added);
     }
 }

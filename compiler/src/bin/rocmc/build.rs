@@ -407,7 +407,14 @@ fn summary(arts: &[rocmc::Artifact], written: &[String], tuning_note: Option<&st
         if !used.is_empty() {
             let names: Vec<String> = used
                 .iter()
-                .map(|i| format!("{} ({}x{}x{}, wave{})", i.name, i.m, i.n, i.k, i.wave))
+                .map(|i| {
+                    let regs = if i.warpgroup() && !i.a_in_shared() {
+                        ", A in registers"
+                    } else {
+                        ""
+                    };
+                    format!("{} ({}x{}x{}, wave{}{regs})", i.name, i.m, i.n, i.k, i.wave)
+                })
                 .collect();
             eprintln!(
                 "  matrix instructions on {}: {}",

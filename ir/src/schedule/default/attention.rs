@@ -59,7 +59,24 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             // backend, 0.89× with the prefill tiles).
             let queries = st.axes[st.axes.len() - 2].extent.as_const();
             let decode = queries.is_some_and(|c| c <= w);
-            let keys_default = if d > 64 || decode { 32 } else { 64 };
+            // On sm_90a, 64 keys make each product whole warpgroup
+            // instructions where both head dimensions are whole 128-byte
+            // rows (bench/gpu/runs/h100-attention-wgmma-1: 1.47× SDPA's
+            // flash backend at D=128, where 128 keys gave 1.26×).
+            let group = !decode
+                && e % 64 == 0
+                && d % 64 == 0
+                && u
+                    .group_instructions()
+                    .iter()
+                    .any(|i| Some(i.a) == mtype(a.q.dtype));
+            let keys_default = if group {
+                64
+            } else if d > 64 || decode {
+                32
+            } else {
+                64
+            };
             let (row_choices, stage_choices): (&[i64], &[i64]) = match decode {
                 true if u.has_async_copy() => (&[w], &[3, 2, 1]),
                 true => (&[w], &[2, 1]),
