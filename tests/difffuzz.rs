@@ -493,9 +493,13 @@ fn quoted(steps: &[String]) -> String {
 fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     let dt = *rng.pick(&["f16", "bf16", "f16", "bf16", "f32"]);
     // `flash` runs here through emulated matrix instructions, whose cost
-    // grows fast with the head sizes (D = 64 takes minutes): small heads.
+    // grows fast with the head sizes (D = 64 takes minutes): small heads,
+    // but for sm_90a's warpgroups, which take 64 (`WG_ATTENTION`).
     let flash = rng.chance(35);
-    let heads: &[u32] = if flash {
+    let group = flash && rng.chance(15);
+    let heads: &[u32] = if group {
+        &[64]
+    } else if flash {
         &[1, 8, 16, 20, 24]
     } else {
         &[1, 8, 16, 20, 24, 32, 64]
@@ -506,7 +510,7 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     } else {
         ("", "")
     };
-    let mut src = String::new();
+    let mut src = String::from(if group { WG_ATTENTION } else { "" });
     writeln!(src, "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]").unwrap();
     if rng.chance(50) {
         writeln!(src, "max = {{ n = 4096, m = 4096 }}").unwrap();
@@ -539,7 +543,13 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     } else {
         format!("O[{b}i, d]")
     };
-    let sched = if flash {
+    let sched = if group {
+        format!(
+            "\nschedule = [\"flash(j, rows={}, keys=64, stages={})\"]",
+            rng.pick(&[64, 128]),
+            rng.pick(&[1, 2])
+        )
+    } else if flash {
         format!(
             "\nschedule = [\"flash(j, rows={}, keys={}, stages={})\"]",
             rng.pick(&[32, 64]),
@@ -659,6 +669,10 @@ fn conv_kernel(rng: &mut Rng, id: u64) -> String {
     .unwrap();
     src
 }
+
+/// The first line of an attention kernel whose `flash` tiles are whole
+/// warpgroup instructions, run through sm_90a's lanes.
+const WG_ATTENTION: &str = "# attention through sm_90a's warpgroups\n";
 
 /// The first line of a matrix product, run through sm_90a's warpgroup
 /// instructions half the time (else another matrix target's, as
@@ -1279,7 +1293,10 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     let run_front = if src.contains("flash(") || src.starts_with(EMULATED) || src.starts_with(GEMM)
     {
         // A warpgroup schedule runs on sm_90a only: always there.
-        let p = if src.contains("wgmma_") || (src.starts_with(GEMM) && rng.chance(50)) {
+        let p = if src.contains("wgmma_")
+            || src.starts_with(WG_ATTENTION)
+            || (src.starts_with(GEMM) && rng.chance(50))
+        {
             "sm_90a"
         } else {
             *rng.pick(&[

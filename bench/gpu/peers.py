@@ -302,8 +302,8 @@ def run(name, s):
         # A decode file may fix one query row in its shape (no `S` size).
         b, h, sq = s["B"], s["H"], s.get("S", 1)
         t = s.get("T", sq)
-        d = 64 if name == "attention_causal" else 128
-        dt = torch.bfloat16 if name == "attention_causal" else torch.float16
+        d = 64 if name.split("__")[0] in ("attention_causal", "attention_d64") else 128
+        dt = torch.bfloat16 if name.split("__")[0] == "attention_causal" else torch.float16
         causal = "causal" in name
         q, k, v = rnd(b, h, sq, d).to(dt), rnd(b, h, t, d).to(dt), rnd(b, h, t, d).to(dt)
         fl = 4 * b * h * sq * t * d // (2 if causal else 1)
