@@ -417,7 +417,10 @@ fn flash_runs_on_warpgroups_on_sm_90a() {
         let loops = rocmc::compile(name, &src, &o, Default::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .loops;
-        assert!(loops.contains("A in registers"), "{name}: P·V is not wgmma with A in registers\n{loops}");
+        assert!(
+            loops.contains("A in registers"),
+            "{name}: P·V is not wgmma with A in registers\n{loops}"
+        );
         run_flash(name, &src, "sm_90a", s, t);
         let emit = rocmc::Emit {
             asm: true,

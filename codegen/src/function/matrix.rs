@@ -3,13 +3,13 @@
 
 use super::stmt::register_only;
 use super::*;
+use crate::backend::GroupA;
 use crate::CodegenError;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::BasicValueEnum;
+use inkwell::values::IntValue;
 use rocmc_ir::loops::Stmt;
 use rocmc_ir::Index;
-use crate::backend::GroupA;
-use inkwell::values::IntValue;
 use rocmc_target::matrix::MatrixInstr;
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
@@ -144,7 +144,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let i64t = self.cx.i64_type();
         let load = |me: &Self, o: &rocmc_ir::loops::OperandDesc| -> R<IntValue<'ctx>> {
             let p = me.local_ptr(o.local, &o.index)?;
-            Ok(me.b.build_load(i64t, p, "").map_err(llvm_err)?.into_int_value())
+            Ok(me
+                .b
+                .build_load(i64t, p, "")
+                .map_err(llvm_err)?
+                .into_int_value())
         };
         let [da, Some(db)] = desc else {
             return Err(CodegenError::Llvm(format!(
@@ -246,7 +250,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.b.build_load(t, ptrs[0], "").map_err(llvm_err)?
             } else {
                 let BasicTypeEnum::FloatType(ft) = et else {
-                    return Err(CodegenError::Llvm("a 16-bit register that is no float".into()));
+                    return Err(CodegenError::Llvm(
+                        "a 16-bit register that is no float".into(),
+                    ));
                 };
                 let mut acc = ft.vec_type(per).get_poison();
                 for (i, p) in ptrs.iter().enumerate() {
@@ -258,15 +264,17 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
                 self.b.build_bit_cast(acc, t, "").map_err(llvm_err)?
             };
-            let f = self
-                .cx
-                .create_inline_asm(fty, String::new(), reg.into(), true, false, None, false);
+            let f =
+                self.cx
+                    .create_inline_asm(fty, String::new(), reg.into(), true, false, None, false);
             let r = self
                 .b
                 .build_indirect_call(fty, f, &[v.into()], "")
                 .map_err(llvm_err)?;
             let inkwell::values::ValueKind::Basic(r) = r.try_as_basic_value() else {
-                return Err(CodegenError::Llvm("a register fence returned nothing".into()));
+                return Err(CodegenError::Llvm(
+                    "a register fence returned nothing".into(),
+                ));
             };
             if per == 1 {
                 self.b.build_store(ptrs[0], r).map_err(llvm_err)?;

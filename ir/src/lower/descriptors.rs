@@ -245,7 +245,9 @@ impl Cx<'_> {
                 // multiple of its own length, never leaves it.
                 Some(b) => {
                     if start_col.known_divisor() % u64::from(op.instr.k) != 0 {
-                        return Err("an operand's k step crosses a 128-byte block of its rows".into());
+                        return Err(
+                            "an operand's k step crosses a 128-byte block of its rows".into()
+                        );
                     }
                     let blocks = Index::bin(IOp::Div, start_col.clone(), Index::c(width));
                     let within = Index::bin(IOp::Mod, start_col, Index::c(width));

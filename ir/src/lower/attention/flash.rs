@@ -805,7 +805,8 @@ pub(super) fn build(
             None,
         ),
         Some((scores, values, _)) => {
-            let per = |i: &MatrixInstr, cols: i64| cols / i64::from(i.n) * i64::from(i.b_per_lane());
+            let per =
+                |i: &MatrixInstr, cols: i64| cols / i64::from(i.n) * i64::from(i.b_per_lane());
             let (qk_steps, pv_steps) = (ep / 16, bn / 16);
             let af = frag(l, "q_frag", qk_steps * i64::from(scores.a_per_lane()));
             let bf = frag(l, "k_frag", qk_steps * per(scores, bn));

@@ -66,8 +66,7 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             let group = !decode
                 && e % 64 == 0
                 && d % 64 == 0
-                && u
-                    .group_instructions()
+                && u.group_instructions()
                     .iter()
                     .any(|i| Some(i.a) == mtype(a.q.dtype));
             let keys_default = if group {

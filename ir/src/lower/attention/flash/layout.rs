@@ -85,4 +85,3 @@ impl Layout {
         base + row * Index::c(self.stride) + chunk * Index::c(8) + col % Index::c(8)
     }
 }
-
