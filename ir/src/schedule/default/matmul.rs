@@ -181,6 +181,7 @@ impl<'k> Matmul<'k> {
         }
         let instr = group.iter().find(|i| i64::from(i.n) == bn)?;
         let (i, j, kk) = (self.i, self.j, self.k);
+        let [by_i, by_j] = raster(&mut kn, i, j);
         let (an, bn_) = (&k.tensor(self.a).name, &k.tensor(self.b).name);
         let steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {}, {bn})", 64 * wg),
@@ -188,8 +189,8 @@ impl<'k> Matmul<'k> {
             format!("{kk}_o, {kk}_i = split({kk}, 64)"),
             format!("{kk}_m, {kk}_r = split({kk}_i, 16)"),
             format!("reorder({kk}_o, {kk}_m, {i}_r, {j}_i, {kk}_r)"),
-            format!("bind({i}_o, blockIdx.y)"),
-            format!("bind({j}_o, blockIdx.x)"),
+            by_i,
+            by_j,
             format!("bind({i}_w, threadIdx.y)"),
             format!("unroll({kk}_m)"),
             format!("{an}_tile = cache_read({an}, shared, {kk}_o, vec=8, stages={stages}, swizzle=128)"),
@@ -319,4 +320,25 @@ impl<'k> Matmul<'k> {
         s.by_target = true;
         Some(s)
     }
+}
+
+/// Which tile axis runs fastest on the grid (blockIdx.x), knob `RASTER`:
+/// 0, the columns of C (each wave of work-groups shares a few row tiles of
+/// A and sweeps B); 1, the rows (it sweeps A and shares B's tiles). The
+/// swept operand should fit the L2 cache: where B is far larger than A
+/// (an LM head's vocabulary × model width against a batch of rows), 1
+/// reads B from memory once instead of once per row tile. Sizes are known
+/// at launch only, so the default stays 0 and the kernel's author says it.
+fn raster(kn: &mut Knobs, i: &str, j: &str) -> [String; 2] {
+    let rows_fastest = kn.get(
+        "RASTER",
+        &[0, 1],
+        0,
+        "1: row tiles fastest on the grid (B much larger than A), 0: column tiles",
+    ) == 1;
+    let (x, y) = if rows_fastest { (i, j) } else { (j, i) };
+    [
+        format!("bind({y}_o, blockIdx.y)"),
+        format!("bind({x}_o, blockIdx.x)"),
+    ]
 }
