@@ -443,3 +443,30 @@ fn flash_runs_on_warpgroups_on_sm_90a() {
         }
     }
 }
+
+/// gfx11's WMMA at head dimension 128: a wave takes 16 rows (one
+/// instruction's), not 32, so that its outputs fit its registers; the
+/// other lanes sit out the LDS softmax. Still the interpreter's meaning,
+/// with and without the log-sum-exp, and no scratch on gfx1100.
+#[test]
+fn gfx11_takes_sixteen_rows_a_wave_at_head_dimension_128() {
+    let d128 = std::fs::read_to_string(example("attention")).unwrap();
+    let src = with_flash(&d128, "flash(j, rows=32, keys=16, stages=2)");
+    run_flash("attention", &src, "gfx1100", 37, 41);
+    let art = rocmc::compile(
+        "attention",
+        &d128,
+        &Options::new("gfx1100"),
+        rocmc::Emit {
+            code_object: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
+    for k in &co.kernels {
+        assert_eq!(k.private_segment_fixed_size, 0, "{}: scratch", k.name);
+        assert_eq!(k.vgpr_spill_count, 0, "{}: spills", k.name);
+    }
+    assert!(art.loops.contains("attn.lane < 16"), "{}", art.loops);
+}

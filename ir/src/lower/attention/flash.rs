@@ -165,6 +165,8 @@ struct Emit {
     /// work-group.
     rm: i64,
     threads: i64,
+    /// Lanes of a wave (128 for a warpgroup).
+    wave_lanes: i64,
     /// The warpgroup instructions and arrays, on sm_90a ([`group`]).
     group: Option<group::Group>,
     bn: i64,
@@ -238,6 +240,21 @@ impl Emit {
     /// The block row this lane owns in the softmax: one per lane.
     fn own_row(&self) -> Index {
         self.wave.clone() * Index::c(self.rm) + self.lane.clone()
+    }
+
+    /// `body` for the lanes that own a row in the LDS softmax: all of
+    /// them, unless a wave takes fewer rows than it has lanes.
+    fn row_owners(&self, body: Vec<Stmt>) -> Vec<Stmt> {
+        if self.rm >= self.wave_lanes {
+            return body;
+        }
+        vec![Stmt::If {
+            guards: vec![Guard {
+                value: self.lane.clone(),
+                extent: Index::c(self.rm),
+            }],
+            body,
+        }]
     }
 
     /// One product of the wave's rows, `ks` steps of k, into the `f_n`
@@ -672,8 +689,14 @@ pub(super) fn build(
     // On sm_90a, warpgroups of 128 lanes, 64 rows each, where the tiles
     // are whole warpgroup instructions.
     let group = group::pick(unit, ty, bm, bn, e, d);
+    // gfx11's WMMA keeps a wave's 32 rows of a head dimension over 64 in
+    // more than its 256 registers (128 of them the outputs): a wave takes
+    // one instruction's 16 rows instead, its other lanes idle in the LDS
+    // softmax.
+    let wmma_rows = instr.family == rocmc_target::matrix::Family::WmmaGfx11 && d > 64;
     let (instr, lanes_n, rm) = match group {
         Some((_, _, base)) => (base, 128, group::ROWS),
+        None if wmma_rows => (instr, w, i64::from(instr.m)),
         None => (instr, w, w),
     };
     let (m, nn, kk) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
@@ -848,6 +871,7 @@ pub(super) fn build(
         t: ty,
         rm,
         threads,
+        wave_lanes: lanes_n,
         group,
         bn,
         e,
@@ -987,7 +1011,7 @@ pub(super) fn build(
             slow: em.publish(&scale, &key0, Some(&count)),
         });
         step.push(Stmt::Barrier);
-        step.extend(em.softmax(col));
+        step.extend(em.row_owners(em.softmax(col)));
         step.push(Stmt::Barrier);
         step.extend(em.rescale());
     }
@@ -1081,14 +1105,15 @@ fn finish_rows(
     let mut out = match &em.lanes {
         Some(_) => em.finish_in_registers(),
         // The last tile's rescale may still read the factors.
-        None => vec![
-            Stmt::Barrier,
-            Stmt::SharedStore {
+        None => [
+            vec![Stmt::Barrier],
+            em.row_owners(vec![Stmt::SharedStore {
                 shared: AL,
                 index: me.clone(),
                 value: select(live, op(BinOp::Div, float(1.0), r(em.sum)), float(0.0)),
-            },
-        ],
+            }]),
+        ]
+        .concat(),
     };
     let index_at = |i: Index, d: Option<Index>| -> Vec<Index> {
         let mut m = at.clone();
@@ -1119,7 +1144,7 @@ fn finish_rows(
         }
     } else if let Some(lt) = a.outputs.get(1) {
         let i = em.row0.clone() + me.clone();
-        out.push(Stmt::If {
+        out.extend(em.row_owners(vec![Stmt::If {
             guards: vec![Guard {
                 value: i.clone(),
                 extent: s_ext.clone(),
@@ -1129,7 +1154,7 @@ fn finish_rows(
                 indices: index_at(i, None),
                 value: lse(r(em.m), r(em.sum)),
             }],
-        });
+        }]));
     }
     if em.lanes.is_none() {
         out.push(Stmt::Barrier);
