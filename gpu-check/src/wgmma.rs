@@ -15,6 +15,12 @@
 //! layout are each checked, element by element; `--perturb` swaps two
 //! chunks of A and must make every instruction fail.
 //!
+//! The instructions with A in registers (`Family::WgmmaRegA`, attention's
+//! P·V) take A from a buffer the host filled lane by lane through the
+//! table's A layout, four 32-bit registers per lane and k step, loaded by
+//! each thread before its instruction; B goes through shared memory as
+//! above. `--perturb` swaps two lanes' registers there.
+//!
 //! 16-bit instructions run a second time with B transposed (MN-major, as
 //! rocmc stages a B stored `[K, N]`): the host lays B out as 64 rows of k
 //! in 128-byte blocks of 64 n, 8,192 bytes apart; the descriptor carries
@@ -23,7 +29,7 @@
 
 use crate::Res;
 use rocmc_device::Arg;
-use rocmc_target::matrix::{Family, MType, MatrixInstr, INSTRUCTIONS};
+use rocmc_target::matrix::{MType, MatrixInstr, INSTRUCTIONS};
 
 /// Bytes of a tile row (the swizzle's span).
 const ROW: usize = 128;
@@ -38,16 +44,20 @@ fn ptx(i: &MatrixInstr, trans_b: bool) -> String {
         (".f32", "0f00000000", "f32")
     };
     let steps = ROW * 8 / i.a.bits() as usize / i.k as usize;
+    let reg_a = !i.a_in_shared();
     let rest = match i.a {
         MType::I8 => String::new(),
         MType::Fp8 | MType::Bf8 => ", 1, 1".to_string(),
+        _ if reg_a => format!(", 1, 1, {}", u8::from(trans_b)),
         _ => format!(", 1, 1, 0, {}", u8::from(trans_b)),
     };
+    // A's buffer: the swizzled tile, or each lane's registers per k step.
+    let a_words = if reg_a { steps * 128 * 4 } else { 64 * ROW / 4 };
     let block = (ROW * 8 / i.a.bits() as usize * ROW) as u64;
     let d: Vec<String> = (0..regs).map(|r| format!("d{r}")).collect();
     let launch = format!(
         r#"// rocmc.launch {{"version":1,"sizes":[],"kernels":[{{"name":"wgmma","block":[128,1,1],"grid":[{{"const":1}},{{"const":1}},{{"const":1}}],"grid_text":["1","1","1"],"args":[{{"name":"A","role":"buffer","dtype":"u32","shape":[{{"const":{}}}]}},{{"name":"B","role":"buffer","dtype":"u32","shape":[{{"const":{}}}]}},{{"name":"D","role":"buffer","dtype":"{dt}","shape":[{{"const":{}}}]}}]}}]}}"#,
-        64 * ROW / 4,
+        a_words,
         n * ROW / 4,
         128 * regs
     );
@@ -57,11 +67,16 @@ fn ptx(i: &MatrixInstr, trans_b: bool) -> String {
         n * ROW
     );
     s += ".visible .entry wgmma(.param .u64 pa, .param .u64 pb, .param .u64 pd)\n{\n";
-    s += &format!("  .reg {dreg} d<{regs}>;\n  .reg .b32 t, sh, one;\n  .reg .b64 ga, gb, gd, off, da, db, x;\n  .reg .v4 .b32 v;\n  .reg .b32 v0, v1, v2, v3;\n  .reg .pred p;\n");
+    s += &format!("  .reg {dreg} d<{regs}>;\n  .reg .b32 t, sh, one;\n  .reg .b64 ga, gb, gd, off, da, db, x;\n  .reg .v4 .b32 v;\n  .reg .b32 v0, v1, v2, v3, ra0, ra1, ra2, ra3;\n  .reg .pred p;\n");
     s += "  ld.param.u64 ga, [pa];\n  ld.param.u64 gb, [pb];\n  ld.param.u64 gd, [pd];\n";
     s += "  cvta.to.global.u64 ga, ga;\n  cvta.to.global.u64 gb, gb;\n  cvta.to.global.u64 gd, gd;\n  mov.u32 t, %tid.x;\n";
     // Each thread copies 16-byte chunks t, t + 128, ... of A and of B.
-    for (name, g, bytes) in [("sa", "ga", 64 * ROW), ("sb", "gb", n * ROW)] {
+    let tiles: &[(&str, &str, usize)] = if reg_a {
+        &[("sb", "gb", n * ROW)]
+    } else {
+        &[("sa", "ga", 64 * ROW), ("sb", "gb", n * ROW)]
+    };
+    for &(name, g, bytes) in tiles {
         for c in 0..bytes / 16 / 128 {
             s += &format!(
                 "  mul.wide.u32 off, t, 16;\n  add.s64 off, off, {};\n  add.s64 x, {g}, off;\n  ld.global.v4.b32 {{v0, v1, v2, v3}}, [x];\n  cvt.u32.u64 sh, off;\n  mov.u32 one, {name};\n  add.u32 sh, sh, one;\n  st.shared.v4.b32 [sh], {{v0, v1, v2, v3}};\n",
@@ -75,7 +90,18 @@ fn ptx(i: &MatrixInstr, trans_b: bool) -> String {
     }
     s += "  wgmma.fence.sync.aligned;\n  mov.u32 one, 1;\n  setp.ne.b32 p, one, 0;\n";
     for step in 0..steps {
-        for (desc, arr) in [("da", "sa"), ("db", "sb")] {
+        if reg_a {
+            s += &format!(
+                "  mul.wide.u32 off, t, 16;\n  add.s64 off, off, {};\n  add.s64 x, ga, off;\n  ld.global.v4.b32 {{ra0, ra1, ra2, ra3}}, [x];\n",
+                step * 128 * 16
+            );
+        }
+        let descs: &[(&str, &str)] = if reg_a {
+            &[("db", "sb")]
+        } else {
+            &[("da", "sa"), ("db", "sb")]
+        };
+        for &(desc, arr) in descs {
             // A transposed B steps k by rows (16 of 128 bytes) and has
             // its column blocks `block` bytes apart.
             let (advance, leading) = if trans_b && arr == "sb" {
@@ -88,7 +114,8 @@ fn ptx(i: &MatrixInstr, trans_b: bool) -> String {
                 (leading << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62)
             );
         }
-        s += &format!("  {} {{{}}}, da, db, p{rest};\n", i.name, d.join(", "));
+        let a = if reg_a { "{ra0, ra1, ra2, ra3}" } else { "da" };
+        s += &format!("  {} {{{}}}, {a}, db, p{rest};\n", i.name, d.join(", "));
     }
     s += "  wgmma.commit_group.sync.aligned;\n  wgmma.wait_group.sync.aligned 0;\n";
     s += &format!(
@@ -145,6 +172,23 @@ fn swizzle(t: MType, m: &[Vec<i32>]) -> Vec<u8> {
     out
 }
 
+/// A (64 rows of a k tile) as each lane's registers for an instruction
+/// taking A from them: per k step, lane by lane, the lane's elements in
+/// the table's order (two 16-bit elements a 32-bit register).
+fn registers(i: &MatrixInstr, a: &[Vec<i32>]) -> Vec<u8> {
+    let steps = a[0].len() / i.k as usize;
+    let mut out = Vec::new();
+    for step in 0..steps {
+        for lane in 0..i.wave {
+            for e in 0..i.a_per_lane() {
+                let (r, k) = i.a_at(lane, e);
+                out.extend(encode(i.a, a[r as usize][step * i.k as usize + k as usize]));
+            }
+        }
+    }
+    out
+}
+
 /// B (`n` rows of a k tile) as a transposed operand lies: 64 rows of k,
 /// each in `n / 64` blocks of 128 bytes (64 elements of n), the blocks one
 /// after the other, swizzled within each as [`swizzle`] does.
@@ -172,7 +216,7 @@ pub fn check(args: &[String]) -> Res<bool> {
     println!("|---|---|---|---|---|");
     let cases = INSTRUCTIONS
         .iter()
-        .filter(|i| i.family == Family::Wgmma)
+        .filter(|i| i.warpgroup())
         .flat_map(|i| [(i, false), (i, true)])
         .filter(|(i, t)| !t || i.a.bits() == 16);
     for (i, trans_b) in cases {
@@ -184,9 +228,14 @@ pub fn check(args: &[String]) -> Res<bool> {
         };
         let a = draw(64);
         let b = draw(n);
-        let mut sa = swizzle(i.a, &a);
+        let mut sa = if i.a_in_shared() {
+            swizzle(i.a, &a)
+        } else {
+            registers(i, &a)
+        };
         if perturb {
-            // Two chunks of row 1 swapped: a layout mistake's symptom.
+            // Two chunks of row 1 swapped (or lanes 0 and 1's registers):
+            // a layout mistake's symptom.
             let (x, y) = (ROW, ROW + 16);
             for j in 0..16 {
                 sa.swap(x + j, y + j);
@@ -271,7 +320,7 @@ mod tests {
         };
         let dir = std::env::temp_dir().join("rocmc-gpu-check-wgmma");
         std::fs::create_dir_all(&dir).unwrap();
-        for i in INSTRUCTIONS.iter().filter(|i| i.family == Family::Wgmma) {
+        for i in INSTRUCTIONS.iter().filter(|i| i.warpgroup()) {
             let f = dir.join("k.ptx");
             std::fs::write(&f, ptx(i, i.a.bits() == 16)).unwrap();
             let out = std::process::Command::new(&ptxas)
