@@ -297,8 +297,9 @@ pub fn check(args: &[String]) -> Res<bool> {
         let ok = max_err == 0.0;
         all &= ok;
         println!(
-            "| {}{} | {} | 64x{n} | {max_err} | {} |",
+            "| {}{}{} | {} | 64x{n} | {max_err} | {} |",
             i.name,
+            if i.a_in_shared() { "" } else { ", A in registers" },
             if trans_b { ", B transposed" } else { "" },
             width / i.k as usize,
             if ok { "exact" } else { "WRONG" }
