@@ -299,7 +299,11 @@ pub fn check(args: &[String]) -> Res<bool> {
         println!(
             "| {}{}{} | {} | 64x{n} | {max_err} | {} |",
             i.name,
-            if i.a_in_shared() { "" } else { ", A in registers" },
+            if i.a_in_shared() {
+                ""
+            } else {
+                ", A in registers"
+            },
             if trans_b { ", B transposed" } else { "" },
             width / i.k as usize,
             if ok { "exact" } else { "WRONG" }
