@@ -788,8 +788,13 @@ pub(super) fn build(
     let p_in_place = row_lanes
         .as_ref()
         .and_then(|_| lanes::weights_in_place(a_of_values, instr, bn));
+    // The warpgroup path has no LDS tile for the weights: P·V must read
+    // them in place (the table's layouts make it so; checked, not assumed).
     if group.is_some() && p_in_place.is_none() {
-        unreachable!("a warpgroup's score accumulators are its A layout (the table's unit tests)");
+        return Err(Diagnostic::new(
+            span,
+            "`flash` on warpgroups: the score accumulators are not the A layout of P·V's instruction (a rocmc bug)",
+        ));
     }
     l.g.shared = vec![
         shared("q", ty, bm * q_tile.stride),
