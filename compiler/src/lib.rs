@@ -18,7 +18,8 @@ use rocmc_ir::front::RulesFor;
 use rocmc_ir::loops::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
-    ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, FORMAT_VERSION,
+    ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, TensorMapLaunch,
+    FORMAT_VERSION,
 };
 use std::time::{Duration, Instant};
 
@@ -791,6 +792,20 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
         // and where dynamic arrays start depends on the target.
         dynamic_shared: 0,
         dynamic_shared_bytes: None,
+        tensor_maps: g
+            .tensor_maps
+            .iter()
+            .map(|m| TensorMapLaunch {
+                arg: g
+                    .args
+                    .iter()
+                    .position(
+                        |a| matches!(a.kind, ArgKind::Buffer { tensor, .. } if tensor == m.tensor),
+                    )
+                    .expect("a tensor copy's tensor is a buffer argument"),
+                boxed: m.boxed.clone(),
+            })
+            .collect(),
     };
     LaunchInfo {
         version: FORMAT_VERSION,

@@ -66,6 +66,38 @@ pub struct KernelLaunch {
     /// `dynamic_shared` on NVIDIA, which the kernel is opted in to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_shared_bytes: Option<Extent>,
+    /// The tensor maps of a kernel whose tiles the tensor memory
+    /// accelerator copies (`cache_read(..., tma=1)`, NVIDIA sm_90a): the
+    /// runtime encodes one per entry at launch and passes their address
+    /// as a hidden argument after the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tensor_maps: Vec<TensorMapLaunch>,
+}
+
+/// One tensor map a kernel reads: buffer argument `arg` (an index into
+/// [`KernelLaunch::args`]), dense in row-major order, copied in boxes of
+/// `boxed` elements (outermost first), 128-byte swizzled, elements outside
+/// the tensor read as zeros. In memory, 128 bytes per map, 64-byte aligned
+/// (CUDA's `CUtensorMap`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorMapLaunch {
+    pub arg: usize,
+    pub boxed: Vec<u32>,
+}
+
+/// What a runtime needs to encode a [`TensorMapLaunch`] for one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapShape {
+    /// The buffer argument.
+    pub arg: usize,
+    /// Bytes of an element.
+    pub elem_bytes: usize,
+    /// The tensor's extents, outermost first. An empty tensor (an extent
+    /// of 0) has no map: no tile of it is ever copied, as the loop over
+    /// its tiles runs no iteration.
+    pub dims: Vec<u64>,
+    /// The box, outermost first.
+    pub boxed: Vec<u32>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -472,6 +504,67 @@ impl LaunchInfo {
         u32::try_from(v).map_err(|_| format!("the kernel would need {v} bytes of shared memory"))
     }
 
+    /// The shapes of the kernel's tensor maps for a launch with `args`
+    /// (already checked by [`LaunchInfo::check_args`]); an error names a
+    /// tensor the accelerator cannot describe (a row not a multiple of 16
+    /// bytes, an extent beyond 2^32).
+    pub fn tensor_map_shapes(
+        &self,
+        kl: &KernelLaunch,
+        args: &[ArgValue],
+    ) -> Result<Vec<TensorMapShape>, String> {
+        let sizes: HashMap<String, i64> = kl
+            .args
+            .iter()
+            .zip(args)
+            .filter_map(|(la, a)| match (&la.role, a) {
+                (ArgRole::Size, ArgValue::Size(v)) => Some((la.name.clone(), *v as i64)),
+                _ => None,
+            })
+            .collect();
+        kl.tensor_maps
+            .iter()
+            .map(|m| {
+                let la = kl
+                    .args
+                    .get(m.arg)
+                    .filter(|la| la.role == ArgRole::Buffer)
+                    .ok_or_else(|| format!("tensor map of argument #{}, which is not a buffer", m.arg))?;
+                let (_, elem_bytes) = dtype(&la.dtype)
+                    .ok_or_else(|| format!("buffer `{}` has unknown dtype {}", la.name, la.dtype))?;
+                let mut dims = Vec::new();
+                for e in &la.shape {
+                    let v = e
+                        .eval(&sizes)
+                        .ok_or_else(|| format!("cannot evaluate the shape of `{}`", la.name))?;
+                    if !(0..=1 << 32).contains(&v) {
+                        return Err(format!(
+                            "`{}` has an extent of {v}; the tensor memory accelerator describes extents up to 2^32",
+                            la.name
+                        ));
+                    }
+                    dims.push(v as u64);
+                }
+                let row = dims.last().copied().unwrap_or(1) * elem_bytes as u64;
+                if dims.len() > 1 && row % 16 != 0 {
+                    return Err(format!(
+                        "`{}`'s rows are {row} bytes; the tensor memory accelerator needs a multiple of 16",
+                        la.name
+                    ));
+                }
+                if dims.len() != m.boxed.len() {
+                    return Err(format!("the tensor map of `{}` has a box of {} dimensions for a tensor of {}", la.name, m.boxed.len(), dims.len()));
+                }
+                Ok(TensorMapShape {
+                    arg: m.arg,
+                    elem_bytes,
+                    dims,
+                    boxed: m.boxed.clone(),
+                })
+            })
+            .collect()
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("launch info is always serialisable")
     }
@@ -587,6 +680,7 @@ mod tests {
                 ],
                 dynamic_shared: 0,
                 dynamic_shared_bytes: None,
+                tensor_maps: Vec::new(),
             }],
         };
         let k = &l.kernels[0];
@@ -639,6 +733,7 @@ mod tests {
                 }],
                 dynamic_shared: 80 * 1024,
                 dynamic_shared_bytes: None,
+                tensor_maps: Vec::new(),
             }],
         };
         assert_eq!(LaunchInfo::from_json(l.to_json().as_bytes()).unwrap(), l);

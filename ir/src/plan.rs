@@ -254,13 +254,18 @@ pub struct Cache {
     /// `swizzle=128`: rows of 128 bytes whose 16-byte chunk `c` of row `r`
     /// sits at `c ^ r % 8`, the layout Hopper's `wgmma` reads from LDS.
     pub swizzle: bool,
+    /// `tma=1` (with `swizzle=128` and `stages`): each buffer is filled by
+    /// the tensor memory accelerator (`cp.async.bulk.tensor`, sm_90a), one
+    /// thread issuing the whole tile and every thread waiting on the
+    /// buffer's mbarrier, instead of every thread copying its share.
+    pub tma: bool,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
 }
 
 /// How a `cache_read` copies its tile: `pad=`, `vec=`, `prefetch=`,
-/// `stages=`, `swizzle=`.
+/// `stages=`, `swizzle=`, `tma=`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyOpts {
     pub pad: i64,
@@ -268,6 +273,7 @@ pub struct CopyOpts {
     pub prefetch: bool,
     pub stages: u32,
     pub swizzle: bool,
+    pub tma: bool,
 }
 
 /// How a split divides its loop.

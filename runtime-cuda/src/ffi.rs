@@ -83,7 +83,42 @@ pub struct Api {
         *mut *mut c_void,
         *mut *mut c_void,
     ) -> CuResult,
+    /// `cuTensorMapEncodeTiled` (CUDA 12.0 and later drivers); `None` on
+    /// older ones, where kernels with tensor maps cannot be launched.
+    pub tensor_map_encode_tiled: Option<TensorMapEncodeTiled>,
 }
+
+/// `cuTensorMapEncodeTiled(map, data type, rank, address, dims, strides,
+/// box, element strides, interleave, swizzle, L2 promotion, OOB fill)`.
+pub type TensorMapEncodeTiled = unsafe extern "C" fn(
+    *mut TensorMap,
+    c_int,
+    c_uint,
+    *mut c_void,
+    *const u64,
+    *const u64,
+    *const c_uint,
+    *const c_uint,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> CuResult;
+
+/// CUDA's `CUtensorMap`: 128 opaque bytes, 64-byte aligned.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub struct TensorMap(pub [u8; 128]);
+
+// CUtensorMapDataType: unsigned integers by size (the copy moves bits).
+pub const TENSOR_MAP_UINT8: c_int = 0;
+pub const TENSOR_MAP_UINT16: c_int = 1;
+pub const TENSOR_MAP_UINT32: c_int = 2;
+pub const TENSOR_MAP_UINT64: c_int = 4;
+/// CU_TENSOR_MAP_SWIZZLE_128B.
+pub const TENSOR_MAP_SWIZZLE_128B: c_int = 3;
+/// CU_TENSOR_MAP_L2_PROMOTION_L2_128B.
+pub const TENSOR_MAP_L2_128B: c_int = 2;
 
 // SAFETY: the driver API is thread-safe; the pointers are plain functions.
 unsafe impl Send for Api {}
@@ -160,6 +195,10 @@ impl Api {
             module_get_function: sym!("cuModuleGetFunction"),
             func_set_attribute: sym!("cuFuncSetAttribute"),
             launch_kernel: sym!("cuLaunchKernel"),
+            // SAFETY: as for `sym!`; absent from drivers before CUDA 12.0.
+            tensor_map_encode_tiled: unsafe { lib.get(b"cuTensorMapEncodeTiled\0") }
+                .ok()
+                .map(|s: libloading::Symbol<TensorMapEncodeTiled>| *s),
             _lib: lib,
         })
     }

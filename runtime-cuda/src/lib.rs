@@ -26,6 +26,7 @@
 pub mod device;
 mod error;
 mod ffi;
+mod tensor_map;
 
 pub use device::CudaDevice;
 pub use error::{Error, Result};
@@ -399,6 +400,7 @@ impl Device {
             ptr: m,
             launch,
             target,
+            maps: Default::default(),
         })
     }
 
@@ -723,6 +725,8 @@ pub struct Module {
     pub launch: LaunchInfo,
     /// The processor and PTX version the PTX was written for.
     pub target: NvidiaTarget,
+    /// The tensor maps its launches uploaded.
+    maps: tensor_map::Uploaded,
 }
 
 impl Module {
@@ -787,6 +791,7 @@ impl Drop for Module {
     fn drop(&mut self) {
         // SAFETY: a live module of this context, unloaded once.
         let _ = unsafe { (self.api.ctx_set_current)(self.ctx.0) };
+        self.maps.free(&self.api);
         // SAFETY: as above.
         let _ = unsafe { (self.api.module_unload)(self.ptr) };
     }
@@ -810,6 +815,38 @@ pub struct Kernel<'m> {
 }
 
 impl Kernel<'_> {
+    /// The device address of the launch's tensor maps, the hidden last
+    /// argument of a kernel whose tiles the accelerator copies.
+    fn tensor_maps(
+        &self,
+        kl: &rocmc_device::launch::KernelLaunch,
+        values: &[ArgValue],
+        args: &[KernelArg],
+    ) -> Result<u64> {
+        let bad = |reason: String| Error::BadLaunch {
+            kernel: self.name.clone(),
+            reason,
+        };
+        let shapes = self
+            .module
+            .launch
+            .tensor_map_shapes(kl, values)
+            .map_err(bad)?;
+        let api = &self.module.api;
+        let mut maps = Vec::new();
+        for s in &shapes {
+            let b = args[s.arg].bytes();
+            let addr = u64::from_le_bytes(
+                b.try_into()
+                    .map_err(|_| bad(format!("argument #{} is not a buffer address", s.arg)))?,
+            );
+            maps.push(tensor_map::encode(api, &self.name, s, addr)?);
+        }
+        // SAFETY: the module's live context.
+        let _ = unsafe { (api.ctx_set_current)(self.module.ctx.0) };
+        self.module.maps.address(api, &maps)
+    }
+
     /// Checks the arguments against the launch document (count, kinds,
     /// dtypes, size bounds, buffer lengths), then launches with the grid
     /// and block rocmc computed.
@@ -847,6 +884,9 @@ impl Kernel<'_> {
                 reason,
             })?;
         let mut storage: Vec<Vec<u8>> = args.iter().map(|a| a.bytes().to_vec()).collect();
+        if !kl.tensor_maps.is_empty() {
+            storage.push(self.tensor_maps(kl, &values, args)?.to_le_bytes().to_vec());
+        }
         let mut params: Vec<*mut c_void> =
             storage.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
         let api = &self.module.api;

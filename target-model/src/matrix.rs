@@ -560,8 +560,6 @@ impl MatrixUnit {
         self.gpu.processor().starts_with("gfx942")
     }
 
-    /// Whether the wave can load 8x8 matrices of 16-bit elements from
-    /// shared memory in one instruction (`ldmatrix`, sm_75 and later).
     /// Asynchronous global-to-LDS copies (`cp.async`, sm_80 and later).
     pub fn has_async_copy(&self) -> bool {
         self.gpu
@@ -569,6 +567,15 @@ impl MatrixUnit {
             .is_some_and(|t| t.compute_capability() >= (8, 0))
     }
 
+    /// The tensor memory accelerator (`cp.async.bulk.tensor` with tensor
+    /// maps and mbarriers): Hopper. rocmc uses it beside `wgmma`, on
+    /// sm_90a.
+    pub fn has_tensor_copies(&self) -> bool {
+        !self.group_instructions().is_empty()
+    }
+
+    /// Whether the wave can load 8x8 matrices of 16-bit elements from
+    /// shared memory in one instruction (`ldmatrix`, sm_75 and later).
     pub fn has_ldmatrix(&self) -> bool {
         self.gpu
             .nvidia()

@@ -100,9 +100,10 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
     g: &GpuKernel,
     global: u16,
     min_align: u64,
+    tensor_maps: bool,
 ) -> R<KernelAbi<'ctx>> {
     let ptr = cx.ptr_type(AddressSpace::from(global));
-    let params: Vec<BasicMetadataTypeEnum> = g
+    let mut params: Vec<BasicMetadataTypeEnum> = g
         .args
         .iter()
         .map(|a| match &a.kind {
@@ -111,6 +112,10 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
             ArgKind::Param(p) => ty(cx, k.params[p.0 as usize].dtype).into(),
         })
         .collect();
+    let tensor_maps = tensor_maps && !g.tensor_maps.is_empty();
+    if tensor_maps {
+        params.push(ptr.into());
+    }
     let f = m.add_function(&g.name, cx.void_type().fn_type(&params, false), None);
     f.add_attribute(AttributeLoc::Function, enum_attr(cx, "nounwind", 0));
     f.add_attribute(AttributeLoc::Function, enum_attr(cx, "mustprogress", 0));
@@ -119,7 +124,20 @@ pub(crate) fn declare_gpu_kernel<'ctx>(
         bufs: HashMap::new(),
         sizes: Vec::new(),
         params: Vec::new(),
+        tensor_maps: None,
     };
+    if tensor_maps {
+        let i = g.args.len() as u32;
+        let p = f.get_nth_param(i).expect("declared above");
+        p.set_name("tensor_maps");
+        let loc = AttributeLoc::Param(i);
+        for a in ["noundef", "noalias", "readonly"] {
+            f.add_attribute(loc, enum_attr(cx, a, 0));
+        }
+        // The accelerator reads a map from a 64-byte aligned address.
+        f.add_attribute(loc, enum_attr(cx, "align", 64));
+        abi.tensor_maps = Some(p.into_pointer_value());
+    }
     for (i, a) in g.args.iter().enumerate() {
         let p = f.get_nth_param(i as u32).expect("declared above");
         p.set_name(&a.name);
@@ -232,7 +250,7 @@ impl Backend for AmdGpu<'_> {
         k: &Kernel,
         g: &GpuKernel,
     ) -> R<KernelAbi<'ctx>> {
-        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, 1)?;
+        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, 1, false)?;
         let f = abi.f;
         f.set_call_conventions(AMDGPU_KERNEL_CC);
         let s = |k: &str, v: &str| cx.create_string_attribute(k, v);

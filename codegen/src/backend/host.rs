@@ -268,6 +268,7 @@ impl Backend for Host {
             bufs,
             sizes,
             params,
+            tensor_maps: None,
         })
     }
 

@@ -36,6 +36,18 @@ pub(crate) struct KernelAbi<'ctx> {
     pub sizes: Vec<IntValue<'ctx>>,
     /// The scalar parameters, in the kernel's order.
     pub params: Vec<BasicValueEnum<'ctx>>,
+    /// The hidden last argument of a kernel with tensor copies on a
+    /// target that issues them: its tensor maps, 128 bytes each.
+    pub tensor_maps: Option<PointerValue<'ctx>>,
+}
+
+/// What [`Backend::mbarrier`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MbarrierOp {
+    Init,
+    Expect,
+    TryWait,
+    Inval,
 }
 
 /// The address space of work-group memory on both GPU targets.
@@ -350,6 +362,47 @@ pub(crate) trait Backend {
     /// where they complete at once.
     fn matrix_async(&self, _emit: &Emit<'_, '_>, _op: rocmc_ir::loops::MatrixAsync) -> R<()> {
         Ok(())
+    }
+
+    /// Whether the target issues [`Stmt::TensorCopy`](rocmc_ir::loops::Stmt::TensorCopy)s
+    /// through the tensor memory accelerator and keeps mbarriers; where
+    /// not, the copies' fills run and mbarrier operations are nothing.
+    fn tensor_copies(&self) -> bool {
+        false
+    }
+
+    /// One box of the tensor described by the 128-byte tensor map at
+    /// `map` (global memory), its first element at `coords` (innermost
+    /// first), copied to `dst` in LDS, completing mbarrier `bar`; issued
+    /// by the calling thread alone.
+    fn tensor_copy<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _dst: PointerValue<'ctx>,
+        _map: PointerValue<'ctx>,
+        _coords: &[IntValue<'ctx>],
+        _bar: PointerValue<'ctx>,
+    ) -> R<()> {
+        Err(crate::CodegenError::Llvm(
+            "a tensor copy reached a backend without the tensor memory accelerator (a rocmc bug)"
+                .into(),
+        ))
+    }
+
+    /// An mbarrier operation by the calling thread: `Init`, `Expect` and
+    /// `Inval` as [`rocmc_ir::loops::Mbarrier`] says (for `Expect`, `arg`
+    /// is the bytes), `Wait` one test of phase parity `arg`, returning
+    /// whether it has completed (an i1).
+    fn mbarrier<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _op: MbarrierOp,
+        _bar: PointerValue<'ctx>,
+        _arg: Option<IntValue<'ctx>>,
+    ) -> R<Option<IntValue<'ctx>>> {
+        Err(crate::CodegenError::Llvm(
+            "an mbarrier reached a backend without them (a rocmc bug)".into(),
+        ))
     }
 
     /// Makes this thread's LDS writes visible to the asynchronous matrix

@@ -16,7 +16,7 @@ use inkwell::targets::{
     CodeModel, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
 use inkwell::types::ArrayType;
-use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, IntValue, PointerValue};
 use inkwell::AddressSpace;
 use inkwell::OptimizationLevel;
 use rocmc_ir::loops::{GpuKernel, Local};
@@ -48,6 +48,44 @@ fn asm_statement(emit: &Emit<'_, '_>, text: &str) -> R<()> {
         .build_indirect_call(fty, f, &[], "")
         .map_err(llvm_err)?;
     Ok(())
+}
+
+/// PTX as inline assembly with operands, ordered among memory accesses;
+/// returns its result where it has one.
+fn asm_with<'ctx>(
+    emit: &Emit<'_, 'ctx>,
+    text: &str,
+    constraints: &str,
+    args: &[BasicMetadataValueEnum<'ctx>],
+    ret: Option<inkwell::types::BasicTypeEnum<'ctx>>,
+) -> R<Option<BasicValueEnum<'ctx>>> {
+    use inkwell::types::BasicType;
+    // Every operand rocmc passes is an integer (addresses as i64).
+    let params: Vec<inkwell::types::BasicMetadataTypeEnum> = args
+        .iter()
+        .map(|a| a.into_int_value().get_type().into())
+        .collect();
+    let fty = match ret {
+        Some(t) => t.fn_type(&params, false),
+        None => emit.cx.void_type().fn_type(&params, false),
+    };
+    let f = emit.cx.create_inline_asm(
+        fty,
+        text.to_string(),
+        constraints.to_string(),
+        true,
+        false,
+        None,
+        false,
+    );
+    let r = emit
+        .b
+        .build_indirect_call(fty, f, args, "")
+        .map_err(llvm_err)?;
+    Ok(match r.try_as_basic_value() {
+        inkwell::values::ValueKind::Basic(v) => Some(v),
+        _ => None,
+    })
 }
 
 /// The NVPTX backend for one processor and PTX version.
@@ -132,7 +170,7 @@ impl Backend for Nvptx<'_> {
         // passes whole allocations: 16-byte alignment lets LLVM form the
         // 16-byte vector accesses `vectorize` asks for (NVPTX, unlike
         // AMDGPU, has no misaligned vector loads).
-        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, BUFFER_ALIGN)?;
+        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, BUFFER_ALIGN, self.tensor_copies())?;
         let f = abi.f;
         f.set_call_conventions(PTX_KERNEL_CC);
         // The block size is a constant of the kernel: `.reqntid` lets ptxas
@@ -506,6 +544,105 @@ impl Backend for Nvptx<'_> {
             MatrixAsync::Wait(n) => format!("wgmma.wait_group.sync.aligned {n};"),
         };
         asm_statement(emit, &text)
+    }
+
+    /// Hopper's tensor memory accelerator, from PTX 8.0 (sm_90 and later).
+    fn tensor_copies(&self) -> bool {
+        self.t.compute_capability() >= (9, 0) && self.t.ptx_version >= 80
+    }
+
+    /// `cp.async.bulk.tensor` as inline PTX (one statement per rank; the
+    /// tile mode, completion counted in bytes on the mbarrier).
+    fn tensor_copy<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        dst: PointerValue<'ctx>,
+        map: PointerValue<'ctx>,
+        coords: &[IntValue<'ctx>],
+        bar: PointerValue<'ctx>,
+    ) -> R<()> {
+        let i64t = emit.cx.i64_type();
+        let to_int = |p: PointerValue<'ctx>| emit.b.build_ptr_to_int(p, i64t, "").map_err(llvm_err);
+        // The map's generic address.
+        let generic = emit
+            .b
+            .build_address_space_cast(map, emit.cx.ptr_type(AddressSpace::default()), "")
+            .map_err(llvm_err)?;
+        let n = coords.len();
+        let c: Vec<String> = (0..n).map(|i| format!("${}", i + 2)).collect();
+        let text = format!(
+            "cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{{}}}], [${}];",
+            c.join(", "),
+            n + 2
+        );
+        let constraints = format!("l,l,{}l,~{{memory}}", "r,".repeat(n));
+        let mut args: Vec<BasicMetadataValueEnum> =
+            vec![to_int(dst)?.into(), to_int(generic)?.into()];
+        args.extend(coords.iter().map(|v| BasicMetadataValueEnum::from(*v)));
+        args.push(to_int(bar)?.into());
+        asm_with(emit, &text, &constraints, &args, None)?;
+        Ok(())
+    }
+
+    fn mbarrier<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        op: super::MbarrierOp,
+        bar: PointerValue<'ctx>,
+        arg: Option<IntValue<'ctx>>,
+    ) -> R<Option<IntValue<'ctx>>> {
+        use super::MbarrierOp;
+        let addr = emit
+            .b
+            .build_ptr_to_int(bar, emit.cx.i64_type(), "")
+            .map_err(llvm_err)?;
+        let arg = || {
+            arg.ok_or_else(|| CodegenError::Llvm(format!("mbarrier {op:?} without its operand")))
+        };
+        match op {
+            // The fence makes the initialisation visible to the accelerator.
+            MbarrierOp::Init => asm_with(
+                emit,
+                "mbarrier.init.shared::cta.b64 [$0], 1;\n\tfence.mbarrier_init.release.cluster;",
+                "l,~{memory}",
+                &[addr.into()],
+                None,
+            )
+            .map(|_| None),
+            MbarrierOp::Expect => asm_with(
+                emit,
+                "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+                "l,r,~{memory}",
+                &[addr.into(), arg()?.into()],
+                None,
+            )
+            .map(|_| None),
+            MbarrierOp::Inval => asm_with(
+                emit,
+                "mbarrier.inval.shared::cta.b64 [$0];",
+                "l,~{memory}",
+                &[addr.into()],
+                None,
+            )
+            .map(|_| None),
+            MbarrierOp::TryWait => {
+                let done = asm_with(
+                    emit,
+                    "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\n\tselp.u32 $0, 1, 0, p;\n\t}",
+                    "=r,l,r,~{memory}",
+                    &[addr.into(), arg()?.into()],
+                    Some(emit.cx.i32_type().into()),
+                )?
+                .expect("asm with a result")
+                .into_int_value();
+                let zero = emit.cx.i32_type().const_zero();
+                Ok(Some(
+                    emit.b
+                        .build_int_compare(inkwell::IntPredicate::NE, done, zero, "")
+                        .map_err(llvm_err)?,
+                ))
+            }
+        }
     }
 
     fn async_proxy_fence(&self, emit: &Emit<'_, '_>) -> R<()> {

@@ -166,8 +166,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
                     self.host_body(stores, st)?
                 }
-                // Matrix instructions complete at once here.
-                Stmt::MatrixAsync(_) => {}
+                // Each thread's share of the tensor copy is its fills.
+                Stmt::TensorCopy { fills, .. } => self.host_body(fills, st)?,
+                // Matrix instructions and tensor copies complete at once here.
+                Stmt::MatrixAsync(_) | Stmt::Mbarrier(_) => {}
                 Stmt::Unswitch { guards, fast, slow } => {
                     // Per thread: the fast path where every guard holds, the slow one elsewhere.
                     let n = st.guards.len();

@@ -24,6 +24,7 @@ mod math;
 mod matrix;
 mod scatter;
 mod stmt;
+mod tensor_copy;
 
 use crate::backend::Backend;
 pub(crate) use crate::emit::{llvm_err, llvm_type, ty, Emit, R};
@@ -66,6 +67,8 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) bounds: index::Bounds,
     /// The target's dialect.
     pub(crate) be: &'a dyn Backend,
+    /// The kernel's tensor maps, where the target issues its tensor copies.
+    pub(crate) tensor_maps: Option<PointerValue<'ctx>>,
 }
 
 /// In memory a bool is a byte.
@@ -154,6 +157,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             shared,
             bounds: index::Bounds::of(k, g),
             be,
+            tensor_maps: abi.tensor_maps,
         };
         // Arrays sized at launch, at their offsets in the launch's dynamic
         // shared memory (expressions of the sizes, computed once here).

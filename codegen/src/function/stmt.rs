@@ -94,6 +94,17 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 stores,
             } => self.matrix_desc(*local, index, *shared, start, *mn_block, stores)?,
             Stmt::MatrixAsync(op) => self.matrix_async(*op)?,
+            Stmt::TensorCopy {
+                map,
+                coords,
+                boxes,
+                shared,
+                start,
+                bar,
+                fills,
+                ..
+            } => self.tensor_copy(*map, coords, *boxes, *shared, start, bar, fills)?,
+            Stmt::Mbarrier(m) => self.mbarrier(m)?,
             Stmt::Shuffle {
                 local,
                 index,

@@ -184,8 +184,10 @@ impl Block<'_, '_> {
                 Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
                     self.exec(stores, active)?
                 }
-                // Matrix instructions complete at once here.
-                Stmt::MatrixAsync(_) => {}
+                // Its meaning is its fills (see `Stmt::TensorCopy`).
+                Stmt::TensorCopy { fills, .. } => self.exec(fills, active)?,
+                // Matrix instructions and tensor copies complete at once here.
+                Stmt::MatrixAsync(_) | Stmt::Mbarrier(_) => {}
                 Stmt::Barrier => {
                     // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
                     if let Some(t) = active.iter().position(|a| !*a) {

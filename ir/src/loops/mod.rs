@@ -93,6 +93,21 @@ pub struct GpuKernel {
     /// memory at launch (AMDGPU, NVIDIA) give it only that much, after the
     /// static arrays ([`GpuKernel::dynamic_layout`]).
     pub dynamic_shared: Vec<(u32, Index)>,
+    /// The tensors its [`Stmt::TensorCopy`]s read, each with the box one
+    /// copy moves (`cache_read(..., tma=1)`). A target with the tensor
+    /// memory accelerator takes one hidden argument after the others: the
+    /// address of these maps, 128 bytes each in this order, which the
+    /// runtime encodes at launch from the tensors' addresses and shapes.
+    pub tensor_maps: Vec<TensorMap>,
+}
+
+/// How the runtime describes one tensor to the tensor memory accelerator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMap {
+    pub tensor: TensorId,
+    /// Elements of the box per dimension, outermost first; the innermost
+    /// is 128 bytes, the span of the swizzle.
+    pub boxed: Vec<u32>,
 }
 
 /// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
@@ -258,6 +273,34 @@ pub enum Stmt {
         mn_block: Option<u32>,
         stores: Vec<Stmt>,
     },
+    /// `boxes` boxes of map `map` of the kernel's
+    /// [`GpuKernel::tensor_maps`] copied into LDS array `shared` by the
+    /// tensor memory accelerator (`cp.async.bulk.tensor`): box `b` starts
+    /// at `tensor[coords..]` moved `b` boxes along the innermost dimension
+    /// and lands at element `start + b * (the box's elements)` (1024-byte
+    /// aligned), 128-byte swizzled as `cache_read(..., swizzle=128)` lays
+    /// its blocks out. Executed by the work-group together: the first
+    /// thread issues it, and its bytes count towards mbarrier `bar` (an i64
+    /// at `shared[bar.0][bar.1]`), which the readers wait on
+    /// ([`Mbarrier::Wait`]). Its meaning elsewhere (the CPU, the
+    /// interpreter) is `fills`, each thread's share of the same tile, run
+    /// at once. The two differ only outside the tensor, where the
+    /// accelerator writes zeros and the fills clamp: lowering makes it only
+    /// for operand tiles of a matrix product, whose elements there reach no
+    /// stored result.
+    TensorCopy {
+        tensor: TensorId,
+        map: u32,
+        coords: Vec<Index>,
+        boxes: u32,
+        shared: u32,
+        start: Index,
+        bar: (u32, Index),
+        fills: Vec<Stmt>,
+    },
+    /// An operation on an LDS mbarrier (the completion of
+    /// [`Stmt::TensorCopy`]s); a no-op where copies complete at once.
+    Mbarrier(Mbarrier),
     /// Orders a warpgroup's asynchronous matrix instructions (`wgmma`); a
     /// no-op where matrix instructions complete at once (every other
     /// target, the CPU, the interpreter).
@@ -335,6 +378,25 @@ impl Stmt {
                 mn_block,
                 stores: f(stores),
             },
+            Stmt::TensorCopy {
+                tensor,
+                map,
+                coords,
+                boxes,
+                shared,
+                start,
+                bar,
+                fills,
+            } => Stmt::TensorCopy {
+                tensor,
+                map,
+                coords,
+                boxes,
+                shared,
+                start,
+                bar,
+                fills: f(fills),
+            },
             // Listed, not `_`: a new statement kind with a body must be handled.
             s @ (Stmt::Bind { .. }
             | Stmt::Store { .. }
@@ -347,6 +409,7 @@ impl Stmt {
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }
             | Stmt::MatrixAsync(_)
+            | Stmt::Mbarrier(_)
             | Stmt::Shuffle { .. }) => s,
         }
     }
@@ -374,6 +437,35 @@ pub enum MatrixAsync {
     /// Waits until at most `pending` groups are in flight; the accumulators
     /// of the others may then be read and their LDS operands overwritten.
     Wait(u32),
+}
+
+/// What a [`Stmt::Mbarrier`] does to the mbarrier at `shared[bar.0][bar.1]`
+/// (an i64). Executed by the work-group together.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mbarrier {
+    /// The first thread initialises it for one arrival per phase; a
+    /// [`Stmt::Barrier`] must follow before any other use.
+    Init { bar: (u32, Index) },
+    /// The first thread arrives, expecting `bytes` of copies to complete
+    /// the current phase.
+    Expect { bar: (u32, Index), bytes: u32 },
+    /// Every thread waits until the phase of parity `parity` (0 or 1) has
+    /// completed: the copies counted towards it are visible.
+    Wait { bar: (u32, Index), parity: Index },
+    /// The first thread invalidates it, after a [`Stmt::Barrier`] that
+    /// follows its last use, so that it may be initialised again.
+    Inval { bar: (u32, Index) },
+}
+
+impl Mbarrier {
+    pub fn bar(&self) -> &(u32, Index) {
+        match self {
+            Mbarrier::Init { bar }
+            | Mbarrier::Inval { bar }
+            | Mbarrier::Expect { bar, .. }
+            | Mbarrier::Wait { bar, .. } => bar,
+        }
+    }
 }
 
 /// Where a [`Stmt::Fill`] writes.
@@ -443,7 +535,12 @@ impl GpuKernel {
                 // Each row ldmatrix reads is 16 aligned bytes.
                 Stmt::MatrixLoad { shared, .. } if *shared == i => align = align.max(16),
                 // The swizzle is of address bits 4-9: the array starts on 1024.
-                Stmt::MatrixDesc { shared, .. } if *shared == i => align = align.max(1024),
+                Stmt::MatrixDesc { shared, .. } | Stmt::TensorCopy { shared, .. }
+                    if *shared == i =>
+                {
+                    align = align.max(1024)
+                }
+                Stmt::Mbarrier(m) if m.bar().0 == i => align = align.max(8),
                 _ => {}
             }
         });

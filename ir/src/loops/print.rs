@@ -247,9 +247,36 @@ impl Printer<'_, '_, '_> {
                         "{pad}wait for matrix instructions ({n} groups may stay pending)"
                     )?,
                 },
+                Stmt::TensorCopy {
+                    tensor,
+                    map,
+                    coords,
+                    boxes,
+                    shared,
+                    start,
+                    bar,
+                    fills,
+                } => {
+                    let boxed = &self.p.gpu.tensor_maps[*map as usize].boxed;
+                    let c: Vec<String> = coords.iter().map(|i| self.index(i)).collect();
+                    let b: Vec<String> = boxed.iter().map(|n| n.to_string()).collect();
+                    writeln!(
+                        self.f,
+                        "{pad}{}[{}..] = TMA {boxes} box(es) [{}] of {} from [{}], completing {}[{}]:",
+                        self.p.gpu.shared[*shared as usize].name,
+                        self.index(start),
+                        b.join(" x "),
+                        self.p.kernel.tensor(*tensor).name,
+                        c.join(", "),
+                        self.p.gpu.shared[bar.0 as usize].name,
+                        self.index(&bar.1)
+                    )?;
+                    self.stmts(fills, ind + 1)?;
+                }
                 Stmt::SharedStore { .. }
                 | Stmt::Fill { .. }
                 | Stmt::LocalStore { .. }
+                | Stmt::Mbarrier(_)
                 | Stmt::Matrix { .. }
                 | Stmt::Shuffle { .. }
                 | Stmt::Store { .. }
@@ -344,6 +371,23 @@ impl Printer<'_, '_, '_> {
                     instr.wave
                 )
             }
+            Stmt::Mbarrier(m) => {
+                let b = m.bar();
+                let bar = format!("{}[{}]", p.gpu.shared[b.0 as usize].name, self.index(&b.1));
+                match m {
+                    crate::loops::Mbarrier::Init { .. } => format!("mbarrier {bar}: init"),
+                    crate::loops::Mbarrier::Inval { .. } => format!("mbarrier {bar}: invalidate"),
+                    crate::loops::Mbarrier::Expect { bytes, .. } => {
+                        format!("mbarrier {bar}: arrive expecting {bytes} bytes")
+                    }
+                    crate::loops::Mbarrier::Wait { parity, .. } => {
+                        format!(
+                            "mbarrier {bar}: wait for phase parity {}",
+                            self.index(parity)
+                        )
+                    }
+                }
+            }
             Stmt::Store {
                 tensor,
                 indices,
@@ -392,6 +436,7 @@ impl Printer<'_, '_, '_> {
             | Stmt::If { .. }
             | Stmt::MatrixDesc { .. }
             | Stmt::MatrixAsync(_)
+            | Stmt::TensorCopy { .. }
             | Stmt::MatrixLoad { .. } => unreachable!("printed by Printer::stmts"),
         }
     }

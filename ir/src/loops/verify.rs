@@ -91,6 +91,18 @@ impl Cx<'_> {
     }
 
     /// LDS array `id` (`shared`) or register array `id`, with a name for messages.
+    /// An mbarrier: an i64 of an LDS array.
+    fn mbarrier(&self, (id, ix): &(u32, Index)) -> Result<(), VerifyError> {
+        let (l, name) = self.array(true, *id)?;
+        if l.dtype != crate::DType::I64 {
+            return Err(self.err(format!(
+                "mbarriers are i64s, not the {}s of {name}",
+                l.dtype.name()
+            )));
+        }
+        self.element(ix, l.len, &format!("an mbarrier of {name}"))
+    }
+
     fn array(&self, shared: bool, id: u32) -> Result<(&super::Local, String), VerifyError> {
         let (arrays, what) = if shared {
             (&self.g.shared, "LDS array")
@@ -329,6 +341,48 @@ impl Cx<'_> {
                     ))
                 }
                 Stmt::MatrixAsync(_) => {}
+                Stmt::TensorCopy { .. } | Stmt::Mbarrier(_) if divergent => {
+                    return Err(self.err(
+                        "a tensor copy or mbarrier operation under a guard that depends on a thread index (the work-group executes it together)".into(),
+                    ))
+                }
+                Stmt::TensorCopy {
+                    tensor,
+                    map,
+                    coords,
+                    boxes,
+                    shared,
+                    start,
+                    bar,
+                    fills,
+                } => {
+                    if *boxes == 0 {
+                        return Err(self.err("a tensor copy of no boxes".into()));
+                    }
+                    let Some(m) = self.g.tensor_maps.get(*map as usize) else {
+                        return Err(self.err(format!("a tensor copy through tensor map #{map}, which does not exist")));
+                    };
+                    let rank = self.k.tensors.get(tensor.0 as usize).map(|t| t.shape.len());
+                    if m.tensor != *tensor || rank != Some(coords.len()) || m.boxed.len() != coords.len() {
+                        return Err(self.err(format!(
+                            "a tensor copy of tensor #{} through map #{map}, which describes tensor #{} with a box of {} dimensions, at {} coordinates",
+                            tensor.0, m.tensor.0, m.boxed.len(), coords.len()
+                        )));
+                    }
+                    for c in coords {
+                        self.index(c, "a tensor copy's coordinate")?;
+                    }
+                    let (s, sname) = self.array(true, *shared)?;
+                    self.element(start, s.len, &format!("a tensor copy into {sname}"))?;
+                    self.mbarrier(bar)?;
+                    self.body(fills, divergent)?;
+                }
+                Stmt::Mbarrier(m) => {
+                    self.mbarrier(m.bar())?;
+                    if let crate::loops::Mbarrier::Wait { parity, .. } = m {
+                        self.index(parity, "an mbarrier's phase parity")?;
+                    }
+                }
                 Stmt::Shuffle { .. } if divergent => {
                     return Err(self.err(
                         "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),

@@ -29,6 +29,8 @@ impl Stmt {
             | Stmt::MatrixLoad { .. }
             | Stmt::MatrixDesc { .. }
             | Stmt::MatrixAsync(_)
+            | Stmt::TensorCopy { .. }
+            | Stmt::Mbarrier(_)
             | Stmt::Matrix { .. } => None,
         }
     }
@@ -48,7 +50,9 @@ impl Stmt {
         match self {
             Stmt::Loop { body, .. } | Stmt::If { body, .. } => vec![body],
             Stmt::Unswitch { fast, slow, .. } => vec![fast, slow],
-            Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => vec![stores],
+            Stmt::MatrixLoad { stores, .. }
+            | Stmt::MatrixDesc { stores, .. }
+            | Stmt::TensorCopy { fills: stores, .. } => vec![stores],
             Stmt::Bind { .. }
             | Stmt::Store { .. }
             | Stmt::Scatter { .. }
@@ -60,6 +64,7 @@ impl Stmt {
             | Stmt::LocalStore { .. }
             | Stmt::Matrix { .. }
             | Stmt::MatrixAsync(_)
+            | Stmt::Mbarrier(_)
             | Stmt::Shuffle { .. } => Vec::new(),
         }
     }
@@ -265,6 +270,42 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             stores: fold_body(f, stores),
         },
         Stmt::MatrixAsync(op) => Stmt::MatrixAsync(op),
+        Stmt::TensorCopy {
+            tensor,
+            map,
+            coords,
+            boxes,
+            shared,
+            start,
+            bar,
+            fills,
+        } => Stmt::TensorCopy {
+            tensor,
+            map,
+            coords: coords.into_iter().map(|c| f.index(c)).collect(),
+            boxes,
+            shared: f.shared(shared),
+            start: f.index(start),
+            bar: (f.shared(bar.0), f.index(bar.1)),
+            fills: fold_body(f, fills),
+        },
+        Stmt::Mbarrier(m) => {
+            let mut bar = |(a, i): (u32, Index)| (f.shared(a), f.index(i));
+            Stmt::Mbarrier(match m {
+                super::Mbarrier::Init { bar: b } => super::Mbarrier::Init { bar: bar(b) },
+                super::Mbarrier::Inval { bar: b } => super::Mbarrier::Inval { bar: bar(b) },
+                super::Mbarrier::Expect { bar: b, bytes } => {
+                    super::Mbarrier::Expect { bar: bar(b), bytes }
+                }
+                super::Mbarrier::Wait { bar: b, parity } => {
+                    let b = bar(b);
+                    super::Mbarrier::Wait {
+                        bar: b,
+                        parity: f.index(parity),
+                    }
+                }
+            })
+        }
         Stmt::Shuffle {
             local,
             index,

@@ -99,6 +99,21 @@ fn access(s: &Stmt, acc: &mut Access) {
                 access(s, acc);
             }
         }
+        Stmt::TensorCopy {
+            shared, bar, fills, ..
+        } => {
+            acc.writes.insert(*shared);
+            acc.writes.insert(bar.0);
+            for s in fills {
+                access(s, acc);
+            }
+        }
+        Stmt::Mbarrier(m) => {
+            acc.writes.insert(m.bar().0);
+            if matches!(m, crate::loops::Mbarrier::Wait { .. }) {
+                acc.completes = true;
+            }
+        }
         Stmt::AsyncWait { .. } => acc.completes = true,
         // A matrix instruction touches registers only.
         Stmt::Bind { .. }

@@ -5,6 +5,7 @@
 mod bounded;
 mod gathered;
 pub(crate) mod swizzle;
+mod tma;
 
 use bounded::{live_groups, used_at_run_time};
 use gathered::{fold_divmod, gathered_dims, gathers_of, var_ranges};
@@ -48,6 +49,9 @@ fn run_where(l: &mut Lowering, parts: bool) -> Result<(), Diagnostic> {
         dynamic: &mut l.g.dynamic_shared,
         locals: &mut l.g.locals,
         pipelined: &mut pipelined,
+        unit: l.unit,
+        tensor_maps: &mut l.g.tensor_maps,
+        bars: Vec::new(),
     };
     for c in l
         .nest
@@ -73,6 +77,9 @@ struct Pipelined {
     at: VarId,
     stages: u32,
     copy: Vec<Stmt>,
+    /// With `tma=1`: the LDS array of the loop's mbarriers and the bytes
+    /// the copy moves.
+    tma: Option<(u32, u32)>,
     name: String,
     span: crate::Span,
 }
@@ -124,6 +131,26 @@ fn pipeline(
             )
             .hint("the tiles staged at one loop share one pipeline: give them the same `stages`"));
         }
+        if let Some(o) = here
+            .iter()
+            .find(|c| c.tma.is_some() != here[0].tma.is_some())
+        {
+            let with = if o.tma.is_some() {
+                &o.name
+            } else {
+                &here[0].name
+            };
+            let without = if o.tma.is_some() {
+                &here[0].name
+            } else {
+                &o.name
+            };
+            return Err(Diagnostic::new(
+                o.span,
+                format!("`{with}` is copied with `tma=1` but `{without}`, staged at the same loop, is not"),
+            )
+            .hint("the tiles staged at one loop share one pipeline: give all of them `tma=1` or none"));
+        }
         let n_ahead = i64::from(stages) - 1 - i64::from(lag(at, stages));
         let copies_for = |iter: Index| -> Vec<Stmt> {
             let m = std::collections::HashMap::from([(at, iter)]);
@@ -131,6 +158,29 @@ fn pipeline(
                 .flat_map(|c| map_indices(c.copy.clone(), &|ix| ix.subst(&m)))
                 .collect()
         };
+        if let Some((bars, _)) = here[0].tma {
+            let bytes: u32 = here.iter().filter_map(|c| c.tma).map(|(_, b)| b).sum();
+            body = around_loop(body, at, &mut |s| match s {
+                Stmt::Loop {
+                    var,
+                    extent,
+                    unroll,
+                    body: inner,
+                } => tma::pipeline_loop(
+                    var,
+                    extent,
+                    unroll,
+                    inner,
+                    stages,
+                    n_ahead,
+                    bars,
+                    bytes,
+                    &copies_for,
+                ),
+                other => vec![other],
+            });
+            continue;
+        }
         body = around_loop(body, at, &mut |s| match s {
             Stmt::Loop {
                 var,
@@ -193,6 +243,12 @@ struct Cx<'a> {
     dynamic: &'a mut Vec<(u32, Index)>,
     locals: &'a mut Vec<Local>,
     pipelined: &'a mut Vec<Pipelined>,
+    /// The target's matrix unit, which says whether it has the tensor
+    /// memory accelerator (`tma=1`).
+    unit: Option<&'a rocmc_target::matrix::MatrixUnit>,
+    tensor_maps: &'a mut Vec<crate::loops::TensorMap>,
+    /// Each `tma=1` loop's LDS array of mbarriers.
+    bars: Vec<(VarId, u32)>,
 }
 
 /// The tile one cache stages: the box of the tensor its loop reads (or
@@ -291,10 +347,17 @@ fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<
     let dtype = cx.k.tensor(c.tensor).dtype;
     let rewrite = |ex: &Expr| read_tile(c, &tile, id, dtype, ex);
     if c.stages > 1 {
+        let (stmts, tma) = if c.tma {
+            let t = tma::copy(cx, c, &tile, id, copy.stmts)?;
+            (vec![t.copy], Some((t.bars, t.bytes)))
+        } else {
+            (copy.stmts, None)
+        };
         cx.pipelined.push(Pipelined {
             at: c.at,
             stages: c.stages,
-            copy: copy.stmts,
+            copy: stmts,
+            tma,
             name: c.name.clone(),
             span: c.span,
         });

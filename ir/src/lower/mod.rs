@@ -301,6 +301,7 @@ fn lower_stage_in(
         shared: Vec::new(),
         min_blocks: nest.min_blocks.map(|(n, _)| n),
         dynamic_shared: Vec::new(),
+        tensor_maps: Vec::new(),
     };
     let mut l = Lowering {
         k,

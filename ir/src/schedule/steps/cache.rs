@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128, tma=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -32,7 +32,8 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         };
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
-    let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle) = (None, None, None, None, None);
+    let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle, mut tma) =
+        (None, None, None, None, None, None);
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -82,13 +83,20 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                     ))
                 }
             },
-            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle")) => {
+            Some("tma") if tma.is_none() => match value {
+                Some(v @ (0 | 1)) => tma = Some(v == 1),
+                _ => {
+                    return Err(Diagnostic::new(a.value.span, "tma must be 0 or 1")
+                        .hint("`tma=1` fills the tile with the tensor memory accelerator (sm_90a)"))
+                }
+            },
+            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
             _ => {
                 return Err(Diagnostic::new(
                     a.value.span,
-                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N` or `swizzle=128`",
+                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128` or `tma=1`",
                 ))
             }
         }
@@ -99,7 +107,15 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         prefetch: prefetch.unwrap_or(false),
         stages: stages.unwrap_or(1),
         swizzle: swizzle.unwrap_or(false),
+        tma: tma.unwrap_or(false),
     };
+    if opts.tma && (!opts.swizzle || opts.stages < 2 || opts.prefetch) {
+        return Err(Diagnostic::new(
+            s.span,
+            "`tma=1` fills multi-buffered, swizzled LDS tiles: it needs `swizzle=128` and `stages=N` (N >= 2)",
+        )
+        .hint("the tensor memory accelerator writes the 128-byte swizzled layout, and each buffer's mbarrier tells its readers when it has landed"));
+    }
     if opts.swizzle && (write || local || opts.pad != 0) {
         return Err(Diagnostic::new(
             s.span,
@@ -166,6 +182,7 @@ pub(crate) fn apply(
         prefetch: opts.prefetch,
         stages: opts.stages,
         swizzle: opts.swizzle,
+        tma: opts.tma,
         kind,
         name: result.name.clone(),
         span,

@@ -1,0 +1,247 @@
+//! `cache_read(..., swizzle=128, stages=N, tma=1)`: the tile's buffers are
+//! filled by Hopper's tensor memory accelerator rather than by every
+//! thread's share of `cp.async`.
+//!
+//! One thread issues a `cp.async.bulk.tensor` per 128-byte column block of
+//! the tile (the accelerator's 128-byte swizzle is the layout
+//! `swizzle=128` already gives each block), the runtime describes the
+//! tensor in a tensor map, and each buffer has an mbarrier the copies
+//! complete: the readers wait on it instead of on their own copy groups.
+//! The pipeline ([`pipeline_loop`]) keeps the shape of the `cp.async` one.
+
+use super::{Cx, Tile};
+use crate::diag::Diagnostic;
+use crate::index::{Index, VarId};
+use crate::loops::{Local, Stmt};
+use crate::loops::{Mbarrier, TensorMap};
+use crate::schedule::{self, Guard};
+
+/// A tile's copy by the accelerator, before [`pipeline_loop`] places it.
+pub(super) struct TmaCopy {
+    /// The copy statement (its coordinates and buffer in terms of the
+    /// cache's loop variable, substituted per iteration).
+    pub copy: Stmt,
+    /// Bytes one copy of the tile moves (what the mbarrier expects).
+    pub bytes: u32,
+    /// The LDS array of the loop's mbarriers, one per buffer.
+    pub bars: u32,
+}
+
+/// Checks that the accelerator can copy the tile of `c` and builds its
+/// copy: `fills`, every thread's share of it, is its meaning elsewhere.
+pub(super) fn copy(
+    cx: &mut Cx,
+    c: &schedule::Cache,
+    tile: &Tile,
+    id: u32,
+    fills: Vec<Stmt>,
+) -> Result<TmaCopy, Diagnostic> {
+    let k = cx.k;
+    let t = k.tensor(c.tensor);
+    let err = |m: String| Diagnostic::new(c.span, m);
+    let target = cx
+        .unit
+        .map_or_else(|| "the target".to_string(), |u| u.gpu().to_string());
+    if !cx.unit.is_some_and(|u| u.has_tensor_copies()) {
+        return Err(err(format!(
+            "`tma=1` fills the tile of `{}` with the tensor memory accelerator, which {target} does not have",
+            t.name
+        ))
+        .hint("the accelerator is Hopper's (`--mcpu sm_90a`); drop `tma=1` to copy with `cp.async` (sm_80 and later) or loads"));
+    }
+    if cx.nest.matrix.is_none() {
+        return Err(err(format!(
+            "`tma=1` stages operand tiles of a matrix product (`mma`), and this stage has none: `{}` would be read outside the tensor as zeros, where the other copies clamp",
+            t.name
+        ))
+        .hint("drop `tma=1`"));
+    }
+    let n = tile.size.len();
+    let esize = t.dtype.size() as i64;
+    let inner = super::swizzle::ROW_BYTES / esize;
+    let outer = &tile.size[..n - 1];
+    // Checked by the swizzle: 128-byte multiples of the last dimension, a
+    // multiple of 8 rows, no gathers, nothing sized at launch.
+    if n > 5 || outer.iter().any(|s| *s > 256) {
+        return Err(err(format!(
+            "the tensor memory accelerator copies boxes of up to 5 dimensions of at most 256 elements each; the tile of `{}` is {:?}",
+            t.name, tile.size
+        ))
+        .hint("stage a smaller tile"));
+    }
+    // Every dimension's stride in memory must be a multiple of 16 bytes:
+    // the rows' length, the others being multiples of it.
+    if n > 1 {
+        let divs = k.size_divisors();
+        let row = t.shape[n - 1].known_divisor_in(&divs) as i64 * esize;
+        if row % 16 != 0 {
+            return Err(err(format!(
+                "the tensor memory accelerator needs the rows of `{}` to be a multiple of 16 bytes long, and its last extent is only known to be a multiple of {} element(s) of {}",
+                t.name,
+                row / esize,
+                t.dtype
+            ))
+            .hint(format!(
+                "declare it in [kernel]: `divisible = {{ NAME = {} }}` for the size of its last dimension",
+                16 / esize.min(16)
+            )));
+        }
+    }
+    let mut boxed: Vec<u32> = outer.iter().map(|s| *s as u32).collect();
+    boxed.push(inner as u32);
+    let map = cx
+        .tensor_maps
+        .iter()
+        .position(|m| m.tensor == c.tensor && m.boxed == boxed)
+        .unwrap_or_else(|| {
+            cx.tensor_maps.push(TensorMap {
+                tensor: c.tensor,
+                boxed,
+            });
+            cx.tensor_maps.len() - 1
+        }) as u32;
+    let bars = bars_at(cx, c);
+    let stages = i64::from(c.stages);
+    let buffer = Index::Var(c.at) % Index::c(stages);
+    let start = tile.flat(&vec![Index::c(0); n]);
+    let fills = synchronous(fills);
+    let bytes = tile.elems * esize;
+    Ok(TmaCopy {
+        copy: Stmt::TensorCopy {
+            tensor: c.tensor,
+            map,
+            coords: tile.base.clone(),
+            boxes: (tile.size[n - 1] / inner) as u32,
+            shared: id,
+            start,
+            bar: (bars, buffer),
+            fills,
+        },
+        bytes: bytes as u32,
+        bars,
+    })
+}
+
+/// The LDS array of the mbarriers of the caches at `c`'s loop (one per
+/// buffer), made by the first of them.
+fn bars_at(cx: &mut Cx, c: &schedule::Cache) -> u32 {
+    if let Some((_, id)) = cx.bars.iter().find(|(at, _)| *at == c.at) {
+        return *id;
+    }
+    cx.shared.push(Local {
+        name: format!("{}_bars", cx.nest.var(c.at).name),
+        dtype: crate::DType::I64,
+        len: c.stages,
+        span: c.span,
+    });
+    let id = cx.shared.len() as u32 - 1;
+    cx.bars.push((c.at, id));
+    id
+}
+
+/// The loop `var` with its tiles filled by the accelerator, `n_ahead`
+/// tiles ahead, `stages` buffers:
+///
+/// ```text
+/// init each buffer's mbarrier; barrier
+/// for s in 0..n_ahead: if s < n { expect(bar[s], bytes); copy tile s }
+/// for ko in 0..n:
+///     wait(bar[ko % N], parity ko / N % 2); barrier
+///     if ko + n_ahead < n { expect(bar[(ko + n_ahead) % N]); copy tile ko + n_ahead }
+///     compute on buffer ko % N
+/// barrier; invalidate the mbarriers
+/// ```
+///
+/// The barrier after the wait orders every thread's reads of the buffer
+/// the next copy overwrites (read an iteration, or with matrix
+/// instructions in flight two, before) ahead of that copy, as in the
+/// `cp.async` pipeline; the mbarrier makes the accelerator's writes
+/// visible, which `cp.async`'s wait and the barrier did there.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pipeline_loop(
+    var: VarId,
+    extent: Index,
+    unroll: bool,
+    inner: Vec<Stmt>,
+    stages: u32,
+    n_ahead: i64,
+    bars: u32,
+    bytes: u32,
+    copies_for: &dyn Fn(Index) -> Vec<Stmt>,
+) -> Vec<Stmt> {
+    let bar = |i: Index| (bars, i);
+    let n = i64::from(stages);
+    let mut out: Vec<Stmt> = (0..n)
+        .map(|s| {
+            Stmt::Mbarrier(Mbarrier::Init {
+                bar: bar(Index::c(s)),
+            })
+        })
+        .collect();
+    out.push(Stmt::Barrier);
+    let issue = |iter: Index| {
+        let mut b = vec![Stmt::Mbarrier(Mbarrier::Expect {
+            bar: bar(iter.clone() % Index::c(n)),
+            bytes,
+        })];
+        b.extend(copies_for(iter.clone()));
+        Stmt::If {
+            guards: vec![Guard {
+                value: iter,
+                extent: extent.clone(),
+            }],
+            body: b,
+        }
+    };
+    for s in 0..n_ahead {
+        out.push(issue(Index::c(s)));
+    }
+    let ko = Index::Var(var);
+    let mut b = vec![
+        Stmt::Mbarrier(Mbarrier::Wait {
+            bar: bar(ko.clone() % Index::c(n)),
+            parity: (ko.clone() / Index::c(n)) % Index::c(2),
+        }),
+        Stmt::Barrier,
+        issue(ko + Index::c(n_ahead)),
+    ];
+    b.extend(inner);
+    out.push(Stmt::Loop {
+        var,
+        extent,
+        unroll,
+        body: b,
+    });
+    out.push(Stmt::Barrier);
+    out.extend((0..n).map(|s| {
+        Stmt::Mbarrier(Mbarrier::Inval {
+            bar: bar(Index::c(s)),
+        })
+    }));
+    out
+}
+
+/// `body` with its fills made synchronous: they are the copy's meaning
+/// where it runs at once, not copies in flight.
+fn synchronous(body: Vec<Stmt>) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                ..
+            } => Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                asynchronous: false,
+            },
+            other => other.map_bodies(&mut synchronous),
+        })
+        .collect()
+}
