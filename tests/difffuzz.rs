@@ -683,7 +683,9 @@ const GEMM: &str = "# a matrix product, through sm_90a's lanes or another target
 /// B stored `[N, K]` (k contiguous, as `wgmma` reads it) or `[K, N]`, with
 /// a bias and a ReLU or none; unscheduled (rule `matmul-wgmma` on sm_90a
 /// where it applies, `matmul-mma` elsewhere), or with a warpgroup schedule
-/// of random width, warpgroups and buffers, staged `swizzle=128`.
+/// of random width, warpgroups and buffers, staged `swizzle=128`, at times
+/// by the tensor memory accelerator (`tma=1`, rows of k declared a multiple
+/// of 16 bytes).
 fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
     let dt = *rng.pick(&["f16", "bf16", "i8"]);
     let (acc, kstep) = if dt == "i8" { ("i32", 32) } else { ("f32", 16) };
@@ -716,6 +718,17 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
         let wg = *rng.pick(&[1, 2]);
         let stages = *rng.pick(&[1, 2, 3, 4]);
         let t = if dt == "i8" { "i8" } else { dt };
+        let tma = if stages >= 2 && rng.chance(40) {
+            let per16 = if dt == "i8" { 16 } else { 8 };
+            src = src.replacen(
+                "sizes = [\"m\", \"n\", \"k\"]\n",
+                &format!("sizes = [\"m\", \"n\", \"k\"]\ndivisible = {{ k = {per16} }}\n"),
+                1,
+            );
+            ", tma=1"
+        } else {
+            ""
+        };
         let steps = [
             format!("io, jo, ii, ji = tile(i, j, {}, {n})", 64 * wg),
             "wi, fi = split(ii, 64)".to_string(),
@@ -727,11 +740,11 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
             "bind(wi, threadIdx.y)".to_string(),
             "unroll(km)".to_string(),
             format!(
-                "AS = cache_read(A, shared, ko, vec={}, stages={stages}, swizzle=128)",
+                "AS = cache_read(A, shared, ko, vec={}, stages={stages}, swizzle=128{tma})",
                 ktile / 8
             ),
             format!(
-                "BS = cache_read(B, shared, ko, vec={}, stages={stages}, swizzle=128)",
+                "BS = cache_read(B, shared, ko, vec={}, stages={stages}, swizzle=128{tma})",
                 ktile / 8
             ),
             format!("mma(fi, ji, rk, instr=wgmma_m64n{n}k{kstep}_{t})"),
@@ -1233,6 +1246,8 @@ struct Stats {
     convs: usize,
     /// Accepted kernels run on a warpgroup instruction (`wgmma`).
     warpgroups: usize,
+    /// Accepted kernels whose tiles the tensor memory accelerator copies.
+    tensor_copies: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
     bounded: usize,
@@ -1330,6 +1345,11 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .matrix_instructions()
         .iter()
         .any(|i| i.warpgroup()) as usize;
+    st.tensor_copies += run_front
+        .program
+        .kernels
+        .iter()
+        .any(|g| !g.tensor_maps.is_empty()) as usize;
     st.convs += run_front.kernel.stages.iter().any(|s| {
         s.default
             .as_ref()
@@ -1461,6 +1481,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.grids += l.grids;
                 st.convs += l.convs;
                 st.warpgroups += l.warpgroups;
+                st.tensor_copies += l.tensor_copies;
                 st.bounded += l.bounded;
                 st.executed += l.executed;
                 st.compiled += l.compiled;
@@ -1477,7 +1498,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} tensor-copied), {} runs on the CPU path compared, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1490,6 +1511,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.convs,
         st.bounded,
         st.warpgroups,
+        st.tensor_copies,
         st.executed,
         st.compiled,
         st.failures.len()

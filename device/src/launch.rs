@@ -710,6 +710,82 @@ mod tests {
         assert_eq!(LaunchInfo::from_json(l4.to_json().as_bytes()).unwrap(), l4);
     }
 
+    /// A kernel reading `A: f16[m, k]` through a tensor map of 128 x 64 boxes.
+    fn tma_kernel() -> KernelLaunch {
+        let size = |n: &str| LaunchArg {
+            name: n.into(),
+            role: ArgRole::Size,
+            dtype: "i32".into(),
+            shape: vec![],
+            written: false,
+        };
+        KernelLaunch {
+            name: "k".into(),
+            block: [128, 1, 1],
+            grid: [Extent::Const(1), Extent::Const(1), Extent::Const(1)],
+            grid_text: ["1".into(), "1".into(), "1".into()],
+            args: vec![
+                LaunchArg {
+                    name: "A".into(),
+                    role: ArgRole::Buffer,
+                    dtype: "f16".into(),
+                    shape: vec![Extent::Size("m".into()), Extent::Size("k".into())],
+                    written: false,
+                },
+                size("m"),
+                size("k"),
+            ],
+            dynamic_shared: 0,
+            dynamic_shared_bytes: None,
+            tensor_maps: vec![TensorMapLaunch {
+                arg: 0,
+                boxed: vec![128, 64],
+            }],
+        }
+    }
+
+    #[test]
+    fn tensor_maps_take_the_launchs_extents() {
+        let l = LaunchInfo {
+            version: FORMAT_VERSION,
+            sizes: vec![],
+            kernels: vec![tma_kernel()],
+        };
+        let k = &l.kernels[0];
+        let args = |m, kk| {
+            [
+                ArgValue::Buffer {
+                    dtype: "f16",
+                    len: 1 << 20,
+                },
+                ArgValue::Size(m),
+                ArgValue::Size(kk),
+            ]
+        };
+        assert_eq!(
+            l.tensor_map_shapes(k, &args(70, 136)),
+            Ok(vec![TensorMapShape {
+                arg: 0,
+                elem_bytes: 2,
+                dims: vec![70, 136],
+                boxed: vec![128, 64],
+            }])
+        );
+        // 36 halves are 72 bytes a row: not a stride the accelerator takes.
+        let e = l.tensor_map_shapes(k, &args(70, 36)).unwrap_err();
+        assert!(e.contains("rows are 72 bytes"), "{e}");
+        // The document names its maps; older documents have none.
+        let json = l.to_json();
+        assert!(
+            json.contains(r#""tensor_maps":[{"arg":0,"boxed":[128,64]}]"#),
+            "{json}"
+        );
+        let old = json.replace(r#","tensor_maps":[{"arg":0,"boxed":[128,64]}]"#, "");
+        assert!(LaunchInfo::from_json(old.as_bytes()).unwrap().kernels[0]
+            .tensor_maps
+            .is_empty());
+    }
+
     #[test]
     fn json_round_trips() {
         let l = LaunchInfo {

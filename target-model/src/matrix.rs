@@ -568,10 +568,12 @@ impl MatrixUnit {
     }
 
     /// The tensor memory accelerator (`cp.async.bulk.tensor` with tensor
-    /// maps and mbarriers): Hopper. rocmc uses it beside `wgmma`, on
-    /// sm_90a.
+    /// maps and mbarriers): NVIDIA from Hopper (sm_90) on, in PTX 8.0 and
+    /// later (which rocmc writes for sm_90a; sm_90's 7.8 lacks it).
     pub fn has_tensor_copies(&self) -> bool {
-        !self.group_instructions().is_empty()
+        self.gpu
+            .nvidia()
+            .is_some_and(|t| t.compute_capability() >= (9, 0) && t.ptx_version >= 80)
     }
 
     /// Whether the wave can load 8x8 matrices of 16-bit elements from

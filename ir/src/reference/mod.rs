@@ -370,13 +370,15 @@ pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
     (max_abs, max_err)
 }
 
-/// Floating-point operations of the plain kernel for these sizes: each
-/// float arithmetic operation or math call once per point it is evaluated.
+/// Arithmetic operations of the plain kernel for these sizes: each float
+/// or integer arithmetic operation or math call once per point it is
+/// evaluated (so an int8 GEMM's multiply-adds count as a float GEMM's do,
+/// two per term, as TOPS are quoted).
 pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
     fn count(e: &crate::Expr) -> u64 {
         use crate::ExprKind::*;
-        let own =
-            u64::from(e.dtype.is_float() && matches!(e.kind, Binary(..) | Call(..) | Unary(..)));
+        let numeric = e.dtype.is_float() || e.dtype.is_int();
+        let own = u64::from(numeric && matches!(e.kind, Binary(..) | Call(..) | Unary(..)));
         own + match &e.kind {
             Unary(_, a) | Cast(a) => count(a),
             Binary(_, a, b) => count(a) + count(b),

@@ -42,19 +42,26 @@ pub(super) fn copy(
     let target = cx
         .unit
         .map_or_else(|| "the target".to_string(), |u| u.gpu().to_string());
-    if !cx.unit.is_some_and(|u| u.has_tensor_copies()) {
-        return Err(err(format!(
-            "`tma=1` fills the tile of `{}` with the tensor memory accelerator, which {target} does not have",
-            t.name
-        ))
-        .hint("the accelerator is Hopper's (`--mcpu sm_90a`); drop `tma=1` to copy with `cp.async` (sm_80 and later) or loads"));
-    }
     if cx.nest.matrix.is_none() {
         return Err(err(format!(
             "`tma=1` stages operand tiles of a matrix product (`mma`), and this stage has none: `{}` would be read outside the tensor as zeros, where the other copies clamp",
             t.name
         ))
         .hint("drop `tma=1`"));
+    }
+    if !cx.unit.is_some_and(|u| u.has_tensor_copies()) {
+        let why = match cx.unit.and_then(|u| u.gpu().nvidia().cloned()) {
+            Some(n) if n.compute_capability() >= (9, 0) => format!(
+                "which rocmc's {target} code (PTX {}) cannot use: it needs PTX 8.0",
+                n.ptx_text()
+            ),
+            _ => format!("which {target} does not have"),
+        };
+        return Err(err(format!(
+            "`tma=1` fills the tile of `{}` with the tensor memory accelerator, {why}",
+            t.name
+        ))
+        .hint("the accelerator is Hopper's (`--mcpu sm_90a`); drop `tma=1` to copy with `cp.async` (sm_80 and later) or loads"));
     }
     let n = tile.size.len();
     let esize = t.dtype.size() as i64;

@@ -1,0 +1,185 @@
+//! `cache_read(..., tma=1)`: the warpgroup GEMM's tiles filled by Hopper's
+//! tensor memory accelerator. Its fills still mean what the interpreter
+//! says (through sm_90a's emulated lanes, with rows, columns and k past
+//! the tensors); the PTX issues `cp.async.bulk.tensor` from one thread and
+//! waits on mbarriers instead of `cp.async` groups; the launch document
+//! names the maps the runtime encodes; and what the accelerator cannot
+//! copy is refused, naming why.
+
+use rocmc_tests::*;
+use std::collections::HashMap;
+
+fn variant(name: &str) -> String {
+    std::fs::read_to_string(root().join(format!("bench/gpu/variants/{name}.toml"))).unwrap()
+}
+
+fn emulated(src: &str, sizes: &[(&str, i64)]) -> Vec<rocmc::run::Comparison> {
+    let front = rocmc::frontend("k.toml", src).unwrap();
+    let mut o = rocmc::Options::new("x86-64");
+    o.emulate = Some("sm_90a".into());
+    o.fp_contract = false;
+    let cpu = rocmc::targets(&o).unwrap().remove(0);
+    let lowered = front.for_target(&cpu, &o).unwrap();
+    let given: HashMap<String, i64> = sizes.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let sizes = rocmc::run::size_values(&lowered.kernel, &given).unwrap();
+    rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 3, false).unwrap()
+}
+
+fn sm_90a(src: &str) -> rocmc::Artifact {
+    let art = rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let reports = assemble_ptx(art.asm.as_deref().unwrap(), "sm_90a").unwrap();
+    assert!(
+        reports
+            .iter()
+            .all(|r| !r.wgmma_serialized && !r.wgmma_fences_added),
+        "{reports:?}"
+    );
+    art
+}
+
+fn refusal(src: &str, mcpu: &str) -> String {
+    rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new(mcpu),
+        rocmc::Emit::default(),
+    )
+    .expect_err("refused")
+    .to_string()
+}
+
+#[test]
+fn tiles_copied_by_the_accelerator_match_the_interpreter() {
+    // Rows and columns past the 128 x 256 tile, two whole tiles of k and
+    // a partial one (the warp instruction's, after the loop).
+    let cmp = emulated(
+        &variant("gemm_f16_wgmma__tma"),
+        &[("M", 70), ("N", 260), ("K", 136)],
+    );
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    // B stored [K, N]: four boxes of 64 columns a tile, one per block.
+    let cmp = emulated(
+        &variant("gemm_f16_wgmma_nn__tma"),
+        &[("M", 66), ("N", 264), ("K", 80)],
+    );
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+}
+
+#[test]
+fn one_thread_issues_the_copies_and_every_thread_waits_on_the_buffers_mbarrier() {
+    let art = sm_90a(&variant("gemm_f16_wgmma__tma"));
+    for want in [
+        "lds AS: f16[32768], ko_bars: i64[4], BS: f16[65536]",
+        "mbarrier ko_bars[0]: init",
+        // A's 128 x 64 and B's 256 x 64 halves: 49,152 bytes a stage.
+        "mbarrier ko_bars[(ko + 2) % 4]: arrive expecting 49152 bytes",
+        "AS[((ko + 2) % 4) * 8192..] = TMA 1 box(es) [128 x 64] of A from [io * 128, (ko + 2) * 64], completing ko_bars[(ko + 2) % 4]:",
+        "BS[((ko + 2) % 4) * 16384..] = TMA 1 box(es) [256 x 64] of B from [jo * 256, (ko + 2) * 64], completing ko_bars[(ko + 2) % 4]:",
+        "mbarrier ko_bars[ko % 4]: wait for phase parity (ko / 4) % 2",
+        "mbarrier ko_bars[3]: invalidate",
+    ] {
+        assert!(art.loops.contains(want), "no `{want}` in:\n{}", art.loops);
+    }
+    let ptx = art.asm.as_deref().unwrap();
+    // Two tiles ahead before the loop, one a trip: three issues of two.
+    let copies = ptx
+        .matches("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes")
+        .count();
+    assert_eq!(copies, 6, "{ptx}");
+    for want in [
+        "mbarrier.init.shared::cta.b64",
+        "fence.mbarrier_init.release.cluster;",
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _,",
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        "mbarrier.inval.shared::cta.b64",
+        // The maps' address: the hidden argument after M, N and K.
+        ".param .u64 .ptr .global .align 64 gemm_f16_wgmma__tma_param_6",
+    ] {
+        assert!(ptx.contains(want), "no `{want}`");
+    }
+    assert!(!ptx.contains("cp.async.cg"), "a thread's own copy is left");
+    let maps: Vec<(usize, Vec<u32>)> = art.launch.kernels[0]
+        .tensor_maps
+        .iter()
+        .map(|m| (m.arg, m.boxed.clone()))
+        .collect();
+    assert_eq!(maps, [(0, vec![128, 64]), (1, vec![256, 64])]);
+    // B stored [K, N]: its 64 x 256 tile is four boxes of 64 x 64.
+    let nn = sm_90a(&variant("gemm_f16_wgmma_nn__tma"));
+    assert!(
+        nn.loops
+            .contains("= TMA 4 box(es) [64 x 64] of B from [(ko + 2) * 64, jo * 256]"),
+        "{}",
+        nn.loops
+    );
+    assert_eq!(nn.launch.kernels[0].tensor_maps[1].boxed, [64, 64]);
+}
+
+#[test]
+fn what_the_accelerator_cannot_copy_is_refused_naming_why() {
+    let src = variant("gemm_f16_wgmma__tma");
+    // Rows of K f16 are a multiple of 16 bytes only if K is of 8.
+    let open = src.replace("divisible = { K = 8 }\n", "");
+    let e = refusal(&open, "sm_90a");
+    assert!(
+        e.contains("the rows of `A` to be a multiple of 16 bytes long")
+            && e.contains("`divisible = { NAME = 8 }`"),
+        "{e}"
+    );
+    // The accelerator fills swizzled, multi-buffered tiles.
+    let unswizzled = src.replace("stages=4, swizzle=128, tma=1", "stages=4, tma=1");
+    let e = refusal(&unswizzled, "sm_90a");
+    assert!(e.contains("it needs `swizzle=128` and `stages=N`"), "{e}");
+    // One pipeline per loop: all of its tiles or none.
+    let mixed = src.replacen("swizzle=128, tma=1", "swizzle=128", 1);
+    let e = refusal(&mixed, "sm_90a");
+    assert!(
+        e.contains("`BS` is copied with `tma=1` but `AS`, staged at the same loop, is not"),
+        "{e}"
+    );
+    // Only operand tiles of a matrix product: elsewhere the accelerator's
+    // zeros past the tensor would differ from the clamped copy.
+    let plain = "[kernel]\nname = \"t\"\nsizes = [\"M\", \"K\"]\ndivisible = { K = 8 }\n\n[inputs]\nA = { dtype = \"f16\", shape = [\"M\", \"K\"] }\n\n[[stage]]\ncompute = \"S[i] = sum(f32(A[i, k]), k)\"\nshape = [\"M\"]\nreduce = { k = \"K\" }\nschedule = [\"io, ii = split(i, 64)\", \"bind(io, blockIdx.x)\", \"bind(ii, threadIdx.x)\", \"ko, kk = split(k, 64)\", \"AS = cache_read(A, shared, ko, stages=2, swizzle=128, tma=1)\"]\n";
+    let e = refusal(plain, "sm_90a");
+    assert!(
+        e.contains("stages operand tiles of a matrix product"),
+        "{e}"
+    );
+    // Targets without the accelerator, or whose PTX cannot reach it.
+    let e = refusal(&mma_sync_tma(), "sm_80");
+    assert!(
+        e.contains("with the tensor memory accelerator, which sm_80 does not have"),
+        "{e}"
+    );
+    let e = refusal(&mma_sync_tma(), "sm_90");
+    assert!(
+        e.contains("which rocmc's sm_90 code (PTX 7.8) cannot use: it needs PTX 8.0"),
+        "{e}"
+    );
+    let e = refusal("[kernel]\nname = \"t\"\nsizes = [\"N\"]\n\n[inputs]\nA = { dtype = \"f16\", shape = [\"N\"] }\n\n[[stage]]\ncompute = \"B[i] = A[i]\"\nshape = [\"N\"]\nschedule = [\"io, ii = split(i, 64)\", \"AS = cache_read(A, shared, io, stages=2, swizzle=128, tma=2)\"]\n", "sm_90a");
+    assert!(e.contains("tma must be 0 or 1"), "{e}");
+}
+
+/// examples/gemm_f16_mma.toml (`mma.sync`) with its tiles swizzled and
+/// copied by the accelerator.
+fn mma_sync_tma() -> String {
+    std::fs::read_to_string(example("gemm_f16_mma"))
+        .unwrap()
+        .replace(
+            "pad=8, vec=8, stages=4)",
+            "vec=8, stages=4, swizzle=128, tma=1)",
+        )
+        .replace(
+            "max = { M = 16384, N = 16384, K = 16384 }",
+            "max = { M = 16384, N = 16384, K = 16384 }\ndivisible = { K = 8, N = 8 }",
+        )
+}
