@@ -248,6 +248,27 @@ fn gpu_args(w: &mut String, k: &KernelLaunch) {
     for a in &k.args {
         let _ = writeln!(w, "  {};", c_decl(a));
     }
+    if !k.tensor_maps.is_empty() {
+        let _ = writeln!(
+            w,
+            "  /* Device memory holding {} CUtensorMap(s), 128 bytes each, 64-byte aligned, in order:",
+            k.tensor_maps.len()
+        );
+        for m in &k.tensor_maps {
+            let a = &k.args[m.arg];
+            let boxed: Vec<String> = m.boxed.iter().rev().map(|b| b.to_string()).collect();
+            let _ = writeln!(
+                w,
+                "     `{}`: dense row-major, boxDim {{{}}} (innermost first),",
+                a.name,
+                boxed.join(", ")
+            );
+        }
+        let _ = writeln!(
+            w,
+            "     each encoded by cuTensorMapEncodeTiled with CU_TENSOR_MAP_SWIZZLE_128B, an unsigned\n     data type of the element's size and zero fill. */\n  const void *tensor_maps;"
+        );
+    }
     let _ = writeln!(w, "}};");
 }
 
