@@ -183,3 +183,38 @@ fn mma_sync_tma() -> String {
             "max = { M = 16384, N = 16384, K = 16384 }\ndivisible = { K = 8, N = 8 }",
         )
 }
+
+/// With no schedule, rule `matmul-wgmma` takes the accelerator for B
+/// stored [K, N] where both operands' rows are declared multiples of 16
+/// bytes, and keeps `cp.async` otherwise.
+#[test]
+fn the_rule_copies_k_by_n_operands_with_the_accelerator_where_rows_allow() {
+    let src = variant("gemm_f16_wgmma_nn__tma");
+    let at = src.find("schedule = [").unwrap();
+    let bare = format!("{}\n", &src[..at]);
+    let steps = |src: &str| {
+        let art = rocmc::compile(
+            "k.toml",
+            src,
+            &rocmc::Options::new("sm_90a"),
+            rocmc::Emit::default(),
+        )
+        .unwrap();
+        let d = art.kernel.stages[0].default.clone().unwrap();
+        assert_eq!(d.rule, "matmul-wgmma");
+        d.steps.join("\n")
+    };
+    assert!(
+        steps(&bare).contains("swizzle=128, tma=1)"),
+        "{}",
+        steps(&bare)
+    );
+    let open = bare.replace("divisible = { K = 8, N = 8 }\n", "");
+    assert!(!steps(&open).contains("tma=1"), "{}", steps(&open));
+    // k-contiguous B keeps cp.async, which measured faster there.
+    let nt = variant("gemm_f16_wgmma__tma");
+    let at = nt.find("schedule = [").unwrap();
+    assert!(!steps(&nt[..at]).contains("tma=1"));
+    let cmp = emulated(&bare, &[("M", 65), ("N", 72), ("K", 80)]);
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+}
