@@ -370,6 +370,16 @@ def run(name, s):
         b = torch.randint(-128, 128, (N, K), device=dev, dtype=torch.int8)
         fl = 2 * M * N * K
         report("pytorch", name, s, timed(lambda: torch._int_mm(a, b.t())), 0, fl)
+    elif name.startswith("gemm_f16_wgmma_tn"):
+        # A is [K, M] (a weight gradient's Xᵀ): cuBLAS of A.T @ B.T (f16
+        # out, f32 accumulate); the Triton kernels here take contiguous
+        # operands only.
+        M, N, K = s["M"], s["N"], s["K"]
+        a = rnd(K, M).half()
+        b = rnd(N, K).half()
+        c = torch.empty(M, N, device=dev, dtype=torch.half)
+        fl = 2 * M * N * K
+        report("pytorch", name, s, timed(lambda: torch.matmul(a.t(), b.t(), out=c)), 0, fl)
     elif name.startswith(("gemm_f16_wgmma", "gemm_bf16_wgmma")) and "_nn" not in name:
         # B is [N, K] (nn.Linear's weight): cuBLAS of A @ B.T (16-bit out,
         # f32 accumulate) and Triton's tl.dot on the same layout.

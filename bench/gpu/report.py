@@ -18,7 +18,7 @@ RELATIVE = {"bias_grad": 1.0, "bias_grad_narrow": 1.0, "bias_grad_narrow_two_gro
 ATTENTION = {"attention", "attention_causal", "attention_causal128", "attention_d64", "attention_decode", "attention_decode_s1"}
 MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma"}
 # Hopper's warpgroup GEMMs (sm_90a): against cuBLAS at 80 % (issue 36).
-WGMMA = {"gemm_f16_wgmma", "gemm_f16_wgmma_8k", "gemm_bf16_wgmma", "gemm_f16_wgmma_nn", "gemm_f16_wgmma_nn_8k", "gemm_fp8_wgmma", "gemm_i8_wgmma"}
+WGMMA = {"gemm_f16_wgmma", "gemm_f16_wgmma_8k", "gemm_bf16_wgmma", "gemm_f16_wgmma_nn", "gemm_f16_wgmma_nn_8k", "gemm_f16_wgmma_tn", "gemm_fp8_wgmma", "gemm_i8_wgmma"}
 MATMUL |= WGMMA
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32",
          "attention", "attention_causal", "attention_causal128", "attention_d64", "attention_decode", "attention_decode_s1",

@@ -26,6 +26,9 @@
 //! - `rocmc-gpu-check wgmma [--seed S] [--perturb]` checks sm_90a's
 //!   warpgroup MMA on the GPU: descriptors, swizzle, k steps and the
 //!   accumulator layout, element by element;
+//! - `rocmc-gpu-check tma [--perturb]` checks the tensor memory
+//!   accelerator's copies (tensor maps the runtime encodes, the 128-byte
+//!   swizzle, zeros past the tensor) against rocmc's tile layout;
 //! - `rocmc-gpu-check gelu16 DIR` checks that rocmc's `f16(gelu(x))` is
 //!   within one f16 ulp of the exact value on the GPU.
 
@@ -40,6 +43,7 @@ use std::process::ExitCode;
 
 mod mma;
 mod remote;
+mod tma;
 mod transfer;
 mod ulp;
 mod wgmma;
@@ -58,8 +62,9 @@ fn main() -> ExitCode {
         Some("transfer") => transfer::transfer(&args[1..]),
         Some("mma") => mma::check(&args[1..]),
         Some("wgmma") => wgmma::check(&args[1..]),
+        Some("tma") => tma::check(&args[1..]),
         Some("gelu16") => ulp::gelu16(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | gelu16 DIR".into()),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | tma [--perturb] | gelu16 DIR".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -188,10 +188,15 @@ impl Cx<'_> {
             }
         }
         // K-major: the tile's rows are A's m or B's n, its 128-byte rows k.
-        // A 16-bit B may also be transposed (MN-major, B stored [K, N]):
-        // the tile's rows are k and its columns n, in 128-byte blocks.
+        // A 16-bit operand may also be transposed (MN-major, A stored
+        // [K, M] or B [K, N]): the tile's rows are k and its columns m or
+        // n, in 128-byte blocks.
         let k_major = self.check_lanes(op, &reads, false);
-        let transposed = matches!(op.role, Role::B) && op.instr.b.bits() == 16;
+        let bits = match op.role {
+            Role::A => op.instr.a.bits(),
+            Role::B => op.instr.b.bits(),
+        };
+        let transposed = bits == 16;
         let mn_major = match &k_major {
             Err(_) if transposed => Some(self.check_lanes(op, &reads, true)),
             _ => None,
@@ -273,7 +278,7 @@ impl Cx<'_> {
 
     /// Whether, for every lane and element, the read's tile row and column
     /// are one lane-independent start plus the instruction's element there:
-    /// (m or n, k) as a K-major operand, (k, n) `transposed`.
+    /// (m or n, k) as a K-major operand, (k, m or n) `transposed`.
     fn check_lanes(
         &self,
         op: &Operand,
@@ -287,7 +292,11 @@ impl Cx<'_> {
         for (e, (_, sw)) in reads.iter().enumerate() {
             for t in 0..op.instr.wave {
                 let (want_row, want_col) = match (op.role, transposed) {
-                    (Role::A, _) => op.instr.a_at(t, e as u32),
+                    (Role::A, false) => op.instr.a_at(t, e as u32),
+                    (Role::A, true) => {
+                        let (m, k) = op.instr.a_at(t, e as u32);
+                        (k, m)
+                    }
                     (Role::B, false) => {
                         let (k, n) = op.instr.b_at(t, e as u32);
                         (n, k)

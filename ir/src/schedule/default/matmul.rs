@@ -17,10 +17,13 @@ pub(super) struct Matmul<'k> {
     /// The operand varying with `i` (A) and the one varying with `j` (B).
     a: TensorId,
     b: TensorId,
-    /// Whether A is read with `k` as its last index alone (A[i, k]), and
+    /// Whether A is read with `k` as its last index alone (A[i, k]) or
+    /// first (A[k, i]: a transposed operand, as in a weight gradient), and
     /// B so (B[j, k]: nn.Linear's weight) or with `k` first (B[k, j]):
-    /// the layouts `wgmma` reads from LDS (the second transposed).
+    /// the layouts `wgmma` reads from LDS (those with `k` first
+    /// transposed).
     a_k_last: bool,
+    a_k_first: bool,
     b_k_last: bool,
     b_k_first: bool,
 }
@@ -72,6 +75,7 @@ impl<'k> Matmul<'k> {
             a: ta,
             b: tb,
             a_k_last: k_last(ia),
+            a_k_first: k_first(ia),
             b_k_last: k_last(ib),
             b_k_first: k_first(ib),
         })
@@ -128,8 +132,9 @@ impl<'k> Matmul<'k> {
 
     /// Hopper's warpgroup path (gemm_f16_wgmma.toml's schedule, 0.99x
     /// cuBLAS on the H100, bench/gpu/runs/h100-wgmma-2), where the target
-    /// has `wgmma` for the types, A keeps k contiguous and B too (B[j, k])
-    /// or, of 16-bit types, is stored [K, N] (read transposed): WG
+    /// has `wgmma` for the types, A and B keep k contiguous (A[i, k],
+    /// B[j, k]) or, of 16-bit types, are stored [K, M] / [K, N] (read
+    /// transposed): WG
     /// warpgroups of 64 rows each by BN columns, one instruction per 16 of
     /// k, 64-wide k tiles staged 128-byte swizzled by `cp.async`, or by the
     /// tensor memory accelerator (knob `TMA`).
@@ -147,9 +152,11 @@ impl<'k> Matmul<'k> {
             .into_iter()
             .filter(|i| types == (Some(i.a), Some(i.b), Some(i.acc)) && i.a.bits() == 16)
             .collect();
-        // 16-bit B may be read transposed (stored [K, N]); 8-bit only as is.
+        // 16-bit operands may be read transposed (A stored [K, M], B
+        // [K, N]); 8-bit only as they are.
+        let a_ok = self.a_k_last || (self.a_k_first && da.size() == 2);
         let b_ok = self.b_k_last || (self.b_k_first && da.size() == 2);
-        if !self.a_k_last || !b_ok || group.is_empty() {
+        if !a_ok || !b_ok || group.is_empty() {
             return None;
         }
         let shared = i64::from(cx.shared_bytes());
