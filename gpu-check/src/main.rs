@@ -50,6 +50,36 @@ mod wgmma;
 
 type Res<T> = Result<T, String>;
 
+/// ptxas for the tests of the hand-written kernels, found as rocmc finds
+/// it (`ROCMC_PTXAS`, else the newest under `~/.cache/rocmc` that
+/// scripts/install-ptxas.sh fills); required in CI, where the README's
+/// test command installs it.
+#[cfg(test)]
+fn test_ptxas() -> Option<PathBuf> {
+    let found = std::env::var_os("ROCMC_PTXAS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("ROCMC_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rocmc"))
+                })?;
+            let mut all: Vec<PathBuf> = std::fs::read_dir(cache)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path().join("ptxas"))
+                .filter(|p| p.exists())
+                .collect();
+            all.sort();
+            all.pop()
+        });
+    assert!(
+        found.is_some() || std::env::var_os("CI").is_none(),
+        "ptxas not found: run scripts/install-ptxas.sh (or set ROCMC_PTXAS)"
+    );
+    found
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let r = match args.first().map(String::as_str) {
