@@ -218,3 +218,17 @@ fn the_rule_copies_k_by_n_operands_with_the_accelerator_where_rows_allow() {
     let cmp = emulated(&bare, &[("M", 65), ("N", 72), ("K", 80)]);
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
 }
+
+/// A tile whose first column is not a multiple of 16 bytes: the
+/// accelerator faulted on one (h100-tma-2), so it is refused.
+#[test]
+fn a_tile_starting_off_sixteen_bytes_is_refused() {
+    let src = variant("gemm_f16_wgmma__tma")
+        .replace("C[i, j] = sum(f32(A[i, k])", "C[i, j] = sum(f32(A[i, k + 3])")
+        .replace("shape = [\"M\", \"K\"] }", "shape = [\"M\", \"K + 8\"] }");
+    let e = refusal(&src, "sm_90a");
+    assert!(
+        e.contains("the tiles of `A` start at columns not known to be multiples of 8 element(s)"),
+        "{e}"
+    );
+}

@@ -249,3 +249,35 @@ fn what_wgmma_cannot_read_is_refused_naming_why() {
     let e = refusal(&padded, "sm_90a");
     assert!(e.contains("without `pad`"), "{e}");
 }
+
+/// A stored [K, M] (a weight gradient's Xᵀ): staged in 128-byte column
+/// blocks and read transposed (`imm-trans-a`), with or without a schedule.
+#[test]
+fn a_stored_k_by_m_is_read_transposed() {
+    let src = variant("gemm_f16_wgmma_tn");
+    let cmp = emulated(&src, "sm_90a", &[("M", 70), ("N", 100), ("K", 80)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    let art = sm_90a(&src);
+    assert!(
+        art.loops
+            .contains("(128-byte swizzle, transposed, blocks 8192 bytes apart):"),
+        "{}",
+        art.loops
+    );
+    // imm-trans-a 1, imm-trans-b 0.
+    let ptx = art.asm.unwrap();
+    assert!(ptx.contains("p, 1, 1, 1, 0;"), "{ptx}");
+    let at = src.find("schedule = [").unwrap();
+    let bare = &src[..at];
+    let art = rocmc::compile(
+        "k.toml",
+        bare,
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        art.kernel.stages[0].default.as_ref().unwrap().rule,
+        "matmul-wgmma"
+    );
+}

@@ -76,10 +76,10 @@ pub(super) fn copy(
         ))
         .hint("stage a smaller tile"));
     }
+    let divs = k.size_divisors();
     // Every dimension's stride in memory must be a multiple of 16 bytes:
     // the rows' length, the others being multiples of it.
     if n > 1 {
-        let divs = k.size_divisors();
         let row = t.shape[n - 1].known_divisor_in(&divs) as i64 * esize;
         if row % 16 != 0 {
             return Err(err(format!(
@@ -93,6 +93,17 @@ pub(super) fn copy(
                 16 / esize.min(16)
             )));
         }
+    }
+    // Each box's first element is 16-byte aligned along the rows: an
+    // unaligned start faulted on the H100 (illegal instruction,
+    // bench/gpu/runs/h100-tma-2).
+    if (tile.base[n - 1].known_divisor_in(&divs) as i64 * esize) % 16 != 0 {
+        return Err(err(format!(
+            "the tensor memory accelerator copies boxes whose first element is 16-byte aligned along the rows, and the tiles of `{}` start at columns not known to be multiples of {} element(s)",
+            t.name,
+            16 / esize.min(16)
+        ))
+        .hint("stage the tile at a loop whose tiles start on multiples of 16 bytes of the last dimension (a split of it, say)"));
     }
     let mut boxed: Vec<u32> = outer.iter().map(|s| *s as u32).collect();
     boxed.push(inner as u32);
