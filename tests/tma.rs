@@ -224,7 +224,10 @@ fn the_rule_copies_k_by_n_operands_with_the_accelerator_where_rows_allow() {
 #[test]
 fn a_tile_starting_off_sixteen_bytes_is_refused() {
     let src = variant("gemm_f16_wgmma__tma")
-        .replace("C[i, j] = sum(f32(A[i, k])", "C[i, j] = sum(f32(A[i, k + 3])")
+        .replace(
+            "C[i, j] = sum(f32(A[i, k])",
+            "C[i, j] = sum(f32(A[i, k + 3])",
+        )
         .replace("shape = [\"M\", \"K\"] }", "shape = [\"M\", \"K + 8\"] }");
     let e = refusal(&src, "sm_90a");
     assert!(

@@ -259,14 +259,15 @@ fn gpu_args(w: &mut String, k: &KernelLaunch) {
             let boxed: Vec<String> = m.boxed.iter().rev().map(|b| b.to_string()).collect();
             let _ = writeln!(
                 w,
-                "     `{}`: dense row-major, boxDim {{{}}} (innermost first),",
+                "     `{}`: dense row-major, boxDim {{{}}} (innermost first), CU_TENSOR_MAP_SWIZZLE_{}B,",
                 a.name,
-                boxed.join(", ")
+                boxed.join(", "),
+                m.swizzle
             );
         }
         let _ = writeln!(
             w,
-            "     each encoded by cuTensorMapEncodeTiled with CU_TENSOR_MAP_SWIZZLE_128B, an unsigned\n     data type of the element's size and zero fill. */\n  const void *tensor_maps;"
+            "     each encoded by cuTensorMapEncodeTiled with an unsigned data type of the\n     element's size and zero fill. */\n  const void *tensor_maps;"
         );
     }
     let _ = writeln!(w, "}};");

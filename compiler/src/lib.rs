@@ -804,6 +804,7 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                     )
                     .expect("a tensor copy's tensor is a buffer argument"),
                 boxed: m.boxed.clone(),
+                swizzle: m.swizzle,
             })
             .collect(),
     };

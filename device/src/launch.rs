@@ -76,13 +76,23 @@ pub struct KernelLaunch {
 
 /// One tensor map a kernel reads: buffer argument `arg` (an index into
 /// [`KernelLaunch::args`]), dense in row-major order, copied in boxes of
-/// `boxed` elements (outermost first), 128-byte swizzled, elements outside
-/// the tensor read as zeros. In memory, 128 bytes per map, 64-byte aligned
-/// (CUDA's `CUtensorMap`).
+/// `boxed` elements (outermost first), swizzled in rows of `swizzle` bytes
+/// (128, 64 or 32), elements outside the tensor read as zeros. In memory,
+/// 128 bytes per map, 64-byte aligned (CUDA's `CUtensorMap`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorMapLaunch {
     pub arg: usize,
     pub boxed: Vec<u32>,
+    #[serde(default = "swizzle_128", skip_serializing_if = "is_128")]
+    pub swizzle: u32,
+}
+
+fn swizzle_128() -> u32 {
+    128
+}
+
+fn is_128(s: &u32) -> bool {
+    *s == 128
 }
 
 /// What a runtime needs to encode a [`TensorMapLaunch`] for one launch.
@@ -98,6 +108,8 @@ pub struct TensorMapShape {
     pub dims: Vec<u64>,
     /// The box, outermost first.
     pub boxed: Vec<u32>,
+    /// The swizzle's span in bytes.
+    pub swizzle: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -560,6 +572,7 @@ impl LaunchInfo {
                     elem_bytes,
                     dims,
                     boxed: m.boxed.clone(),
+                    swizzle: m.swizzle,
                 })
             })
             .collect()
@@ -740,6 +753,7 @@ mod tests {
             tensor_maps: vec![TensorMapLaunch {
                 arg: 0,
                 boxed: vec![128, 64],
+                swizzle: 128,
             }],
         }
     }
@@ -769,6 +783,7 @@ mod tests {
                 elem_bytes: 2,
                 dims: vec![70, 136],
                 boxed: vec![128, 64],
+                swizzle: 128,
             }])
         );
         // 36 halves are 72 bytes a row: not a stride the accelerator takes.

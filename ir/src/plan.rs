@@ -252,8 +252,9 @@ pub struct Cache {
     /// one buffer, copied synchronously.
     pub stages: u32,
     /// `swizzle=128`: rows of 128 bytes whose 16-byte chunk `c` of row `r`
-    /// sits at `c ^ r % 8`, the layout Hopper's `wgmma` reads from LDS.
-    pub swizzle: bool,
+    /// sits at `c ^ r % 8`, the layout Hopper's `wgmma` reads from LDS;
+    /// `swizzle=64` and `32`, its narrower modes (the row span in bytes).
+    pub swizzle: Option<i64>,
     /// `tma=1` (with `swizzle=128` and `stages`): each buffer is filled by
     /// the tensor memory accelerator (`cp.async.bulk.tensor`, sm_90a), one
     /// thread issuing the whole tile and every thread waiting on the
@@ -272,7 +273,7 @@ pub struct CopyOpts {
     pub vec: i64,
     pub prefetch: bool,
     pub stages: u32,
-    pub swizzle: bool,
+    pub swizzle: Option<i64>,
     pub tma: bool,
 }
 

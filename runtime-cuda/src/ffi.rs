@@ -115,7 +115,9 @@ pub const TENSOR_MAP_UINT8: c_int = 0;
 pub const TENSOR_MAP_UINT16: c_int = 1;
 pub const TENSOR_MAP_UINT32: c_int = 2;
 pub const TENSOR_MAP_UINT64: c_int = 4;
-/// CU_TENSOR_MAP_SWIZZLE_128B.
+/// CU_TENSOR_MAP_SWIZZLE_32B, _64B, _128B.
+pub const TENSOR_MAP_SWIZZLE_32B: c_int = 1;
+pub const TENSOR_MAP_SWIZZLE_64B: c_int = 2;
 pub const TENSOR_MAP_SWIZZLE_128B: c_int = 3;
 /// CU_TENSOR_MAP_L2_PROMOTION_L2_128B.
 pub const TENSOR_MAP_L2_128B: c_int = 2;

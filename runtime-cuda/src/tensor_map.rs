@@ -53,7 +53,7 @@ impl Uploaded {
 }
 
 /// The tensor map of `shape` for the tensor at device address `addr`:
-/// dense row-major, 128-byte swizzled boxes, zeros outside the tensor. An
+/// dense row-major, swizzled boxes, zeros outside the tensor. An
 /// empty tensor gets zero bytes (never read: no tile of it is copied).
 pub(crate) fn encode(
     api: &Api,
@@ -72,6 +72,12 @@ pub(crate) fn encode(
     let encode = api.tensor_map_encode_tiled.ok_or_else(|| {
         bad("this kernel's tiles are copied by the tensor memory accelerator, and the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later)".into())
     })?;
+    let swizzle = match shape.swizzle {
+        128 => ffi::TENSOR_MAP_SWIZZLE_128B,
+        64 => ffi::TENSOR_MAP_SWIZZLE_64B,
+        32 => ffi::TENSOR_MAP_SWIZZLE_32B,
+        s => return Err(bad(format!("no {s}-byte swizzle for a tensor map"))),
+    };
     let data_type = match shape.elem_bytes {
         1 => ffi::TENSOR_MAP_UINT8,
         2 => ffi::TENSOR_MAP_UINT16,
@@ -110,7 +116,7 @@ pub(crate) fn encode(
             boxed.as_ptr(),
             unit.as_ptr(),
             0,
-            ffi::TENSOR_MAP_SWIZZLE_128B,
+            swizzle,
             ffi::TENSOR_MAP_L2_128B,
             0,
         )

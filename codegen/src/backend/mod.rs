@@ -328,12 +328,14 @@ pub(crate) trait Backend {
     /// or `None`, having emitted nothing, where the target's matrix
     /// instructions read registers (the caller runs the fills).
     /// `mn_block`: a transposed (MN-major) operand whose 128-byte column
-    /// blocks are that many bytes apart.
+    /// blocks are that many bytes apart. `row_bytes`: the swizzle's span
+    /// (128, 64 or 32; 8 rows of it between groups of rows).
     fn matrix_descriptor<'ctx>(
         &self,
         _emit: &Emit<'_, 'ctx>,
         _start: PointerValue<'ctx>,
         _mn_block: Option<u32>,
+        _row_bytes: u32,
     ) -> R<Option<IntValue<'ctx>>> {
         Ok(None)
     }

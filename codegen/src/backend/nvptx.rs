@@ -423,17 +423,30 @@ impl Backend for Nvptx<'_> {
             .map(Some)
     }
 
-    /// Hopper's shared-memory matrix descriptor, 128-byte swizzle mode:
-    /// the address's bits 4-17; 1024 bytes (8 rows of 128) between groups
-    /// of 8 rows (the stride-dimension offset); the leading-dimension
-    /// offset 1 (unused) for a K-major operand, the distance between
-    /// 128-byte column blocks (64 f16 of n) for a transposed one.
+    /// Hopper's shared-memory matrix descriptor: the address's bits 4-17;
+    /// 8 rows of the swizzle's span between groups of 8 rows (the
+    /// stride-dimension offset: 1024 bytes for 128-byte rows); the
+    /// leading-dimension offset 1 (unused) for a K-major operand, the
+    /// distance between 128-byte column blocks (64 f16 of n) for a
+    /// transposed one; the layout type of the span in bits 62-63 (1:
+    /// 128-byte swizzle, 2: 64-byte, 3: 32-byte).
     fn matrix_descriptor<'ctx>(
         &self,
         emit: &Emit<'_, 'ctx>,
         start: PointerValue<'ctx>,
         mn_block: Option<u32>,
+        row_bytes: u32,
     ) -> R<Option<IntValue<'ctx>>> {
+        let layout: u64 = match row_bytes {
+            128 => 1,
+            64 => 2,
+            32 => 3,
+            other => {
+                return Err(CodegenError::Llvm(format!(
+                    "no descriptor layout for {other}-byte swizzled rows (a rocmc bug)"
+                )))
+            }
+        };
         let i64t = emit.cx.i64_type();
         let addr = emit.b.build_ptr_to_int(start, i64t, "").map_err(llvm_err)?;
         let c = |v: u64| i64t.const_int(v, false);
@@ -443,7 +456,8 @@ impl Backend for Nvptx<'_> {
             .build_right_shift(bits, c(4), false, "")
             .map_err(llvm_err)?;
         let leading = mn_block.map_or(1, |b| u64::from(b >> 4) & 0x3fff);
-        let fixed = (leading << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62);
+        let stride = (8 * u64::from(row_bytes)) >> 4;
+        let fixed = (leading << 16) | (stride << 32) | (layout << 62);
         Ok(Some(
             emit.b.build_or(field, c(fixed), "").map_err(llvm_err)?,
         ))

@@ -119,10 +119,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         shared: u32,
         start: &Index,
         mn_block: Option<u32>,
+        row_bytes: u32,
         stores: &[Stmt],
     ) -> R<()> {
         let p = self.shared_ptr(shared, start)?;
-        match self.be.matrix_descriptor(&self.ctx(), p, mn_block)? {
+        match self
+            .be
+            .matrix_descriptor(&self.ctx(), p, mn_block, row_bytes)?
+        {
             Some(d) => {
                 let dst = self.local_ptr(local, index)?;
                 self.b.build_store(dst, d).map_err(llvm_err)?;

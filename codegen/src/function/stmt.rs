@@ -91,8 +91,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 shared,
                 start,
                 mn_block,
+                row_bytes,
                 stores,
-            } => self.matrix_desc(*local, index, *shared, start, *mn_block, stores)?,
+            } => self.matrix_desc(*local, index, *shared, start, *mn_block, *row_bytes, stores)?,
             Stmt::MatrixAsync(op) => self.matrix_async(*op)?,
             Stmt::TensorCopy {
                 map,

@@ -106,8 +106,10 @@ pub struct GpuKernel {
 pub struct TensorMap {
     pub tensor: TensorId,
     /// Elements of the box per dimension, outermost first; the innermost
-    /// is 128 bytes, the span of the swizzle.
+    /// is `swizzle` bytes, the span of the swizzle.
     pub boxed: Vec<u32>,
+    /// The swizzle's span: 128, 64 or 32 bytes.
+    pub swizzle: u32,
 }
 
 /// A per-thread array. With constant indices (unrolled loops) LLVM keeps it
@@ -253,9 +255,11 @@ pub enum Stmt {
     },
     /// The shared-memory descriptor of one operand of a matrix instruction
     /// that reads A or B from LDS (`wgmma`): the operand's first row starts
-    /// at element `start` of LDS array `shared`, laid out 128-byte swizzled
-    /// (`cache_read(..., swizzle=128)`: rows of 128 bytes, 16-byte chunk `c`
-    /// of row `r` at `c ^ r % 8`, the array 1024-byte aligned). The
+    /// at element `start` of LDS array `shared`, laid out swizzled in rows
+    /// of `row_bytes` (`cache_read(..., swizzle=128)`: rows of 128 bytes,
+    /// 16-byte chunk `c` of row `r` at `c ^ r % 8`; 64 and 32 as
+    /// [`crate::lower`]'s swizzle module says; the array 1024-byte
+    /// aligned). The
     /// descriptor goes to `locals[local][index]`, an i64. Its meaning on
     /// every target that does not read operands through descriptors (the
     /// CPU, the interpreter) is `stores`, the fills of the operand's
@@ -271,6 +275,8 @@ pub enum Stmt {
         /// B stored `[K, N]`): the tile's rows run along k and its 128-byte
         /// column blocks along n, `bytes` apart.
         mn_block: Option<u32>,
+        /// The swizzle's span: 128, 64 or 32 bytes a row.
+        row_bytes: u32,
         stores: Vec<Stmt>,
     },
     /// `boxes` boxes of map `map` of the kernel's
@@ -278,8 +284,8 @@ pub enum Stmt {
     /// tensor memory accelerator (`cp.async.bulk.tensor`): box `b` starts
     /// at `tensor[coords..]` moved `b` boxes along the innermost dimension
     /// and lands at element `start + b * (the box's elements)` (1024-byte
-    /// aligned), 128-byte swizzled as `cache_read(..., swizzle=128)` lays
-    /// its blocks out. Executed by the work-group together: the first
+    /// aligned), swizzled as `cache_read(..., swizzle=S)` lays its blocks
+    /// out. Executed by the work-group together: the first
     /// thread issues it, and its bytes count towards mbarrier `bar` (an i64
     /// at `shared[bar.0][bar.1]`), which the readers wait on
     /// ([`Mbarrier::Wait`]). Its meaning elsewhere (the CPU, the
@@ -369,6 +375,7 @@ impl Stmt {
                 shared,
                 start,
                 mn_block,
+                row_bytes,
                 stores,
             } => Stmt::MatrixDesc {
                 local,
@@ -376,6 +383,7 @@ impl Stmt {
                 shared,
                 start,
                 mn_block,
+                row_bytes,
                 stores: f(stores),
             },
             Stmt::TensorCopy {

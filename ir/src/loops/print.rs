@@ -219,11 +219,14 @@ impl Printer<'_, '_, '_> {
                     shared,
                     start,
                     mn_block,
+                    row_bytes,
                     stores,
                 } => {
                     let layout = match mn_block {
-                        None => "128-byte swizzle".to_string(),
-                        Some(b) => format!("128-byte swizzle, transposed, blocks {b} bytes apart"),
+                        None => format!("{row_bytes}-byte swizzle"),
+                        Some(b) => {
+                            format!("{row_bytes}-byte swizzle, transposed, blocks {b} bytes apart")
+                        }
                     };
                     writeln!(
                         self.f,

@@ -260,6 +260,7 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             shared,
             start,
             mn_block,
+            row_bytes,
             stores,
         } => Stmt::MatrixDesc {
             local: f.local(local),
@@ -267,6 +268,7 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             shared: f.shared(shared),
             start: f.index(start),
             mn_block,
+            row_bytes,
             stores: fold_body(f, stores),
         },
         Stmt::MatrixAsync(op) => Stmt::MatrixAsync(op),

@@ -270,8 +270,9 @@ struct Tile {
     data: Vec<Option<Expr>>,
     /// `size` with the last dimension padded by `pad`.
     padded: Vec<i64>,
-    /// With `swizzle=128`: the elements of a 16-byte chunk.
-    swizzle: Option<i64>,
+    /// With `swizzle=S`: the elements of a 16-byte chunk, and S (the
+    /// bytes of a row).
+    swizzle: Option<(i64, i64)>,
     elems: i64,
     /// Elements of one buffer.
     len: i64,
@@ -290,10 +291,10 @@ impl Tile {
         };
         match self.swizzle {
             None => self.slot.clone() + linear(o, &self.padded),
-            Some(chunk) => {
+            Some((chunk, bytes)) => {
                 let n = o.len();
-                // 128 bytes of the last dimension per block.
-                let width = chunk * swizzle::ROW_BYTES / swizzle::CHUNK_BYTES;
+                // S bytes of the last dimension per block.
+                let width = chunk * bytes / swizzle::CHUNK_BYTES;
                 let rows: i64 = self.padded[..n - 1].iter().product();
                 swizzle::swizzled(&swizzle::Swizzled {
                     slot: self.slot.clone(),
@@ -558,12 +559,12 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     let n = size.len();
     let mut padded = size.clone();
     padded[n - 1] = padded[n - 1].saturating_add(c.pad);
-    let swizzle = if c.swizzle {
+    let swizzle = if let Some(span) = c.swizzle {
         let esize = t.dtype.size() as i64;
         let rows: i64 = size[..n - 1].iter().product();
-        let bad = if (size[n - 1] * esize) % swizzle::ROW_BYTES != 0 {
+        let bad = if (size[n - 1] * esize) % span != 0 {
             Some(format!(
-                "its rows are {} elements of {} ({} bytes), not a multiple of 128 bytes",
+                "its rows are {} elements of {} ({} bytes), not a multiple of {span} bytes",
                 size[n - 1],
                 t.dtype,
                 size[n - 1] * esize
@@ -576,10 +577,10 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
             None
         };
         if let Some(b) = bad {
-            return Err(err(format!("`swizzle=128` cannot lay out the tile of `{}`: {b}", t.name))
-                .hint("stage a multiple of 128 bytes of the last dimension (64 f16, 128 f8) by a multiple of 8 rows"));
+            return Err(err(format!("`swizzle={span}` cannot lay out the tile of `{}`: {b}", t.name))
+                .hint(format!("stage a multiple of {span} bytes of the last dimension ({} f16, {span} f8) by a multiple of 8 rows", span / 2)));
         }
-        Some(swizzle::CHUNK_BYTES / esize)
+        Some((swizzle::CHUNK_BYTES / esize, span))
     } else {
         None
     };

@@ -207,12 +207,19 @@ impl Cx<'_> {
             (Err(e), None) | (Err(_), Some(Err(e))) => return Err(e),
         };
         let esize = self.shared[shared as usize].dtype.size() as i64;
-        // The descriptor's 128-byte swizzle mode: rows of 128 bytes, chunks
-        // of 16 (what `cache_read(..., swizzle=128)` builds).
-        if first.width * esize != 128 || first.chunk * esize != 16 {
+        // The descriptor's swizzle modes: rows of 128, 64 or 32 bytes,
+        // chunks of 16 (what `cache_read(..., swizzle=S)` builds); the
+        // narrower ones K-major only.
+        let row_bytes = first.width * esize;
+        if !super::cache::swizzle::SPANS.contains(&row_bytes) || first.chunk * esize != 16 {
             return Err(
-                "the operand's tile is not swizzled in 128-byte rows of 16-byte chunks".into(),
+                "the operand's tile is not swizzled in rows of 128, 64 or 32 bytes of 16-byte chunks".into(),
             );
+        }
+        if mn && row_bytes != 128 {
+            return Err(format!(
+                "a transposed operand is read in 128-byte swizzled rows only, and its tile's are {row_bytes} bytes"
+            ));
         }
         let lane_at = HashMap::from([(self.lane, Index::c(0))]);
         let (start_row, start_col) = (first.row.subst(&lane_at), first.col.subst(&lane_at));
@@ -272,6 +279,7 @@ impl Cx<'_> {
             shared,
             start,
             mn_block,
+            row_bytes: row_bytes as u32,
             stores: run.to_vec(),
         })
     }

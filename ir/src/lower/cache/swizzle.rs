@@ -11,14 +11,21 @@
 //! reads a transposed ("MN-major") operand in, 64 elements of n by 8 of k
 //! per swizzle atom.
 //!
+//! `swizzle=64` and `swizzle=32` are the hardware's narrower modes: rows
+//! of 64 (32) bytes, 4 (2) chunks each, chunk `c` of row `r` at
+//! `c ^ (r / 2) % 4` (`c ^ (r / 4) % 2`) — address bits 4-5 exclusive-or'd
+//! with 7-8 (bit 4 with bit 7) — the pattern repeating every 8 rows too.
+//!
 //! [`swizzled`] builds the index of an element; [`unswizzled`] takes one
 //! apart again, for pass `matrix_descs`, which proves that a fragment's
 //! reads are a whole operand in this layout.
 
 use crate::index::{IOp, Index};
 
-/// Bytes of a swizzled row.
+/// Bytes of a row in the widest swizzle (and of a column block).
 pub(crate) const ROW_BYTES: i64 = 128;
+/// The swizzles' row spans, in bytes.
+pub(crate) const SPANS: [i64; 3] = [32, 64, 128];
 /// Bytes of a chunk, the unit the swizzle permutes.
 pub(crate) const CHUNK_BYTES: i64 = 16;
 
@@ -30,7 +37,8 @@ pub(crate) struct Swizzled {
     /// The row within the buffer and the element within the row.
     pub row: Index,
     pub col: Index,
-    /// Elements per row and per chunk.
+    /// Elements per row and per chunk: their ratio (8, 4 or 2 chunks a
+    /// row) is the swizzle's span (128, 64 or 32 bytes).
     pub width: i64,
     pub chunk: i64,
     /// Where the last dimension spans several 128-byte blocks: the
@@ -38,7 +46,22 @@ pub(crate) struct Swizzled {
     pub block: Option<i64>,
 }
 
-/// `slot + row * width + (col / chunk ^ row % 8) * chunk + col % chunk`;
+/// Row `row`'s chunk permutation: `row % 8` for 8 chunks a row, else
+/// `(row / (8 / chunks)) % chunks`.
+fn phase(row: &Index, chunks: i64) -> Index {
+    let c = Index::c;
+    if chunks == 8 {
+        Index::bin(IOp::Mod, row.clone(), c(8))
+    } else {
+        Index::bin(
+            IOp::Mod,
+            Index::bin(IOp::Div, row.clone(), c(8 / chunks)),
+            c(chunks),
+        )
+    }
+}
+
+/// `slot + row * width + (col / chunk ^ phase(row)) * chunk + col % chunk`;
 /// with blocks, `col` is first split into `col / width` (times `block`)
 /// and `col % width`.
 pub(crate) fn swizzled(s: &Swizzled) -> Index {
@@ -57,7 +80,7 @@ pub(crate) fn swizzled(s: &Swizzled) -> Index {
     let chunk_ix = Index::bin(
         IOp::Xor,
         Index::bin(IOp::Div, col.clone(), c(s.chunk)),
-        Index::bin(IOp::Mod, s.row.clone(), c(8)),
+        phase(&s.row, s.width / s.chunk),
     );
     let within = Index::bin(
         IOp::Add,
@@ -122,7 +145,7 @@ fn blocked(ix: &Index) -> Option<Swizzled> {
     })
 }
 
-/// The parts of `row * width + (col / chunk ^ row % 8) * chunk + col % chunk`.
+/// The parts of `row * width + (col / chunk ^ phase(row)) * chunk + col % chunk`.
 fn in_block(rest: &Index) -> Option<Swizzled> {
     use Index::Bin;
     let Bin(IOp::Add, rw, within) = rest else {
@@ -140,15 +163,14 @@ fn in_block(rest: &Index) -> Option<Swizzled> {
     let Bin(IOp::Xor, hi, rmod) = &**xor else {
         return None;
     };
-    let (Bin(IOp::Div, col, c1), Bin(IOp::Mod, row2, eight), Bin(IOp::Mod, col2, c2)) =
-        (&**hi, &**rmod, &**low)
-    else {
+    let (Bin(IOp::Div, col, c1), Bin(IOp::Mod, col2, c2)) = (&**hi, &**low) else {
         return None;
     };
     let (width, chunk) = (width.as_const()?, chunk.as_const()?);
-    let same = row2 == row
+    let chunks = width.checked_div(chunk)?;
+    let same = SPANS.iter().any(|s| s / 16 == chunks)
+        && **rmod == phase(row, chunks)
         && col2 == col
-        && eight.as_const() == Some(8)
         && c1.as_const() == Some(chunk)
         && c2.as_const() == Some(chunk);
     same.then(|| Swizzled {

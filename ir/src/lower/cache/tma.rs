@@ -2,9 +2,9 @@
 //! filled by Hopper's tensor memory accelerator rather than by every
 //! thread's share of `cp.async`.
 //!
-//! One thread issues a `cp.async.bulk.tensor` per 128-byte column block of
-//! the tile (the accelerator's 128-byte swizzle is the layout
-//! `swizzle=128` already gives each block), the runtime describes the
+//! One thread issues a `cp.async.bulk.tensor` per column block of the
+//! tile (the accelerator's 128-, 64- and 32-byte swizzles are the layouts
+//! `swizzle=128`, `64` and `32` give each block), the runtime describes the
 //! tensor in a tensor map, and each buffer has an mbarrier the copies
 //! complete: the readers wait on it instead of on their own copy groups.
 //! The pipeline ([`pipeline_loop`]) keeps the shape of the `cp.async` one.
@@ -65,7 +65,8 @@ pub(super) fn copy(
     }
     let n = tile.size.len();
     let esize = t.dtype.size() as i64;
-    let inner = super::swizzle::ROW_BYTES / esize;
+    let span = c.swizzle.unwrap_or(super::swizzle::ROW_BYTES);
+    let inner = span / esize;
     let outer = &tile.size[..n - 1];
     // Checked by the swizzle: 128-byte multiples of the last dimension, a
     // multiple of 8 rows, no gathers, nothing sized at launch.
@@ -110,11 +111,12 @@ pub(super) fn copy(
     let map = cx
         .tensor_maps
         .iter()
-        .position(|m| m.tensor == c.tensor && m.boxed == boxed)
+        .position(|m| m.tensor == c.tensor && m.boxed == boxed && i64::from(m.swizzle) == span)
         .unwrap_or_else(|| {
             cx.tensor_maps.push(TensorMap {
                 tensor: c.tensor,
                 boxed,
+                swizzle: span as u32,
             });
             cx.tensor_maps.len() - 1
         }) as u32;

@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128, tma=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -75,11 +75,11 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                 }
             },
             Some("swizzle") if swizzle.is_none() => match value {
-                Some(128) => swizzle = Some(true),
+                Some(v @ (32 | 64 | 128)) => swizzle = Some(v),
                 _ => {
                     return Err(Diagnostic::new(
                         a.value.span,
-                        "swizzle must be 128 (rows of 128 bytes, chunk `c` of row `r` at `c ^ r % 8`)",
+                        "swizzle must be 128, 64 or 32 (the bytes of a row; at 128, chunk `c` of row `r` at `c ^ r % 8`)",
                     ))
                 }
             },
@@ -106,20 +106,20 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         vec: vec.unwrap_or(1),
         prefetch: prefetch.unwrap_or(false),
         stages: stages.unwrap_or(1),
-        swizzle: swizzle.unwrap_or(false),
+        swizzle,
         tma: tma.unwrap_or(false),
     };
-    if opts.tma && (!opts.swizzle || opts.stages < 2 || opts.prefetch) {
+    if opts.tma && (opts.swizzle.is_none() || opts.stages < 2 || opts.prefetch) {
         return Err(Diagnostic::new(
             s.span,
-            "`tma=1` fills multi-buffered, swizzled LDS tiles: it needs `swizzle=128` and `stages=N` (N >= 2)",
+            "`tma=1` fills multi-buffered, swizzled LDS tiles: it needs `swizzle=128` (or 64, 32) and `stages=N` (N >= 2)",
         )
         .hint("the tensor memory accelerator writes the 128-byte swizzled layout, and each buffer's mbarrier tells its readers when it has landed"));
     }
-    if opts.swizzle && (write || local || opts.pad != 0) {
+    if opts.swizzle.is_some() && (write || local || opts.pad != 0) {
         return Err(Diagnostic::new(
             s.span,
-            "`swizzle=128` lays out `cache_read(..., shared, ...)` tiles without `pad`",
+            "`swizzle=` lays out `cache_read(..., shared, ...)` tiles without `pad`",
         )
         .hint("the swizzle already spreads a column's rows over the banks, which is what `pad` is for"));
     }
