@@ -683,13 +683,13 @@ const GEMM: &str = "# a matrix product, through sm_90a's lanes or another target
 /// B stored `[N, K]` (k contiguous, as `wgmma` reads it) or `[K, N]`, with
 /// a bias and a ReLU or none; unscheduled (rule `matmul-wgmma` on sm_90a
 /// where it applies, `matmul-mma` elsewhere), or with a warpgroup schedule
-/// of random width, warpgroups and buffers, staged `swizzle=128`, at times
-/// by the tensor memory accelerator (`tma=1`, rows of k declared a multiple
-/// of 16 bytes).
+/// of random width, warpgroups and buffers, staged `swizzle=128` (or the
+/// narrower 64 and 32, with k tiles to match), at times by the tensor
+/// memory accelerator (`tma=1`, rows of k declared a multiple of 16
+/// bytes).
 fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
     let dt = *rng.pick(&["f16", "bf16", "i8"]);
     let (acc, kstep) = if dt == "i8" { ("i32", 32) } else { ("f32", 16) };
-    let ktile = 4 * kstep;
     let k_major = rng.chance(70);
     let (b_shape, b_at) = if k_major {
         ("[\"n\", \"k\"]", "B[j, kk]")
@@ -718,6 +718,11 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
         let wg = *rng.pick(&[1, 2]);
         let stages = *rng.pick(&[1, 2, 3, 4]);
         let t = if dt == "i8" { "i8" } else { dt };
+        // The swizzle's span sets the k tile: 128 bytes, or the narrower
+        // 64 and 32 (fewer instructions a tile).
+        let span = *rng.pick(&[128, 128, 64, 32]);
+        let esize = if dt == "i8" { 1 } else { 2 };
+        let (ktile, vec) = (span / esize, 16 / esize);
         let tma = if stages >= 2 && rng.chance(40) {
             let per16 = if dt == "i8" { 16 } else { 8 };
             src = src.replacen(
@@ -740,12 +745,10 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
             "bind(wi, threadIdx.y)".to_string(),
             "unroll(km)".to_string(),
             format!(
-                "AS = cache_read(A, shared, ko, vec={}, stages={stages}, swizzle=128{tma})",
-                ktile / 8
+                "AS = cache_read(A, shared, ko, vec={vec}, stages={stages}, swizzle={span}{tma})"
             ),
             format!(
-                "BS = cache_read(B, shared, ko, vec={}, stages={stages}, swizzle=128{tma})",
-                ktile / 8
+                "BS = cache_read(B, shared, ko, vec={vec}, stages={stages}, swizzle={span}{tma})"
             ),
             format!("mma(fi, ji, rk, instr=wgmma_m64n{n}k{kstep}_{t})"),
         ];

@@ -281,3 +281,48 @@ fn a_stored_k_by_m_is_read_transposed() {
         "matmul-wgmma"
     );
 }
+
+/// `swizzle=64` and `swizzle=32`: 32- and 16-deep k tiles in the narrower
+/// swizzles, their descriptors of layout type 2 and 3 (512 and 256 bytes
+/// between groups of 8 rows), filled by `cp.async` or the accelerator
+/// (whose maps carry the swizzle); transposed operands stay at 128.
+#[test]
+fn narrower_swizzles_are_read_through_their_own_descriptors() {
+    let sw64 = variant("gemm_f16_wgmma__sw64");
+    let cmp = emulated(&sw64, "sm_90a", &[("M", 70), ("N", 260), ("K", 72)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    let art = sm_90a(&sw64);
+    assert!(art.loops.contains("(64-byte swizzle):"), "{}", art.loops);
+    // PTX writes the 64-bit constant signed (bit 63 is the layout's).
+    let desc =
+        |stride: u64, layout: u64| ((1u64 << 16) | ((stride >> 4) << 32) | (layout << 62)) as i64;
+    let ptx = art.asm.unwrap();
+    assert!(
+        ptx.contains(&desc(512, 2).to_string()),
+        "no 64-byte descriptor"
+    );
+    let sw32 = variant("gemm_f16_wgmma__sw32tma");
+    let cmp = emulated(&sw32, "sm_90a", &[("M", 3), ("N", 70), ("K", 40)]).unwrap();
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    let art = sm_90a(&sw32);
+    assert!(
+        art.asm.unwrap().contains(&desc(256, 3).to_string()),
+        "no 32-byte descriptor"
+    );
+    let maps = &art.launch.kernels[0].tensor_maps;
+    assert_eq!(
+        (maps[0].boxed.as_slice(), maps[0].swizzle),
+        (&[128, 16][..], 32)
+    );
+    // B stored [K, N] is read transposed in 128-byte rows only.
+    let nn = variant("gemm_f16_wgmma_nn")
+        .replace("split(k, 64)", "split(k, 32)")
+        .replace("stages=4, swizzle=128)", "stages=4, swizzle=64)");
+    let e = refusal(&nn, "sm_90a");
+    assert!(
+        e.contains("a transposed operand is read in 128-byte swizzled rows only"),
+        "{e}"
+    );
+    let e = refusal(&wgmma_src().replace("swizzle=128", "swizzle=96"), "sm_90a");
+    assert!(e.contains("swizzle must be 128, 64 or 32"), "{e}");
+}

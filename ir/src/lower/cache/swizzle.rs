@@ -242,6 +242,41 @@ mod tests {
         }
     }
 
+    /// The narrower swizzles: 64-byte rows (32 f16, 4 chunks) permuted by
+    /// `(r / 2) % 4`, 32-byte rows (16 f16, 2 chunks) by `(r / 4) % 2`;
+    /// each takes apart again and permutes each row's chunks.
+    #[test]
+    fn sixty_four_and_thirty_two_byte_rows() {
+        let (r, k, s) = (
+            Index::Var(VarId(0)),
+            Index::Var(VarId(1)),
+            Index::Var(VarId(2)),
+        );
+        for (width, block) in [(32, None), (16, None), (32, Some(16 * 32))] {
+            let sw = Swizzled {
+                slot: s.clone() * Index::c(4096),
+                row: r.clone(),
+                col: k.clone(),
+                width,
+                chunk: 8,
+                block,
+            };
+            let ix = swizzled(&sw);
+            assert_eq!(unswizzled(&ix), Some(sw.clone()), "{width}");
+            let chunks = width / 8;
+            for row in 0..16 {
+                let mut seen = std::collections::HashSet::new();
+                for col in 0..width {
+                    let at = ix.eval(&[], &[row, col, 0]).unwrap();
+                    assert!((row * width..row * width + width).contains(&at));
+                    assert!(seen.insert(at));
+                    let want = ((col / 8) ^ (row / (8 / chunks)) % chunks) * 8 + col % 8;
+                    assert_eq!(at - row * width, want, "row {row} col {col}");
+                }
+            }
+        }
+    }
+
     /// Every row is a permutation of its chunks: no two elements collide.
     #[test]
     fn each_row_holds_each_element_once() {
