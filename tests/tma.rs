@@ -138,7 +138,7 @@ fn what_the_accelerator_cannot_copy_is_refused_naming_why() {
     // The accelerator fills swizzled, multi-buffered tiles.
     let unswizzled = src.replace("stages=4, swizzle=128, tma=1", "stages=4, tma=1");
     let e = refusal(&unswizzled, "sm_90a");
-    assert!(e.contains("it needs `swizzle=128` and `stages=N`"), "{e}");
+    assert!(e.contains("it needs `swizzle=128` (or 64, 32) and `stages=N`"), "{e}");
     // One pipeline per loop: all of its tiles or none.
     let mixed = src.replacen("swizzle=128, tma=1", "swizzle=128", 1);
     let e = refusal(&mixed, "sm_90a");
@@ -234,4 +234,24 @@ fn a_tile_starting_off_sixteen_bytes_is_refused() {
         e.contains("the tiles of `A` start at columns not known to be multiples of 8 element(s)"),
         "{e}"
     );
+}
+
+/// The accelerator's tiles hold zeros past K, so a partial tile of k runs
+/// on the warpgroup instruction with the others: no warp-instruction tail
+/// (and its registers) for 16-bit types, and 8-bit floats, which have no
+/// such instruction, take any K whose rows are 16 bytes.
+#[test]
+fn partial_tiles_of_k_run_on_the_warpgroup_instruction() {
+    let f16 = sm_90a(&variant("gemm_f16_wgmma__tma"));
+    let ptx = f16.asm.as_deref().unwrap();
+    assert!(!ptx.contains("mma.sync"), "a tail instruction is left");
+    assert!(!f16.loops.contains("C_tail"), "{}", f16.loops);
+    let reports = assemble_ptx(ptx, "sm_90a").unwrap();
+    assert!(reports.iter().all(|r| r.spill_stores == 0), "{reports:?}");
+    let fp8 = variant("gemm_fp8_wgmma__tma");
+    assert!(fp8.contains("divisible = { K = 16 }"));
+    // 144 = one 128-deep tile and 16 of the next.
+    let cmp = emulated(&fp8, &[("M", 65), ("N", 70), ("K", 144)]);
+    assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    assert!(!sm_90a(&fp8).asm.unwrap().contains("mma.sync"));
 }

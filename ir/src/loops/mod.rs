@@ -290,10 +290,8 @@ pub enum Stmt {
     /// at `shared[bar.0][bar.1]`), which the readers wait on
     /// ([`Mbarrier::Wait`]). Its meaning elsewhere (the CPU, the
     /// interpreter) is `fills`, each thread's share of the same tile, run
-    /// at once. The two differ only outside the tensor, where the
-    /// accelerator writes zeros and the fills clamp: lowering makes it only
-    /// for operand tiles of a matrix product, whose elements there reach no
-    /// stored result.
+    /// at once: like the accelerator, they write zeros past the tensor
+    /// (so a matrix product's partial tile of k needs no tail).
     TensorCopy {
         tensor: TensorId,
         map: u32,

@@ -765,7 +765,10 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         kind,
         dtype: t.dtype,
     };
-    let store = if c.kind.write() {
+    let stores = if c.tma && !c.kind.write() {
+        // The accelerator's copy: zero past the tensor, element by element.
+        tma::zero_filled(k, c, tile, id, &offs, vec)
+    } else if c.kind.write() {
         // The tile back to memory, skipping what lies beyond the tensor (never written).
         let index = tile.flat(&offs);
         let kind = if c.kind.local() {
@@ -781,7 +784,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
                 extent: ext.clone(),
             })
             .collect();
-        Stmt::If {
+        vec![Stmt::If {
             guards: in_bounds,
             body: vec![Stmt::Store {
                 tensor: c.tensor,
@@ -791,7 +794,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
                     dtype: t.dtype,
                 },
             }],
-        }
+        }]
     } else {
         let mem = if c.kind.local() {
             Mem::Local
@@ -802,7 +805,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         if let Stmt::Fill { asynchronous, .. } = &mut st {
             *asynchronous = stages > 1;
         }
-        st
+        vec![st]
     };
     // No guard when the threads divide the tile; no loop for a single pass.
     // Where loops of symbolic extent span the tile, the copy covers what
@@ -832,11 +835,11 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         }
     }
     let guarded = if guards.is_empty() {
-        vec![store]
+        stores
     } else {
         vec![Stmt::If {
             guards,
-            body: vec![store],
+            body: stores,
         }]
     };
     let stmts = if iters == 1 && live.is_none() {

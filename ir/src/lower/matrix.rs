@@ -315,7 +315,8 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
 /// For an instruction reading A and B from LDS (`wgmma`), the warp's
 /// instruction that runs a k tail instead: a tile of k partly out of range
 /// needs its operands zeroed there, which registers allow and a shared
-/// tile does not. `mma.sync.m16n8k16`'s accumulator is exactly a warp's
+/// tile does not — unless the accelerator filled it (`tma=1`), with zeros
+/// past the tensor, when there is no tail. `mma.sync.m16n8k16`'s accumulator is exactly a warp's
 /// 16 rows of `wgmma`'s, 8 columns at a time, so it accumulates in place.
 ///
 /// 8-bit floats have none in the PTX version rocmc writes for sm_90a
@@ -332,6 +333,15 @@ fn tail_instr(
     if !instr.warpgroup() {
         return Ok(None);
     }
+    let nest = &l.nest;
+    // Tiles the tensor memory accelerator fills hold zeros past K: a
+    // partial tile of k runs on the warpgroup instruction like the others.
+    if kloops
+        .first()
+        .is_some_and(|k0| nest.caches.iter().any(|c| c.at == *k0 && c.tma))
+    {
+        return Ok(None);
+    }
     let warp = unit.instructions().into_iter().find(|i| {
         i.family == rocmc_target::matrix::Family::MmaSync
             && (i.a, i.b, i.acc, i.k, i.m, i.n) == (instr.a, instr.b, instr.acc, instr.k, 16, 8)
@@ -339,7 +349,6 @@ fn tail_instr(
     if warp.is_some() {
         return Ok(warp);
     }
-    let nest = &l.nest;
     let req = nest.matrix.as_ref().expect("a stage with mma");
     let tile: i64 = kloops
         .iter()

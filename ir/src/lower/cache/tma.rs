@@ -12,9 +12,11 @@
 use super::{Cx, Tile};
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
+use crate::kernel::{BinOp, Expr, ExprKind, Kernel, ReduceOp};
 use crate::loops::{Local, Stmt};
 use crate::loops::{Mbarrier, TensorMap};
 use crate::schedule::{self, Guard};
+use crate::DType;
 
 /// A tile's copy by the accelerator, before [`pipeline_loop`] places it.
 pub(super) struct TmaCopy {
@@ -44,7 +46,7 @@ pub(super) fn copy(
         .map_or_else(|| "the target".to_string(), |u| u.gpu().to_string());
     if cx.nest.matrix.is_none() {
         return Err(err(format!(
-            "`tma=1` stages operand tiles of a matrix product (`mma`), and this stage has none: `{}` would be read outside the tensor as zeros, where the other copies clamp",
+            "`tma=1` stages operand tiles of a matrix product (`mma`), whose lowering knows the target, and this stage has none (`{}`)",
             t.name
         ))
         .hint("drop `tma=1`"));
@@ -262,6 +264,75 @@ fn synchronous(body: Vec<Stmt>) -> Vec<Stmt> {
                 asynchronous: false,
             },
             other => other.map_bodies(&mut synchronous),
+        })
+        .collect()
+}
+
+/// A thread's share of a `tma=1` tile as the accelerator writes it: the
+/// `vec` elements from tile offsets `offs` on, each the tensor's element
+/// where it lies inside the tensor and zero past it (the loads clamped,
+/// so that none leaves the tensor). This is the copy's meaning where it
+/// runs as fills, exact beyond the tensor's edges too.
+pub(super) fn zero_filled(
+    k: &Kernel,
+    c: &schedule::Cache,
+    tile: &Tile,
+    id: u32,
+    offs: &[Index],
+    vec: i64,
+) -> Vec<Stmt> {
+    let t = k.tensor(c.tensor);
+    let n = offs.len();
+    let int = |ix: Index| Expr {
+        kind: ExprKind::Index(ix),
+        dtype: DType::I32,
+    };
+    (0..vec)
+        .map(|l| {
+            let mut at = offs.to_vec();
+            at[n - 1] = at[n - 1].clone() + Index::c(l);
+            let global: Vec<Index> = (0..n)
+                .map(|d| tile.base[d].clone() + at[d].clone())
+                .collect();
+            let inside = global
+                .iter()
+                .zip(&t.shape)
+                .map(|(g, ext)| Expr {
+                    kind: ExprKind::Binary(
+                        BinOp::Lt,
+                        Box::new(int(g.clone())),
+                        Box::new(int(ext.clone())),
+                    ),
+                    dtype: DType::Bool,
+                })
+                .reduce(|a, b| Expr {
+                    kind: ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b)),
+                    dtype: DType::Bool,
+                })
+                .expect("a tensor has dimensions");
+            let load = Expr {
+                kind: ExprKind::Load {
+                    tensor: c.tensor,
+                    indices: global
+                        .iter()
+                        .zip(&t.shape)
+                        .map(|(g, ext)| super::clamp_into(k, g.clone(), ext))
+                        .collect(),
+                },
+                dtype: t.dtype,
+            };
+            Stmt::SharedStore {
+                shared: id,
+                index: tile.flat(&at),
+                value: Expr {
+                    kind: ExprKind::Select(
+                        Box::new(inside),
+                        Box::new(load),
+                        Box::new(ReduceOp::Sum.identity(t.dtype)),
+                    ),
+                    dtype: t.dtype,
+                },
+            }
         })
         .collect()
 }

@@ -114,7 +114,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             s.span,
             "`tma=1` fills multi-buffered, swizzled LDS tiles: it needs `swizzle=128` (or 64, 32) and `stages=N` (N >= 2)",
         )
-        .hint("the tensor memory accelerator writes the 128-byte swizzled layout, and each buffer's mbarrier tells its readers when it has landed"));
+        .hint("the tensor memory accelerator writes the swizzled layouts, and each buffer's mbarrier tells its readers when it has landed"));
     }
     if opts.swizzle.is_some() && (write || local || opts.pad != 0) {
         return Err(Diagnostic::new(
