@@ -138,7 +138,10 @@ fn what_the_accelerator_cannot_copy_is_refused_naming_why() {
     // The accelerator fills swizzled, multi-buffered tiles.
     let unswizzled = src.replace("stages=4, swizzle=128, tma=1", "stages=4, tma=1");
     let e = refusal(&unswizzled, "sm_90a");
-    assert!(e.contains("it needs `swizzle=128` (or 64, 32) and `stages=N`"), "{e}");
+    assert!(
+        e.contains("it needs `swizzle=128` (or 64, 32) and `stages=N`"),
+        "{e}"
+    );
     // One pipeline per loop: all of its tiles or none.
     let mixed = src.replacen("swizzle=128, tma=1", "swizzle=128", 1);
     let e = refusal(&mixed, "sm_90a");

@@ -558,7 +558,7 @@ impl LaunchInfo {
                     dims.push(v as u64);
                 }
                 let row = dims.last().copied().unwrap_or(1) * elem_bytes as u64;
-                if dims.len() > 1 && row % 16 != 0 {
+                if dims.len() > 1 && !row.is_multiple_of(16) {
                     return Err(format!(
                         "`{}`'s rows are {row} bytes; the tensor memory accelerator needs a multiple of 16",
                         la.name

@@ -85,7 +85,7 @@ pub(crate) fn encode(
         8 => ffi::TENSOR_MAP_UINT64,
         n => return Err(bad(format!("no tensor map for elements of {n} bytes"))),
     };
-    if addr % 16 != 0 {
+    if !addr.is_multiple_of(16) {
         return Err(bad(format!(
             "buffer argument #{} starts at {addr:#x}; the tensor memory accelerator needs 16-byte alignment",
             shape.arg

@@ -91,13 +91,13 @@ fn workgroup_fence(emit: &Emit<'_, '_>, ordering: std::ffi::c_int) {
 /// sizes and parameters are passed by value; the AMDGPU and NVPTX ABIs agree
 /// on all of it but the calling convention and the function attributes.
 /// `min_align` raises the buffers' alignment where the runtime guarantees
-/// more than the element size.
+/// more than the element size; `tensor_maps`, where the target issues
+/// tensor copies, adds the kernel's maps as a hidden last argument.
 pub(crate) fn declare_gpu_kernel<'ctx>(
     cx: &'ctx Context,
     m: &Module<'ctx>,
     b: &Builder<'ctx>,
-    k: &Kernel,
-    g: &GpuKernel,
+    (k, g): (&Kernel, &GpuKernel),
     global: u16,
     min_align: u64,
     tensor_maps: bool,
@@ -250,7 +250,7 @@ impl Backend for AmdGpu<'_> {
         k: &Kernel,
         g: &GpuKernel,
     ) -> R<KernelAbi<'ctx>> {
-        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, 1, false)?;
+        let abi = declare_gpu_kernel(cx, m, b, (k, g), GLOBAL, 1, false)?;
         let f = abi.f;
         f.set_call_conventions(AMDGPU_KERNEL_CC);
         let s = |k: &str, v: &str| cx.create_string_attribute(k, v);

@@ -170,7 +170,7 @@ impl Backend for Nvptx<'_> {
         // passes whole allocations: 16-byte alignment lets LLVM form the
         // 16-byte vector accesses `vectorize` asks for (NVPTX, unlike
         // AMDGPU, has no misaligned vector loads).
-        let abi = declare_gpu_kernel(cx, m, b, k, g, GLOBAL, BUFFER_ALIGN, self.tensor_copies())?;
+        let abi = declare_gpu_kernel(cx, m, b, (k, g), GLOBAL, BUFFER_ALIGN, self.tensor_copies())?;
         let f = abi.f;
         f.set_call_conventions(PTX_KERNEL_CC);
         // The block size is a constant of the kernel: `.reqntid` lets ptxas

@@ -118,8 +118,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         index: &Index,
         shared: u32,
         start: &Index,
-        mn_block: Option<u32>,
-        row_bytes: u32,
+        (mn_block, row_bytes): (Option<u32>, u32),
         stores: &[Stmt],
     ) -> R<()> {
         let p = self.shared_ptr(shared, start)?;

@@ -93,7 +93,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 mn_block,
                 row_bytes,
                 stores,
-            } => self.matrix_desc(*local, index, *shared, start, *mn_block, *row_bytes, stores)?,
+            } => self.matrix_desc(
+                *local,
+                index,
+                *shared,
+                start,
+                (*mn_block, *row_bytes),
+                stores,
+            )?,
             Stmt::MatrixAsync(op) => self.matrix_async(*op)?,
             Stmt::TensorCopy {
                 map,

@@ -270,7 +270,7 @@ mod tests {
                     let at = ix.eval(&[], &[row, col, 0]).unwrap();
                     assert!((row * width..row * width + width).contains(&at));
                     assert!(seen.insert(at));
-                    let want = ((col / 8) ^ (row / (8 / chunks)) % chunks) * 8 + col % 8;
+                    let want = ((col / 8) ^ ((row / (8 / chunks)) % chunks)) * 8 + col % 8;
                     assert_eq!(at - row * width, want, "row {row} col {col}");
                 }
             }

@@ -197,10 +197,9 @@ impl<'k> Matmul<'k> {
         // so it is the default for the first only.
         let divs = k.size_divisors();
         let rows16 = |t: crate::TensorId| {
-            k.tensor(t)
-                .shape
-                .last()
-                .is_some_and(|e| e.known_divisor_in(&divs) as usize * da.size() % 16 == 0)
+            k.tensor(t).shape.last().is_some_and(|e| {
+                (e.known_divisor_in(&divs) as usize * da.size()).is_multiple_of(16)
+            })
         };
         let tma = if unit.has_tensor_copies() && rows16(self.a) && rows16(self.b) {
             kn.get(
