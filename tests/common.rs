@@ -426,3 +426,65 @@ pub fn npy_file(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
     out.extend(data);
     out
 }
+
+/// A kernel file of bench/gpu/variants (another schedule of an example).
+pub fn variant(name: &str) -> String {
+    std::fs::read_to_string(root().join(format!("bench/gpu/variants/{name}.toml"))).unwrap()
+}
+
+/// The error compiling `src` for `mcpu` gives (it must fail).
+pub fn refusal(src: &str, mcpu: &str) -> String {
+    rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new(mcpu),
+        rocmc::Emit::default(),
+    )
+    .expect_err("refused")
+    .to_string()
+}
+
+/// The CPU's comparisons with the interpreter of `src` lowered for the
+/// emulated `processor` at `sizes` (through its matrix instructions' lane
+/// layouts).
+pub fn emulated(
+    src: &str,
+    processor: &str,
+    sizes: &[(&str, i64)],
+) -> Result<Vec<rocmc::run::Comparison>, String> {
+    let front = rocmc::frontend("k.toml", src).map_err(|e| e.to_string())?;
+    let mut o = rocmc::Options::new("x86-64");
+    o.emulate = Some(processor.into());
+    o.fp_contract = false;
+    let cpu = rocmc::targets(&o).unwrap().remove(0);
+    let lowered = front.for_target(&cpu, &o).map_err(|e| e.to_string())?;
+    let given: std::collections::HashMap<String, i64> =
+        sizes.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let sizes = rocmc::run::size_values(&lowered.kernel, &given).unwrap();
+    rocmc::run::run_cpu(
+        &lowered,
+        &sizes,
+        &std::collections::HashMap::new(),
+        5,
+        false,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// `src` compiled for sm_90a with its PTX, which ptxas assembles with no
+/// wgmma serialized; and ptxas's reports.
+pub fn sm_90a_with_reports(src: &str) -> (rocmc::Artifact, Vec<PtxasReport>) {
+    let art = rocmc::compile(
+        "k.toml",
+        src,
+        &rocmc::Options::new("sm_90a"),
+        rocmc::Emit {
+            asm: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let reports = assemble_ptx(art.asm.as_deref().unwrap(), "sm_90a").unwrap();
+    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
+    (art, reports)
+}

@@ -7,67 +7,29 @@
 //! copy is refused, naming why.
 
 use rocmc_tests::*;
-use std::collections::HashMap;
 
-fn variant(name: &str) -> String {
-    std::fs::read_to_string(root().join(format!("bench/gpu/variants/{name}.toml"))).unwrap()
+fn emulated_sm_90a(src: &str, sizes: &[(&str, i64)]) -> Vec<rocmc::run::Comparison> {
+    emulated(src, "sm_90a", sizes).unwrap()
 }
 
-fn emulated(src: &str, sizes: &[(&str, i64)]) -> Vec<rocmc::run::Comparison> {
-    let front = rocmc::frontend("k.toml", src).unwrap();
-    let mut o = rocmc::Options::new("x86-64");
-    o.emulate = Some("sm_90a".into());
-    o.fp_contract = false;
-    let cpu = rocmc::targets(&o).unwrap().remove(0);
-    let lowered = front.for_target(&cpu, &o).unwrap();
-    let given: HashMap<String, i64> = sizes.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-    let sizes = rocmc::run::size_values(&lowered.kernel, &given).unwrap();
-    rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 3, false).unwrap()
-}
-
+/// `src` for sm_90a, its wgmma neither serialized nor fenced by ptxas.
 fn sm_90a(src: &str) -> rocmc::Artifact {
-    let art = rocmc::compile(
-        "k.toml",
-        src,
-        &rocmc::Options::new("sm_90a"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let reports = assemble_ptx(art.asm.as_deref().unwrap(), "sm_90a").unwrap();
-    assert!(
-        reports
-            .iter()
-            .all(|r| !r.wgmma_serialized && !r.wgmma_fences_added),
-        "{reports:?}"
-    );
+    let (art, reports) = sm_90a_with_reports(src);
+    assert!(reports.iter().all(|r| !r.wgmma_fences_added), "{reports:?}");
     art
-}
-
-fn refusal(src: &str, mcpu: &str) -> String {
-    rocmc::compile(
-        "k.toml",
-        src,
-        &rocmc::Options::new(mcpu),
-        rocmc::Emit::default(),
-    )
-    .expect_err("refused")
-    .to_string()
 }
 
 #[test]
 fn tiles_copied_by_the_accelerator_match_the_interpreter() {
     // Rows and columns past the 128 x 256 tile, two whole tiles of k and
     // a partial one (the warp instruction's, after the loop).
-    let cmp = emulated(
+    let cmp = emulated_sm_90a(
         &variant("gemm_f16_wgmma__tma"),
         &[("M", 70), ("N", 260), ("K", 136)],
     );
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
     // B stored [K, N]: four boxes of 64 columns a tile, one per block.
-    let cmp = emulated(
+    let cmp = emulated_sm_90a(
         &variant("gemm_f16_wgmma_nn__tma"),
         &[("M", 66), ("N", 264), ("K", 80)],
     );
@@ -218,7 +180,7 @@ fn the_rule_copies_k_by_n_operands_with_the_accelerator_where_rows_allow() {
     let nt = variant("gemm_f16_wgmma__tma");
     let at = nt.find("schedule = [").unwrap();
     assert!(!steps(&nt[..at]).contains("tma=1"));
-    let cmp = emulated(&bare, &[("M", 65), ("N", 72), ("K", 80)]);
+    let cmp = emulated_sm_90a(&bare, &[("M", 65), ("N", 72), ("K", 80)]);
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
 }
 
@@ -254,7 +216,7 @@ fn partial_tiles_of_k_run_on_the_warpgroup_instruction() {
     let fp8 = variant("gemm_fp8_wgmma__tma");
     assert!(fp8.contains("divisible = { K = 16 }"));
     // 144 = one 128-deep tile and 16 of the next.
-    let cmp = emulated(&fp8, &[("M", 65), ("N", 70), ("K", 144)]);
+    let cmp = emulated_sm_90a(&fp8, &[("M", 65), ("N", 70), ("K", 144)]);
     assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
     assert!(!sm_90a(&fp8).asm.unwrap().contains("mma.sync"));
 }

@@ -5,61 +5,15 @@
 //! what cannot run on it is refused, naming why.
 
 use rocmc_tests::*;
-use std::collections::HashMap;
 
 fn wgmma_src() -> String {
     std::fs::read_to_string(example("gemm_f16_wgmma")).unwrap()
 }
 
-/// The CPU's comparisons with the interpreter of `src` lowered for the
-/// emulated `processor` at `sizes`.
-fn emulated(
-    src: &str,
-    processor: &str,
-    sizes: &[(&str, i64)],
-) -> Result<Vec<rocmc::run::Comparison>, String> {
-    let front = rocmc::frontend("k.toml", src).map_err(|e| e.to_string())?;
-    let mut o = rocmc::Options::new("x86-64");
-    o.emulate = Some(processor.into());
-    o.fp_contract = false;
-    let cpu = rocmc::targets(&o).unwrap().remove(0);
-    let lowered = front.for_target(&cpu, &o).map_err(|e| e.to_string())?;
-    let given: HashMap<String, i64> = sizes.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-    let sizes = rocmc::run::size_values(&lowered.kernel, &given).unwrap();
-    rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false).map_err(|e| e.to_string())
-}
-
-fn variant(name: &str) -> String {
-    std::fs::read_to_string(root().join(format!("bench/gpu/variants/{name}.toml"))).unwrap()
-}
-
 /// `src` compiled for sm_90a with its PTX, which ptxas assembles with no
 /// wgmma serialized.
 fn sm_90a(src: &str) -> rocmc::Artifact {
-    let art = rocmc::compile(
-        "k.toml",
-        src,
-        &rocmc::Options::new("sm_90a"),
-        rocmc::Emit {
-            asm: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let reports = assemble_ptx(art.asm.as_deref().unwrap(), "sm_90a").unwrap();
-    assert!(reports.iter().all(|r| !r.wgmma_serialized), "{reports:?}");
-    art
-}
-
-fn refusal(src: &str, mcpu: &str) -> String {
-    rocmc::compile(
-        "k.toml",
-        src,
-        &rocmc::Options::new(mcpu),
-        rocmc::Emit::default(),
-    )
-    .expect_err("refused")
-    .to_string()
+    sm_90a_with_reports(src).0
 }
 
 #[test]

@@ -95,6 +95,18 @@ fn is_128(s: &u32) -> bool {
     *s == 128
 }
 
+/// The size arguments of a launch of `kl` with `args`, by name.
+fn size_values(kl: &KernelLaunch, args: &[ArgValue]) -> HashMap<String, i64> {
+    kl.args
+        .iter()
+        .zip(args)
+        .filter_map(|(la, a)| match (&la.role, a) {
+            (ArgRole::Size, ArgValue::Size(v)) => Some((la.name.clone(), *v as i64)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// What a runtime needs to encode a [`TensorMapLaunch`] for one launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorMapShape {
@@ -501,15 +513,7 @@ impl LaunchInfo {
         let Some(e) = &kl.dynamic_shared_bytes else {
             return Ok(kl.dynamic_shared);
         };
-        let sizes: HashMap<String, i64> = kl
-            .args
-            .iter()
-            .zip(args)
-            .filter_map(|(la, a)| match (&la.role, a) {
-                (ArgRole::Size, ArgValue::Size(v)) => Some((la.name.clone(), *v as i64)),
-                _ => None,
-            })
-            .collect();
+        let sizes = size_values(kl, args);
         let v = e
             .eval(&sizes)
             .ok_or_else(|| "cannot evaluate the kernel's shared memory".to_string())?;
@@ -525,15 +529,7 @@ impl LaunchInfo {
         kl: &KernelLaunch,
         args: &[ArgValue],
     ) -> Result<Vec<TensorMapShape>, String> {
-        let sizes: HashMap<String, i64> = kl
-            .args
-            .iter()
-            .zip(args)
-            .filter_map(|(la, a)| match (&la.role, a) {
-                (ArgRole::Size, ArgValue::Size(v)) => Some((la.name.clone(), *v as i64)),
-                _ => None,
-            })
-            .collect();
+        let sizes = size_values(kl, args);
         kl.tensor_maps
             .iter()
             .map(|m| {
