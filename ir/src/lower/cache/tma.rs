@@ -126,7 +126,6 @@ pub(super) fn copy(
     let stages = i64::from(c.stages);
     let buffer = Index::Var(c.at) % Index::c(stages);
     let start = tile.flat(&vec![Index::c(0); n]);
-    let fills = synchronous(fills);
     let bytes = tile.elems * esize;
     Ok(TmaCopy {
         copy: Stmt::TensorCopy {
@@ -241,31 +240,6 @@ pub(super) fn pipeline_loop(
         })
     }));
     out
-}
-
-/// `body` with its fills made synchronous: they are the copy's meaning
-/// where it runs at once, not copies in flight.
-fn synchronous(body: Vec<Stmt>) -> Vec<Stmt> {
-    body.into_iter()
-        .map(|s| match s {
-            Stmt::Fill {
-                mem,
-                array,
-                index,
-                value,
-                width,
-                ..
-            } => Stmt::Fill {
-                mem,
-                array,
-                index,
-                value,
-                width,
-                asynchronous: false,
-            },
-            other => other.map_bodies(&mut synchronous),
-        })
-        .collect()
 }
 
 /// A thread's share of a `tma=1` tile as the accelerator writes it: the
