@@ -101,6 +101,51 @@ fn an_unwritable_output_is_an_io_error() {
     assert!(files_in(d.path()).is_empty());
 }
 
+/// `-o` naming a pipe (or a device such as /dev/null) writes into it: the
+/// atomic rename used for files would replace it with a regular file,
+/// which for /dev/null, as root, breaks the whole machine.
+#[test]
+fn an_output_that_is_a_pipe_is_written_into_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("pipe");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::read(fifo).unwrap()
+    });
+    let out = rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx90a",
+            &example("vadd").to_string_lossy(),
+            "-o",
+            "pipe",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Checked before joining: had the pipe been replaced, its reader would
+    // wait for a writer forever.
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let got = reader.join().unwrap();
+    assert_eq!(
+        &got[..4],
+        b"\x7fELF",
+        "the code object came through the pipe"
+    );
+    assert_eq!(
+        files_in(d.path()),
+        ["pipe"],
+        "no temporary file left behind"
+    );
+}
+
 /// Mistakes on the command line: each gets one precise message naming the
 /// flag and the offending value (snapshotted exactly), exit code 2, and
 /// no output file.

@@ -354,11 +354,15 @@ fn several_targets_make_one_bundle_that_clang_reads_back() {
             .iter()
             .map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}")),
     );
+    // hipcc's host entry is empty; an empty file of our own, not /dev/null,
+    // which a root process elsewhere on the machine may have replaced.
+    let host = d.path().join("host.o");
+    std::fs::write(&host, b"").unwrap();
     let mut args = vec![
         "--type=o".to_string(),
         "-bundle-align=4096".to_string(),
         format!("--targets={}", ids.join(",")),
-        "--input=/dev/null".to_string(),
+        format!("--input={}", host.display()),
     ];
     args.extend(singles.iter().map(|s| format!("--input={}", s.display())));
     args.push(format!("--output={}", reference.display()));

@@ -428,6 +428,16 @@ fn summary(arts: &[rocmc::Artifact], written: &[String], tuning_note: Option<&st
 /// Writes through a temporary file in the same folder, then renames, so a
 /// failure never leaves a partial output behind.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    // A device or a pipe (`-o /dev/null`, `-o /dev/stdout`, a FIFO) is
+    // written in place: renaming over it would replace, as root, the
+    // system's /dev/null with a regular file.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(io(path));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
