@@ -362,7 +362,13 @@ def run(name, s):
             out = torch.float32
         except Exception:  # noqa: BLE001 - fall back to what every version takes
             out = torch.bfloat16
-        report("pytorch", name, s, timed(lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=out)), 0, fl)
+        # rocmc accumulates in the tensor cores' own fp8 accumulator, as
+        # cuBLASLt's fast accumulation does: that is the like-for-like peer.
+        # Without it cuBLASLt promotes partial sums into f32 (more precise,
+        # slower): reported beside it, as "pytorch-promoted".
+        for tool, fast in (("pytorch", True), ("pytorch-promoted", False)):
+            mm = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=out, use_fast_accum=fast)
+            report(tool, name, s, timed(mm), 0, fl)
     elif name.startswith("gemm_i8_wgmma"):
         # int8 x int8 -> int32, B [N, K]: cuBLAS through torch._int_mm.
         M, N, K = s["M"], s["N"], s["K"]

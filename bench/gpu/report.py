@@ -70,6 +70,9 @@ for k in order:
         target = f"≥ {share:.0%} of cuBLAS" if k != "gelu_linear" else "(no target)"
         ok = r["tflops"] >= share * pt["tflops"] if k != "gelu_linear" else None
         vs = f"{r['tflops'] / pt['tflops']:.0%} of cuBLAS"
+        promoted = t.get("pytorch-promoted")
+        if promoted:
+            vs += f" (fast accumulation; {r['tflops'] / promoted['tflops']:.0%} of its promoted f32 sums)"
     else:
         target, ok, vs = "(no target)", None, f"{best['ms'] / r['ms']:.2f}× best peer" if best else "-"
     sizes = ",".join(f"{a}={b}" for a, b in r["sizes"].items())
