@@ -44,9 +44,12 @@ pub(super) struct Tiles {
     pub stages: u32,
 }
 
+mod emit;
 mod group;
 mod lanes;
 mod layout;
+
+use emit::Emit;
 
 use layout::{Layout, PAD};
 
@@ -157,450 +160,6 @@ fn idx_expr(ix: Index) -> Expr {
     }
 }
 
-/// Everything the statements are built from.
-struct Emit {
-    instr: &'static MatrixInstr,
-    t: DType,
-    /// Rows per wave (= lanes; 64 per warpgroup), threads of the
-    /// work-group.
-    rm: i64,
-    threads: i64,
-    /// Lanes of a wave (128 for a warpgroup).
-    wave_lanes: i64,
-    /// The warpgroup instructions and arrays, on sm_90a ([`group`]).
-    group: Option<group::Group>,
-    bn: i64,
-    /// Head dimension of q·k (`e`), of v (`d`), both padded to the instruction.
-    e: i64,
-    ep: i64,
-    d: i64,
-    dp: i64,
-    lane: Index,
-    wave: Index,
-    tid: Index,
-    /// The first row of the block (its row tile times BM).
-    row0: Index,
-    /// Registers: scores, outputs, A and B fragments, the row's state.
-    sacc: u32,
-    oacc: u32,
-    af: u32,
-    bf: u32,
-    m: u32,
-    sum: u32,
-    mnew: u32,
-    rs: u32,
-    p: u32,
-    alpha: u32,
-    /// The register softmax's layout and row state, where it applies.
-    lanes: Option<(lanes::RowLanes, lanes::RowRegs)>,
-    /// P's A fragments as score registers, where the weights stay in place.
-    p_in_place: Option<Vec<i64>>,
-    /// B fragments loaded two at a time (where `ldmatrix` takes both at once).
-    pair_b: bool,
-    /// The LDS tiles' layouts and the weights' and scores' row strides.
-    q_tile: Layout,
-    k_tile: Layout,
-    v_tile: Layout,
-    s_stride: i64,
-    p_stride: i64,
-}
-
-impl Emit {
-    fn lds(&self, array: u32, index: Index, t: DType) -> Expr {
-        typed(
-            ExprKind::Shared {
-                shared: array,
-                index,
-            },
-            t,
-        )
-    }
-
-    /// A fragment element read from LDS, zero where the head column `col`
-    /// is past `limit` (the head dimension is no multiple of k).
-    fn frag_read(&self, array: u32, index: Index, col: Index, limit: i64, padded: i64) -> Expr {
-        let v = self.lds(array, index, self.t);
-        if limit == padded {
-            return v;
-        }
-        select(
-            op(BinOp::Lt, idx_expr(col), idx_expr(Index::c(limit))),
-            v,
-            typed(ExprKind::Float(0.0), self.t),
-        )
-    }
-
-    /// The block row of this lane's element at row coordinate `r` of row
-    /// fragment `fm` of its wave.
-    fn row(&self, fm: i64, r: &LaneCoord) -> Index {
-        let m = i64::from(self.instr.m);
-        self.wave.clone() * Index::c(self.rm) + Index::c(fm * m) + coord(r, &self.lane)
-    }
-
-    /// The block row this lane owns in the softmax: one per lane.
-    fn own_row(&self) -> Index {
-        self.wave.clone() * Index::c(self.rm) + self.lane.clone()
-    }
-
-    /// `body` for the lanes that own a row in the LDS softmax: all of
-    /// them, unless a wave takes fewer rows than it has lanes.
-    fn row_owners(&self, body: Vec<Stmt>) -> Vec<Stmt> {
-        if self.rm >= self.wave_lanes {
-            return body;
-        }
-        vec![Stmt::If {
-            guards: vec![Guard {
-                value: self.lane.clone(),
-                extent: Index::c(self.rm),
-            }],
-            body,
-        }]
-    }
-
-    /// One product of the wave's rows, `ks` steps of k, into the `f_n`
-    /// column fragments of accumulator array `acc`. `read_a(fm, ks, e,
-    /// row, k)` (element `e` of row fragment `fm`'s A fragment at k step
-    /// `ks`, block row `row`, column `k`) and `read_b(k, col)` give the
-    /// operands; each B fragment is loaded once and used by every row
-    /// fragment at once; with `pair_b`, two column fragments are loaded
-    /// together (one `ldmatrix.x4` instead of two `.x2`).
-    fn product(
-        &self,
-        ks_n: i64,
-        f_n: i64,
-        acc: u32,
-        read_a: &dyn Fn(i64, i64, u32, Index, Index) -> Expr,
-        read_b: &dyn Fn(Index, Index) -> Expr,
-    ) -> Vec<Stmt> {
-        if let Some(g) = &self.group {
-            // Which product it is tells the instruction and its arrays.
-            let (issue, arrays) = if acc == self.sacc {
-                (g.scores, (self.af, self.bf))
-            } else {
-                (g.values, (g.pf, g.vf))
-            };
-            return self.group_product(issue, arrays, ks_n, f_n, acc, read_a, read_b);
-        }
-        let (i, lane) = (self.instr, &self.lane);
-        let (m, n, k) = (i64::from(i.m), i64::from(i.n), i64::from(i.k));
-        let (pa, pb, pc) = (
-            i64::from(i.a_per_lane()),
-            i64::from(i.b_per_lane()),
-            i64::from(i.acc_per_lane()),
-        );
-        let fm_n = self.rm / m;
-        let mut out = Vec::new();
-        for ks in 0..ks_n {
-            for fm in 0..fm_n {
-                for e in 0..i.a_per_lane() {
-                    let (r, kk) = i.a_coord(e);
-                    out.push(Stmt::LocalStore {
-                        local: self.af,
-                        index: Index::c(fm * pa + i64::from(e)),
-                        value: read_a(
-                            fm,
-                            ks,
-                            e,
-                            self.row(fm, &r),
-                            Index::c(ks * k) + coord(&kk, lane),
-                        ),
-                    });
-                }
-            }
-            let pair = if self.pair_b && f_n % 2 == 0 { 2 } else { 1 };
-            for f0 in (0..f_n).step_by(pair as usize) {
-                for h in 0..pair {
-                    for e in 0..i.b_per_lane() {
-                        let (kk, c) = i.b_coord(e);
-                        out.push(Stmt::LocalStore {
-                            local: self.bf,
-                            index: Index::c(h * pb + i64::from(e)),
-                            value: read_b(
-                                Index::c(ks * k) + coord(&kk, lane),
-                                Index::c((f0 + h) * n) + coord(&c, lane),
-                            ),
-                        });
-                    }
-                }
-                for h in 0..pair {
-                    for fm in 0..fm_n {
-                        out.push(Stmt::Matrix {
-                            instr: i,
-                            a: (self.af, Index::c(fm * pa)),
-                            b: (self.bf, Index::c(h * pb)),
-                            acc: (acc, Index::c((fm * f_n + f0 + h) * pc)),
-                            lane: lane.clone(),
-                            wave: self.wave.clone(),
-                            desc: None,
-                        });
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// Q × K of the wave's rows and the tile's keys into the score accumulators.
-    fn scores(&self, buf: Index) -> Vec<Stmt> {
-        let i = self.instr;
-        let (n, k, pc) = (i64::from(i.n), i64::from(i.k), i64::from(i.acc_per_lane()));
-        let fn_n = self.bn / n;
-        let mut out: Vec<Stmt> = (0..self.rm / i64::from(i.m) * fn_n * pc)
-            .map(|x| Stmt::LocalStore {
-                local: self.sacc,
-                index: Index::c(x),
-                value: float(0.0),
-            })
-            .collect();
-        let kbase = self.k_tile.stage(buf, self.bn);
-        out.extend(self.product(
-            self.ep / k,
-            fn_n,
-            self.sacc,
-            &|_, _, _, row, col| {
-                let at = self.q_tile.at(Index::c(0), row, col.clone());
-                self.frag_read(QS, at, col, self.e, self.ep)
-            },
-            &|col, key| {
-                let at = self.k_tile.at(kbase.clone(), key, col.clone());
-                self.frag_read(KS, at, col, self.e, self.ep)
-            },
-        ));
-        out
-    }
-
-    /// Calls `f(at, fm, e, row, col)` for each element of the score
-    /// accumulators: its register index, row fragment, element, block row
-    /// and tile column.
-    fn each_acc(&self, f: &mut dyn FnMut(Index, i64, u32, Index, Index)) {
-        let i = self.instr;
-        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
-        let (fm_n, fn_n) = (self.rm / m, self.bn / n);
-        for fm in 0..fm_n {
-            for fc in 0..fn_n {
-                for e in 0..i.acc_per_lane() {
-                    let (r, c) = i.acc_coord(e);
-                    let at = Index::c((fm * fn_n + fc) * pc + i64::from(e));
-                    let col = Index::c(fc * n) + coord(&c, &self.lane);
-                    f(at, fm, e, self.row(fm, &r), col);
-                }
-            }
-        }
-    }
-
-    /// Each score scaled into base 2 (unless `scale` is None: the weights
-    /// then scale it) and, with `keys` (the key count of a row, as a
-    /// function of its local row), keys at or past it as −∞; `put(at, row,
-    /// col, value)` says where it goes.
-    fn scaled_scores(
-        &self,
-        scale: Option<&Expr>,
-        key0: &Index,
-        keys: Option<&dyn Fn(Index) -> Index>,
-        put: &dyn Fn(Index, Index, Index, Expr) -> Stmt,
-    ) -> Vec<Stmt> {
-        let scale2 = scale.map(|s| base2(s.clone()));
-        let mut out = Vec::new();
-        if scale2.is_none() && keys.is_none() {
-            return out;
-        }
-        self.each_acc(&mut |at, _, _, row, col| {
-            let s = match &scale2 {
-                Some(c) => op(BinOp::Mul, reg(self.sacc, at.clone()), c.clone()),
-                None => reg(self.sacc, at.clone()),
-            };
-            let value = match keys {
-                None => s,
-                Some(count) => select(
-                    op(
-                        BinOp::Lt,
-                        idx_expr(key0.clone() + col.clone()),
-                        idx_expr(count(row.clone())),
-                    ),
-                    s,
-                    float(f64::NEG_INFINITY),
-                ),
-            };
-            out.push(put(at, row, col, value));
-        });
-        out
-    }
-
-    /// The scaled scores to the LDS tile.
-    fn publish(
-        &self,
-        scale: &Expr,
-        key0: &Index,
-        keys: Option<&dyn Fn(Index) -> Index>,
-    ) -> Vec<Stmt> {
-        self.scaled_scores(Some(scale), key0, keys, &|_, row, col, value| {
-            Stmt::SharedStore {
-                shared: SS,
-                index: row * Index::c(self.s_stride) + col,
-                value,
-            }
-        })
-    }
-
-    /// The online softmax of the lane's own row (`lane` of this wave).
-    fn softmax(&self, c: VarId) -> Vec<Stmt> {
-        let me = self.own_row();
-        let set = |local: u32, value: Expr| Stmt::LocalStore {
-            local,
-            index: Index::c(0),
-            value,
-        };
-        let r = |local: u32| reg(local, Index::c(0));
-        let score = self.lds(
-            SS,
-            me.clone() * Index::c(self.s_stride) + Index::Var(c),
-            DType::F32,
-        );
-        let each = |body: Vec<Stmt>| Stmt::Loop {
-            var: c,
-            extent: Index::c(self.bn),
-            unroll: true,
-            body,
-        };
-        let safe = select(
-            op(BinOp::Eq, r(self.mnew), float(f64::NEG_INFINITY)),
-            float(0.0),
-            r(self.mnew),
-        );
-        vec![
-            set(self.mnew, r(self.m)),
-            each(vec![set(
-                self.mnew,
-                op(BinOp::Max, r(self.mnew), score.clone()),
-            )]),
-            set(self.alpha, exp2(op(BinOp::Sub, r(self.m), safe.clone()))),
-            set(self.rs, float(0.0)),
-            each(vec![
-                set(self.p, exp2(op(BinOp::Sub, score, safe))),
-                Stmt::SharedStore {
-                    shared: PS,
-                    index: me.clone() * Index::c(self.p_stride) + Index::Var(c),
-                    value: cast(r(self.p), self.t),
-                },
-                set(self.rs, op(BinOp::Add, r(self.rs), r(self.p))),
-            ]),
-            set(
-                self.sum,
-                op(
-                    BinOp::Add,
-                    op(BinOp::Mul, r(self.sum), r(self.alpha)),
-                    r(self.rs),
-                ),
-            ),
-            set(self.m, r(self.mnew)),
-            Stmt::SharedStore {
-                shared: AL,
-                index: me,
-                value: r(self.alpha),
-            },
-        ]
-    }
-
-    /// Each output accumulator times its row's factor in LDS.
-    fn rescale(&self) -> Vec<Stmt> {
-        let i = self.instr;
-        let (m, n, pc) = (i64::from(i.m), i64::from(i.n), i64::from(i.acc_per_lane()));
-        let (fm_n, fd_n) = (self.rm / m, self.dp / n);
-        let mut out = Vec::new();
-        for fm in 0..fm_n {
-            for e in 0..i.acc_per_lane() {
-                let (r, _) = i.acc_coord(e);
-                let row = self.row(fm, &r);
-                let factor = self.lds(AL, row, DType::F32);
-                for fd in 0..fd_n {
-                    let at = Index::c((fm * fd_n + fd) * pc + i64::from(e));
-                    out.push(Stmt::LocalStore {
-                        local: self.oacc,
-                        index: at.clone(),
-                        value: op(BinOp::Mul, reg(self.oacc, at), factor.clone()),
-                    });
-                }
-            }
-        }
-        out
-    }
-
-    /// P × V of the wave's rows into the output accumulators, the weights
-    /// read from the score registers or from LDS.
-    fn values(&self, buf: Index) -> Vec<Stmt> {
-        let i = self.instr;
-        let vbase = self.v_tile.stage(buf, self.bn);
-        let (pa, per_fm) = (
-            i64::from(i.a_per_lane()),
-            self.bn / i64::from(i.n) * i64::from(i.acc_per_lane()),
-        );
-        self.product(
-            self.bn / i64::from(i.k),
-            self.dp / i64::from(i.n),
-            self.oacc,
-            &|fm, ks, e, row, key| match &self.p_in_place {
-                Some(at) => cast(
-                    reg(
-                        self.sacc,
-                        Index::c(fm * per_fm + at[(ks * pa + i64::from(e)) as usize]),
-                    ),
-                    self.t,
-                ),
-                None => self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
-            },
-            &|key, col| self.lds(VS, self.v_tile.at(vbase.clone(), key, col), self.t),
-        )
-    }
-
-    /// The work-group's copy of `rows` rows of `width` columns into LDS
-    /// array `array` at `base`, laid out as `tile`: `load(r, c)` is the
-    /// element at tile row r, column c (a load whose last index is c).
-    #[allow(clippy::too_many_arguments)]
-    fn copy(
-        &self,
-        v: VarId,
-        array: u32,
-        base: Index,
-        tile: Layout,
-        rows: i64,
-        width: i64,
-        load: &dyn Fn(Index, Index) -> Expr,
-        asynchronous: bool,
-    ) -> Stmt {
-        let vec = 8;
-        let per_row = width / vec;
-        let total = rows * per_row;
-        let at = Index::Var(v) * Index::c(self.threads) + self.tid.clone();
-        let r = Index::bin(IOp::Div, at.clone(), Index::c(per_row));
-        let c = Index::bin(IOp::Mod, at.clone(), Index::c(per_row)) * Index::c(vec);
-        let fill = Stmt::Fill {
-            mem: Mem::Shared,
-            array,
-            index: tile.at(base, r.clone(), c.clone()),
-            value: load(r, c),
-            width: vec as u32,
-            asynchronous,
-        };
-        let body = if total % self.threads == 0 {
-            vec![fill]
-        } else {
-            vec![Stmt::If {
-                guards: vec![Guard {
-                    value: at,
-                    extent: Index::c(total),
-                }],
-                body: vec![fill],
-            }]
-        };
-        Stmt::Loop {
-            var: v,
-            extent: Index::c((total + self.threads - 1) / self.threads),
-            unroll: true,
-            body,
-        }
-    }
-}
-
 pub(super) fn build(
     l: &mut Lowering,
     a: &Attention,
@@ -617,12 +176,7 @@ pub(super) fn build(
     let st = l.k.stage(l.sid);
     let red = st.reduce.as_ref().expect("an attention is a reduction");
     let n = st.axes.len();
-    let (iv, dv, jv, ev) = (
-        VarId(n as u32 - 2),
-        VarId(n as u32 - 1),
-        VarId(n as u32),
-        VarId(n as u32 + 1),
-    );
+    let (iv, dv) = (VarId(n as u32 - 2), VarId(n as u32 - 1));
     // What the operands read once inlined producers are substituted: a
     // producer inlined into them is an expression, which `flash` cannot
     // copy into LDS (it would read the producer's buffer, never written).
@@ -632,80 +186,25 @@ pub(super) fn build(
         v: super::super::inline_producers(l.k, l.sid, &a.v),
         ..a.clone()
     };
-    let q = operand(&a.q, iv, ev, "query", span)?;
-    let kx = operand(&a.k, jv, ev, "key", span)?;
-    let vx = operand(&a.v, jv, dv, "value", span)?;
-    let ty = a.q.dtype;
-    if a.k.dtype != ty || a.v.dtype != ty || !matches!(ty, DType::F16 | DType::BF16) {
-        return Err(Diagnostic::new(
-            span,
-            format!(
-                "`flash` multiplies f16 or bf16 tensors of one type; here q is {}, k {}, v {}",
-                a.q.dtype, a.k.dtype, a.v.dtype
-            ),
-        )
-        .hint("schedule with `rowwise`"));
-    }
-    let instr = pick(unit, ty, span)?;
-    let w = i64::from(unit.wave());
-    let (bm, bn) = (i64::from(t.rows), i64::from(t.keys));
-    let (nn, kk) = (i64::from(instr.n), i64::from(instr.k));
-    if bm % w != 0 || bm / w > 16 {
-        return Err(Diagnostic::new(
-            span,
-            format!("rows={bm}: each of a work-group's waves takes {w} rows (a row per lane), so rows is a multiple of {w}, at most {}", 16 * w),
-        ));
-    }
-    if bn % nn != 0 || bn % kk != 0 {
-        return Err(Diagnostic::new(
-            span,
-            format!(
-                "keys={bn}: a multiple of {} ({}: {}x{}x{})",
-                nn.max(kk),
-                crate::lower::matrix::instr_id(instr),
-                instr.m,
-                instr.n,
-                instr.k
-            ),
-        ));
-    }
-    let Some(e) = red.axes[1].extent.as_const() else {
-        return Err(Diagnostic::new(
-            red.axes[1].span,
-            "`flash` keeps a row of Q per lane's fragments: the head axis's extent must be a constant",
-        ));
-    };
-    let d = st.axes[n - 1]
-        .extent
-        .as_const()
-        .expect("checked: a constant");
-    if !nondecreasing(&red.axes[0].extent, iv) {
-        return Err(Diagnostic::new(
-            red.axes[0].span,
-            "`flash` skips the key tiles past the block's last row: the key count must not shrink as the query row grows",
-        )
-        .hint("as `T` or `min(i + 1, T)`; or schedule with `rowwise`"));
-    }
-    // On sm_90a, warpgroups of 128 lanes, 64 rows each, where the tiles
-    // are whole warpgroup instructions.
-    let group = group::pick(unit, ty, bm, bn, e, d);
-    // gfx11's WMMA keeps a wave's 32 rows of a head dimension over 64 in
-    // more than its 256 registers (128 of them the outputs): a wave takes
-    // one instruction's 16 rows instead, its other lanes idle in the LDS
-    // softmax.
-    let wmma_rows = instr.family == rocmc_target::matrix::Family::WmmaGfx11 && d > 64;
-    let (instr, lanes_n, rm) = match group {
-        Some((_, _, base)) => (base, 128, group::ROWS),
-        None if wmma_rows => (instr, w, i64::from(instr.m)),
-        None => (instr, w, w),
-    };
-    let (m, nn, kk) = (i64::from(instr.m), i64::from(instr.n), i64::from(instr.k));
-    let ep = (e + kk - 1) / kk * kk;
-    let ep = (ep + 7) / 8 * 8;
-    let dp = (d + nn - 1) / nn * nn;
-    let dp = (dp + 7) / 8 * 8;
-    let threads = bm / rm * lanes_n;
-    let stages = i64::from(t.stages);
+    let Shape {
+        q,
+        kx,
+        vx,
+        ty,
+        instr,
+        group,
+        lanes_n,
+        rm,
+        bm,
+        bn,
+        e,
+        ep,
+        d,
+        dp,
+        threads,
+        stages,
+    } = check(l, unit, a, t, span)?;
+    let (m, nn) = (i64::from(instr.m), i64::from(instr.n));
 
     // Loops and hardware indices.
     let batch: Index = st.axes[..n - 2]
@@ -962,65 +461,7 @@ pub(super) fn build(
     };
 
     let scale = super::at(l, &a.scale, &at);
-    let buf = Index::bin(IOp::Mod, Index::Var(kt), Index::c(stages));
-    let mut step = Vec::new();
-    if stages == 1 {
-        step.push(Stmt::Barrier);
-        step.extend(tile_copy(Index::Var(kt), Index::c(0)));
-        step.push(Stmt::AsyncCommit);
-        step.push(Stmt::AsyncWait { pending: 0 });
-        step.push(Stmt::Barrier);
-    } else {
-        step.push(Stmt::AsyncWait {
-            pending: t.stages - 2,
-        });
-        step.push(Stmt::Barrier);
-        let ahead = Index::Var(kt) + Index::c(stages - 1);
-        step.push(Stmt::If {
-            guards: vec![Guard {
-                value: ahead.clone(),
-                extent: ntiles.clone(),
-            }],
-            body: tile_copy(ahead.clone(), Index::bin(IOp::Mod, ahead, Index::c(stages))),
-        });
-        step.push(Stmt::AsyncCommit);
-    }
-    step.extend(em.scores(buf.clone()));
-    // Tiles wholly inside the first row's keys need no mask.
-    let key0 = Index::Var(kt) * Index::c(bn);
-    let count = |local_row: Index| keys_of(row0.clone() + local_row);
-    let no_mask = vec![Guard {
-        value: key0.clone() + Index::c(bn - 1),
-        extent: keys_of(row0.clone()),
-    }];
-    if em.lanes.is_some() {
-        // A positive constant scale goes into each weight's `exp2` (one
-        // multiply-add) and the maximum of the raw scores.
-        let fold = positive_constant(&scale).is_some();
-        let pre = (!fold).then_some(&scale);
-        step.push(Stmt::Unswitch {
-            guards: no_mask,
-            fast: em.scale_in_place(pre, &key0, None),
-            slow: em.scale_in_place(pre, &key0, Some(&count)),
-        });
-        step.extend(em.softmax_in_registers(fold.then(|| base2(scale.clone()))));
-        // The weights of a wave's rows, written by its lanes in the
-        // accumulator layout, read in the A layout.
-        if em.p_in_place.is_none() {
-            step.push(Stmt::Barrier);
-        }
-    } else {
-        step.push(Stmt::Unswitch {
-            guards: no_mask,
-            fast: em.publish(&scale, &key0, None),
-            slow: em.publish(&scale, &key0, Some(&count)),
-        });
-        step.push(Stmt::Barrier);
-        step.extend(em.row_owners(em.softmax(col)));
-        step.push(Stmt::Barrier);
-        step.extend(em.rescale());
-    }
-    step.extend(em.values(buf));
+    let step = key_tile(&em, kt, &ntiles, stages, &scale, &keys_of, &tile_copy, col);
 
     let set = |local: u32, value: Expr| Stmt::LocalStore {
         local,
@@ -1089,6 +530,223 @@ pub(super) fn build(
     l.g.grid = [batch, tiles_y, Index::c(1)];
     l.tid = tid;
     Ok(())
+}
+
+/// The loop body of key tile `kt`: the wait for its copies and the copy
+/// `stages - 1` tiles ahead (`tile_copy(tile, buffer)`), the scores, the
+/// online softmax (in registers or through LDS; masked by `keys_of`, each
+/// row's key count, only on tiles past the first row's), and weights
+/// times values.
+#[allow(clippy::too_many_arguments)]
+fn key_tile(
+    em: &Emit,
+    kt: VarId,
+    ntiles: &Index,
+    stages: i64,
+    scale: &Expr,
+    keys_of: &dyn Fn(Index) -> Index,
+    tile_copy: &dyn Fn(Index, Index) -> Vec<Stmt>,
+    col: VarId,
+) -> Vec<Stmt> {
+    let buf = Index::bin(IOp::Mod, Index::Var(kt), Index::c(stages));
+    let mut step = Vec::new();
+    if stages == 1 {
+        step.push(Stmt::Barrier);
+        step.extend(tile_copy(Index::Var(kt), Index::c(0)));
+        step.push(Stmt::AsyncCommit);
+        step.push(Stmt::AsyncWait { pending: 0 });
+        step.push(Stmt::Barrier);
+    } else {
+        step.push(Stmt::AsyncWait {
+            pending: (stages - 2) as u32,
+        });
+        step.push(Stmt::Barrier);
+        let ahead = Index::Var(kt) + Index::c(stages - 1);
+        step.push(Stmt::If {
+            guards: vec![Guard {
+                value: ahead.clone(),
+                extent: ntiles.clone(),
+            }],
+            body: tile_copy(ahead.clone(), Index::bin(IOp::Mod, ahead, Index::c(stages))),
+        });
+        step.push(Stmt::AsyncCommit);
+    }
+    step.extend(em.scores(buf.clone()));
+    // Tiles wholly inside the first row's keys need no mask.
+    let key0 = Index::Var(kt) * Index::c(em.bn);
+    let count = |local_row: Index| keys_of(em.row0.clone() + local_row);
+    let no_mask = vec![Guard {
+        value: key0.clone() + Index::c(em.bn - 1),
+        extent: keys_of(em.row0.clone()),
+    }];
+    if em.lanes.is_some() {
+        // A positive constant scale goes into each weight's `exp2` (one
+        // multiply-add) and the maximum of the raw scores.
+        let fold = positive_constant(scale).is_some();
+        let pre = (!fold).then_some(scale);
+        step.push(Stmt::Unswitch {
+            guards: no_mask,
+            fast: em.scale_in_place(pre, &key0, None),
+            slow: em.scale_in_place(pre, &key0, Some(&count)),
+        });
+        step.extend(em.softmax_in_registers(fold.then(|| base2(scale.clone()))));
+        // The weights of a wave's rows, written by its lanes in the
+        // accumulator layout, read in the A layout.
+        if em.p_in_place.is_none() {
+            step.push(Stmt::Barrier);
+        }
+    } else {
+        step.push(Stmt::Unswitch {
+            guards: no_mask,
+            fast: em.publish(scale, &key0, None),
+            slow: em.publish(scale, &key0, Some(&count)),
+        });
+        step.push(Stmt::Barrier);
+        step.extend(em.row_owners(em.softmax(col)));
+        step.push(Stmt::Barrier);
+        step.extend(em.rescale());
+    }
+    step.extend(em.values(buf));
+    step
+}
+
+/// What [`build`] checked and chose before emitting anything: the three
+/// operands, the instruction (a warpgroup's on sm_90a, with [`group`]'s
+/// pair), the rows a wave takes, and the tile sizes with the head
+/// dimensions padded to the instruction.
+struct Shape {
+    q: Operand,
+    kx: Operand,
+    vx: Operand,
+    ty: DType,
+    instr: &'static MatrixInstr,
+    group: Option<(
+        &'static MatrixInstr,
+        &'static MatrixInstr,
+        &'static MatrixInstr,
+    )>,
+    lanes_n: i64,
+    rm: i64,
+    bm: i64,
+    bn: i64,
+    e: i64,
+    ep: i64,
+    d: i64,
+    dp: i64,
+    threads: i64,
+    stages: i64,
+}
+
+/// The checks of `flash` on attention `a` (its producers inlined), and
+/// the shape they leave.
+fn check(
+    l: &Lowering,
+    unit: &MatrixUnit,
+    a: &Attention,
+    t: Tiles,
+    span: Span,
+) -> Result<Shape, Diagnostic> {
+    let st = l.k.stage(l.sid);
+    let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let n = st.axes.len();
+    let (iv, dv, jv, ev) = (
+        VarId(n as u32 - 2),
+        VarId(n as u32 - 1),
+        VarId(n as u32),
+        VarId(n as u32 + 1),
+    );
+    let q = operand(&a.q, iv, ev, "query", span)?;
+    let kx = operand(&a.k, jv, ev, "key", span)?;
+    let vx = operand(&a.v, jv, dv, "value", span)?;
+    let ty = a.q.dtype;
+    if a.k.dtype != ty || a.v.dtype != ty || !matches!(ty, DType::F16 | DType::BF16) {
+        return Err(Diagnostic::new(
+            span,
+            format!(
+                "`flash` multiplies f16 or bf16 tensors of one type; here q is {}, k {}, v {}",
+                a.q.dtype, a.k.dtype, a.v.dtype
+            ),
+        )
+        .hint("schedule with `rowwise`"));
+    }
+    let instr = pick(unit, ty, span)?;
+    let w = i64::from(unit.wave());
+    let (bm, bn) = (i64::from(t.rows), i64::from(t.keys));
+    let (nn, kk) = (i64::from(instr.n), i64::from(instr.k));
+    if bm % w != 0 || bm / w > 16 {
+        return Err(Diagnostic::new(
+            span,
+            format!("rows={bm}: each of a work-group's waves takes {w} rows (a row per lane), so rows is a multiple of {w}, at most {}", 16 * w),
+        ));
+    }
+    if bn % nn != 0 || bn % kk != 0 {
+        return Err(Diagnostic::new(
+            span,
+            format!(
+                "keys={bn}: a multiple of {} ({}: {}x{}x{})",
+                nn.max(kk),
+                crate::lower::matrix::instr_id(instr),
+                instr.m,
+                instr.n,
+                instr.k
+            ),
+        ));
+    }
+    let Some(e) = red.axes[1].extent.as_const() else {
+        return Err(Diagnostic::new(
+            red.axes[1].span,
+            "`flash` keeps a row of Q per lane's fragments: the head axis's extent must be a constant",
+        ));
+    };
+    let d = st.axes[n - 1]
+        .extent
+        .as_const()
+        .expect("checked: a constant");
+    if !nondecreasing(&red.axes[0].extent, iv) {
+        return Err(Diagnostic::new(
+            red.axes[0].span,
+            "`flash` skips the key tiles past the block's last row: the key count must not shrink as the query row grows",
+        )
+        .hint("as `T` or `min(i + 1, T)`; or schedule with `rowwise`"));
+    }
+    // On sm_90a, warpgroups of 128 lanes, 64 rows each, where the tiles
+    // are whole warpgroup instructions.
+    let group = group::pick(unit, ty, bm, bn, e, d);
+    // gfx11's WMMA keeps a wave's 32 rows of a head dimension over 64 in
+    // more than its 256 registers (128 of them the outputs): a wave takes
+    // one instruction's 16 rows instead, its other lanes idle in the LDS
+    // softmax.
+    let wmma_rows = instr.family == rocmc_target::matrix::Family::WmmaGfx11 && d > 64;
+    let (instr, lanes_n, rm) = match group {
+        Some((_, _, base)) => (base, 128, group::ROWS),
+        None if wmma_rows => (instr, w, i64::from(instr.m)),
+        None => (instr, w, w),
+    };
+    let (nn, kk) = (i64::from(instr.n), i64::from(instr.k));
+    let ep = (e + kk - 1) / kk * kk;
+    let ep = (ep + 7) / 8 * 8;
+    let dp = (d + nn - 1) / nn * nn;
+    let dp = (dp + 7) / 8 * 8;
+    let threads = bm / rm * lanes_n;
+    let stages = i64::from(t.stages);
+    Ok(Shape {
+        q,
+        kx,
+        vx,
+        ty,
+        instr,
+        group,
+        lanes_n,
+        rm,
+        bm,
+        bn,
+        e,
+        ep,
+        d,
+        dp,
+        threads,
+        stages,
+    })
 }
 
 /// After the last tile: each row's `1 / sum` to LDS (and its log-sum-exp

@@ -1,0 +1,186 @@
+//! Where a staged tile's copy goes when it is not a plain fill before
+//! the loop: a cache_write's copy out after each iteration, and
+//! `prefetch`'s register round trip.
+
+use super::pipeline::around_loop;
+use super::{copy_to, read_tile, Copy, Cx, Tile};
+use crate::diag::Diagnostic;
+use crate::index::Index;
+use crate::kernel::{Expr, ExprKind, TensorId};
+use crate::loops::visit::{map_indices, map_values};
+use crate::loops::Mem;
+use crate::lower::region::{at_loop, region_offsets};
+use crate::lower::{Local, Stmt};
+use crate::schedule::{self, Guard};
+
+/// `body` with the stores of a cache_write's tensor redirected into the
+/// tile, and the tile copied out after each iteration of its loop (once,
+/// at a block index).
+pub(super) fn place_write(
+    c: &schedule::Cache,
+    body: Vec<Stmt>,
+    at_block: bool,
+    tile: &Tile,
+    id: u32,
+    copy: Vec<Stmt>,
+) -> Vec<Stmt> {
+    let (tensor, local) = (c.tensor, c.kind.local());
+    let offsets =
+        |ix: &[Index]| -> Index { tile.flat(&region_offsets(ix, &tile.varying, &tile.lo)) };
+    // A register tile is copied out by its own thread: no barriers.
+    let finish = |inner: Vec<Stmt>| {
+        let mut v = redirect(inner, tensor, id, local, &offsets);
+        if !local {
+            v.push(Stmt::Barrier);
+        }
+        v.extend(copy.clone());
+        v
+    };
+    if at_block {
+        let (binds, rest): (Vec<Stmt>, Vec<Stmt>) = body
+            .into_iter()
+            .partition(|s| matches!(s, Stmt::Bind { .. }));
+        let mut out = binds;
+        out.extend(finish(rest));
+        return out;
+    }
+    let mut wrap = |inner: Vec<Stmt>| {
+        let mut v = finish(inner);
+        // The next iteration writes the tile only after it has been copied out.
+        if !local {
+            v.push(Stmt::Barrier);
+        }
+        v
+    };
+    at_loop(body, c.at, &mut wrap)
+}
+
+/// Stores of `tensor` in `body` as stores into tile `id` at `offsets`.
+fn redirect(
+    body: Vec<Stmt>,
+    tensor: TensorId,
+    id: u32,
+    local: bool,
+    offsets: &dyn Fn(&[Index]) -> Index,
+) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::Store {
+                tensor: t,
+                indices,
+                value,
+            } if t == tensor && local => Stmt::LocalStore {
+                local: id,
+                index: offsets(&indices),
+                value,
+            },
+            Stmt::Store {
+                tensor: t,
+                indices,
+                value,
+            } if t == tensor => Stmt::SharedStore {
+                shared: id,
+                index: offsets(&indices),
+                value,
+            },
+            other => other.map_bodies(&mut |b| redirect(b, tensor, id, local, offsets)),
+        })
+        .collect()
+}
+
+/// `prefetch`: iteration 0's tile is loaded into registers before the
+/// loop; each iteration stores the tile it was given into LDS, then loads
+/// the next one while it computes.
+pub(super) fn place_prefetch(
+    cx: &mut Cx,
+    c: &schedule::Cache,
+    body: Vec<Stmt>,
+    tile: &Tile,
+    id: u32,
+    copy: &Copy,
+) -> Result<Vec<Stmt>, Diagnostic> {
+    let t = cx.k.tensor(c.tensor);
+    let (iters, vec, groups, threads) = (copy.iters, copy.vec, copy.groups, copy.threads);
+    let staged = iters * vec;
+    if staged > MAX_PREFETCH {
+        return Err(Diagnostic::new(c.span, format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
+            .hint("use a smaller tile or more threads"));
+    }
+    cx.locals.push(Local {
+        name: format!("{}_next", c.name),
+        dtype: t.dtype,
+        len: staged as u32,
+        span: c.span,
+    });
+    let r = cx.locals.len() as u32 - 1;
+    let in_group = |s: Stmt| {
+        if groups % threads == 0 {
+            s
+        } else {
+            Stmt::If {
+                guards: vec![Guard {
+                    value: copy.group.clone(),
+                    extent: Index::c(groups),
+                }],
+                body: vec![s],
+            }
+        }
+    };
+    // Copy pass j: the tile's elements into registers j*vec.., and
+    // from there into LDS.
+    let (mut load, mut put) = (Vec::new(), Vec::new());
+    for j in 0..iters {
+        let reg = Index::c(j * vec);
+        let staged = Expr {
+            kind: ExprKind::Local {
+                local: r,
+                index: reg.clone(),
+            },
+            dtype: t.dtype,
+        };
+        let ld = copy_to(Mem::Local, r, reg, copy.source.clone(), vec);
+        let st = copy_to(Mem::Shared, id, tile.flat(&copy.offs), staged, vec);
+        let pass = std::collections::HashMap::from([(copy.it, Index::c(j))]);
+        load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
+        put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
+    }
+    let at = c.at;
+    let first = std::collections::HashMap::from([(at, Index::c(0))]);
+    let next = std::collections::HashMap::from([(at, Index::Var(at) + Index::c(1))]);
+    let prologue = map_indices(load.clone(), &|ix| ix.subst(&first));
+    let ahead = Stmt::If {
+        guards: vec![Guard {
+            value: Index::Var(at) + Index::c(1),
+            extent: cx.nest.var(at).extent.clone(),
+        }],
+        body: map_indices(load, &|ix| ix.subst(&next)),
+    };
+    let dtype = t.dtype;
+    let rewrite = |ex: &Expr| read_tile(c, tile, id, dtype, ex);
+    Ok(around_loop(body, at, &mut |s| match s {
+        Stmt::Loop {
+            var,
+            extent,
+            unroll,
+            body: inner,
+        } => {
+            let mut b = put.clone();
+            b.push(Stmt::Barrier);
+            b.push(ahead.clone());
+            b.extend(map_values(inner, &rewrite));
+            b.push(Stmt::Barrier);
+            let mut out = prologue.clone();
+            out.push(Stmt::Loop {
+                var,
+                extent,
+                unroll,
+                body: b,
+            });
+            out
+        }
+        other => vec![other],
+    }))
+}
+
+/// Elements of a tile one thread may hold in registers for `prefetch`.
+const MAX_PREFETCH: i64 = 256;
