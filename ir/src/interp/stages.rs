@@ -1,0 +1,236 @@
+//! The stages that are not one value per output element: scatters (each
+//! point combined into a place the data names), scans, top-k and
+//! attention, each evaluated over its whole iteration space.
+
+use super::*;
+
+/// A scatter stage: the output starts at the operation's identity, then
+/// every point of the stage's axes combines its value in, row-major (one
+/// of the orders the GPU may take).
+pub(super) fn scatter_stage(
+    env: &Env,
+    st: &Stage,
+    sc: &Scatter,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let out = st.output.0 as usize;
+    let t = bufs[out].dtype;
+    let id = env.eval(&sc.op.identity(t), &[], bufs, &[], &[])?;
+    for i in 0..bufs[out].len() {
+        bufs[out].set(i, id);
+    }
+    let ext: Vec<i64> = st
+        .axes
+        .iter()
+        .map(|a| a.extent.eval(env.sizes, &[]).unwrap_or(0))
+        .collect();
+    let mut point = vec![0i64; ext.len()];
+    for flat in 0..ext.iter().product::<i64>() {
+        unflatten(flat, &ext, &mut point);
+        env.scatter(
+            st.output,
+            &sc.indices,
+            sc.op,
+            &st.value,
+            &point,
+            bufs,
+            &[],
+            &[],
+        )?;
+    }
+    Ok(())
+}
+
+/// For the front end: whether `tup`'s combiner keeps its `init` when it
+/// meets `init`, where both are made of constants alone (`None` where
+/// they use sizes or parameters, known only at run time). `names` are the
+/// tuple's tensors, not yet in `k`.
+pub fn tuple_identity(
+    k: &Kernel,
+    stage: &str,
+    tup: &crate::kernel::TupleReduce,
+    names: &[String],
+) -> Option<InterpError> {
+    let mut runtime = false;
+    for e in tup.init.iter().chain(&tup.combine) {
+        e.each(&mut |x| runtime |= matches!(x.kind, ExprKind::Param(_) | ExprKind::Index(_)));
+    }
+    if runtime {
+        return None;
+    }
+    let cell = std::cell::RefCell::new(None);
+    let env = Env {
+        races: Default::default(),
+        out_of_range: &cell,
+        k,
+        sizes: &[],
+        params: &[],
+        shapes: Vec::new(),
+        stage,
+    };
+    let init: Result<Vec<Expr>, InterpError> = tup
+        .init
+        .iter()
+        .map(|e| Ok(constant(env.eval(e, &[], &[], &[], &[])?, e.dtype)))
+        .collect();
+    match init {
+        Ok(acc) => env
+            .identity(tup, &|slot| names[slot].clone(), &acc, &[], &[])
+            .err(),
+        Err(e) => Some(e),
+    }
+}
+
+/// A scan stage: the triangular reduction it stands for, folded once
+/// along each row (the same order of operations, so the same rounding, as
+/// folding each prefix afresh), in linear time.
+pub(super) fn scan_stage(
+    env: &Env,
+    st: &crate::kernel::Stage,
+    r: &crate::kernel::Reduction,
+    scan: crate::kernel::Scan,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let ext = env.shapes[st.output.0 as usize].clone();
+    let n = ext.len();
+    let a = scan.axis;
+    let mut rows_ext = ext.clone();
+    rows_ext[a] = 1;
+    let rows: i64 = rows_ext.iter().product();
+    let t = r.body.dtype;
+    let mut point = vec![0i64; n + 1];
+    for row in 0..rows {
+        unflatten(row, &rows_ext, &mut point[..n]);
+        let mut acc = env.eval(&r.op.identity(t), &point, bufs, &[], &[])?;
+        for c in 0..ext[a] {
+            point[a] = c;
+            point[n] = c;
+            let before = acc;
+            let x = env.eval(&r.body, &point, bufs, &[], &[])?;
+            acc = env.combine(r.op, t, acc, x)?;
+            let got = if scan.exclusive { before } else { acc };
+            let v = env.eval(
+                &st.value.replace_reduced(&constant(got, t)),
+                &point,
+                bufs,
+                &[],
+                &[],
+            )?;
+            let off = env.offset(st.output, &point[..n])?;
+            bufs[st.output.0 as usize].set(off, v);
+        }
+    }
+    Ok(())
+}
+
+/// A top-k stage: each row's keys, largest first; position `j` holds the
+/// `j`-th (`i64::MIN` past the row's end), and each output its epilogue.
+/// The output's shape with its last axis reduced to 1 (the rows a top-k
+/// or an attention computes one at a time), and how many rows that is.
+fn row_shape(ext: &[i64]) -> (Vec<i64>, i64) {
+    let mut rows_ext = ext.to_vec();
+    if let Some(last) = rows_ext.last_mut() {
+        *last = 1;
+    }
+    let rows = rows_ext.iter().product();
+    (rows_ext, rows)
+}
+
+pub(super) fn topk_stage(
+    env: &Env,
+    st: &crate::kernel::Stage,
+    r: &crate::kernel::Reduction,
+    t: &crate::kernel::TopK,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let ext = env.shapes[st.output.0 as usize].clone();
+    let n = ext.len();
+    let (rows_ext, rows) = row_shape(&ext);
+    let len = r.axes[0].extent.eval(env.sizes, &[]).unwrap_or(0).max(0);
+    let mut point = vec![0i64; n + 1];
+    let mut keys = Vec::with_capacity(len as usize);
+    for row in 0..rows {
+        unflatten(row, &rows_ext, &mut point[..n]);
+        keys.clear();
+        for c in 0..len {
+            point[n] = c;
+            match env.eval(&r.body, &point, bufs, &[], &[])? {
+                Scalar::I(key) => keys.push(key),
+                Scalar::F(_) => unreachable!("top-k keys are i64"),
+            }
+        }
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        for j in 0..ext[n - 1] {
+            point[n - 1] = j;
+            let key = keys.get(j as usize).copied().unwrap_or(i64::MIN);
+            let key = constant(Scalar::I(key), DType::I64);
+            for (out, e) in t.outputs.iter().zip(&t.epilogues) {
+                let v = env.eval(&e.replace_reduced(&key), &point, bufs, &[], &[])?;
+                let off = env.offset(*out, &point[..n])?;
+                bufs[out.0 as usize].set(off, v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An attention ([`crate::kernel::Attention`]): per query row, the f32
+/// scores (each a sum over the head axis in its order, then scaled), the
+/// softmax's maximum, weights and sum in f64, and the outputs rounded once.
+pub(super) fn attention_stage(
+    env: &Env,
+    st: &crate::kernel::Stage,
+    r: &crate::kernel::Reduction,
+    a: &crate::kernel::Attention,
+    bufs: &mut [Buffer],
+) -> Result<(), InterpError> {
+    let ext = env.shapes[st.output.0 as usize].clone();
+    let n = ext.len();
+    let (rows_ext, rows) = row_shape(&ext);
+    let f32r = |x: f64| crate::dtype::round_to(x, DType::F32);
+    let scale = env.eval(&a.scale, &[], bufs, &[], &[])?.f();
+    let mut point = vec![0i64; n + 2];
+    let mut scores = Vec::new();
+    for row in 0..rows {
+        unflatten(row, &rows_ext, &mut point[..n]);
+        let keys = r.axes[0].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
+        let head = r.axes[1].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
+        scores.clear();
+        for j in 0..keys {
+            point[n] = j;
+            let mut acc = Scalar::F(0.0);
+            for e in 0..head {
+                point[n + 1] = e;
+                let x = env.eval(&r.body, &point, bufs, &[], &[])?;
+                acc = env.combine(ReduceOp::Sum, DType::F32, acc, x)?;
+            }
+            scores.push(f32r(acc.f() * scale));
+        }
+        let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+        let sum: f64 = weights.iter().sum();
+        point[n + 1] = 0;
+        for d in 0..ext[n - 1] {
+            point[n - 1] = d;
+            let mut o = 0.0;
+            for (j, w) in weights.iter().enumerate() {
+                point[n] = j as i64;
+                o += w * env.eval(&a.v, &point, bufs, &[], &[])?.f();
+            }
+            let o = if keys == 0 { 0.0 } else { o / sum };
+            let off = env.offset(a.outputs[0], &point[..n])?;
+            bufs[a.outputs[0].0 as usize]
+                .set(off, Scalar::F(crate::dtype::round_to(o, st.value.dtype)));
+        }
+        if let Some(lse) = a.outputs.get(1) {
+            let l = if keys == 0 {
+                f64::NEG_INFINITY
+            } else {
+                f32r(m + sum.ln())
+            };
+            let off = env.offset(*lse, &point[..n - 1])?;
+            bufs[lse.0 as usize].set(off, Scalar::F(l));
+        }
+    }
+    Ok(())
+}
