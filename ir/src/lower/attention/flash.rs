@@ -186,25 +186,20 @@ pub(super) fn build(
         v: super::super::inline_producers(l.k, l.sid, &a.v),
         ..a.clone()
     };
+    let ([q, kx, vx], shape) = check(l, unit, a, t, span)?;
     let Shape {
-        q,
-        kx,
-        vx,
         ty,
         instr,
-        group,
         lanes_n,
         rm,
         bm,
         bn,
-        e,
         ep,
-        d,
         dp,
         threads,
         stages,
-    } = check(l, unit, a, t, span)?;
-    let (m, nn) = (i64::from(instr.m), i64::from(instr.n));
+        ..
+    } = shape;
 
     // Loops and hardware indices.
     let batch: Index = st.axes[..n - 2]
@@ -260,6 +255,177 @@ pub(super) fn build(
     let k_v = var(l, "copy_k", copies(bn, ep), LoopKind::Unrolled, span);
     let v_v = var(l, "copy_v", copies(bn, dp), LoopKind::Unrolled, span);
     let col = var(l, "col", Index::c(bn), LoopKind::Unrolled, span);
+    let tid = Index::Var(lane) + Index::Var(wave) * Index::c(lanes_n);
+    let em = emitter(
+        l,
+        unit,
+        shape,
+        [lane, wave],
+        tid.clone(),
+        row0.clone(),
+        span,
+    )?;
+
+    // The copies: rows clamped into their tensors (their results are
+    // masked or never stored), the last index clamped by the fill itself.
+    let clamp_row = |op_: &Operand, r: Index| -> Index {
+        let dim = l.k.tensor(op_.tensor).shape[op_.row].clone();
+        Index::bin(IOp::Min, r, dim - Index::c(1))
+    };
+    let load = |op_: &Operand, row: Index, c: Index| -> Expr {
+        let mut indices: Vec<Index> = op_.indices.iter().map(|i| i.subst(&at)).collect();
+        indices[op_.row] = clamp_row(op_, row);
+        *indices.last_mut().expect("has a head axis") = c;
+        Expr {
+            kind: ExprKind::Load {
+                tensor: op_.tensor,
+                indices,
+            },
+            dtype: ty,
+        }
+    };
+    let q_copy = em.copy(
+        q_v,
+        QS,
+        Index::c(0),
+        em.q_tile,
+        bm,
+        ep,
+        &|r, c| load(&q, row0.clone() + r, c),
+        false,
+    );
+    let tile_copy = |tile: Index, buf: Index| -> Vec<Stmt> {
+        let key0 = tile * Index::c(bn);
+        vec![
+            em.copy(
+                k_v,
+                KS,
+                em.k_tile.stage(buf.clone(), bn),
+                em.k_tile,
+                bn,
+                ep,
+                &|r, c| load(&kx, key0.clone() + r, c),
+                true,
+            ),
+            em.copy(
+                v_v,
+                VS,
+                em.v_tile.stage(buf, bn),
+                em.v_tile,
+                bn,
+                dp,
+                &|r, c| load(&vx, key0.clone() + r, c),
+                true,
+            ),
+        ]
+    };
+
+    let scale = super::at(l, &a.scale, &at);
+    let step = key_tile(&em, kt, &ntiles, stages, &scale, &keys_of, &tile_copy, col);
+
+    let set = |local: u32, value: Expr| Stmt::LocalStore {
+        local,
+        index: Index::c(0),
+        value,
+    };
+    let mut body = vec![
+        Stmt::Bind {
+            var: bx,
+            axis: GpuAxis::Block(Dim::X),
+        },
+        Stmt::Bind {
+            var: by,
+            axis: GpuAxis::Block(Dim::Y),
+        },
+        Stmt::Bind {
+            var: lane,
+            axis: GpuAxis::Thread(Dim::X),
+        },
+        Stmt::Bind {
+            var: wave,
+            axis: GpuAxis::Thread(Dim::Y),
+        },
+        set(em.m, float(f64::NEG_INFINITY)),
+        set(em.sum, float(0.0)),
+    ];
+    if let Some((_, g)) = &em.lanes {
+        for s in em.slots() {
+            body.push(Stmt::LocalStore {
+                local: g.max,
+                index: s.clone(),
+                value: float(f64::NEG_INFINITY),
+            });
+            body.push(Stmt::LocalStore {
+                local: g.sum,
+                index: s,
+                value: float(0.0),
+            });
+        }
+    }
+    // Each lane's output accumulators: its rows' fragments of every
+    // instruction-wide column block of the head.
+    let outputs =
+        rm / i64::from(instr.m) * (dp / i64::from(instr.n)) * i64::from(instr.acc_per_lane());
+    body.extend((0..outputs).map(|x| Stmt::LocalStore {
+        local: em.oacc,
+        index: Index::c(x),
+        value: float(0.0),
+    }));
+    body.push(q_copy);
+    for s in 0..stages - 1 {
+        body.push(Stmt::If {
+            guards: vec![Guard {
+                value: Index::c(s),
+                extent: ntiles.clone(),
+            }],
+            body: tile_copy(Index::c(s), Index::c(s)),
+        });
+        body.push(Stmt::AsyncCommit);
+    }
+    body.push(Stmt::Loop {
+        var: kt,
+        extent: ntiles,
+        unroll: false,
+        body: step,
+    });
+    body.extend(finish_rows(l, a, &em, &at, iv, dv, &s_ext));
+    l.g.body = body;
+    l.g.block = [lanes_n as u32, (bm / rm) as u32, 1];
+    l.g.grid = [batch, tiles_y, Index::c(1)];
+    l.tid = tid;
+    Ok(())
+}
+
+/// The LDS tiles and registers of a `flash` kernel for `shape`, and the
+/// [`Emit`] that writes its statements: `lanes` are the lane and wave
+/// loops, `tid` the thread's index in the work-group, `row0` the block's
+/// first row.
+fn emitter(
+    l: &mut Lowering,
+    unit: &MatrixUnit,
+    shape: Shape,
+    [lane, wave]: [VarId; 2],
+    tid: Index,
+    row0: Index,
+    span: Span,
+) -> Result<Emit, Diagnostic> {
+    let st = l.k.stage(l.sid);
+    let Shape {
+        ty,
+        instr,
+        group,
+        lanes_n,
+        rm,
+        bm,
+        bn,
+        e,
+        ep,
+        d,
+        dp,
+        threads,
+        stages,
+    } = shape;
+    let (m, nn) = (i64::from(instr.m), i64::from(instr.n));
     let shared = |name: &str, dtype: DType, len: i64| Local {
         name: format!("{}_{name}", st.name),
         dtype,
@@ -369,8 +535,7 @@ pub(super) fn build(
             },
         )
     });
-    let tid = Index::Var(lane) + Index::Var(wave) * Index::c(lanes_n);
-    let em = Emit {
+    Ok(Emit {
         instr,
         t: ty,
         rm,
@@ -384,8 +549,8 @@ pub(super) fn build(
         dp,
         lane: Index::Var(lane),
         wave: Index::Var(wave),
-        tid: tid.clone(),
-        row0: row0.clone(),
+        tid,
+        row0,
         sacc,
         oacc,
         af,
@@ -404,132 +569,7 @@ pub(super) fn build(
         v_tile,
         s_stride,
         p_stride,
-    };
-
-    // The copies: rows clamped into their tensors (their results are
-    // masked or never stored), the last index clamped by the fill itself.
-    let clamp_row = |op_: &Operand, r: Index| -> Index {
-        let dim = l.k.tensor(op_.tensor).shape[op_.row].clone();
-        Index::bin(IOp::Min, r, dim - Index::c(1))
-    };
-    let load = |op_: &Operand, row: Index, c: Index| -> Expr {
-        let mut indices: Vec<Index> = op_.indices.iter().map(|i| i.subst(&at)).collect();
-        indices[op_.row] = clamp_row(op_, row);
-        *indices.last_mut().expect("has a head axis") = c;
-        Expr {
-            kind: ExprKind::Load {
-                tensor: op_.tensor,
-                indices,
-            },
-            dtype: ty,
-        }
-    };
-    let q_copy = em.copy(
-        q_v,
-        QS,
-        Index::c(0),
-        q_tile,
-        bm,
-        ep,
-        &|r, c| load(&q, row0.clone() + r, c),
-        false,
-    );
-    let tile_copy = |tile: Index, buf: Index| -> Vec<Stmt> {
-        let key0 = tile * Index::c(bn);
-        vec![
-            em.copy(
-                k_v,
-                KS,
-                k_tile.stage(buf.clone(), bn),
-                k_tile,
-                bn,
-                ep,
-                &|r, c| load(&kx, key0.clone() + r, c),
-                true,
-            ),
-            em.copy(
-                v_v,
-                VS,
-                v_tile.stage(buf, bn),
-                v_tile,
-                bn,
-                dp,
-                &|r, c| load(&vx, key0.clone() + r, c),
-                true,
-            ),
-        ]
-    };
-
-    let scale = super::at(l, &a.scale, &at);
-    let step = key_tile(&em, kt, &ntiles, stages, &scale, &keys_of, &tile_copy, col);
-
-    let set = |local: u32, value: Expr| Stmt::LocalStore {
-        local,
-        index: Index::c(0),
-        value,
-    };
-    let mut body = vec![
-        Stmt::Bind {
-            var: bx,
-            axis: GpuAxis::Block(Dim::X),
-        },
-        Stmt::Bind {
-            var: by,
-            axis: GpuAxis::Block(Dim::Y),
-        },
-        Stmt::Bind {
-            var: lane,
-            axis: GpuAxis::Thread(Dim::X),
-        },
-        Stmt::Bind {
-            var: wave,
-            axis: GpuAxis::Thread(Dim::Y),
-        },
-        set(mreg, float(f64::NEG_INFINITY)),
-        set(sum, float(0.0)),
-    ];
-    if let Some((_, g)) = &em.lanes {
-        for s in em.slots() {
-            body.push(Stmt::LocalStore {
-                local: g.max,
-                index: s.clone(),
-                value: float(f64::NEG_INFINITY),
-            });
-            body.push(Stmt::LocalStore {
-                local: g.sum,
-                index: s,
-                value: float(0.0),
-            });
-        }
-    }
-    body.extend((0..fm_n * (dp / nn) * pc).map(|x| Stmt::LocalStore {
-        local: oacc,
-        index: Index::c(x),
-        value: float(0.0),
-    }));
-    body.push(q_copy);
-    for s in 0..stages - 1 {
-        body.push(Stmt::If {
-            guards: vec![Guard {
-                value: Index::c(s),
-                extent: ntiles.clone(),
-            }],
-            body: tile_copy(Index::c(s), Index::c(s)),
-        });
-        body.push(Stmt::AsyncCommit);
-    }
-    body.push(Stmt::Loop {
-        var: kt,
-        extent: ntiles,
-        unroll: false,
-        body: step,
-    });
-    body.extend(finish_rows(l, a, &em, &at, iv, dv, &s_ext));
-    l.g.body = body;
-    l.g.block = [lanes_n as u32, (bm / rm) as u32, 1];
-    l.g.grid = [batch, tiles_y, Index::c(1)];
-    l.tid = tid;
-    Ok(())
+    })
 }
 
 /// The loop body of key tile `kt`: the wait for its copies and the copy
@@ -610,14 +650,12 @@ fn key_tile(
     step
 }
 
-/// What [`build`] checked and chose before emitting anything: the three
-/// operands, the instruction (a warpgroup's on sm_90a, with [`group`]'s
+/// What [`build`] checked and chose before emitting anything (beside the
+/// three operands): the instruction (a warpgroup's on sm_90a, with [`group`]'s
 /// pair), the rows a wave takes, and the tile sizes with the head
 /// dimensions padded to the instruction.
+#[derive(Clone, Copy)]
 struct Shape {
-    q: Operand,
-    kx: Operand,
-    vx: Operand,
     ty: DType,
     instr: &'static MatrixInstr,
     group: Option<(
@@ -637,15 +675,15 @@ struct Shape {
     stages: i64,
 }
 
-/// The checks of `flash` on attention `a` (its producers inlined), and
-/// the shape they leave.
+/// The checks of `flash` on attention `a` (its producers inlined): its
+/// query, key and value operands and the shape they leave.
 fn check(
     l: &Lowering,
     unit: &MatrixUnit,
     a: &Attention,
     t: Tiles,
     span: Span,
-) -> Result<Shape, Diagnostic> {
+) -> Result<([Operand; 3], Shape), Diagnostic> {
     let st = l.k.stage(l.sid);
     let red = st.reduce.as_ref().expect("an attention is a reduction");
     let n = st.axes.len();
@@ -729,10 +767,7 @@ fn check(
     let dp = (dp + 7) / 8 * 8;
     let threads = bm / rm * lanes_n;
     let stages = i64::from(t.stages);
-    Ok(Shape {
-        q,
-        kx,
-        vx,
+    let shape = Shape {
         ty,
         instr,
         group,
@@ -746,7 +781,8 @@ fn check(
         dp,
         threads,
         stages,
-    })
+    };
+    Ok(([q, kx, vx], shape))
 }
 
 /// After the last tile: each row's `1 / sum` to LDS (and its log-sum-exp
