@@ -146,6 +146,41 @@ fn an_output_that_is_a_pipe_is_written_into_not_replaced() {
     );
 }
 
+/// `-o` naming a symbolic link writes the file it points to; the link
+/// stays a link.
+#[test]
+fn an_output_that_is_a_link_is_written_through() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("real")).unwrap();
+    std::fs::write(d.path().join("real/k.hsaco"), b"old").unwrap();
+    std::os::unix::fs::symlink("real/k.hsaco", d.path().join("link.hsaco")).unwrap();
+    let out = rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx90a",
+            &example("vadd").to_string_lossy(),
+            "-o",
+            "link.hsaco",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let link = std::fs::symlink_metadata(d.path().join("link.hsaco")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    let got = std::fs::read(d.path().join("real/k.hsaco")).unwrap();
+    assert_eq!(
+        &got[..4],
+        b"\x7fELF",
+        "the linked file holds the code object"
+    );
+    assert_eq!(
+        files_in(&d.path().join("real")),
+        ["k.hsaco"],
+        "no temporary file left behind"
+    );
+}
+
 /// Mistakes on the command line: each gets one precise message naming the
 /// flag and the offending value (snapshotted exactly), exit code 2, and
 /// no output file.

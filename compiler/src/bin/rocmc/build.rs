@@ -438,6 +438,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
             .and_then(|mut f| f.write_all(bytes))
             .map_err(io(path));
     }
+    // A symbolic link is written through: renaming over the link itself
+    // would cut it from its file (and as root, `-o /dev/stdout` redirected
+    // to a file would replace the system's /dev/stdout link).
+    let resolved = std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_symlink())
+        .then(|| std::fs::canonicalize(path).ok())
+        .flatten();
+    let path = resolved.as_deref().unwrap_or(path);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

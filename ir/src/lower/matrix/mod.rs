@@ -225,7 +225,8 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
     let f = fragments(l, &st, &fa, &fb, instr)?;
     let (n_acc, n_a, n_b) = (f.n[0], f.n[1], f.n[2]);
     let (pc, pa, pb) = (f.per_lane[0], f.per_lane[1], f.per_lane[2]);
-    let kg: Vec<&Guard> = st
+    // The guards on reduction loops: out-of-range k reads as zero.
+    let kguards: Vec<&Guard> = st
         .guards
         .iter()
         .filter(|g| {
@@ -233,7 +234,7 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
                 .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
         })
         .collect();
-    let tail = tail_instr(l, unit, instr, &kg, &f.kloops, req.span)?;
+    let tail = tail_instr(l, unit, instr, &kguards, &f.kloops, req.span)?;
     let mut locals = vec![
         Local {
             name: format!("{}_acc", stage.name),
@@ -273,14 +274,6 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
     let guarded: Vec<VarId> = (0..nest.vars.len() as u32)
         .map(VarId)
         .filter(|v| st.guards.iter().any(|g| g.value.uses_var(*v)))
-        .collect();
-    let kguards: Vec<&Guard> = st
-        .guards
-        .iter()
-        .filter(|g| {
-            (0..nest.vars.len() as u32)
-                .any(|v| nest.vars[v as usize].reduce && g.value.uses_var(VarId(v)))
-        })
         .collect();
     let clamp_in = |e: &Expr, cached: &[TensorId]| -> Expr {
         match clamp_loads(
