@@ -101,6 +101,22 @@ fn an_unwritable_output_is_an_io_error() {
     assert!(files_in(d.path()).is_empty());
 }
 
+/// `rocmc build --mcpu gfx90a vadd.toml -o OUT` in `dir`.
+fn build_vadd(dir: &std::path::Path, out: &str) -> std::process::Output {
+    let vadd = example("vadd");
+    rocmc(
+        dir,
+        &[
+            "build",
+            "--mcpu",
+            "gfx90a",
+            &vadd.to_string_lossy(),
+            "-o",
+            out,
+        ],
+    )
+}
+
 /// `-o` naming a pipe (or a device such as /dev/null) writes into it: the
 /// atomic rename used for files would replace it with a regular file,
 /// which for /dev/null, as root, breaks the whole machine.
@@ -118,17 +134,7 @@ fn an_output_that_is_a_pipe_is_written_into_not_replaced() {
         let fifo = fifo.clone();
         move || std::fs::read(fifo).unwrap()
     });
-    let out = rocmc(
-        d.path(),
-        &[
-            "build",
-            "--mcpu",
-            "gfx90a",
-            &example("vadd").to_string_lossy(),
-            "-o",
-            "pipe",
-        ],
-    );
+    let out = build_vadd(d.path(), "pipe");
     assert!(out.status.success(), "{}", text(&out.stderr));
     // Checked before joining: had the pipe been replaced, its reader would
     // wait for a writer forever.
@@ -154,17 +160,7 @@ fn an_output_that_is_a_link_is_written_through() {
     std::fs::create_dir(d.path().join("real")).unwrap();
     std::fs::write(d.path().join("real/k.hsaco"), b"old").unwrap();
     std::os::unix::fs::symlink("real/k.hsaco", d.path().join("link.hsaco")).unwrap();
-    let out = rocmc(
-        d.path(),
-        &[
-            "build",
-            "--mcpu",
-            "gfx90a",
-            &example("vadd").to_string_lossy(),
-            "-o",
-            "link.hsaco",
-        ],
-    );
+    let out = build_vadd(d.path(), "link.hsaco");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let link = std::fs::symlink_metadata(d.path().join("link.hsaco")).unwrap();
     assert!(link.file_type().is_symlink(), "the link was replaced");
