@@ -1,9 +1,45 @@
 #!/usr/bin/env bash
-# Second command of the README: installs what is missing, then runs every test.
+# Second command of the README: installs what is missing, checks the house
+# rules, builds, runs every test, and prints what each phase cost.
+# Arguments go to the test run: `scripts/test.sh -- --nocapture`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo test --workspace --all-targets "$@"
+
+times=$(mktemp)
+log=$(mktemp)
+phase() { # phase NAME COMMAND...: runs it and records its seconds
+  local name=$1 start=$SECONDS
+  shift
+  echo "rocmc: == $name: $*" >&2
+  "$@"
+  echo "$name $((SECONDS - start))" >>"$times"
+}
+report() {
+  echo
+  echo "rocmc: where the time went (seconds)"
+  # Each test binary as cargo announced it, with the time libtest reported.
+  awk '/^ +Running /{src=$2" "$3; bin=$0; sub(/.*\//, "", bin); sub(/\).*/, "", bin); sub(/-[0-9a-f]+$/, "", bin)}
+       /^test result:/{t=""; for (i = 1; i <= NF; i++) if ($i == "finished") {t=$(i+1); sub(/s$/, "", t)}
+                       printf "  test %-50s %8.1f\n", bin" ("src")", t}' "$log"
+  awk '{printf "  %-55s %8d\n", $1, $2}' "$times"
+  rm -f "$times" "$log"
+}
+trap report EXIT
+
+# Function and file length, import circles (docs/architecture.md).
+phase structure python3 scripts/structure.py
+# Every test binary and every program the tests run (rocmc, the worker,
+# the example applications), in one feature resolution: the tests' own
+# `cargo build --workspace --all-targets` (tests/common.rs) then finds
+# everything built. `cargo build -p PACKAGE` would resolve features for
+# that package alone and compile much of the workspace a second time.
+phase build cargo build --workspace --all-targets
+start=$SECONDS
+echo "rocmc: == test: cargo test --workspace --all-targets $*" >&2
+cargo test --workspace --all-targets "$@" 2>&1 | tee "$log"
+echo "test $((SECONDS - start))" >>"$times"
+
 # Running kernels on a GPU is not part of this suite (CI has no GPU): say so.
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "rocmc: an NVIDIA GPU is here: scripts/gpu-bundle.sh && scripts/bench-gpu.sh runs the GPU checks"

@@ -12,7 +12,7 @@
 //! measured table with:
 //!
 //! ```sh
-//! cargo test -p rocmc-tests --test accuracy -- --nocapture
+//! cargo test -p rocmc-tests --test e2e -- accuracy:: --nocapture
 //! ```
 
 use rocmc::ir::DType;

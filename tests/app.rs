@@ -4,19 +4,9 @@
 use rocmc_tests::*;
 use std::process::Command;
 
-fn cargo(args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("cargo")
-}
-
 #[test]
 fn the_example_app_builds_and_fails_clearly_without_a_gpu() {
-    let out = cargo(&["build", "-q", "-p", "vadd-app"], &root());
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let exe = root().join("target/debug/vadd-app");
+    let exe = workspace_bin("vadd-app");
     let run = Command::new(&exe).output().unwrap();
     assert_eq!(run.status.code(), Some(1));
     assert!(
@@ -259,12 +249,15 @@ fn a_wrongly_typed_buffer_does_not_compile() {
     let app = d.path().join("app");
     std::fs::create_dir_all(app.join("src")).unwrap();
     let r = root();
+    // The launchers as a build script writes them (rocmc::Build, here in
+    // the test), included by an application that depends on the runtime
+    // alone: checking it compiles no compiler (the build script's path is
+    // the_example_app_builds_and_fails_clearly_without_a_gpu's).
     std::fs::write(
         app.join("Cargo.toml"),
         format!(
-            "[package]\nname = \"typed-app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\nrocmc-runtime-hip = {{ path = {:?} }}\n\n[build-dependencies]\nrocmc = {{ path = {:?} }}\n",
+            "[package]\nname = \"typed-app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\nrocmc-runtime-hip = {{ path = {:?} }}\n",
             r.join("runtime-hip"),
-            r.join("compiler")
         ),
     )
     .unwrap();
@@ -282,23 +275,25 @@ fn a_wrongly_typed_buffer_does_not_compile() {
         "[kernel]\nname = \"masked\"\nsizes = [\"n\"]\n[inputs]\nX = { dtype = \"f32\", shape = [\"n\"] }\nM = { dtype = \"bool\", shape = [\"n\"] }\n[params]\ninvert = \"bool\"\n[[stage]]\ncompute = \"Y[i] = select(M[i] != invert, X[i], 0.0)\"\nshape = [\"n\"]\nschedule = [\"bx, tx = split(i, 64)\", \"bind(bx, blockIdx.x)\", \"bind(tx, threadIdx.x)\"]\n",
     )
     .unwrap();
-    std::fs::write(
-        app.join("build.rs"),
-        format!(
-            "fn main() {{ rocmc::Build::new().kernel({:?}).kernel({:?}).kernel({:?}).mcpu(\"gfx90a\").compile(); }}\n",
-            example("vadd"),
-            hsaxpy,
-            masked
-        ),
-    )
-    .unwrap();
+    let out = rocmc::Build::new()
+        .kernel(example("vadd"))
+        .kernel(&hsaxpy)
+        .kernel(&masked)
+        .mcpu("gfx90a")
+        .out_dir(d.path())
+        .cargo_metadata(false)
+        .try_compile()
+        .unwrap();
     let main = |ty: &str| {
         format!(
-            "include!(concat!(env!(\"OUT_DIR\"), \"/rocmc_kernels.rs\"));\nfn main() -> rocmc_runtime_hip::Result<()> {{\n    let dev = rocmc_runtime_hip::Hip::load()?.device(\"amdgpu\")?;\n    let a = dev.alloc::<f32>(8)?;\n    let c = dev.alloc::<{ty}>(8)?;\n    vadd::Vadd::load(&dev)?.launch(&a, &a, &c, 8)?;\n    let h = dev.alloc::<rocmc_runtime_hip::f16>(8)?;\n    hsaxpy::Hsaxpy::load(&dev)?.launch(&h, &h, 8, rocmc_runtime_hip::f16::from_f32(2.0))?;\n    let m = dev.alloc::<rocmc_runtime_hip::Bool8>(8)?;\n    masked::Masked::load(&dev)?.launch(&a, &m, &a, 8, true.into())\n}}\n"
+            "include!({:?});\nfn main() -> rocmc_runtime_hip::Result<()> {{\n    let dev = rocmc_runtime_hip::Hip::load()?.device(\"amdgpu\")?;\n    let a = dev.alloc::<f32>(8)?;\n    let c = dev.alloc::<{ty}>(8)?;\n    vadd::Vadd::load(&dev)?.launch(&a, &a, &c, 8)?;\n    let h = dev.alloc::<rocmc_runtime_hip::f16>(8)?;\n    hsaxpy::Hsaxpy::load(&dev)?.launch(&h, &h, 8, rocmc_runtime_hip::f16::from_f32(2.0))?;\n    let m = dev.alloc::<rocmc_runtime_hip::Bool8>(8)?;\n    masked::Masked::load(&dev)?.launch(&a, &m, &a, 8, true.into())\n}}\n",
+            out.launchers
         )
     };
     std::fs::write(app.join("src/main.rs"), main("f64")).unwrap();
-    // Share the workspace's target folder so rocmc and its dependencies are already built.
+    // The workspace's target folder and lock file: the runtime's
+    // dependencies at the workspace's versions, checked once.
+    std::fs::copy(r.join("Cargo.lock"), app.join("Cargo.lock")).unwrap();
     let check = || {
         Command::new(env!("CARGO"))
             .args(["check", "-q", "--offline"])

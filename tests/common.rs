@@ -54,25 +54,44 @@ fn all_examples() -> Vec<String> {
     v
 }
 
-/// The `rocmc` binary of this workspace, built if a lone `cargo test -p` did not.
-pub fn rocmc_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
+/// The most work ([`rocmc::ir::Kernel::work`]) a test gives the interpreter
+/// for one randomly sized run of an example: attention's 4-dimensional,
+/// triangular reductions otherwise take minutes at sizes a 2-D kernel runs
+/// in milliseconds.
+pub const WORK_BUDGET: u128 = 1 << 26;
+
+/// Binary `bin` of this workspace, after `cargo build --workspace
+/// --all-targets` (once per test process). That build resolves features as
+/// `cargo test --workspace --all-targets` does, so after scripts/test.sh's
+/// build it compiles nothing; `cargo build -p PACKAGE` (or without the
+/// tests' dev-dependencies) resolves them otherwise and compiled much of
+/// the workspace a second time.
+pub fn workspace_bin(bin: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
         let exe = std::env::current_exe().expect("test binary path");
         let dir = exe
             .parent()
             .and_then(Path::parent)
-            .expect("target/<profile>");
-        let bin = dir.join("rocmc");
+            .expect("target/<profile>")
+            .to_path_buf();
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "rocmc", "--bin", "rocmc"])
+            .args(["build", "-q", "--workspace", "--all-targets"])
             .current_dir(root())
             .status()
             .expect("cargo build");
-        assert!(status.success());
-        assert!(bin.exists(), "{} missing", bin.display());
-        bin
-    })
+        assert!(status.success(), "cargo build --workspace --all-targets");
+        dir
+    });
+    let path = dir.join(bin);
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}
+
+/// The `rocmc` binary of this workspace.
+pub fn rocmc_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| workspace_bin("rocmc"))
 }
 
 /// Runs rocmc in `cwd` with `args`.
@@ -186,22 +205,12 @@ pub fn assemble_ptx(ptx: &str, arch: &str) -> Result<Vec<PtxasReport>, String> {
     rocmc::ptxas::assemble(&ptxas(), ptx, arch)
 }
 
-/// Binary `bin` of workspace package `package`, built on its own with
-/// `cargo build -p` (so it links only what that package does).
-pub fn package_bin(package: &str, bin: &str) -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", package])
-        .current_dir(root())
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build -p {package}");
-    rocmc_bin().parent().unwrap().join(bin)
-}
-
-/// The worker binary, built on its own (so it links no LLVM).
+/// The worker binary. It links no LLVM, though the workspace build gives
+/// rocmc-linker its `lld` feature: nothing the worker calls reaches lld
+/// (remote::the_worker_links_no_llvm checks).
 pub fn worker_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| package_bin("rocmc-worker", "rocmc-worker"))
+    BIN.get_or_init(|| workspace_bin("rocmc-worker"))
 }
 
 /// A `rocmc-worker` on loopback with its own state folder; killed when dropped.

@@ -58,7 +58,7 @@ fn every_example_without_its_schedule_keeps_its_meaning_and_compiles() {
             let picked: Vec<i64> = (0..k.sizes.len())
                 .map(|i| 3 + ((seed * 7919 + i as u64 * 104_729) % 70) as i64)
                 .collect();
-            let sizes = k.fit_sizes(&picked);
+            let sizes = k.fit_work(&picked, WORK_BUDGET);
             let cmp = rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), seed, false)
                 .unwrap_or_else(|e| panic!("{name} {sizes:?}: {e}"));
             for c in &cmp {

@@ -54,7 +54,7 @@
 //! is kept.
 //!
 //! ```sh
-//! ROCMC_DIFFUZZ_SECS=1800 ROCMC_DIFFUZZ_SEED=$RANDOM cargo test --release -p rocmc-tests --test difffuzz -- --nocapture
+//! ROCMC_DIFFUZZ_SECS=1800 ROCMC_DIFFUZZ_SEED=$RANDOM cargo test --release -p rocmc-tests --test e2e -- difffuzz:: --nocapture
 //! ```
 
 use rocmc::ir::DType;

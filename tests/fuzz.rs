@@ -11,7 +11,7 @@
 //! `ROCMC_FUZZ_SEED` the seed (default fixed, so CI is repeatable):
 //!
 //! ```sh
-//! ROCMC_FUZZ_SECS=600 ROCMC_FUZZ_SEED=$RANDOM cargo test -p rocmc-tests --test fuzz -- --nocapture
+//! ROCMC_FUZZ_SECS=600 ROCMC_FUZZ_SEED=$RANDOM cargo test -p rocmc-tests --test e2e -- fuzz:: --skip difffuzz:: --nocapture
 //! ```
 
 use rocmc_tests::*;

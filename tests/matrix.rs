@@ -223,7 +223,7 @@ fn no_other_processor_has_them() {
     assert!(!llc_accepts(&ir, "sm_75", false));
 }
 
-/// `cargo test --test matrix -- --ignored --nocapture`: what LLVM accepts, as a grid.
+/// `cargo test -p rocmc-tests --test e2e -- matrix:: --ignored --nocapture`: what LLVM accepts, as a grid.
 #[test]
 #[ignore]
 fn print_acceptance() {

@@ -5,7 +5,7 @@ use rocmc::remote::client::RemoteDevice;
 use rocmc::remote::proto::{self, Reply, WireArg};
 use rocmc::remote::tls::Pin;
 use rocmc::remote::Device;
-use rocmc_tests::{cpu_module, example, examples, rocmc_bin, Worker};
+use rocmc_tests::{cpu_module, example, examples, rocmc_bin, worker_bin, Worker};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
@@ -13,6 +13,28 @@ use std::time::Duration;
 /// vadd compiled for the CPU: the shared object and its launch document.
 fn vadd() -> Vec<u8> {
     cpu_module(&std::fs::read_to_string(example("vadd")).unwrap(), &[]).0
+}
+
+/// The worker is built with the workspace, whose build gives rocmc-linker
+/// its embedded lld; the worker binary still links no LLVM, statically or
+/// as a library: a GPU host needs none.
+#[test]
+fn the_worker_links_no_llvm() {
+    let ldd = Command::new("ldd").arg(worker_bin()).output().unwrap();
+    let libs = String::from_utf8_lossy(&ldd.stdout);
+    assert!(ldd.status.success(), "{libs}");
+    for lib in ["libLLVM", "libstdc++", "libzstd"] {
+        assert!(!libs.contains(lib), "{lib}:\n{libs}");
+    }
+    // Itanium-mangled names in namespace llvm (`_ZN4llvm`), or lld's.
+    let bytes = std::fs::read(worker_bin()).unwrap();
+    for sym in [&b"_ZN4llvm"[..], &b"_ZN3lld"[..]] {
+        assert!(
+            !bytes.windows(sym.len()).any(|w| w == sym),
+            "{}",
+            String::from_utf8_lossy(sym)
+        );
+    }
 }
 
 fn f32s(v: &[f32]) -> Vec<u8> {
@@ -1080,7 +1102,7 @@ fn the_gpt2_example_runs_on_a_workers_cpu_and_matches_its_reference() {
     let known = w.state.path().join("known_workers");
     let fx =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2/tests/fixtures");
-    let out = Command::new(rocmc_tests::package_bin("gpt2", "gpt2"))
+    let out = Command::new(rocmc_tests::workspace_bin("gpt2"))
         .arg("--weights")
         .arg(fx.join("tiny.safetensors"))
         .arg("--ids-file")

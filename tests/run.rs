@@ -26,10 +26,11 @@ fn sizes_for(name: &str, seed: u64) -> Vec<String> {
     let picked: Vec<i64> = (0..k.sizes.len())
         .map(|i| 3 + ((seed * 7919 + i as u64 * 104_729) % span) as i64)
         .collect();
-    // Sizes the kernel states are multiples (`divisible`) become so.
+    // Sizes the kernel states are multiples (`divisible`) become so, and
+    // the interpreter's work stays within the budget.
     k.sizes
         .iter()
-        .zip(k.fit_sizes(&picked))
+        .zip(k.fit_work(&picked, WORK_BUDGET))
         .map(|(s, v)| format!("{}={v}", s.name))
         .collect()
 }

@@ -528,6 +528,45 @@ impl Kernel {
             .collect()
     }
 
+    /// An upper bound of the reference interpreter's work at `sizes`: per
+    /// stage, the product of its axes' extents (a reduction's that depend
+    /// on the output's axes taken at their largest), summed over stages.
+    /// Tests that pick sizes at random keep it within a budget with
+    /// [`Kernel::fit_work`].
+    pub fn work(&self, sizes: &[i64]) -> u128 {
+        let size_max: Vec<u64> = sizes.iter().map(|s| (*s).max(0) as u64).collect();
+        self.stages
+            .iter()
+            .map(|st| {
+                let mut var_max = Vec::new();
+                st.all_axes().fold(1u128, |w, a| {
+                    let e = a.extent.max_value(&size_max, &var_max).max(1);
+                    var_max.push(u64::try_from(e - 1).unwrap_or(u64::MAX));
+                    w.saturating_mul(e)
+                })
+            })
+            .fold(0u128, u128::saturating_add)
+    }
+
+    /// `values` made valid ([`Kernel::fit_sizes`]) and, while their
+    /// [`Kernel::work`] exceeds `budget`, the largest size shrunk by a
+    /// third (never below its divisor or 1).
+    pub fn fit_work(&self, values: &[i64], budget: u128) -> Vec<i64> {
+        let mut v = self.fit_sizes(values);
+        while self.work(&v) > budget {
+            let Some(i) = (0..v.len())
+                .filter(|&i| v[i] > (self.sizes[i].divisor.max(1) as i64))
+                .max_by_key(|&i| v[i])
+            else {
+                break;
+            };
+            let mut shrunk = v.clone();
+            shrunk[i] = v[i] - (v[i] / 3).max(1);
+            v = self.fit_sizes(&shrunk);
+        }
+        v
+    }
+
     /// Why `values` (in size order) break a `divisible` fact, if they do.
     pub fn check_divisible(&self, values: &[i64]) -> Result<(), String> {
         for (s, v) in self.sizes.iter().zip(values) {

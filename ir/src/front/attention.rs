@@ -13,7 +13,7 @@ use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
 use crate::index::{Index, VarId};
 use crate::kernel::*;
-use crate::syntax::{AstKind, ComputeStmt};
+use crate::syntax::{Ast, AstKind, ComputeStmt};
 use std::collections::HashMap;
 use toml::Spanned;
 
@@ -38,7 +38,7 @@ fn uses(x: &Expr, v: VarId) -> bool {
     found.get()
 }
 
-fn fail(cx: &mut Cx<'_>, d: Diagnostic) -> Option<()> {
+fn fail<T>(cx: &mut Cx<'_>, d: Diagnostic) -> Option<T> {
     cx.error(d);
     None
 }
@@ -55,16 +55,14 @@ pub(super) fn stage(
     let _ = build(cx, k, names, decl, stmt, ax);
 }
 
-fn build(
+/// The outputs, dtype and axes an attention stage must have.
+fn check_shape(
     cx: &mut Cx<'_>,
-    k: &mut Kernel,
-    names: &mut Vec<(String, Span)>,
-    decl: &Spanned<StageDecl>,
+    d: &StageDecl,
     stmt: &ComputeStmt,
-    ax: super::tuple::Axes,
+    ax: &super::tuple::Axes,
+    outs: &[(String, Span)],
 ) -> Option<()> {
-    let d = decl.get_ref();
-    let outs = super::tuple::outputs(cx, names, stmt, true)?;
     if outs.len() > 2 {
         return fail(
             cx,
@@ -122,6 +120,14 @@ fn build(
             .hint("declare both: `reduce = { j = \"T\", e = 64 }`"),
         );
     }
+    Some(())
+}
+
+/// The query, key and value arguments of `attention(...)`, and `scale=`.
+fn arguments<'a>(
+    cx: &mut Cx<'_>,
+    stmt: &'a ComputeStmt,
+) -> Option<([&'a Ast; 3], Option<&'a Ast>)> {
     let AstKind::Call { args, .. } = &stmt.value.kind else {
         unreachable!("checked by is_attention")
     };
@@ -150,6 +156,91 @@ fn build(
             .hint(format!("`{EX}`")),
         );
     };
+    Some(([qa, ka, va], scale_ast))
+}
+
+/// `scale=` as an f32, or 1/sqrt of the head dimension.
+fn scale(cx: &mut Cx<'_>, k: &Kernel, scale_ast: Option<&Ast>, eax: &Axis) -> Option<Expr> {
+    Some(match scale_ast {
+        None => e(
+            ExprKind::Call(
+                MathFn::Rsqrt,
+                vec![cast(
+                    e(ExprKind::Index(eax.extent.clone()), DType::I32),
+                    DType::F32,
+                )],
+            ),
+            DType::F32,
+        ),
+        Some(a) => {
+            let s = cx.expr(k, &[], a, Some(DType::F32))?;
+            if !s.dtype.is_float() || s.dtype == DType::F64 {
+                return fail(
+                    cx,
+                    Diagnostic::new(a.span, format!("`scale` is an f32 number, not {}", s.dtype))
+                        .hint("e.g. `scale=0.125` or a parameter"),
+                );
+            }
+            cast(s, DType::F32)
+        }
+    })
+}
+
+/// Which axes each operand may read: the query a row of `i` over `e`,
+/// the keys rows of `j` over `e`, the values rows of `j` over `d`.
+fn check_roles(
+    cx: &mut Cx<'_>,
+    operands: [(&Expr, &Ast); 3],
+    all: &[(String, VarId)],
+    n: usize,
+    [jv, ev]: [VarId; 2],
+) -> Option<()> {
+    let name = |v: VarId| all[v.0 as usize].0.clone();
+    let (iv, dv) = (VarId(n as u32 - 2), VarId(n as u32 - 1));
+    let [(q, qa), (kx, ka), (v, va)] = operands;
+    let rules = [
+        (q, qa, "query", [dv, jv]),
+        (kx, ka, "key", [iv, dv]),
+        (v, va, "value", [iv, ev]),
+    ];
+    for (x, a, what, banned) in rules {
+        if let Some(b) = banned.into_iter().find(|b| uses(x, *b)) {
+            return fail(
+                cx,
+                Diagnostic::new(a.span, format!("the {what} depends on `{}`", name(b)))
+                    .hint(format!(
+                        "`{EX}`: the query is a row of `i` over `e`, the keys rows of `j` over `e`, the values rows of `j` over `d`"
+                    )),
+            );
+        }
+    }
+    if !uses(kx, jv) || !uses(v, jv) {
+        let a = if uses(kx, jv) { va } else { ka };
+        return fail(
+            cx,
+            Diagnostic::new(
+                a.span,
+                format!("keys and values are rows of the key axis `{}`", name(jv)),
+            )
+            .hint(format!("`{EX}`")),
+        );
+    }
+    Some(())
+}
+
+fn build(
+    cx: &mut Cx<'_>,
+    k: &mut Kernel,
+    names: &mut Vec<(String, Span)>,
+    decl: &Spanned<StageDecl>,
+    stmt: &ComputeStmt,
+    ax: super::tuple::Axes,
+) -> Option<()> {
+    let d = decl.get_ref();
+    let outs = super::tuple::outputs(cx, names, stmt, true)?;
+    check_shape(cx, d, stmt, &ax, &outs)?;
+    let n = ax.vars.len();
+    let ([qa, ka, va], scale_ast) = arguments(cx, stmt)?;
     let mut all = ax.vars.clone();
     all.extend(
         ax.reduce
@@ -198,35 +289,10 @@ fn build(
             )
         }
     };
+    let operands = [(&q, qa), (&kx, ka), (&v, va)];
+    check_roles(cx, operands, &all, n, [jv, ev])?;
     let name = |v: VarId| all[v.0 as usize].0.clone();
-    let (iv, dv) = (VarId(n as u32 - 2), VarId(n as u32 - 1));
-    let rules = [
-        (&q, qa, "query", [dv, jv]),
-        (&kx, ka, "key", [iv, dv]),
-        (&v, va, "value", [iv, ev]),
-    ];
-    for (x, a, what, banned) in rules {
-        if let Some(b) = banned.into_iter().find(|b| uses(x, *b)) {
-            return fail(
-                cx,
-                Diagnostic::new(a.span, format!("the {what} depends on `{}`", name(b)))
-                    .hint(format!(
-                        "`{EX}`: the query is a row of `i` over `e`, the keys rows of `j` over `e`, the values rows of `j` over `d`"
-                    )),
-            );
-        }
-    }
-    if !uses(&kx, jv) || !uses(&v, jv) {
-        let a = if uses(&kx, jv) { va } else { ka };
-        return fail(
-            cx,
-            Diagnostic::new(
-                a.span,
-                format!("keys and values are rows of the key axis `{}`", name(jv)),
-            )
-            .hint(format!("`{EX}`")),
-        );
-    }
+    let dv = VarId(n as u32 - 1);
     let (mut jax, mut eax) = (ax.reduce[0].clone(), ax.reduce[1].clone());
     if jv != r0 {
         std::mem::swap(&mut jax, &mut eax);
@@ -258,29 +324,7 @@ fn build(
     let order: HashMap<VarId, Index> = HashMap::from([(jv, Index::Var(r0)), (ev, Index::Var(r1))]);
     let fix = |x: Expr| x.map_indices(&|ix| ix.subst(&order));
     let (q, kx, v) = (fix(q), fix(kx), fix(v));
-    let scale = match scale_ast {
-        None => e(
-            ExprKind::Call(
-                MathFn::Rsqrt,
-                vec![cast(
-                    e(ExprKind::Index(eax.extent.clone()), DType::I32),
-                    DType::F32,
-                )],
-            ),
-            DType::F32,
-        ),
-        Some(a) => {
-            let s = cx.expr(k, &[], a, Some(DType::F32))?;
-            if !s.dtype.is_float() || s.dtype == DType::F64 {
-                return fail(
-                    cx,
-                    Diagnostic::new(a.span, format!("`scale` is an f32 number, not {}", s.dtype))
-                        .hint("e.g. `scale=0.125` or a parameter"),
-                );
-            }
-            cast(s, DType::F32)
-        }
-    };
+    let scale = scale(cx, k, scale_ast, &eax)?;
     let body = bin(
         BinOp::Mul,
         cast(q.clone(), DType::F32),
@@ -297,7 +341,7 @@ fn build(
             .map(|s| TensorId(first.0 + s))
             .collect(),
     };
-    let axes = super::stage::output_axes(stmt, &ax.shape);
+    let axes = super::output_axes(stmt, &ax.shape);
     let stage = Stage {
         name: stmt.target.clone(),
         output: first,

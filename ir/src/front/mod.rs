@@ -273,6 +273,21 @@ fn reads_tensor(a: &Ast) -> bool {
     }
 }
 
+/// A stage's output axes: the names on the left of `=`, with the shape's
+/// extents. Here, not in `stage`, because tuple, top-k and attention
+/// stages, which `stage` dispatches to, use it too.
+fn output_axes(stmt: &crate::syntax::ComputeStmt, shape: &[crate::index::Index]) -> Vec<Axis> {
+    stmt.axes
+        .iter()
+        .zip(shape)
+        .map(|((n, sp), e)| Axis {
+            name: n.clone(),
+            extent: e.clone(),
+            span: *sp,
+        })
+        .collect()
+}
+
 fn span_of<T>(s: &Spanned<T>) -> Span {
     let r = s.span();
     Span::new(r.start, r.end)

@@ -14,20 +14,6 @@ use toml::Spanned;
 /// Named axes and the loop variables they are.
 type AxisVars = Vec<(String, VarId)>;
 
-/// A stage's output axes: the names on the left of `=`, with the shape's
-/// extents.
-pub(super) fn output_axes(stmt: &syntax::ComputeStmt, shape: &[Index]) -> Vec<Axis> {
-    stmt.axes
-        .iter()
-        .zip(shape)
-        .map(|((n, sp), e)| Axis {
-            name: n.clone(),
-            extent: e.clone(),
-            span: *sp,
-        })
-        .collect()
-}
-
 impl<'s> Cx<'s> {
     pub(super) fn stage(
         &mut self,

@@ -142,7 +142,7 @@ pub(super) fn stage(
             .collect(),
         epilogues: epilogues.clone(),
     };
-    let axes = super::stage::output_axes(stmt, &ax.shape);
+    let axes = super::output_axes(stmt, &ax.shape);
     let stage = Stage {
         name: stmt.target.clone(),
         output: first,

@@ -78,7 +78,7 @@ pub(super) fn stage(
     if let Err(e) = identity(k, d, stmt, &tuple, &outs) {
         return cx.error(e);
     }
-    let axes = super::stage::output_axes(stmt, &ax.shape);
+    let axes = super::output_axes(stmt, &ax.shape);
     let stage = Stage {
         name: stmt.target.clone(),
         output: first,

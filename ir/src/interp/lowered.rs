@@ -43,9 +43,10 @@ pub fn run_lowered(
             .grid
             .iter()
             .map(|e| {
-                e.eval(sizes, &[]).ok_or(InterpError::DivisionByZero {
-                    stage: st.name.clone(),
-                })
+                e.eval(sizes, &[])
+                    .ok_or_else(|| InterpError::DivisionByZero {
+                        stage: st.name.clone(),
+                    })
             })
             .collect::<Result<_, _>>()?;
         let threads = g.threads() as usize;

@@ -549,9 +549,10 @@ impl Env<'_> {
         shared: &[Vec<Scalar>],
     ) -> Result<Scalar, InterpError> {
         let ix = |i: &Index| {
-            i.eval(self.sizes, vars).ok_or(InterpError::DivisionByZero {
-                stage: self.stage.to_string(),
-            })
+            i.eval(self.sizes, vars)
+                .ok_or_else(|| InterpError::DivisionByZero {
+                    stage: self.stage.to_string(),
+                })
         };
         let t = e.dtype;
         let v = match &e.kind {
@@ -621,7 +622,7 @@ impl Env<'_> {
                     self.eval(a, vars, bufs, locals, shared)?,
                     self.eval(b, vars, bufs, locals, shared)?,
                 );
-                binary(*op, a.dtype, x, y).ok_or(InterpError::DivisionByZero {
+                binary(*op, a.dtype, x, y).ok_or_else(|| InterpError::DivisionByZero {
                     stage: self.stage.to_string(),
                 })?
             }

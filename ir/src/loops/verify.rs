@@ -202,215 +202,217 @@ impl Cx<'_> {
     fn body(&mut self, body: &[Stmt], divergent: bool) -> Result<(), VerifyError> {
         let depth = self.scope.len();
         for s in body {
-            match s {
-                Stmt::Bind { var, axis } => {
-                    self.scope.push(*var);
-                    if matches!(axis, GpuAxis::Thread(_)) {
-                        self.threads.push(*var);
-                    }
-                }
-                Stmt::Loop {
-                    var, extent, body, ..
-                } => {
-                    self.index(extent, "a loop extent")?;
-                    self.scope.push(*var);
-                    self.body(body, divergent)?;
-                    self.scope.pop();
-                }
-                Stmt::If { guards, body } => self.guarded(guards, body, divergent)?,
-                Stmt::Unswitch { guards, fast, slow } => {
-                    let thread_dependent = self.guards(guards)?;
-                    self.body(fast, divergent || thread_dependent)?;
-                    self.body(slow, divergent || thread_dependent)?;
-                }
-                Stmt::Store {
-                    tensor,
-                    indices,
-                    value,
-                } => {
-                    if (tensor.0 as usize) >= self.k.tensors.len() {
-                        return Err(self.err(format!("a store to tensor #{} that does not exist", tensor.0)));
-                    }
-                    let name = &self.k.tensor(*tensor).name;
-                    for ix in indices {
-                        self.index(ix, &format!("a store to `{name}`"))?;
-                    }
-                    self.expr(value)?;
-                }
-                Stmt::Scatter {
-                    tensor,
-                    indices,
-                    value,
-                    shared,
-                    ..
-                } => self.scatter(*tensor, indices, value, *shared)?,
-                Stmt::SharedStore {
-                    shared,
-                    index,
-                    value,
-                } => {
-                    self.array_access(true, *shared, index, "store to")?;
-                    self.expr(value)?;
-                }
-                Stmt::LocalStore {
-                    local,
-                    index,
-                    value,
-                } => {
-                    self.array_access(false, *local, index, "store to")?;
-                    self.expr(value)?;
-                }
-                Stmt::Fill {
-                    mem,
-                    array,
-                    index,
-                    value,
-                    width,
-                    asynchronous,
-                } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
-                Stmt::Barrier if divergent => {
-                    return Err(self.err(
-                        "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)".into(),
-                    ))
-                }
-                Stmt::Barrier | Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
-                Stmt::MatrixLoad { .. } if divergent => {
-                    return Err(self.err(
-                        "a matrix load under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
-                    ))
-                }
-                Stmt::MatrixLoad {
-                    shared,
-                    row,
-                    count,
-                    stores,
-                    ..
-                } => self.matrix_load(*shared, row, *count, stores, divergent)?,
-                Stmt::Matrix { .. } if divergent => {
-                    return Err(self.err(
-                        "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
-                    ))
-                }
-                Stmt::Matrix {
-                    instr,
-                    a,
-                    b,
-                    acc,
-                    lane,
-                    wave,
-                    desc,
-                } => {
-                    self.matrix(instr, [a, b, acc], lane, wave)?;
-                    if let Some([a_desc, _]) = desc {
-                        if a_desc.is_some() != instr.a_in_shared() {
-                            return Err(self.err(format!(
-                                "{}'s A descriptor is {} though A is {}",
-                                instr.name,
-                                if a_desc.is_some() { "set" } else { "missing" },
-                                if instr.a_in_shared() { "in LDS" } else { "in registers" }
-                            )));
-                        }
-                    }
-                    for d in desc.iter().flatten().flatten() {
-                        let (l, name) = self.array(false, d.local)?;
-                        self.element(&d.index, l.len, &format!("a matrix descriptor in {name}"))?;
-                    }
-                }
-                Stmt::MatrixDesc { .. } if divergent => {
-                    return Err(self.err(
-                        "a matrix descriptor under a guard that depends on a thread index (the lanes of a warpgroup execute its instruction together)".into(),
-                    ))
-                }
-                Stmt::MatrixDesc {
-                    local,
-                    index,
-                    shared,
-                    start,
-                    stores,
-                    ..
-                } => {
-                    let (l, name) = self.array(false, *local)?;
-                    self.element(index, l.len, &format!("a matrix descriptor in {name}"))?;
-                    let (s, sname) = self.array(true, *shared)?;
-                    self.element(start, s.len, &format!("a matrix operand in {sname}"))?;
-                    self.body(stores, divergent)?;
-                }
-                Stmt::MatrixAsync(_) if divergent => {
-                    return Err(self.err(
-                        "a matrix fence, commit or wait under a guard that depends on a thread index".into(),
-                    ))
-                }
-                Stmt::MatrixAsync(_) => {}
-                Stmt::TensorCopy { .. } | Stmt::Mbarrier(_) if divergent => {
-                    return Err(self.err(
-                        "a tensor copy or mbarrier operation under a guard that depends on a thread index (the work-group executes it together)".into(),
-                    ))
-                }
-                Stmt::TensorCopy {
-                    tensor,
-                    map,
-                    coords,
-                    boxes,
-                    shared,
-                    start,
-                    bar,
-                    fills,
-                } => {
-                    if *boxes == 0 {
-                        return Err(self.err("a tensor copy of no boxes".into()));
-                    }
-                    let Some(m) = self.g.tensor_maps.get(*map as usize) else {
-                        return Err(self.err(format!("a tensor copy through tensor map #{map}, which does not exist")));
-                    };
-                    let rank = self.k.tensors.get(tensor.0 as usize).map(|t| t.shape.len());
-                    if m.tensor != *tensor || rank != Some(coords.len()) || m.boxed.len() != coords.len() {
-                        return Err(self.err(format!(
-                            "a tensor copy of tensor #{} through map #{map}, which describes tensor #{} with a box of {} dimensions, at {} coordinates",
-                            tensor.0, m.tensor.0, m.boxed.len(), coords.len()
-                        )));
-                    }
-                    for c in coords {
-                        self.index(c, "a tensor copy's coordinate")?;
-                    }
-                    let (s, sname) = self.array(true, *shared)?;
-                    self.element(start, s.len, &format!("a tensor copy into {sname}"))?;
-                    self.mbarrier(bar)?;
-                    self.body(fills, divergent)?;
-                }
-                Stmt::Mbarrier(m) => {
-                    self.mbarrier(m.bar())?;
-                    if let crate::loops::Mbarrier::Wait { parity, .. } = m {
-                        self.index(parity, "an mbarrier's phase parity")?;
-                    }
-                }
-                Stmt::Shuffle { .. } if divergent => {
-                    return Err(self.err(
-                        "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)".into(),
-                    ))
-                }
-                Stmt::Shuffle {
-                    local,
-                    index,
-                    value,
-                    mask,
-                    lane,
-                    wave,
-                    width,
-                } => {
-                    self.array_access(false, *local, index, "lane exchange into")?;
-                    self.expr(value)?;
-                    if value.dtype != crate::DType::F32 || mask >= width || !width.is_power_of_two() {
-                        return Err(self.err(format!(
-                            "a lane exchange moves an f32 between lanes of a wave (mask {mask} below its size {width}, a power of two), not {}",
-                            value.dtype.name()
-                        )));
-                    }
-                    self.index(lane, "a lane exchange's lane")?;
-                    self.index(wave, "a lane exchange's wave")?;
+            if divergent {
+                if let Some(why) = collective(s) {
+                    return Err(self.err(why.into()));
                 }
             }
+            self.stmt(s, divergent)?;
         }
         self.scope.truncate(depth);
+        Ok(())
+    }
+
+    /// One statement of a body; a variable it binds stays in scope until
+    /// the body ends.
+    fn stmt(&mut self, s: &Stmt, divergent: bool) -> Result<(), VerifyError> {
+        match s {
+            Stmt::Bind { var, axis } => {
+                self.scope.push(*var);
+                if matches!(axis, GpuAxis::Thread(_)) {
+                    self.threads.push(*var);
+                }
+            }
+            Stmt::Loop {
+                var, extent, body, ..
+            } => {
+                self.index(extent, "a loop extent")?;
+                self.scope.push(*var);
+                self.body(body, divergent)?;
+                self.scope.pop();
+            }
+            Stmt::If { guards, body } => self.guarded(guards, body, divergent)?,
+            Stmt::Unswitch { guards, fast, slow } => {
+                let thread_dependent = self.guards(guards)?;
+                self.body(fast, divergent || thread_dependent)?;
+                self.body(slow, divergent || thread_dependent)?;
+            }
+            Stmt::Store {
+                tensor,
+                indices,
+                value,
+            } => {
+                if (tensor.0 as usize) >= self.k.tensors.len() {
+                    return Err(self.err(format!(
+                        "a store to tensor #{} that does not exist",
+                        tensor.0
+                    )));
+                }
+                let name = &self.k.tensor(*tensor).name;
+                for ix in indices {
+                    self.index(ix, &format!("a store to `{name}`"))?;
+                }
+                self.expr(value)?;
+            }
+            Stmt::Scatter {
+                tensor,
+                indices,
+                value,
+                shared,
+                ..
+            } => self.scatter(*tensor, indices, value, *shared)?,
+            Stmt::SharedStore {
+                shared,
+                index,
+                value,
+            } => {
+                self.array_access(true, *shared, index, "store to")?;
+                self.expr(value)?;
+            }
+            Stmt::LocalStore {
+                local,
+                index,
+                value,
+            } => {
+                self.array_access(false, *local, index, "store to")?;
+                self.expr(value)?;
+            }
+            Stmt::Fill {
+                mem,
+                array,
+                index,
+                value,
+                width,
+                asynchronous,
+            } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
+            Stmt::Barrier | Stmt::AsyncCommit | Stmt::AsyncWait { .. } | Stmt::MatrixAsync(_) => {}
+            Stmt::MatrixLoad {
+                shared,
+                row,
+                count,
+                stores,
+                ..
+            } => self.matrix_load(*shared, row, *count, stores, divergent)?,
+            Stmt::Matrix {
+                instr,
+                a,
+                b,
+                acc,
+                lane,
+                wave,
+                desc,
+            } => self.matrix_stmt(instr, [a, b, acc], lane, wave, desc)?,
+            Stmt::MatrixDesc {
+                local,
+                index,
+                shared,
+                start,
+                stores,
+                ..
+            } => {
+                let (l, name) = self.array(false, *local)?;
+                self.element(index, l.len, &format!("a matrix descriptor in {name}"))?;
+                let (s, sname) = self.array(true, *shared)?;
+                self.element(start, s.len, &format!("a matrix operand in {sname}"))?;
+                self.body(stores, divergent)?;
+            }
+            Stmt::TensorCopy { .. } => self.tensor_copy(s, divergent)?,
+            Stmt::Mbarrier(m) => {
+                self.mbarrier(m.bar())?;
+                if let crate::loops::Mbarrier::Wait { parity, .. } = m {
+                    self.index(parity, "an mbarrier's phase parity")?;
+                }
+            }
+            Stmt::Shuffle {
+                local,
+                index,
+                value,
+                mask,
+                lane,
+                wave,
+                width,
+            } => {
+                self.array_access(false, *local, index, "lane exchange into")?;
+                self.expr(value)?;
+                if value.dtype != crate::DType::F32 || mask >= width || !width.is_power_of_two() {
+                    return Err(self.err(format!(
+                        "a lane exchange moves an f32 between lanes of a wave (mask {mask} below its size {width}, a power of two), not {}",
+                        value.dtype.name()
+                    )));
+                }
+                self.index(lane, "a lane exchange's lane")?;
+                self.index(wave, "a lane exchange's wave")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn matrix_stmt(
+        &mut self,
+        instr: &rocmc_target::matrix::MatrixInstr,
+        operands: [&(u32, Index); 3],
+        lane: &Index,
+        wave: &Index,
+        desc: &Option<[Option<crate::loops::OperandDesc>; 2]>,
+    ) -> Result<(), VerifyError> {
+        self.matrix(instr, operands, lane, wave)?;
+        if let Some([a_desc, _]) = desc {
+            if a_desc.is_some() != instr.a_in_shared() {
+                return Err(self.err(format!(
+                    "{}'s A descriptor is {} though A is {}",
+                    instr.name,
+                    if a_desc.is_some() { "set" } else { "missing" },
+                    if instr.a_in_shared() {
+                        "in LDS"
+                    } else {
+                        "in registers"
+                    }
+                )));
+            }
+        }
+        for d in desc.iter().flatten().flatten() {
+            let (l, name) = self.array(false, d.local)?;
+            self.element(&d.index, l.len, &format!("a matrix descriptor in {name}"))?;
+        }
+        Ok(())
+    }
+
+    fn tensor_copy(&mut self, s: &Stmt, divergent: bool) -> Result<(), VerifyError> {
+        let Stmt::TensorCopy {
+            tensor,
+            map,
+            coords,
+            boxes,
+            shared,
+            start,
+            bar,
+            fills,
+        } = s
+        else {
+            unreachable!("tensor_copy is called on tensor copies only")
+        };
+        if *boxes == 0 {
+            return Err(self.err("a tensor copy of no boxes".into()));
+        }
+        let Some(m) = self.g.tensor_maps.get(*map as usize) else {
+            return Err(self.err(format!(
+                "a tensor copy through tensor map #{map}, which does not exist"
+            )));
+        };
+        let rank = self.k.tensors.get(tensor.0 as usize).map(|t| t.shape.len());
+        if m.tensor != *tensor || rank != Some(coords.len()) || m.boxed.len() != coords.len() {
+            return Err(self.err(format!(
+                "a tensor copy of tensor #{} through map #{map}, which describes tensor #{} with a box of {} dimensions, at {} coordinates",
+                tensor.0, m.tensor.0, m.boxed.len(), coords.len()
+            )));
+        }
+        for c in coords {
+            self.index(c, "a tensor copy's coordinate")?;
+        }
+        let (s, sname) = self.array(true, *shared)?;
+        self.element(start, s.len, &format!("a tensor copy into {sname}"))?;
+        self.mbarrier(bar)?;
+        self.body(fills, divergent)?;
         Ok(())
     }
 
@@ -676,4 +678,30 @@ mod tests {
         let e = verify(&k, &g, "test").unwrap_err();
         assert!(e.message.contains("barrier under a guard"), "{e}");
     }
+}
+
+/// Why `s` may not run under a guard that depends on a thread index: the
+/// lanes, wave or work-group execute it together. `None` for statements
+/// each thread runs on its own.
+fn collective(s: &Stmt) -> Option<&'static str> {
+    Some(match s {
+        Stmt::Barrier => "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)",
+        Stmt::MatrixLoad { .. } => "a matrix load under a guard that depends on a thread index (the lanes of a wave execute it together)",
+        Stmt::Matrix { .. } => "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)",
+        Stmt::MatrixDesc { .. } => "a matrix descriptor under a guard that depends on a thread index (the lanes of a warpgroup execute its instruction together)",
+        Stmt::MatrixAsync(_) => "a matrix fence, commit or wait under a guard that depends on a thread index",
+        Stmt::TensorCopy { .. } | Stmt::Mbarrier(_) => "a tensor copy or mbarrier operation under a guard that depends on a thread index (the work-group executes it together)",
+        Stmt::Shuffle { .. } => "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)",
+        Stmt::Bind { .. }
+        | Stmt::Loop { .. }
+        | Stmt::If { .. }
+        | Stmt::Unswitch { .. }
+        | Stmt::Store { .. }
+        | Stmt::Scatter { .. }
+        | Stmt::SharedStore { .. }
+        | Stmt::LocalStore { .. }
+        | Stmt::Fill { .. }
+        | Stmt::AsyncCommit
+        | Stmt::AsyncWait { .. } => return None,
+    })
 }

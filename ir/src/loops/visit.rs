@@ -216,6 +216,37 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             index: f.index(index),
             value: f.expr(value),
         },
+        s @ (Stmt::MatrixLoad { .. }
+        | Stmt::Matrix { .. }
+        | Stmt::MatrixDesc { .. }
+        | Stmt::MatrixAsync(_)
+        | Stmt::TensorCopy { .. }
+        | Stmt::Mbarrier(_)) => fold_matrix_stmt(f, s),
+        Stmt::Shuffle {
+            local,
+            index,
+            value,
+            mask,
+            lane,
+            wave,
+            width,
+        } => Stmt::Shuffle {
+            local: f.local(local),
+            index: f.index(index),
+            value: f.expr(value),
+            mask,
+            lane: f.index(lane),
+            wave: f.index(wave),
+            width,
+        },
+    }
+}
+
+/// The matrix-unit and tensor-memory statements of [`fold_stmt`], apart
+/// so that each function stays short; the match names every kind, so a
+/// new statement must be placed in one of the two.
+fn fold_matrix_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
+    match s {
         Stmt::MatrixLoad {
             shared,
             row,
@@ -291,40 +322,36 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             bar: (f.shared(bar.0), f.index(bar.1)),
             fills: fold_body(f, fills),
         },
-        Stmt::Mbarrier(m) => {
-            let mut bar = |(a, i): (u32, Index)| (f.shared(a), f.index(i));
-            Stmt::Mbarrier(match m {
-                super::Mbarrier::Init { bar: b } => super::Mbarrier::Init { bar: bar(b) },
-                super::Mbarrier::Inval { bar: b } => super::Mbarrier::Inval { bar: bar(b) },
-                super::Mbarrier::Expect { bar: b, bytes } => {
-                    super::Mbarrier::Expect { bar: bar(b), bytes }
-                }
-                super::Mbarrier::Wait { bar: b, parity } => {
-                    let b = bar(b);
-                    super::Mbarrier::Wait {
-                        bar: b,
-                        parity: f.index(parity),
-                    }
-                }
-            })
+        Stmt::Mbarrier(m) => Stmt::Mbarrier(fold_mbarrier(f, m)),
+        Stmt::Bind { .. }
+        | Stmt::Loop { .. }
+        | Stmt::If { .. }
+        | Stmt::Store { .. }
+        | Stmt::Scatter { .. }
+        | Stmt::Unswitch { .. }
+        | Stmt::SharedStore { .. }
+        | Stmt::Fill { .. }
+        | Stmt::Barrier
+        | Stmt::AsyncCommit
+        | Stmt::AsyncWait { .. }
+        | Stmt::LocalStore { .. }
+        | Stmt::Shuffle { .. } => unreachable!("fold_stmt folds {s:?} itself"),
+    }
+}
+
+fn fold_mbarrier<F: Fold>(f: &mut F, m: super::Mbarrier) -> super::Mbarrier {
+    let mut bar = |(a, i): (u32, Index)| (f.shared(a), f.index(i));
+    match m {
+        super::Mbarrier::Init { bar: b } => super::Mbarrier::Init { bar: bar(b) },
+        super::Mbarrier::Inval { bar: b } => super::Mbarrier::Inval { bar: bar(b) },
+        super::Mbarrier::Expect { bar: b, bytes } => super::Mbarrier::Expect { bar: bar(b), bytes },
+        super::Mbarrier::Wait { bar: b, parity } => {
+            let b = bar(b);
+            super::Mbarrier::Wait {
+                bar: b,
+                parity: f.index(parity),
+            }
         }
-        Stmt::Shuffle {
-            local,
-            index,
-            value,
-            mask,
-            lane,
-            wave,
-            width,
-        } => Stmt::Shuffle {
-            local: f.local(local),
-            index: f.index(index),
-            value: f.expr(value),
-            mask,
-            lane: f.index(lane),
-            wave: f.index(wave),
-            width,
-        },
     }
 }
 

@@ -402,31 +402,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     let n = size.len();
     let mut padded = size.clone();
     padded[n - 1] = padded[n - 1].saturating_add(c.pad);
-    let swizzle = if let Some(span) = c.swizzle {
-        let esize = t.dtype.size() as i64;
-        let rows: i64 = size[..n - 1].iter().product();
-        let bad = if (size[n - 1] * esize) % span != 0 {
-            Some(format!(
-                "its rows are {} elements of {} ({} bytes), not a multiple of {span} bytes",
-                size[n - 1],
-                t.dtype,
-                size[n - 1] * esize
-            ))
-        } else if rows % 8 != 0 {
-            Some(format!("it has {rows} rows, not a multiple of 8"))
-        } else if live.iter().any(Option::is_some) || data.iter().any(Option::is_some) {
-            Some("it is sized at launch or gathered".to_string())
-        } else {
-            None
-        };
-        if let Some(b) = bad {
-            return Err(err(format!("`swizzle={span}` cannot lay out the tile of `{}`: {b}", t.name))
-                .hint(format!("stage a multiple of {span} bytes of the last dimension ({} f16, {span} f8) by a multiple of 8 rows", span / 2)));
-        }
-        Some((swizzle::CHUNK_BYTES / esize, span))
-    } else {
-        None
-    };
+    let swizzle = swizzle_of(c, t, &size, &live, &data, &err)?;
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
@@ -450,6 +426,43 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         len,
         slot,
     })
+}
+
+/// The `swizzle=` layout of a tile of `size` elements: (elements per
+/// 16-byte chunk, span in bytes), or a refusal naming what does not fit.
+fn swizzle_of(
+    c: &schedule::Cache,
+    t: &crate::kernel::Tensor,
+    size: &[i64],
+    live: &[Option<Index>],
+    data: &[Option<Expr>],
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<Option<(i64, i64)>, Diagnostic> {
+    let Some(span) = c.swizzle else {
+        return Ok(None);
+    };
+    let n = size.len();
+    let esize = t.dtype.size() as i64;
+    let rows: i64 = size[..n - 1].iter().product();
+    let bad = if (size[n - 1] * esize) % span != 0 {
+        Some(format!(
+            "its rows are {} elements of {} ({} bytes), not a multiple of {span} bytes",
+            size[n - 1],
+            t.dtype,
+            size[n - 1] * esize
+        ))
+    } else if rows % 8 != 0 {
+        Some(format!("it has {rows} rows, not a multiple of 8"))
+    } else if live.iter().any(Option::is_some) || data.iter().any(Option::is_some) {
+        Some("it is sized at launch or gathered".to_string())
+    } else {
+        None
+    };
+    if let Some(b) = bad {
+        return Err(err(format!("`swizzle={span}` cannot lay out the tile of `{}`: {b}", t.name))
+            .hint(format!("stage a multiple of {span} bytes of the last dimension ({} f16, {span} f8) by a multiple of 8 rows", span / 2)));
+    }
+    Ok(Some((swizzle::CHUNK_BYTES / esize, span)))
 }
 
 /// The tile's array (its buffers) in registers or LDS, within their limits.
@@ -612,32 +625,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         // The accelerator's copy: zero past the tensor, element by element.
         tma::zero_filled(k, c, tile, id, &offs, vec)
     } else if c.kind.write() {
-        // The tile back to memory, skipping what lies beyond the tensor (never written).
-        let index = tile.flat(&offs);
-        let kind = if c.kind.local() {
-            ExprKind::Local { local: id, index }
-        } else {
-            ExprKind::Shared { shared: id, index }
-        };
-        let in_bounds: Vec<Guard> = global
-            .iter()
-            .zip(&t.shape)
-            .map(|(g, ext)| Guard {
-                value: g.clone(),
-                extent: ext.clone(),
-            })
-            .collect();
-        vec![Stmt::If {
-            guards: in_bounds,
-            body: vec![Stmt::Store {
-                tensor: c.tensor,
-                indices: global,
-                value: Expr {
-                    kind,
-                    dtype: t.dtype,
-                },
-            }],
-        }]
+        write_back(c, t, tile, id, &offs, global)
     } else {
         let mem = if c.kind.local() {
             Mem::Local
@@ -650,33 +638,8 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         }
         vec![st]
     };
-    // No guard when the threads divide the tile; no loop for a single pass.
-    // Where loops of symbolic extent span the tile, the copy covers what
-    // they reach: the leading groups where that is one dimension with unit
-    // ones before it, else every group inside the reached extents.
-    let mut guards = Vec::new();
-    match &live {
-        Some(g) => guards.push(Guard {
-            value: group.clone(),
-            extent: g.clone(),
-        }),
-        None => {
-            if groups % threads != 0 {
-                guards.push(Guard {
-                    value: group.clone(),
-                    extent: Index::c(groups),
-                });
-            }
-            for (o, l) in offs.iter().zip(&tile.live) {
-                if let Some(l) = l {
-                    guards.push(Guard {
-                        value: o.clone(),
-                        extent: l.clone(),
-                    });
-                }
-            }
-        }
-    }
+    // No loop for a single pass.
+    let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
     let guarded = if guards.is_empty() {
         stores
     } else {
@@ -712,6 +675,81 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
 
 /// `value`'s `vec` lanes into `mem` array `array` at `index`: one
 /// [`Stmt::Fill`], or a plain store for a single element.
+/// A written tile back to memory, skipping what lies beyond the tensor
+/// (never written).
+fn write_back(
+    c: &schedule::Cache,
+    t: &crate::kernel::Tensor,
+    tile: &Tile,
+    id: u32,
+    offs: &[Index],
+    global: Vec<Index>,
+) -> Vec<Stmt> {
+    let index = tile.flat(offs);
+    let kind = if c.kind.local() {
+        ExprKind::Local { local: id, index }
+    } else {
+        ExprKind::Shared { shared: id, index }
+    };
+    let in_bounds: Vec<Guard> = global
+        .iter()
+        .zip(&t.shape)
+        .map(|(g, ext)| Guard {
+            value: g.clone(),
+            extent: ext.clone(),
+        })
+        .collect();
+    vec![Stmt::If {
+        guards: in_bounds,
+        body: vec![Stmt::Store {
+            tensor: c.tensor,
+            indices: global,
+            value: Expr {
+                kind,
+                dtype: t.dtype,
+            },
+        }],
+    }]
+}
+
+/// The guards of one thread's copy: none when the threads divide the tile.
+/// Where loops of symbolic extent span the tile, the copy covers what they
+/// reach: the leading `live` groups where that is one dimension with unit
+/// ones before it, else every group inside the reached extents.
+fn copy_guards(
+    live: Option<&Index>,
+    group: &Index,
+    groups: i64,
+    threads: i64,
+    offs: &[Index],
+    tile_live: &[Option<Index>],
+) -> Vec<Guard> {
+    let mut guards = Vec::new();
+    match live {
+        Some(g) => guards.push(Guard {
+            value: group.clone(),
+            extent: g.clone(),
+        }),
+        None => {
+            if groups % threads != 0 {
+                guards.push(Guard {
+                    value: group.clone(),
+                    extent: Index::c(groups),
+                });
+            }
+            for (o, l) in offs.iter().zip(tile_live) {
+                if let Some(l) = l {
+                    guards.push(Guard {
+                        value: o.clone(),
+                        extent: l.clone(),
+                    });
+                }
+            }
+        }
+    }
+    guards
+}
+
 fn copy_to(mem: Mem, array: u32, index: Index, value: Expr, vec: i64) -> Stmt {
     match (mem, vec) {
         (_, 2..) => Stmt::Fill {

@@ -70,6 +70,25 @@ fn lt(value: Index, extent: Index) -> Guard {
     Guard { value, extent }
 }
 
+/// One step of insertion into the sorted list: the carried element takes
+/// position `s` if larger, and the smaller of the two moves on.
+fn insert(s: VarId) -> Vec<Stmt> {
+    let zero = Index::c(0);
+    vec![
+        set(TMP, zero.clone(), reg(LIST, Index::Var(s))),
+        set(
+            LIST,
+            Index::Var(s),
+            op(BinOp::Max, reg(CARRY, zero.clone()), reg(TMP, zero.clone())),
+        ),
+        set(
+            CARRY,
+            zero.clone(),
+            op(BinOp::Min, reg(CARRY, zero.clone()), reg(TMP, zero.clone())),
+        ),
+    ]
+}
+
 pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), Diagnostic> {
     let stage = l.k.stage(l.sid);
     let red = stage.reduce.as_ref().expect("a top-k is a reduction");
@@ -154,19 +173,6 @@ pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), D
             body: vec![set(ELEM, Index::Var(v), body)],
         },
     ];
-    let insert = vec![
-        set(TMP, zero.clone(), reg(LIST, Index::Var(s))),
-        set(
-            LIST,
-            Index::Var(s),
-            op(BinOp::Max, reg(CARRY, zero.clone()), reg(TMP, zero.clone())),
-        ),
-        set(
-            CARRY,
-            zero.clone(),
-            op(BinOp::Min, reg(CARRY, zero.clone()), reg(TMP, zero.clone())),
-        ),
-    ];
     let step = vec![
         Stmt::Loop {
             var: v,
@@ -180,7 +186,7 @@ pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), D
             unroll: true,
             body: vec![
                 set(CARRY, zero.clone(), reg(ELEM, Index::Var(v))),
-                e.each(s, insert),
+                e.each(s, insert(s)),
             ],
         },
     ];

@@ -408,6 +408,70 @@ impl State<'_> {
     }
 }
 
+impl<'a> State<'a> {
+    /// The stage's axes as serial loops in their written order, before
+    /// any step.
+    fn new(k: &'a Kernel, stage: &Stage, src: &'a str) -> Self {
+        let vars: Vec<LoopVar> = stage
+            .all_axes()
+            .enumerate()
+            .map(|(i, a)| LoopVar {
+                name: a.name.clone(),
+                reduce: i >= stage.axes.len(),
+                extent: a.extent.clone(),
+                kind: LoopKind::Serial,
+                span: a.span,
+            })
+            .collect();
+        let n = vars.len();
+        let mut names: Vec<String> = Vec::new();
+        names.extend(k.sizes.iter().map(|s| s.name.clone()));
+        names.extend(k.params.iter().map(|s| s.name.clone()));
+        names.extend(k.tensors.iter().map(|s| s.name.clone()));
+        State {
+            k,
+            src,
+            taken: names,
+            nest: LoopNest {
+                caches: Vec::new(),
+                vectorized: Vec::new(),
+                vars,
+                order: (0..n as u32).map(VarId).collect(),
+                axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
+                guards: Vec::new(),
+                matrix: None,
+                min_blocks: None,
+                privatized: None,
+                scan: None,
+                topk: None,
+                attention: None,
+            },
+            consumed: HashMap::new(),
+            bind_spans: HashMap::new(),
+            stage_output: Some(stage.output),
+            scatter: stage.scatter.is_some(),
+            scan_axis: stage
+                .reduce
+                .as_ref()
+                .and_then(|r| r.scan)
+                .map(|s| stage.axes[s.axis].name.clone()),
+            topk: stage
+                .reduce
+                .as_ref()
+                .and_then(|r| r.topk.as_ref().map(|t| (r.axes[0].name.clone(), t.k))),
+            attention: stage.attention().map(|_| {
+                stage
+                    .reduce
+                    .as_ref()
+                    .expect("an attention is a reduction")
+                    .axes[0]
+                    .name
+                    .clone()
+            }),
+        }
+    }
+}
+
 /// Applies a stage's schedule. Errors name the step that cannot apply.
 pub fn apply(k: &Kernel, stage: &Stage) -> Result<LoopNest, Diagnostic> {
     apply_with_source(k, stage, "")
@@ -419,63 +483,7 @@ pub fn apply_with_source<'a>(
     stage: &Stage,
     src: &'a str,
 ) -> Result<LoopNest, Diagnostic> {
-    let vars: Vec<LoopVar> = stage
-        .all_axes()
-        .enumerate()
-        .map(|(i, a)| LoopVar {
-            name: a.name.clone(),
-            reduce: i >= stage.axes.len(),
-            extent: a.extent.clone(),
-            kind: LoopKind::Serial,
-            span: a.span,
-        })
-        .collect();
-    let n = vars.len();
-    let mut names: Vec<String> = Vec::new();
-    names.extend(k.sizes.iter().map(|s| s.name.clone()));
-    names.extend(k.params.iter().map(|s| s.name.clone()));
-    names.extend(k.tensors.iter().map(|s| s.name.clone()));
-    let mut st = State {
-        k,
-        src,
-        taken: names,
-        nest: LoopNest {
-            caches: Vec::new(),
-            vectorized: Vec::new(),
-            vars,
-            order: (0..n as u32).map(VarId).collect(),
-            axis_values: (0..n as u32).map(|v| Index::Var(VarId(v))).collect(),
-            guards: Vec::new(),
-            matrix: None,
-            min_blocks: None,
-            privatized: None,
-            scan: None,
-            topk: None,
-            attention: None,
-        },
-        consumed: HashMap::new(),
-        bind_spans: HashMap::new(),
-        stage_output: Some(stage.output),
-        scatter: stage.scatter.is_some(),
-        scan_axis: stage
-            .reduce
-            .as_ref()
-            .and_then(|r| r.scan)
-            .map(|s| stage.axes[s.axis].name.clone()),
-        topk: stage
-            .reduce
-            .as_ref()
-            .and_then(|r| r.topk.as_ref().map(|t| (r.axes[0].name.clone(), t.k))),
-        attention: stage.attention().map(|_| {
-            stage
-                .reduce
-                .as_ref()
-                .expect("an attention is a reduction")
-                .axes[0]
-                .name
-                .clone()
-        }),
-    };
+    let mut st = State::new(k, stage, src);
     if stage.is_inlined() {
         let step = stage
             .schedule

@@ -30,7 +30,7 @@
 //! the end each accumulator is divided by its row's sum.
 
 use super::*;
-use crate::kernel::TensorId;
+use crate::kernel::{Kernel, TensorId};
 use crate::loops::{Mem, Stmt};
 use crate::lower::matrix::{coord, mtype, MatrixUnit};
 use crate::schedule::{Dim, GpuAxis, Guard};
@@ -189,7 +189,6 @@ pub(super) fn build(
     let ([q, kx, vx], shape) = check(l, unit, a, t, span)?;
     let Shape {
         ty,
-        instr,
         lanes_n,
         rm,
         bm,
@@ -207,34 +206,13 @@ pub(super) fn build(
         .fold(Index::c(1), |acc, x| acc * x.extent.clone());
     let s_ext = st.axes[n - 2].extent.clone();
     let tiles_y = Index::bin(IOp::CeilDiv, s_ext.clone(), Index::c(bm));
-    let bx = var(
-        l,
-        "batch",
-        batch.clone(),
-        LoopKind::Bound(GpuAxis::Block(Dim::X)),
-        span,
-    );
-    let by = var(
-        l,
-        "rows",
-        tiles_y.clone(),
-        LoopKind::Bound(GpuAxis::Block(Dim::Y)),
-        span,
-    );
-    let lane = var(
-        l,
-        "lane",
-        Index::c(lanes_n),
-        LoopKind::Bound(GpuAxis::Thread(Dim::X)),
-        span,
-    );
-    let wave = var(
-        l,
-        "wave",
-        Index::c(bm / rm),
-        LoopKind::Bound(GpuAxis::Thread(Dim::Y)),
-        span,
-    );
+    let [bx, by, lane, wave] = [
+        ("batch", batch.clone(), GpuAxis::Block(Dim::X)),
+        ("rows", tiles_y.clone(), GpuAxis::Block(Dim::Y)),
+        ("lane", Index::c(lanes_n), GpuAxis::Thread(Dim::X)),
+        ("wave", Index::c(bm / rm), GpuAxis::Thread(Dim::Y)),
+    ]
+    .map(|(name, extent, axis)| var(l, name, extent, LoopKind::Bound(axis), span));
     let at = decode(l, 2, Index::Var(bx));
     let row0 = Index::Var(by) * Index::c(bm);
     // The key count of global row `i`.
@@ -266,24 +244,7 @@ pub(super) fn build(
         span,
     )?;
 
-    // The copies: rows clamped into their tensors (their results are
-    // masked or never stored), the last index clamped by the fill itself.
-    let clamp_row = |op_: &Operand, r: Index| -> Index {
-        let dim = l.k.tensor(op_.tensor).shape[op_.row].clone();
-        Index::bin(IOp::Min, r, dim - Index::c(1))
-    };
-    let load = |op_: &Operand, row: Index, c: Index| -> Expr {
-        let mut indices: Vec<Index> = op_.indices.iter().map(|i| i.subst(&at)).collect();
-        indices[op_.row] = clamp_row(op_, row);
-        *indices.last_mut().expect("has a head axis") = c;
-        Expr {
-            kind: ExprKind::Load {
-                tensor: op_.tensor,
-                indices,
-            },
-            dtype: ty,
-        }
-    };
+    let load = |op_: &Operand, row: Index, c: Index| operand_load(l.k, op_, &at, row, c, ty);
     let q_copy = em.copy(
         q_v,
         QS,
@@ -323,55 +284,9 @@ pub(super) fn build(
     let scale = super::at(l, &a.scale, &at);
     let step = key_tile(&em, kt, &ntiles, stages, &scale, &keys_of, &tile_copy, col);
 
-    let set = |local: u32, value: Expr| Stmt::LocalStore {
-        local,
-        index: Index::c(0),
-        value,
-    };
-    let mut body = vec![
-        Stmt::Bind {
-            var: bx,
-            axis: GpuAxis::Block(Dim::X),
-        },
-        Stmt::Bind {
-            var: by,
-            axis: GpuAxis::Block(Dim::Y),
-        },
-        Stmt::Bind {
-            var: lane,
-            axis: GpuAxis::Thread(Dim::X),
-        },
-        Stmt::Bind {
-            var: wave,
-            axis: GpuAxis::Thread(Dim::Y),
-        },
-        set(em.m, float(f64::NEG_INFINITY)),
-        set(em.sum, float(0.0)),
-    ];
-    if let Some((_, g)) = &em.lanes {
-        for s in em.slots() {
-            body.push(Stmt::LocalStore {
-                local: g.max,
-                index: s.clone(),
-                value: float(f64::NEG_INFINITY),
-            });
-            body.push(Stmt::LocalStore {
-                local: g.sum,
-                index: s,
-                value: float(0.0),
-            });
-        }
-    }
-    // Each lane's output accumulators: its rows' fragments of every
-    // instruction-wide column block of the head.
-    let outputs =
-        rm / i64::from(instr.m) * (dp / i64::from(instr.n)) * i64::from(instr.acc_per_lane());
-    body.extend((0..outputs).map(|x| Stmt::LocalStore {
-        local: em.oacc,
-        index: Index::c(x),
-        value: float(0.0),
-    }));
+    let mut body = prologue(&em, [bx, by, lane, wave]);
     body.push(q_copy);
+    // The first `stages - 1` key tiles in flight before the loop.
     for s in 0..stages - 1 {
         body.push(Stmt::If {
             guards: vec![Guard {
@@ -394,6 +309,77 @@ pub(super) fn build(
     l.g.grid = [batch, tiles_y, Index::c(1)];
     l.tid = tid;
     Ok(())
+}
+
+/// One element of an operand's tile copy: its row clamped into the tensor
+/// (the results of rows past it are masked or never stored), the last
+/// index clamped by the fill itself.
+fn operand_load(
+    k: &Kernel,
+    op_: &Operand,
+    at: &HashMap<VarId, Index>,
+    row: Index,
+    c: Index,
+    ty: DType,
+) -> Expr {
+    let dim = k.tensor(op_.tensor).shape[op_.row].clone();
+    let mut indices: Vec<Index> = op_.indices.iter().map(|i| i.subst(at)).collect();
+    indices[op_.row] = Index::bin(IOp::Min, row, dim - Index::c(1));
+    *indices.last_mut().expect("has a head axis") = c;
+    Expr {
+        kind: ExprKind::Load {
+            tensor: op_.tensor,
+            indices,
+        },
+        dtype: ty,
+    }
+}
+
+/// A `flash` kernel's first statements: the bindings of its loops to the
+/// hardware indices, and the running maxima, sums and output accumulators
+/// at their starting values.
+fn prologue(em: &Emit, [bx, by, lane, wave]: [VarId; 4]) -> Vec<Stmt> {
+    let set = |local: u32, value: Expr| Stmt::LocalStore {
+        local,
+        index: Index::c(0),
+        value,
+    };
+    let mut body: Vec<Stmt> = [
+        (bx, GpuAxis::Block(Dim::X)),
+        (by, GpuAxis::Block(Dim::Y)),
+        (lane, GpuAxis::Thread(Dim::X)),
+        (wave, GpuAxis::Thread(Dim::Y)),
+    ]
+    .into_iter()
+    .map(|(var, axis)| Stmt::Bind { var, axis })
+    .collect();
+    body.push(set(em.m, float(f64::NEG_INFINITY)));
+    body.push(set(em.sum, float(0.0)));
+    if let Some((_, g)) = &em.lanes {
+        for s in em.slots() {
+            body.push(Stmt::LocalStore {
+                local: g.max,
+                index: s.clone(),
+                value: float(f64::NEG_INFINITY),
+            });
+            body.push(Stmt::LocalStore {
+                local: g.sum,
+                index: s,
+                value: float(0.0),
+            });
+        }
+    }
+    // Each lane's output accumulators: its rows' fragments of every
+    // instruction-wide column block of the head.
+    let (instr, rm, dp) = (em.instr, em.rm, em.dp);
+    let outputs =
+        rm / i64::from(instr.m) * (dp / i64::from(instr.n)) * i64::from(instr.acc_per_lane());
+    body.extend((0..outputs).map(|x| Stmt::LocalStore {
+        local: em.oacc,
+        index: Index::c(x),
+        value: float(0.0),
+    }));
+    body
 }
 
 /// The LDS tiles and registers of a `flash` kernel for `shape`, and the
@@ -473,67 +459,17 @@ fn emitter(
         l.g.shared.push(shared("scores", DType::F32, bm * s_stride));
         l.g.shared.push(shared("factor", DType::F32, bm));
     }
-    let (pa, pb, pc) = (
-        i64::from(instr.a_per_lane()),
-        i64::from(instr.b_per_lane()),
-        i64::from(instr.acc_per_lane()),
-    );
+    let pc = i64::from(instr.acc_per_lane());
     let fm_n = rm / m;
     let sacc = local(l, "scores", fm_n * (bn / nn) * pc, span);
     let oacc = local(l, "out", fm_n * (dp / nn) * pc, span);
-    let frag = |l: &mut Lowering, name: &str, len: i64| {
-        l.g.locals.push(Local {
-            name: format!("{}_{name}", st.name),
-            dtype: ty,
-            len: len as u32,
-            span,
-        });
-        l.g.locals.len() as u32 - 1
-    };
+    let (af, bf, group) = fragments(l, shape, ldmatrix, span);
     let pair_b = ldmatrix;
-    let (af, bf, group) = match group {
-        None => (
-            frag(l, "a", fm_n * pa),
-            frag(l, "b", if pair_b { 2 * pb } else { pb }),
-            None,
-        ),
-        Some((scores, values, _)) => {
-            let per =
-                |i: &MatrixInstr, cols: i64| cols / i64::from(i.n) * i64::from(i.b_per_lane());
-            let (qk_steps, pv_steps) = (ep / 16, bn / 16);
-            let af = frag(l, "q_frag", qk_steps * i64::from(scores.a_per_lane()));
-            let bf = frag(l, "k_frag", qk_steps * per(scores, bn));
-            let pf = frag(l, "p_frag", pv_steps * i64::from(values.a_per_lane()));
-            let vf = frag(l, "v_frag", pv_steps * per(values, dp));
-            (
-                af,
-                bf,
-                Some(group::Group {
-                    scores,
-                    values,
-                    pf,
-                    vf,
-                }),
-            )
-        }
-    };
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
     let lanes = row_lanes.map(|rl| {
-        let slots = fm_n * i64::from(rl.slots);
-        let [max, sum, new_max, alpha] =
-            ["row_max", "row_sum", "row_new_max", "row_alpha"].map(|n| local(l, n, slots, span));
-        let xchg = local(l, "exchange", 1, span);
-        (
-            rl,
-            lanes::RowRegs {
-                max,
-                sum,
-                new_max,
-                alpha,
-                xchg,
-            },
-        )
+        let regs = row_regs(l, fm_n * i64::from(rl.slots), span);
+        (rl, regs)
     });
     Ok(Emit {
         instr,
@@ -570,6 +506,78 @@ fn emitter(
         s_stride,
         p_stride,
     })
+}
+
+/// The matrix fragments' registers: A and B of the scores' instruction,
+/// or, on warpgroups, Q and K's and the weights' and V's fragments.
+fn fragments(
+    l: &mut Lowering,
+    shape: Shape,
+    ldmatrix: bool,
+    span: Span,
+) -> (u32, u32, Option<group::Group>) {
+    let name = l.k.stage(l.sid).name.clone();
+    let Shape {
+        ty,
+        instr,
+        rm,
+        bn,
+        ep,
+        dp,
+        ..
+    } = shape;
+    let fm_n = rm / i64::from(instr.m);
+    let (pa, pb) = (i64::from(instr.a_per_lane()), i64::from(instr.b_per_lane()));
+    let frag = |l: &mut Lowering, fname: &str, len: i64| {
+        l.g.locals.push(Local {
+            name: format!("{}_{fname}", name),
+            dtype: ty,
+            len: len as u32,
+            span,
+        });
+        l.g.locals.len() as u32 - 1
+    };
+    match shape.group {
+        None => (
+            frag(l, "a", fm_n * pa),
+            frag(l, "b", if ldmatrix { 2 * pb } else { pb }),
+            None,
+        ),
+        Some((scores, values, _)) => {
+            let per =
+                |i: &MatrixInstr, cols: i64| cols / i64::from(i.n) * i64::from(i.b_per_lane());
+            let (qk_steps, pv_steps) = (ep / 16, bn / 16);
+            let af = frag(l, "q_frag", qk_steps * i64::from(scores.a_per_lane()));
+            let bf = frag(l, "k_frag", qk_steps * per(scores, bn));
+            let pf = frag(l, "p_frag", pv_steps * i64::from(values.a_per_lane()));
+            let vf = frag(l, "v_frag", pv_steps * per(values, dp));
+            (
+                af,
+                bf,
+                Some(group::Group {
+                    scores,
+                    values,
+                    pf,
+                    vf,
+                }),
+            )
+        }
+    }
+}
+
+/// The per-row registers of a softmax whose rows are spread over lanes,
+/// `slots` of each.
+fn row_regs(l: &mut Lowering, slots: i64, span: Span) -> lanes::RowRegs {
+    let [max, sum, new_max, alpha] =
+        ["row_max", "row_sum", "row_new_max", "row_alpha"].map(|n| local(l, n, slots, span));
+    let xchg = local(l, "exchange", 1, span);
+    lanes::RowRegs {
+        max,
+        sum,
+        new_max,
+        alpha,
+        xchg,
+    }
 }
 
 /// The loop body of key tile `kt`: the wait for its copies and the copy

@@ -136,50 +136,65 @@ fn expand_body(
                 }
                 out.push(Stmt::Barrier);
             }
-            Stmt::Shuffle {
-                local: dst,
-                index,
-                value,
-                mask,
-                lane,
-                wave,
-                width,
-            } => {
-                let (slots, _) = *scratch.entry("lane_xor").or_insert_with(|| {
-                    g.shared.push(Local {
-                        name: "lane_xor".into(),
-                        dtype: DType::F32,
-                        len: threads.div_ceil(width) * width,
-                        span: g.locals[dst as usize].span,
-                    });
-                    (g.shared.len() as u32 - 1, 0)
-                });
-                let base = wave * Index::c(i64::from(width));
-                out.push(Stmt::SharedStore {
-                    shared: slots,
-                    index: base.clone() + lane.clone(),
-                    value,
-                });
-                out.push(Stmt::Barrier);
-                out.push(Stmt::LocalStore {
-                    local: dst,
-                    index,
-                    value: Expr {
-                        kind: ExprKind::Shared {
-                            shared: slots,
-                            index: base + lane_xor(&lane, mask),
-                        },
-                        dtype: DType::F32,
-                    },
-                });
-                out.push(Stmt::Barrier);
-            }
+            s @ Stmt::Shuffle { .. } => out.extend(shuffle_through_lds(g, s, scratch, threads)),
             other => {
                 let mut f = |b: Vec<Stmt>| expand_body(g, b, scratch, threads);
                 out.push(other.map_bodies(&mut f));
             }
         }
     }
+    out
+}
+
+/// A lane exchange where the target has none: each lane's value through
+/// an LDS slot, between barriers.
+fn shuffle_through_lds(
+    g: &mut GpuKernel,
+    s: Stmt,
+    scratch: &mut HashMap<&'static str, (u32, u32)>,
+    threads: u32,
+) -> Vec<Stmt> {
+    let Stmt::Shuffle {
+        local: dst,
+        index,
+        value,
+        mask,
+        lane,
+        wave,
+        width,
+    } = s
+    else {
+        unreachable!("shuffle_through_lds is called on lane exchanges only")
+    };
+    let mut out = Vec::new();
+    let (slots, _) = *scratch.entry("lane_xor").or_insert_with(|| {
+        g.shared.push(Local {
+            name: "lane_xor".into(),
+            dtype: DType::F32,
+            len: threads.div_ceil(width) * width,
+            span: g.locals[dst as usize].span,
+        });
+        (g.shared.len() as u32 - 1, 0)
+    });
+    let base = wave * Index::c(i64::from(width));
+    out.push(Stmt::SharedStore {
+        shared: slots,
+        index: base.clone() + lane.clone(),
+        value,
+    });
+    out.push(Stmt::Barrier);
+    out.push(Stmt::LocalStore {
+        local: dst,
+        index,
+        value: Expr {
+            kind: ExprKind::Shared {
+                shared: slots,
+                index: base + lane_xor(&lane, mask),
+            },
+            dtype: DType::F32,
+        },
+    });
+    out.push(Stmt::Barrier);
     out
 }
 
