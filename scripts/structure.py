@@ -5,8 +5,10 @@ modules of a crate (at module depths 1 to 3: `lower` and `lower::nest`).
 A module's children using it (`super::`) are not circles; siblings and
 anything else are. Exits 1 and lists what breaks a rule.
 
-    scripts/structure.py                # ir codegen compiler remote
+    scripts/structure.py                # every workspace crate's src/
     scripts/structure.py --max-fn 100 device
+
+scripts/test.sh runs it first, so CI (.ci/run) fails on what it reports.
 """
 import argparse, os, re, sys
 
@@ -117,13 +119,23 @@ def circles(src, depth):
     return out
 
 
+def members(root):
+    """The workspace's crates that have a src/ folder, as Cargo.toml lists them."""
+    text = open(os.path.join(root, 'Cargo.toml')).read()
+    listed = re.search(r'members\s*=\s*\[([^\]]*)\]', text).group(1)
+    names = re.findall(r'"([^"]+)"', listed)
+    return [m for m in names if os.path.isdir(os.path.join(root, m, 'src'))]
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('crates', nargs='*', default=['ir', 'codegen', 'compiler', 'remote'])
+    ap.add_argument('crates', nargs='*', default=None)
     ap.add_argument('--max-fn', type=int, default=150)
     ap.add_argument('--max-file', type=int, default=1000)
     a = ap.parse_args()
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    if not a.crates:
+        a.crates = members(root)
     bad = 0
     for c in a.crates:
         src = os.path.join(root, c, 'src')

@@ -19,8 +19,9 @@ report() {
   echo
   echo "rocmc: where the time went (seconds)"
   # Each test binary as cargo announced it, with the time libtest reported.
-  awk '/^ +Running /{src=$2" "$3; bin=$0; sub(/.*\//, "", bin); sub(/\).*/, "", bin); sub(/-[0-9a-f]+$/, "", bin)}
-       /^test result:/{t=""; for (i = 1; i <= NF; i++) if ($i == "finished") {t=$(i+1); sub(/s$/, "", t)}
+  awk '/^ +Running /{src=$0; sub(/^ +Running /, "", src); sub(/ \(.*/, "", src)
+                    bin=$0; sub(/.*\//, "", bin); sub(/\).*/, "", bin); sub(/-[0-9a-f]+$/, "", bin)}
+       /^test result:/{t=""; for (i = 1; i < NF; i++) if ($i == "in") {t=$(i+1); sub(/s$/, "", t)}
                        printf "  test %-50s %8.1f\n", bin" ("src")", t}' "$log"
   awk '{printf "  %-55s %8d\n", $1, $2}' "$times"
   rm -f "$times" "$log"

@@ -395,7 +395,7 @@ fn run_with(f: Fx, t: DType, math: HostMath) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
 
 /// The bounds documented in docs/math-accuracy.md: function → dtype → ulps.
 fn documented() -> BTreeMap<String, BTreeMap<String, f64>> {
-    let doc = std::fs::read_to_string(rocmc_tests::root().join("docs/math-accuracy.md"))
+    let doc = std::fs::read_to_string(crate::common::root().join("docs/math-accuracy.md"))
         .expect("docs/math-accuracy.md");
     let mut rows = BTreeMap::new();
     let mut header: Vec<String> = Vec::new();

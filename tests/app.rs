@@ -1,7 +1,7 @@
 //! Kernels shipped through a build script: rocmc::Build, the generated
 //! typed launchers, and examples/vadd-app.
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::process::Command;
 
 #[test]

@@ -7,8 +7,8 @@
 //! that are no multiple of the instruction. Both compile for every target
 //! with matrix instructions.
 
+use crate::common::*;
 use rocmc::Options;
-use rocmc_tests::*;
 use std::collections::HashMap;
 
 fn kernels() -> Vec<(String, String)> {

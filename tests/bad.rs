@@ -2,7 +2,7 @@
 //! must refuse it with exit code 2, a compiler-style message (snapshotted
 //! exactly), no panic, and no output file.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 #[test]
 fn every_bad_kernel_gets_a_precise_error() {

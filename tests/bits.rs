@@ -3,9 +3,9 @@
 //! defined by the interpreter on chosen data, and the same on the CPU path,
 //! through lowering and on every target.
 
+use crate::common::*;
 use rocmc::ir::interp::{self, Buffer, Data};
 use rocmc::ir::DType;
-use rocmc_tests::*;
 use std::collections::HashMap;
 
 /// Row-wise argmax/argmin under three schedules (cooperative tree, one

@@ -4,7 +4,7 @@
 //! filled only as far as the loops reach. Rule `row-chain` stages a row
 //! that fits 16 KiB on its own.
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::collections::HashMap;
 
 fn kernels() -> Vec<(String, String)> {

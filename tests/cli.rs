@@ -1,6 +1,6 @@
 //! The `rocmc` command line: outputs, options, and errors.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 fn ok(out: &std::process::Output) {
     assert!(out.status.success(), "rocmc failed:\n{}", text(&out.stderr));

@@ -2,8 +2,8 @@
 //! llvm-readobj-22, llvm-readelf-22, llvm-objdump-22, and clang-22 as the
 //! reference for what a target's ELF header must say.
 
+use crate::common::*;
 use rocmc::{compile, Emit, Options};
-use rocmc_tests::*;
 use std::path::Path;
 
 const TARGETS: [&str; 6] = [

@@ -5,7 +5,7 @@
 //! epilogues; the kernels keep the interpreter's meaning at sizes no tile
 //! divides and compile for every target without spilling.
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::collections::HashMap;
 
 /// tests/conv/ and examples/conv2d.toml without its schedule.

@@ -4,7 +4,7 @@
 //! written schedule always wins; `--emit schedule` prints steps that,
 //! pasted into the file, give the same kernel.
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::collections::HashMap;
 
 /// The kernel file without its schedules: every `schedule = [...]` and the

@@ -1397,7 +1397,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         };
         match rocmc::backend(&front, &target, &rocmc::Options::new(t), emit) {
             Ok(art) if nvidia => {
-                match rocmc_tests::assemble_ptx(art.asm.as_deref().unwrap_or_default(), t) {
+                match crate::common::assemble_ptx(art.asm.as_deref().unwrap_or_default(), t) {
                     Ok(_) => st.compiled += 1,
                     Err(e) => st
                         .failures
@@ -1451,7 +1451,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
     let mut st = Stats::default();
     let end = Instant::now() + Duration::from_secs(secs);
     let mut id = 0u64;
-    let current = rocmc_tests::root().join(format!("target/difffuzz-current-{which}.toml"));
+    let current = crate::common::root().join(format!("target/difffuzz-current-{which}.toml"));
     std::fs::create_dir_all(current.parent().unwrap()).unwrap();
     // At least MIN_KERNELS whatever the time: on a loaded machine the
     // seconds alone would judge the generator on a handful.
@@ -1520,7 +1520,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.failures.len()
     );
     if !st.failures.is_empty() {
-        let dir = rocmc_tests::root().join("target/difffuzz");
+        let dir = crate::common::root().join("target/difffuzz");
         std::fs::create_dir_all(&dir).unwrap();
         let mut report = String::new();
         for (i, (src, why)) in st.failures.iter().enumerate() {

@@ -7,10 +7,10 @@
 //! to them and parameters of them are refused with their location, and a
 //! matrix step refuses operands in the other encoding than the target's.
 
+use crate::common::{amd_code, assemble_ptx, example};
 use rocmc::codegen::host::{run_on_host_with, HostMath};
 use rocmc::ir::DType;
 use rocmc::Options;
-use rocmc_tests::{amd_code, assemble_ptx, example};
 
 const F8: [DType; 4] = [
     DType::F8E4M3FN,

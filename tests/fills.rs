@@ -6,8 +6,8 @@
 //! clamped one; the GPU code issues vector accesses (llvm-objdump-22,
 //! ptxas); impossible options are refused naming the step and the value.
 
+use crate::common::{amd_code, assemble_ptx, example};
 use rocmc::Options;
-use rocmc_tests::{amd_code, assemble_ptx, example};
 use std::collections::HashMap;
 
 fn with_options(name: &str, options: &str) -> String {

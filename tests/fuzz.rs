@@ -14,7 +14,7 @@
 //! ROCMC_FUZZ_SECS=600 ROCMC_FUZZ_SEED=$RANDOM cargo test -p rocmc-tests --test e2e -- fuzz:: --skip difffuzz:: --nocapture
 //! ```
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 

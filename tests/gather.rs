@@ -3,9 +3,9 @@
 //! an empty tensor reads as zero); the lowered loop IR, the CPU path and
 //! every GPU back end must agree, whatever the data.
 
+use crate::common::*;
 use rocmc::ir::interp::{self, Buffer, Data};
 use rocmc::ir::DType;
-use rocmc_tests::*;
 
 /// Embedding-like, nested, multi-dimensional, mixed with reductions and
 /// other stages, under schedules with guards, vectors and LDS: the files of

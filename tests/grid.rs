@@ -6,8 +6,8 @@
 //! and every GPU back end must agree with it. With no schedule, rule
 //! `grid-reduction` does this for few outputs over long rows.
 
+use crate::common::*;
 use rocmc::ir::loops::Stmt;
-use rocmc_tests::*;
 
 /// tests/grid/ and the benchmark's grid reductions (timed on the GPU).
 fn kernels() -> Vec<(String, String)> {

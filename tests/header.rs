@@ -4,7 +4,7 @@
 //! their argument blocks sit at the offsets LLVM's code object metadata
 //! gives (read by llvm-readobj-22).
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 

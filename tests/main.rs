@@ -3,6 +3,9 @@
 //! binary lets the harness spread every test over the cores at once.
 //! Run one topic with `cargo test -p rocmc-tests --test e2e -- remote::`.
 
+/// The helpers every topic shares.
+pub mod common;
+
 mod accuracy;
 mod app;
 mod attention;

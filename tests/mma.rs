@@ -5,8 +5,8 @@
 //! ptxas); impossible requests are refused naming the step, the target and
 //! what it has; and a seeded sweep over shapes, tiles and sizes.
 
+use crate::common::{amd_code, assemble_ptx, example, matrix_examples, tool};
 use rocmc::Options;
-use rocmc_tests::{amd_code, assemble_ptx, example, matrix_examples, tool};
 use std::collections::HashMap;
 
 /// Targets with matrix units, with the wave size to use (None: the default).

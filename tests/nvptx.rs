@@ -3,8 +3,8 @@
 //! supports, the launch document carried in the PTX, and the errors of the
 //! NVIDIA path. Running the PTX needs a GPU: scripts/gpu-check.sh does that.
 
+use crate::common::*;
 use rocmc::{compile, Emit, Options};
-use rocmc_tests::*;
 
 fn ptx(name: &str, mcpu: &str) -> String {
     let src = std::fs::read_to_string(example(name)).unwrap();

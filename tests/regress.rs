@@ -4,7 +4,7 @@
 //! interpreter at several sizes (1-element and non-divisible ones among
 //! them) and compiles for four AMDGPU generations.
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::collections::HashMap;
 
 const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];

@@ -1,7 +1,7 @@
 //! `rocmc run --device cpu`: every example, scheduled and lowered, compiled
 //! for the host by LLVM and run, agrees with the reference interpreter.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 fn ok(out: &std::process::Output) -> String {
     assert!(

@@ -4,8 +4,8 @@
 //! read by hand from the format's specification (NPY 1.0), independently
 //! of the crate rocmc uses.
 
+use crate::common::*;
 use rocmc::ir::reference::gelu16;
-use rocmc_tests::*;
 use std::path::Path;
 
 /// The header text (without spaces) and the data of an .npy file.

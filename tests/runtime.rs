@@ -2,9 +2,9 @@
 //! why, with Debian's real libamdhip64; launches are checked against real
 //! code objects built by rocmc before any GPU would see them.
 
+use crate::common::*;
 use rocmc::runtime_hip::check::{check_launch, ArgValue};
 use rocmc::runtime_hip::{Error, Hip};
-use rocmc_tests::*;
 
 #[test]
 fn a_missing_library_names_where_it_looked() {

@@ -6,7 +6,7 @@
 //! axis, with rows whole or split over work-groups (`chunks`), and compile
 //! for every target.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 const SIZES: &[i64] = &[1, 2, 7, 33, 100, 1100];
 

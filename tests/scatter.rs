@@ -3,9 +3,9 @@
 //! operation's identity; updates outside the tensor are dropped); the
 //! lowered loop IR, the CPU path and every GPU back end must agree.
 
+use crate::common::*;
 use rocmc::ir::interp::{self, Buffer, Data};
 use rocmc::ir::DType;
-use rocmc_tests::*;
 
 /// index_add, max=/min= of every kind of element, sub-word atomics and a
 /// scatter read by a later stage: the files of tests/scatter/ (also

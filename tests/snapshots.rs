@@ -3,8 +3,8 @@
 //! and an RDNA (wave32) target. Review changes with `cargo insta review`;
 //! CI refuses mismatches.
 
+use crate::common::*;
 use rocmc::{compile, Emit, Options};
-use rocmc_tests::*;
 
 #[test]
 fn every_example_through_every_form() {

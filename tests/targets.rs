@@ -2,8 +2,8 @@
 //! and `rocmc inspect`, checked against clang-22, clang-offload-bundler-22
 //! and llvm-readobj-22.
 
+use crate::common::*;
 use rocmc::{compile, Emit, Options};
-use rocmc_tests::*;
 
 fn ok(out: &std::process::Output) -> String {
     assert!(out.status.success(), "rocmc failed:\n{}", text(&out.stderr));

@@ -6,7 +6,7 @@
 //! names the maps the runtime encodes; and what the accelerator cannot
 //! copy is refused, naming why.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 fn emulated_sm_90a(src: &str, sizes: &[(&str, i64)]) -> Vec<rocmc::run::Comparison> {
     emulated(src, "sm_90a", sizes).unwrap()

@@ -6,7 +6,7 @@
 //! the CPU, with ties (f16, i8), short rows and k up to 64, and compiles
 //! for every target with no spills.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 const SIZES: &[i64] = &[1, 2, 7, 33, 100];
 

@@ -4,7 +4,7 @@
 //! the lowered loop IR (per-thread trip counts), the CPU path (lockstep to
 //! the largest count, each thread guarded) and every target agree.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 const SIZES: &[i64] = &[1, 2, 7, 33, 100];
 

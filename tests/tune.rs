@@ -2,9 +2,9 @@
 //! and through a TLS worker on loopback), the tuning database and builds
 //! that read it.
 
+use crate::common::{cpu_module, rocmc, rocmc_bin, root, text, worker_bin, Worker};
 use rocmc::device::{Arg, BufferId, Device, DeviceInfo, Result as DevResult};
 use rocmc::tune::{self, db, Outcome, TuneRequest};
-use rocmc_tests::{cpu_module, rocmc, rocmc_bin, root, text, worker_bin, Worker};
 use std::path::Path;
 use std::process::Command;
 

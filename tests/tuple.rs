@@ -5,7 +5,7 @@
 //! in registers and in LDS, triangular extents), the CPU path under every
 //! emulated lane layout, and every target agree.
 
-use rocmc_tests::*;
+use crate::common::*;
 use std::collections::HashMap;
 
 const SIZES: &[i64] = &[1, 2, 7, 33, 100, 300];

@@ -4,7 +4,7 @@
 //! rule takes it for an unscheduled product of k-contiguous operands; and
 //! what cannot run on it is refused, naming why.
 
-use rocmc_tests::*;
+use crate::common::*;
 
 fn wgmma_src() -> String {
     std::fs::read_to_string(example("gemm_f16_wgmma")).unwrap()

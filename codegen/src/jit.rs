@@ -3,7 +3,7 @@
 //! same expression and address code as the GPU path, compiled for the
 //! host ([`crate::backend::host`]) and run in this process.
 
-use crate::backend::host::{self, host_cpu, host_machine};
+use crate::backend::host::{self, host_cpu};
 pub use crate::backend::host::{HostFn, HostMath};
 use crate::function::{llvm_err, FnCx, R};
 use crate::CodegenError;
@@ -178,7 +178,22 @@ pub fn run_on_host_with(
             )));
         }
     }
-    let tm = host_machine()?;
+    // A kernel that emulates a matrix unit's lanes is not optimised (see
+    // Request::light); the object check_symbols reads is code generated
+    // as the JIT does.
+    let emulates = prog.kernels.iter().any(|g| {
+        let mut found = false;
+        rocmc_ir::loops::visit::walk(&g.body, &mut |s| {
+            found |= matches!(s, rocmc_ir::loops::Stmt::Matrix { .. });
+        });
+        found
+    });
+    let level = if emulates {
+        OptimizationLevel::None
+    } else {
+        OptimizationLevel::Default
+    };
+    let tm = host::host_machine_at(level)?;
     let cx = Context::create();
     let module = cx.create_module(&format!("{}_host", k.name));
     module.set_triple(&tm.get_triple());
@@ -210,12 +225,20 @@ pub fn run_on_host_with(
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(format!("invalid host module (a rocmc bug): {e}")))?;
+    // A kernel whose matrix instructions run through their lane layouts is
+    // not optimised: it is here to check meaning, and O2 spent minutes on
+    // a warpgroup GEMM's expanded fragments (see Request::light).
+    let pipeline = if emulates {
+        "default<O0>"
+    } else {
+        "default<O2>"
+    };
     module
-        .run_passes("default<O2>", &tm, PassBuilderOptions::create())
+        .run_passes(pipeline, &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
     check_symbols(&tm, &module)?;
     let ee = module
-        .create_jit_execution_engine(OptimizationLevel::Default)
+        .create_jit_execution_engine(level)
         .map_err(llvm_err)?;
     // Each buffer runs inside a larger allocation with a guard band on both
     // sides: a kernel that writes out of bounds (a lowering bug) is then

@@ -21,13 +21,12 @@ pub struct Request {
     /// does; the results then differ from the reference interpreter's
     /// separately rounded operations by rounding error.
     pub no_fp_contract: bool,
-    /// No optimisation pipeline (`default<O0>`) instead of `default<O3>`:
-    /// for a CPU module that emulates a GPU's lanes (`--emulate`), which
-    /// exists to check what the kernel means, not to be fast. Its unrolled
-    /// matrix fragments for thousands of lanes' statements kept O3 (and
-    /// O1: loop rotation, full unrolling, scalar evolution) busy for 140 s
-    /// (97 s) on an int8 warpgroup GEMM that runs in milliseconds; without
-    /// them the whole run takes 6 s.
+    /// No optimisation pipeline (`default<O0>`) instead of `default<O3>`,
+    /// and the backend's quickest code generation: for a CPU module that
+    /// emulates a GPU's lanes (`--emulate`), which exists to check what the
+    /// kernel means, not to be fast. Its expanded matrix fragments kept O3
+    /// busy for 140 s (O1 97 s: loop rotation, full unrolling, scalar
+    /// evolution) on an int8 warpgroup GEMM that runs in milliseconds.
     pub light: bool,
 }
 
@@ -97,7 +96,11 @@ pub fn compile(
     let t0 = std::time::Instant::now();
     let be = crate::backend::lookup(t);
     install_fatal_error_handler();
-    let tm = be.target_machine()?;
+    let tm = if req.light {
+        be.target_machine_unoptimised()?
+    } else {
+        be.target_machine()?
+    };
     if let Ok(mut c) = CRASH_KERNEL.lock() {
         *c = format!("kernel `{}` for {}", k.name, t);
     }

@@ -62,6 +62,11 @@ pub(crate) fn host_cpu() -> (String, String) {
 }
 
 pub(crate) fn host_machine() -> R<TargetMachine> {
+    host_machine_at(OptimizationLevel::Default)
+}
+
+/// [`host_machine`] generating code at `level`.
+pub(crate) fn host_machine_at(level: OptimizationLevel) -> R<TargetMachine> {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         // Native target initialisation only fails on hosts LLVM was not built for.
@@ -80,7 +85,7 @@ pub(crate) fn host_machine() -> R<TargetMachine> {
             &triple,
             &cpu,
             &features,
-            OptimizationLevel::Default,
+            level,
             RelocMode::Default,
             CodeModel::JITDefault,
         )
@@ -127,7 +132,7 @@ pub(crate) fn link_cpu_helpers<'ctx>(cx: &'ctx Context, m: &Module<'ctx>) -> R<(
         .map_err(|e| CodegenError::Llvm(format!("linking cpu_helpers.ll (a rocmc bug): {e}")))
 }
 
-fn aot_machine(t: &rocmc_target::CpuTarget) -> R<TargetMachine> {
+fn aot_machine(t: &rocmc_target::CpuTarget, level: OptimizationLevel) -> R<TargetMachine> {
     static INIT: Once = Once::new();
     INIT.call_once(|| LlvmTarget::initialize_x86(&InitializationConfig::default()));
     let triple = inkwell::targets::TargetTriple::create(t.triple());
@@ -137,7 +142,7 @@ fn aot_machine(t: &rocmc_target::CpuTarget) -> R<TargetMachine> {
             &triple,
             rocmc_target::cpu::LLVM_CPU,
             "",
-            OptimizationLevel::Aggressive,
+            level,
             RelocMode::PIC,
             CodeModel::Default,
         )
@@ -194,7 +199,17 @@ impl Backend for Host {
 
     fn target_machine(&self) -> R<TargetMachine> {
         match &self.aot {
-            Some(t) => aot_machine(t),
+            Some(t) => aot_machine(t, OptimizationLevel::Aggressive),
+            None => host_machine(),
+        }
+    }
+
+    /// Instruction selection and scheduling at their quickest: on an
+    /// emulated warpgroup GEMM, O3's machine scheduler and block placement
+    /// took most of a minute.
+    fn target_machine_unoptimised(&self) -> R<TargetMachine> {
+        match &self.aot {
+            Some(t) => aot_machine(t, OptimizationLevel::None),
             None => host_machine(),
         }
     }

@@ -153,6 +153,13 @@ pub(crate) trait Backend {
     /// The target machine code is generated with.
     fn target_machine(&self) -> R<TargetMachine>;
 
+    /// The target machine of a module that is not optimised
+    /// ([`Request::light`](crate::llvm::Request::light)); by default the
+    /// same as [`Backend::target_machine`].
+    fn target_machine_unoptimised(&self) -> R<TargetMachine> {
+        self.target_machine()
+    }
+
     /// Module-level flags the target's ABI needs.
     fn configure_module<'ctx>(&self, _cx: &'ctx Context, _m: &Module<'ctx>) {}
 
