@@ -604,6 +604,32 @@ pub fn verify(k: &Kernel, g: &GpuKernel, pass: &'static str) -> Result<(), Verif
     cx.body(&g.body, false)
 }
 
+/// Why `s` may not run under a guard that depends on a thread index: the
+/// lanes, wave or work-group execute it together. `None` for statements
+/// each thread runs on its own.
+fn collective(s: &Stmt) -> Option<&'static str> {
+    Some(match s {
+        Stmt::Barrier => "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)",
+        Stmt::MatrixLoad { .. } => "a matrix load under a guard that depends on a thread index (the lanes of a wave execute it together)",
+        Stmt::Matrix { .. } => "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)",
+        Stmt::MatrixDesc { .. } => "a matrix descriptor under a guard that depends on a thread index (the lanes of a warpgroup execute its instruction together)",
+        Stmt::MatrixAsync(_) => "a matrix fence, commit or wait under a guard that depends on a thread index",
+        Stmt::TensorCopy { .. } | Stmt::Mbarrier(_) => "a tensor copy or mbarrier operation under a guard that depends on a thread index (the work-group executes it together)",
+        Stmt::Shuffle { .. } => "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)",
+        Stmt::Bind { .. }
+        | Stmt::Loop { .. }
+        | Stmt::If { .. }
+        | Stmt::Unswitch { .. }
+        | Stmt::Store { .. }
+        | Stmt::Scatter { .. }
+        | Stmt::SharedStore { .. }
+        | Stmt::LocalStore { .. }
+        | Stmt::Fill { .. }
+        | Stmt::AsyncCommit
+        | Stmt::AsyncWait { .. } => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,30 +704,4 @@ mod tests {
         let e = verify(&k, &g, "test").unwrap_err();
         assert!(e.message.contains("barrier under a guard"), "{e}");
     }
-}
-
-/// Why `s` may not run under a guard that depends on a thread index: the
-/// lanes, wave or work-group execute it together. `None` for statements
-/// each thread runs on its own.
-fn collective(s: &Stmt) -> Option<&'static str> {
-    Some(match s {
-        Stmt::Barrier => "a barrier under a guard that depends on a thread index (threads that skip it hang the work-group)",
-        Stmt::MatrixLoad { .. } => "a matrix load under a guard that depends on a thread index (the lanes of a wave execute it together)",
-        Stmt::Matrix { .. } => "a matrix instruction under a guard that depends on a thread index (the lanes of a wave execute it together)",
-        Stmt::MatrixDesc { .. } => "a matrix descriptor under a guard that depends on a thread index (the lanes of a warpgroup execute its instruction together)",
-        Stmt::MatrixAsync(_) => "a matrix fence, commit or wait under a guard that depends on a thread index",
-        Stmt::TensorCopy { .. } | Stmt::Mbarrier(_) => "a tensor copy or mbarrier operation under a guard that depends on a thread index (the work-group executes it together)",
-        Stmt::Shuffle { .. } => "a lane exchange under a guard that depends on a thread index (the lanes of a wave execute it together)",
-        Stmt::Bind { .. }
-        | Stmt::Loop { .. }
-        | Stmt::If { .. }
-        | Stmt::Unswitch { .. }
-        | Stmt::Store { .. }
-        | Stmt::Scatter { .. }
-        | Stmt::SharedStore { .. }
-        | Stmt::LocalStore { .. }
-        | Stmt::Fill { .. }
-        | Stmt::AsyncCommit
-        | Stmt::AsyncWait { .. } => return None,
-    })
 }
