@@ -179,15 +179,9 @@ pub fn run_on_host_with(
         }
     }
     // A kernel that emulates a matrix unit's lanes is not optimised (see
-    // Request::light); the object check_symbols reads is code generated
-    // as the JIT does.
-    let emulates = prog.kernels.iter().any(|g| {
-        let mut found = false;
-        rocmc_ir::loops::visit::walk(&g.body, &mut |s| {
-            found |= matches!(s, rocmc_ir::loops::Stmt::Matrix { .. });
-        });
-        found
-    });
+    // llvm::emulates_lanes); the object check_symbols reads is code
+    // generated as the JIT does.
+    let emulates = !rocmc_ir::lower::matrix::uses_matrix(prog).is_empty();
     let level = if emulates {
         OptimizationLevel::None
     } else {
@@ -227,7 +221,7 @@ pub fn run_on_host_with(
         .map_err(|e| CodegenError::Llvm(format!("invalid host module (a rocmc bug): {e}")))?;
     // A kernel whose matrix instructions run through their lane layouts is
     // not optimised: it is here to check meaning, and O2 spent minutes on
-    // a warpgroup GEMM's expanded fragments (see Request::light).
+    // a warpgroup GEMM's expanded fragments (see llvm::emulates_lanes).
     let pipeline = if emulates {
         "default<O0>"
     } else {

@@ -21,13 +21,6 @@ pub struct Request {
     /// does; the results then differ from the reference interpreter's
     /// separately rounded operations by rounding error.
     pub no_fp_contract: bool,
-    /// No optimisation pipeline (`default<O0>`) instead of `default<O3>`,
-    /// and the backend's quickest code generation: for a CPU module that
-    /// emulates a GPU's lanes (`--emulate`), which exists to check what the
-    /// kernel means, not to be fast. Its expanded matrix fragments kept O3
-    /// busy for 140 s (O1 97 s: loop rotation, full unrolling, scalar
-    /// evolution) on an int8 warpgroup GEMM that runs in milliseconds.
-    pub light: bool,
 }
 
 /// The outputs of one compilation for one target.
@@ -96,7 +89,8 @@ pub fn compile(
     let t0 = std::time::Instant::now();
     let be = crate::backend::lookup(t);
     install_fatal_error_handler();
-    let tm = if req.light {
+    let light = emulates_lanes(t, prog);
+    let tm = if light {
         be.target_machine_unoptimised()?
     } else {
         be.target_machine()?
@@ -131,11 +125,7 @@ pub fn compile(
         ))
     })?;
     let t1 = std::time::Instant::now();
-    let pipeline = if req.light {
-        "default<O0>"
-    } else {
-        "default<O3>"
-    };
+    let pipeline = if light { "default<O0>" } else { "default<O3>" };
     module
         .run_passes(pipeline, &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
@@ -177,7 +167,7 @@ pub fn compile(
     out.timings = vec![
         ("llvm build", t1 - t0),
         (
-            if req.light {
+            if light {
                 "llvm optimise (O0)"
             } else {
                 "llvm optimise (O3)"
@@ -187,6 +177,17 @@ pub fn compile(
         ("llvm codegen", t2.elapsed()),
     ];
     Ok(out)
+}
+
+/// Whether `prog`, compiled for `t`, is a CPU module that runs a GPU's
+/// matrix instructions through their lane layouts (`--emulate`). Such a
+/// module gets no optimisation pipeline (`default<O0>`) and the backend's
+/// quickest code generation, here and in the JIT: it exists to check what
+/// the kernel means, not to be fast, and its expanded fragments kept O3
+/// busy for 140 s (O1 97 s: loop rotation, full unrolling, scalar
+/// evolution) on an int8 warpgroup GEMM that then runs in milliseconds.
+pub(crate) fn emulates_lanes(t: &Target, prog: &Program) -> bool {
+    matches!(t, Target::Cpu(_)) && !rocmc_ir::lower::matrix::uses_matrix(prog).is_empty()
 }
 
 /// Error diagnostics LLVM reports while compiling (e.g. "no libcall

@@ -474,7 +474,6 @@ pub fn backend(
         asm: emit.asm,
         object: (emit.object || emit.code_object) && !tc.asm_is_module(),
         no_fp_contract: !opts.fp_contract,
-        light: opts.emulate.is_some() && matches!(target, rocmc_target::Target::Cpu(_)),
     };
     let mut launch = front.launch.clone();
     let module_asm = tc.embed_launch(&mut launch, &front.program);

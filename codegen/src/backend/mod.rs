@@ -154,7 +154,7 @@ pub(crate) trait Backend {
     fn target_machine(&self) -> R<TargetMachine>;
 
     /// The target machine of a module that is not optimised
-    /// ([`Request::light`](crate::llvm::Request::light)); by default the
+    /// ([`emulates_lanes`](crate::llvm::emulates_lanes)); by default the
     /// same as [`Backend::target_machine`].
     fn target_machine_unoptimised(&self) -> R<TargetMachine> {
         self.target_machine()
