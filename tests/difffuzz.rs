@@ -1255,9 +1255,16 @@ struct Stats {
     /// by a bound (`row_kernel`).
     bounded: usize,
     executed: usize,
+    /// Runs of the loop IR lowered for a GPU target with the race check.
+    race_checked: usize,
     compiled: usize,
     failures: Vec<(String, String)>,
 }
+
+/// Targets the race check lowers for: every wave size and matrix family.
+const RACE_TARGETS: &[&str] = &[
+    "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90", "sm_90a",
+];
 
 fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     let front = match rocmc::frontend("fuzz.toml", src) {
@@ -1307,20 +1314,18 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     // `flash` needs a matrix target: on the CPU path through one's lane
     // layout, picked at random (a layout it cannot tile is a user error).
     let emulated;
+    // A warpgroup schedule runs on sm_90a only: always there.
+    let p = if src.contains("wgmma_")
+        || src.starts_with(WG_ATTENTION)
+        || (src.starts_with(GEMM) && rng.chance(50))
+    {
+        "sm_90a"
+    } else {
+        *rng.pick(RACE_TARGETS)
+    };
     // An f16 convolution too: through a matrix target it takes `conv-mma`.
     let run_front = if src.contains("flash(") || src.starts_with(EMULATED) || src.starts_with(GEMM)
     {
-        // A warpgroup schedule runs on sm_90a only: always there.
-        let p = if src.contains("wgmma_")
-            || src.starts_with(WG_ATTENTION)
-            || (src.starts_with(GEMM) && rng.chance(50))
-        {
-            "sm_90a"
-        } else {
-            *rng.pick(&[
-                "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90", "sm_90a",
-            ])
-        };
         let mut o = rocmc::Options::new("x86-64");
         o.emulate = Some(p.to_string());
         let cpu = rocmc::targets(&rocmc::Options::new("x86-64"))
@@ -1387,6 +1392,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
                 .push((src.to_string(), format!("sizes {sizes:?}: {e}"))),
         }
     }
+    race_check(&front, p, rng, st);
     for t in TARGETS {
         let target = rocmc::targets(&rocmc::Options::new(t)).unwrap().remove(0);
         let nvidia = target.nvidia().is_some();
@@ -1409,6 +1415,51 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             Err(rocmc::Error::Kernel(_)) => {}
             Err(e) => st.failures.push((src.to_string(), format!("{t}: {e}"))),
         }
+    }
+}
+
+/// The kernel lowered for GPU target `p` and run as the GPU runs it, with
+/// the loop-IR interpreter's check for LDS races and divergent barriers,
+/// against its meaning. The sizes are bounded: the interpreter runs every
+/// thread of every work-group.
+fn race_check(front: &rocmc::Frontend, p: &str, rng: &mut Rng, st: &mut Stats) {
+    let opts = rocmc::Options::new(p);
+    let target = rocmc::targets(&opts).unwrap().remove(0);
+    let lowered = match front.for_target(&target, &opts) {
+        Ok(f) => f,
+        // Over the target's LDS, or a matrix shape it lacks: the user's error.
+        Err(rocmc::Error::Kernel(_)) => return,
+        Err(e) => {
+            st.failures
+                .push((front.source.clone(), format!("lowering for {p}: {e}")));
+            return;
+        }
+    };
+    let k = &lowered.kernel;
+    let sizes: Vec<i64> = k
+        .sizes
+        .iter()
+        .map(|_| *rng.pick(&[1, 3, 17, 65, 100, 130]))
+        .collect();
+    let sizes = k.fit_work(&sizes, 1 << 20);
+    let spec = rocmc::run::RunSpec::new(&sizes, &HashMap::new(), rng.next_u64() % 1000);
+    match rocmc::run::run_loops(&lowered, &spec) {
+        Ok(cmp) => {
+            st.race_checked += 1;
+            for c in cmp.iter().filter(|c| !c.ok()) {
+                st.failures.push((
+                    front.source.clone(),
+                    format!(
+                        "loop IR for {p} at sizes {sizes:?}: {} differs from the interpreter by {:e} (tolerance {:e})",
+                        c.tensor, c.max_error, c.tolerance
+                    ),
+                ));
+            }
+        }
+        Err(e) => st.failures.push((
+            front.source.clone(),
+            format!("loop IR for {p} at sizes {sizes:?}: {e}"),
+        )),
     }
 }
 
@@ -1487,6 +1538,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.tensor_copies += l.tensor_copies;
                 st.bounded += l.bounded;
                 st.executed += l.executed;
+                st.race_checked += l.race_checked;
                 st.compiled += l.compiled;
                 st.failures.extend(l.failures);
             }
@@ -1501,7 +1553,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} tensor-copied), {} runs on the CPU path compared, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} tensor-copied), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1516,6 +1568,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.warpgroups,
         st.tensor_copies,
         st.executed,
+        st.race_checked,
         st.compiled,
         st.failures.len()
     );
@@ -1537,6 +1590,11 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         );
     }
     let accepted = st.generated - st.rejected;
+    assert!(
+        st.race_checked * 2 >= accepted,
+        "the race check ran on {} of {accepted} accepted kernels",
+        st.race_checked
+    );
     assert!(
         st.generated >= MIN_KERNELS && accepted * 2 >= st.generated,
         "the generator makes too few valid kernels: {accepted} of {}",

@@ -26,6 +26,7 @@ mod header;
 mod matrix;
 mod mma;
 mod nvptx;
+mod races;
 mod regress;
 mod remote;
 mod run;

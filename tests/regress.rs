@@ -7,11 +7,16 @@
 use crate::common::*;
 use std::collections::HashMap;
 
-const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx1100", "gfx1201"];
+const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"];
 /// NVIDIA processors across PTX versions: sm_52 to sm_72 get PTX older
 /// than 6.2, which lacks instructions newer processors use (fz804).
 const NVIDIA: &[&str] = &["sm_52", "sm_70", "sm_72", "sm_75", "sm_80", "sm_90"];
 const SIZES: &[i64] = &[2, 3, 7, 64, 65, 130];
+
+/// Matrix-instruction targets for the regressions whose schedule needs one
+/// (`flash`, `mma`): wave64 and wave32 AMD generations and NVIDIA's.
+const MATRIX_TARGETS: &[&str] = &["gfx942", "gfx950", "gfx1100", "gfx1201"];
+const MATRIX_NVIDIA: &[&str] = &["sm_80", "sm_90"];
 
 fn kernels() -> Vec<std::path::PathBuf> {
     let dir = root().join("tests/regress");
@@ -19,7 +24,53 @@ fn kernels() -> Vec<std::path::PathBuf> {
         .into_iter()
         .filter(|f| f.ends_with(".toml"))
         .map(|f| dir.join(f))
+        .filter(|p| !needs_matrix(&std::fs::read_to_string(p).unwrap()))
         .collect()
+}
+
+/// A kernel whose loops depend on a target's matrix instructions.
+fn needs_matrix(src: &str) -> bool {
+    let k = rocmc::ir::parse_kernel("k.toml", src).unwrap();
+    rocmc::ir::lower::needs_target(&k)
+}
+
+fn matrix_kernels() -> Vec<(String, String)> {
+    kernel_files("regress")
+        .into_iter()
+        .filter(|(_, src)| needs_matrix(src))
+        .collect()
+}
+
+/// The matrix regressions on the CPU through each matrix target's lane
+/// layouts, at sizes past one tile; the race check (tests/races.rs) runs
+/// their loop IR as the GPU does.
+#[test]
+fn matrix_regressions_match_the_interpreter_through_each_targets_lanes() {
+    let all = matrix_kernels();
+    assert!(!all.is_empty(), "tests/regress/ lost its matrix kernels");
+    for (name, src) in &all {
+        let k = rocmc::ir::parse_kernel(name, src).unwrap();
+        for p in MATRIX_TARGETS.iter().chain(MATRIX_NVIDIA) {
+            for n in [2, 70, 130] {
+                let sizes: Vec<(&str, i64)> =
+                    k.sizes.iter().map(|s| (s.name.as_str(), n)).collect();
+                let cmp = emulated(src, p, &sizes).unwrap_or_else(|e| panic!("{name} on {p}: {e}"));
+                for c in &cmp {
+                    assert!(
+                        c.ok(),
+                        "{name} on {p} at {n}: {} differs by {}",
+                        c.tensor,
+                        c.max_error
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matrix_regressions_compile_for_their_targets() {
+    compile_everywhere(&matrix_kernels(), MATRIX_TARGETS, MATRIX_NVIDIA);
 }
 
 #[test]
@@ -51,7 +102,11 @@ fn regression_kernels_match_the_interpreter_on_the_cpu() {
 
 #[test]
 fn regression_kernels_compile_for_every_generation() {
-    compile_everywhere(&kernel_files("regress"), TARGETS, NVIDIA);
+    let all: Vec<_> = kernel_files("regress")
+        .into_iter()
+        .filter(|(_, src)| !needs_matrix(src))
+        .collect();
+    compile_everywhere(&all, TARGETS, NVIDIA);
 }
 
 /// The clamped stencils must keep their clamp: before the fix LLVM folded

@@ -197,7 +197,12 @@ pub fn run_on_host_with(
         kernels: prog
             .kernels
             .iter()
-            .map(|g| rocmc_ir::lower::matrix::expand(g.clone()))
+            .map(|g| {
+                rocmc_ir::lower::matrix::expand(
+                    g.clone(),
+                    rocmc_ir::lower::matrix::Exchange::Barriers,
+                )
+            })
             .collect(),
     };
     for g in &prog.kernels {

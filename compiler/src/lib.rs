@@ -166,6 +166,10 @@ pub enum Error {
     /// A kernel run whose results differ from the reference interpreter.
     #[error("{0}")]
     Mismatch(String),
+    /// The loop IR breaks a rule of GPU execution (an LDS race, a barrier
+    /// some threads skip): a rocmc bug, found by [`run::run_loops`].
+    #[error("{0}")]
+    Lowering(String),
 }
 
 impl Error {
@@ -178,6 +182,7 @@ impl Error {
             | Error::Link(_)
             | Error::Io { .. }
             | Error::Mismatch(_)
+            | Error::Lowering(_)
             | Error::Runtime(_) => 1,
         }
     }

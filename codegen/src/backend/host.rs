@@ -163,7 +163,12 @@ impl Backend for Host {
     fn prepare<'p>(&self, kernels: &'p [GpuKernel]) -> std::borrow::Cow<'p, [GpuKernel]> {
         kernels
             .iter()
-            .map(|g| rocmc_ir::lower::matrix::expand(g.clone()))
+            .map(|g| {
+                rocmc_ir::lower::matrix::expand(
+                    g.clone(),
+                    rocmc_ir::lower::matrix::Exchange::Barriers,
+                )
+            })
             .collect()
     }
 

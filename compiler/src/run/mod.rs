@@ -245,6 +245,26 @@ pub fn run_cpu_with(
     Ok((cmp, kept))
 }
 
+/// Runs the kernel's loop IR as a GPU would (every work-group, its threads
+/// in lockstep, LDS, asynchronous copies landing as late as allowed) with
+/// the interpreter, checking every LDS access for races between threads
+/// and every barrier for divergence, and compares the results with the
+/// kernel's meaning. For a kernel lowered for a target
+/// ([`Frontend::for_target`]), matrix instructions run through that
+/// target's lane layouts. A race or divergent barrier is an
+/// [`Error::Lowering`]: a rocmc bug, never the kernel author's.
+pub fn run_loops(front: &Frontend, spec: &RunSpec) -> Result<Vec<Comparison>, Error> {
+    let k = &front.kernel;
+    let Inputs { inputs, pvals, .. } = inputs_for(k, spec)?;
+    let want = reference(k, &spec.sizes, &pvals, &inputs)?;
+    let got = interp::run_lowered(k, &front.program, &spec.sizes, &pvals, &inputs)
+        .map_err(|e| Error::Lowering(format!("{}: {e}", front.file)))?;
+    compare_with(k, &want, &spec.tolerance, false, |i| {
+        Ok::<_, Error>(got[i].to_bytes())
+    })
+    .map(|(c, _)| c)
+}
+
 /// Result of a GPU run: comparisons (with `--check`) and kernel times.
 #[derive(Clone, Debug, Default)]
 pub struct GpuReport {
@@ -429,6 +449,26 @@ pub fn run_device(
     what: GpuRun,
     opts: &crate::Options,
 ) -> Result<GpuReport, Error> {
+    if let Some(rest) = device.strip_prefix("loops") {
+        let mcpu = rest.strip_prefix(':').unwrap_or("gfx942");
+        if !rest.is_empty() && !rest.starts_with(':') {
+            return Err(Error::Usage(format!(
+                "--device {device}: write `loops` or `loops:PROCESSOR`, e.g. loops:gfx1100"
+            )));
+        }
+        let target_opts = crate::Options::new(mcpu);
+        let target = match crate::targets(&target_opts) {
+            Ok(mut t) => t.remove(0),
+            Err(Error::Target(e)) => return Err(Error::Usage(format!("--device {device}: {e}"))),
+            Err(e) => return Err(e),
+        };
+        let lowered = front.for_target(&target, &target_opts)?;
+        return Ok(GpuReport {
+            device: format!("the loop IR for {mcpu}, interpreted with the race check"),
+            comparisons: run_loops(&lowered, spec)?,
+            ..Default::default()
+        });
+    }
     let mut dev = open_device(device)?;
     let place = match device.strip_prefix("remote://") {
         Some(rest) => rest.split('/').next().unwrap_or("").to_string(),

@@ -18,19 +18,24 @@ pub fn run_lowered(
     let shapes = check_inputs(k, sizes, params, inputs)?;
     let mut bufs = all_buffers(k, &shapes, inputs);
     // Matrix instructions run as a wave does, through their lane layout.
-    let expanded: Vec<crate::loops::GpuKernel> = prog
+    let expanded: Vec<(usize, crate::loops::GpuKernel)> = prog
         .kernels
         .iter()
-        .map(|g| crate::lower::matrix::expand(g.clone()))
+        .map(|g| {
+            let own = g.shared.len();
+            let lockstep = crate::lower::matrix::Exchange::Lockstep;
+            (own, crate::lower::matrix::expand(g.clone(), lockstep))
+        })
         .collect();
     let out_of_range = std::cell::RefCell::new(None);
-    for g in &expanded {
+    for (own, g) in &expanded {
         let st = k.stage(g.stage);
         let env = Env {
             out_of_range: &out_of_range,
             races: std::cell::RefCell::new(Races {
                 kernel: g.name.clone(),
                 names: g.shared.iter().map(|l| l.name.clone()).collect(),
+                checked: *own,
                 ..Default::default()
             }),
             k,
@@ -114,12 +119,22 @@ pub(super) struct Thread {
     vars: Vec<i64>,
     locals: Vec<Vec<Scalar>>,
     /// Asynchronous LDS fills committed and not yet waited for, oldest
-    /// first: (array, element, value). They land at the [`Stmt::AsyncWait`]
-    /// that completes them, the latest moment the hardware may, so a
-    /// read before it sees the old contents, as it may on a GPU.
-    in_flight: Vec<Vec<(u32, usize, Scalar)>>,
+    /// first. They land at the [`Stmt::AsyncWait`] that completes them, the
+    /// latest moment the hardware may, so a read before it sees the old
+    /// contents, as it may on a GPU; the race check counts them as writes
+    /// from their issue on.
+    in_flight: Vec<Vec<InFlight>>,
     /// Asynchronous fills issued since the last commit.
-    open: Vec<(u32, usize, Scalar)>,
+    open: Vec<InFlight>,
+}
+
+/// An asynchronous fill of one LDS element.
+pub(super) struct InFlight {
+    array: u32,
+    element: usize,
+    value: Scalar,
+    /// The epoch it was issued in.
+    issued: u64,
 }
 
 /// The threads `active` marks, with their numbers in the block.
@@ -388,9 +403,10 @@ impl Block<'_, '_> {
         for (n, t) in active_threads(self.th.iter_mut(), active) {
             env.races.borrow_mut().current = n;
             while t.in_flight.len() > pending as usize {
-                for (a, i, v) in t.in_flight.remove(0) {
-                    env.races.borrow_mut().write(a as usize, i)?;
-                    self.shared[a as usize][i] = v;
+                for f in t.in_flight.remove(0) {
+                    let (a, i) = (f.array as usize, f.element);
+                    env.races.borrow_mut().write_since(a, i, f.issued)?;
+                    self.shared[a][i] = f.value;
                 }
             }
         }
@@ -424,9 +440,12 @@ impl Block<'_, '_> {
             }
             for (l, v) in lanes.into_iter().enumerate() {
                 match mem {
-                    crate::loops::Mem::Shared if asynchronous => {
-                        t.open.push((a, i + l, v));
-                    }
+                    crate::loops::Mem::Shared if asynchronous => t.open.push(InFlight {
+                        array: a,
+                        element: i + l,
+                        value: v,
+                        issued: env.races.borrow().epoch,
+                    }),
                     crate::loops::Mem::Shared => {
                         env.races.borrow_mut().write(a as usize, i + l)?;
                         shared[a as usize][i + l] = v;

@@ -280,23 +280,60 @@ pub fn shape_of(t: &Tensor, sizes: &[i64]) -> Result<Vec<i64>, InterpError> {
 
 /// Who last touched each LDS element of a work-group, and in which barrier
 /// interval (epoch), to find accesses no barrier orders.
+///
+/// Two threads' accesses to one element, at least one a write, race unless
+/// a barrier separates them. The check is per thread, not per wave: AMD
+/// runs a wave's lanes together, but NVIDIA's lanes are scheduled
+/// independently, and lowering emits one program for both. Since every
+/// thread's accesses are recorded with their epoch, the order in which the
+/// interpreter runs the threads does not matter: a wave that would run
+/// ahead on the GPU into the next loop iteration is caught as well.
 #[derive(Default)]
 struct Races {
     kernel: String,
     names: Vec<String>,
+    /// Arrays from here on are the interpreter's own lane-exchange scratch
+    /// (see [`crate::lower::matrix::Exchange::Lockstep`]), not checked.
+    checked: usize,
     /// The thread whose statement runs now.
     current: usize,
     epoch: u64,
-    /// Per buffer and element: the last writer, and the last reader with
-    /// whether several threads read in that epoch. Epoch 0: never.
     cells: Vec<Vec<Cell>>,
 }
 
+/// The latest access of each kind to one element, and the latest by a
+/// thread other than that one: enough to say exactly whether any thread
+/// but a given one accessed it since a given epoch. Epoch 0: never.
 #[derive(Clone, Copy, Default)]
 struct Cell {
-    writer: (usize, u64),
-    reader: (usize, u64),
-    many_readers: bool,
+    write: Latest,
+    read: Latest,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Latest {
+    last: (usize, u64),
+    other: (usize, u64),
+}
+
+impl Latest {
+    fn note(&mut self, t: usize, e: u64) {
+        if self.last.0 != t {
+            self.other = self.last;
+        }
+        self.last = (t, e);
+    }
+
+    /// A thread other than `t` that accessed the element in epoch `since`
+    /// or later.
+    fn by_other_since(&self, t: usize, since: u64) -> Option<usize> {
+        let (u, e) = if self.last.0 != t {
+            self.last
+        } else {
+            self.other
+        };
+        (e != 0 && e >= since).then_some(u)
+    }
 }
 
 impl Races {
@@ -311,31 +348,38 @@ impl Races {
     }
 
     fn read(&mut self, b: usize, i: usize) -> Result<(), InterpError> {
+        if b >= self.checked {
+            return Ok(());
+        }
         let (t, e) = (self.current, self.epoch);
-        let c = self.cells[b][i];
-        if c.writer.1 == e && c.writer.0 != t {
-            return Err(self.race(b, i, (c.writer.0, Access::Write), Access::Read));
-        }
         let c = &mut self.cells[b][i];
-        if c.reader.1 == e {
-            c.many_readers |= c.reader.0 != t;
-        } else {
-            c.many_readers = false;
+        if let Some(u) = c.write.by_other_since(t, e) {
+            return Err(self.race(b, i, (u, Access::Write), Access::Read));
         }
-        c.reader = (t, e);
+        c.read.note(t, e);
         Ok(())
     }
 
     fn write(&mut self, b: usize, i: usize) -> Result<(), InterpError> {
+        self.write_since(b, i, self.epoch)
+    }
+
+    /// A write that may have happened at any moment from epoch `since` to
+    /// now: an asynchronous copy lands somewhere between its issue and the
+    /// wait that completes it.
+    fn write_since(&mut self, b: usize, i: usize, since: u64) -> Result<(), InterpError> {
+        if b >= self.checked {
+            return Ok(());
+        }
         let (t, e) = (self.current, self.epoch);
-        let c = self.cells[b][i];
-        if c.writer.1 == e && c.writer.0 != t {
-            return Err(self.race(b, i, (c.writer.0, Access::Write), Access::Write));
+        let c = &mut self.cells[b][i];
+        if let Some(u) = c.write.by_other_since(t, since) {
+            return Err(self.race(b, i, (u, Access::Write), Access::Write));
         }
-        if c.reader.1 == e && (c.many_readers || c.reader.0 != t) {
-            return Err(self.race(b, i, (c.reader.0, Access::Read), Access::Write));
+        if let Some(u) = c.read.by_other_since(t, since) {
+            return Err(self.race(b, i, (u, Access::Read), Access::Write));
         }
-        self.cells[b][i].writer = (t, e);
+        c.write.note(t, e);
         Ok(())
     }
 }

@@ -9,14 +9,19 @@
 //! conflict, and two barriers in a row order nothing more than one; so the
 //! k step above becomes `copy B; copy A; barrier; compute; barrier`.
 //!
-//! The pass works on each statement list separately and only removes a
-//! barrier with statements of the same list on both sides. The last
-//! barrier of a list is kept: what follows it lies outside the list (the
-//! next iteration of an enclosing loop, or the code after it), which this
-//! pass does not look at. Compound statements count with every LDS access
-//! inside them, which over-approximates and so only keeps barriers. The
-//! loop-IR interpreter's race check (`interp::run_lowered`) verifies the
-//! result on every example in the tests.
+//! The pass works on each statement list separately and removes a barrier
+//! when the accesses since the previous barrier and those up to the next
+//! one do not conflict. What comes before a list's first barrier includes
+//! what ran before the list with no barrier between: the enclosing list's
+//! accesses since its last barrier, and for a loop body the previous
+//! iteration's tail after the body's last barrier. Not counting those once
+//! removed the barrier at the top of flash attention's key-tile loop, which
+//! kept the next tile's copy into V from overwriting what slower waves
+//! still read of the previous one. The last barrier of a list is kept:
+//! what follows it lies outside the list. Compound statements count with
+//! every LDS access inside them, which over-approximates and so only keeps
+//! barriers. The loop-IR interpreter's race check (`interp::run_lowered`)
+//! verifies the result on every example for every target in the tests.
 
 use super::Stmt;
 use crate::kernel::{Expr, ExprKind};
@@ -35,6 +40,14 @@ struct Access {
 }
 
 impl Access {
+    fn union(&self, o: &Access) -> Access {
+        Access {
+            reads: self.reads.union(&o.reads).copied().collect(),
+            writes: self.writes.union(&o.writes).copied().collect(),
+            completes: self.completes || o.completes,
+        }
+    }
+
     fn conflicts(&self, o: &Access) -> bool {
         (self.completes && !(o.reads.is_empty() && o.writes.is_empty()))
             || self
@@ -126,16 +139,19 @@ fn access(s: &Stmt, acc: &mut Access) {
 }
 
 /// Removes redundant barriers in `body` and, recursively, in every
-/// statement list inside it.
+/// statement list inside it. `body` is a kernel's whole body: nothing runs
+/// before it.
 pub fn remove_redundant(body: Vec<Stmt>) -> Vec<Stmt> {
-    let body: Vec<Stmt> = body
-        .into_iter()
-        .map(|s| s.map_bodies(&mut |b| remove_redundant(b)))
-        .collect();
+    remove_in(body, Access::default())
+}
+
+/// [`remove_redundant`] for a list that runs after `lead`: the accesses
+/// since the last barrier before it.
+fn remove_in(body: Vec<Stmt>, lead: Access) -> Vec<Stmt> {
     let last = body.iter().rposition(|s| matches!(s, Stmt::Barrier));
     let mut out: Vec<Stmt> = Vec::with_capacity(body.len());
-    // Accesses since the last barrier kept in `out`.
-    let mut before = Access::default();
+    // Accesses since the last barrier kept in `out`, or before the list.
+    let mut before = lead;
     let mut i = 0;
     while i < body.len() {
         if matches!(body[i], Stmt::Barrier) && Some(i) != last {
@@ -158,14 +174,38 @@ pub fn remove_redundant(body: Vec<Stmt>) -> Vec<Stmt> {
             continue;
         }
         if matches!(body[i], Stmt::Barrier) {
+            out.push(Stmt::Barrier);
             before = Access::default();
-        } else {
-            access(&body[i], &mut before);
+            i += 1;
+            continue;
         }
-        out.push(body[i].clone());
+        let inner_lead = match &body[i] {
+            // The previous iteration's tail runs before the body's head.
+            Stmt::Loop { body: inner, .. } => before.union(&tail(inner)),
+            _ => before.clone(),
+        };
+        let s = body[i]
+            .clone()
+            .map_bodies(&mut |b| remove_in(b, inner_lead.clone()));
+        access(&s, &mut before);
+        out.push(s);
         i += 1;
     }
     out
+}
+
+/// The accesses after the last barrier of `body` (all of them if it has
+/// none).
+fn tail(body: &[Stmt]) -> Access {
+    let from = body
+        .iter()
+        .rposition(|s| matches!(s, Stmt::Barrier))
+        .map_or(0, |i| i + 1);
+    let mut acc = Access::default();
+    for s in &body[from..] {
+        access(s, &mut acc);
+    }
+    acc
 }
 
 /// Barriers in `body`, counting those inside loops once.
@@ -240,5 +280,47 @@ mod tests {
         }];
         assert_eq!(remove_redundant(body.clone()), body);
         assert_eq!(count(&body), 2);
+    }
+
+    /// What precedes a list's first barrier includes the previous
+    /// iteration's tail: here the reads of 0 after the last barrier, which
+    /// the next iteration's store into 0 must wait for.
+    #[test]
+    fn a_loop_heads_barrier_orders_the_previous_iterations_tail() {
+        let b = || Stmt::Barrier;
+        let body = vec![Stmt::Loop {
+            var: crate::VarId(0),
+            extent: Index::c(4),
+            unroll: false,
+            body: vec![b(), store(0), b(), read(0)],
+        }];
+        assert_eq!(remove_redundant(body.clone()), body);
+        // Reads of 0 before the loop: the same.
+        let body = vec![
+            read(0),
+            Stmt::Loop {
+                var: crate::VarId(0),
+                extent: Index::c(4),
+                unroll: false,
+                body: vec![b(), store(0), b()],
+            },
+        ];
+        assert_eq!(remove_redundant(body.clone()), body);
+        // A tail that touches another array orders nothing there.
+        let looped = |tail: Stmt| Stmt::Loop {
+            var: crate::VarId(0),
+            extent: Index::c(4),
+            unroll: false,
+            body: vec![b(), store(0), b(), read(0), b(), tail],
+        };
+        assert_eq!(
+            remove_redundant(vec![looped(read(1))]),
+            vec![Stmt::Loop {
+                var: crate::VarId(0),
+                extent: Index::c(4),
+                unroll: false,
+                body: vec![store(0), b(), read(0), b(), read(1)],
+            }]
+        );
     }
 }

@@ -15,7 +15,9 @@ pub struct RunArgs {
     /// runtime is loaded from ROCMC_HIP_LIBRARY or libamdhip64.so.7/.6/.5), an NVIDIA GPU:
     /// `cuda:N` (through the CUDA driver, libcuda.so.1), or a worker's
     /// device: `remote://HOST:PORT/DEVICE` (DEVICE: cpu, cuda:N, amdgpu:N; secret from
-    /// ROCMC_WORKER_SECRET, see docs/remote.md).
+    /// ROCMC_WORKER_SECRET, see docs/remote.md), or `loops:PROCESSOR`: the loop IR lowered
+    /// for that GPU, run by the interpreter as the GPU runs it, every LDS access checked
+    /// for races between threads (default gfx942).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// A size argument, `name=value`; every size of the kernel must be given.
@@ -136,7 +138,7 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         let cpu = a.device == "cpu";
         let what = rocmc::run::GpuRun {
             // On the CPU the comparison is the point of a run.
-            check: a.check || cpu,
+            check: a.check || cpu || a.device.starts_with("loops"),
             bench: a.bench,
         };
         let r = rocmc::run::run_device(&front, &a.device, &spec, what, &opts)?;

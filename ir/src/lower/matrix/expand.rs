@@ -19,20 +19,51 @@ use std::collections::HashMap;
 /// lanes of that half, so both must be filled right. Lane exchanges
 /// ([`Stmt::Shuffle`]) go through an LDS slot per thread between two
 /// barriers the same way.
-pub fn expand(mut g: GpuKernel) -> GpuKernel {
+///
+/// The scratch arrays are appended after the kernel's own LDS arrays, so
+/// `g.shared.len()` before the call is where they start.
+pub fn expand(mut g: GpuKernel, exchange: Exchange) -> GpuKernel {
     let mut scratch: HashMap<&'static str, (u32, u32)> = HashMap::new();
     let threads = g.threads();
     let body = std::mem::take(&mut g.body);
-    g.body = expand_body(&mut g, body, &mut scratch, threads);
+    let mut cx = Cx {
+        scratch: &mut scratch,
+        threads,
+        exchange,
+    };
+    g.body = expand_body(&mut g, body, &mut cx);
     g
 }
 
-fn expand_body(
-    g: &mut GpuKernel,
-    body: Vec<Stmt>,
-    scratch: &mut HashMap<&'static str, (u32, u32)>,
+/// How the lanes' exchange through the scratch arrays is ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// Work-group barriers around each exchange: the CPU runs the lanes one
+    /// after another between barriers, so nothing else orders them.
+    Barriers,
+    /// No barrier: the loop-IR interpreter runs every statement for all
+    /// lanes before the next, which orders the exchange already. Barriers
+    /// here would be ones the GPU code does not have, and the race check
+    /// would take them for real ones (it missed the flash attention race
+    /// across key tiles because of them).
+    Lockstep,
+}
+
+struct Cx<'s> {
+    scratch: &'s mut HashMap<&'static str, (u32, u32)>,
     threads: u32,
-) -> Vec<Stmt> {
+    exchange: Exchange,
+}
+
+impl Cx<'_> {
+    fn sync(&self, out: &mut Vec<Stmt>) {
+        if self.exchange == Exchange::Barriers {
+            out.push(Stmt::Barrier);
+        }
+    }
+}
+
+fn expand_body(g: &mut GpuKernel, body: Vec<Stmt>, cx: &mut Cx) -> Vec<Stmt> {
     let mut out = Vec::new();
     for s in body {
         match s {
@@ -50,11 +81,11 @@ fn expand_body(
                     _ => 1,
                 };
                 let (m, n, k) = (instr.m, instr.n, instr.k);
-                let waves = threads.div_ceil(instr.wave);
+                let waves = cx.threads.div_ceil(instr.wave);
                 let at = g.locals[a.0 as usize].dtype;
                 let bt = g.locals[b.0 as usize].dtype;
                 let ct = g.locals[acc.0 as usize].dtype;
-                let (sa, sb) = *scratch.entry(instr.name).or_insert_with(|| {
+                let (sa, sb) = *cx.scratch.entry(instr.name).or_insert_with(|| {
                     let span = g.locals[a.0 as usize].span;
                     g.shared.push(Local {
                         name: "mma_a".into(),
@@ -99,7 +130,7 @@ fn expand_body(
                         value: local(b.0, b.1.clone() + Index::c(i64::from(e)), bt),
                     });
                 }
-                out.push(Stmt::Barrier);
+                cx.sync(&mut out);
                 let cast = |e: Expr| Expr {
                     kind: ExprKind::Cast(Box::new(e)),
                     dtype: ct,
@@ -134,11 +165,11 @@ fn expand_body(
                         value: sum,
                     });
                 }
-                out.push(Stmt::Barrier);
+                cx.sync(&mut out);
             }
-            s @ Stmt::Shuffle { .. } => out.extend(shuffle_through_lds(g, s, scratch, threads)),
+            s @ Stmt::Shuffle { .. } => out.extend(shuffle_through_lds(g, s, cx)),
             other => {
-                let mut f = |b: Vec<Stmt>| expand_body(g, b, scratch, threads);
+                let mut f = |b: Vec<Stmt>| expand_body(g, b, cx);
                 out.push(other.map_bodies(&mut f));
             }
         }
@@ -148,12 +179,7 @@ fn expand_body(
 
 /// A lane exchange where the target has none: each lane's value through
 /// an LDS slot, between barriers.
-fn shuffle_through_lds(
-    g: &mut GpuKernel,
-    s: Stmt,
-    scratch: &mut HashMap<&'static str, (u32, u32)>,
-    threads: u32,
-) -> Vec<Stmt> {
+fn shuffle_through_lds(g: &mut GpuKernel, s: Stmt, cx: &mut Cx) -> Vec<Stmt> {
     let Stmt::Shuffle {
         local: dst,
         index,
@@ -167,7 +193,8 @@ fn shuffle_through_lds(
         unreachable!("shuffle_through_lds is called on lane exchanges only")
     };
     let mut out = Vec::new();
-    let (slots, _) = *scratch.entry("lane_xor").or_insert_with(|| {
+    let threads = cx.threads;
+    let (slots, _) = *cx.scratch.entry("lane_xor").or_insert_with(|| {
         g.shared.push(Local {
             name: "lane_xor".into(),
             dtype: DType::F32,
@@ -182,7 +209,7 @@ fn shuffle_through_lds(
         index: base.clone() + lane.clone(),
         value,
     });
-    out.push(Stmt::Barrier);
+    cx.sync(&mut out);
     out.push(Stmt::LocalStore {
         local: dst,
         index,
@@ -194,7 +221,7 @@ fn shuffle_through_lds(
             dtype: DType::F32,
         },
     });
-    out.push(Stmt::Barrier);
+    cx.sync(&mut out);
     out
 }
 

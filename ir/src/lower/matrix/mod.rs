@@ -28,7 +28,7 @@ mod expand;
 
 use check::{choose, fragments, operands};
 use emit::Emit;
-pub use expand::{expand, lane_xor, uses_matrix};
+pub use expand::{expand, lane_xor, uses_matrix, Exchange};
 
 fn describe(list: &[&MatrixInstr]) -> String {
     let mut v: Vec<String> = list
