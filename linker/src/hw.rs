@@ -38,8 +38,18 @@ pub fn kernel_occupancy(target_id: &str, k: &crate::codeobject::KernelInfo) -> (
     )
 }
 
-/// Waves per SIMD the resources allow, and what limits them.
+/// Waves per SIMD the resources allow, and what limits them, as LLVM
+/// counts them: whole waves, at least 1 where a work-group fits at all.
 pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
+    let (w, why) = occupancy_exact(h, u);
+    let floor = if w > 0.0 { 1 } else { 0 };
+    ((w.ceil() as u32).max(floor), why)
+}
+
+/// [`occupancy`] as the average over a CU's SIMDs: one work-group of two
+/// waves on a 4-SIMD CU is 0.5 (half the SIMDs idle), which LLVM's whole
+/// count rounds up to 1.
+pub fn occupancy_exact(h: &Hardware, u: &Usage) -> (f64, &'static str) {
     let wave32 = u.wave_size == 32;
     let (total, granule) = if h.unified_vgpr_file {
         (512, 8)
@@ -67,15 +77,15 @@ pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
     } else {
         u.vgprs.max(u.agprs)
     };
-    let mut best = (h.max_waves_per_simd, "wave slots");
-    let mut limit = |w: u32, why: &'static str| {
+    let mut best = (f64::from(h.max_waves_per_simd), "wave slots");
+    let mut limit = |w: f64, why: &'static str| {
         if w < best.0 {
             best = (w, why);
         }
     };
     if regs > granule {
         limit(
-            (total / regs.div_ceil(granule).saturating_mul(granule)).max(1),
+            f64::from((total / regs.div_ceil(granule).saturating_mul(granule)).max(1)),
             "VGPRs",
         );
     }
@@ -83,10 +93,10 @@ pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
         let s = u.sgprs;
         limit(
             match s {
-                0..=80 => 10,
-                81..=88 => 9,
-                89..=100 => 8,
-                _ => 7,
+                0..=80 => 10.0,
+                81..=88 => 9.0,
+                89..=100 => 8.0,
+                _ => 7.0,
             },
             "SGPRs",
         );
@@ -109,8 +119,10 @@ pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
         } else {
             (by_slots, "work-group size")
         };
-        let floor = if groups > 0 || why != "LDS" { 1 } else { 0 };
-        limit((groups * waves_per_group).div_ceil(h.simds).max(floor), why);
+        // A group always fits where LDS does not limit (the wave slots
+        // hold at least one).
+        let groups = if why == "LDS" { groups } else { groups.max(1) };
+        limit(f64::from(groups * waves_per_group) / f64::from(h.simds), why);
     }
     best
 }
@@ -148,5 +160,21 @@ mod tests {
         assert_eq!(occupancy(&hardware("gfx900"), &u(3)).0, 10);
         assert_eq!(occupancy(&hardware("gfx900"), &u(64)).0, 4);
         assert_eq!(occupancy(&hardware("gfx90a"), &u(128)), (4, "VGPRs"));
+    }
+
+    /// One 2-wave work-group per CU (its LDS): half the SIMDs idle, which
+    /// LLVM's whole count shows as 1.
+    #[test]
+    fn a_lone_small_group_leaves_simds_idle() {
+        let u = Usage {
+            vgprs: 240,
+            agprs: 0,
+            sgprs: 40,
+            lds_bytes: 58_880,
+            workgroup_size: 128,
+            wave_size: 64,
+        };
+        assert_eq!(occupancy_exact(&hardware("gfx942"), &u), (0.5, "LDS"));
+        assert_eq!(occupancy(&hardware("gfx942"), &u), (1, "LDS"));
     }
 }

@@ -139,9 +139,10 @@ fn inspect_json(
         }
         if let Some(ks) = m.get_mut("kernels").and_then(|k| k.as_array_mut()) {
             for (kv, k) in ks.iter_mut().zip(&co.kernels) {
-                let (w, why) = rocmc::linker::hw::kernel_occupancy(co.target_id(), k);
-                kv["occupancy_waves_per_simd"] = w.into();
-                kv["occupancy_limited_by"] = why.into();
+                let o = Occupancy::of(co, k);
+                kv["lds_at_launch_bytes"] = o.launch_lds.into();
+                kv["occupancy_waves_per_simd"] = o.waves.into();
+                kv["occupancy_limited_by"] = o.why.into();
             }
         }
     }
@@ -158,9 +159,13 @@ fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> Stri
         co.e_flags
     );
     for k in &co.kernels {
-        let (w, why) = rocmc::linker::hw::kernel_occupancy(co.target_id(), k);
+        let o = Occupancy::of(co, k);
+        let launch = match o.launch_lds {
+            0 => String::new(),
+            b => format!(" + {b} B at launch (at the size bounds)"),
+        };
         out.push_str(&format!(
-            "kernel {}: kernarg {} B, LDS {} B, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}, occupancy {} waves/SIMD ({})\n",
+            "kernel {}: kernarg {} B, LDS {} B{launch}, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}, occupancy {} waves/SIMD ({})\n",
             k.name,
             k.kernarg_segment_size,
             k.group_segment_fixed_size,
@@ -172,8 +177,8 @@ fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> Stri
             k.sgpr_spill_count,
             k.wavefront_size,
             k.max_flat_workgroup_size,
-            w,
-            why
+            o.waves,
+            o.why
         ));
         for a in &k.args {
             out.push_str(&format!(
@@ -193,4 +198,47 @@ fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> Stri
         out.push_str(&rocmc::launch_summary(l, "launch: "));
     }
     out
+}
+
+/// A kernel's waves per SIMD, counting the LDS it is launched with.
+struct Occupancy {
+    /// LDS sized at launch, at the largest sizes the kernel accepts.
+    launch_lds: u64,
+    /// The average over a CU's SIMDs (0.5: one 2-wave group per CU).
+    waves: f64,
+    why: &'static str,
+}
+
+impl Occupancy {
+    fn of(
+        co: &rocmc::linker::codeobject::CodeObject,
+        k: &rocmc::linker::codeobject::KernelInfo,
+    ) -> Occupancy {
+        use rocmc::linker::hw;
+        // LDS a kernel is launched with grows with the sizes; the bounds
+        // are the worst case the kernel admits.
+        let launch_lds = co
+            .launch
+            .as_ref()
+            .and_then(|l| {
+                let at_max: std::collections::HashMap<String, i64> = l
+                    .sizes
+                    .iter()
+                    .map(|s| (s.name.clone(), i64::try_from(s.max).unwrap_or(i64::MAX)))
+                    .collect();
+                let kl = l.kernels.iter().find(|kl| kl.name == k.name)?;
+                kl.dynamic_shared_bytes.as_ref()?.eval(&at_max)
+            })
+            .map_or(0, |b| b.max(0) as u64);
+        let mut u = hw::Usage::of(k);
+        u.lds_bytes = u.lds_bytes.saturating_add(u32::try_from(launch_lds).unwrap_or(u32::MAX));
+        let target = co.target_id();
+        let (waves, why) =
+            hw::occupancy_exact(&hw::hardware(target.split(':').next().unwrap_or_default()), &u);
+        Occupancy {
+            launch_lds,
+            waves,
+            why,
+        }
+    }
 }

@@ -1,0 +1,312 @@
+"""rocmc against Triton's AMD backend, statically: the same computations
+compiled by both for gfx942, gfx950 and gfx1100 with no GPU, each code
+object read by the same tools (bench/amd/isa.py). Prints a table per
+target, writes bench/amd/results.md and bench/amd/results.svg.
+
+Usage (scripts/bench-amd.sh sets it up): python compare.py ROCMC OUTDIR"""
+
+import os
+import subprocess
+import sys
+
+import isa
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGETS = ["gfx942", "gfx950", "gfx1100"]
+WAVE = {"gfx942": 64, "gfx950": 64, "gfx1100": 32}
+
+
+def gemm(dt, fp8=None):
+    return {"kind": "gemm", "dt": dt, "fp8": fp8}
+
+
+def attn(d, causal):
+    return {"kind": "attention", "d": d, "causal": causal}
+
+
+# name, rocmc kernel file, targets, Triton side.
+CASES = [
+    ("gemm f16 (default)", "bench/amd/rocmc/gemm_f16.toml", TARGETS, gemm("fp16")),
+    ("gemm bf16 (default)", "bench/amd/rocmc/gemm_bf16.toml", TARGETS, gemm("bf16")),
+    ("gemm f16 (examples/gemm_f16)", "examples/gemm_f16.toml", TARGETS, gemm("fp16")),
+    ("gemm fp8 e4m3fnuz", "bench/amd/rocmc/gemm_fp8_fnuz.toml", ["gfx942"], gemm("fp8e4b8", "fnuz")),
+    ("gemm fp8 e4m3fn", "bench/amd/rocmc/gemm_fp8_ocp.toml", ["gfx950"], gemm("fp8e4nv", "ocp")),
+    ("attention d64", "bench/amd/rocmc/attention_d64.toml", TARGETS, attn(64, False)),
+    ("attention d128", "bench/amd/rocmc/attention_d128.toml", TARGETS, attn(128, False)),
+    ("attention d64 causal", "bench/amd/rocmc/attention_d64_causal.toml", TARGETS, attn(64, True)),
+    ("attention d128 causal", "bench/amd/rocmc/attention_d128_causal.toml", TARGETS, attn(128, True)),
+    ("softmax 4096 f32", "bench/amd/rocmc/softmax.toml", TARGETS, {"kind": "softmax"}),
+    ("layernorm 4096 f32", "bench/amd/rocmc/layernorm.toml", TARGETS, {"kind": "layernorm"}),
+    ("rmsnorm 4096 f32", "bench/amd/rocmc/rmsnorm.toml", TARGETS, {"kind": "rmsnorm"}),
+    ("vadd f32", "bench/amd/rocmc/vadd.toml", TARGETS, {"kind": "vadd"}),
+]
+
+
+def triton_compile(case, proc, out):
+    """Triton's code object for `case` on `proc`, at the configuration its
+    AMD backend is usually run with; for GEMM the best of a few such
+    configurations by the same model, none that spills. Returns (path,
+    LDS bytes at launch, configuration text)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    import triton_kernels as tk
+
+    def build(fn, sig, ce, opts, name):
+        for k in ce:
+            sig[k] = "constexpr"
+        div = [["tt.divisibility", 16]]
+        attrs = {(i,): div for i, (k, v) in enumerate(sig.items()) if v != "constexpr"}
+        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=ce, attrs=attrs)
+        k = triton.compile(src, target=GPUTarget("hip", proc, WAVE[proc]), options=opts)
+        path = os.path.join(out, f"triton-{name}.{proc}.hsaco")
+        with open(path, "wb") as f:
+            f.write(k.asm["hsaco"])
+        return path, k.metadata.shared
+
+    kind = case["kind"]
+    mfma = {"matrix_instr_nonkdim": 16, "kpack": 1} if proc.startswith("gfx9") else {}
+    if kind == "gemm":
+        dt = case["dt"]
+        eight = dt.startswith("fp8")
+        if proc == "gfx1100":
+            configs = [(128, 128, 32, 8, 2), (128, 128, 64, 4, 2), (64, 128, 64, 4, 2)]
+        else:
+            bk = 128 if eight else 64
+            configs = [(256, 256, bk, 8, 2), (256, 128, bk, 8, 2), (128, 128, bk, 4, 2),
+                       (128, 256, bk, 8, 2)]
+        best = None
+        for bm, bn, bk, warps, stages in configs:
+            sig = {"A": f"*{dt}", "B": f"*{dt}", "C": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+                   "sam": "i32", "sak": "constexpr", "sbk": "i32", "sbn": "constexpr", "scm": "i32",
+                   "scn": "constexpr"}
+            ce = {"sak": 1, "sbn": 1, "scn": 1, "BM": bm, "BN": bn, "BK": bk, "GROUP": 8}
+            name = f"gemm_{dt}_{bm}x{bn}x{bk}"
+            try:
+                path, shared = build(tk.matmul, sig, ce, {"num_warps": warps, "num_stages": stages, **mfma}, name)
+            except Exception as e:  # a configuration the backend refuses
+                print(f"  triton {name} on {proc}: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+                continue
+            r = analyse(path, proc, shared)
+            if r["spills"] or r["scratch"]:
+                continue
+            score = r["flops_per_cycle"] or 0
+            text = f"{bm}x{bn}x{bk}, {warps} warps, {stages} stages"
+            if best is None or score > best[0]:
+                best = (score, path, shared, text)
+        if best is None:
+            raise RuntimeError(f"no Triton GEMM configuration for {proc}")
+        return best[1], best[2], best[3]
+    if kind == "attention":
+        d, causal = case["d"], case["causal"]
+        bm, bn, warps = (128, 64, 4) if proc.startswith("gfx9") else (64, 32, 4)
+        sig = {n: "*fp16" for n in ("Q", "K", "V", "O")}
+        sig["L"] = "*fp32"
+        for n in ("sqz", "sqh", "sqm", "skz", "skh", "skn", "svz", "svh", "svn", "soz", "soh", "som", "H", "S"):
+            sig[n] = "i32"
+        sig["scale"] = "fp32"
+        ce = {"D": d, "BM": bm, "BN": bn, "CAUSAL": causal}
+        opts = {"num_warps": warps, "num_stages": 1, **mfma}
+        path, shared = build(tk.attention, sig, ce, opts, f"attention_d{d}{'_causal' if causal else ''}")
+        return path, shared, f"{bm}x{bn}, {warps} warps, 1 stage"
+    if kind in ("softmax", "layernorm", "rmsnorm"):
+        sig = {"X": "*fp32", "Y": "*fp32"}
+        if kind != "softmax":
+            sig["W"] = "*fp32"
+        if kind == "layernorm":
+            sig["Bias"] = "*fp32"
+        sig.update({"cols": "i32", "sx": "i32", "sy": "i32"})
+        if kind != "softmax":
+            sig["eps"] = "fp32"
+        fn = getattr(tk, kind)
+        path, shared = build(fn, sig, {"BLOCK": 4096}, {"num_warps": 8}, kind)
+        return path, shared, "a row per program, 4096 wide, 8 warps"
+    if kind == "vadd":
+        sig = {"A": "*fp32", "B": "*fp32", "C": "*fp32", "n": "i32"}
+        path, shared = build(tk.vadd, sig, {"BLOCK": 1024}, {"num_warps": 4}, "vadd")
+        return path, shared, "1024 per program, 4 warps"
+    raise ValueError(kind)
+
+
+def rocmc_compile(rocmc, file, proc, out):
+    name = os.path.splitext(os.path.basename(file))[0]
+    path = os.path.join(out, f"rocmc-{name}.{proc}.hsaco")
+    subprocess.run([rocmc, "build", "--mcpu", proc, "-o", path, file], check=True,
+                   capture_output=True, text=True)
+    return path, launch_lds(rocmc, path)
+
+
+def launch_lds(rocmc, path):
+    """LDS sized at launch, at the kernel's size bounds, from `rocmc inspect --json`."""
+    import json
+    j = json.loads(subprocess.run([rocmc, "inspect", "--json", path], check=True,
+                                  capture_output=True, text=True).stdout)
+    j = j[0] if isinstance(j, list) else j
+    ks = j.get("kernels", [])
+    return max((k.get("lds_at_launch_bytes", 0) for k in ks), default=0)
+
+
+def occupancy(proc, m, lds_launch):
+    """Waves per SIMD (fractional: one 2-wave work-group per CU is 0.5),
+    by the rules of LLVM's AMDGPU backend for VGPRs, and whole work-groups
+    for LDS and wave slots."""
+    wave = m.get("wavefront_size", WAVE[proc])
+    simds = 4 if proc.startswith("gfx9") else 2
+    slots = 8 if proc.startswith("gfx9") else 16
+    lds_cu = 160 * 1024 if proc == "gfx950" else 64 * 1024
+    vg, ag = m.get("vgpr_count", 0), m.get("agpr_count", 0)
+    if proc.startswith("gfx9"):
+        regs = -(-vg // 8) * 8 + ag
+        total = 512
+        by_regs = min(slots, total // max(8, -(-regs // 8) * 8))
+    else:
+        gran = 24 if wave == 32 else 12
+        total = 1536 if wave == 32 else 768
+        by_regs = min(slots, total // max(gran, -(-vg // gran) * gran))
+    threads = m.get("max_flat_workgroup_size", 256)
+    waves_group = max(1, -(-threads // wave))
+    lds = m.get("group_segment_fixed_size", 0) + lds_launch
+    groups_lds = lds_cu // lds if lds else 10 ** 9
+    groups_regs = (by_regs * simds) // waves_group
+    groups = min(groups_lds, groups_regs, (slots * simds) // waves_group)
+    return groups * waves_group / simds, ("LDS" if groups == groups_lds else "VGPRs" if groups == groups_regs else "slots")
+
+
+def analyse(path, proc, lds_launch):
+    ks = isa.disassemble(path, proc)
+    meta = isa.metadata(path)
+    # The kernel with the most code is the one measured (rocmc may add a
+    # small initialising kernel).
+    name = max(ks, key=lambda n: len(ks[n].code))
+    k = ks[name]
+    m = meta.get(name, {})
+    h = isa.hot_loop(k.code)
+    body = k.code[h[0]:h[1] + 1] if h else k.code
+    c = isa.mix(body, proc)
+    cyc = isa.mca_cycles(body, proc)
+    occ, why = occupancy(proc, m, lds_launch)
+    est = max(cyc or 0, c["matrix_cycles"])
+    flops = c["matrix_cycles"] * isa.RATE[proc]["16"]
+    wave = m.get("wavefront_size", WAVE[proc])
+    load_bytes = sum(w * n for w, n in c["vmem_load"].items()) * wave
+    return {
+        "kernel": name, "vgpr": m.get("vgpr_count"), "agpr": m.get("agpr_count", 0),
+        "sgpr": m.get("sgpr_count"), "lds": m.get("group_segment_fixed_size", 0),
+        "lds_launch": lds_launch, "scratch": m.get("private_segment_fixed_size", 0),
+        "spills": m.get("vgpr_spill_count", 0) + m.get("sgpr_spill_count", 0),
+        "occupancy": occ, "occupancy_by": why, "loop": h is not None, **c,
+        "mca": cyc, "estimate": est,
+        "matrix_busy": (c["matrix_cycles"] / est) if est and c["matrix"] else None,
+        "flops_per_cycle": (c["matrix_cycles"] / est) if est and c["matrix"] else None,
+        "bytes_per_cycle": load_bytes / est if est else None,
+    }
+
+
+def widths(d):
+    return " ".join(f"{n}x{w}B" for w, n in sorted(d.items(), reverse=True)) or "-"
+
+
+def row(case, who, r, config=""):
+    ipm = f"{r['instructions'] / r['matrix']:.1f}" if r["matrix"] else "-"
+    busy = f"{100 * r['matrix_busy']:.0f}%" if r["matrix_busy"] is not None else "-"
+    bpc = f"{r['bytes_per_cycle']:.1f}" if r["bytes_per_cycle"] else "-"
+    return (f"| {case} | {who} | {r['vgpr']}/{r['agpr']}/{r['sgpr']} | {r['lds']}+{r['lds_launch']} | "
+            f"{r['scratch']} | {r['occupancy']:.2g} ({r['occupancy_by']}) | "
+            f"{'loop' if r['loop'] else 'whole kernel'}: {r['instructions']} | {r['matrix']} | {ipm} | "
+            f"{widths(r['vmem_load'])}{' (' + str(r['to_lds']) + ' to LDS)' if r['to_lds'] else ''} | "
+            f"{widths(r['lds_read'])} | {widths(r['lds_write'])} | {r['waits']} | {r['barriers']} | "
+            f"{r['branches']} | {r['valu']} | {r['mca'] or '-'} | {busy} | {bpc} |")
+
+
+HEADER = ("| computation | compiler | VGPR/AGPR/SGPR | LDS static+launch (B) | scratch | waves/SIMD | "
+          "hot loop: instructions | matrix | instr/matrix | global loads | LDS reads | LDS writes | "
+          "waits | barriers | branches | VALU | llvm-mca cycles/iter | matrix busy | load B/cycle |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def ratio(a, b, key):
+    if a.get(key) and b.get(key):
+        return a[key] / b[key]
+    return None
+
+
+def main():
+    rocmc, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    root = os.path.dirname(os.path.dirname(HERE))
+    os.chdir(root)
+    results = []
+    for proc in TARGETS:
+        for name, file, procs, tri in CASES:
+            if proc not in procs:
+                continue
+            rp, rl = rocmc_compile(rocmc, file, proc, out)
+            r = analyse(rp, proc, rl)
+            tp, tl, conf = triton_compile(tri, proc, out)
+            t = analyse(tp, proc, tl)
+            results.append((proc, name, r, t, conf))
+            key = "matrix_busy" if r["matrix"] or t["matrix"] else "bytes_per_cycle"
+            q = ratio(r, t, key)
+            print(f"{proc:8} {name:30} rocmc {r['instructions']:5} instr {r['matrix']:4} matrix | "
+                  f"triton {t['instructions']:5} instr {t['matrix']:4} matrix | modelled ratio "
+                  f"{'-' if q is None else f'{q:.2f}'}", flush=True)
+    write(results)
+
+
+def write(results):
+    lines = ["# rocmc against Triton's AMD backend, statically",
+             "",
+             "Written by `scripts/bench-amd.sh` (bench/amd/compare.py); how the figures are made and",
+             "what they cannot show: bench/amd/README.md. Triton "
+             + __import__("triton").__version__ + ", LLVM 22 tools.",
+             ""]
+    summary = ["| target | computation | modelled rocmc / Triton | by |", "|---|---|---|---|"]
+    for proc in TARGETS:
+        lines += [f"## {proc}", "", HEADER]
+        for p, name, r, t, conf in results:
+            if p != proc:
+                continue
+            lines.append(row(name, "rocmc", r))
+            lines.append(row(name, f"Triton ({conf})", t))
+            key = "matrix_busy" if r["matrix"] or t["matrix"] else "bytes_per_cycle"
+            q = ratio(r, t, key)
+            summary.append(f"| {proc} | {name} | {'-' if q is None else f'{q:.2f}x'} | "
+                           f"{'matrix unit busy' if key == 'matrix_busy' else 'global-load bytes per modelled cycle'} |")
+        lines.append("")
+    text = "\n".join(lines[:5] + ["## Summary", ""] + summary + [""] + lines[5:]) + "\n"
+    with open(os.path.join(HERE, "results.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(HERE, "results.svg"), "w") as f:
+        f.write(chart(results))
+    print()
+    print("\n".join(summary))
+
+
+def chart(results):
+    """Horizontal bars: modelled rocmc / Triton per computation and target."""
+    rows = []
+    for p, name, r, t, _ in results:
+        key = "matrix_busy" if r["matrix"] or t["matrix"] else "bytes_per_cycle"
+        q = ratio(r, t, key)
+        rows.append((f"{p} {name}", q))
+    h = 18 * len(rows) + 60
+    scale = 300 / 1.5
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="{h}" font-family="sans-serif" font-size="11">',
+         '<text x="10" y="16" font-size="13">rocmc / Triton AMD backend, modelled (1.0 = parity; static, no GPU)</text>']
+    x0 = 260
+    for i, (label, q) in enumerate(rows):
+        y = 30 + 18 * i
+        s.append(f'<text x="{x0 - 6}" y="{y + 12}" text-anchor="end">{label}</text>')
+        if q is None:
+            s.append(f'<text x="{x0 + 4}" y="{y + 12}">n/a</text>')
+            continue
+        w = min(q, 1.5) * scale
+        color = "#2a7" if q >= 0.95 else "#d73"
+        s.append(f'<rect x="{x0}" y="{y + 2}" width="{w:.1f}" height="13" fill="{color}"/>')
+        s.append(f'<text x="{x0 + w + 4:.1f}" y="{y + 12}">{q:.2f}</text>')
+    s.append(f'<line x1="{x0 + scale}" y1="26" x2="{x0 + scale}" y2="{h - 20}" stroke="#333" stroke-dasharray="3,3"/>')
+    s.append("</svg>")
+    return "\n".join(s) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Reads an AMDGPU code object the way the benchmark compares them: its
+kernels' resources from the metadata (llvm-readobj-22), its code from the
+disassembly (llvm-objdump-22), the hot loop, that loop's instruction mix,
+and an estimate of the loop's time from LLVM's scheduling model
+(llvm-mca-22) and the matrix instructions' documented rates.
+
+Independent of rocmc: the same reader judges rocmc's and Triton's code."""
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+OBJDUMP = "llvm-objdump-22"
+READOBJ = "llvm-readobj-22"
+MCA = "llvm-mca-22"
+
+# Dense matrix throughput per SIMD per clock (flops; an FMA is 2), by
+# processor and operand type, from AMD's published peak figures divided by
+# clock x CUs x 4 SIMDs: MI300X (gfx942) 1307 TFLOPS f16 dense at 2.1 GHz
+# on 304 CUs, twice that for 8-bit types; MI355X (gfx950) 2.5 PFLOPS f16
+# at 2.4 GHz on 256 CUs, twice that for 8-bit; RX 7900 XTX (gfx1100) 123
+# TFLOPS f16 at 2.5 GHz on 96 CUs (two SIMDs per CU). The instruction
+# cycles below are flops per instruction over this rate. On gfx950 only the
+# new double-K shapes (16x16x32, 32x32x16 for 16-bit) reach its rate; the
+# gfx942 shapes run at gfx942's cost per instruction, as CDNA4's ISA guide
+# lists them with the same pass counts.
+RATE = {
+    "gfx942": {"16": 512, "8": 1024},
+    "gfx950": {"16": 1024, "8": 2048},
+    "gfx1100": {"16": 256, "8": 256},
+}
+
+
+def matrix_cycles(proc, mnemonic):
+    """Cycles the matrix unit is busy with one instruction of one wave."""
+    m = re.match(r"v_(?:mfma|wmma|smfmac)_([a-z0-9]+)_(\d+)x(\d+)x(\d+)(?:x\d+)?_?([a-z0-9_]*)", mnemonic)
+    if not m:
+        return 0.0
+    _, a, b, c, ty = m.groups()
+    flops = 2 * int(a) * int(b) * int(c)
+    eight = any(t in ty for t in ("fp8", "bf8", "i8", "f8"))
+    rate = RATE[proc]["8" if eight else "16"]
+    if proc == "gfx950" and not eight and int(c) * (2 if int(a) == 32 else 1) < 32:
+        rate = RATE["gfx942"]["16"]
+    if proc == "gfx950" and eight and int(c) * (2 if int(a) == 32 else 1) < 64:
+        rate = RATE["gfx942"]["8"]
+    if ty.startswith("f32") or ty == "xf32" or ty.startswith("f64"):
+        rate = rate // 4
+    return flops / rate
+
+
+@dataclass
+class Insn:
+    addr: int
+    text: str
+    mnemonic: str
+    target: int | None = None
+
+
+@dataclass
+class Kernel:
+    name: str
+    code: list = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+
+def disassemble(path, proc):
+    """Kernels of a code object with their instructions."""
+    out = subprocess.run([OBJDUMP, "-d", f"--mcpu={proc}", path], check=True,
+                         capture_output=True, text=True).stdout
+    kernels, cur = {}, None
+    base = {}
+    for line in out.splitlines():
+        m = re.match(r"^([0-9a-f]+) <([^>]+)>:$", line)
+        if m:
+            cur = Kernel(m.group(2))
+            base[cur.name] = int(m.group(1), 16)
+            kernels[cur.name] = cur
+            continue
+        if cur is None or "//" not in line:
+            continue
+        text, comment = line.split("//", 1)
+        text = text.strip()
+        a = re.match(r"\s*([0-9A-Fa-f]+):", comment)
+        if not text or not a:
+            continue
+        target = None
+        t = re.search(r"<([^>+]+)\+0x([0-9a-f]+)>", comment)
+        if t and text.startswith(("s_cbranch", "s_branch")):
+            target = base.get(t.group(1), 0) + int(t.group(2), 16)
+        cur.code.append(Insn(int(a.group(1), 16), text, text.split()[0], target))
+    return kernels
+
+
+def metadata(path):
+    """Per-kernel resources from the code object's metadata note."""
+    out = subprocess.run([READOBJ, "--notes", path], check=True,
+                         capture_output=True, text=True).stdout
+    kernels, cur = {}, None
+    for line in out.splitlines():
+        # Kernel-level keys sit at one indentation; arguments' deeper.
+        m = re.match(r"^  (- |  )\.(\w+):\s*(.*)$", line)
+        if not m:
+            continue
+        lead, k, v = m.groups()
+        if lead == "- ":
+            cur = {}
+        if cur is None:
+            continue
+        if re.fullmatch(r"\d+", v.strip()):
+            cur[k] = int(v)
+        elif k == "name":
+            cur["name"] = v.strip()
+            kernels[cur["name"]] = cur
+    return kernels
+
+
+def loops(code):
+    """(first, last) instruction indices of each backward branch's loop."""
+    index = {i.addr: n for n, i in enumerate(code)}
+    out = []
+    for n, i in enumerate(code):
+        if i.target is not None and i.target <= i.addr and i.target in index:
+            out.append((index[i.target], n))
+    return out
+
+
+def is_matrix(m):
+    return m.startswith(("v_mfma", "v_smfmac", "v_wmma", "v_swmmac"))
+
+
+def hot_loop(code):
+    """The loop with the most matrix instructions, else the most vector
+    memory instructions; the innermost of equals. None: straight-line code."""
+    best = None
+    for a, b in loops(code):
+        body = code[a:b + 1]
+        key = (sum(is_matrix(i.mnemonic) for i in body),
+               sum(i.mnemonic.startswith(("global_load", "buffer_load", "flat_load")) for i in body),
+               -(b - a))
+        if best is None or key > best[0]:
+            best = (key, (a, b))
+    return None if best is None else best[1]
+
+
+WIDTH = [("dwordx4", 16), ("b128", 16), ("dwordx3", 12), ("b96", 12), ("dwordx2", 8), ("b64", 8),
+         ("dword", 4), ("b32", 4), ("short", 2), ("u16", 2), ("b16", 2), ("byte", 1), ("u8", 1), ("i8", 1)]
+
+
+def width(m):
+    if m.startswith(("ds_read2", "ds_write2", "ds_load_2", "ds_store_2")):
+        for s, w in WIDTH:
+            if s in m:
+                return 2 * w
+    for s, w in WIDTH:
+        if s in m:
+            return w
+    return 0
+
+
+def mix(body, proc):
+    """The instruction mix of a run of instructions."""
+    c = {"instructions": 0, "matrix": 0, "matrix_cycles": 0.0, "vmem_load": {}, "vmem_store": {},
+         "lds_read": {}, "lds_write": {}, "to_lds": 0, "waits": 0, "barriers": 0, "branches": 0,
+         "valu": 0, "salu": 0}
+
+    def bump(d, w):
+        d[w] = d.get(w, 0) + 1
+
+    for i in body:
+        m = i.mnemonic
+        if m == "s_nop":
+            continue
+        c["instructions"] += 1
+        if is_matrix(m):
+            c["matrix"] += 1
+            c["matrix_cycles"] += matrix_cycles(proc, m)
+        elif m.startswith(("global_load", "buffer_load", "flat_load")):
+            if " lds" in i.text or "_lds" in m:
+                c["to_lds"] += 1
+            bump(c["vmem_load"], width(m))
+        elif m.startswith(("global_store", "buffer_store", "flat_store")):
+            bump(c["vmem_store"], width(m))
+        elif m.startswith(("ds_read", "ds_load", "ds_bpermute", "ds_permute")):
+            bump(c["lds_read"], width(m) if "tr_" not in m else 8)
+        elif m.startswith(("ds_write", "ds_store")):
+            bump(c["lds_write"], width(m))
+        elif m.startswith(("s_waitcnt", "s_wait_")):
+            c["waits"] += 1
+        elif m == "s_barrier" or m.startswith("s_barrier_"):
+            c["barriers"] += 1
+        elif m.startswith(("s_cbranch", "s_branch", "s_setpc")):
+            c["branches"] += 1
+        elif m.startswith("v_"):
+            c["valu"] += 1
+        elif m.startswith("s_"):
+            c["salu"] += 1
+    return c
+
+
+def mca_cycles(body, proc):
+    """Cycles per iteration of `body` by llvm-mca's model of `proc` (one
+    wave, no memory latency beyond the model's), or None."""
+    text = "\n".join(i.text for i in body if not i.mnemonic.startswith(("s_cbranch", "s_branch")))
+    r = subprocess.run([MCA, "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={proc}", "-iterations=50"],
+                       input=text, capture_output=True, text=True)
+    m = re.search(r"Total Cycles:\s+(\d+)", r.stdout)
+    return int(m.group(1)) / 50 if m else None
