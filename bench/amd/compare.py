@@ -171,6 +171,15 @@ def occupancy(proc, m, lds_launch):
     return groups * waves_group / simds, ("LDS" if groups == groups_lds else "VGPRs" if groups == groups_regs else "slots")
 
 
+def simd_time(occ, throughput, latency):
+    """Modelled cycles a SIMD spends per wave-iteration with `occ` waves on
+    it (the average over the CU's SIMDs): `occ` waves' iterations take at
+    least `occ` times the resource bound and at least one wave's latency."""
+    if not occ:
+        return None
+    return max(max(occ, 1.0) * throughput, latency) / occ
+
+
 def analyse(path, proc, lds_launch):
     ks = isa.disassemble(path, proc)
     meta = isa.metadata(path)
@@ -182,22 +191,45 @@ def analyse(path, proc, lds_launch):
     h = isa.hot_loop(k.code)
     body = k.code[h[0]:h[1] + 1] if h else k.code
     c = isa.mix(body, proc)
-    cyc = isa.mca_cycles(body, proc)
+    lat, thr = isa.mca_cycles(body, proc) or (None, None)
     occ, why = occupancy(proc, m, lds_launch)
-    est = max(cyc or 0, c["matrix_cycles"])
-    flops = c["matrix_cycles"] * isa.RATE[proc]["16"]
+    mat = c["matrix_cycles"]
+    est = max(lat or 0, mat)
+    # One wave alone: its latency-bound iteration.
+    busy = (mat / est) if est and c["matrix"] else None
+    # A SIMD with `occ` waves: they share its issue ports and matrix unit
+    # (the resource bound, at least the matrix unit's own time) and hide
+    # each other's latency; below one wave per SIMD, SIMDs idle.
+    simd = simd_time(occ, max(thr or 0, mat), lat or 0)
+    # Cycles per 4-byte input element a wave loads, over every pass over
+    # the inputs (each loop that loads, or the whole kernel if none loops).
+    passes = isa.load_loops(k.code) or [(0, len(k.code) - 1)]
+    cpe = 0.0
     wave = m.get("wavefront_size", WAVE[proc])
-    load_bytes = sum(w * n for w, n in c["vmem_load"].items()) * wave
+    flight = 0
+    for a, b in passes:
+        run = k.code[a:b + 1]
+        words = sum(w * n for w, n in isa.mix(run, proc)["vmem_load"].items()) / 4
+        flight = max(flight, isa.in_flight(run, wave))
+        lt = isa.mca_cycles(run, proc)
+        t = simd_time(occ, lt[1], lt[0]) if lt else None
+        if words and t:
+            cpe += t / words
     return {
         "kernel": name, "vgpr": m.get("vgpr_count"), "agpr": m.get("agpr_count", 0),
         "sgpr": m.get("sgpr_count"), "lds": m.get("group_segment_fixed_size", 0),
         "lds_launch": lds_launch, "scratch": m.get("private_segment_fixed_size", 0),
         "spills": m.get("vgpr_spill_count", 0) + m.get("sgpr_spill_count", 0),
         "occupancy": occ, "occupancy_by": why, "loop": h is not None, **c,
-        "mca": cyc, "estimate": est,
-        "matrix_busy": (c["matrix_cycles"] / est) if est and c["matrix"] else None,
-        "flops_per_cycle": (c["matrix_cycles"] / est) if est and c["matrix"] else None,
-        "bytes_per_cycle": load_bytes / est if est else None,
+        "mca": lat, "mca_throughput": thr, "estimate": est,
+        "matrix_busy": busy,
+        # Several waves on a SIMD overlap; fewer than one leaves SIMDs idle.
+        "simd_busy": (mat / simd) if simd and c["matrix"] else None,
+        "in_flight_cu": flight * occ * (4 if proc.startswith("gfx9") else 2),
+        "flops_per_cycle": busy,
+        "passes": len(passes),
+        # Per lane-word: a word per lane is `wave` elements.
+        "cycles_per_element": cpe / m.get("wavefront_size", WAVE[proc]) if cpe else None,
     }
 
 
@@ -207,26 +239,34 @@ def widths(d):
 
 def row(case, who, r, config=""):
     ipm = f"{r['instructions'] / r['matrix']:.1f}" if r["matrix"] else "-"
-    busy = f"{100 * r['matrix_busy']:.0f}%" if r["matrix_busy"] is not None else "-"
-    bpc = f"{r['bytes_per_cycle']:.1f}" if r["bytes_per_cycle"] else "-"
+    pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"
+    busy = f"{pct(r['matrix_busy'])} / {pct(r['simd_busy'])}" if r["matrix"] else "-"
+    bpc = (f"{r['cycles_per_element']:.3f} ({r['passes']} pass{'es' if r['passes'] > 1 else ''}, "
+           f"{r['in_flight_cu'] / 1024:.0f} KiB in flight per CU)" if r["cycles_per_element"] else "-")
     return (f"| {case} | {who} | {r['vgpr']}/{r['agpr']}/{r['sgpr']} | {r['lds']}+{r['lds_launch']} | "
             f"{r['scratch']} | {r['occupancy']:.2g} ({r['occupancy_by']}) | "
             f"{'loop' if r['loop'] else 'whole kernel'}: {r['instructions']} | {r['matrix']} | {ipm} | "
             f"{widths(r['vmem_load'])}{' (' + str(r['to_lds']) + ' to LDS)' if r['to_lds'] else ''} | "
             f"{widths(r['lds_read'])} | {widths(r['lds_write'])} | {r['waits']} | {r['barriers']} | "
-            f"{r['branches']} | {r['valu']} | {r['mca'] or '-'} | {busy} | {bpc} |")
+            f"{r['branches']} | {r['valu']} | {r['mca'] or '-'} / {r['mca_throughput'] or '-'} | {busy} | {bpc} |")
 
 
 HEADER = ("| computation | compiler | VGPR/AGPR/SGPR | LDS static+launch (B) | scratch | waves/SIMD | "
           "hot loop: instructions | matrix | instr/matrix | global loads | LDS reads | LDS writes | "
-          "waits | barriers | branches | VALU | llvm-mca cycles/iter | matrix busy | load B/cycle |\n"
+          "waits | barriers | branches | VALU | llvm-mca cycles/iter: one wave / resource bound | matrix busy: wave / SIMD | cycles per input element |\n"
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def ratio(a, b, key):
+    """rocmc over Triton, higher better: matrix-unit utilisation of a SIMD,
+    or input elements per modelled cycle."""
     if a.get(key) and b.get(key):
-        return a[key] / b[key]
+        return b[key] / a[key] if key == "cycles_per_element" else a[key] / b[key]
     return None
+
+
+def key_of(r, t):
+    return "simd_busy" if r["matrix"] or t["matrix"] else "cycles_per_element"
 
 
 def main():
@@ -244,8 +284,7 @@ def main():
             tp, tl, conf = triton_compile(tri, proc, out)
             t = analyse(tp, proc, tl)
             results.append((proc, name, r, t, conf))
-            key = "matrix_busy" if r["matrix"] or t["matrix"] else "bytes_per_cycle"
-            q = ratio(r, t, key)
+            q = ratio(r, t, key_of(r, t))
             print(f"{proc:8} {name:30} rocmc {r['instructions']:5} instr {r['matrix']:4} matrix | "
                   f"triton {t['instructions']:5} instr {t['matrix']:4} matrix | modelled ratio "
                   f"{'-' if q is None else f'{q:.2f}'}", flush=True)
@@ -267,10 +306,10 @@ def write(results):
                 continue
             lines.append(row(name, "rocmc", r))
             lines.append(row(name, f"Triton ({conf})", t))
-            key = "matrix_busy" if r["matrix"] or t["matrix"] else "bytes_per_cycle"
+            key = key_of(r, t)
             q = ratio(r, t, key)
             summary.append(f"| {proc} | {name} | {'-' if q is None else f'{q:.2f}x'} | "
-                           f"{'matrix unit busy' if key == 'matrix_busy' else 'global-load bytes per modelled cycle'} |")
+                           f"{'matrix unit busy per SIMD' if key == 'simd_busy' else 'modelled cycles per input element'} |")
         lines.append("")
     text = "\n".join(lines[:5] + ["## Summary", ""] + summary + [""] + lines[5:]) + "\n"
     with open(os.path.join(HERE, "results.md"), "w") as f:
@@ -285,8 +324,7 @@ def chart(results):
     """Horizontal bars: modelled rocmc / Triton per computation and target."""
     rows = []
     for p, name, r, t, _ in results:
-        key = "matrix_busy" if r["matrix"] or t["matrix"] else "bytes_per_cycle"
-        q = ratio(r, t, key)
+        q = ratio(r, t, key_of(r, t))
         rows.append((f"{p} {name}", q))
     h = 18 * len(rows) + 60
     scale = 300 / 1.5

@@ -33,7 +33,10 @@ RATE = {
 
 
 def matrix_cycles(proc, mnemonic):
-    """Cycles the matrix unit is busy with one instruction of one wave."""
+    """Cycles the matrix unit is busy with one instruction of one wave, in
+    llvm-mca's unit for `proc`: LLVM's AMDGPU scheduling model counts gfx9
+    time in passes of 4 clocks (a wave64 VALU instruction on a 16-lane SIMD
+    is 1, v_mfma_f32_16x16x16_f16 on gfx942 is 4), gfx11's in clocks."""
     m = re.match(r"v_(?:mfma|wmma|smfmac)_([a-z0-9]+)_(\d+)x(\d+)x(\d+)(?:x\d+)?_?([a-z0-9_]*)", mnemonic)
     if not m:
         return 0.0
@@ -47,7 +50,7 @@ def matrix_cycles(proc, mnemonic):
         rate = RATE["gfx942"]["8"]
     if ty.startswith("f32") or ty == "xf32" or ty.startswith("f64"):
         rate = rate // 4
-    return flops / rate
+    return flops / rate / (4 if proc.startswith("gfx9") else 1)
 
 
 @dataclass
@@ -200,10 +203,53 @@ def mix(body, proc):
 
 
 def mca_cycles(body, proc):
-    """Cycles per iteration of `body` by llvm-mca's model of `proc` (one
-    wave, no memory latency beyond the model's), or None."""
-    text = "\n".join(i.text for i in body if not i.mnemonic.startswith(("s_cbranch", "s_branch")))
-    r = subprocess.run([MCA, "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={proc}", "-iterations=50"],
-                       input=text, capture_output=True, text=True)
-    m = re.search(r"Total Cycles:\s+(\d+)", r.stdout)
-    return int(m.group(1)) / 50 if m else None
+    """(latency, throughput): cycles per iteration of `body` by llvm-mca's
+    model of `proc` for one wave alone (its dependences' latencies; memory
+    at the model's fixed latencies), and the resource bound with enough
+    waves to hide every latency (Block RThroughput); or None.
+    Instructions llvm-mca cannot parse are left out, up to a few."""
+    lines = [i.text for i in body if not i.mnemonic.startswith(("s_cbranch", "s_branch"))]
+    for _ in range(6):
+        r = subprocess.run([MCA, "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={proc}", "-iterations=50"],
+                           input="\n".join(lines), capture_output=True, text=True)
+        m = re.search(r"Total Cycles:\s+(\d+)", r.stdout)
+        t = re.search(r"Block RThroughput:\s+([\d.]+)", r.stdout)
+        if m and t:
+            return int(m.group(1)) / 50, float(t.group(1))
+        bad = {int(n) - 1 for n in re.findall(r"<stdin>:(\d+):\d+: error", r.stderr)}
+        if not bad:
+            return None
+        lines = [l for n, l in enumerate(lines) if n not in bad]
+    return None
+
+
+def load_loops(code):
+    """The outermost loops that load from global memory, as (first, last)
+    ranges: the passes a kernel makes over its inputs."""
+    ls = sorted(loops(code), key=lambda ab: ab[0] - ab[1])
+    out = []
+    for a, b in ls:
+        if any(a >= x and b <= y for x, y in out):
+            continue
+        if any(i.mnemonic.startswith(("global_load", "buffer_load", "flat_load")) for i in code[a:b + 1]):
+            out.append((a, b))
+    return out
+
+
+def in_flight(body, wave):
+    """The most global-load bytes a wave has issued and not waited for,
+    over `body`: a wait on `vmcnt` (or a gfx12 `s_wait_loadcnt`) retires
+    what came before it, as far as its count allows."""
+    pending, most = [], 0
+    for i in body:
+        m = i.mnemonic
+        if m.startswith(("global_load", "buffer_load", "flat_load")):
+            pending.append(width(m) * wave)
+            most = max(most, sum(pending))
+        elif m.startswith("s_waitcnt") or m.startswith("s_wait_loadcnt"):
+            c = re.search(r"(?:vmcnt|loadcnt)\((\d+)\)", i.text) or (
+                re.match(r"s_wait_loadcnt\s+(?:0x)?([0-9a-f]+)", i.text))
+            if c:
+                keep = int(c.group(1), 16) if "0x" in i.text else int(c.group(1))
+                pending = pending[len(pending) - keep:] if keep else []
+    return most

@@ -42,8 +42,11 @@ pub fn kernel_occupancy(target_id: &str, k: &crate::codeobject::KernelInfo) -> (
 /// counts them: whole waves, at least 1 where a work-group fits at all.
 pub fn occupancy(h: &Hardware, u: &Usage) -> (u32, &'static str) {
     let (w, why) = occupancy_exact(h, u);
-    let floor = if w > 0.0 { 1 } else { 0 };
-    ((w.ceil() as u32).max(floor), why)
+    let whole = w.ceil() as u32;
+    if whole >= h.max_waves_per_simd {
+        return (h.max_waves_per_simd, "wave slots");
+    }
+    (whole.max(u32::from(w > 0.0)), why)
 }
 
 /// [`occupancy`] as the average over a CU's SIMDs: one work-group of two
