@@ -472,10 +472,19 @@ fn inspect_reports_resources_occupancy_and_json() {
     );
     assert!(
         v["kernels"][0]["occupancy_waves_per_simd"]
-            .as_u64()
+            .as_f64()
             .unwrap()
-            >= 1
+            >= 1.0
     );
+    // One 2-wave work-group per CU (its LDS): half the SIMDs idle, not
+    // the 1 wave LLVM's whole count reports.
+    let attention = example("attention");
+    ok(&rocmc(
+        d.path(),
+        &["build", "--mcpu", "gfx942", "-o", "attention.hsaco", attention.to_str().unwrap()],
+    ));
+    let out = ok(&rocmc(d.path(), &["inspect", "attention.hsaco"]));
+    assert!(out.contains("occupancy 0.5 waves/SIMD (LDS)"), "{out}");
 }
 
 /// Our occupancy estimate is what LLVM itself reports in the assembly.
