@@ -87,7 +87,9 @@ def triton_compile(case, proc, out):
                 print(f"  triton {name} on {proc}: {str(e).splitlines()[0][:120]}", file=sys.stderr)
                 continue
             r = analyse(path, proc, shared)
-            if r["spills"] or r["scratch"]:
+            # Spilling, or more registers than a work-group of its size can
+            # have (not launchable): not a configuration anyone would run.
+            if r["spills"] or r["scratch"] or not r["occupancy"]:
                 continue
             score = r["flops_per_cycle"] or 0
             text = f"{bm}x{bn}x{bk}, {warps} warps, {stages} stages"
@@ -210,7 +212,9 @@ def analyse(path, proc, lds_launch):
     for a, b in passes:
         run = k.code[a:b + 1]
         words = sum(w * n for w, n in isa.mix(run, proc)["vmem_load"].items()) / 4
-        flight = max(flight, isa.in_flight(run, wave))
+        # Twice: loads a loop issues for the next iteration stay in flight
+        # across its branch.
+        flight = max(flight, isa.in_flight(run + run if (a, b) != (0, len(k.code) - 1) else run, wave))
         lt = isa.mca_cycles(run, proc)
         t = simd_time(occ, lt[1], lt[0]) if lt else None
         if words and t:
@@ -230,6 +234,9 @@ def analyse(path, proc, lds_launch):
         "passes": len(passes),
         # Per lane-word: a word per lane is `wave` elements.
         "cycles_per_element": cpe / m.get("wavefront_size", WAVE[proc]) if cpe else None,
+        # What bounds a memory-bound kernel's bandwidth (Little's law), per
+        # pass it makes over its inputs.
+        "flight_per_pass": flight * occ * (4 if proc.startswith("gfx9") else 2) / len(passes),
     }
 
 
@@ -259,14 +266,14 @@ HEADER = ("| computation | compiler | VGPR/AGPR/SGPR | LDS static+launch (B) | s
 
 def ratio(a, b, key):
     """rocmc over Triton, higher better: matrix-unit utilisation of a SIMD,
-    or input elements per modelled cycle."""
+    or bytes in flight per CU per pass over the inputs."""
     if a.get(key) and b.get(key):
-        return b[key] / a[key] if key == "cycles_per_element" else a[key] / b[key]
+        return a[key] / b[key]
     return None
 
 
 def key_of(r, t):
-    return "simd_busy" if r["matrix"] or t["matrix"] else "cycles_per_element"
+    return "simd_busy" if r["matrix"] or t["matrix"] else "flight_per_pass"
 
 
 def main():
@@ -309,7 +316,7 @@ def write(results):
             key = key_of(r, t)
             q = ratio(r, t, key)
             summary.append(f"| {proc} | {name} | {'-' if q is None else f'{q:.2f}x'} | "
-                           f"{'matrix unit busy per SIMD' if key == 'simd_busy' else 'modelled cycles per input element'} |")
+                           f"{'matrix unit busy per SIMD' if key == 'simd_busy' else 'global-load bytes in flight per CU per pass over the input'} |")
         lines.append("")
     text = "\n".join(lines[:5] + ["## Summary", ""] + summary + [""] + lines[5:]) + "\n"
     with open(os.path.join(HERE, "results.md"), "w") as f:
