@@ -481,10 +481,67 @@ fn inspect_reports_resources_occupancy_and_json() {
     let attention = example("attention");
     ok(&rocmc(
         d.path(),
-        &["build", "--mcpu", "gfx942", "-o", "attention.hsaco", attention.to_str().unwrap()],
+        &[
+            "build",
+            "--mcpu",
+            "gfx942",
+            "-o",
+            "attention.hsaco",
+            attention.to_str().unwrap(),
+        ],
     ));
     let out = ok(&rocmc(d.path(), &["inspect", "attention.hsaco"]));
     assert!(out.contains("occupancy 0.5 waves/SIMD (LDS)"), "{out}");
+}
+
+/// `inspect --loops` reads the machine code back: its hot loop of a matrix
+/// GEMM holds exactly the matrix instructions llvm-objdump-22 shows between
+/// the loop's first and last address.
+#[test]
+fn inspect_loops_finds_the_hot_loop_objdump_agrees() {
+    let d = tempfile::tempdir().unwrap();
+    let gemm = example("gemm_f16");
+    ok(&rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx942",
+            "-o",
+            "g.hsaco",
+            gemm.to_str().unwrap(),
+        ],
+    ));
+    let text = ok(&rocmc(d.path(), &["inspect", "--loops", "g.hsaco"]));
+    assert!(
+        text.contains("[hot]") && text.contains("instructions per matrix instruction"),
+        "{text}"
+    );
+    let j = ok(&rocmc(
+        d.path(),
+        &["inspect", "--loops", "--json", "g.hsaco"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    let loops = v["kernels"][0]["loops"].as_array().unwrap();
+    let hot = loops.iter().find(|l| l["hot"] == true).unwrap();
+    let (start, end) = (hot["start"].as_u64().unwrap(), hot["end"].as_u64().unwrap());
+    let dump = std::process::Command::new("llvm-objdump-22")
+        .args(["-d", "--mcpu=gfx942", "g.hsaco"])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    let mfma = dump
+        .lines()
+        .filter(|l| l.trim_start().starts_with("v_mfma"))
+        .filter_map(|l| {
+            let addr = l.split("// ").nth(1)?.split(':').next()?;
+            u64::from_str_radix(addr.trim(), 16).ok()
+        })
+        .filter(|a| (start..=end).contains(a))
+        .count();
+    assert!(mfma > 0, "no matrix instruction in the hot loop\n{text}");
+    assert_eq!(hot["matrix"].as_u64().unwrap() as usize, mfma, "{text}");
 }
 
 /// Our occupancy estimate is what LLVM itself reports in the assembly.

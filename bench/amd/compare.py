@@ -130,7 +130,7 @@ def triton_compile(case, proc, out):
 
 
 def rocmc_compile(rocmc, file, proc, out):
-    name = os.path.splitext(os.path.basename(file))[0]
+    name = os.path.splitext(file)[0].replace("/", "_")
     path = os.path.join(out, f"rocmc-{name}.{proc}.hsaco")
     subprocess.run([rocmc, "build", "--mcpu", proc, "-o", path, file], check=True,
                    capture_output=True, text=True)

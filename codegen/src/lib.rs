@@ -13,6 +13,7 @@
 //! through LLVM's JIT.
 
 pub mod backend;
+pub mod disasm;
 mod emit;
 mod function;
 pub mod jit;

@@ -68,7 +68,12 @@ pub struct CodeObject {
 impl CodeObject {
     /// The target ID part of [`Self::target`] (`gfx90a:xnack-`).
     pub fn target_id(&self) -> &str {
-        self.target.rsplit("--").next().unwrap_or(&self.target)
+        // `amdgcn-amd-amdhsa--gfx942:xnack-`; some producers (Triton's
+        // LLVM) write other triples before the processor.
+        match self.target.rfind("-gfx") {
+            Some(i) => &self.target[i + 1..],
+            None => self.target.rsplit("--").next().unwrap_or(&self.target),
+        }
     }
 }
 

@@ -125,7 +125,10 @@ pub fn occupancy_exact(h: &Hardware, u: &Usage) -> (f64, &'static str) {
         // A group always fits where LDS does not limit (the wave slots
         // hold at least one).
         let groups = if why == "LDS" { groups } else { groups.max(1) };
-        limit(f64::from(groups * waves_per_group) / f64::from(h.simds), why);
+        limit(
+            f64::from(groups * waves_per_group) / f64::from(h.simds),
+            why,
+        );
     }
     best
 }

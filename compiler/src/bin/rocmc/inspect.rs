@@ -1,6 +1,6 @@
 //! `rocmc targets` and `rocmc inspect`: what LLVM supports, what a code object holds.
 
-use crate::io;
+use crate::{hot_loops, io};
 use rocmc::Error;
 use std::io::Write;
 use std::path::Path;
@@ -75,12 +75,13 @@ pub fn targets() -> Result<(), Error> {
         .map_err(io(Path::new("<stdout>")))
 }
 
-pub fn inspect(file: &Path, json: bool) -> Result<(), Error> {
+pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
     use rocmc::linker::{bundle, codeobject};
     let bytes = std::fs::read(file).map_err(io(file))?;
     let bad = |e: codeobject::ReadError| Error::Usage(format!("{}: {e}", file.display()));
+    let read_code = |e: String| Error::Usage(format!("{}: {e}", file.display()));
     // (entry name, code object) pairs: one for a code object, one per device entry for a bundle.
-    let mut objects: Vec<(Option<String>, codeobject::CodeObject)> = Vec::new();
+    let mut objects: Vec<(Option<String>, codeobject::CodeObject, &[u8])> = Vec::new();
     if bundle::is_bundle(&bytes) {
         for e in bundle::read(&bytes).map_err(bad)? {
             if e.range.is_empty() {
@@ -89,17 +90,28 @@ pub fn inspect(file: &Path, json: bool) -> Result<(), Error> {
             let co = codeobject::read(&bytes[e.range.clone()]).map_err(|err| {
                 Error::Usage(format!("{}: bundle entry {}: {err}", file.display(), e.id))
             })?;
-            objects.push((Some(e.id), co));
+            objects.push((Some(e.id), co, &bytes[e.range.clone()]));
         }
     } else {
-        objects.push((None, codeobject::read(&bytes).map_err(bad)?));
+        objects.push((None, codeobject::read(&bytes).map_err(bad)?, &bytes));
     }
     let mut out = String::new();
     if json {
-        let list: Vec<serde_json::Value> = objects
-            .iter()
-            .map(|(entry, co)| inspect_json(entry.as_deref(), co))
-            .collect();
+        let mut list = Vec::new();
+        for (entry, co, raw) in &objects {
+            let mut v = inspect_json(entry.as_deref(), co);
+            if loops {
+                for (name, ls) in hot_loops::kernel_loops(raw, co).map_err(&read_code)? {
+                    if let Some(kv) = v["kernels"]
+                        .as_array_mut()
+                        .and_then(|ks| ks.iter_mut().find(|k| k["name"] == name.as_str()))
+                    {
+                        kv["loops"] = serde_json::to_value(&ls).unwrap_or_default();
+                    }
+                }
+            }
+            list.push(v);
+        }
         let v = if bundle::is_bundle(&bytes) {
             serde_json::json!({ "bundle": list })
         } else {
@@ -108,11 +120,19 @@ pub fn inspect(file: &Path, json: bool) -> Result<(), Error> {
         out = serde_json::to_string_pretty(&v).unwrap_or_default();
         out.push('\n');
     } else {
-        for (entry, co) in &objects {
+        for (entry, co, raw) in &objects {
             if let Some(e) = entry {
                 out.push_str(&format!("bundle entry {e}\n"));
             }
             out.push_str(&inspect_text(file, co));
+            if loops {
+                for (name, ls) in hot_loops::kernel_loops(raw, co).map_err(&read_code)? {
+                    out.push_str(&format!("kernel {name}: {} loops\n", ls.len()));
+                    for l in &ls {
+                        out.push_str(&hot_loops::render(l));
+                    }
+                }
+            }
         }
     }
     std::io::stdout()
@@ -231,10 +251,14 @@ impl Occupancy {
             })
             .map_or(0, |b| b.max(0) as u64);
         let mut u = hw::Usage::of(k);
-        u.lds_bytes = u.lds_bytes.saturating_add(u32::try_from(launch_lds).unwrap_or(u32::MAX));
+        u.lds_bytes = u
+            .lds_bytes
+            .saturating_add(u32::try_from(launch_lds).unwrap_or(u32::MAX));
         let target = co.target_id();
-        let (waves, why) =
-            hw::occupancy_exact(&hw::hardware(target.split(':').next().unwrap_or_default()), &u);
+        let (waves, why) = hw::occupancy_exact(
+            &hw::hardware(target.split(':').next().unwrap_or_default()),
+            &u,
+        );
         Occupancy {
             launch_lds,
             waves,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod build;
+mod hot_loops;
 mod inspect;
 mod run;
 mod tune;
@@ -42,6 +43,11 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Each kernel's loops from its machine code (AMD): instructions, matrix
+        /// instructions and how many others run per one, memory and LDS traffic by
+        /// width, waits, barriers, branches; the hot loop marked.
+        #[arg(long)]
+        loops: bool,
     },
 }
 
@@ -61,7 +67,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Tune(a) => tune::tune(a),
         Command::Targets => inspect::targets(),
-        Command::Inspect { file, json } => inspect::inspect(&file, json),
+        Command::Inspect { file, json, loops } => inspect::inspect(&file, json, loops),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
