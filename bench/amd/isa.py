@@ -142,6 +142,10 @@ def hot_loop(code):
         key = (sum(is_matrix(i.mnemonic) for i in body),
                sum(i.mnemonic.startswith(("global_load", "buffer_load", "flat_load")) for i in body),
                -(b - a))
+        # A loop that neither loads nor multiplies (a spin, a store tail)
+        # is not where the kernel's time goes.
+        if key[0] == 0 and key[1] == 0:
+            continue
         if best is None or key > best[0]:
             best = (key, (a, b))
     return None if best is None else best[1]

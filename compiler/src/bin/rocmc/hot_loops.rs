@@ -134,9 +134,12 @@ pub fn loops_of(code: &[Insn]) -> Vec<LoopSummary> {
             summarise(&code[a..=b], code[a].addr, code[b].addr, depth)
         })
         .collect();
+    // A loop that neither loads nor multiplies (a spin, a store tail) is
+    // not where the kernel's time goes.
     let hot = out
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.matrix > 0 || !l.global_loads.is_empty())
         .max_by_key(|(_, l)| {
             let loads: usize = l.global_loads.values().sum();
             (l.matrix, loads, l.depth)
