@@ -437,6 +437,14 @@ fn tuple_reduction(t: DType, x: &str, rng: &mut Rng) -> Option<(String, String)>
         _ => return None,
     };
     let zero = if t.is_float() { "0.0" } else { "0" };
+    // A linear recurrence h = 0.75·h + x: associative, not commutative.
+    // Only an in-order fold gets it right (tests/regress/linear_recurrence_order.toml).
+    if matches!(t, DType::F32 | DType::F64) && rng.chance(25) {
+        return Some((
+            format!("R[i], R2[i] = reduce(0.75, {x})"),
+            "init = { R = 1.0, R2 = 0.0 }\ncombine = { R = \"a.R * b.R\", R2 = \"a.R2 * b.R + b.R2\" }\n".to_string(),
+        ));
+    }
     if matches!(t, DType::F32 | DType::F64 | DType::I32 | DType::U32) && rng.chance(50) {
         return Some((
             format!("R[i], R2[i] = reduce({x}, {x})"),
@@ -1240,6 +1248,8 @@ struct Stats {
     gathers: usize,
     scatters: usize,
     tuples: usize,
+    /// Accepted kernels whose tuple combiner is not commutative.
+    ordered: usize,
     scans: usize,
     topks: usize,
     attentions: usize,
@@ -1290,6 +1300,11 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         as usize;
     st.scatters += k.stages.iter().any(|s| s.scatter.is_some()) as usize;
     st.tuples += k.stages.iter().any(|s| s.tuple().is_some()) as usize;
+    st.ordered += k
+        .stages
+        .iter()
+        .filter_map(|s| s.tuple())
+        .any(|t| !rocmc::ir::interp::tuple_commutes(k, t)) as usize;
     st.scans += k
         .stages
         .iter()
@@ -1529,6 +1544,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.gathers += l.gathers;
                 st.scatters += l.scatters;
                 st.tuples += l.tuples;
+                st.ordered += l.ordered;
                 st.scans += l.scans;
                 st.topks += l.topks;
                 st.attentions += l.attentions;
@@ -1553,12 +1569,13 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction, {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} tensor-copied), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} tensor-copied), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
         st.scatters,
         st.tuples,
+        st.ordered,
         st.scans,
         st.topks,
         st.attentions,

@@ -19,8 +19,8 @@ mod stages;
 pub use lowered::run_lowered;
 pub use scalar::cast;
 use scalar::{binary, bitcast, constant, math, zero};
-pub use stages::tuple_identity;
 use stages::{attention_stage, scan_stage, scatter_stage, topk_stage};
+pub use stages::{tuple_commutes, tuple_identity};
 
 use crate::dtype::DType;
 use crate::index::Index;

@@ -81,6 +81,72 @@ pub fn tuple_identity(
     }
 }
 
+/// Whether `tup`'s combiner is commutative: `combine(x, y)` equals
+/// `combine(y, x)`, up to rounding, on a few probe values of each slot's
+/// dtype. Schedules that spread a reduction over threads combine partial
+/// results out of order, which only a commutative combiner survives (the
+/// pair `(a1·a2, h1·a2 + h2)` of a linear recurrence does not). A
+/// combiner that reads sizes or parameters is taken as commutative (its
+/// values are known only at run time).
+pub fn tuple_commutes(k: &Kernel, tup: &crate::kernel::TupleReduce) -> bool {
+    let mut runtime = false;
+    for e in &tup.combine {
+        e.each(&mut |x| runtime |= matches!(x.kind, ExprKind::Param(_) | ExprKind::Index(_)));
+    }
+    if runtime {
+        return true;
+    }
+    let cell = std::cell::RefCell::new(None);
+    let env = Env {
+        races: Default::default(),
+        out_of_range: &cell,
+        k,
+        sizes: &[],
+        params: &[],
+        shapes: Vec::new(),
+        stage: "",
+    };
+    // Positive probes, none an identity of + or ×: combiners often mark
+    // an empty side with a negative value (an argmax's index -1), a state
+    // no two real partial results are in.
+    const PROBES: [f64; 5] = [0.75, 1.5, 3.0, 2.5, 0.625];
+    let side = |shift: usize| -> Vec<Expr> {
+        tup.combine
+            .iter()
+            .enumerate()
+            .map(|(slot, e)| {
+                let v = PROBES[(slot + shift) % PROBES.len()];
+                match e.dtype.is_float() {
+                    true => constant(Scalar::F(v), e.dtype),
+                    false => constant(Scalar::I((v * 4.0) as i64), e.dtype),
+                }
+            })
+            .collect()
+    };
+    for shift in 1..PROBES.len() {
+        let (x, y) = (side(0), side(shift));
+        let eval = |es: Vec<Expr>| -> Option<Vec<Scalar>> {
+            es.iter()
+                .map(|e| env.eval(e, &[], &[], &[], &[]).ok())
+                .collect()
+        };
+        let (Some(xy), Some(yx)) = (eval(tup.apply(&x, &y)), eval(tup.apply(&y, &x))) else {
+            continue;
+        };
+        // Rounding may differ (Welford's update is commutative in exact
+        // arithmetic): only a difference far past it counts.
+        let differs = |a: &Scalar, b: &Scalar| match (a, b) {
+            (Scalar::F(a), Scalar::F(b)) if a.is_nan() || b.is_nan() => a.is_nan() != b.is_nan(),
+            (Scalar::F(a), Scalar::F(b)) => (a - b).abs() > 1e-3 * (1.0 + a.abs().max(b.abs())),
+            (a, b) => a != b,
+        };
+        if xy.iter().zip(&yx).any(|(a, b)| differs(a, b)) {
+            return false;
+        }
+    }
+    true
+}
+
 /// A scan stage: the triangular reduction it stands for, folded once
 /// along each row (the same order of operations, so the same rounding, as
 /// folding each prefix afresh), in linear time.
