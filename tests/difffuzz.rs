@@ -1304,7 +1304,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .stages
         .iter()
         .filter_map(|s| s.tuple())
-        .any(|t| !rocmc::ir::interp::tuple_commutes(k, t)) as usize;
+        .any(|t| !t.commutative) as usize;
     st.scans += k
         .stages
         .iter()

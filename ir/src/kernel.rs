@@ -188,6 +188,10 @@ pub struct TupleReduce {
     /// Constants, sizes and parameters only.
     pub init: Vec<Expr>,
     pub combine: Vec<Expr>,
+    /// Whether `combine(a, b)` equals `combine(b, a)` (probed by the front
+    /// end, `interp::tuple_commutes`): only then may threads combine
+    /// partial results out of order.
+    pub commutative: bool,
 }
 
 impl TupleReduce {

@@ -66,14 +66,16 @@ pub(super) fn stage(
         },
     );
     let first = TensorId(k.tensors.len() as u32);
-    let tuple = TupleReduce {
+    let mut tuple = TupleReduce {
         outputs: (0..outs.len() as u32)
             .map(|s| TensorId(first.0 + s))
             .collect(),
         elems,
         init,
         combine,
+        commutative: true,
     };
+    tuple.commutative = crate::interp::tuple_commutes(k, &tuple);
     let t0 = tuple.elems[0].dtype;
     if let Err(e) = identity(k, d, stmt, &tuple, &outs) {
         return cx.error(e);

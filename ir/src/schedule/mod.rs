@@ -231,7 +231,7 @@ impl State<'_> {
         }) else {
             return Ok(());
         };
-        if crate::interp::tuple_commutes(self.k, tup) {
+        if tup.commutative {
             return Ok(());
         }
         let lv = self.nest.var(v);
