@@ -887,29 +887,12 @@ fn a_module_in_a_session_cannot_read_the_workers_identity() {
     let w = Worker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let so = vadd();
-    let vadd_so = dir.path().join("vadd.so");
-    std::fs::write(&vadd_so, &so).unwrap();
-    let doc = dir.path().join("launch.bin");
-    let ok = Command::new("llvm-objcopy-22")
-        .arg(format!("--dump-section=.rocmc.launch={}", doc.display()))
-        .arg(&vadd_so)
-        .arg(dir.path().join("unused.so"))
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let bytes: Vec<String> = std::fs::read(&doc)
-        .unwrap()
-        .iter()
-        .map(|b| b.to_string())
-        .collect();
     let mark = dir.path().join("probes.txt");
     let state = w.state.path().display().to_string();
     let src = format!(
         r#"#include <stdio.h>
 #include <fcntl.h>
 #include <unistd.h>
-__attribute__((section(".rocmc.launch"), used))
-static const unsigned char doc[] = {{ {bytes} }};
 void vadd(void) {{}}
 static void probe(FILE *out, const char *what, const char *path, int opening) {{
     char b[1];
@@ -935,21 +918,11 @@ __attribute__((constructor)) static void spy(void) {{
     fclose(out);
 }}
 "#,
-        bytes = bytes.join(","),
         mark = mark.display(),
     );
-    let c = dir.path().join("spy.c");
-    std::fs::write(&c, src).unwrap();
-    let spy = dir.path().join("spy.so");
-    let ok = Command::new("clang-22")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&spy)
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let spy = hostile_module(dir.path(), "spy", &src);
     let mut d = w.connect();
-    d.load_module(&std::fs::read(&spy).unwrap()).unwrap();
+    d.load_module(&spy).unwrap();
     let probes = std::fs::read_to_string(&mark).unwrap();
     println!("{probes}");
     assert!(probes.contains("control read"), "{probes}");
@@ -970,6 +943,87 @@ __attribute__((constructor)) static void spy(void) {{
     }
     // The module cache is still the session's: vadd loads and runs.
     vadd_on(&mut d, &so, 5);
+}
+
+/// A CPU module that passes for vadd's (its launch document) but runs `c`,
+/// C source with a `vadd` and whatever else the probe needs, compiled by
+/// clang-22: hostile host code in a session.
+fn hostile_module(dir: &std::path::Path, name: &str, c: &str) -> Vec<u8> {
+    let vadd_so = dir.join("vadd.so");
+    std::fs::write(&vadd_so, vadd()).unwrap();
+    let doc = dir.join("launch.bin");
+    let ok = Command::new("llvm-objcopy-22")
+        .arg(format!("--dump-section=.rocmc.launch={}", doc.display()))
+        .arg(&vadd_so)
+        .arg(dir.join("unused.so"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let bytes: Vec<String> = std::fs::read(&doc)
+        .unwrap()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    let src = format!(
+        "__attribute__((section(\".rocmc.launch\"), used))\nstatic const unsigned char doc[] = {{ {} }};\n{c}",
+        bytes.join(",")
+    );
+    let path = dir.join(format!("{name}.c"));
+    std::fs::write(&path, src).unwrap();
+    let so = dir.join(format!("{name}.so"));
+    let ok = Command::new("clang-22")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&so)
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    std::fs::read(&so).unwrap()
+}
+
+/// A session's frame toward the worker is bounded: host code that writes
+/// a frame header naming 200 MiB to the protocol pipe, then 200 MiB, has
+/// its session ended at the header (the worker allocated and read all of
+/// it before: its peak memory rose by the frame), the client is told why,
+/// and the worker serves the next client.
+#[test]
+fn a_session_cannot_make_the_worker_allocate_an_oversized_frame() {
+    let w = Worker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let src = r#"#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+void vadd(void) {}
+__attribute__((constructor)) static void flood(void) {
+    unsigned n = 200u << 20;
+    unsigned char header[4] = { n & 255, (n >> 8) & 255, (n >> 16) & 255, n >> 24 };
+    if (write(1, header, 4) != 4) return;
+    char *junk = malloc(1 << 20);
+    memset(junk, 0x90, 1 << 20);
+    for (int i = 0; i < 200; i++)
+        if (write(1, junk, 1 << 20) < 0) return;
+    sleep(30);
+}
+"#;
+    let so = hostile_module(dir.path(), "flood", src);
+    let before = peak_memory(w.child.id());
+    let t0 = std::time::Instant::now();
+    let mut d = w.connect();
+    let e = d.load_module(&so).unwrap_err().to_string();
+    assert!(e.contains("refuses") && e.contains("over the limit"), "{e}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t0.elapsed()
+    );
+    let grew = peak_memory(w.child.id()).saturating_sub(before);
+    assert!(
+        grew < 64 << 20,
+        "the worker's peak memory grew by {} MiB",
+        grew >> 20
+    );
+    let mut next = w.connect();
+    vadd_on(&mut next, &vadd(), 5);
 }
 
 /// Peak resident memory of process `pid` (`VmHWM`), bytes.

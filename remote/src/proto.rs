@@ -28,6 +28,14 @@ pub const VERSION: u32 = 7;
 /// a buffer's bytes are not framed).
 pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
 
+/// Largest frame a session may send the worker. Replies never carry bulk
+/// data (a read's bytes go through the transfer window): the largest is
+/// [`Reply::Times`] of `rocmc_device::MAX_LAUNCHES` launches, 9 bytes
+/// each. A session that names more (a kernel writing to its standard
+/// output, hostile host code) is ended before anything is allocated.
+pub const MAX_SESSION_REPLY: usize = 16 << 20;
+const _: () = assert!(9 * rocmc_device::MAX_LAUNCHES as usize + 4096 <= MAX_SESSION_REPLY);
+
 /// The first frame from the client.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Hello {

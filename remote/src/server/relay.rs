@@ -104,6 +104,8 @@ struct Relay<'a> {
     writes: VecDeque<u64>,
     /// Slots handed out so far (a slot's number is this modulo [`SLOTS`]).
     next: u64,
+    /// Why the session was ended for breaking the protocol, if it was.
+    broken: Option<String>,
 }
 
 /// Serves a logged-in client until it leaves: checks each request decodes
@@ -129,6 +131,7 @@ pub(super) fn relay<S: Read + Write>(
         kernel_timeout,
         writes: VecDeque::new(),
         next: 0,
+        broken: None,
     };
     loop {
         let req = match proto::read_frame(s, max).and_then(|f| proto::decode::<Request>(&f)) {
@@ -186,12 +189,23 @@ impl Relay<'_> {
             .map_err(|_| Failure::Session)
     }
 
-    /// The session's next reply, waited for under the watchdog.
+    /// The session's next reply, waited for under the watchdog. A frame
+    /// over [`proto::MAX_SESSION_REPLY`] or one that does not decode ends
+    /// the session at once: it is alive but no longer speaks the protocol.
     fn reply(&mut self) -> Result<Reply, Failure> {
         self.dog.waiting(true);
-        let r = proto::recv::<Reply>(&mut self.from, usize::MAX);
+        let r = proto::recv::<Reply>(&mut self.from, proto::MAX_SESSION_REPLY);
         self.dog.waiting(false);
-        r.map_err(|_| Failure::Session)
+        r.map_err(|e| {
+            if !matches!(e, FrameError::Closed) {
+                let lock = || self.child.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = lock().kill();
+                self.broken = Some(format!(
+                    "the session sent the worker a reply it refuses ({e}): the session was ended"
+                ));
+            }
+            Failure::Session
+        })
     }
 
     /// Waits for the oldest unanswered `WriteSlot`, freeing its slot.
@@ -289,6 +303,10 @@ impl Relay<'_> {
     /// Why the session is gone, once it is reaped.
     fn died(&mut self) -> String {
         let lock = || self.child.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = self.broken.take() {
+            let _ = lock().wait();
+            return why;
+        }
         if self.dog.departed.load(Ordering::Relaxed) {
             let _ = lock().wait();
             return "the client left while its request ran: the session was ended".to_string();
