@@ -592,6 +592,15 @@ impl MatrixUnit {
     pub fn unswitches_full_k_tiles(&self) -> bool {
         self.gpu.vendor() == crate::Vendor::Nvidia
     }
+
+    /// Whether operand tiles staged at a k loop are filled with zeros past
+    /// the tensor, so that the fragment reads need no select per element
+    /// for k's tail. On AMD, where there is no unswitch ([`Self::unswitches_full_k_tiles`]):
+    /// gfx942's default GEMM loop lost its 64 `v_cndmask` and their
+    /// compares, and its A reads became whole `ds_read_b64`s.
+    pub fn zero_fills_k_tiles(&self) -> bool {
+        self.gpu.vendor() == crate::Vendor::Amd
+    }
 }
 
 impl fmt::Display for MatrixUnit {

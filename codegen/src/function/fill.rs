@@ -17,7 +17,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// address); from registers, the W values. Into LDS, one aligned vector
     /// store; into registers, W scalars. An asynchronous fill's vector path
     /// is the target's asynchronous copy where it has one; its lanes path
-    /// copies at once, which its semantics allow.
+    /// copies at once, which its semantics allow. A `zero` fill's vector
+    /// path needs every index inside the tensor, and its lanes path reads
+    /// zero outside it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn fill(
         &mut self,
         mem: Mem,
@@ -26,16 +29,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         value: &Expr,
         width: u32,
         asynchronous: bool,
+        zero: bool,
     ) -> R<()> {
+        let lanes_only = |me: &mut Self| me.fill_lanes(mem, array, index, value, (width, zero));
         let Some(vt) = self.fill_vector_type(value.dtype, width) else {
-            return self.fill_lanes(mem, array, index, value, width);
+            return lanes_only(self);
         };
         let (tensor, indices) = match &value.kind {
             ExprKind::Load { tensor, indices } => (*tensor, indices),
             ExprKind::Local { .. } => {
                 let mut acc = vt.into_vector_type().get_poison();
                 for l in 0..width {
-                    let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l))?;
+                    let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l, false))?;
                     acc = self
                         .b
                         .build_insert_element(acc, x, self.i32(i64::from(l)), "")
@@ -43,31 +48,27 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
                 return self.fill_store_vector(mem, array, index, value.dtype, width, acc.into());
             }
-            _ => return self.fill_lanes(mem, array, index, value, width),
+            _ => return lanes_only(self),
         };
-        let Some(inside) = self.fill_inside(tensor, indices, width)? else {
-            return self.fill_lanes(mem, array, index, value, width);
+        let Some(inside) = self.fill_inside(tensor, indices, width, zero)? else {
+            return lanes_only(self);
         };
         let check = self.cx.append_basic_block(self.f, "fill.align");
         let vector = self.cx.append_basic_block(self.f, "fill.vector");
         let lanes = self.cx.append_basic_block(self.f, "fill.lanes");
         let join = self.cx.append_basic_block(self.f, "fill.join");
-        self.b
-            .build_conditional_branch(inside, check, lanes)
-            .map_err(llvm_err)?;
+        self.branch_likely(inside, check, lanes)?;
         // Only formed where the lanes are inside: out-of-range indices
         // would make the address arithmetic's no-wrap flags poison.
         self.b.position_at_end(check);
         let p = self.address(tensor, indices)?;
         let aligned = self.fill_aligned_at(tensor, indices, p, value.dtype, width)?;
-        self.b
-            .build_conditional_branch(aligned, vector, lanes)
-            .map_err(llvm_err)?;
+        self.branch_likely(aligned, vector, lanes)?;
         self.b.position_at_end(vector);
         self.fill_vector(mem, array, index, p, vt, value.dtype, width, asynchronous)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(lanes);
-        self.fill_lanes(mem, array, index, value, width)?;
+        lanes_only(self)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(join);
         Ok(())
@@ -80,12 +81,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// its own lanes. One branch instead of two per fill.
     pub(super) fn fill_group(&mut self, stmts: &[Stmt]) -> R<()> {
         let all = self.fill_group_ok(stmts)?;
-        self.if_else(
-            all,
-            ["fills.vector", "fills.checked", "fills.join"],
-            |me| me.fill_group_vector(stmts),
-            |me| me.body(stmts),
-        )
+        let yes = self.cx.append_basic_block(self.f, "fills.vector");
+        let no = self.cx.append_basic_block(self.f, "fills.checked");
+        let join = self.cx.append_basic_block(self.f, "fills.join");
+        self.branch_likely(all, yes, no)?;
+        self.b.position_at_end(yes);
+        self.fill_group_vector(stmts)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(no);
+        self.body(stmts)?;
+        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
+        self.b.position_at_end(join);
+        Ok(())
     }
 
     /// Whether every fill of a group may take its vector path: all lanes
@@ -93,10 +100,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(super) fn fill_group_ok(&mut self, stmts: &[Stmt]) -> R<IntValue<'ctx>> {
         let mut all = self.cx.bool_type().const_int(1, false);
         self.fill_group_each(stmts, &mut |me, tensor, indices, f| {
-            let Stmt::Fill { value, width, .. } = f else {
+            let Stmt::Fill {
+                value, width, zero, ..
+            } = f
+            else {
                 return Ok(());
             };
-            let Some(inside) = me.fill_inside(tensor, indices, *width)? else {
+            let Some(inside) = me.fill_inside(tensor, indices, *width, *zero)? else {
                 return Err(CodegenError::Llvm(
                     "a grouped fill without a last dimension (a rocmc bug)".into(),
                 ));
@@ -142,6 +152,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
                 width,
                 asynchronous,
+                ..
             } = f
             else {
                 return Ok(());
@@ -206,16 +217,35 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// Whether a fill's W lanes `tensor[.., c..c + W]` all lie inside the
-    /// tensor's last dimension; `None` for a tensor without one.
+    /// tensor's last dimension (with `all_dims`, inside every dimension);
+    /// `None` for a tensor without one.
     pub(super) fn fill_inside(
         &mut self,
         tensor: TensorId,
         indices: &[Index],
         width: u32,
+        all_dims: bool,
     ) -> R<Option<IntValue<'ctx>>> {
-        let (Some(last), Some(ext)) = (indices.last(), self.k.tensor(tensor).shape.last()) else {
+        let shape = &self.k.tensor(tensor).shape;
+        let (Some(last), Some(ext)) = (indices.last(), shape.last()) else {
             return Ok(None);
         };
+        let mut others = self.cx.bool_type().const_int(1, false);
+        if all_dims {
+            for (i, e) in indices.iter().zip(shape).take(indices.len() - 1) {
+                let (i, e) = (self.index(i)?, self.index(e)?);
+                let lo = self
+                    .b
+                    .build_int_compare(IntPredicate::SGE, i, self.i32(0), "")
+                    .map_err(llvm_err)?;
+                let hi = self
+                    .b
+                    .build_int_compare(IntPredicate::SLT, i, e, "")
+                    .map_err(llvm_err)?;
+                let both = self.b.build_and(lo, hi, "").map_err(llvm_err)?;
+                others = self.b.build_and(others, both, "").map_err(llvm_err)?;
+            }
+        }
         let c = self.index(last)?;
         let ext = self.index(ext)?;
         let end = self
@@ -230,7 +260,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .b
             .build_int_compare(IntPredicate::SLE, end, ext, "")
             .map_err(llvm_err)?;
-        Ok(Some(self.b.build_and(lo, hi, "").map_err(llvm_err)?))
+        let last_inside = self.b.build_and(lo, hi, "").map_err(llvm_err)?;
+        Ok(Some(
+            self.b
+                .build_and(others, last_inside, "")
+                .map_err(llvm_err)?,
+        ))
     }
 
     /// Whether a fill's W lanes `tensor[indices..+W]` start on a whole
@@ -384,11 +419,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         array: u32,
         index: &Index,
         value: &Expr,
-        width: u32,
+        (width, zero): (u32, bool),
     ) -> R<()> {
         for l in 0..width {
             let index = index.clone() + Index::c(i64::from(l));
-            let v = rocmc_ir::loops::fill_lane(self.k, value, l);
+            let v = rocmc_ir::loops::fill_lane(self.k, value, l, zero);
             self.leaf(&match mem {
                 Mem::Shared => Stmt::SharedStore {
                     shared: array,

@@ -278,7 +278,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
                 width,
                 asynchronous,
-            } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
+                zero,
+            } => self.fill(*mem, *array, index, value, *width, *asynchronous, *zero)?,
             Stmt::Scatter {
                 tensor,
                 indices,

@@ -256,7 +256,16 @@ impl Block<'_, '_> {
                     value,
                     width,
                     asynchronous,
-                } => self.fill(*mem, *array, index, value, *width, *asynchronous, active)?,
+                    zero,
+                } => self.fill(
+                    *mem,
+                    *array,
+                    index,
+                    value,
+                    (*width, *zero),
+                    *asynchronous,
+                    active,
+                )?,
                 Stmt::SharedStore {
                     shared: a,
                     index,
@@ -420,7 +429,7 @@ impl Block<'_, '_> {
         a: u32,
         index: &crate::index::Index,
         value: &Expr,
-        width: u32,
+        (width, zero): (u32, bool),
         asynchronous: bool,
         active: &[bool],
     ) -> Result<(), InterpError> {
@@ -432,7 +441,7 @@ impl Block<'_, '_> {
             // Every lane is read before any is written, as one access does.
             let mut lanes = Vec::with_capacity(width as usize);
             for l in 0..width {
-                let lane = crate::loops::fill_lane(env.k, value, l);
+                let lane = crate::loops::fill_lane(env.k, value, l, zero);
                 lanes.push(normalize(
                     value.dtype,
                     env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,

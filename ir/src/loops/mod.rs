@@ -199,6 +199,12 @@ pub enum Stmt {
     /// committed after it (`cp.async`); a target without asynchronous
     /// copies, and the interpreter, copy at once, which is one of the
     /// orders allowed.
+    ///
+    /// `zero` (fills from a tensor only): a lane whose element lies outside
+    /// the tensor reads zero instead of a clamped element, and the indices
+    /// other than the last may then be out of range. A tile filled so
+    /// holds zeros past the tensor, which lets matrix operands read from it
+    /// without a select per element (AMD's k tails).
     Fill {
         mem: Mem,
         array: u32,
@@ -206,6 +212,7 @@ pub enum Stmt {
         value: Expr,
         width: u32,
         asynchronous: bool,
+        zero: bool,
     },
     /// Closes the group of this thread's asynchronous fills issued since
     /// the previous commit.
@@ -485,14 +492,17 @@ pub enum Mem {
 
 /// Lane `l` of a [`Stmt::Fill`]'s value: a load with its last index plus
 /// `l` clamped into `0..extent` of the tensor's last dimension, or the
-/// register `l` places further. The one definition of a fill's lanes, for
-/// the interpreter and the scalar path of code generation alike.
-pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
+/// register `l` places further; for a `zero` fill, that load where every
+/// index lies inside the tensor and zero elsewhere (each index clamped,
+/// so that the load itself stays in range). The one definition of a fill's
+/// lanes, for the interpreter and the scalar path of code generation alike.
+pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32, zero: bool) -> Expr {
     use crate::index::IOp;
-    let crate::kernel::ExprKind::Load { tensor, indices } = &value.kind else {
-        if let crate::kernel::ExprKind::Local { local, index } = &value.kind {
+    use crate::kernel::{BinOp, ExprKind};
+    let ExprKind::Load { tensor, indices } = &value.kind else {
+        if let ExprKind::Local { local, index } = &value.kind {
             return Expr {
-                kind: crate::kernel::ExprKind::Local {
+                kind: ExprKind::Local {
                     local: *local,
                     index: index.clone() + Index::c(i64::from(l)),
                 },
@@ -501,21 +511,72 @@ pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32) -> Expr {
         }
         return value.clone();
     };
-    let mut indices = indices.clone();
-    if let (Some(last), Some(ext)) = (indices.last_mut(), k.tensor(*tensor).shape.last()) {
-        let shifted = last.clone() + Index::c(i64::from(l));
-        *last = Index::bin(
-            IOp::Max,
-            Index::bin(IOp::Min, shifted, ext.clone() - Index::c(1)),
-            Index::c(0),
-        );
+    let shape = &k.tensor(*tensor).shape;
+    let mut raw = indices.clone();
+    if let Some(last) = raw.last_mut() {
+        *last = last.clone() + Index::c(i64::from(l));
     }
-    Expr {
-        kind: crate::kernel::ExprKind::Load {
+    let clamp = |i: &Index, ext: &Index| {
+        Index::bin(
+            IOp::Max,
+            Index::bin(IOp::Min, i.clone(), ext.clone() - Index::c(1)),
+            Index::c(0),
+        )
+    };
+    let n = raw.len();
+    let clamped: Vec<Index> = raw
+        .iter()
+        .zip(shape)
+        .enumerate()
+        .map(|(d, (i, ext))| {
+            if zero || d + 1 == n {
+                clamp(i, ext)
+            } else {
+                i.clone()
+            }
+        })
+        .collect();
+    let load = Expr {
+        kind: ExprKind::Load {
             tensor: *tensor,
-            indices,
+            indices: clamped,
         },
         dtype: value.dtype,
+    };
+    if !zero {
+        return load;
+    }
+    let int = |ix: Index| Expr {
+        kind: ExprKind::Index(ix),
+        dtype: crate::DType::I32,
+    };
+    let cmp = |op: BinOp, a: Index, b: Index| Expr {
+        kind: ExprKind::Binary(op, Box::new(int(a)), Box::new(int(b))),
+        dtype: crate::DType::Bool,
+    };
+    let inside = raw
+        .iter()
+        .zip(shape)
+        .flat_map(|(i, ext)| {
+            [
+                cmp(BinOp::Le, Index::c(0), i.clone()),
+                cmp(BinOp::Lt, i.clone(), ext.clone()),
+            ]
+        })
+        .reduce(|a, b| Expr {
+            kind: ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b)),
+            dtype: crate::DType::Bool,
+        });
+    match inside {
+        Some(c) => Expr {
+            kind: ExprKind::Select(
+                Box::new(c),
+                Box::new(load),
+                Box::new(crate::kernel::ReduceOp::Sum.identity(value.dtype)),
+            ),
+            dtype: value.dtype,
+        },
+        None => load,
     }
 }
 

@@ -313,11 +313,18 @@ impl Printer<'_, '_, '_> {
                 value,
                 width,
                 asynchronous,
+                zero,
             } => {
+                let zero = if *zero { ", zero past the tensor" } else { "" };
                 let (name, tag) = match (mem, asynchronous) {
                     (Mem::Shared, true) => (&p.gpu.shared[*array as usize].name, " (LDS, async)"),
                     (Mem::Shared, false) => (&p.gpu.shared[*array as usize].name, " (LDS)"),
                     (Mem::Local, _) => (&p.gpu.locals[*array as usize].name, ""),
+                };
+                let tag = match (tag, zero) {
+                    (t, "") => t.to_string(),
+                    ("", z) => format!(" ({})", &z[2..]),
+                    (t, z) => format!("{}{z})", &t[..t.len() - 1]),
                 };
                 format!(
                     "{name}[{}..+{width}] = {}..+{width}{tag}",

@@ -284,7 +284,8 @@ impl Cx<'_> {
                 value,
                 width,
                 asynchronous,
-            } => self.fill(*mem, *array, index, value, *width, *asynchronous)?,
+                zero,
+            } => self.fill(*mem, *array, index, value, *width, *asynchronous, *zero)?,
             Stmt::Barrier | Stmt::AsyncCommit | Stmt::AsyncWait { .. } | Stmt::MatrixAsync(_) => {}
             Stmt::MatrixLoad {
                 shared,
@@ -486,9 +487,13 @@ impl Cx<'_> {
         value: &crate::kernel::Expr,
         width: u32,
         asynchronous: bool,
+        zero: bool,
     ) -> Result<(), VerifyError> {
         if asynchronous && (mem != Mem::Shared || !matches!(value.kind, ExprKind::Load { .. })) {
             return Err(self.err("an asynchronous fill must copy a tensor load into LDS".into()));
+        }
+        if zero && !matches!(value.kind, ExprKind::Load { .. }) {
+            return Err(self.err("a fill that zeroes past the tensor must copy a tensor load".into()));
         }
         let source_ok = match &value.kind {
             ExprKind::Load { tensor, .. } => self

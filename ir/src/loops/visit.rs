@@ -193,6 +193,7 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             value,
             width,
             asynchronous,
+            zero,
         } => Stmt::Fill {
             mem,
             array: match mem {
@@ -203,6 +204,7 @@ pub fn fold_stmt<F: Fold>(f: &mut F, s: Stmt) -> Stmt {
             value: f.expr(value),
             width,
             asynchronous,
+            zero,
         },
         Stmt::Barrier => Stmt::Barrier,
         Stmt::AsyncCommit => Stmt::AsyncCommit,

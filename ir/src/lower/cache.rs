@@ -167,6 +167,8 @@ struct Copy {
     /// Offsets in the tile of this thread's group, and the load of it.
     offs: Vec<Index>,
     source: Expr,
+    /// Whether the copy reads zero past the tensor ([`matrix::zero_filled`]).
+    zero: bool,
 }
 
 /// Applies one cache_read or cache_write to a lowered body: checks where
@@ -564,6 +566,8 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     let groups = elems / vec;
     let iters = (groups + threads - 1) / threads;
     let live = live_groups(cx, c, tile, vec)?;
+    let zero = crate::lower::matrix::zero_filled(cx.nest, cx.unit, c)
+        && tile.data.iter().all(Option::is_none);
     cx.vars.push(LoopVar {
         name: format!("{}_copy", c.name),
         reduce: false,
@@ -588,8 +592,9 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
         // Reads are clamped: parts of the tile beyond the tensor feed only
         // results that are never stored. Writes are guarded instead.
-        // A vector fill clamps each of its lanes itself.
-        global.push(if c.kind.write() || (vec > 1 && d == n - 1) {
+        // A vector fill clamps each of its lanes itself; a zero-filling
+        // copy reads zero past the tensor instead.
+        global.push(if c.kind.write() || (vec > 1 && d == n - 1) || zero {
             base[d].clone() + o.clone()
         } else {
             clamp_into(k, base[d].clone() + o.clone(), &t.shape[d])
@@ -632,7 +637,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         } else {
             Mem::Shared
         };
-        let mut st = copy_to(mem, id, tile.flat(&offs), source.clone(), vec);
+        let mut st = copy_to(k, mem, id, tile.flat(&offs), source.clone(), (vec, zero));
         if let Stmt::Fill { asynchronous, .. } = &mut st {
             *asynchronous = stages > 1;
         }
@@ -670,6 +675,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         vec,
         offs,
         source,
+        zero,
     })
 }
 
@@ -750,7 +756,14 @@ fn copy_guards(
     guards
 }
 
-fn copy_to(mem: Mem, array: u32, index: Index, value: Expr, vec: i64) -> Stmt {
+/// With `zero`, a load's elements past the tensor are zero, not clamped.
+fn copy_to(k: &Kernel, mem: Mem, array: u32, index: Index, value: Expr, (vec, zero): (i64, bool)) -> Stmt {
+    let zero = zero && matches!(value.kind, ExprKind::Load { .. });
+    let value = if zero && vec < 2 {
+        crate::loops::fill_lane(k, &value, 0, true)
+    } else {
+        value
+    };
     match (mem, vec) {
         (_, 2..) => Stmt::Fill {
             mem,
@@ -759,6 +772,7 @@ fn copy_to(mem: Mem, array: u32, index: Index, value: Expr, vec: i64) -> Stmt {
             value,
             width: vec as u32,
             asynchronous: false,
+            zero,
         },
         (Mem::Local, _) => Stmt::LocalStore {
             local: array,

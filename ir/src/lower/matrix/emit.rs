@@ -33,6 +33,9 @@ pub(super) struct Emit<'a> {
     /// The operands clamped as if no tile staged them, for a k tail run
     /// after the loop.
     pub(super) whole: (Expr, Expr),
+    /// Whether A and B are read from tiles holding zeros past the tensor
+    /// ([`super::zero_filled`]): no select for k's tail.
+    pub(super) filled: (bool, bool),
 }
 
 impl Emit<'_> {
@@ -83,7 +86,7 @@ impl Emit<'_> {
             a_fill.push(Stmt::LocalStore {
                 local: 1,
                 index: a_ix.clone() * Index::c(pa) + Index::c(i64::from(e)),
-                value: self.element(&self.fa, map, zero_tail),
+                value: self.element(&self.fa, map, zero_tail && !self.filled.0),
             });
         }
         let mut b_fill = Vec::new();
@@ -93,7 +96,7 @@ impl Emit<'_> {
             b_fill.push(Stmt::LocalStore {
                 local: 2,
                 index: b_ix.clone() * Index::c(pb) + Index::c(i64::from(e)),
-                value: self.element(&self.fb, map, zero_tail),
+                value: self.element(&self.fb, map, zero_tail && !self.filled.1),
             });
         }
         (a_fill, b_fill)

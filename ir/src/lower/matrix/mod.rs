@@ -50,6 +50,45 @@ fn describe(list: &[&MatrixInstr]) -> String {
     v.join(", ")
 }
 
+/// Whether the copy of cache `c` fills its tile with zeros past the tensor
+/// ([`Stmt::Fill`]'s `zero`), so that a matrix operand read from it needs no
+/// select for k's tail: a read tile staged at a k loop of a stage with
+/// `mma`, on a target that zero-fills ([`MatrixUnit::zero_fills_k_tiles`]).
+/// The one rule, for pass `caches` (which fills) and pass `matrix` (which
+/// leaves out the selects).
+pub(crate) fn zero_filled(
+    nest: &LoopNest,
+    unit: Option<&MatrixUnit>,
+    c: &crate::plan::Cache,
+) -> bool {
+    nest.matrix.is_some()
+        && unit.is_some_and(MatrixUnit::zero_fills_k_tiles)
+        && !c.kind.write()
+        && !c.tma
+        && nest.var(c.at).reduce
+        // Every loop inside it of constant extent: the tile is copied
+        // whole, never only its reached part (which would leave stale
+        // elements where zeros are meant).
+        && nest
+            .order
+            .iter()
+            .skip_while(|v| **v != c.at)
+            .all(|v| *v == c.at || nest.var(*v).extent.as_const().is_some())
+}
+
+/// Whether matrix operand `f` reads zero wherever k is out of range without
+/// a select of its own: a load (or a cast of one) of a tensor whose tile at
+/// one of the k loops `kloops` is [`zero_filled`].
+fn reads_zero_filled(l: &Lowering, f: &Expr, kloops: &[VarId]) -> bool {
+    match &f.kind {
+        ExprKind::Cast(inner) => reads_zero_filled(l, inner, kloops),
+        ExprKind::Load { tensor, .. } => l.nest.caches.iter().any(|c| {
+            c.tensor == *tensor && kloops.contains(&c.at) && zero_filled(&l.nest, l.unit, c)
+        }),
+        _ => false,
+    }
+}
+
 /// `c` as an index expression of `lane`.
 pub(crate) fn coord(c: &LaneCoord, lane: &Index) -> Index {
     let mut ix = Index::c(i64::from(c.base));
@@ -294,6 +333,10 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
     // The partial tile of a warpgroup instruction runs after the k loop,
     // outside the tiles' scope: it reads the tensors themselves, clamped.
     let whole = (clamp_in(&fa, &[]), clamp_in(&fb, &[]));
+    let filled = (
+        reads_zero_filled(l, &fa, &f.kloops),
+        reads_zero_filled(l, &fb, &f.kloops),
+    );
     let (fa, fb) = (clamp(&fa), clamp(&fb));
     let e = Emit {
         l,
@@ -308,6 +351,7 @@ fn lower(l: &Lowering, st: Stage) -> Result<(Vec<Stmt>, Vec<Local>), Diagnostic>
         lane: Index::Var(req.lane),
         tail,
         whole,
+        filled,
     };
     Ok((e.body(), locals))
 }

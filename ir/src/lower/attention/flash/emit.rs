@@ -434,6 +434,7 @@ impl Emit {
             value: load(r, c),
             width: vec as u32,
             asynchronous,
+            zero: false,
         };
         let body = if total % self.threads == 0 {
             vec![fill]
