@@ -266,6 +266,19 @@ impl<'k> Matmul<'k> {
             Family::MmaSync | Family::Wgmma | Family::WgmmaRegA => {
                 &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
             }
+            // Larger waves' tiles on CDNA: each fragment read from LDS feeds
+            // more matrix instructions. Modelled on gfx942 (bench/amd), the
+            // f16 loop's matrix unit goes from 65 % busy at 128 x 128 to 98 %
+            // at 256 x 256 (225 VGPRs, 2 waves per SIMD, no spills). The
+            // tuner's BM/BN still reach the smaller tiles, which fill more
+            // CUs where M x N is small.
+            // gfx908, whose accumulators live in a separate AGPR file, spills
+            // 171 VGPRs there: it keeps 128 x 128.
+            Family::Mfma
+                if rocmc_target::hardware::hardware(unit.gpu().processor()).unified_vgpr_file =>
+            {
+                &[(256, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
+            }
             Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
             Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
         };
