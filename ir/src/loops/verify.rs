@@ -493,7 +493,9 @@ impl Cx<'_> {
             return Err(self.err("an asynchronous fill must copy a tensor load into LDS".into()));
         }
         if zero && !matches!(value.kind, ExprKind::Load { .. }) {
-            return Err(self.err("a fill that zeroes past the tensor must copy a tensor load".into()));
+            return Err(
+                self.err("a fill that zeroes past the tensor must copy a tensor load".into())
+            );
         }
         let source_ok = match &value.kind {
             ExprKind::Load { tensor, .. } => self

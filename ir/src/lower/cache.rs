@@ -757,7 +757,14 @@ fn copy_guards(
 }
 
 /// With `zero`, a load's elements past the tensor are zero, not clamped.
-fn copy_to(k: &Kernel, mem: Mem, array: u32, index: Index, value: Expr, (vec, zero): (i64, bool)) -> Stmt {
+fn copy_to(
+    k: &Kernel,
+    mem: Mem,
+    array: u32,
+    index: Index,
+    value: Expr,
+    (vec, zero): (i64, bool),
+) -> Stmt {
     let zero = zero && matches!(value.kind, ExprKind::Load { .. });
     let value = if zero && vec < 2 {
         crate::loops::fill_lane(k, &value, 0, true)

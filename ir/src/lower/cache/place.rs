@@ -138,8 +138,22 @@ pub(super) fn place_prefetch(
             },
             dtype: t.dtype,
         };
-        let ld = copy_to(cx.k, Mem::Local, r, reg, copy.source.clone(), (vec, copy.zero));
-        let st = copy_to(cx.k, Mem::Shared, id, tile.flat(&copy.offs), staged, (vec, false));
+        let ld = copy_to(
+            cx.k,
+            Mem::Local,
+            r,
+            reg,
+            copy.source.clone(),
+            (vec, copy.zero),
+        );
+        let st = copy_to(
+            cx.k,
+            Mem::Shared,
+            id,
+            tile.flat(&copy.offs),
+            staged,
+            (vec, false),
+        );
         let pass = std::collections::HashMap::from([(copy.it, Index::c(j))]);
         load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
         put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
