@@ -285,7 +285,7 @@ impl Cx<'_> {
                 width,
                 asynchronous,
                 zero,
-            } => self.fill(*mem, *array, index, value, *width, *asynchronous, *zero)?,
+            } => self.fill(*mem, *array, index, value, *width, (*asynchronous, *zero))?,
             Stmt::Barrier | Stmt::AsyncCommit | Stmt::AsyncWait { .. } | Stmt::MatrixAsync(_) => {}
             Stmt::MatrixLoad {
                 shared,
@@ -486,8 +486,7 @@ impl Cx<'_> {
         index: &Index,
         value: &crate::kernel::Expr,
         width: u32,
-        asynchronous: bool,
-        zero: bool,
+        (asynchronous, zero): (bool, bool),
     ) -> Result<(), VerifyError> {
         if asynchronous && (mem != Mem::Shared || !matches!(value.kind, ExprKind::Load { .. })) {
             return Err(self.err("an asynchronous fill must copy a tensor load into LDS".into()));
