@@ -229,10 +229,6 @@ impl Backend for AmdGpu<'_> {
         TRIPLE.into()
     }
 
-    fn cold_fill_checks(&self) -> bool {
-        true
-    }
-
     fn target_machine(&self) -> R<TargetMachine> {
         target_machine(self.t)
     }

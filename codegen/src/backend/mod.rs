@@ -450,15 +450,6 @@ pub(crate) trait Backend {
         true
     }
 
-    /// Whether the checked paths of fills (lanes past a tensor's edge or a
-    /// misaligned row) are marked cold, so that LLVM places them out of
-    /// the loop and the vector path falls through. AMD: gfx942's default
-    /// GEMM loop had about 200 instructions of checked copies between its
-    /// matrix instructions. NVPTX's output is left as it was.
-    fn cold_fill_checks(&self) -> bool {
-        false
-    }
-
     /// Whether serial loop bodies get a straight-line version
     /// ([`FnCx::versioned_body`]): it pays where the assembler schedules a
     /// staged tile's copies among the compute (ptxas), and doubles the

@@ -267,32 +267,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    /// A branch to `yes` when `cond`, else to `no`; where the backend marks
-    /// fills' checked paths cold ([`Backend::cold_fill_checks`]), `no` is
-    /// weighted as rarely taken, so that LLVM lays it out of the way.
-    pub(super) fn branch_likely(
-        &mut self,
-        cond: IntValue<'ctx>,
-        yes: inkwell::basic_block::BasicBlock<'ctx>,
-        no: inkwell::basic_block::BasicBlock<'ctx>,
-    ) -> R<()> {
-        let br = self
-            .b
-            .build_conditional_branch(cond, yes, no)
-            .map_err(llvm_err)?;
-        if self.be.cold_fill_checks() {
-            let i32t = self.cx.i32_type();
-            let weights = self.cx.metadata_node(&[
-                self.cx.metadata_string("branch_weights").into(),
-                i32t.const_int(2000, false).into(),
-                i32t.const_int(1, false).into(),
-            ]);
-            br.set_metadata(weights, self.cx.get_kind_id("prof"))
-                .map_err(llvm_err)?;
-        }
-        Ok(())
-    }
-
     /// Runs `then` when every guard holds.
     pub(crate) fn guarded(
         &mut self,

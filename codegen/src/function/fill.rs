@@ -57,13 +57,17 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let vector = self.cx.append_basic_block(self.f, "fill.vector");
         let lanes = self.cx.append_basic_block(self.f, "fill.lanes");
         let join = self.cx.append_basic_block(self.f, "fill.join");
-        self.branch_likely(inside, check, lanes)?;
+        self.b
+            .build_conditional_branch(inside, check, lanes)
+            .map_err(llvm_err)?;
         // Only formed where the lanes are inside: out-of-range indices
         // would make the address arithmetic's no-wrap flags poison.
         self.b.position_at_end(check);
         let p = self.address(tensor, indices)?;
         let aligned = self.fill_aligned_at(tensor, indices, p, value.dtype, width)?;
-        self.branch_likely(aligned, vector, lanes)?;
+        self.b
+            .build_conditional_branch(aligned, vector, lanes)
+            .map_err(llvm_err)?;
         self.b.position_at_end(vector);
         self.fill_vector(mem, array, index, p, vt, value.dtype, width, asynchronous)?;
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
@@ -81,18 +85,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// its own lanes. One branch instead of two per fill.
     pub(super) fn fill_group(&mut self, stmts: &[Stmt]) -> R<()> {
         let all = self.fill_group_ok(stmts)?;
-        let yes = self.cx.append_basic_block(self.f, "fills.vector");
-        let no = self.cx.append_basic_block(self.f, "fills.checked");
-        let join = self.cx.append_basic_block(self.f, "fills.join");
-        self.branch_likely(all, yes, no)?;
-        self.b.position_at_end(yes);
-        self.fill_group_vector(stmts)?;
-        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-        self.b.position_at_end(no);
-        self.body(stmts)?;
-        self.b.build_unconditional_branch(join).map_err(llvm_err)?;
-        self.b.position_at_end(join);
-        Ok(())
+        self.if_else(
+            all,
+            ["fills.vector", "fills.checked", "fills.join"],
+            |me| me.fill_group_vector(stmts),
+            |me| me.body(stmts),
+        )
     }
 
     /// Whether every fill of a group may take its vector path: all lanes
