@@ -292,6 +292,42 @@ impl Printer<'_, '_, '_> {
         Ok(())
     }
 
+    /// The line of a [`Stmt::Fill`]: its notes (LDS, async, zero past the
+    /// tensor) in one pair of parentheses.
+    fn fill(
+        &self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &Expr,
+        width: u32,
+        [asynchronous, zero]: [bool; 2],
+    ) -> String {
+        let p = self.p;
+        let name = match mem {
+            Mem::Shared => &p.gpu.shared[array as usize].name,
+            Mem::Local => &p.gpu.locals[array as usize].name,
+        };
+        let notes: Vec<&str> = [
+            (mem == Mem::Shared, "LDS"),
+            (mem == Mem::Shared && asynchronous, "async"),
+            (zero, "zero past the tensor"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect();
+        let tag = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", notes.join(", "))
+        };
+        format!(
+            "{name}[{}..+{width}] = {}..+{width}{tag}",
+            self.index(index),
+            self.expr(value)
+        )
+    }
+
     /// The line of a statement without a body.
     fn leaf(&self, st: &Stmt) -> String {
         let p = self.p;
@@ -314,24 +350,7 @@ impl Printer<'_, '_, '_> {
                 width,
                 asynchronous,
                 zero,
-            } => {
-                let zero = if *zero { ", zero past the tensor" } else { "" };
-                let (name, tag) = match (mem, asynchronous) {
-                    (Mem::Shared, true) => (&p.gpu.shared[*array as usize].name, " (LDS, async)"),
-                    (Mem::Shared, false) => (&p.gpu.shared[*array as usize].name, " (LDS)"),
-                    (Mem::Local, _) => (&p.gpu.locals[*array as usize].name, ""),
-                };
-                let tag = match (tag, zero) {
-                    (t, "") => t.to_string(),
-                    ("", z) => format!(" ({})", &z[2..]),
-                    (t, z) => format!("{}{z})", &t[..t.len() - 1]),
-                };
-                format!(
-                    "{name}[{}..+{width}] = {}..+{width}{tag}",
-                    self.index(index),
-                    self.expr(value)
-                )
-            }
+            } => self.fill(*mem, *array, index, value, *width, [*asynchronous, *zero]),
             Stmt::LocalStore {
                 local,
                 index,
