@@ -566,7 +566,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     let groups = elems / vec;
     let iters = (groups + threads - 1) / threads;
     let live = live_groups(cx, c, tile, vec)?;
-    let zero = crate::lower::matrix::zero_filled(cx.nest, cx.unit, c)
+    let zero = crate::lower::matrix::zero_filled(cx.k, cx.nest, cx.unit, c)
         && tile.data.iter().all(Option::is_none);
     cx.vars.push(LoopVar {
         name: format!("{}_copy", c.name),
