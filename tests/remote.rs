@@ -273,15 +273,49 @@ fn sixteen_concurrent_clients_all_get_correct_results() {
 
 #[test]
 fn a_session_over_its_memory_limit_is_refused_and_nothing_else_is_affected() {
-    let w = Worker::start(&["--session-memory", "100000"]);
+    // On the CPU a buffer takes two 64 KiB guard bands beside its bytes:
+    // 60,000 bytes take 191,072 and 500,000 take 631,072; vadd's three
+    // small buffers then still fit.
+    let w = Worker::start(&["--session-memory", "700000"]);
     let so = vadd();
     let mut d = w.connect();
     let _ = d.alloc(60_000).unwrap();
-    let _ = d.alloc(60_000).unwrap();
+    let _ = d.alloc(500_000).unwrap();
     let e = d.synchronize().err().unwrap().to_string();
-    assert!(e.contains("memory limit of 100000 bytes"), "{e}");
+    assert!(e.contains("memory limit of 700000 bytes"), "{e}");
+    assert!(e.contains("(631072 with what the device adds"), "{e}");
     vadd_on(&mut d, &so, 8);
     vadd_on(&mut w.connect(), &so, 9);
+}
+
+/// The limit counts what the device takes for a buffer, not what was
+/// asked: empty buffers cost the CPU's guard bands (128 KiB), so a 64 MiB
+/// session holds at most 511 of them, and its resident memory stays near
+/// the limit. Before, 4,000 of them took a session to 518 MB.
+#[test]
+fn empty_buffers_count_what_the_device_takes_for_them() {
+    let limit: u64 = 64 << 20;
+    let w = Worker::start(&["--session-memory", &limit.to_string()]);
+    let mut d = w.connect();
+    // One word and two 64 KiB guard bands (runtime-cpu's `footprint`).
+    let each: u64 = 8 + 2 * (64 << 10);
+    let mut held = 0;
+    let mut refused = None;
+    for _ in 0..4000 {
+        let _ = d.alloc(0).unwrap();
+        if let Err(e) = d.synchronize() {
+            refused = Some(e.to_string());
+            break;
+        }
+        held += 1;
+    }
+    assert_eq!(held, limit / each, "{refused:?}");
+    let e = refused.expect("refused at the limit");
+    assert!(e.contains("memory limit of 67108864 bytes"), "{e}");
+    let sessions = sessions_of(w.child.id());
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let peak = peak_memory(sessions[0]);
+    assert!(peak < limit + (96 << 20), "session peaked at {peak} bytes");
 }
 
 #[test]

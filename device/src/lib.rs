@@ -97,6 +97,13 @@ pub trait Device {
     /// Allocates `bytes` zeroed bytes.
     fn alloc(&mut self, bytes: u64) -> Result<BufferId>;
 
+    /// The memory an allocation of `bytes` takes on this device, with what
+    /// the device adds around it (the CPU's guard bands): what a worker's
+    /// session charges against its memory limit.
+    fn footprint(&self, bytes: u64) -> u64 {
+        bytes
+    }
+
     /// Frees a buffer.
     fn free(&mut self, id: BufferId) -> Result<()>;
 

@@ -77,6 +77,10 @@ impl dev::Device for CpuDevice {
         self.bufs.insert(self.cpu.alloc::<u8>(n), true)
     }
 
+    fn footprint(&self, bytes: u64) -> u64 {
+        crate::footprint(bytes)
+    }
+
     fn free(&mut self, id: BufferId) -> dev::Result<()> {
         self.bufs.free(id)
     }

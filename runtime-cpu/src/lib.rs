@@ -103,6 +103,16 @@ impl Heap {
 /// The guard band on each side of every buffer, in 8-byte words, and what
 /// it holds.
 const GUARD_WORDS: usize = 1 << 13;
+
+/// The bytes [`Cpu::alloc`] takes for a buffer of `bytes`: whole words, at
+/// least one, and a guard band on each side.
+pub fn footprint(bytes: u64) -> u64 {
+    bytes
+        .div_ceil(8)
+        .max(1)
+        .saturating_add(2 * GUARD_WORDS as u64)
+        .saturating_mul(8)
+}
 const GUARD_PATTERN: u64 = 0xA5A5_A5A5_A5A5_A5A5;
 
 /// Stack of each thread that runs work-groups: a work-group's shared arrays
