@@ -234,6 +234,42 @@ fn matrix_products_take_the_targets_matrix_instructions() {
     assert_eq!(rule, "matmul-tiles");
 }
 
+/// On AMD the row rule reads each thread's elements adjacent, one vector
+/// access of 4 (16 bytes of f32), and still means what the interpreter
+/// says at sizes no vector or work-group divides, on the CPU emulating
+/// each AMD processor and in the race-checked loop IR; NVIDIA keeps its
+/// strided elements, one at a time.
+#[test]
+fn the_row_default_reads_adjacent_vectors_on_amd() {
+    for name in ["softmax", "layernorm"] {
+        let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
+        let f = front(name, &src);
+        for emulate in ["gfx942", "gfx1100", "sm_90"] {
+            let mut opts = rocmc::Options::new("x86-64");
+            opts.emulate = Some(emulate.into());
+            let cpu = rocmc::targets(&opts).unwrap().remove(0);
+            let lowered = f.for_target(&cpu, &opts).unwrap();
+            let k = &lowered.kernel;
+            let last = k.stages.last().unwrap().default.as_ref().unwrap();
+            assert_eq!(last.rule, "row-chain", "{name} {emulate}");
+            let vector = last.steps.iter().any(|s| s.starts_with("vectorize("));
+            assert_eq!(
+                vector,
+                !emulate.starts_with("sm"),
+                "{name} {emulate}: {:?}",
+                last.steps
+            );
+            // rows, cols: no multiple of 4 or of a work-group's 1024.
+            let sizes = k.fit_sizes(&[5, 1037]);
+            let cmp = rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false)
+                .unwrap_or_else(|e| panic!("{name} {emulate}: {e}"));
+            for c in &cmp {
+                assert!(c.ok(), "{name} {emulate} {sizes:?}: {c:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn the_matrix_default_means_what_the_interpreter_says_in_every_lane_layout() {
     // On the CPU, `--emulate` runs the emulated processor's rule (its

@@ -78,11 +78,19 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         // H100, 1.4 % slower for log_softmax (bench/gpu/runs/h100-rows-1),
         // and makes log_softmax spill on sm_52: 1 stays the default, the
         // tuner's to change.
+        //
+        // On AMD a thread's elements are adjacent instead, one vector
+        // access (16 bytes of f32), and 4 is the default: the row kernels
+        // had one 4-byte load in flight per lane against Triton's two
+        // 16-byte ones (bench/amd: softmax's bytes in flight per CU per
+        // pass 2.7 KiB -> 10.9 KiB on gfx942). NVIDIA's code is left as
+        // it was measured.
+        let amd = matches!(cx.target, Some(rocmc_target::Target::Amd(_)));
         let per = kn.get(
             "ROW_PER",
             &[1, 2, 4, 8],
-            1,
-            "elements per thread and step of the row's reductions, unrolled",
+            if amd { 4 } else { 1 },
+            "elements per thread and step of the row's reductions, unrolled (on AMD adjacent, one vector access)",
         );
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
         let staged = row_inputs(k, yi, &chain, row_budget(cx));
@@ -115,6 +123,13 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
                             format!("{c}_o, {c}_t = split({c}, {threads})"),
                             format!("bind({c}_t, threadIdx.x)"),
                         ],
+                        _ if amd => vec![
+                            format!("compute_at({}, {r})", y.name),
+                            format!("{c}_o, {c}_i = split({c}, {})", threads * per),
+                            format!("{c}_t, {c}_v = split({c}_i, {per})"),
+                            format!("bind({c}_t, threadIdx.x)"),
+                            format!("vectorize({c}_v)"),
+                        ],
                         _ => vec![
                             format!("compute_at({}, {r})", y.name),
                             format!("{c}_o, {c}_i = split({c}, {})", threads * per),
@@ -126,11 +141,21 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
                 ),
             ));
         }
-        let mut steps = vec![
-            format!("bind({r}, blockIdx.x)"),
-            format!("{j}_o, {j}_t = split({j}, {threads})"),
-            format!("bind({j}_t, threadIdx.x)"),
-        ];
+        let mut steps = if amd && per > 1 {
+            vec![
+                format!("bind({r}, blockIdx.x)"),
+                format!("{j}_o, {j}_i = split({j}, {})", threads * per),
+                format!("{j}_t, {j}_v = split({j}_i, {per})"),
+                format!("bind({j}_t, threadIdx.x)"),
+                format!("vectorize({j}_v)"),
+            ]
+        } else {
+            vec![
+                format!("bind({r}, blockIdx.x)"),
+                format!("{j}_o, {j}_t = split({j}, {threads})"),
+                format!("bind({j}_t, threadIdx.x)"),
+            ]
+        };
         if lds == 1 {
             for (name, vec) in &staged {
                 steps.push(format!(
@@ -139,7 +164,9 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
             }
         }
         let mut d = kn.done("row-chain", steps);
-        d.by_target = by_target;
+        // AMD reads a thread's elements adjacent (above): a target may
+        // choose otherwise than no target.
+        d.by_target = by_target || cx.target.is_none();
         out.push((yi, d));
     }
     out
