@@ -117,45 +117,11 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
                 p,
                 Knobs::new(&s.name, &[]).done(
                     "row-chain",
-                    match per {
-                        1 => vec![
-                            format!("compute_at({}, {r})", y.name),
-                            format!("{c}_o, {c}_t = split({c}, {threads})"),
-                            format!("bind({c}_t, threadIdx.x)"),
-                        ],
-                        _ if amd => vec![
-                            format!("compute_at({}, {r})", y.name),
-                            format!("{c}_o, {c}_i = split({c}, {})", threads * per),
-                            format!("{c}_t, {c}_v = split({c}_i, {per})"),
-                            format!("bind({c}_t, threadIdx.x)"),
-                            format!("vectorize({c}_v)"),
-                        ],
-                        _ => vec![
-                            format!("compute_at({}, {r})", y.name),
-                            format!("{c}_o, {c}_i = split({c}, {})", threads * per),
-                            format!("{c}_v, {c}_t = split({c}_i, {threads})"),
-                            format!("bind({c}_t, threadIdx.x)"),
-                            format!("unroll({c}_v)"),
-                        ],
-                    },
+                    reduction_steps(&y.name, r, c, threads, (per, amd)),
                 ),
             ));
         }
-        let mut steps = if amd && per > 1 {
-            vec![
-                format!("bind({r}, blockIdx.x)"),
-                format!("{j}_o, {j}_i = split({j}, {})", threads * per),
-                format!("{j}_t, {j}_v = split({j}_i, {per})"),
-                format!("bind({j}_t, threadIdx.x)"),
-                format!("vectorize({j}_v)"),
-            ]
-        } else {
-            vec![
-                format!("bind({r}, blockIdx.x)"),
-                format!("{j}_o, {j}_t = split({j}, {threads})"),
-                format!("bind({j}_t, threadIdx.x)"),
-            ]
-        };
+        let mut steps = final_steps(r, j, threads, (per, amd));
         if lds == 1 {
             for (name, vec) in &staged {
                 steps.push(format!(
@@ -170,6 +136,59 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         out.push((yi, d));
     }
     out
+}
+
+/// The steps of a row's reduction `c`, computed at row `r` of the final
+/// stage `y`: `threads` threads, `per` elements each per step (on AMD
+/// adjacent, one vector access; elsewhere `threads` apart, unrolled).
+fn reduction_steps(
+    y: &str,
+    r: &str,
+    c: &str,
+    threads: i64,
+    (per, amd): (i64, bool),
+) -> Vec<String> {
+    match per {
+        1 => vec![
+            format!("compute_at({y}, {r})"),
+            format!("{c}_o, {c}_t = split({c}, {threads})"),
+            format!("bind({c}_t, threadIdx.x)"),
+        ],
+        _ if amd => vec![
+            format!("compute_at({y}, {r})"),
+            format!("{c}_o, {c}_i = split({c}, {})", threads * per),
+            format!("{c}_t, {c}_v = split({c}_i, {per})"),
+            format!("bind({c}_t, threadIdx.x)"),
+            format!("vectorize({c}_v)"),
+        ],
+        _ => vec![
+            format!("compute_at({y}, {r})"),
+            format!("{c}_o, {c}_i = split({c}, {})", threads * per),
+            format!("{c}_v, {c}_t = split({c}_i, {threads})"),
+            format!("bind({c}_t, threadIdx.x)"),
+            format!("unroll({c}_v)"),
+        ],
+    }
+}
+
+/// The final stage's steps: a row per work-group, its columns `j` over
+/// `threads` threads (on AMD `per` adjacent ones each, one vector access).
+fn final_steps(r: &str, j: &str, threads: i64, (per, amd): (i64, bool)) -> Vec<String> {
+    if amd && per > 1 {
+        vec![
+            format!("bind({r}, blockIdx.x)"),
+            format!("{j}_o, {j}_i = split({j}, {})", threads * per),
+            format!("{j}_t, {j}_v = split({j}_i, {per})"),
+            format!("bind({j}_t, threadIdx.x)"),
+            format!("vectorize({j}_v)"),
+        ]
+    } else {
+        vec![
+            format!("bind({r}, blockIdx.x)"),
+            format!("{j}_o, {j}_t = split({j}, {threads})"),
+            format!("bind({j}_t, threadIdx.x)"),
+        ]
+    }
 }
 
 /// The bound of the rows staged where a work-group may take 128 KiB of
