@@ -400,6 +400,12 @@ impl RemoteDevice {
         self.call(Request::Crash).map(|_| ())
     }
 
+    /// The session's challenge, which module possession proofs are made
+    /// with ([`proto::possession`]).
+    pub fn challenge(&self) -> &str {
+        &self.challenge
+    }
+
     /// Sends raw bytes (tests of malformed input).
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<Reply> {
         self.flush()?;
@@ -522,11 +528,23 @@ impl dev::Device for RemoteDevice {
             })?,
             Reply::Has(true)
         );
-        self.call(Request::LoadModule {
-            hash: hash.clone(),
-            proof,
-            bytes: (!cached).then(|| bytes.to_vec()),
-        })?;
+        // A cached module that fails the worker's check of its bytes is
+        // dropped there: then its bytes go.
+        let from_cache = cached
+            && self
+                .call(Request::LoadModule {
+                    hash: hash.clone(),
+                    proof: proof.clone(),
+                    bytes: None,
+                })
+                .is_ok();
+        if !from_cache {
+            self.call(Request::LoadModule {
+                hash: hash.clone(),
+                proof,
+                bytes: Some(bytes.to_vec()),
+            })?;
+        }
         self.launches
             .insert(hash.clone(), dev::module_launch(bytes).ok());
         Ok(hash)

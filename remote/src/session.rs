@@ -12,6 +12,10 @@ use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 
+/// What a missing possession key is checked as: 64 characters no key has
+/// (keys are lower-case hex).
+const NO_KEY: &str = "----------------------------------------------------------------";
+
 /// How a session is limited and where it keeps modules.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
@@ -186,6 +190,7 @@ impl Session {
                     Err(e) => {
                         // A module the device refuses is not kept for anyone.
                         if let Some(path) = written {
+                            let _ = std::fs::remove_file(path.with_extension("key"));
                             let _ = std::fs::remove_file(path);
                         }
                         Err(e.into())
@@ -275,10 +280,26 @@ impl Session {
     /// `None` alike for a module not cached and a wrong proof.
     fn proven_module(&self, hash: &str, proof: &str) -> Result<Option<Vec<u8>>, SessionError> {
         let path = self.module_path(hash)?;
-        let found = std::fs::read(&path)
+        // The proof is checked against the module's key, never its bytes:
+        // the same work whether or not the module is cached (a missing key
+        // checks against one no proof matches), so timing tells nothing.
+        let key = std::fs::read_to_string(path.with_extension("key"))
             .ok()
-            .filter(|b| proto::content_hash(b) == hash)
-            .filter(|b| proto::possession(&self.challenge, b) == proof);
+            .filter(|k| k.len() == 64);
+        let proven = crate::tls::secrets_match(
+            &proto::possession_by_key(&self.challenge, key.as_deref().unwrap_or(NO_KEY)),
+            proof,
+        ) && key.is_some();
+        // Only a proven module is read, and its bytes still checked: one
+        // that fails is dropped, to be sent again.
+        let found = proven
+            .then(|| std::fs::read(&path).ok())
+            .flatten()
+            .filter(|b| proto::content_hash(b) == hash);
+        if proven && found.is_none() {
+            let _ = std::fs::remove_file(path.with_extension("key"));
+            let _ = std::fs::remove_file(&path);
+        }
         if found.is_some() {
             // Used now: the last to be evicted.
             let _ = std::fs::File::options()
@@ -310,6 +331,7 @@ impl Session {
                 break;
             }
             if path != keep && std::fs::remove_file(&path).is_ok() {
+                let _ = std::fs::remove_file(path.with_extension("key"));
                 total -= len;
             }
         }
@@ -327,7 +349,9 @@ impl Session {
             ));
         }
         let path = self.module_path(hash)?;
-        if path.exists() {
+        // Kept with its key: done. (A module an older worker cached has
+        // none, and is written again with one.)
+        if path.exists() && path.with_extension("key").exists() {
             return Ok(None);
         }
         // A module larger than the whole cache is loaded, not kept.
@@ -335,20 +359,28 @@ impl Session {
             return Ok(None);
         }
         // Written under a temporary name, then renamed: another session
-        // never sees half a module.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(bytes))
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|source| SessionError::Cache {
-                path: path.clone(),
-                source,
-            })?;
+        // never sees half a module. Its possession key first: a module
+        // without one is never served.
+        let write = |to: &std::path::Path, data: &[u8]| {
+            let tmp = to.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(data))
+                .and_then(|_| std::fs::rename(&tmp, to))
+                .map_err(|source| SessionError::Cache {
+                    path: to.to_path_buf(),
+                    source,
+                })
+        };
+        write(
+            &path.with_extension("key"),
+            proto::possession_key(bytes).as_bytes(),
+        )?;
+        write(&path, bytes)?;
         self.evict(&path);
         Ok(Some(path))
     }
