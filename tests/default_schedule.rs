@@ -270,6 +270,53 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
     }
 }
 
+/// A 4-D transpose, as a new user writes it: rule `transpose-tiles` fuses
+/// three axes and its LDS tile is then refused, and the stage takes the
+/// next rule that fits instead of one thread; without bounds on its sizes
+/// no rule's fused range is provable, and the build says the stage runs
+/// on one thread rather than doing so in silence.
+#[test]
+fn a_rule_that_does_not_lower_gives_way_to_the_next_and_one_thread_is_said() {
+    let bounded = r#"
+[kernel]
+name = "tr4"
+sizes = ["B", "H", "S", "D"]
+max = { B = 8, H = 16, S = 4096, D = 128 }
+
+[inputs]
+X = { dtype = "f16", shape = ["B", "H", "S", "D"] }
+
+[[stage]]
+compute = "O[b, h, d, s] = X[b, h, s, d] * f16(0.5)"
+shape = ["B", "H", "D", "S"]
+"#;
+    let f = front("tr4", bounded);
+    let d = f.kernel.stages[0].default.as_ref().expect("a rule");
+    assert_eq!(d.rule, "elementwise-tiles");
+    assert!(f.launch.kernels[0].block != [1, 1, 1], "{:?}", f.launch);
+    let sizes = f.kernel.fit_sizes(&[2, 3, 17, 9]);
+    for c in rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), 1, false).unwrap() {
+        assert!(c.ok(), "{c:?}");
+    }
+    let unbounded = bounded.replace("max = { B = 8, H = 16, S = 4096, D = 128 }\n", "");
+    assert_ne!(unbounded, bounded);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tr4.toml"), &unbounded).unwrap();
+    let out = rocmc(dir.path(), &["build", "--mcpu", "gfx942", "tr4.toml"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: stage `O` runs on one thread"),
+        "{err}"
+    );
+    let out = rocmc(
+        dir.path(),
+        &["build", "--mcpu", "gfx942", "--emit", "schedule", "-o", "-", "tr4.toml"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("one thread computes it"), "{text}");
+}
+
 #[test]
 fn the_matrix_default_means_what_the_interpreter_says_in_every_lane_layout() {
     // On the CPU, `--emulate` runs the emulated processor's rule (its

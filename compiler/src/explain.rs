@@ -4,6 +4,29 @@
 use rocmc_ir::{Kernel, TensorKind};
 use std::fmt::Write;
 
+/// Whether stage `st` of `k` runs on one thread: it writes a tensor of its
+/// own, and neither the file nor a rule gave it a schedule.
+fn one_thread(k: &Kernel, st: &rocmc_ir::kernel::Stage) -> bool {
+    st.schedule.is_empty()
+        && st.default.is_none()
+        && matches!(k.tensor(st.output).kind, TensorKind::Stage(_))
+}
+
+/// The warnings a build of `k` prints: each stage that runs on one thread
+/// because no rule's schedule applies to it.
+pub fn one_thread_warnings(k: &Kernel) -> Vec<String> {
+    k.stages
+        .iter()
+        .filter(|st| one_thread(k, st))
+        .map(|st| {
+            format!(
+                "stage `{}` runs on one thread: no default rule's schedule applies to it (sizes without `max` can make its fused index range too large to prove); write a schedule for it, see `--emit schedule` and docs/kernel-format.md",
+                st.name
+            )
+        })
+        .collect()
+}
+
 /// The schedules of `k`'s stages, `source` being the file's text.
 pub fn schedules(k: &Kernel, source: &str) -> String {
     let mut s = String::new();
@@ -38,12 +61,11 @@ pub fn schedules(k: &Kernel, source: &str) -> String {
                 d.steps.clone()
             }
             None => {
-                let own = matches!(k.tensor(st.output).kind, TensorKind::Stage(_));
                 let _ = writeln!(
                     s,
                     "\n# stage `{}`: {}",
                     st.name,
-                    if st.schedule.is_empty() && own {
+                    if one_thread(k, st) {
                         "none (no rule applies: one thread computes it)"
                     } else {
                         "as written in the file"

@@ -273,8 +273,30 @@ fn frontend_rules(
         return first;
     };
     // A rule's schedule that does not lower must not make a kernel that
-    // compiled without it an error: rules without row chains, then the
-    // one-thread nest.
+    // compiled without it an error: first each rule the kernel took left
+    // out (its stage takes the next rule that fits: a 4-D transpose whose
+    // LDS tile is refused gets element-wise tiles, not one thread), then
+    // rules without row chains, then the one-thread nest.
+    let took: Vec<&'static str> = rocmc_ir::front::parse_kernel_for(file, source, tune, 2, rules)
+        .map_or(Vec::new(), |(k, _)| {
+            let mut v: Vec<&'static str> = k
+                .stages
+                .iter()
+                .filter_map(|s| s.default.as_ref().map(|d| d.rule))
+                .collect();
+            v.dedup();
+            v
+        });
+    for rule in &took {
+        let skip = [*rule];
+        let rules = RulesFor {
+            skip: &skip,
+            ..rules
+        };
+        if let Ok(f) = frontend_defaults(file, source, tune, 2, rules) {
+            return Ok(f);
+        }
+    }
     let had_default = rocmc_ir::front::parse_kernel_with(file, source, tune)
         .is_ok_and(|k| k.stages.iter().any(|s| s.default.is_some()));
     if had_default {
@@ -377,6 +399,7 @@ impl Frontend {
             let rules = RulesFor {
                 target: Some(&rt),
                 shared_limit,
+                skip: &[],
             };
             let again = frontend_rules(&self.file, &self.source, &self.tune, rules)
                 .and_then(|f| f.lowered_for(target, opts).map(Cow::into_owned));
@@ -439,6 +462,7 @@ pub fn kernel_for(
     let rules = RulesFor {
         target: Some(&rt),
         shared_limit,
+        skip: &[],
     };
     Ok(rocmc_ir::front::parse_kernel_for(file, source, tune, 2, rules)?.0)
 }

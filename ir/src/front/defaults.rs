@@ -189,7 +189,9 @@ impl<'s> Cx<'s> {
         for cand in schedule::default::candidates(k, stage, &cx) {
             // Rules whose tiles may not lower for every kernel come only
             // at the first level (see `frontend_with`'s fallbacks).
-            if self.defaults < 2 && cand.rule == "matmul-tiles" {
+            if self.defaults < 2 && cand.rule == "matmul-tiles"
+                || self.rules.skip.contains(&cand.rule)
+            {
                 continue;
             }
             if cand.bad_knob() {

@@ -176,6 +176,9 @@ pub fn parse_kernel_defaults(
 pub struct RulesFor<'a> {
     pub target: Option<&'a rocmc_target::Target>,
     pub shared_limit: Option<u32>,
+    /// Rules not to use: ones whose schedule did not lower for this
+    /// kernel, so that a stage takes the next rule that fits.
+    pub skip: &'a [&'static str],
 }
 
 /// [`parse_kernel_defaults`] with the rules writing default schedules for

@@ -398,6 +398,9 @@ fn summary(arts: &[rocmc::Artifact], written: &[String], tuning_note: Option<&st
         .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
         .collect();
     eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
+    for w in rocmc::explain::one_thread_warnings(&first.kernel) {
+        eprintln!("warning: {w}");
+    }
     if let Some(note) = tuning_note {
         eprintln!("  {note}");
     }
