@@ -311,7 +311,9 @@ shape = ["B", "H", "D", "S"]
     );
     let out = rocmc(
         dir.path(),
-        &["build", "--mcpu", "gfx942", "--emit", "schedule", "-o", "-", "tr4.toml"],
+        &[
+            "build", "--mcpu", "gfx942", "--emit", "schedule", "-o", "-", "tr4.toml",
+        ],
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("one thread computes it"), "{text}");

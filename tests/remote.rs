@@ -318,6 +318,47 @@ fn empty_buffers_count_what_the_device_takes_for_them() {
     assert!(peak < limit + (96 << 20), "session peaked at {peak} bytes");
 }
 
+/// An empty `Write` past a buffer's end is refused as the same `Read` is:
+/// the worker once sent the session nothing for it, so nothing checked it.
+#[test]
+fn an_empty_write_past_the_end_is_refused_like_the_read() {
+    let w = Worker::start(&[]);
+    let mut d = w.connect();
+    let id = d.alloc(16).unwrap();
+    d.synchronize().unwrap();
+    let frame = |r: &proto::Request| {
+        let mut b = Vec::new();
+        proto::write_frame(&mut b, &proto::encode(r)).unwrap();
+        b
+    };
+    let mut raw = frame(&proto::Request::Write {
+        id: id as u32,
+        offset: 17,
+        len: 0,
+    });
+    raw.extend(frame(&proto::Request::Sync));
+    match d.send_raw(&raw).unwrap() {
+        proto::Reply::Error(e) => assert!(e.contains("writing"), "{e}"),
+        other => panic!("an empty write past the end answered {other:?}"),
+    }
+    let read = d
+        .send_raw(&frame(&proto::Request::Read {
+            id: id as u32,
+            offset: 17,
+            len: 0,
+        }))
+        .unwrap();
+    assert!(matches!(read, proto::Reply::Error(_)), "{read:?}");
+    // Inside the buffer an empty write is fine.
+    let mut raw = frame(&proto::Request::Write {
+        id: id as u32,
+        offset: 16,
+        len: 0,
+    });
+    raw.extend(frame(&proto::Request::Sync));
+    assert_eq!(d.send_raw(&raw).unwrap(), proto::Reply::Ok);
+}
+
 #[test]
 fn launches_are_checked_on_the_client_before_anything_is_sent() {
     let w = Worker::start(&[]);

@@ -39,15 +39,7 @@ impl Identity {
         if !sp.exists() {
             private_write(&sp, random_secret().as_bytes())?;
         }
-        let secret = std::fs::read_to_string(&sp)?.trim().to_string();
-        // An empty secret would let in any client that sends none.
-        if secret.len() < 16 {
-            return Err(std::io::Error::other(format!(
-                "{}: the secret is {} characters; at least 16 are needed (delete the file and a random one of 64 is made)",
-                sp.display(),
-                secret.len()
-            )));
-        }
+        let secret = secret_of(&sp, &std::fs::read(&sp)?)?;
         Ok(Identity {
             cert: CertificateDer::from(std::fs::read(&cp)?),
             key: PrivatePkcs8KeyDer::from(std::fs::read(&kp)?),
@@ -71,6 +63,33 @@ impl Identity {
             )?;
         Ok(Arc::new(cfg))
     }
+}
+
+/// The secret in file `p`'s `bytes`: UTF-8 text, trimmed, of at least 16
+/// printable characters (an empty secret would let in any client that
+/// sends none; 16 NUL bytes are no secret either).
+fn secret_of(p: &Path, bytes: &[u8]) -> std::io::Result<String> {
+    let bad = |why: String| {
+        std::io::Error::other(format!(
+            "{}: {why} (delete the file and a random one of 64 characters is made)",
+            p.display()
+        ))
+    };
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| bad(format!("the secret is not UTF-8 text ({e})")))?;
+    let secret = text.trim();
+    if let Some(c) = secret.chars().find(|c| c.is_control()) {
+        return Err(bad(format!(
+            "the secret holds the control character {c:?}; it must be printable text"
+        )));
+    }
+    let n = secret.chars().count();
+    if n < 16 {
+        return Err(bad(format!(
+            "the secret is {n} characters; at least 16 are needed"
+        )));
+    }
+    Ok(secret.to_string())
 }
 
 fn private_write(p: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -289,4 +308,29 @@ pub fn client_config(v: Arc<PinVerifier>) -> Result<Arc<rustls::ClientConfig>, r
         .with_custom_certificate_verifier(v)
         .with_no_client_auth();
     Ok(Arc::new(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_printable_text_of_sixteen_characters_or_more() {
+        let p = Path::new("/state/secret");
+        assert_eq!(
+            secret_of(p, b" 0123456789abcdef\n").unwrap(),
+            "0123456789abcdef"
+        );
+        let short = secret_of(p, "ééééééééé".as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(short.contains("9 characters"), "{short}");
+        let nul = secret_of(p, &[0u8; 16]).unwrap_err().to_string();
+        assert!(nul.contains("control character"), "{nul}");
+        let binary = secret_of(p, &[0xff; 32]).unwrap_err().to_string();
+        assert!(
+            binary.starts_with("/state/secret: the secret is not UTF-8"),
+            "{binary}"
+        );
+    }
 }

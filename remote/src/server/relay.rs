@@ -238,7 +238,10 @@ impl Relay<'_> {
     fn write<S: Read>(&mut self, s: &mut S, id: u32, offset: u64, len: u64) -> Result<(), Failure> {
         let part = self.window.slot_len() as u64;
         let mut done = 0;
-        while done < len {
+        // At least one part, so that an empty write past a buffer's end is
+        // checked (and refused) as an empty read is.
+        let mut first = true;
+        while done < len || std::mem::take(&mut first) {
             let n = part.min(len - done);
             let slot = self.slot()?;
             s.read_exact(&mut self.window.slot(slot as usize)[..n as usize])
