@@ -332,7 +332,7 @@ fn an_empty_write_past_the_end_is_refused_like_the_read() {
         b
     };
     let mut raw = frame(&proto::Request::Write {
-        id: id as u32,
+        id,
         offset: 17,
         len: 0,
     });
@@ -343,7 +343,7 @@ fn an_empty_write_past_the_end_is_refused_like_the_read() {
     }
     let read = d
         .send_raw(&frame(&proto::Request::Read {
-            id: id as u32,
+            id,
             offset: 17,
             len: 0,
         }))
@@ -351,7 +351,7 @@ fn an_empty_write_past_the_end_is_refused_like_the_read() {
     assert!(matches!(read, proto::Reply::Error(_)), "{read:?}");
     // Inside the buffer an empty write is fine.
     let mut raw = frame(&proto::Request::Write {
-        id: id as u32,
+        id,
         offset: 16,
         len: 0,
     });
