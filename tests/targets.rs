@@ -478,20 +478,25 @@ fn inspect_reports_resources_occupancy_and_json() {
     );
     // One 2-wave work-group per CU (its LDS): half the SIMDs idle, not
     // the 1 wave LLVM's whole count reports.
-    let attention = example("attention");
+    build_for_gfx942(d.path(), "attention", "attention.hsaco");
+    let out = ok(&rocmc(d.path(), &["inspect", "attention.hsaco"]));
+    assert!(out.contains("occupancy 0.5 waves/SIMD (LDS)"), "{out}");
+}
+
+/// Builds example `name` for gfx942 into `out` in `dir`.
+fn build_for_gfx942(dir: &std::path::Path, name: &str, out: &str) {
+    let src = example(name);
     ok(&rocmc(
-        d.path(),
+        dir,
         &[
             "build",
             "--mcpu",
             "gfx942",
             "-o",
-            "attention.hsaco",
-            attention.to_str().unwrap(),
+            out,
+            src.to_str().unwrap(),
         ],
     ));
-    let out = ok(&rocmc(d.path(), &["inspect", "attention.hsaco"]));
-    assert!(out.contains("occupancy 0.5 waves/SIMD (LDS)"), "{out}");
 }
 
 /// `inspect --loops` reads the machine code back: its hot loop of a matrix
@@ -500,18 +505,7 @@ fn inspect_reports_resources_occupancy_and_json() {
 #[test]
 fn inspect_loops_finds_the_hot_loop_objdump_agrees() {
     let d = tempfile::tempdir().unwrap();
-    let gemm = example("gemm_f16");
-    ok(&rocmc(
-        d.path(),
-        &[
-            "build",
-            "--mcpu",
-            "gfx942",
-            "-o",
-            "g.hsaco",
-            gemm.to_str().unwrap(),
-        ],
-    ));
+    build_for_gfx942(d.path(), "gemm_f16", "g.hsaco");
     let text = ok(&rocmc(d.path(), &["inspect", "--loops", "g.hsaco"]));
     assert!(
         text.contains("[hot]") && text.contains("instructions per matrix instruction"),

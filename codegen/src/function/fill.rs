@@ -228,27 +228,22 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let (Some(last), Some(ext)) = (indices.last(), shape.last()) else {
             return Ok(None);
         };
-        let mut others = self.cx.bool_type().const_int(1, false);
+        let mut inside = self.within(last, width, ext)?;
         if all_dims {
             for (i, e) in indices.iter().zip(shape).take(indices.len() - 1) {
-                let (i, e) = (self.index(i)?, self.index(e)?);
-                let lo = self
-                    .b
-                    .build_int_compare(IntPredicate::SGE, i, self.i32(0), "")
-                    .map_err(llvm_err)?;
-                let hi = self
-                    .b
-                    .build_int_compare(IntPredicate::SLT, i, e, "")
-                    .map_err(llvm_err)?;
-                let both = self.b.build_and(lo, hi, "").map_err(llvm_err)?;
-                others = self.b.build_and(others, both, "").map_err(llvm_err)?;
+                let dim = self.within(i, 1, e)?;
+                inside = self.b.build_and(dim, inside, "").map_err(llvm_err)?;
             }
         }
-        let c = self.index(last)?;
-        let ext = self.index(ext)?;
+        Ok(Some(inside))
+    }
+
+    /// Whether `start..start + len` lies inside `0..extent`.
+    fn within(&mut self, start: &Index, len: u32, extent: &Index) -> R<IntValue<'ctx>> {
+        let (c, ext) = (self.index(start)?, self.index(extent)?);
         let end = self
             .b
-            .build_int_nsw_add(c, self.i32(i64::from(width)), "")
+            .build_int_nsw_add(c, self.i32(i64::from(len)), "")
             .map_err(llvm_err)?;
         let lo = self
             .b
@@ -258,12 +253,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .b
             .build_int_compare(IntPredicate::SLE, end, ext, "")
             .map_err(llvm_err)?;
-        let last_inside = self.b.build_and(lo, hi, "").map_err(llvm_err)?;
-        Ok(Some(
-            self.b
-                .build_and(others, last_inside, "")
-                .map_err(llvm_err)?,
-        ))
+        self.b.build_and(lo, hi, "").map_err(llvm_err)
     }
 
     /// Whether a fill's W lanes `tensor[indices..+W]` start on a whole

@@ -41,6 +41,33 @@ pub(super) fn scatter_stage(
     Ok(())
 }
 
+/// Whether any of `exprs` reads a size or parameter, known only at run time.
+fn reads_runtime<'e>(exprs: impl IntoIterator<Item = &'e Expr>) -> bool {
+    let mut runtime = false;
+    for e in exprs {
+        e.each(&mut |x| runtime |= matches!(x.kind, ExprKind::Param(_) | ExprKind::Index(_)));
+    }
+    runtime
+}
+
+/// An environment for expressions of constants alone: no sizes,
+/// parameters or tensors.
+fn constant_env<'a>(
+    k: &'a Kernel,
+    out_of_range: &'a std::cell::RefCell<Option<super::OutOfRange>>,
+    stage: &'a str,
+) -> Env<'a> {
+    Env {
+        races: Default::default(),
+        out_of_range,
+        k,
+        sizes: &[],
+        params: &[],
+        shapes: Vec::new(),
+        stage,
+    }
+}
+
 /// For the front end: whether `tup`'s combiner keeps its `init` when it
 /// meets `init`, where both are made of constants alone (`None` where
 /// they use sizes or parameters, known only at run time). `names` are the
@@ -51,23 +78,11 @@ pub fn tuple_identity(
     tup: &crate::kernel::TupleReduce,
     names: &[String],
 ) -> Option<InterpError> {
-    let mut runtime = false;
-    for e in tup.init.iter().chain(&tup.combine) {
-        e.each(&mut |x| runtime |= matches!(x.kind, ExprKind::Param(_) | ExprKind::Index(_)));
-    }
-    if runtime {
+    if reads_runtime(tup.init.iter().chain(&tup.combine)) {
         return None;
     }
     let cell = std::cell::RefCell::new(None);
-    let env = Env {
-        races: Default::default(),
-        out_of_range: &cell,
-        k,
-        sizes: &[],
-        params: &[],
-        shapes: Vec::new(),
-        stage,
-    };
+    let env = constant_env(k, &cell, stage);
     let init: Result<Vec<Expr>, InterpError> = tup
         .init
         .iter()
@@ -89,23 +104,11 @@ pub fn tuple_identity(
 /// combiner that reads sizes or parameters is taken as commutative (its
 /// values are known only at run time).
 pub fn tuple_commutes(k: &Kernel, tup: &crate::kernel::TupleReduce) -> bool {
-    let mut runtime = false;
-    for e in &tup.combine {
-        e.each(&mut |x| runtime |= matches!(x.kind, ExprKind::Param(_) | ExprKind::Index(_)));
-    }
-    if runtime {
+    if reads_runtime(&tup.combine) {
         return true;
     }
     let cell = std::cell::RefCell::new(None);
-    let env = Env {
-        races: Default::default(),
-        out_of_range: &cell,
-        k,
-        sizes: &[],
-        params: &[],
-        shapes: Vec::new(),
-        stage: "",
-    };
+    let env = constant_env(k, &cell, "");
     // Positive probes, none an identity of + or ×: combiners often mark
     // an empty side with a negative value (an argmax's index -1), a state
     // no two real partial results are in.
