@@ -699,14 +699,77 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
     let dt = *rng.pick(&["f16", "bf16", "i8"]);
     let (acc, kstep) = if dt == "i8" { ("i32", 32) } else { ("f32", 16) };
     let k_major = rng.chance(70);
-    let (b_shape, b_at) = if k_major {
-        ("[\"n\", \"k\"]", "B[j, kk]")
+    // Unscheduled products have one or two leading batch axes at times,
+    // B shared by every batch or not (the rules put them on the grid).
+    let batches = if rng.chance(30) {
+        *rng.pick(&[1, 2])
     } else {
-        ("[\"k\", \"n\"]", "B[kk, j]")
+        0
     };
-    let mut value = format!("sum({acc}(A[i, kk]) * {acc}({b_at}), kk)");
+    let names: Vec<String> = (1..=batches).map(|n| format!("b{n}")).collect();
+    let lead = |rest: &[&str], quote: bool| {
+        let q = |x: &str| {
+            if quote {
+                format!("\"{x}\"")
+            } else {
+                x.to_string()
+            }
+        };
+        let all: Vec<String> = names
+            .iter()
+            .map(|n| q(&if quote { n.to_uppercase() } else { n.clone() }))
+            .chain(rest.iter().map(|x| q(x)))
+            .collect();
+        all.join(", ")
+    };
+    let b_shared = batches > 0 && rng.chance(30);
+    let b_dims = |dims: [&str; 2], quote: bool| {
+        if b_shared {
+            let d: Vec<String> = dims
+                .iter()
+                .map(|x| {
+                    if quote {
+                        format!("\"{x}\"")
+                    } else {
+                        x.to_string()
+                    }
+                })
+                .collect();
+            d.join(", ")
+        } else {
+            lead(&dims, quote)
+        }
+    };
+    let (b_shape, b_at) = if k_major {
+        (
+            b_dims(["n", "k"], true),
+            format!("B[{}]", b_dims(["j", "kk"], false)),
+        )
+    } else {
+        (
+            b_dims(["k", "n"], true),
+            format!("B[{}]", b_dims(["kk", "j"], false)),
+        )
+    };
+    let mut value = format!(
+        "sum({acc}(A[{}]) * {acc}({b_at}), kk)",
+        lead(&["i", "kk"], false)
+    );
+    // Batches of at most 4: the race check runs every thread of whole
+    // 256 x 256 tiles, however few rows a batch has.
+    let bounds: Vec<String> = names
+        .iter()
+        .map(|n| format!("{} = 4", n.to_uppercase()))
+        .collect();
+    let max = if batches > 0 {
+        format!("max = {{ {} }}\n", bounds.join(", "))
+    } else {
+        String::new()
+    };
     let mut src = format!(
-        "{GEMM}[kernel]\nname = \"fz{id}\"\nsizes = [\"m\", \"n\", \"k\"]\n\n[inputs]\nA = {{ dtype = \"{dt}\", shape = [\"m\", \"k\"] }}\nB = {{ dtype = \"{dt}\", shape = {b_shape} }}\n"
+        "{GEMM}[kernel]\nname = \"fz{id}\"\nsizes = [{}]\n{max}\n[inputs]\nA = {{ dtype = \"{dt}\", shape = [{}] }}\nB = {{ dtype = \"{dt}\", shape = [{b_shape}] }}\n",
+        lead(&["m", "n", "k"], true),
+        lead(&["m", "k"], true),
     );
     if rng.chance(40) {
         writeln!(src, "bias = {{ dtype = \"{acc}\", shape = [\"n\"] }}").unwrap();
@@ -718,10 +781,12 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
     }
     writeln!(
         src,
-        "\n[[stage]]\ncompute = \"C[i, j] = {value}\"\nshape = [\"m\", \"n\"]\nreduce = {{ kk = \"k\" }}"
+        "\n[[stage]]\ncompute = \"C[{}] = {value}\"\nshape = [{}]\nreduce = {{ kk = \"k\" }}",
+        lead(&["i", "j"], false),
+        lead(&["m", "n"], true),
     )
     .unwrap();
-    if k_major && rng.chance(50) {
+    if k_major && batches == 0 && rng.chance(50) {
         let n = *rng.pick(&[64, 128, 128, 256]);
         let wg = *rng.pick(&[1, 2]);
         let stages = *rng.pick(&[1, 2, 3, 4]);
@@ -1259,6 +1324,8 @@ struct Stats {
     convs: usize,
     /// Accepted kernels run on a warpgroup instruction (`wgmma`).
     warpgroups: usize,
+    /// Matrix products with batch axes on the grid.
+    batched: usize,
     /// Accepted kernels whose tiles the tensor memory accelerator copies.
     tensor_copies: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
@@ -1364,6 +1431,11 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     } else {
         &front
     };
+    st.batched += run_front.kernel.stages.iter().any(|s| {
+        s.default.as_ref().is_some_and(|d| {
+            d.rule.starts_with("matmul-") && d.steps.iter().any(|x| x.contains("blockIdx.z"))
+        })
+    }) as usize;
     st.warpgroups += run_front
         .matrix_instructions()
         .iter()
@@ -1385,7 +1457,9 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
             .iter()
             .map(|_| *rng.pick(&[1, 2, 3, 5, 17, 33, 64, 65, 100]))
             .collect();
-        let sizes = front.kernel.fit_sizes(&sizes);
+        // Bounded work: a batched product's five sizes drawn alike would
+        // hold the interpreter for minutes.
+        let sizes = front.kernel.fit_work(&sizes, 1 << 22);
         match rocmc::run::run_cpu(
             run_front,
             &sizes,
@@ -1551,6 +1625,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.grids += l.grids;
                 st.convs += l.convs;
                 st.warpgroups += l.warpgroups;
+                st.batched += l.batched;
                 st.tensor_copies += l.tensor_copies;
                 st.bounded += l.bounded;
                 st.executed += l.executed;
@@ -1569,7 +1644,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} tensor-copied), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1583,6 +1658,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.convs,
         st.bounded,
         st.warpgroups,
+        st.batched,
         st.tensor_copies,
         st.executed,
         st.race_checked,

@@ -472,3 +472,49 @@ fn a_compiled_module_runs_on_the_device_that_loads_it() {
         );
     }
 }
+
+/// The library's runs check sizes as the command line does: past a size's
+/// `max` (the bound the code was compiled for, which sizes LDS arrays) a
+/// run is refused naming the size, never run off the end of an array (the
+/// fuzzer's random sizes once drove the race-checked loop IR past a
+/// 128-element LDS array). `fit_sizes` keeps random sizes within bounds.
+#[test]
+fn library_runs_refuse_sizes_past_their_bound() {
+    let src = r#"[kernel]
+name = "bounded"
+sizes = ["n", "m"]
+max = { m = 128 }
+[inputs]
+A = { dtype = "f32", shape = ["n", "m"] }
+[[stage]]
+compute = "E[r, c] = A[r, c] * 2.0"
+shape = ["n", "m"]
+schedule = ["compute_at(Y, r)", "co, ci = split(c, 64)", "bind(ci, threadIdx.x)"]
+[[stage]]
+compute = "Y[r, j] = A[r, j] - E[r, j]"
+shape = ["n", "m"]
+schedule = ["bind(r, blockIdx.x)", "jo, ji = split(j, 64)", "bind(ji, threadIdx.x)"]
+"#;
+    let f = rocmc::frontend("bounded.toml", src).unwrap();
+    assert_eq!(f.kernel.fit_sizes(&[3, 130]), vec![3, 128]);
+    let opts = rocmc::Options::new("gfx942");
+    let gpu = rocmc::targets(&opts).unwrap().remove(0);
+    let lowered = f.for_target(&gpu, &opts).unwrap();
+    let none = std::collections::HashMap::new();
+    for sizes in [[3, 130], [3, -1]] {
+        let spec = rocmc::run::RunSpec::new(&sizes, &none, 1);
+        let want = format!("size `m` = {}: must be between 0 and 128", sizes[1]);
+        let e = rocmc::run::run_loops(&lowered, &spec)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&want), "{e}");
+        let e = rocmc::run::run_cpu(&f, &sizes, &none, 1, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&want), "{e}");
+    }
+    let spec = rocmc::run::RunSpec::new(&[3, 128], &none, 1);
+    for c in rocmc::run::run_loops(&lowered, &spec).unwrap() {
+        assert!(c.ok(), "{c:?}");
+    }
+}

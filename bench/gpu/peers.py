@@ -386,6 +386,23 @@ def run(name, s):
         c = torch.empty(M, N, device=dev, dtype=torch.half)
         fl = 2 * M * N * K
         report("pytorch", name, s, timed(lambda: torch.matmul(a.t(), b.t(), out=c)), 0, fl)
+    elif name == "gemm_batched_f16":
+        # A batched GEMM with bias and ReLU (issue 61): torch.bmm and the
+        # epilogue as eager operators, and the same under torch.compile.
+        B, M, N, K = s["B"], s["M"], s["N"], s["K"]
+        a, w, bias = rnd(B, M, K).half(), rnd(B, K, N).half(), rnd(N).half()
+        fl = 2 * B * M * N * K
+        eager = lambda: torch.relu(torch.bmm(a, w) + bias)
+        report("pytorch", name, s, timed(eager), 0, fl)
+        report("torch-compile", name, s, timed(torch.compile(eager)), 0, fl)
+    elif name == "qk_scores_f16":
+        # Every (batch, head)'s Q K^T, scaled: a matmul over two batch axes.
+        B, H, S, D = s["B"], s["H"], s["S"], s["D"]
+        q, k = rnd(B, H, S, D).half(), rnd(B, H, S, D).half()
+        fl = 2 * B * H * S * S * D
+        eager = lambda: torch.matmul(q, k.transpose(-1, -2)) * 0.125
+        report("pytorch", name, s, timed(eager), 0, fl)
+        report("torch-compile", name, s, timed(torch.compile(eager)), 0, fl)
     elif name.startswith(("gemm_f16_wgmma", "gemm_bf16_wgmma")) and "_nn" not in name:
         # B is [N, K] (nn.Linear's weight): cuBLAS of A @ B.T (16-bit out,
         # f32 accumulate) and Triton's tl.dot on the same layout.

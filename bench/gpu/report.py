@@ -20,9 +20,12 @@ MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgem
 # Hopper's warpgroup GEMMs (sm_90a): against cuBLAS at 80 % (issue 36).
 WGMMA = {"gemm_f16_wgmma", "gemm_f16_wgmma_8k", "gemm_bf16_wgmma", "gemm_f16_wgmma_nn", "gemm_f16_wgmma_nn_8k", "gemm_f16_wgmma_tn", "gemm_fp8_wgmma", "gemm_i8_wgmma"}
 MATMUL |= WGMMA
+# Batched products (issue 61), against cuBLAS's batched GEMM through PyTorch.
+BATCHED = {"gemm_batched_f16", "qk_scores_f16"}
+MATMUL |= BATCHED
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32",
          "attention", "attention_causal", "attention_causal128", "attention_d64", "attention_decode", "attention_decode_s1",
-         "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", *sorted(WGMMA), "conv2d", "conv2d_f16", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
+         "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", *sorted(WGMMA), *sorted(BATCHED), "conv2d", "conv2d_f16", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
 # NAME_default: NAME without its schedule (rocmc's default schedules), and
 # NAME__TAG: another schedule of NAME, each beside NAME and against NAME's peers.
 order = [x for k in order for x in (k, k + "_default", *sorted(v for v in by if v.split("__")[0] == k and "__" in v))]
@@ -70,6 +73,9 @@ for k in order:
         target = f"≥ {share:.0%} of cuBLAS" if k != "gelu_linear" else "(no target)"
         ok = r["tflops"] >= share * pt["tflops"] if k != "gelu_linear" else None
         vs = f"{r['tflops'] / pt['tflops']:.0%} of cuBLAS"
+        compiled = t.get("torch-compile")
+        if compiled:
+            vs += f", {compiled['ms'] / r['ms']:.2f}× torch.compile"
         promoted = t.get("pytorch-promoted")
         if promoted:
             vs += f" (fast accumulation; {r['tflops'] / promoted['tflops']:.0%} of its promoted f32 sums)"

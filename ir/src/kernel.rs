@@ -525,7 +525,7 @@ impl Kernel {
                 let d = s.divisor.max(1) as i64;
                 let top = (s.max as i64) / d * d;
                 match *v {
-                    v if v <= 0 || d == 1 => v,
+                    v if v <= 0 => v,
                     v => (v / d * d).max(d).min(top),
                 }
             })
@@ -569,6 +569,29 @@ impl Kernel {
             v = self.fit_sizes(&shrunk);
         }
         v
+    }
+
+    /// Why `values` (in size order) cannot be this kernel's sizes, if they
+    /// cannot: one missing or too many, a size negative or past its `max`
+    /// (the bound the code was compiled for: past it, indices may wrap and
+    /// LDS arrays sized by it overflow), or a `divisible` fact broken.
+    pub fn check_sizes(&self, values: &[i64]) -> Result<(), String> {
+        if values.len() != self.sizes.len() {
+            return Err(format!(
+                "{} sizes given, the kernel has {}",
+                values.len(),
+                self.sizes.len()
+            ));
+        }
+        for (s, v) in self.sizes.iter().zip(values) {
+            if *v < 0 || *v as u64 > s.max {
+                return Err(format!(
+                    "size `{}` = {v}: must be between 0 and {}",
+                    s.name, s.max
+                ));
+            }
+        }
+        self.check_divisible(values)
     }
 
     /// Why `values` (in size order) break a `divisible` fact, if they do.

@@ -138,6 +138,7 @@ fn kept_inputs(k: &Kernel, spec: &RunSpec, inputs: &[Buffer]) -> Vec<Tensor> {
 }
 
 fn inputs_for(k: &Kernel, spec: &RunSpec) -> Result<Inputs, Error> {
+    k.check_sizes(&spec.sizes).map_err(Error::Usage)?;
     prepare_inputs(k, &spec.sizes, &spec.params, spec.seed, &spec.inputs).map_err(Error::Usage)
 }
 

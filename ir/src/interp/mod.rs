@@ -165,6 +165,14 @@ pub enum InterpError {
         kernel: String,
         thread: usize,
     },
+    /// An LDS element past its array's end (a bug in lowering, never in a
+    /// kernel file: on a GPU it would touch another array or fault).
+    LdsOutOfBounds {
+        kernel: String,
+        buffer: String,
+        index: usize,
+        len: usize,
+    },
     BadInput(String),
     /// A tuple reduction whose combiner does not keep `init` when it meets
     /// `init` (a cooperative schedule combines the empty shares of idle
@@ -225,6 +233,15 @@ impl fmt::Display for InterpError {
             InterpError::DivergentBarrier { kernel, thread } => write!(
                 f,
                 "barrier in kernel `{kernel}` skipped by thread {thread} (under a guard), reached by others"
+            ),
+            InterpError::LdsOutOfBounds {
+                kernel,
+                buffer,
+                index,
+                len,
+            } => write!(
+                f,
+                "kernel `{kernel}` accesses LDS array {buffer}[{index}], past its {len} elements"
             ),
             InterpError::BadInput(m) => f.write_str(m),
             InterpError::NotIdentity {
@@ -347,12 +364,26 @@ impl Races {
         }
     }
 
+    /// The record of `b[i]`, or the error of an access past the array.
+    fn cell(&mut self, b: usize, i: usize) -> Result<&mut Cell, InterpError> {
+        let len = self.cells[b].len();
+        if i >= len {
+            return Err(InterpError::LdsOutOfBounds {
+                kernel: self.kernel.clone(),
+                buffer: self.names[b].clone(),
+                index: i,
+                len,
+            });
+        }
+        Ok(&mut self.cells[b][i])
+    }
+
     fn read(&mut self, b: usize, i: usize) -> Result<(), InterpError> {
         if b >= self.checked {
             return Ok(());
         }
         let (t, e) = (self.current, self.epoch);
-        let c = &mut self.cells[b][i];
+        let c = self.cell(b, i)?;
         if let Some(u) = c.write.by_other_since(t, e) {
             return Err(self.race(b, i, (u, Access::Write), Access::Read));
         }
@@ -372,7 +403,7 @@ impl Races {
             return Ok(());
         }
         let (t, e) = (self.current, self.epoch);
-        let c = &mut self.cells[b][i];
+        let c = self.cell(b, i)?;
         if let Some(u) = c.write.by_other_since(t, since) {
             return Err(self.race(b, i, (u, Access::Write), Access::Write));
         }
@@ -702,7 +733,7 @@ fn check_inputs(
     }
     // A launch that breaks a `divisible` fact has no meaning: refused, as
     // every runtime refuses it.
-    k.check_divisible(sizes).map_err(InterpError::BadInput)?;
+    k.check_sizes(sizes).map_err(InterpError::BadInput)?;
     let shapes = k
         .tensors
         .iter()

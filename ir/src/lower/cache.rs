@@ -45,6 +45,7 @@ fn run_where(l: &mut Lowering, parts: bool) -> Result<(), Diagnostic> {
     let mut pipelined = Vec::new();
     let mut cx = Cx {
         k: l.k,
+        stage: l.k.stage(l.sid),
         nest: &l.nest,
         block: l.g.block,
         tid: &l.tid,
@@ -77,6 +78,8 @@ fn run_where(l: &mut Lowering, parts: bool) -> Result<(), Diagnostic> {
 /// What staging a cache may change in the kernel being built.
 struct Cx<'a> {
     k: &'a Kernel,
+    /// The stage whose kernel this is.
+    stage: &'a crate::kernel::Stage,
     nest: &'a schedule::LoopNest,
     block: [u32; 3],
     tid: &'a Index,
@@ -566,7 +569,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     let groups = elems / vec;
     let iters = (groups + threads - 1) / threads;
     let live = live_groups(cx, c, tile, vec)?;
-    let zero = crate::lower::matrix::zero_filled(cx.k, cx.nest, cx.unit, c)
+    let zero = crate::lower::matrix::zero_filled(cx.stage, cx.nest, cx.unit, c)
         && tile.data.iter().all(Option::is_none);
     cx.vars.push(LoopVar {
         name: format!("{}_copy", c.name),

@@ -57,17 +57,18 @@ fn describe(list: &[&MatrixInstr]) -> String {
 /// The one rule, for pass `caches` (which fills) and pass `matrix` (which
 /// leaves out the selects).
 pub(crate) fn zero_filled(
-    k: &crate::kernel::Kernel,
+    st: &crate::kernel::Stage,
     nest: &LoopNest,
     unit: Option<&MatrixUnit>,
     c: &crate::plan::Cache,
 ) -> bool {
     nest.matrix.is_some()
         && unit.is_some_and(MatrixUnit::zero_fills_k_tiles)
-        // Matrices only: a convolution's 4-D tiles, zeroed, compared every
-        // index of every element in the copy and spilled on gfx1100
-        // (conv2d_f16: 256 VGPRs, 3 spilled).
-        && k.tensor(c.tensor).shape.len() <= 2
+        // Matrices only (a batched one's batch subscripts are fixed in the
+        // tile): a convolution's 4-D tiles, zeroed, compared every index of
+        // every element in the copy and spilled on gfx1100 (conv2d_f16: 256
+        // VGPRs, 3 spilled).
+        && moving_dims(st, nest, c) <= 2
         && !c.kind.write()
         && !c.tma
         && nest.var(c.at).reduce
@@ -81,6 +82,41 @@ pub(crate) fn zero_filled(
             .all(|v| *v == c.at || nest.var(*v).extent.as_const().is_some())
 }
 
+/// The most subscripts of `c`'s tensor that any of the stage's reads moves
+/// inside the loop the tile is staged at: the tile's dimensions longer
+/// than one.
+fn moving_dims(st: &crate::kernel::Stage, nest: &LoopNest, c: &crate::plan::Cache) -> usize {
+    let inner: Vec<VarId> = nest
+        .order
+        .iter()
+        .skip_while(|v| **v != c.at)
+        .copied()
+        .collect();
+    // The stage's axes (reduction axes after its own) that move there.
+    let moving: Vec<VarId> = (0..nest.axis_values.len())
+        .map(|a| VarId(a as u32))
+        .filter(|a| {
+            let value = &nest.axis_values[a.0 as usize];
+            inner.iter().any(|v| value.uses_var(*v))
+        })
+        .collect();
+    let mut most = 0;
+    let mut count = |t: crate::kernel::TensorId, ix: &[Index]| {
+        if t == c.tensor {
+            let n = ix
+                .iter()
+                .filter(|x| moving.iter().any(|a| x.uses_var(*a)))
+                .count();
+            most = most.max(n);
+        }
+    };
+    st.value.visit_loads(&mut count);
+    if let Some(r) = &st.reduce {
+        r.body.visit_loads(&mut count);
+    }
+    most
+}
+
 /// Whether matrix operand `f` reads zero wherever k is out of range without
 /// a select of its own: a load (or a cast of one) of a tensor whose tile at
 /// one of the k loops `kloops` is [`zero_filled`].
@@ -88,7 +124,9 @@ fn reads_zero_filled(l: &Lowering, f: &Expr, kloops: &[VarId]) -> bool {
     match &f.kind {
         ExprKind::Cast(inner) => reads_zero_filled(l, inner, kloops),
         ExprKind::Load { tensor, .. } => l.nest.caches.iter().any(|c| {
-            c.tensor == *tensor && kloops.contains(&c.at) && zero_filled(l.k, &l.nest, l.unit, c)
+            c.tensor == *tensor
+                && kloops.contains(&c.at)
+                && zero_filled(l.k.stage(l.sid), &l.nest, l.unit, c)
         }),
         _ => false,
     }

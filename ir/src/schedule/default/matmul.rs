@@ -1,7 +1,11 @@
 //! Matrix products `C[i, j] = sum(A[i, k] * B[k, j], k)` (casts and an
-//! epilogue allowed): on a target whose matrix instructions take the
-//! operands' types, the `mma` path (gemm_f16_mma.toml, gemm_f16.toml);
-//! elsewhere register tiles (matmul_sgemm.toml).
+//! epilogue allowed), with any number of leading batch axes
+//! (`C[b, i, j] = sum(A[b, i, k] * B[b, k, j], k)`, either operand
+//! possibly shared by every batch): on a target whose matrix instructions
+//! take the operands' types, the `mma` path (gemm_f16_mma.toml,
+//! gemm_f16.toml); elsewhere register tiles (matmul_sgemm.toml). The batch
+//! axes, fused, go on the grid's slowest axis (z), so one batch's tiles run
+//! together and an operand shared across batches is read from the cache.
 
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
@@ -11,6 +15,8 @@ use rocmc_target::matrix::Family;
 
 /// A stage found to be a matrix product, and its names.
 pub(super) struct Matmul<'k> {
+    /// The leading batch axes, outermost first (none for a plain product).
+    batch: Vec<&'k str>,
     i: &'k str,
     j: &'k str,
     k: &'k str,
@@ -31,13 +37,15 @@ pub(super) struct Matmul<'k> {
 impl<'k> Matmul<'k> {
     pub(super) fn find(k: &Kernel, st: &'k Stage) -> Option<Matmul<'k>> {
         let r = st.reduce.as_ref()?;
-        let ([i, j], [axis]) = (st.axes.as_slice(), r.axes.as_slice()) else {
+        let nb = st.axes.len().checked_sub(2)?;
+        let (batch, [i, j], [axis]) = (&st.axes[..nb], &st.axes[nb..], r.axes.as_slice()) else {
             return None;
         };
         if r.op != ReduceOp::Sum || r.tuple.is_some() {
             return None;
         }
-        let (vi, vj, vk) = (VarId(0), VarId(1), VarId(2));
+        let v = |n: usize| VarId(n as u32);
+        let (vi, vj, vk) = (v(nb), v(nb + 1), v(nb + 2));
         let mut loads: Vec<(TensorId, Vec<Index>)> = Vec::new();
         r.body
             .visit_loads(&mut |t, ix| loads.push((t, ix.to_vec())));
@@ -45,6 +53,25 @@ impl<'k> Matmul<'k> {
         let [(ta, a), (tb, b)] = loads.as_slice() else {
             return None;
         };
+        // A subscript with a batch axis names that batch's matrix: it may
+        // not also move along i, j or k, or the staged tiles would not be
+        // one matrix's.
+        let plain = |ix: &[Index]| {
+            ix.iter().all(|x| {
+                !(0..nb).any(|b| x.uses_var(v(b))) || ![vi, vj, vk].iter().any(|&m| x.uses_var(m))
+            })
+        };
+        if !plain(a) || !plain(b) {
+            return None;
+        }
+        // The layouts below are the matrix's own: its batch subscripts left out.
+        let matrix = |ix: &[Index]| -> Vec<Index> {
+            ix.iter()
+                .filter(|x| !(0..nb).any(|b| x.uses_var(v(b))))
+                .cloned()
+                .collect()
+        };
+        let (a, b) = (&matrix(a), &matrix(b));
         let k_last = |ix: &[Index]| {
             ix.split_last().is_some_and(|(last, rest)| {
                 *last == Index::Var(vk) && !rest.iter().any(|x| x.uses_var(vk))
@@ -69,6 +96,7 @@ impl<'k> Matmul<'k> {
             return None;
         }
         Some(Matmul {
+            batch: batch.iter().map(|a| a.name.as_str()).collect(),
             i: &i.name,
             j: &j.name,
             k: &axis.name,
@@ -79,6 +107,27 @@ impl<'k> Matmul<'k> {
             b_k_last: k_last(ib),
             b_k_first: k_first(ib),
         })
+    }
+
+    /// The batch axes fused and bound to blockIdx.z (after the rule's own
+    /// steps, whose `tile` and `reorder` name only i, j and k). Where their
+    /// product may pass a 32-bit counter (sizes without `max`), only the
+    /// innermost goes on the grid and each work-group loops over the
+    /// others.
+    fn batch_steps(&self, k: &Kernel, st: &Stage, steps: &mut Vec<String>) {
+        let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+        let range = st.axes[..self.batch.len()].iter().fold(1u128, |p, a| {
+            p.saturating_mul(a.extent.max_value(&size_max, &[]))
+        });
+        let on_grid = if range < 1 << 31 {
+            &self.batch[..]
+        } else {
+            &self.batch[self.batch.len().saturating_sub(1)..]
+        };
+        if let (fuse, Some(b)) = super::fuse_any(on_grid) {
+            steps.extend(fuse);
+            steps.push(format!("bind({b}, blockIdx.z)"));
+        }
     }
 
     /// The `mma` schedule where `cx`'s target takes the types, then
@@ -112,7 +161,7 @@ impl<'k> Matmul<'k> {
         let bk = kn.get("BK", &[8, 16, 32], 16, "k step staged in LDS");
         kn.require("({BM} / {TM}) * ({BN} / {TN}) <= 1024");
         kn.require("({BM} / {TM}) * ({BN} / {TN}) >= 64");
-        let steps = vec![
+        let mut steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn_})"),
             format!("{i}_t, {j}_t, {i}_r, {j}_r = tile({i}_i, {j}_i, {tm}, {tn})"),
             format!("{kk}_o, {kk}_i = split({kk}, {bk})"),
@@ -127,6 +176,7 @@ impl<'k> Matmul<'k> {
             format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad=1)"),
             format!("{bn}_tile = cache_read({bn}, shared, {kk}_o)"),
         ];
+        self.batch_steps(k, st, &mut steps);
         kn.done("matmul-tiles", steps)
     }
 
@@ -213,7 +263,7 @@ impl<'k> Matmul<'k> {
         };
         let tma = if tma == 1 { ", tma=1" } else { "" };
         let (an, bn_) = (&k.tensor(self.a).name, &k.tensor(self.b).name);
-        let steps = vec![
+        let mut steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {}, {bn})", 64 * wg),
             format!("{i}_w, {i}_r = split({i}_i, 64)"),
             format!("{kk}_o, {kk}_i = split({kk}, 64)"),
@@ -227,6 +277,7 @@ impl<'k> Matmul<'k> {
             format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, vec=8, stages={stages}, swizzle=128{tma})"),
             format!("mma({i}_r, {j}_i, {kk}_r, instr={})", instr_id(instr)),
         ];
+        self.batch_steps(k, st, &mut steps);
         let mut s = kn.done("matmul-wgmma", steps);
         s.by_target = true;
         Some(s)
@@ -341,7 +392,7 @@ impl<'k> Matmul<'k> {
         } else {
             "prefetch=1".to_string()
         };
-        let steps = vec![
+        let mut steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn})"),
             format!("{i}_w, {j}_w, {i}_f, {j}_f = tile({i}_i, {j}_i, {fm}, {fn_})"),
             format!("{i}_m, {j}_m, {i}_r, {j}_r = tile({i}_f, {j}_f, {m}, {n})"),
@@ -359,6 +410,7 @@ impl<'k> Matmul<'k> {
             format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
             format!("mma({i}_r, {j}_r, {kk}_r, instr={})", instr_id(instr)),
         ];
+        self.batch_steps(k, st, &mut steps);
         let mut s = kn.done("matmul-mma", steps);
         s.by_target = true;
         Some(s)
