@@ -29,6 +29,8 @@ CASES = [
     ("gemm f16 (default)", "bench/amd/rocmc/gemm_f16.toml", TARGETS, gemm("fp16")),
     ("gemm bf16 (default)", "bench/amd/rocmc/gemm_bf16.toml", TARGETS, gemm("bf16")),
     ("gemm f16 (examples/gemm_f16)", "examples/gemm_f16.toml", TARGETS, gemm("fp16")),
+    ("batched gemm f16 + bias, relu (examples/gemm_batched_f16)", "examples/gemm_batched_f16.toml", TARGETS,
+     {"kind": "gemm", "dt": "fp16", "fp8": None, "batched": True}),
     ("gemm fp8 e4m3fnuz", "bench/amd/rocmc/gemm_fp8_fnuz.toml", ["gfx942"], gemm("fp8e4b8", "fnuz")),
     ("gemm fp8 e4m3fn", "bench/amd/rocmc/gemm_fp8_ocp.toml", ["gfx950"], gemm("fp8e4nv", "ocp")),
     ("attention d64", "bench/amd/rocmc/attention_d64.toml", TARGETS, attn(64, False)),
@@ -79,10 +81,15 @@ def triton_compile(case, proc, out):
             sig = {"A": f"*{dt}", "B": f"*{dt}", "C": "*fp16", "M": "i32", "N": "i32", "K": "i32",
                    "sam": "i32", "sak": "constexpr", "sbk": "i32", "sbn": "constexpr", "scm": "i32",
                    "scn": "constexpr"}
+            fn, name = tk.matmul, f"gemm_{dt}_{bm}x{bn}x{bk}"
+            if case.get("batched"):
+                sig = {"A": f"*{dt}", "B": f"*{dt}", "C": "*fp16", "Bias": "*fp16", "M": "i32", "N": "i32",
+                       "K": "i32", "sab": "i32", "sam": "i32", "sak": "constexpr", "sbb": "i32", "sbk": "i32",
+                       "sbn": "constexpr", "scb": "i32", "scm": "i32", "scn": "constexpr"}
+                fn, name = tk.bmm_bias_relu, f"bmm_{dt}_{bm}x{bn}x{bk}"
             ce = {"sak": 1, "sbn": 1, "scn": 1, "BM": bm, "BN": bn, "BK": bk, "GROUP": 8}
-            name = f"gemm_{dt}_{bm}x{bn}x{bk}"
             try:
-                path, shared = build(tk.matmul, sig, ce, {"num_warps": warps, "num_stages": stages, **mfma}, name)
+                path, shared = build(fn, sig, ce, {"num_warps": warps, "num_stages": stages, **mfma}, name)
             except Exception as e:  # a configuration the backend refuses
                 print(f"  triton {name} on {proc}: {str(e).splitlines()[0][:120]}", file=sys.stderr)
                 continue
