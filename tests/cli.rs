@@ -460,3 +460,18 @@ fn a_binary_file_is_not_taken_for_a_kernel_file() {
     }
     assert_eq!(files_in(d.path()), ["vadd.o"]);
 }
+
+/// The kernel-format reference documents every schedule primitive the
+/// registry knows (a commit once emptied docs/kernel-format.md and every
+/// test still passed).
+#[test]
+fn every_schedule_primitive_is_in_the_kernel_format_reference() {
+    let doc = std::fs::read_to_string(root().join("docs/kernel-format.md")).unwrap();
+    for p in rocmc::ir::schedule::steps::PRIMITIVES.iter() {
+        let called = format!("{}(", p.name);
+        assert!(
+            doc.split('`').skip(1).step_by(2).any(|code| code.contains(&called)),
+            "docs/kernel-format.md does not show `{called}...)`"
+        );
+    }
+}
