@@ -470,7 +470,10 @@ fn every_schedule_primitive_is_in_the_kernel_format_reference() {
     for p in rocmc::ir::schedule::steps::PRIMITIVES.iter() {
         let called = format!("{}(", p.name);
         assert!(
-            doc.split('`').skip(1).step_by(2).any(|code| code.contains(&called)),
+            doc.split('`')
+                .skip(1)
+                .step_by(2)
+                .any(|code| code.contains(&called)),
             "docs/kernel-format.md does not show `{called}...)`"
         );
     }

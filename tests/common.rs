@@ -326,7 +326,8 @@ pub fn check_on_the_cpu(kernels: &[(String, String)], sizes: &[i64]) {
     for (name, src) in kernels {
         let front = rocmc::frontend(name, src).unwrap_or_else(|e| panic!("{e}"));
         for &n in sizes {
-            let sizes = vec![n; front.kernel.sizes.len()];
+            // Within the kernel's bounds, as every run requires.
+            let sizes = front.kernel.fit_sizes(&vec![n; front.kernel.sizes.len()]);
             let cmp = rocmc::run::run_cpu(
                 &front,
                 &sizes,
@@ -395,7 +396,8 @@ pub fn check_lowered(kernels: &[(String, String)], sizes: &[i64]) {
         let k = rocmc::ir::parse_kernel(name, src).unwrap_or_else(|e| panic!("{}", e.render()));
         let prog = rocmc::ir::lower(&k).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         for &n in sizes {
-            let sizes = vec![n; k.sizes.len()];
+            // Within the kernel's bounds, as every run requires.
+            let sizes = k.fit_sizes(&vec![n; k.sizes.len()]);
             let inputs =
                 reference::random_inputs(&k, &sizes, &std::collections::HashMap::new(), n as u64)
                     .unwrap()

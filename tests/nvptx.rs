@@ -119,7 +119,12 @@ fn ptxas_accepts_every_example() {
                 // and spills 8 bytes (a known cost of the fallback, at most
                 // that). Elsewhere nothing may spill.
                 let fallback = name == "attention_causal" && arch == "sm_70";
-                if fallback {
+                // gemm_batched_f16 on sm_90a: two warpgroups of 64 x 256
+                // accumulators and a bias + ReLU epilogue spill 8 bytes at
+                // 255 registers; 128 columns spill nothing but ran 1.19x
+                // slower on the H200 (bench/gpu/runs/h200-batched-3).
+                let epilogue = name == "gemm_batched_f16" && arch == "sm_90a";
+                if fallback || epilogue {
                     assert!(r.spill_stores <= 8, "{name} {arch}: {r:?}");
                 } else if arch != "sm_120" {
                     assert_eq!(

@@ -333,12 +333,28 @@ impl<'k> Matmul<'k> {
             Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
             Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
         };
-        let (mut d_shape, mut d_stages) = (shapes[shapes.len() - 1], 1);
+        // On NVIDIA at least three buffers, halving the k tile if that is
+        // what it takes, before two: with two buffers of 128 x 128 x 64
+        // (sm_86 and sm_89's 99 KiB) ptxas spilled 48 to 56 bytes of a
+        // GEMM with a bias and ReLU at 255 registers; 32-deep tiles in
+        // three buffers use 234 to 238 and spill nothing.
+        let half = (ksteps_d / 2).max(1);
+        let tries: &[(i64, i64)] = if nvidia {
+            &[
+                (ksteps_d, 4),
+                (ksteps_d, 3),
+                (half, 4),
+                (half, 3),
+                (ksteps_d, 2),
+            ]
+        } else {
+            &[(ksteps_d, 1)]
+        };
+        let (mut d_shape, mut d_stages, mut d_ks) = (shapes[shapes.len() - 1], 1, ksteps_d);
         'pick: for &s in shapes {
-            let bk = ksteps_d * kstep;
-            for bufs in if nvidia { [4, 3, 2] } else { [1, 1, 1] } {
-                if bytes(s.0, s.1, bk, bufs) <= shared {
-                    (d_shape, d_stages) = (s, bufs);
+            for &(ks, bufs) in tries {
+                if bytes(s.0, s.1, ks * kstep, bufs) <= shared {
+                    (d_shape, d_stages, d_ks) = (s, bufs, ks);
                     break 'pick;
                 }
             }
@@ -356,7 +372,7 @@ impl<'k> Matmul<'k> {
         let ks = kn.get(
             "KSTEPS",
             &[1, 2, 4, 8],
-            ksteps_d,
+            d_ks,
             "instructions along k per staged tile",
         );
         let stages = kn.get(
