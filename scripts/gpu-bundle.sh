@@ -19,8 +19,10 @@ cargo build -q --release -p rocmc-gpu-check -p vadd-app -p rocmc-worker
 # tolerance of the interpreter's); and the regression kernels, checked
 # against the interpreter and not timed, built with --fp-contract off: some
 # turn float results into integers, where one FMA's rounding can move a
-# value across an integer boundary and no tolerance applies.
-for f in examples/*.toml bench/gpu/variants/*.toml bench/matrix/variants/*.toml tests/regress/*.toml; do
+# value across an integer boundary and no tolerance applies. The
+# convolution and gather test kernels are bundled too: the plan times some
+# of them (conv1d, gathered_tile, ...), and all are checked on the GPU.
+for f in examples/*.toml bench/gpu/variants/*.toml bench/matrix/variants/*.toml tests/regress/*.toml tests/conv/*.toml tests/gather/*.toml; do
   name=$(basename "$f" .toml)
   cp "$f" "$dir/kernels/"
   contract=fast
