@@ -426,6 +426,45 @@ reduce = { k = "K" }
     }
 }
 
+/// A stage declared `output = true` is stored and compared though later
+/// stages read it: the default neither fuses it into its readers nor
+/// computes it at one (the residual stream of a fused residual add +
+/// RMSNorm); without the declaration it is fused and never stored. A
+/// schedule that would inline it is refused.
+#[test]
+fn a_declared_output_is_stored_though_later_stages_read_it() {
+    let kept = std::fs::read_to_string(root().join("tests/regress/residual_rmsnorm_keeps_h.toml"))
+        .unwrap();
+    let fused = kept.replace("output = true\n", "");
+    assert_ne!(kept, fused);
+    for (src, stored) in [(&kept, true), (&fused, false)] {
+        let f = front("residual_rmsnorm", src);
+        let h = &f.kernel.stages[0];
+        assert_eq!(!h.is_internal(), stored, "{:?}", h.default);
+        let y = f.kernel.stages[2].default.as_ref().unwrap();
+        assert_eq!(y.rule, "row-chain");
+        let sizes = f.kernel.fit_sizes(&[5, 1037]);
+        let cmp = rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), 2, false).unwrap();
+        let names: Vec<&str> = cmp.iter().map(|c| c.tensor.as_str()).collect();
+        assert_eq!(names, if stored { vec!["H", "Y"] } else { vec!["Y"] });
+        assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+        let opts = rocmc::Options::new("gfx942");
+        let gpu = rocmc::targets(&opts).unwrap().remove(0);
+        let spec = rocmc::run::RunSpec::new(&sizes, &HashMap::new(), 3);
+        let cmp = rocmc::run::run_loops(&f.for_target(&gpu, &opts).unwrap(), &spec).unwrap();
+        assert_eq!(cmp.len(), names.len());
+        assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+    }
+    let inlined = kept.replace(
+        "output = true\n",
+        "output = true\nschedule = [\"compute_inline()\"]\n",
+    );
+    let e = rocmc::frontend("residual_rmsnorm.toml", &inlined)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`H` is declared an output"), "{e}");
+}
+
 #[test]
 fn the_matrix_default_means_what_the_interpreter_says_in_every_lane_layout() {
     // On the CPU, `--emulate` runs the emulated processor's rule (its

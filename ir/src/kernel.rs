@@ -27,6 +27,10 @@ pub struct Kernel {
     /// `[tune]`: the parameters and the configuration this kernel was
     /// parsed with.
     pub tuning: Option<crate::tune::Tuning>,
+    /// Computed tensors the file declares results (`output = true`): kept
+    /// in memory and compared even where later stages read them, so the
+    /// default rules never inline them or compute them at a reader.
+    pub kept: Vec<TensorId>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

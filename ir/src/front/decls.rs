@@ -250,6 +250,7 @@ impl<'s> Cx<'s> {
             params: Vec::new(),
             stages: Vec::new(),
             tuning: None,
+            kept: Vec::new(),
         };
 
         for (name, decl) in &doc.inputs {
@@ -307,8 +308,14 @@ impl<'s> Cx<'s> {
             );
         }
         for st in &doc.stage {
+            let before = k.stages.len();
             self.stage(&mut k, &mut names, st);
+            let declared = st.get_ref().output.as_ref().is_some_and(|o| *o.get_ref());
+            if declared && k.stages.len() > before {
+                k.kept.extend(k.stages[before..].iter().map(|s| s.output));
+            }
         }
+        self.kept_stay_in_memory(&k);
         k.tuning = tuning;
         if self.defaults > 1 && self.diags.is_empty() {
             self.fuse_producers(&mut k);
@@ -342,6 +349,31 @@ impl<'s> Cx<'s> {
             }
         }
         Some(k)
+    }
+
+    /// A declared output inlined or computed at another stage by the file's
+    /// own schedule would never reach memory: refused, naming the step.
+    fn kept_stay_in_memory(&mut self, k: &Kernel) {
+        for st in k.stages.iter().filter(|s| k.kept.contains(&s.output)) {
+            let step = st.schedule.iter().find(|s| {
+                matches!(
+                    s.kind,
+                    schedule::StepKind::ComputeInline | schedule::StepKind::ComputeAt { .. }
+                )
+            });
+            if let Some(step) = step {
+                self.error(
+                    Diagnostic::new(
+                        step.span,
+                        format!(
+                            "`{}` is declared an output (`output = true`): inlined or computed at another stage it would never be stored",
+                            st.name
+                        ),
+                    )
+                    .hint("drop this step, or `output = true`"),
+                );
+            }
+        }
     }
 
     /// The size `name` of a `[kernel]` table (`max`, `divisible`), or an

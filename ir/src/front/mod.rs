@@ -113,6 +113,9 @@ struct StageDecl {
     dtype: Option<Spanned<String>>,
     #[serde(default)]
     schedule: Vec<Spanned<String>>,
+    /// `output = true`: the stage's tensor is a result of the kernel,
+    /// stored and compared even where later stages read it.
+    output: Option<Spanned<bool>>,
     /// A tuple reduction's start, one formula per computed tensor.
     #[serde(default)]
     init: IndexMap<Spanned<String>, Spanned<Formula>>,

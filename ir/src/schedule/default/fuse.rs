@@ -30,6 +30,7 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
             && p.reduce.is_none()
             && p.scatter.is_none()
             && !p.is_internal()
+            && !k.kept.contains(&p.output)
             && !gathered.contains(&p.output);
         if !candidate {
             continue;

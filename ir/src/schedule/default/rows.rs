@@ -35,6 +35,7 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
                     .is_some_and(|d| d.rule == "row-reduction")
                     && s.axes.len() == 1
                     && s.axes[0].extent == rows.extent
+                    && !k.kept.contains(&s.output)
             })
             .collect();
         // Every read of a member: by the final stage or another member,
