@@ -40,6 +40,24 @@ fn front(name: &str, src: &str) -> rocmc::Frontend {
     rocmc::frontend(&format!("{name}.toml"), src).unwrap_or_else(|e| panic!("{name}:\n{e}"))
 }
 
+/// `f` lowered for the CPU, running its matrix steps as `processor` does.
+fn emulated<'f>(f: &'f rocmc::Frontend, processor: &str) -> std::borrow::Cow<'f, rocmc::Frontend> {
+    let mut opts = rocmc::Options::new("x86-64");
+    opts.emulate = Some(processor.into());
+    let cpu = rocmc::targets(&opts).unwrap().remove(0);
+    f.for_target(&cpu, &opts).unwrap()
+}
+
+/// `f` lowered for GPU `processor` (for the race-checked loop IR).
+fn lowered_for<'f>(
+    f: &'f rocmc::Frontend,
+    processor: &str,
+) -> std::borrow::Cow<'f, rocmc::Frontend> {
+    let opts = rocmc::Options::new(processor);
+    let gpu = rocmc::targets(&opts).unwrap().remove(0);
+    f.for_target(&gpu, &opts).unwrap()
+}
+
 #[test]
 fn every_example_without_its_schedule_keeps_its_meaning_and_compiles() {
     for name in examples() {
@@ -245,10 +263,7 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         let f = front(name, &src);
         for emulate in ["gfx942", "gfx1100", "sm_90"] {
-            let mut opts = rocmc::Options::new("x86-64");
-            opts.emulate = Some(emulate.into());
-            let cpu = rocmc::targets(&opts).unwrap().remove(0);
-            let lowered = f.for_target(&cpu, &opts).unwrap();
+            let lowered = emulated(&f, emulate);
             let k = &lowered.kernel;
             let last = k.stages.last().unwrap().default.as_ref().unwrap();
             assert_eq!(last.rule, "row-chain", "{name} {emulate}");
@@ -375,10 +390,7 @@ reduce = { k = "K" }"#,
         let src = format!("[kernel]\nname = \"{name}\"\n{body}\n");
         let f = front(name, &src);
         for emulate in ["sm_90a", "gfx942", "gfx1100"] {
-            let mut opts = rocmc::Options::new("x86-64");
-            opts.emulate = Some(emulate.into());
-            let cpu = rocmc::targets(&opts).unwrap().remove(0);
-            let lowered = f.for_target(&cpu, &opts).unwrap();
+            let lowered = emulated(&f, emulate);
             let d = lowered.kernel.stages[0].default.as_ref().unwrap();
             assert!(
                 d.rule.starts_with("matmul-"),
@@ -398,10 +410,8 @@ reduce = { k = "K" }"#,
             for c in rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 3, false).unwrap() {
                 assert!(c.ok(), "{name} {emulate} {sizes:?}: {c:?}");
             }
-            let p = rocmc::Options::new(emulate);
-            let gpu = rocmc::targets(&p).unwrap().remove(0);
             let spec = rocmc::run::RunSpec::new(&sizes, &HashMap::new(), 4);
-            for c in rocmc::run::run_loops(&f.for_target(&gpu, &p).unwrap(), &spec).unwrap() {
+            for c in rocmc::run::run_loops(&lowered_for(&f, emulate), &spec).unwrap() {
                 assert!(c.ok(), "{name} loops:{emulate} {sizes:?}: {c:?}");
             }
         }
@@ -448,10 +458,8 @@ fn a_declared_output_is_stored_though_later_stages_read_it() {
         let names: Vec<&str> = cmp.iter().map(|c| c.tensor.as_str()).collect();
         assert_eq!(names, if stored { vec!["H", "Y"] } else { vec!["Y"] });
         assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
-        let opts = rocmc::Options::new("gfx942");
-        let gpu = rocmc::targets(&opts).unwrap().remove(0);
         let spec = rocmc::run::RunSpec::new(&sizes, &HashMap::new(), 3);
-        let cmp = rocmc::run::run_loops(&f.for_target(&gpu, &opts).unwrap(), &spec).unwrap();
+        let cmp = rocmc::run::run_loops(&lowered_for(&f, "gfx942"), &spec).unwrap();
         assert_eq!(cmp.len(), names.len());
         assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
     }
@@ -473,10 +481,7 @@ fn the_matrix_default_means_what_the_interpreter_says_in_every_lane_layout() {
     let src = unscheduled(&std::fs::read_to_string(example("gemm_bf16_gelu")).unwrap());
     let f = front("gemm_bf16_gelu", &src);
     for emulate in ["sm_90", "gfx942", "gfx1100", "gfx1201"] {
-        let mut opts = rocmc::Options::new("x86-64");
-        opts.emulate = Some(emulate.into());
-        let cpu = rocmc::targets(&opts).unwrap().remove(0);
-        let lowered = f.for_target(&cpu, &opts).unwrap();
+        let lowered = emulated(&f, emulate);
         let d = lowered.kernel.stages[0].default.as_ref().unwrap();
         assert_eq!(d.rule, "matmul-mma", "{emulate}");
         assert!(!lowered.matrix_instructions().is_empty(), "{emulate}");

@@ -9,8 +9,9 @@ import triton.language as tl
 
 
 @triton.jit
-def matmul(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
-           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+def tile_product(A, B, M, N, K, sam, sak, sbk, sbn,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    # This program's BM x BN tile of A @ B in f32 and its tile coordinates.
     # Grouped tile order, so that neighbouring programs share B tiles in L2.
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BM)
@@ -32,6 +33,13 @@ def matmul(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
         acc = tl.dot(x, y, acc)
         a += BK * sak
         b += BK * sbk
+    return acc, pm, pn
+
+
+@triton.jit
+def matmul(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    acc, pm, pn = tile_product(A, B, M, N, K, sam, sak, sbk, sbn, BM, BN, BK, GROUP)
     cm = pm * BM + tl.arange(0, BM)
     cn = pn * BN + tl.arange(0, BN)
     c = C + cm[:, None] * scm + cn[None, :] * scn
@@ -43,35 +51,13 @@ def bmm_bias_relu(A, B, C, Bias, M, N, K, sab, sam, sak, sbb, sbk, sbn, scb, scm
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     # `matmul` per batch (program_id(1)), then the bias of each column and
     # a ReLU: examples/gemm_batched_f16.toml.
-    pid = tl.program_id(0)
     z = tl.program_id(1)
-    A += z * sab
-    B += z * sbb
-    C += z * scb
-    tiles_m = tl.cdiv(M, BM)
-    tiles_n = tl.cdiv(N, BN)
-    per_group = GROUP * tiles_n
-    first = (pid // per_group) * GROUP
-    rows = min(tiles_m - first, GROUP)
-    pm = first + (pid % per_group) % rows
-    pn = (pid % per_group) // rows
-    om = (pm * BM + tl.arange(0, BM)) % M
-    on = (pn * BN + tl.arange(0, BN)) % N
-    ok = tl.arange(0, BK)
-    a = A + om[:, None] * sam + ok[None, :] * sak
-    b = B + ok[:, None] * sbk + on[None, :] * sbn
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
-        x = tl.load(a, mask=ok[None, :] < K - k * BK, other=0.0)
-        y = tl.load(b, mask=ok[:, None] < K - k * BK, other=0.0)
-        acc = tl.dot(x, y, acc)
-        a += BK * sak
-        b += BK * sbk
+    acc, pm, pn = tile_product(A + z * sab, B + z * sbb, M, N, K, sam, sak, sbk, sbn, BM, BN, BK, GROUP)
     cm = pm * BM + tl.arange(0, BM)
     cn = pn * BN + tl.arange(0, BN)
     acc += tl.load(Bias + cn, mask=cn < N, other=0.0).to(tl.float32)[None, :]
     acc = tl.maximum(acc, 0.0)
-    c = C + cm[:, None] * scm + cn[None, :] * scn
+    c = C + z * scb + cm[:, None] * scm + cn[None, :] * scn
     tl.store(c, acc.to(C.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
 
 
