@@ -77,6 +77,10 @@ pub fn workspace_bin(bin: &str) -> PathBuf {
             .to_path_buf();
         let status = Command::new(env!("CARGO"))
             .args(["build", "-q", "--workspace", "--all-targets"])
+            // A timing run (`RUSTC_BOOTSTRAP=1 e2e -Z unstable-options
+            // --report-time`, docs/testing.md) must not change what cargo
+            // sees, or it rebuilds the whole workspace.
+            .env_remove("RUSTC_BOOTSTRAP")
             .current_dir(root())
             .status()
             .expect("cargo build");

@@ -299,3 +299,54 @@ fn impossible_fills_are_refused_naming_the_value() {
     );
     assert!(e.contains("k.toml:32:"), "{e}");
 }
+
+/// The f16 GEMM with no schedule: on AMD its operand tiles are staged with
+/// zeros past the tensor.
+const DEFAULT_GEMM: &str = r#"
+[kernel]
+name = "gemm_f16"
+sizes = ["M", "N", "K"]
+max = { M = 16384, N = 16384, K = 16384 }
+
+[inputs]
+A = { dtype = "f16", shape = ["M", "K"] }
+B = { dtype = "f16", shape = ["K", "N"] }
+
+[[stage]]
+compute = "C[i, j] = f16(sum(f32(A[i, k]) * f32(B[k, j]), k))"
+shape = ["M", "N"]
+reduce = { k = "K" }
+"#;
+
+/// On AMD a zero-filled tile copy reads whole 16-byte vectors with buffer
+/// loads, whose range check gives the zeros past the tensor: the k loop
+/// has one version for launches whose rows (K for A, N for B) are
+/// multiples of 8 elements, with no per-lane path, and the general one.
+/// The CPU runs the same versions (its range check a branch), so both
+/// are checked against the interpreter through AMD lane layouts.
+#[test]
+fn amd_zero_filled_tiles_are_buffer_loads_in_a_whole_row_loop_version() {
+    for mcpu in ["gfx942", "gfx1100"] {
+        let (dis, _) = amd_code("gemm_f16.toml", DEFAULT_GEMM, mcpu);
+        // Two 16-byte copies of A and two of B per k step (gfx11 names
+        // the widths in bits).
+        let whole =
+            dis.matches("buffer_load_dwordx4").count() + dis.matches("buffer_load_b128").count();
+        assert!(whole >= 4, "{mcpu}: {whole} buffer loads");
+        // The general version keeps the per-lane copies.
+        assert!(
+            dis.contains("global_load_ushort") || dis.contains("global_load_d16_b16"),
+            "{mcpu}: no lane path"
+        );
+    }
+    // A target without a known buffer resource word keeps the old copies.
+    let (dis, _) = amd_code("gemm_f16.toml", DEFAULT_GEMM, "gfx1201");
+    assert!(!dis.contains("buffer_load"), "gfx1201 buffer loads");
+    for p in ["gfx942", "gfx1100", "gfx1201"] {
+        // Whole rows (the buffer-load version), rows of no whole vector,
+        // and empty ones.
+        for [m, n, k] in [[130, 72, 40], [130, 70, 37], [3, 8, 0], [0, 8, 8]] {
+            run(DEFAULT_GEMM, Some(p), &[("M", m), ("N", n), ("K", k)]);
+        }
+    }
+}

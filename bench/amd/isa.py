@@ -120,13 +120,15 @@ def metadata(path):
 
 
 def loops(code):
-    """(first, last) instruction indices of each backward branch's loop."""
+    """(first, last) instruction indices of each loop: a backward branch's
+    target to the last backward branch to it (a loop with two latches is
+    one loop)."""
     index = {i.addr: n for n, i in enumerate(code)}
-    out = []
+    last = {}
     for n, i in enumerate(code):
         if i.target is not None and i.target <= i.addr and i.target in index:
-            out.append((index[i.target], n))
-    return out
+            last[index[i.target]] = n
+    return sorted(last.items())
 
 
 def is_matrix(m):
@@ -135,13 +137,17 @@ def is_matrix(m):
 
 def hot_loop(code):
     """The loop with the most matrix instructions, else the most vector
-    memory instructions; the innermost of equals. None: straight-line code."""
+    memory instructions; the innermost of equals. None: straight-line code.
+    Of loops with equally many matrix instructions the shortest: a loop
+    versioned on a run-time fact (rocmc's whole-vector tile copies, taken
+    when rows are multiples of 8 elements, as at the benchmark's sizes)
+    runs its short version there, and the general one is longer."""
     best = None
     for a, b in loops(code):
         body = code[a:b + 1]
-        key = (sum(is_matrix(i.mnemonic) for i in body),
-               sum(i.mnemonic.startswith(("global_load", "buffer_load", "flat_load")) for i in body),
-               -(b - a))
+        matrix = sum(is_matrix(i.mnemonic) for i in body)
+        loads = sum(i.mnemonic.startswith(("global_load", "buffer_load", "flat_load")) for i in body)
+        key = (matrix, 0 if matrix else loads, -(b - a))
         # A loop that neither loads nor multiplies (a spin, a store tail)
         # is not where the kernel's time goes.
         if key[0] == 0 and key[1] == 0:

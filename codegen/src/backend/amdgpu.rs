@@ -57,6 +57,23 @@ pub fn target_machine(t: &rocmc_target::AmdTarget) -> R<TargetMachine> {
         })
 }
 
+/// The fourth word of a buffer resource for raw 32-bit data (the format
+/// Triton's AMD backend gives its buffer loads), by generation; `None`
+/// where rocmc does not make buffer resources (gfx10, gfx12: their words
+/// differ and were not checked).
+fn buffer_format(processor: &str) -> Option<u32> {
+    if processor.starts_with("gfx9") {
+        // NUM_FORMAT float (7 << 12), DATA_FORMAT 32 (4 << 15).
+        Some(0x0002_7000)
+    } else if processor.starts_with("gfx11") {
+        // Triton 3.9's word for gfx11: RESOURCE_LEVEL 1 (bit 24) and
+        // OOB_SELECT 3 (bits 28-29: a plain byte range check).
+        Some(0x3101_4000)
+    } else {
+        None
+    }
+}
+
 extern "C" {
     // Not wrapped by inkwell: fences with a synchronisation scope.
     fn LLVMGetSyncScopeID(
@@ -192,6 +209,69 @@ impl Backend for AmdGpu<'_> {
             gv
         });
         Some((gv.as_pointer_value(), 0))
+    }
+
+    fn range_checked_loads(&self) -> bool {
+        buffer_format(&self.t.id.processor).is_some()
+    }
+
+    /// A raw buffer load (`buffer_load_dwordx4` and narrower) through a
+    /// resource of `size` bytes at `base`: the hardware returns zeros for
+    /// what lies past `size`. Unaligned `base` and `offset` are allowed:
+    /// HSA runs gfx9 and later in unaligned access mode.
+    fn range_checked_load<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        base: inkwell::values::PointerValue<'ctx>,
+        size: IntValue<'ctx>,
+        offset: IntValue<'ctx>,
+        bytes: u32,
+    ) -> R<BasicValueEnum<'ctx>> {
+        let Some(format) = buffer_format(&self.t.id.processor) else {
+            return Err(CodegenError::Llvm(format!(
+                "no buffer resource format for {} (a rocmc bug)",
+                self.t.id.processor
+            )));
+        };
+        let cx = emit.cx;
+        let rsrc_ty = cx.ptr_type(AddressSpace::from(8u16));
+        let size = emit
+            .b
+            .build_int_z_extend(size, cx.i64_type(), "")
+            .map_err(llvm_err)?;
+        let rsrc = emit.call(
+            "llvm.amdgcn.make.buffer.rsrc",
+            &[rsrc_ty.into(), base.get_type().into()],
+            &[
+                base.into(),
+                cx.i16_type().const_zero().into(),
+                size.into(),
+                emit.i32(i64::from(format)).into(),
+            ],
+        )?;
+        let i32t = cx.i32_type();
+        let ty: inkwell::types::BasicTypeEnum = match bytes {
+            16 => i32t.vec_type(4).into(),
+            8 => i32t.vec_type(2).into(),
+            4 => i32t.into(),
+            2 => cx.i16_type().into(),
+            1 => cx.i8_type().into(),
+            _ => {
+                return Err(CodegenError::Llvm(format!(
+                    "a {bytes}-byte buffer load (a rocmc bug)"
+                )))
+            }
+        };
+        emit.call(
+            "llvm.amdgcn.raw.ptr.buffer.load",
+            &[ty],
+            &[
+                rsrc.into(),
+                offset.into(),
+                emit.i32(0).into(),
+                emit.i32(0).into(),
+            ],
+        )
     }
 
     // As HIP's atomicAdd: visible to the whole device, not the host.

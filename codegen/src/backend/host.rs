@@ -186,6 +186,66 @@ impl Backend for Host {
         false
     }
 
+    fn f8_decode_by_table(&self) -> bool {
+        true
+    }
+
+    fn range_checked_loads(&self) -> bool {
+        true
+    }
+
+    /// The GPU's range check as a branch: memory is read only where the
+    /// whole load lies inside the `size` bytes (so an empty tensor's
+    /// dangling base is never touched), zeros otherwise. It lets CPU runs
+    /// of AMD-lowered kernels (`--emulate gfx942`) take the same
+    /// whole-vector fills and loop versions as the GPU code.
+    fn range_checked_load<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        base: PointerValue<'ctx>,
+        size: IntValue<'ctx>,
+        offset: IntValue<'ctx>,
+        bytes: u32,
+    ) -> R<inkwell::values::BasicValueEnum<'ctx>> {
+        let (cx, b) = (emit.cx, emit.b);
+        let i64t = cx.i64_type();
+        let ty = match bytes {
+            16 => cx.i128_type(),
+            8 => i64t,
+            4 => cx.i32_type(),
+            2 => cx.i16_type(),
+            _ => cx.i8_type(),
+        };
+        let off = b.build_int_z_extend(offset, i64t, "").map_err(llvm_err)?;
+        let end = b
+            .build_int_nuw_add(off, i64t.const_int(u64::from(bytes), false), "")
+            .map_err(llvm_err)?;
+        let size = b.build_int_z_extend(size, i64t, "").map_err(llvm_err)?;
+        let inside = b
+            .build_int_compare(inkwell::IntPredicate::ULE, end, size, "")
+            .map_err(llvm_err)?;
+        let pre = b.get_insert_block().expect("positioned");
+        let f = pre.get_parent().expect("in a function");
+        let read = cx.append_basic_block(f, "range.read");
+        let join = cx.append_basic_block(f, "range.join");
+        b.build_conditional_branch(inside, read, join)
+            .map_err(llvm_err)?;
+        b.position_at_end(read);
+        // Inside the tensor: the address is in bounds.
+        let p =
+            unsafe { b.build_in_bounds_gep(cx.i8_type(), base, &[off], "") }.map_err(llvm_err)?;
+        let v = b.build_load(ty, p, "").map_err(llvm_err)?;
+        inkwell::values::BasicValue::as_instruction_value(&v)
+            .expect("load")
+            .set_alignment(1)
+            .map_err(llvm_err)?;
+        b.build_unconditional_branch(join).map_err(llvm_err)?;
+        b.position_at_end(join);
+        let phi = b.build_phi(ty, "").map_err(llvm_err)?;
+        phi.add_incoming(&[(&ty.const_zero(), pre), (&v, read)]);
+        Ok(phi.as_basic_value())
+    }
+
     /// As on NVPTX, so that CPU runs check the proofs against the
     /// reference interpreter.
     fn alignment_from_index(&self) -> bool {

@@ -422,6 +422,30 @@ pub(crate) trait Backend {
         Ok(())
     }
 
+    /// Whether [`Backend::range_checked_load`] has a load to give.
+    fn range_checked_loads(&self) -> bool {
+        false
+    }
+
+    /// A load of `bytes` (1, 2, 4, 8 or 16) bytes at byte `offset` of the
+    /// `size` bytes at `base` (global memory) that reads zeros where any
+    /// byte of it lies at or past `size`, by the hardware's range check
+    /// rather than a branch: how a zero-filled tile copy takes its whole
+    /// vectors past the tensor's end without a per-lane path. An integer
+    /// (vector) of the bytes; `base` need not be aligned.
+    fn range_checked_load<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _base: PointerValue<'ctx>,
+        _size: IntValue<'ctx>,
+        _offset: IntValue<'ctx>,
+        _bytes: u32,
+    ) -> R<BasicValueEnum<'ctx>> {
+        Err(crate::CodegenError::Llvm(
+            "a range-checked load on a target without one (a rocmc bug)".into(),
+        ))
+    }
+
     /// Whether a vector fill's alignment is proven from the shape of its
     /// index where it can be, leaving loop-invariant checks only
     /// ([`FnCx::fill_aligned_known`]), rather than tested on each address.
@@ -437,6 +461,13 @@ pub(crate) trait Backend {
     /// epilogue's store instructions (an accumulator holds column pairs);
     /// AMD's code is left as it was.
     fn vector_stores(&self) -> bool {
+        false
+    }
+
+    /// Whether 8-bit floats decode by a table load rather than integer
+    /// code ([`FnCx::f8_decode`]): on the CPU, where loads are cheap and
+    /// the integer code's float selects are not.
+    fn f8_decode_by_table(&self) -> bool {
         false
     }
 

@@ -97,6 +97,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         b: IntValue<'ctx>,
     ) -> R<FloatValue<'ctx>> {
         use rocmc_ir::dtype::F8Kind;
+        if self.be.f8_decode_by_table() {
+            return self.f8_table_decode(f, b);
+        }
         let (bd, i32t, f32t) = (&self.b, self.cx.i32_type(), self.cx.f32_type());
         let c = |v: i64| i32t.const_int(v as u64, true);
         let x = bd.build_int_z_extend(b, i32t, "").map_err(llvm_err)?;
@@ -190,6 +193,48 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         };
         Ok(bd
             .build_select(special, value, signed, "")
+            .map_err(llvm_err)?
+            .into_float_value())
+    }
+
+    /// [`Self::f8_decode`] as a load from a 256-entry table that
+    /// [`rocmc_ir::dtype::F8Format::decode`] itself fills: on the CPU the
+    /// integer code's float selects each split a block in x86's
+    /// instruction selection, which made the emulated 8-bit `wgmma` tiles
+    /// (thousands of decodes in one block) take minutes to compile.
+    fn f8_table_decode(
+        &self,
+        f: rocmc_ir::dtype::F8Format,
+        b: IntValue<'ctx>,
+    ) -> R<FloatValue<'ctx>> {
+        let f32t = self.cx.f32_type();
+        let name = format!("rocmc_f8_e{}m{}_{:?}", f.exp, f.man, f.kind);
+        let table = match self.m.get_global(&name) {
+            Some(g) => g,
+            None => {
+                let values: Vec<_> = (0..=255u8)
+                    .map(|x| f32t.const_float(f64::from(f.decode(x) as f32)))
+                    .collect();
+                let g = self.m.add_global(f32t.array_type(256), None, &name);
+                g.set_initializer(&f32t.const_array(&values));
+                g.set_constant(true);
+                g.set_linkage(inkwell::module::Linkage::Internal);
+                g
+            }
+        };
+        let i = self
+            .b
+            .build_int_z_extend(b, self.cx.i64_type(), "")
+            .map_err(llvm_err)?;
+        // The index is a byte: always inside the 256 entries.
+        let p = unsafe {
+            self.b
+                .build_in_bounds_gep(f32t, table.as_pointer_value(), &[i], "")
+                .map_err(llvm_err)?
+        };
+        Ok(self
+            .b
+            .build_load(f32t, p, "")
             .map_err(llvm_err)?
             .into_float_value())
     }

@@ -20,12 +20,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> R<()> {
         let n = self.index(extent)?;
         let name = self.g.vars[var.0 as usize].name.clone();
-        self.counted_loop(n, &name, |me, i| {
-            me.vars[var.0 as usize] = Some(i);
-            me.versioned_body(body)
-        })?;
-        self.vars[var.0 as usize] = None;
-        Ok(())
+        self.whole_rows_loop(body, &mut |me| {
+            me.counted_loop(n, &name, |me, i| {
+                me.vars[var.0 as usize] = Some(i);
+                me.versioned_body(body)
+            })?;
+            me.vars[var.0 as usize] = None;
+            Ok(())
+        })
     }
 
     /// A loop body with several conditional statements after its last

@@ -31,6 +31,19 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         asynchronous: bool,
         zero: bool,
     ) -> R<()> {
+        if self.range_checked(self.whole_fill(value, width, zero, asynchronous)) {
+            if let ExprKind::Load { tensor, indices } = &value.kind {
+                return self.fill_range_checked(
+                    mem,
+                    array,
+                    index,
+                    *tensor,
+                    indices,
+                    value.dtype,
+                    width,
+                );
+            }
+        }
         let lanes_only = |me: &mut Self| me.fill_lanes(mem, array, index, value, (width, zero));
         let Some(vt) = self.fill_vector_type(value.dtype, width) else {
             return lanes_only(self);
@@ -84,6 +97,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// the assembler schedule them among other work), else each fill checks
     /// its own lanes. One branch instead of two per fill.
     pub(super) fn fill_group(&mut self, stmts: &[Stmt]) -> R<()> {
+        if self.group_range_checked(stmts) {
+            return self.body(stmts);
+        }
         let all = self.fill_group_ok(stmts)?;
         self.if_else(
             all,

@@ -146,9 +146,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                             extent: extent.clone(),
                         });
                     }
-                    self.counted_loop(n, &name, |me, i| {
-                        me.vars[var.0 as usize] = Some(i);
-                        me.host_body(body, st)
+                    // The GPU's loop versions for whole-vector fills, so
+                    // that CPU runs of AMD-lowered kernels run them too.
+                    self.whole_rows_loop(body, &mut |me| {
+                        me.counted_loop(n, &name, |me, i| {
+                            me.vars[var.0 as usize] = Some(i);
+                            me.host_body(body, st)
+                        })
                     })?;
                     st.guards.truncate(guards);
                 }

@@ -7,6 +7,8 @@
 //! - [`stmt`]: statements, merged vector stores, the leaves;
 //! - [`control`]: loops, loop versioning, unswitching, guards;
 //! - [`fill`]: `cache_read` fills, vectorised and asynchronous;
+//! - [`buffer`]: zero fills as whole vectors by the target's range-checked
+//!   loads (AMD buffer loads), and the loop version that allows them;
 //! - [`matrix`]: matrix instructions and their fragment loads;
 //! - [`address`]: element addresses (affine and gathered) at the proven width;
 //! - [`expr`]: expressions and operators; [`cast`]: dtype conversions.
@@ -14,6 +16,7 @@
 //! Math functions are in `math.rs`, index arithmetic in `index.rs`.
 
 mod address;
+mod buffer;
 mod cast;
 mod control;
 mod expr;
@@ -69,6 +72,9 @@ pub(crate) struct FnCx<'a, 'ctx> {
     pub(crate) be: &'a dyn Backend,
     /// The kernel's tensor maps, where the target issues its tensor copies.
     pub(crate) tensor_maps: Option<PointerValue<'ctx>>,
+    /// Inside a loop version for which every zero fill's row length was
+    /// checked to be a multiple of its width ([`FnCx::whole_rows_loop`]).
+    pub(crate) whole_rows: bool,
 }
 
 /// In memory a bool is a byte.
@@ -158,6 +164,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             bounds: index::Bounds::of(k, g),
             be,
             tensor_maps: abi.tensor_maps,
+            whole_rows: false,
         };
         // Arrays sized at launch, at their offsets in the launch's dynamic
         // shared memory (expressions of the sizes, computed once here).
