@@ -253,10 +253,11 @@ fn matrix_products_take_the_targets_matrix_instructions() {
 }
 
 /// On AMD the row rule reads each thread's elements adjacent, one vector
-/// access of 4 (16 bytes of f32), and still means what the interpreter
-/// says at sizes no vector or work-group divides, on the CPU emulating
-/// each AMD processor and in the race-checked loop IR; NVIDIA keeps its
-/// strided elements, one at a time.
+/// access of 4 (16 bytes of f32), 4 steps unrolled as one straight run
+/// where all 4 are whole (pass `unswitch_unrolled`), and still means what
+/// the interpreter says at sizes no vector or work-group divides, on the
+/// CPU emulating each AMD processor and in the race-checked loop IR;
+/// NVIDIA keeps its strided elements, one at a time.
 #[test]
 fn the_row_default_reads_adjacent_vectors_on_amd() {
     for name in ["softmax", "layernorm"] {
@@ -274,12 +275,26 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
                 "{name} {emulate}: {:?}",
                 last.steps
             );
-            // rows, cols: no multiple of 4 or of a work-group's 1024.
-            let sizes = k.fit_sizes(&[5, 1037]);
-            let cmp = rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false)
-                .unwrap_or_else(|e| panic!("{name} {emulate}: {e}"));
-            for c in &cmp {
-                assert!(c.ok(), "{name} {emulate} {sizes:?}: {c:?}");
+            let unrolled = last.steps.iter().any(|s| s.starts_with("unroll("));
+            assert_eq!(unrolled, vector, "{name} {emulate}: {:?}", last.steps);
+            // rows, cols: no multiple of 4 or of a work-group's 1024; four
+            // whole steps (the straight run); four and one more.
+            for given in [[5, 1037], [3, 4096], [2, 5120]] {
+                let sizes = k.fit_sizes(&given);
+                let cmp = rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 5, false)
+                    .unwrap_or_else(|e| panic!("{name} {emulate}: {e}"));
+                for c in &cmp {
+                    assert!(c.ok(), "{name} {emulate} {sizes:?}: {c:?}");
+                }
+                if vector {
+                    let gpu = lowered_for(&f, emulate);
+                    let spec = rocmc::run::RunSpec::new(&sizes, &Default::default(), 5);
+                    let cmp = rocmc::run::run_loops(&gpu, &spec)
+                        .unwrap_or_else(|e| panic!("{name} {emulate} loops: {e}"));
+                    for c in &cmp {
+                        assert!(c.ok(), "{name} {emulate} loops {sizes:?}: {c:?}");
+                    }
+                }
             }
         }
     }

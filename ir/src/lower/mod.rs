@@ -26,6 +26,7 @@ mod body;
 mod cache;
 mod compute_at;
 mod descriptors;
+mod hoist;
 mod ldmatrix;
 pub mod matrix;
 mod nest;
@@ -40,7 +41,7 @@ mod vectorize;
 type PassFn = fn(&mut Lowering) -> Result<(), Diagnostic>;
 
 /// The passes that build a kernel from its stage, in order.
-pub(crate) const PASSES: [(&str, PassFn); 9] = [
+pub(crate) const PASSES: [(&str, PassFn); 10] = [
     // Bindings, launch geometry, loops, guards, the store or the reduction.
     ("nest", nest::run),
     // A stage with `mma`: fragment loads, matrix instructions, accumulator stores.
@@ -55,6 +56,8 @@ pub(crate) const PASSES: [(&str, PassFn); 9] = [
     ("caches", cache::run),
     // Vectorized loops become unswitched guard-free lanes.
     ("vectorize", vectorize::run),
+    // Unrolled loops of vectorized steps: one unswitch for all their steps.
+    ("unswitch_unrolled", hoist::run),
     // Fragment reads of warpgroup instructions (wgmma) become descriptors.
     ("matrix_descs", descriptors::run),
     // Fragment reads from LDS become ldmatrix where the target has it.

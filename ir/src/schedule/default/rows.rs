@@ -93,6 +93,21 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
             if amd { 4 } else { 1 },
             "elements per thread and step of the row's reductions, unrolled (on AMD adjacent, one vector access)",
         );
+        // On AMD, several of a thread's vectors in flight per step too:
+        // the reductions' chains otherwise wait for each 16-byte load
+        // before the next is issued (Triton's row kernels hold a 4096-wide
+        // row in registers, two 16-byte loads per lane at once). Pass
+        // `unswitch_unrolled` makes the unrolled steps one straight run.
+        let unroll = if amd && per > 1 {
+            kn.get(
+                "ROW_UNROLL",
+                &[1, 2, 4],
+                4,
+                "vectors per thread in flight per step of the row's passes (AMD)",
+            )
+        } else {
+            1
+        };
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
         let staged = row_inputs(k, yi, &chain, row_budget(cx));
         // Without a target, rows a large LDS would take are left to it.
@@ -118,11 +133,11 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
                 p,
                 Knobs::new(&s.name, &[]).done(
                     "row-chain",
-                    reduction_steps(&y.name, r, c, threads, (per, amd)),
+                    reduction_steps(&y.name, r, c, threads, (per, amd, unroll)),
                 ),
             ));
         }
-        let mut steps = final_steps(r, j, threads, (per, amd));
+        let mut steps = final_steps(r, j, threads, (per, amd, unroll));
         if lds == 1 {
             for (name, vec) in &staged {
                 steps.push(format!(
@@ -147,7 +162,7 @@ fn reduction_steps(
     r: &str,
     c: &str,
     threads: i64,
-    (per, amd): (i64, bool),
+    (per, amd, unroll): (i64, bool, i64),
 ) -> Vec<String> {
     match per {
         1 => vec![
@@ -161,7 +176,10 @@ fn reduction_steps(
             format!("{c}_t, {c}_v = split({c}_i, {per})"),
             format!("bind({c}_t, threadIdx.x)"),
             format!("vectorize({c}_v)"),
-        ],
+        ]
+        .into_iter()
+        .chain(unrolled(c, unroll))
+        .collect(),
         _ => vec![
             format!("compute_at({y}, {r})"),
             format!("{c}_o, {c}_i = split({c}, {})", threads * per),
@@ -174,15 +192,22 @@ fn reduction_steps(
 
 /// The final stage's steps: a row per work-group, its columns `j` over
 /// `threads` threads (on AMD `per` adjacent ones each, one vector access).
-fn final_steps(r: &str, j: &str, threads: i64, (per, amd): (i64, bool)) -> Vec<String> {
+fn final_steps(
+    r: &str,
+    j: &str,
+    threads: i64,
+    (per, amd, unroll): (i64, bool, i64),
+) -> Vec<String> {
     if amd && per > 1 {
-        vec![
+        let mut steps = vec![
             format!("bind({r}, blockIdx.x)"),
             format!("{j}_o, {j}_i = split({j}, {})", threads * per),
             format!("{j}_t, {j}_v = split({j}_i, {per})"),
             format!("bind({j}_t, threadIdx.x)"),
             format!("vectorize({j}_v)"),
-        ]
+        ];
+        steps.extend(unrolled(j, unroll));
+        steps
     } else {
         vec![
             format!("bind({r}, blockIdx.x)"),
@@ -190,6 +215,18 @@ fn final_steps(r: &str, j: &str, threads: i64, (per, amd): (i64, bool)) -> Vec<S
             format!("bind({j}_t, threadIdx.x)"),
         ]
     }
+}
+
+/// `{c}_o` (a row's steps) split so that `unroll` consecutive steps of a
+/// thread are one unrolled run: their loads issue before any is waited on.
+fn unrolled(c: &str, unroll: i64) -> Vec<String> {
+    if unroll <= 1 {
+        return Vec::new();
+    }
+    vec![
+        format!("{c}_s, {c}_u = split({c}_o, {unroll})"),
+        format!("unroll({c}_u)"),
+    ]
 }
 
 /// The bound of the rows staged where a work-group may take 128 KiB of
