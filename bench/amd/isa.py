@@ -127,8 +127,22 @@ def loops(code):
     last = {}
     for n, i in enumerate(code):
         if i.target is not None and i.target <= i.addr and i.target in index:
-            last[index[i.target]] = n
+            if not ends_at_once(code, index[i.target]):
+                last[index[i.target]] = n
     return sorted(last.items())
+
+
+def ends_at_once(code, start):
+    """Whether the instructions from `start` reach `s_endpgm` before any
+    branch: a backward branch there is a jump to the kernel's exit laid
+    out earlier (LLVM places a vector path after its scalar fallback and
+    jumps back to the shared end), not a loop."""
+    for i in code[start:]:
+        if i.mnemonic == "s_endpgm":
+            return True
+        if i.mnemonic.startswith(("s_cbranch", "s_branch", "s_setpc")):
+            return False
+    return False
 
 
 def is_matrix(m):
