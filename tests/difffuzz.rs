@@ -1331,6 +1331,8 @@ struct Stats {
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
     bounded: usize,
+    /// Accepted kernels with an intermediate declared a result.
+    kept: usize,
     executed: usize,
     /// Runs of the loop IR lowered for a GPU target with the race check.
     race_checked: usize,
@@ -1342,6 +1344,40 @@ struct Stats {
 const RACE_TARGETS: &[&str] = &[
     "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90", "sm_90a",
 ];
+
+/// `src` with its first unscheduled (or inlined) stage that a later stage
+/// reads declared a result (`output = true`, unscheduled): the default
+/// rules must then store it though they would fuse it into its readers
+/// (issue 61, item 10).
+fn declare_an_output(src: &str) -> String {
+    let parts: Vec<&str> = src.split("\n[[stage]]\n").collect();
+    for (i, part) in parts.iter().enumerate().skip(1) {
+        let name = part
+            .strip_prefix("compute = \"")
+            .and_then(|c| c.split('[').next())
+            .unwrap_or("");
+        let read_later = parts[i + 1..]
+            .iter()
+            .any(|p| p.contains(&format!("{name}[")));
+        // Unscheduled, or inlined by its schedule: then unscheduled (an
+        // inlined result has no memory to be stored in).
+        let open = ["schedule = []", "schedule = [\"compute_inline()\"]"]
+            .into_iter()
+            .find(|s| part.contains(s));
+        let (false, true, Some(open)) = (name.is_empty(), read_later, open) else {
+            continue;
+        };
+        let mut out = parts[..i].join("\n[[stage]]\n");
+        out.push_str("\n[[stage]]\n");
+        out.push_str(&part.replacen(open, "output = true\nschedule = []", 1));
+        for p in &parts[i + 1..] {
+            out.push_str("\n[[stage]]\n");
+            out.push_str(p);
+        }
+        return out;
+    }
+    src.to_string()
+}
 
 fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     let front = match rocmc::frontend("fuzz.toml", src) {
@@ -1378,6 +1414,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan.is_some())) as usize;
     st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
     st.bounded += src.starts_with("# bounded-part") as usize;
+    st.kept += !k.kept.is_empty() as usize;
     st.attentions +=
         k.stages
             .iter()
@@ -1598,6 +1635,10 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
     while Instant::now() < end || st.generated < MIN_KERNELS {
         id += 1;
         let src = kernel(&mut rng, id);
+        let src = match rng.chance(30) {
+            true => declare_an_output(&src),
+            false => src,
+        };
         st.generated += 1;
         // A kernel that kills the process (a signal or an LLVM abort, not a
         // panic) is left here, with the seed that made it.
@@ -1628,6 +1669,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.batched += l.batched;
                 st.tensor_copies += l.tensor_copies;
                 st.bounded += l.bounded;
+                st.kept += l.kept;
                 st.executed += l.executed;
                 st.race_checked += l.race_checked;
                 st.compiled += l.compiled;
@@ -1644,7 +1686,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} with a declared intermediate result), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1660,6 +1702,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.warpgroups,
         st.batched,
         st.tensor_copies,
+        st.kept,
         st.executed,
         st.race_checked,
         st.compiled,
