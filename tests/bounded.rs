@@ -23,8 +23,16 @@ fn bounded_parts_agree_with_the_interpreter_on_the_cpu() {
     for (name, src) in kernels() {
         let front = rocmc::frontend(&format!("{name}.toml"), &src).unwrap();
         let top = max_cols(&src);
-        // Rows shorter than a thread's step, ragged, and at the bound.
-        for (rows, cols) in [(3, 1), (5, 257), (2, top), (4, top - 1), (1, 33)] {
+        // Rows shorter than a thread's step, ragged, at the bound, and
+        // (softmax_row_runs) a last run of copies partly past the tile.
+        for (rows, cols) in [
+            (3, 1),
+            (5, 257),
+            (2, top),
+            (4, top - 1),
+            (1, 33),
+            (2, top - 200),
+        ] {
             let cmp = rocmc::run::run_cpu(&front, &[rows, cols], &HashMap::new(), 3, false)
                 .unwrap_or_else(|e| panic!("{name} at {rows}x{cols}: {e}"));
             for c in &cmp {

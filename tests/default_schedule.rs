@@ -254,7 +254,8 @@ fn matrix_products_take_the_targets_matrix_instructions() {
 
 /// On AMD the row rule reads each thread's elements adjacent, one vector
 /// access of 4 (16 bytes of f32), 4 steps unrolled as one straight run
-/// where all 4 are whole (pass `unswitch_unrolled`), and still means what
+/// where all 4 are whole (pass `unswitch_unrolled`), a row staged in LDS
+/// copied 4 vectors at a time (`unroll=4`), and still means what
 /// the interpreter says at sizes no vector or work-group divides, on the
 /// CPU emulating each AMD processor and in the race-checked loop IR;
 /// NVIDIA keeps its strided elements, one at a time.
@@ -263,11 +264,28 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
     for name in ["softmax", "layernorm"] {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         let f = front(name, &src);
-        for emulate in ["gfx942", "gfx1100", "sm_90"] {
+        for emulate in ["gfx942", "gfx950", "gfx1100", "sm_90"] {
             let lowered = emulated(&f, emulate);
             let k = &lowered.kernel;
             let last = k.stages.last().unwrap().default.as_ref().unwrap();
             assert_eq!(last.rule, "row-chain", "{name} {emulate}");
+            // gfx950's 160 KiB of LDS per work-group (and sm_90's) take
+            // the row (16384 columns bound); on AMD copied four vectors at
+            // a time.
+            let staged = last.steps.iter().any(|s| s.contains("cache_read("));
+            assert_eq!(
+                staged,
+                matches!(emulate, "gfx950" | "sm_90"),
+                "{name} {emulate}: {:?}",
+                last.steps
+            );
+            if staged && emulate.starts_with("gfx") {
+                assert!(
+                    last.steps.iter().any(|s| s.contains(", unroll=4)")),
+                    "{name} {emulate}: {:?}",
+                    last.steps
+                );
+            }
             let vector = last.steps.iter().any(|s| s.starts_with("vectorize("));
             assert_eq!(
                 vector,

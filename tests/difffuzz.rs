@@ -903,10 +903,16 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
         } else {
             *rng.pick(&[1, 1, 2, 4])
         };
+        // Copies in runs at times (`unroll`): the last run of a row is
+        // partial at most sizes.
+        let runs = match rng.chance(40) {
+            true => format!(", unroll={}", rng.pick(&[2, 3, 4])),
+            false => String::new(),
+        };
         sched.push(if vec > 1 {
-            format!("AS = cache_read(A, shared, r, vec={vec})")
+            format!("AS = cache_read(A, shared, r, vec={vec}{runs})")
         } else {
-            "AS = cache_read(A, shared, r)".to_string()
+            format!("AS = cache_read(A, shared, r{runs})")
         });
     }
     let sched: Vec<String> = sched.iter().map(|s| format!("\"{s}\"")).collect();

@@ -260,6 +260,11 @@ pub struct Cache {
     /// thread issuing the whole tile and every thread waiting on the
     /// buffer's mbarrier, instead of every thread copying its share.
     pub tma: bool,
+    /// `unroll=U` (2 to 8): a copy loop over a row of run-time length
+    /// (a bounded tile's) runs U of a thread's copies at a time, their
+    /// loads in flight together where all U lie inside what the loops
+    /// reach; 1: one at a time.
+    pub unroll: u32,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
@@ -275,6 +280,7 @@ pub struct CopyOpts {
     pub stages: u32,
     pub swizzle: Option<i64>,
     pub tma: bool,
+    pub unroll: u32,
 }
 
 /// How a split divides its loop.

@@ -8,6 +8,7 @@ mod pipeline;
 mod place;
 pub(crate) mod swizzle;
 mod tma;
+mod unrolled;
 
 use bounded::{live_groups, used_at_run_time};
 use gathered::{fold_divmod, gathered_dims, gathers_of, var_ranges};
@@ -648,6 +649,22 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     };
     // No loop for a single pass.
     let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
+    let serial = !(live.is_none() && (iters <= 8 || c.kind.local()));
+    if c.unroll > 1 && serial {
+        let stmts = unrolled::runs(cx, it, i64::from(c.unroll), guards, stores, c.span);
+        return Ok(Copy {
+            it,
+            iters,
+            stmts,
+            group,
+            groups,
+            threads,
+            vec,
+            offs,
+            source,
+            zero,
+        });
+    }
     let guarded = if guards.is_empty() {
         stores
     } else {

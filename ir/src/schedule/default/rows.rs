@@ -139,9 +139,14 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         }
         let mut steps = final_steps(r, j, threads, (per, amd, unroll));
         if lds == 1 {
+            // The copy of the row in runs of `unroll` too (AMD).
+            let runs = match unroll {
+                1 => String::new(),
+                u => format!(", unroll={u}"),
+            };
             for (name, vec) in &staged {
                 steps.push(format!(
-                    "{name}_row = cache_read({name}, shared, {r}, vec={vec})"
+                    "{name}_row = cache_read({name}, shared, {r}, vec={vec}{runs})"
                 ));
             }
         }

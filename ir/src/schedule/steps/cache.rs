@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1, unroll=U)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -8,11 +8,11 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let write = s.name == "cache_write";
     const EX: &str = "AS = cache_read(A, shared, ko)";
     let mut r = results(s, 1, EX)?;
-    if s.args.len() < 3 || s.args.len() > 8 {
+    if s.args.len() < 3 || s.args.len() > 9 {
         return Err(Diagnostic::new(
             s.span,
             format!(
-                "`{}` takes 3 to 8 arguments, {} given",
+                "`{}` takes 3 to 9 arguments, {} given",
                 s.name,
                 s.args.len()
             ),
@@ -32,8 +32,8 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             }
         };
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
-    let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle, mut tma) =
-        (None, None, None, None, None, None);
+    let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle, mut tma, mut unroll) =
+        (None, None, None, None, None, None, None);
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -90,13 +90,20 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                         .hint("`tma=1` fills the tile with the tensor memory accelerator (sm_90a)"))
                 }
             },
-            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma")) => {
+            Some("unroll") if unroll.is_none() => match value {
+                Some(v @ 1..=8) => unroll = Some(v as u32),
+                _ => {
+                    return Err(Diagnostic::new(a.value.span, "unroll must be an integer from 1 to 8")
+                        .hint("`unroll=4` runs four of a thread's copies of a row of run-time length at a time"))
+                }
+            },
+            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma" | "unroll")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
             _ => {
                 return Err(Diagnostic::new(
                     a.value.span,
-                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128` or `tma=1`",
+                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1` or `unroll=N`",
                 ))
             }
         }
@@ -108,6 +115,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         stages: stages.unwrap_or(1),
         swizzle,
         tma: tma.unwrap_or(false),
+        unroll: unroll.unwrap_or(1),
     };
     if opts.tma && (opts.swizzle.is_none() || opts.stages < 2 || opts.prefetch) {
         return Err(Diagnostic::new(
@@ -128,6 +136,13 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             s.span,
             "`vec`, `prefetch` and `stages` apply to `cache_read(..., shared, ...)` tiles only",
         ));
+    }
+    if opts.unroll > 1 && (write || local || opts.prefetch || opts.stages > 1 || opts.tma) {
+        return Err(Diagnostic::new(
+            s.span,
+            "`unroll` applies to plain `cache_read(..., shared, ...)` copies (no `prefetch`, `stages` or `tma`)",
+        )
+        .hint("a pipelined copy already overlaps its loads with the computation"));
     }
     if opts.prefetch && opts.stages > 1 {
         return Err(Diagnostic::new(
@@ -183,6 +198,7 @@ pub(crate) fn apply(
         stages: opts.stages,
         swizzle: opts.swizzle,
         tma: opts.tma,
+        unroll: opts.unroll,
         kind,
         name: result.name.clone(),
         span,
@@ -208,5 +224,21 @@ mod tests {
         assert!(e.contains("unknown scope `global`"), "{e}");
         let e = nest(&["AS = cache_write(A, shared, r)"]).unwrap_err();
         assert!(e.contains("stages the stage's own output"), "{e}");
+    }
+
+    #[test]
+    fn copies_run_in_runs_of_one_to_eight() {
+        let n = nest(&["AS = cache_read(A, shared, r, vec=4, unroll=4)"]).unwrap();
+        assert_eq!(n.caches[0].unroll, 4);
+        let n = nest(&["AS = cache_read(A, shared, r)"]).unwrap();
+        assert_eq!(n.caches[0].unroll, 1);
+        let e = nest(&["AS = cache_read(A, shared, r, unroll=9)"]).unwrap_err();
+        assert!(e.contains("unroll must be an integer from 1 to 8"), "{e}");
+        let e = nest(&["AS = cache_read(A, local, r, unroll=2)"]).unwrap_err();
+        assert!(e.contains("`unroll` applies to plain"), "{e}");
+        let e = nest(&["AS = cache_read(A, shared, r, prefetch=1, unroll=2)"]).unwrap_err();
+        assert!(e.contains("`unroll` applies to plain"), "{e}");
+        let e = nest(&["AS = cache_read(A, shared, r, unroll=2, unroll=2)"]).unwrap_err();
+        assert!(e.contains("`unroll` given twice"), "{e}");
     }
 }
