@@ -650,39 +650,18 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     // No loop for a single pass.
     let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
     let serial = !(live.is_none() && (iters <= 8 || c.kind.local()));
-    if c.unroll > 1 && serial {
-        let stmts = unrolled::runs(cx, it, i64::from(c.unroll), guards, stores, c.span);
-        return Ok(Copy {
-            it,
-            iters,
-            stmts,
-            group,
-            groups,
-            threads,
-            vec,
-            offs,
-            source,
-            zero,
-        });
-    }
-    let guarded = if guards.is_empty() {
-        stores
-    } else {
-        vec![Stmt::If {
-            guards,
-            body: stores,
-        }]
-    };
-    let stmts = if iters == 1 && live.is_none() {
+    let stmts = if c.unroll > 1 && serial {
+        unrolled::runs(cx, it, i64::from(c.unroll), guards, stores, c.span)
+    } else if iters == 1 && live.is_none() {
         let zero = std::collections::HashMap::from([(it, Index::c(0))]);
-        map_indices(guarded, &|ix| ix.subst(&zero))
+        map_indices(guarded_by(guards, stores), &|ix| ix.subst(&zero))
     } else {
         vec![Stmt::Loop {
             var: it,
             extent: cx.vars[it.0 as usize].extent.clone(),
             // A register tile needs constant indices: unrolled.
-            unroll: live.is_none() && (iters <= 8 || c.kind.local()),
-            body: guarded,
+            unroll: !serial,
+            body: guarded_by(guards, stores),
         }]
     };
     Ok(Copy {
@@ -697,6 +676,18 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         source,
         zero,
     })
+}
+
+/// `stores` under `guards`, or as they are where there are none.
+fn guarded_by(guards: Vec<Guard>, stores: Vec<Stmt>) -> Vec<Stmt> {
+    if guards.is_empty() {
+        stores
+    } else {
+        vec![Stmt::If {
+            guards,
+            body: stores,
+        }]
+    }
 }
 
 /// `value`'s `vec` lanes into `mem` array `array` at `index`: one

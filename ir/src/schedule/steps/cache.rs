@@ -117,6 +117,19 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         tma: tma.unwrap_or(false),
         unroll: unroll.unwrap_or(1),
     };
+    check_opts(s, &opts, write, local)?;
+    Ok(StepKind::Cache {
+        tensor,
+        at,
+        opts,
+        kind: CacheKind::of(write, local),
+        result: r.remove(0),
+    })
+}
+
+/// The combinations of copy options that cannot go together, refused
+/// naming why.
+fn check_opts(s: &StepStmt, opts: &CopyOpts, write: bool, local: bool) -> Result<(), Diagnostic> {
     if opts.tma && (opts.swizzle.is_none() || opts.stages < 2 || opts.prefetch) {
         return Err(Diagnostic::new(
             s.span,
@@ -151,13 +164,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         )
         .hint("`stages=2` double-buffers the tile in LDS without holding the next one in registers"));
     }
-    Ok(StepKind::Cache {
-        tensor,
-        at,
-        opts,
-        kind: CacheKind::of(write, local),
-        result: r.remove(0),
-    })
+    Ok(())
 }
 
 /// The most buffers `stages=` may ask for.
