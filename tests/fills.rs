@@ -263,7 +263,7 @@ fn impossible_fills_are_refused_naming_the_value() {
         ),
         (
             "AS = cache_read(A, shared, ko, bogus=1)",
-            "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128` or `tma=1`",
+            "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1` or `unroll=N`",
         ),
         (
             "AS = cache_read(A, shared, ko, stages=9)",
