@@ -8,7 +8,6 @@
 
 use super::*;
 use crate::CodegenError;
-use inkwell::IntPredicate;
 use rocmc_ir::loops::visit::walk;
 use rocmc_ir::loops::{Addressing, Mem, Stmt};
 use rocmc_ir::{DType, Expr, ExprKind, Index, TensorId};
@@ -131,18 +130,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         if rows.is_empty() {
             return emit_loop(self);
         }
-        let i32t = self.cx.i32_type();
         let mut all = self.cx.bool_type().const_int(1, false);
         for (e, w) in &rows {
-            let n = self.index(e)?;
-            let rem = self
-                .b
-                .build_int_unsigned_rem(n, i32t.const_int(u64::from(*w), false), "")
-                .map_err(llvm_err)?;
-            let ok = self
-                .b
-                .build_int_compare(IntPredicate::EQ, rem, i32t.const_zero(), "")
-                .map_err(llvm_err)?;
+            let ok = self.multiple_of(e, u64::from(*w))?;
             all = self.b.build_and(all, ok, "").map_err(llvm_err)?;
         }
         let whole = self.cx.append_basic_block(self.f, "rows.whole");

@@ -293,27 +293,31 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         if d != 0 && !d.is_multiple_of(w) {
             return Ok(None);
         }
-        let i32t = self.cx.i32_type();
         let mut ok = self.cx.bool_type().const_int(1, false);
         let shape = &self.k.tensor(tensor).shape;
         if indices.len() >= 2 {
             let row = &shape[shape.len() - 1];
             let d = row.known_divisor_in(&self.divisors);
             if d != 0 && !d.is_multiple_of(w) {
-                let n = self.index(row)?;
-                let rem = self
-                    .b
-                    .build_int_unsigned_rem(n, i32t.const_int(w, false), "")
-                    .map_err(llvm_err)?;
-                ok = self
-                    .b
-                    .build_int_compare(IntPredicate::EQ, rem, i32t.const_zero(), "")
-                    .map_err(llvm_err)?;
+                ok = self.multiple_of(row, w)?;
             }
         }
         let base = self.bufs[&tensor];
         let based = self.fill_aligned(base, dt, width)?;
         Ok(Some(self.b.build_and(ok, based, "").map_err(llvm_err)?))
+    }
+
+    /// Whether the non-negative index `e` is a multiple of `w`, at run time.
+    pub(super) fn multiple_of(&mut self, e: &Index, w: u64) -> R<IntValue<'ctx>> {
+        let i32t = self.cx.i32_type();
+        let n = self.index(e)?;
+        let rem = self
+            .b
+            .build_int_unsigned_rem(n, i32t.const_int(w, false), "")
+            .map_err(llvm_err)?;
+        self.b
+            .build_int_compare(IntPredicate::EQ, rem, i32t.const_zero(), "")
+            .map_err(llvm_err)
     }
 
     /// A fill's alignment check: from the index where the backend asks for
