@@ -497,7 +497,8 @@ fn quoted(steps: &[String]) -> String {
 /// Q, K, V of a random dtype, head sizes (1 to 64, none a tile's multiple
 /// on purpose), with or without a batch axis, causal or not, with or
 /// without `scale=`, K read from the inputs or from a stage before, and
-/// no schedule (the default rules), `rowwise` or `flash` with random tiles.
+/// no schedule (the default rules), `rowwise` or `flash` with random tiles
+/// (and rows per wave).
 fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     let dt = *rng.pick(&["f16", "bf16", "f16", "bf16", "f32"]);
     // `flash` runs here through emulated matrix instructions, whose cost
@@ -558,8 +559,14 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
             rng.pick(&[1, 2])
         )
     } else if flash {
+        // Fewer rows a wave than lanes at times (every wave is 32 lanes
+        // or more; 16 and 32 are whole fragments of every instruction).
+        let wave_rows = match rng.chance(40) {
+            true => format!(", wave_rows={}", rng.pick(&[16, 32])),
+            false => String::new(),
+        };
         format!(
-            "\nschedule = [\"flash(j, rows={}, keys={}, stages={})\"]",
+            "\nschedule = [\"flash(j, rows={}, keys={}, stages={}{wave_rows})\"]",
             rng.pick(&[32, 64]),
             rng.pick(&[16, 32]),
             rng.pick(&[1, 2, 3])

@@ -325,12 +325,14 @@ pub struct LoopNest {
 pub enum AttnPlan {
     /// `rowwise(j, threads=T)`: a thread per query row.
     Rows { threads: u32, span: Span },
-    /// `flash(j, rows=BM, keys=BN, stages=S)`: a work-group per `BM`
-    /// query rows on the matrix instructions, keys `BN` at a time.
+    /// `flash(j, rows=BM, keys=BN, stages=S, wave_rows=R)`: a work-group
+    /// per `BM` query rows on the matrix instructions, keys `BN` at a
+    /// time, `R` rows per wave (0: one per lane).
     Flash {
         rows: u32,
         keys: u32,
         stages: u32,
+        wave_rows: u32,
         span: Span,
     },
 }

@@ -126,6 +126,15 @@ pub struct MatrixInstr {
     pub llvm_c: (&'static str, u32),
     /// Where it exists.
     pub available: Availability,
+    /// A view of the instruction with its operands swapped: it computes
+    /// `D^T = B^T·A^T`, so its A is the hardware's B transposed, its B the
+    /// hardware's A, and a lane's accumulator element `e` is the hardware's
+    /// element `e` transposed. Codegen issues the hardware instruction with
+    /// the two operands exchanged ([`MatrixInstr::hardware`]). What
+    /// attention's scores need on MFMA: a query row then spans 2 or 4
+    /// lanes instead of 16 or 32. Only [`MatrixInstr::transposed_view`]
+    /// makes one.
+    pub transposed: bool,
 }
 
 // gfx9-4-generic (code for gfx942 and gfx950 alike) has what both have,
@@ -167,6 +176,7 @@ macro_rules! mi {
             llvm_b: $lb,
             llvm_c: $lc,
             available: $avail,
+            transposed: false,
         }
     };
 }
@@ -241,7 +251,59 @@ pub const INSTRUCTIONS: &[MatrixInstr] = &[
     mi!("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "", WgmmaRegA, 64, 128, 16, Bf16, Bf16, F32, 128, ("i32", 4), ("<16 x i16>", 1), ("float", 64), NvidiaOnly(SM90A)),
 ];
 
+/// Every instruction of [`INSTRUCTIONS`] as its transposed view, at the same index.
+static TRANSPOSED: [MatrixInstr; INSTRUCTIONS.len()] = {
+    let mut out = [INSTRUCTIONS[0]; INSTRUCTIONS.len()];
+    let mut i = 0;
+    while i < INSTRUCTIONS.len() {
+        out[i] = INSTRUCTIONS[i].swapped();
+        i += 1;
+    }
+    out
+};
+
 impl MatrixInstr {
+    /// m and n, A and B exchanged, and `transposed` flipped.
+    const fn swapped(self) -> MatrixInstr {
+        MatrixInstr {
+            m: self.n,
+            n: self.m,
+            a: self.b,
+            b: self.a,
+            llvm_a: self.llvm_b,
+            llvm_b: self.llvm_a,
+            transposed: !self.transposed,
+            ..self
+        }
+    }
+
+    /// The instruction with its operands swapped (see
+    /// [`transposed`](Self::transposed)), or the original of a transposed
+    /// view. Only for instructions of one lane's registers (MFMA, WMMA,
+    /// `mma.sync`): a warpgroup's operands are not symmetric.
+    pub fn transposed_view(&'static self) -> Option<&'static MatrixInstr> {
+        if self.warpgroup() {
+            return None;
+        }
+        let (from, to) = match self.transposed {
+            false => (INSTRUCTIONS, &TRANSPOSED[..]),
+            true => (&TRANSPOSED[..], INSTRUCTIONS),
+        };
+        from.iter()
+            .position(|i| std::ptr::eq(i, self) || i == self)
+            .map(|p| &to[p])
+    }
+
+    /// What the hardware executes: the instruction itself, or for a
+    /// transposed view the original, whose A is the view's B and whose B
+    /// is the view's A.
+    pub fn hardware(&self) -> MatrixInstr {
+        match self.transposed {
+            false => *self,
+            true => self.swapped(),
+        }
+    }
+
     /// Whether `processor` (an AMD name or `sm_NN`) has it.
     pub fn available_on(&self, processor: &str) -> bool {
         match self.available {
@@ -273,6 +335,9 @@ impl MatrixInstr {
 
     /// Elements of A each lane holds.
     pub fn a_per_lane(&self) -> u32 {
+        if self.transposed {
+            return self.hardware().b_per_lane();
+        }
         match self.family {
             // Each lane holds a whole row (gfx11 replicates rows in the upper half-wave).
             Family::WmmaGfx11 => self.k,
@@ -282,6 +347,9 @@ impl MatrixInstr {
 
     /// Elements of B each lane holds.
     pub fn b_per_lane(&self) -> u32 {
+        if self.transposed {
+            return self.hardware().a_per_lane();
+        }
         match self.family {
             Family::WmmaGfx11 => self.k,
             _ => self.k * self.n / self.wave,
@@ -314,6 +382,10 @@ impl MatrixInstr {
     /// [`a_at`](Self::a_at) as functions of the lane, for lowering: the
     /// (row, k) of A that element `e` of every lane holds.
     pub fn a_coord(&self, e: u32) -> (LaneCoord, LaneCoord) {
+        if self.transposed {
+            let (k, c) = self.hardware().b_coord(e);
+            return (c, k);
+        }
         let per = self.a_per_lane();
         match self.family {
             Family::Mfma => (
@@ -361,6 +433,10 @@ impl MatrixInstr {
 
     /// [`b_at`](Self::b_at) as functions of the lane.
     pub fn b_coord(&self, e: u32) -> (LaneCoord, LaneCoord) {
+        if self.transposed {
+            let (r, k) = self.hardware().a_coord(e);
+            return (k, r);
+        }
         let per = self.b_per_lane();
         match self.family {
             Family::Mfma => (
@@ -390,6 +466,10 @@ impl MatrixInstr {
 
     /// [`acc_at`](Self::acc_at) as functions of the lane.
     pub fn acc_coord(&self, e: u32) -> (LaneCoord, LaneCoord) {
+        if self.transposed {
+            let (r, c) = self.hardware().acc_coord(e);
+            return (c, r);
+        }
         match self.family {
             Family::Mfma => {
                 // Blocks of 4 rows; the lanes' groups of `n` take turns down the rows.
@@ -791,6 +871,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A transposed view's meaning is what codegen issues for it: the
+    /// hardware instruction with the view's B as its A and the view's A
+    /// as its B, each lane's registers unchanged.
+    #[test]
+    fn a_transposed_view_is_the_hardware_with_operands_swapped() {
+        for i in INSTRUCTIONS.iter().filter(|i| !i.warpgroup()) {
+            let t = i.transposed_view().expect("a lane's registers");
+            assert!(t.transposed && t.transposed_view() == Some(i));
+            assert_eq!((t.m, t.n, t.k, t.hardware()), (i.n, i.m, i.k, *i));
+            let av = |r: u32, c: u32| f64::from((r * 7 + c * 3) % 11) - 5.0;
+            let bv = |r: u32, c: u32| f64::from((r * 5 + c * 2) % 13) - 6.0;
+            let cv = |r: u32, c: u32| f64::from(r * 100 + c);
+            let regs =
+                |per: u32, at: &dyn Fn(u32, u32) -> (u32, u32), v: &dyn Fn(u32, u32) -> f64| {
+                    (0..t.wave)
+                        .map(|l| {
+                            (0..per)
+                                .map(|e| {
+                                    let (x, y) = at(l, e);
+                                    v(x, y)
+                                })
+                                .collect()
+                        })
+                        .collect::<Vec<Vec<f64>>>()
+                };
+            let a = regs(t.a_per_lane(), &|l, e| t.a_at(l, e), &av);
+            let b = regs(t.b_per_lane(), &|l, e| t.b_at(l, e), &bv);
+            let c = regs(t.acc_per_lane(), &|l, e| t.acc_at(l, e), &cv);
+            let d = execute(i, &b, &a, &c);
+            for lane in 0..t.wave {
+                for e in 0..t.acc_per_lane() {
+                    let (r, col) = t.acc_at(lane, e);
+                    let want = cv(r, col) + (0..t.k).map(|kk| av(r, kk) * bv(kk, col)).sum::<f64>();
+                    assert_eq!(d[lane as usize][e as usize], want, "{} transposed", i.name);
+                }
+            }
+        }
+        assert!(INSTRUCTIONS
+            .iter()
+            .filter(|i| i.warpgroup())
+            .all(|i| i.transposed_view().is_none()));
     }
 
     #[test]

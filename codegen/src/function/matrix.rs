@@ -79,7 +79,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let av = self.matrix_operands(a, instr.a_per_lane(), instr.llvm_a)?;
         let bv = self.matrix_operands(b, instr.b_per_lane(), instr.llvm_b)?;
         let cv = self.matrix_operands(acc, instr.acc_per_lane(), instr.llvm_c)?;
-        let d = self.be.matrix(&self.ctx(), instr, av, bv, cv)?;
+        // A transposed view is the hardware's instruction with A and B
+        // exchanged; its accumulator registers are the hardware's.
+        let hw = instr.hardware();
+        let (av, bv) = if instr.transposed { (bv, av) } else { (av, bv) };
+        let d = self.be.matrix(&self.ctx(), &hw, av, bv, cv)?;
         let mut elems = Vec::new();
         for v in d {
             match v {

@@ -385,6 +385,8 @@ impl Printer<'_, '_, '_> {
                 };
                 let regs = if instr.warpgroup() && !instr.a_in_shared() {
                     ", A in registers"
+                } else if instr.transposed {
+                    ", transposed: A and B swapped"
                 } else {
                     ""
                 };

@@ -42,6 +42,8 @@ pub(super) struct Tiles {
     pub rows: u32,
     pub keys: u32,
     pub stages: u32,
+    /// Query rows per wave; 0 for the default (one per lane).
+    pub wave_rows: u32,
 }
 
 mod emit;
@@ -62,11 +64,6 @@ const VS: u32 = 2;
 const PS: u32 = 3;
 const SS: u32 = 4;
 const AL: u32 = 5;
-
-/// The most lanes a row's accumulators may span for the softmax to stay
-/// in registers: mma.sync's four. MFMA's 32 and WMMA's 16 would cost five
-/// or four exchanges per row and tile, and one lane holds up to 16 rows.
-const ROW_LANES: u32 = 4;
 
 /// A tensor operand read straight from memory: the tensor, its
 /// subscripts, and which one is the row axis (query or key).
@@ -109,27 +106,23 @@ fn operand(
     }
 }
 
-/// The instruction: f16 or bf16 operands, f32 accumulators, and the
-/// longest k (fewest instructions per head column), then the smallest m·n.
-fn pick(unit: &MatrixUnit, t: DType, span: Span) -> Result<&'static MatrixInstr, Diagnostic> {
-    let want = mtype(t);
-    unit.instructions()
-        .into_iter()
-        .filter(|i| {
-            Some(i.a) == want && Some(i.b) == want && i.acc == rocmc_target::matrix::MType::F32
-        })
-        .filter(|i| unit.wave().is_multiple_of(i.m))
-        .max_by_key(|i| (i.k, std::cmp::Reverse(i.m * i.n)))
-        .ok_or_else(|| {
-            Diagnostic::new(
-                span,
-                format!(
-                    "{} has no matrix instruction multiplying {t} into f32",
-                    unit.gpu()
-                ),
-            )
-            .hint("schedule with `rowwise`")
-        })
+/// The instruction ([`crate::mtype::rows::flash_instr`]), or why there is none.
+fn pick(
+    unit: &MatrixUnit,
+    t: DType,
+    keys: i64,
+    span: Span,
+) -> Result<&'static MatrixInstr, Diagnostic> {
+    crate::mtype::rows::flash_instr(unit, t, keys).ok_or_else(|| {
+        Diagnostic::new(
+            span,
+            format!(
+                "{} has no matrix instruction multiplying {t} into f32",
+                unit.gpu()
+            ),
+        )
+        .hint("schedule with `rowwise`")
+    })
 }
 
 /// Whether `ix` never decreases as `v` grows (sums, min/max, positive
@@ -245,16 +238,12 @@ pub(super) fn build(
     )?;
 
     let load = |op_: &Operand, row: Index, c: Index| operand_load(l.k, op_, &at, row, c, ty);
-    let q_copy = em.copy(
-        q_v,
-        QS,
-        Index::c(0),
-        em.q_tile,
-        bm,
-        ep,
-        &|r, c| load(&q, row0.clone() + r, c),
-        false,
-    );
+    // Q into registers straight from memory, or its LDS tile's copy.
+    let q_load = |r: Index, c| load(&q, row0.clone() + r, c);
+    let q_stmts = match em.q_regs {
+        Some(qr) => em.q_to_registers(qr, &q_load),
+        None => vec![em.copy(q_v, QS, Index::c(0), em.q_tile, bm, ep, &q_load, false)],
+    };
     let tile_copy = |tile: Index, buf: Index| -> Vec<Stmt> {
         let key0 = tile * Index::c(bn);
         vec![
@@ -285,7 +274,7 @@ pub(super) fn build(
     let step = key_tile(&em, kt, &ntiles, stages, &scale, &keys_of, &tile_copy, col);
 
     let mut body = prologue(&em, [bx, by, lane, wave]);
-    body.push(q_copy);
+    body.extend(q_stmts);
     // The first `stages - 1` key tiles in flight before the loop.
     for s in 0..stages - 1 {
         body.push(Stmt::If {
@@ -434,11 +423,11 @@ fn emitter(
         ),
     };
     let (s_stride, p_stride) = (bn + 1, bn + PAD);
-    let row_lanes = lanes::row_lanes(instr, ROW_LANES);
+    let row_lanes = crate::mtype::rows::row_lanes(instr, crate::mtype::rows::ROW_LANES);
     let a_of_values = group.map_or(instr, |(_, v, _)| v);
     let p_in_place = row_lanes
         .as_ref()
-        .and_then(|_| lanes::weights_in_place(a_of_values, instr, bn));
+        .and_then(|_| crate::mtype::rows::weights_in_place(a_of_values, instr, bn));
     // The warpgroup path has no LDS tile for the weights: P·V must read
     // them in place (the table's layouts make it so; checked, not assumed).
     if group.is_some() && p_in_place.is_none() {
@@ -447,8 +436,17 @@ fn emitter(
             "`flash` on warpgroups: the score accumulators are not the A layout of P·V's instruction (a rocmc bug)",
         ));
     }
+    // AMD's register path (the transposed MFMA view, softmax and weights
+    // in registers) also keeps Q there: its LDS is then K and V alone
+    // (gfx942, d = 128: 52 KiB to 17 KiB at 128 rows and 32 keys).
+    let q_in_registers = instr.transposed && row_lanes.is_some() && p_in_place.is_some();
+    let q_len = if q_in_registers {
+        0
+    } else {
+        bm * q_tile.stride
+    };
     l.g.shared = vec![
-        shared("q", ty, bm * q_tile.stride),
+        shared("q", ty, q_len),
         shared("k", ty, stages * bn * k_tile.stride),
         shared("v", ty, stages * bn * v_tile.stride),
     ];
@@ -467,6 +465,10 @@ fn emitter(
     let pair_b = ldmatrix;
     let [mreg, sum, mnew, rs, p, alpha] =
         ["max", "sum", "new_max", "tile_sum", "p", "alpha"].map(|name| local(l, name, 1, span));
+    let q_regs = q_in_registers.then(|| {
+        let len = fm_n * (ep / i64::from(instr.k)) * i64::from(instr.a_per_lane());
+        local_typed(l, "q", ty, len, span)
+    });
     let lanes = row_lanes.map(|rl| {
         let regs = row_regs(l, fm_n * i64::from(rl.slots), span);
         (rl, regs)
@@ -499,6 +501,7 @@ fn emitter(
         alpha,
         lanes,
         p_in_place,
+        q_regs,
         pair_b,
         q_tile,
         k_tile,
@@ -715,14 +718,18 @@ fn check(
         )
         .hint("schedule with `rowwise`"));
     }
-    let instr = pick(unit, ty, span)?;
     let w = i64::from(unit.wave());
     let (bm, bn) = (i64::from(t.rows), i64::from(t.keys));
+    let instr = pick(unit, ty, bn, span)?;
     let (nn, kk) = (i64::from(instr.n), i64::from(instr.k));
-    if bm % w != 0 || bm / w > 16 {
+    let wave_rows = i64::from(t.wave_rows);
+    let per_wave = if wave_rows == 0 { w } else { wave_rows };
+    if bm % per_wave != 0 || bm / per_wave > 16 {
         return Err(Diagnostic::new(
             span,
-            format!("rows={bm}: each of a work-group's waves takes {w} rows (a row per lane), so rows is a multiple of {w}, at most {}", 16 * w),
+            format!("rows={bm}: each of a work-group's waves takes {per_wave} rows ({}), so rows is a multiple of {per_wave}, at most {}",
+                if wave_rows == 0 { "a row per lane" } else { "wave_rows" },
+                16 * per_wave),
         ));
     }
     if bn % nn != 0 || bn % kk != 0 {
@@ -764,7 +771,31 @@ fn check(
     // softmax.
     let wmma_rows = instr.family == rocmc_target::matrix::Family::WmmaGfx11 && d > 64;
     let (instr, lanes_n, rm) = match group {
+        Some(_) if wave_rows != 0 && wave_rows != group::ROWS => {
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "wave_rows={wave_rows}: on {}'s warpgroups each takes {} rows",
+                    unit.gpu(),
+                    group::ROWS
+                ),
+            ))
+        }
         Some((_, _, base)) => (base, 128, group::ROWS),
+        // Fewer rows than lanes: the LDS softmax's lanes past them idle.
+        None if wave_rows != 0 => {
+            let m = i64::from(instr.m);
+            if wave_rows % m != 0 || wave_rows > w {
+                return Err(Diagnostic::new(
+                    span,
+                    format!(
+                        "wave_rows={wave_rows}: whole {m}-row fragments of {} and at most the wave's {w} lanes",
+                        crate::lower::matrix::instr_id(instr)
+                    ),
+                ));
+            }
+            (instr, w, wave_rows)
+        }
         None if wmma_rows => (instr, w, i64::from(instr.m)),
         None => (instr, w, w),
     };

@@ -22,8 +22,17 @@ pub(super) fn build(l: &mut Lowering, a: &Attention, plan: AttnPlan) -> Result<(
             rows,
             keys,
             stages,
+            wave_rows,
             span,
-        } => flash::build(l, a, flash::Tiles { rows, keys, stages }, span),
+        } => {
+            let t = flash::Tiles {
+                rows,
+                keys,
+                stages,
+                wave_rows,
+            };
+            flash::build(l, a, t, span)
+        }
     }
 }
 
@@ -44,10 +53,15 @@ fn var(l: &mut Lowering, name: &str, extent: Index, kind: LoopKind, span: Span) 
 
 /// A new per-thread array of f32.
 fn local(l: &mut Lowering, name: &str, len: i64, span: Span) -> u32 {
+    local_typed(l, name, DType::F32, len, span)
+}
+
+/// A new register array of `dtype`.
+fn local_typed(l: &mut Lowering, name: &str, dtype: DType, len: i64, span: Span) -> u32 {
     let stage = &l.k.stage(l.sid).name;
     l.g.locals.push(Local {
         name: format!("{stage}_{name}"),
-        dtype: DType::F32,
+        dtype,
         len: len as u32,
         span,
     });

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 /// The scratch arrays are appended after the kernel's own LDS arrays, so
 /// `g.shared.len()` before the call is where they start.
 pub fn expand(mut g: GpuKernel, exchange: Exchange) -> GpuKernel {
-    let mut scratch: HashMap<&'static str, (u32, u32)> = HashMap::new();
+    let mut scratch: HashMap<(&'static str, bool), (u32, u32)> = HashMap::new();
     let threads = g.threads();
     let body = std::mem::take(&mut g.body);
     let mut cx = Cx {
@@ -50,7 +50,7 @@ pub enum Exchange {
 }
 
 struct Cx<'s> {
-    scratch: &'s mut HashMap<&'static str, (u32, u32)>,
+    scratch: &'s mut HashMap<(&'static str, bool), (u32, u32)>,
     threads: u32,
     exchange: Exchange,
 }
@@ -85,22 +85,25 @@ fn expand_body(g: &mut GpuKernel, body: Vec<Stmt>, cx: &mut Cx) -> Vec<Stmt> {
                 let at = g.locals[a.0 as usize].dtype;
                 let bt = g.locals[b.0 as usize].dtype;
                 let ct = g.locals[acc.0 as usize].dtype;
-                let (sa, sb) = *cx.scratch.entry(instr.name).or_insert_with(|| {
-                    let span = g.locals[a.0 as usize].span;
-                    g.shared.push(Local {
-                        name: "mma_a".into(),
-                        dtype: at,
-                        len: waves * copies * m * k,
-                        span,
+                let (sa, sb) = *cx
+                    .scratch
+                    .entry((instr.name, instr.transposed))
+                    .or_insert_with(|| {
+                        let span = g.locals[a.0 as usize].span;
+                        g.shared.push(Local {
+                            name: "mma_a".into(),
+                            dtype: at,
+                            len: waves * copies * m * k,
+                            span,
+                        });
+                        g.shared.push(Local {
+                            name: "mma_b".into(),
+                            dtype: bt,
+                            len: waves * copies * k * n,
+                            span,
+                        });
+                        (g.shared.len() as u32 - 2, g.shared.len() as u32 - 1)
                     });
-                    g.shared.push(Local {
-                        name: "mma_b".into(),
-                        dtype: bt,
-                        len: waves * copies * k * n,
-                        span,
-                    });
-                    (g.shared.len() as u32 - 2, g.shared.len() as u32 - 1)
-                });
                 let copy = if copies > 1 {
                     Index::bin(IOp::Div, lane.clone(), Index::c(16))
                 } else {
@@ -194,7 +197,7 @@ fn shuffle_through_lds(g: &mut GpuKernel, s: Stmt, cx: &mut Cx) -> Vec<Stmt> {
     };
     let mut out = Vec::new();
     let threads = cx.threads;
-    let (slots, _) = *cx.scratch.entry("lane_xor").or_insert_with(|| {
+    let (slots, _) = *cx.scratch.entry(("lane_xor", false)).or_insert_with(|| {
         g.shared.push(Local {
             name: "lane_xor".into(),
             dtype: DType::F32,

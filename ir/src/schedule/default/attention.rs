@@ -12,15 +12,17 @@ use crate::plan::DefaultSchedule;
 use crate::DType;
 
 /// LDS bytes of `flash(rows, keys, stages)` for head dimensions `e` and
-/// `d` of 16-bit elements: the Q tile, `stages` K and V tiles, the f32
-/// scores and the 16-bit weights (rows padded as the lowering pads them).
-pub fn flash_lds(rows: i64, keys: i64, stages: i64, e: i64, d: i64) -> i64 {
+/// `d` of 16-bit elements: the Q tile, `stages` K and V tiles, and unless
+/// `registers_only` (the softmax in the score registers and P·V reading
+/// its weights there) the f32 scores and the 16-bit weights (rows padded
+/// as the lowering pads them).
+pub fn flash_lds(rows: i64, keys: i64, stages: i64, e: i64, d: i64, registers_only: bool) -> i64 {
     let (ep, dp) = ((e + 31) / 32 * 32 + 8, (d + 31) / 32 * 32 + 8);
-    2 * rows * ep
-        + 2 * stages * keys * (ep + dp)
-        + 4 * rows * (keys + 1)
-        + 2 * rows * (keys + 8)
-        + 4 * rows
+    let tiles = 2 * rows * ep + 2 * stages * keys * (ep + dp);
+    match registers_only {
+        true => tiles,
+        false => tiles + 4 * rows * (keys + 1) + 2 * rows * (keys + 8) + 4 * rows,
+    }
 }
 
 pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
@@ -81,11 +83,45 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
                 true => (&[w], &[2, 1]),
                 false => (&[4 * w, 2 * w, w], &[2, 1]),
             };
+            // AMD's MFMA keeps the softmax, the weights and Q in registers
+            // (the transposed view): LDS holds K and V alone, and waves of
+            // 32 rows leave registers for three or four of them per SIMD.
+            // Measured by bench/amd (gfx942, rocmc/Triton, matrix unit busy
+            // per SIMD): 128 rows, 32 per wave, one K/V buffer, 64 keys at
+            // d = 64 (0.48 against 64 rows per wave's 0.30) and 32 at d =
+            // 128 (0.54; 64 keys: 0.22, one work-group per CU by LDS).
+            let amd = crate::mtype::rows::amd_registers_only(u, a.q.dtype, 32);
+            if amd && !decode {
+                let mut kn = Knobs::new(&st.name, cx.given);
+                let rows = kn.get(
+                    "ROWS",
+                    &[w, 2 * w, 4 * w],
+                    2 * w,
+                    "query rows per work-group",
+                );
+                let keys = kn.get(
+                    "KEYS",
+                    &[16, 32, 64, 128],
+                    if d > 64 { 32 } else { 64 },
+                    "keys per LDS tile",
+                );
+                let stages = kn.get("STAGES", &[1, 2, 3], 1, "LDS buffers of the K and V tiles");
+                let wave_rows = kn.get("WAVE_ROWS", &[16, 32, 64], w / 2, "query rows per wave");
+                let mut s = kn.done(
+                    "flash",
+                    vec![format!(
+                        "flash({j}, rows={rows}, keys={keys}, stages={stages}, wave_rows={wave_rows})"
+                    )],
+                );
+                s.by_target = true;
+                out.push(s);
+            }
             let mut best = None;
-            'search: for &rows in row_choices {
+            'search: for &rows in row_choices.iter().filter(|_| !amd || decode) {
                 for &stages in stage_choices {
                     for keys in [keys_default, 32, 16] {
-                        if flash_lds(rows, keys, stages, e, d) <= limit {
+                        let regs = crate::mtype::rows::amd_registers_only(u, a.q.dtype, keys);
+                        if flash_lds(rows, keys, stages, e, d, regs) <= limit {
                             best = Some((rows, keys, stages));
                             break 'search;
                         }

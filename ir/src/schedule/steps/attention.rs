@@ -4,8 +4,9 @@
 //! - `rowwise(j, threads=64)`: one thread per query row walks the keys
 //!   once with the online softmax (a running maximum and sum, and the
 //!   row's `d` outputs rescaled in registers). Any target; the fallback.
-//! - `flash(j, rows=64, keys=64, stages=2)`: a work-group per tile of
-//!   `rows` query rows, one per lane of each wave; the scores of a tile
+//! - `flash(j, rows=64, keys=64, stages=2, wave_rows=R)`: a work-group
+//!   per tile of `rows` query rows, `R` per wave (by default one per
+//!   lane: the wave's width); the scores of a tile
 //!   of `keys` keys and the output accumulate on the target's matrix
 //!   instructions, K and V tiles staged through LDS with `stages`
 //!   buffers, key tiles past the last row's keys skipped
@@ -70,7 +71,11 @@ pub(crate) fn parse_rowwise(s: &StepStmt) -> Result<StepKind, Diagnostic> {
 }
 
 pub(crate) fn parse_flash(s: &StepStmt) -> Result<StepKind, Diagnostic> {
-    let (axis, v) = args(s, FLASH, &[("rows", 64), ("keys", 64), ("stages", 2)])?;
+    let (axis, v) = args(
+        s,
+        FLASH,
+        &[("rows", 64), ("keys", 64), ("stages", 2), ("wave_rows", 0)],
+    )?;
     let rows = power_of_two(s, "rows", v[0], 16, 256)?;
     let keys = power_of_two(s, "keys", v[1], 16, 256)?;
     if !(1..=4).contains(&v[2]) {
@@ -79,12 +84,18 @@ pub(crate) fn parse_flash(s: &StepStmt) -> Result<StepKind, Diagnostic> {
             format!("stages={}: from 1 to 4 LDS buffers", v[2]),
         ));
     }
+    // 0: one row per lane, the wave's width (which the target fixes).
+    let wave_rows = match v[3] {
+        0 => 0,
+        r => power_of_two(s, "wave_rows", r, 16, 128)?,
+    };
     Ok(StepKind::Attention {
         axis,
         plan: AttnPlan::Flash {
             rows,
             keys,
             stages: v[2] as u32,
+            wave_rows,
             span: s.span,
         },
     })

@@ -39,9 +39,13 @@ pub(super) struct Emit {
     pub(super) p: u32,
     pub(super) alpha: u32,
     /// The register softmax's layout and row state, where it applies.
-    pub(super) lanes: Option<(lanes::RowLanes, lanes::RowRegs)>,
+    pub(super) lanes: Option<(crate::mtype::rows::RowLanes, lanes::RowRegs)>,
     /// P's A fragments as score registers, where the weights stay in place.
     pub(super) p_in_place: Option<Vec<i64>>,
+    /// The wave's Q fragments for every k step, loaded once from memory
+    /// (AMD's register path: no Q tile in LDS, which then holds only K
+    /// and V); else Q is read from its LDS tile at every key tile.
+    pub(super) q_regs: Option<u32>,
     /// B fragments loaded two at a time (where `ldmatrix` takes both at once).
     pub(super) pair_b: bool,
     /// The LDS tiles' layouts and the weights' and scores' row strides.
@@ -117,7 +121,11 @@ impl Emit {
     /// `ks`, block row `row`, column `k`) and `read_b(k, col)` give the
     /// operands; each B fragment is loaded once and used by every row
     /// fragment at once; with `pair_b`, two column fragments are loaded
-    /// together (one `ldmatrix.x4` instead of two `.x2`).
+    /// together (one `ldmatrix.x4` instead of two `.x2`). With `a_regs`,
+    /// the A fragments already lie in that register array (as
+    /// [`Emit::q_reg`] orders them) and the instructions read them there:
+    /// a copy into the fragment array would reach LLVM as a byte copy
+    /// whose mixed types keep the array out of registers.
     pub(super) fn product(
         &self,
         ks_n: i64,
@@ -125,6 +133,7 @@ impl Emit {
         acc: u32,
         read_a: &dyn Fn(i64, i64, u32, Index, Index) -> Expr,
         read_b: &dyn Fn(Index, Index) -> Expr,
+        a_regs: Option<u32>,
     ) -> Vec<Stmt> {
         if let Some(g) = &self.group {
             // Which product it is tells the instruction and its arrays.
@@ -145,7 +154,7 @@ impl Emit {
         let fm_n = self.rm / m;
         let mut out = Vec::new();
         for ks in 0..ks_n {
-            for fm in 0..fm_n {
+            for fm in (0..fm_n).filter(|_| a_regs.is_none()) {
                 for e in 0..i.a_per_lane() {
                     let (r, kk) = i.a_coord(e);
                     out.push(Stmt::LocalStore {
@@ -178,9 +187,13 @@ impl Emit {
                 }
                 for h in 0..pair {
                     for fm in 0..fm_n {
+                        let a = match a_regs {
+                            Some(q) => (q, self.q_reg(fm, ks, 0)),
+                            None => (self.af, Index::c(fm * pa)),
+                        };
                         out.push(Stmt::Matrix {
                             instr: i,
-                            a: (self.af, Index::c(fm * pa)),
+                            a,
                             b: (self.bf, Index::c(h * pb)),
                             acc: (acc, Index::c((fm * f_n + f0 + h) * pc)),
                             lane: lane.clone(),
@@ -219,7 +232,55 @@ impl Emit {
                 let at = self.k_tile.at(kbase.clone(), key, col.clone());
                 self.frag_read(KS, at, col, self.e, self.ep)
             },
+            self.q_regs,
         ));
+        out
+    }
+
+    /// Where Q's element `e` of row fragment `fm` at k step `ks` is in
+    /// [`Emit::q_regs`].
+    fn q_reg(&self, fm: i64, ks: i64, e: u32) -> Index {
+        let fm_n = self.rm / i64::from(self.instr.m);
+        Index::c((ks * fm_n + fm) * i64::from(self.instr.a_per_lane()) + i64::from(e))
+    }
+
+    /// Every Q fragment of the wave's rows into [`Emit::q_regs`], read by
+    /// `load(row, col)` from memory (block row, head column); zero past
+    /// the head dimension.
+    pub(super) fn q_to_registers(&self, q: u32, load: &dyn Fn(Index, Index) -> Expr) -> Vec<Stmt> {
+        let i = self.instr;
+        let (m, k) = (i64::from(i.m), i64::from(i.k));
+        let mut out = Vec::new();
+        for ks in 0..self.ep / k {
+            for fm in 0..self.rm / m {
+                for e in 0..i.a_per_lane() {
+                    let (r, kk) = i.a_coord(e);
+                    let col = Index::c(ks * k) + coord(&kk, &self.lane);
+                    let at = self.q_reg(fm, ks, e);
+                    let set = Stmt::LocalStore {
+                        local: q,
+                        index: at.clone(),
+                        value: load(self.row(fm, &r), col.clone()),
+                    };
+                    if self.ep == self.e {
+                        out.push(set);
+                        continue;
+                    }
+                    out.push(Stmt::LocalStore {
+                        local: q,
+                        index: at,
+                        value: typed(ExprKind::Float(0.0), self.t),
+                    });
+                    out.push(Stmt::If {
+                        guards: vec![Guard {
+                            value: col,
+                            extent: Index::c(self.e),
+                        }],
+                        body: vec![set],
+                    });
+                }
+            }
+        }
         out
     }
 
@@ -403,6 +464,7 @@ impl Emit {
                 None => self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
             },
             &|key, col| self.lds(VS, self.v_tile.at(vbase.clone(), key, col), self.t),
+            None,
         )
     }
 

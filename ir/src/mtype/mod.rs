@@ -7,6 +7,8 @@ use rocmc_target::matrix::{MType, MatrixInstr};
 
 pub use rocmc_target::matrix::MatrixUnit;
 
+pub mod rows;
+
 /// The matrix-operand type of a dtype, if matrix instructions take it.
 pub fn mtype(t: DType) -> Option<MType> {
     Some(match t {
