@@ -476,11 +476,35 @@ fn inspect_reports_resources_occupancy_and_json() {
             .unwrap()
             >= 1.0
     );
-    // One 2-wave work-group per CU (its LDS): half the SIMDs idle, not
-    // the 1 wave LLVM's whole count reports.
-    build_for_gfx942(d.path(), "attention", "attention.hsaco");
+    // One 2-wave work-group per CU (its LDS: 64 keys of K and V at head
+    // dimension 128): half the SIMDs idle, not the 1 wave LLVM's whole
+    // count reports. (The default tiles now leave 3 waves a SIMD.)
+    let src = std::fs::read_to_string(example("attention")).unwrap();
+    let src = src.replace(
+        "reduce = { j = \"T\", e = 128 }",
+        "reduce = { j = \"T\", e = 128 }\nschedule = [\"flash(j, rows=128, keys=64, stages=1)\"]",
+    );
+    assert!(src.contains("keys=64"));
+    std::fs::write(d.path().join("attention.toml"), src).unwrap();
+    ok(&rocmc(
+        d.path(),
+        &[
+            "build",
+            "--mcpu",
+            "gfx942",
+            "-o",
+            "attention.hsaco",
+            "attention.toml",
+        ],
+    ));
     let out = ok(&rocmc(d.path(), &["inspect", "attention.hsaco"]));
     assert!(out.contains("occupancy 0.5 waves/SIMD (LDS)"), "{out}");
+    build_for_gfx942(d.path(), "attention", "default.hsaco");
+    let out = ok(&rocmc(d.path(), &["inspect", "default.hsaco"]));
+    assert!(
+        out.contains("LDS 17408 B") && out.contains("occupancy 3 waves/SIMD"),
+        "{out}"
+    );
 }
 
 /// Builds example `name` for gfx942 into `out` in `dir`.
