@@ -164,7 +164,7 @@ fn a_decode_shape_gets_one_wave_of_rows() {
 /// On AMD's MFMA (gfx942, gfx950) the default `flash` computes the scores
 /// on the transposed view of the instruction (a query row in 4 lanes):
 /// the softmax, the weights and Q stay in registers and LDS holds only
-/// the K and V tiles, which is all the code object asks for. Its meaning
+/// the K and V tiles (V by columns), which is all the code object asks for. Its meaning
 /// is the interpreter's through both processors' lanes at sizes no tile
 /// divides (32 rows a wave, bf16 and f16, causal and not).
 #[test]
@@ -174,6 +174,7 @@ fn amd_flash_keeps_scores_weights_and_q_in_registers() {
         for t in ["gfx942", "gfx950"] {
             let emit = rocmc::Emit {
                 code_object: true,
+                asm: true,
                 ..Default::default()
             };
             let art = rocmc::compile(ex, &src, &Options::new(t), emit)
@@ -201,6 +202,13 @@ fn amd_flash_keeps_scores_weights_and_q_in_registers() {
             assert_eq!(
                 co.kernels[0].group_segment_fixed_size, ours,
                 "{ex} {t}: LDS beyond K and V"
+            );
+            // V lies by columns: P·V's B fragments (4 keys of a head
+            // column) are whole reads, never 16-bit ones.
+            let asm = art.asm.clone().unwrap_or_default();
+            assert!(
+                asm.contains("v_mfma") && !asm.contains("ds_read_u16"),
+                "{ex} {t}: V read by elements"
             );
             run_flash(ex, &src, t, 37, 75);
         }

@@ -410,7 +410,7 @@ fn emitter(
     // Where ldmatrix reads the fragments: K and V swizzled, B fragments
     // two at a time (one ldmatrix.x4 loads both).
     let ldmatrix = unit.has_ldmatrix() && group.is_none();
-    let (q_tile, k_tile, v_tile) = match group {
+    let (q_tile, k_tile, mut v_tile) = match group {
         Some(_) => (
             Layout::for_descriptors(ep, bm),
             Layout::for_descriptors(ep, bn),
@@ -445,10 +445,13 @@ fn emitter(
     } else {
         bm * q_tile.stride
     };
+    if q_in_registers {
+        v_tile = Layout::by_columns(dp, bn);
+    }
     l.g.shared = vec![
         shared("q", ty, q_len),
         shared("k", ty, stages * bn * k_tile.stride),
-        shared("v", ty, stages * bn * v_tile.stride),
+        shared("v", ty, stages * v_tile.len(bn)),
     ];
     if p_in_place.is_none() {
         l.g.shared.push(shared("weights", ty, bm * p_stride));

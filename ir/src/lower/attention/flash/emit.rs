@@ -489,24 +489,39 @@ impl Emit {
         let at = Index::Var(v) * Index::c(self.threads) + self.tid.clone();
         let r = Index::bin(IOp::Div, at.clone(), Index::c(per_row));
         let c = Index::bin(IOp::Mod, at.clone(), Index::c(per_row)) * Index::c(vec);
-        let fill = Stmt::Fill {
-            mem: Mem::Shared,
-            array,
-            index: tile.at(base, r.clone(), c.clone()),
-            value: load(r, c),
-            width: vec as u32,
-            asynchronous,
-            zero: false,
+        let fill = match tile.by_columns_of() {
+            // Consecutive threads take consecutive rows of one column
+            // chunk: each of a chunk's 8 elements goes to its own column,
+            // where the lanes' stores are consecutive.
+            Some(_) => {
+                let r = Index::bin(IOp::Mod, at.clone(), Index::c(rows));
+                let c = Index::bin(IOp::Div, at.clone(), Index::c(rows)) * Index::c(vec);
+                let stores = (0..vec).map(|x| Stmt::SharedStore {
+                    shared: array,
+                    index: tile.at(base.clone(), r.clone(), c.clone() + Index::c(x)),
+                    value: load(r.clone(), c.clone() + Index::c(x)),
+                });
+                stores.collect()
+            }
+            None => vec![Stmt::Fill {
+                mem: Mem::Shared,
+                array,
+                index: tile.at(base, r.clone(), c.clone()),
+                value: load(r, c),
+                width: vec as u32,
+                asynchronous,
+                zero: false,
+            }],
         };
         let body = if total % self.threads == 0 {
-            vec![fill]
+            fill
         } else {
             vec![Stmt::If {
                 guards: vec![Guard {
                     value: at,
                     extent: Index::c(total),
                 }],
-                body: vec![fill],
+                body: fill,
             }]
         };
         Stmt::Loop {

@@ -17,7 +17,16 @@ pub(super) struct Layout {
     /// `cache_read(..., swizzle=128)`'s layout ([`swizzled`]), 128-byte
     /// rows of 64 16-bit elements in column blocks of this many rows.
     blocks_of: Option<i64>,
+    /// Stored column by column, this many columns: element (row, col) at
+    /// `col * stride + row` ([`Layout::by_columns`]).
+    columns: Option<i64>,
 }
+
+/// Padding of a column of [`Layout::by_columns`]: 4 elements (8 bytes)
+/// keep each column's 4-element reads aligned, and 16 columns read at
+/// one row fall on 16 distinct pairs of banks (columns `rows / 2 + 2`
+/// words apart: for 32 or 64 rows, 16 distinct even banks).
+pub(super) const COLUMN_PAD: i64 = 4;
 
 impl Layout {
     /// Rows of `width` elements. Where `ldmatrix` reads the tile (NVIDIA,
@@ -36,14 +45,41 @@ impl Layout {
                 stride: width,
                 swizzled: true,
                 blocks_of: None,
+                columns: None,
             }
         } else {
             Layout {
                 stride: width + PAD,
                 swizzled: false,
                 blocks_of: None,
+                columns: None,
             }
         }
+    }
+
+    /// `rows` rows of `width` columns stored column by column, each column
+    /// padded by [`COLUMN_PAD`]. AMD's V tile on the transposed MFMA view:
+    /// P·V's B fragments are 4 consecutive keys of one head column, one
+    /// 8-byte read here where rows would take four 2-byte reads and their
+    /// packing; the copy writes each element on its own, consecutive lanes
+    /// at consecutive keys of a column.
+    pub(super) fn by_columns(width: i64, rows: i64) -> Layout {
+        Layout {
+            stride: rows + COLUMN_PAD,
+            swizzled: false,
+            blocks_of: None,
+            columns: Some(width),
+        }
+    }
+
+    /// Whether the tile is stored column by column.
+    pub(super) fn by_columns_of(&self) -> Option<i64> {
+        self.columns
+    }
+
+    /// Elements of one buffer of a tile of `rows` rows.
+    pub(super) fn len(&self, rows: i64) -> i64 {
+        self.columns.map_or(rows * self.stride, |w| w * self.stride)
     }
 
     /// `rows` rows of `width` (a multiple of 64) 16-bit elements as a
@@ -53,16 +89,20 @@ impl Layout {
             stride: width,
             swizzled: true,
             blocks_of: Some(rows),
+            columns: None,
         }
     }
 
     /// Where buffer `buf` of a tile of `rows` rows starts.
     pub(super) fn stage(&self, buf: Index, rows: i64) -> Index {
-        buf * Index::c(rows * self.stride)
+        buf * Index::c(self.len(rows))
     }
 
     /// The element at tile row `row`, column `col`, from `base`.
     pub(super) fn at(&self, base: Index, row: Index, col: Index) -> Index {
+        if self.columns.is_some() {
+            return base + col * Index::c(self.stride) + row;
+        }
         if let Some(rows) = self.blocks_of {
             let width = 128 / 2;
             return swizzled(&Swizzled {
