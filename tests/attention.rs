@@ -161,8 +161,9 @@ fn a_decode_shape_gets_one_wave_of_rows() {
     }
 }
 
-/// On AMD's MFMA (gfx942, gfx950) the default `flash` computes the scores
-/// on the transposed view of the instruction (a query row in 4 lanes):
+/// On AMD's MFMA (gfx942, gfx950) and gfx12's WMMA the default `flash`
+/// computes the scores on the transposed view of the instruction (a query
+/// row in 4 or 2 lanes; half a wave of rows, 16 on gfx12's wave32):
 /// the softmax, the weights and Q stay in registers and LDS holds only
 /// the K and V tiles (V by columns), which is all the code object asks for. Its meaning
 /// is the interpreter's through both processors' lanes at sizes no tile
@@ -171,7 +172,7 @@ fn a_decode_shape_gets_one_wave_of_rows() {
 fn amd_flash_keeps_scores_weights_and_q_in_registers() {
     for ex in ["attention", "attention_causal"] {
         let src = std::fs::read_to_string(example(ex)).unwrap();
-        for t in ["gfx942", "gfx950"] {
+        for t in ["gfx942", "gfx950", "gfx1201"] {
             let emit = rocmc::Emit {
                 code_object: true,
                 asm: true,
@@ -185,7 +186,10 @@ fn amd_flash_keeps_scores_weights_and_q_in_registers() {
             );
             let d = art.kernel.stages[0].default.as_ref().expect("the rule's");
             assert!(
-                d.steps[0].contains("wave_rows=32"),
+                d.steps[0].contains(&format!(
+                    "wave_rows={}",
+                    if t == "gfx1201" { 16 } else { 32 }
+                )),
                 "{ex} {t}: {:?}",
                 d.steps
             );
@@ -207,7 +211,7 @@ fn amd_flash_keeps_scores_weights_and_q_in_registers() {
             // column) are whole reads, never 16-bit ones.
             let asm = art.asm.clone().unwrap_or_default();
             assert!(
-                asm.contains("v_mfma") && !asm.contains("ds_read_u16"),
+                (asm.contains("v_mfma") || asm.contains("v_wmma")) && !asm.contains("ds_read_u16"),
                 "{ex} {t}: V read by elements"
             );
             run_flash(ex, &src, t, 37, 75);
@@ -506,8 +510,7 @@ fn flash_runs_on_warpgroups_on_sm_90a() {
 }
 
 /// gfx11's WMMA at head dimension 128: a wave takes 16 rows (one
-/// instruction's), not 32, so that its outputs fit its registers; the
-/// other lanes sit out the LDS softmax. Still the interpreter's meaning,
+/// instruction's), not 32, so that its outputs fit its registers. Still the interpreter's meaning,
 /// with and without the log-sum-exp, and no scratch on gfx1100.
 #[test]
 fn gfx11_takes_sixteen_rows_a_wave_at_head_dimension_128() {
@@ -529,5 +532,15 @@ fn gfx11_takes_sixteen_rows_a_wave_at_head_dimension_128() {
         assert_eq!(k.private_segment_fixed_size, 0, "{}: scratch", k.name);
         assert_eq!(k.vgpr_spill_count, 0, "{}: spills", k.name);
     }
-    assert!(art.loops.contains("attn.lane < 16"), "{}", art.loops);
+    // 128 rows, 16 a wave: 8 waves of 32 lanes. On the transposed view
+    // (a row's scores in 2 lanes) the softmax stays in registers; the
+    // weights go through LDS (gfx11's A wants a row's 16 keys in a lane).
+    assert!(art.loops.contains("block (32, 8, 1)"), "{}", art.loops);
+    assert!(art.loops.contains("transposed: A and B swapped"));
+    let g = &art.program.kernels[0];
+    let lds: Vec<&str> = g.shared.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        lds.contains(&"O_weights") && !lds.contains(&"O_scores"),
+        "{lds:?}"
+    );
 }

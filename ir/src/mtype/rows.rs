@@ -106,11 +106,12 @@ pub fn weights_in_place(a_instr: &MatrixInstr, instr: &MatrixInstr, keys: i64) -
 }
 
 /// The instruction `flash` takes on `unit` for `t` (f16 or bf16) operands
-/// and f32 accumulators. MFMA's as its transposed view (the keys as the
-/// hardware's rows, the queries as its columns): a query row's scores
-/// then lie in 4 lanes (16x16) or 2 (32x32) instead of 16 or 32, so the
-/// softmax stays in the score registers, which P·V then reads as its A
-/// fragments. Of those, first one whose weights stay in place for `keys`
+/// and f32 accumulators. AMD's (MFMA, WMMA) as its transposed view (the
+/// keys as the hardware's rows, the queries as its columns): a query
+/// row's scores then lie in 4 lanes (MFMA 16x16) or 2 (MFMA 32x32, WMMA)
+/// instead of 16 or 32, so the softmax stays in the score registers,
+/// which P·V then reads as its A fragments where the layouts agree (MFMA,
+/// gfx12; gfx11's A wants a row's 16 keys in one lane). Of those, first one whose weights stay in place for `keys`
 /// keys, then the longest k (fewest instructions per head column), then
 /// the smallest m·n.
 pub fn flash_instr(unit: &MatrixUnit, t: DType, keys: i64) -> Option<&'static MatrixInstr> {
@@ -120,7 +121,9 @@ pub fn flash_instr(unit: &MatrixUnit, t: DType, keys: i64) -> Option<&'static Ma
         .filter(|i| Some(i.a) == want && Some(i.b) == want && i.acc == MType::F32)
         .filter(|i| unit.wave().is_multiple_of(i.m))
         .map(|i| match i.family {
-            Family::Mfma => i.transposed_view().unwrap_or(i),
+            Family::Mfma | Family::WmmaGfx11 | Family::WmmaGfx12 => {
+                i.transposed_view().unwrap_or(i)
+            }
             _ => i,
         })
         .max_by_key(|i| (weights_stay(i, keys), i.k, std::cmp::Reverse(i.m * i.n)))
