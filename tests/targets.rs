@@ -502,7 +502,7 @@ fn inspect_reports_resources_occupancy_and_json() {
     build_for_gfx942(d.path(), "attention", "default.hsaco");
     let out = ok(&rocmc(d.path(), &["inspect", "default.hsaco"]));
     assert!(
-        out.contains("LDS 17408 B") && out.contains("occupancy 3 waves/SIMD"),
+        out.contains("LDS 17920 B") && out.contains("occupancy 3 waves/SIMD"),
         "{out}"
     );
 }

@@ -103,7 +103,7 @@ def triton_compile(case, proc, out):
             # have (not launchable): not a configuration anyone would run.
             if r["spills"] or r["scratch"] or not r["occupancy"]:
                 continue
-            score = r["flops_per_cycle"] or 0
+            score = r["simd_peak"] or 0
             text = f"{bm}x{bn}x{bk}, {warps} warps, {stages} stages"
             if best is None or score > best[0]:
                 best = (score, path, shared, text)
@@ -241,6 +241,10 @@ def analyse(path, proc, lds_launch):
         "matrix_busy": busy,
         # Several waves on a SIMD overlap; fewer than one leaves SIMDs idle.
         "simd_busy": (mat / simd) if simd and c["matrix"] else None,
+        # The loop's matrix work over what the SIMD could do at the type's
+        # peak in that time: the figure that compares instructions of
+        # different rates (gfx950's 16x16x16 runs at half its 16x16x32's).
+        "simd_peak": (c["peak_cycles"] / simd) if simd and c["matrix"] else None,
         "in_flight_cu": flight * occ * (4 if proc.startswith("gfx9") else 2),
         "flops_per_cycle": busy,
         "passes": len(passes),
@@ -259,7 +263,8 @@ def widths(d):
 def row(case, who, r, config=""):
     ipm = f"{r['instructions'] / r['matrix']:.1f}" if r["matrix"] else "-"
     pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"
-    busy = f"{pct(r['matrix_busy'])} / {pct(r['simd_busy'])}" if r["matrix"] else "-"
+    busy = (f"{pct(r['matrix_busy'])} / {pct(r['simd_busy'])} ({pct(r['simd_peak'])} of peak)"
+            if r["matrix"] else "-")
     bpc = (f"{r['cycles_per_element']:.3f} ({r['passes']} pass{'es' if r['passes'] > 1 else ''}, "
            f"{r['in_flight_cu'] / 1024:.0f} KiB in flight per CU)" if r["cycles_per_element"] else "-")
     return (f"| {case} | {who} | {r['vgpr']}/{r['agpr']}/{r['sgpr']} | {r['lds']}+{r['lds_launch']} | "
@@ -272,20 +277,21 @@ def row(case, who, r, config=""):
 
 HEADER = ("| computation | compiler | VGPR/AGPR/SGPR | LDS static+launch (B) | scratch | waves/SIMD | "
           "hot loop: instructions | matrix | instr/matrix | global loads | LDS reads | LDS writes | "
-          "waits | barriers | branches | VALU | llvm-mca cycles/iter: one wave / resource bound | matrix busy: wave / SIMD | cycles per input element |\n"
+          "waits | barriers | branches | VALU | llvm-mca cycles/iter: one wave / resource bound | matrix busy: wave / SIMD (SIMD work of the peak) | cycles per input element |\n"
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def ratio(a, b, key):
-    """rocmc over Triton, higher better: matrix-unit utilisation of a SIMD,
-    or bytes in flight per CU per pass over the inputs."""
+    """rocmc over Triton, higher better: a SIMD's matrix work per cycle
+    as a fraction of its peak, or bytes in flight per CU per pass over the
+    inputs."""
     if a.get(key) and b.get(key):
         return a[key] / b[key]
     return None
 
 
 def key_of(r, t):
-    return "simd_busy" if r["matrix"] or t["matrix"] else "flight_per_pass"
+    return "simd_peak" if r["matrix"] or t["matrix"] else "flight_per_pass"
 
 
 def main():
@@ -328,7 +334,7 @@ def write(results):
             key = key_of(r, t)
             q = ratio(r, t, key)
             summary.append(f"| {proc} | {name} | {'-' if q is None else f'{q:.2f}x'} | "
-                           f"{'matrix unit busy per SIMD' if key == 'simd_busy' else 'global-load bytes in flight per CU per pass over the input'} |")
+                           f"{'matrix work per SIMD cycle (of the peak)' if key == 'simd_peak' else 'global-load bytes in flight per CU per pass over the input'} |")
         lines.append("")
     text = "\n".join(lines[:5] + ["## Summary", ""] + summary + [""] + lines[5:]) + "\n"
     with open(os.path.join(HERE, "results.md"), "w") as f:

@@ -32,7 +32,7 @@ RATE = {
 }
 
 
-def matrix_cycles(proc, mnemonic):
+def matrix_cycles(proc, mnemonic, at_peak=False):
     """Cycles the matrix unit is busy with one instruction of one wave, in
     llvm-mca's unit for `proc`: LLVM's AMDGPU scheduling model counts gfx9
     time in passes of 4 clocks (a wave64 VALU instruction on a 16-lane SIMD
@@ -44,9 +44,12 @@ def matrix_cycles(proc, mnemonic):
     flops = 2 * int(a) * int(b) * int(c)
     eight = any(t in ty for t in ("fp8", "bf8", "i8", "f8"))
     rate = RATE[proc]["8" if eight else "16"]
-    if proc == "gfx950" and not eight and int(c) * (2 if int(a) == 32 else 1) < 32:
+    # With `at_peak`, the time the same work takes at the chip's peak for
+    # the type: what an instruction of half the rate (gfx950's gfx942
+    # shapes) loses shows as work per cycle, not as a busier unit.
+    if proc == "gfx950" and not eight and int(c) * (2 if int(a) == 32 else 1) < 32 and not at_peak:
         rate = RATE["gfx942"]["16"]
-    if proc == "gfx950" and eight and int(c) * (2 if int(a) == 32 else 1) < 64:
+    if proc == "gfx950" and eight and int(c) * (2 if int(a) == 32 else 1) < 64 and not at_peak:
         rate = RATE["gfx942"]["8"]
     if ty.startswith("f32") or ty == "xf32" or ty.startswith("f64"):
         rate = rate // 4
@@ -188,7 +191,7 @@ def width(m):
 
 def mix(body, proc):
     """The instruction mix of a run of instructions."""
-    c = {"instructions": 0, "matrix": 0, "matrix_cycles": 0.0, "vmem_load": {}, "vmem_store": {},
+    c = {"instructions": 0, "matrix": 0, "matrix_cycles": 0.0, "peak_cycles": 0.0, "vmem_load": {}, "vmem_store": {},
          "lds_read": {}, "lds_write": {}, "to_lds": 0, "waits": 0, "barriers": 0, "branches": 0,
          "valu": 0, "salu": 0}
 
@@ -203,6 +206,7 @@ def mix(body, proc):
         if is_matrix(m):
             c["matrix"] += 1
             c["matrix_cycles"] += matrix_cycles(proc, m)
+            c["peak_cycles"] += matrix_cycles(proc, m, at_peak=True)
         elif m.startswith(("global_load", "buffer_load", "flat_load")):
             if " lds" in i.text or "_lds" in m:
                 c["to_lds"] += 1

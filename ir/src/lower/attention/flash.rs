@@ -446,7 +446,7 @@ fn emitter(
         bm * q_tile.stride
     };
     if q_in_registers {
-        v_tile = Layout::by_columns(dp, bn);
+        v_tile = Layout::by_columns(dp, d, bn);
     }
     l.g.shared = vec![
         shared("q", ty, q_len),

@@ -489,17 +489,26 @@ impl Emit {
         let at = Index::Var(v) * Index::c(self.threads) + self.tid.clone();
         let r = Index::bin(IOp::Div, at.clone(), Index::c(per_row));
         let c = Index::bin(IOp::Mod, at.clone(), Index::c(per_row)) * Index::c(vec);
-        let fill = match tile.by_columns_of() {
+        let fill = match tile.valid_columns() {
             // Consecutive threads take consecutive rows of one column
             // chunk: each of a chunk's 8 elements goes to its own column,
-            // where the lanes' stores are consecutive.
-            Some(_) => {
+            // where the lanes' stores are consecutive. A column past the
+            // tensor's holds a copy of its last (finite, and read only
+            // into outputs past the head dimension, which are not stored).
+            Some(valid) => {
                 let r = Index::bin(IOp::Mod, at.clone(), Index::c(rows));
                 let c = Index::bin(IOp::Div, at.clone(), Index::c(rows)) * Index::c(vec);
-                let stores = (0..vec).map(|x| Stmt::SharedStore {
-                    shared: array,
-                    index: tile.at(base.clone(), r.clone(), c.clone() + Index::c(x)),
-                    value: load(r.clone(), c.clone() + Index::c(x)),
+                let stores = (0..vec).map(|x| {
+                    let col = c.clone() + Index::c(x);
+                    let read = match valid < width {
+                        true => Index::bin(IOp::Min, col.clone(), Index::c(valid - 1)),
+                        false => col.clone(),
+                    };
+                    Stmt::SharedStore {
+                        shared: array,
+                        index: tile.at(base.clone(), r.clone(), col),
+                        value: load(r.clone(), read),
+                    }
                 });
                 stores.collect()
             }

@@ -17,9 +17,10 @@ pub(super) struct Layout {
     /// `cache_read(..., swizzle=128)`'s layout ([`swizzled`]), 128-byte
     /// rows of 64 16-bit elements in column blocks of this many rows.
     blocks_of: Option<i64>,
-    /// Stored column by column, this many columns: element (row, col) at
-    /// `col * stride + row` ([`Layout::by_columns`]).
-    columns: Option<i64>,
+    /// Stored column by column, this many columns of which the first
+    /// `.1` hold the tensor's: element (row, col) at `col * stride + row`
+    /// ([`Layout::by_columns`]).
+    columns: Option<(i64, i64)>,
 }
 
 /// Padding of a column of [`Layout::by_columns`]: 4 elements (8 bytes)
@@ -63,23 +64,27 @@ impl Layout {
     /// 8-byte read here where rows would take four 2-byte reads and their
     /// packing; the copy writes each element on its own, consecutive lanes
     /// at consecutive keys of a column.
-    pub(super) fn by_columns(width: i64, rows: i64) -> Layout {
+    /// `valid` of the columns are the tensor's (the rest pad the head
+    /// dimension to the instruction).
+    pub(super) fn by_columns(width: i64, valid: i64, rows: i64) -> Layout {
         Layout {
             stride: rows + COLUMN_PAD,
             swizzled: false,
             blocks_of: None,
-            columns: Some(width),
+            columns: Some((width, valid)),
         }
     }
 
-    /// Whether the tile is stored column by column.
-    pub(super) fn by_columns_of(&self) -> Option<i64> {
-        self.columns
+    /// For a tile stored column by column, how many of its columns hold
+    /// the tensor's.
+    pub(super) fn valid_columns(&self) -> Option<i64> {
+        self.columns.map(|c| c.1)
     }
 
     /// Elements of one buffer of a tile of `rows` rows.
     pub(super) fn len(&self, rows: i64) -> i64 {
-        self.columns.map_or(rows * self.stride, |w| w * self.stride)
+        self.columns
+            .map_or(rows * self.stride, |(w, _)| w * self.stride)
     }
 
     /// `rows` rows of `width` (a multiple of 64) 16-bit elements as a
