@@ -71,38 +71,118 @@ pub fn row_lanes(instr: &MatrixInstr, most: u32) -> Option<RowLanes> {
     })
 }
 
+/// Where P's A fragments lie in the score registers ([`weights_in_place`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InPlace {
+    /// For k step `ks` and A element `e`, entry `ks * a_per_lane + e`:
+    /// the score register within a row fragment.
+    pub regs: Vec<i64>,
+    /// Which key of a k step each position holds, as where each bit of
+    /// the position goes: bit `b` of position `k` is bit `key_bits[b]` of
+    /// its key. P·V sums over the keys, so any order does if V is read in
+    /// it. The identity where the layouts agree outright (mma.sync, MFMA
+    /// 16x16x16); gfx950's 16x16x32 holds keys `4g..4g+4` and `16+4g..`
+    /// at positions `8g..8g+8`.
+    pub key_bits: Vec<u32>,
+}
+
+impl InPlace {
+    /// Whether each position holds its own key.
+    pub fn identity(&self) -> bool {
+        self.key_bits
+            .iter()
+            .enumerate()
+            .all(|(b, &t)| t == b as u32)
+    }
+
+    /// The key at position `k` of a step of `step` keys.
+    pub fn key(&self, k: i64) -> i64 {
+        self.key_bits
+            .iter()
+            .enumerate()
+            .map(|(b, &t)| ((k >> b) & 1) << t)
+            .sum()
+    }
+}
+
 /// Where each element of P's A fragments (of `a_instr`, P·V's) sits in the
-/// score accumulators (of `instr`), when the accumulator layout of two
-/// adjacent column fragments is the A layout of one k step (mma.sync's:
-/// FlashAttention-2 feeds its weights to P·V this way; wgmma's with A in
-/// registers): for k step `ks` and A element `e`, entry `ks * a_per_lane +
-/// e` is the score register within a row fragment. None where some
-/// element lives in another lane (MFMA, WMMA); the weights then go through
-/// LDS.
-pub fn weights_in_place(a_instr: &MatrixInstr, instr: &MatrixInstr, keys: i64) -> Option<Vec<i64>> {
+/// score accumulators (of `instr`), when every A element of a lane is one
+/// of its own score registers on the same row (mma.sync's: FlashAttention-2
+/// feeds its weights to P·V this way; wgmma's with A in registers; the
+/// transposed MFMA views'), the keys of each k step in one order that is a
+/// permutation of the position's bits. None where some element lives in
+/// another lane (gfx11's WMMA); the weights then go through LDS.
+pub fn weights_in_place(a_instr: &MatrixInstr, instr: &MatrixInstr, keys: i64) -> Option<InPlace> {
     let (n, k, pc) = (
         i64::from(instr.n),
         i64::from(instr.k),
         i64::from(instr.acc_per_lane()),
     );
+    if k <= 0 || keys % k != 0 || !(k as u64).is_power_of_two() {
+        return None;
+    }
+    let lanes = 0..instr.wave;
     let same = |a: &LaneCoord, a0: i64, b: &LaneCoord, b0: i64| {
-        (0..instr.wave).all(|l| a0 + i64::from(a.at(l)) == b0 + i64::from(b.at(l)))
+        lanes
+            .clone()
+            .all(|l| a0 + i64::from(a.at(l)) == b0 + i64::from(b.at(l)))
     };
-    let mut out = Vec::new();
+    let mut regs = Vec::new();
+    let mut order: Option<Vec<i64>> = None;
     for ks in 0..keys / k {
+        let mut step: Vec<Option<i64>> = vec![None; k as usize];
+        let mut used = std::collections::BTreeSet::new();
         for e in 0..a_instr.a_per_lane() {
             let (ar, ak) = a_instr.a_coord(e);
-            let found = (0..keys / n).find_map(|fc| {
-                (0..instr.acc_per_lane()).find_map(|c| {
+            // Score registers on the element's row whose keys lie in this
+            // step for every lane: the one at the element's own key, else
+            // the first not yet taken.
+            let on_row: Vec<(i64, LaneCoord, i64)> = (0..keys / n)
+                .flat_map(|fc| (0..instr.acc_per_lane()).map(move |c| (fc, c)))
+                .filter_map(|(fc, c)| {
                     let (cr, cc) = instr.acc_coord(c);
-                    (same(&ar, 0, &cr, 0) && same(&ak, ks * k, &cc, fc * n))
-                        .then_some(fc * pc + i64::from(c))
+                    let inside = lanes.clone().all(|l| {
+                        let key = fc * n + i64::from(cc.at(l));
+                        (ks * k..(ks + 1) * k).contains(&key)
+                    });
+                    (same(&ar, 0, &cr, 0) && inside).then_some((fc * pc + i64::from(c), cc, fc))
                 })
-            })?;
-            out.push(found);
+                .collect();
+            let (reg, cc, fc) = on_row
+                .iter()
+                .find(|(_, cc, fc)| same(&ak, ks * k, cc, fc * n))
+                .or_else(|| on_row.iter().find(|(r, _, _)| !used.contains(r)))?
+                .clone();
+            used.insert(reg);
+            for l in lanes.clone() {
+                let (pos, key) = (ak.at(l) as usize, fc * n + i64::from(cc.at(l)) - ks * k);
+                match step[pos] {
+                    None => step[pos] = Some(key),
+                    Some(x) if x == key => {}
+                    Some(_) => return None,
+                }
+            }
+            regs.push(reg);
         }
+        let step: Vec<i64> = step.into_iter().collect::<Option<_>>()?;
+        let mut keys_held = step.clone();
+        keys_held.sort_unstable();
+        if keys_held != (0..k).collect::<Vec<_>>() || order.as_ref().is_some_and(|o| *o != step) {
+            return None;
+        }
+        order = Some(step);
     }
-    Some(out)
+    let order = order?;
+    let key_bits: Vec<u32> = (0..k.trailing_zeros())
+        .map(|b| {
+            let t = order[1 << b];
+            (t.count_ones() == 1).then(|| t.trailing_zeros())
+        })
+        .collect::<Option<_>>()?;
+    let found = InPlace { regs, key_bits };
+    (0..k)
+        .all(|x| order[x as usize] == found.key(x))
+        .then_some(found)
 }
 
 /// The instruction `flash` takes on `unit` for `t` (f16 or bf16) operands
@@ -147,4 +227,50 @@ pub fn weights_stay(instr: &MatrixInstr, keys: i64) -> bool {
 /// measured with the larger bound.)
 pub fn amd_registers_only(unit: &MatrixUnit, t: DType, keys: i64) -> bool {
     flash_instr(unit, t, keys).is_some_and(|i| i.transposed && weights_stay(i, keys))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocmc_target::matrix::INSTRUCTIONS;
+
+    fn named(name: &str, wave: u32) -> &'static MatrixInstr {
+        INSTRUCTIONS
+            .iter()
+            .find(|i| i.name == name && i.wave == wave && i.a == MType::F16)
+            .expect("in the table")
+    }
+
+    /// Where the weights stay, and in which key order: the identity for
+    /// mma.sync and MFMA 16x16x16's transposed view, the bit permutation
+    /// of gfx950's 16x16x32 view (positions 8g..8g+8 hold keys 4g..4g+4
+    /// and 16+4g..16+4g+4), none for gfx11's WMMA (a row's 16 keys in one
+    /// lane) nor MFMA in its own layout (a row over 16 lanes).
+    #[test]
+    fn weights_stay_in_the_score_registers_in_some_key_order() {
+        let mma = named("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 32);
+        let p = weights_in_place(mma, mma, 32).expect("mma.sync's A is its C");
+        assert!(p.identity());
+        let t16 = named("v_mfma_f32_16x16x16_f16", 64)
+            .transposed_view()
+            .unwrap();
+        assert!(weights_in_place(t16, t16, 64).expect("16x16x16").identity());
+        let t32 = named("v_mfma_f32_16x16x32_f16", 64)
+            .transposed_view()
+            .unwrap();
+        let p = weights_in_place(t32, t32, 64).expect("16x16x32 by a permutation");
+        assert_eq!(p.key_bits, [0, 1, 4, 2, 3]);
+        let keys: Vec<i64> = (0..16).map(|k| p.key(k)).collect();
+        assert_eq!(
+            keys,
+            [0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23]
+        );
+        assert_eq!(p.regs.len(), 2 * 8);
+        let wmma = named("v_wmma_f32_16x16x16_f16", 32)
+            .transposed_view()
+            .unwrap();
+        assert!(weights_in_place(wmma, wmma, 32).is_none());
+        let own = named("v_mfma_f32_16x16x16_f16", 64);
+        assert!(weights_in_place(own, own, 64).is_none());
+    }
 }

@@ -86,23 +86,29 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             // AMD's MFMA keeps the softmax, the weights and Q in registers
             // (the transposed view): LDS holds K and V alone, and waves of
             // 32 rows leave registers for three or four of them per SIMD.
-            // Measured by bench/amd (gfx942, rocmc/Triton, matrix unit busy
-            // per SIMD): 128 rows, 32 per wave, one K/V buffer, 64 keys at
-            // d = 64 (0.48 against 64 rows per wave's 0.30) and 32 at d =
-            // 128 (0.54; 64 keys: 0.22, one work-group per CU by LDS).
+            // Measured by bench/amd (rocmc/Triton, matrix work per SIMD
+            // cycle of the peak), one K/V buffer, 32 rows a wave: gfx942
+            // 128 rows, 64 keys at d = 64 (0.48 against 64 rows a wave's
+            // 0.30) and 32 at d = 128 (0.54; 64 keys: 0.22, one
+            // work-group per CU by LDS). gfx950's 16x16x32 halves the
+            // matrix instructions a tile, and the per-wave copy and
+            // softmax work then weighs more: 256 rows and 64 keys (d =
+            // 128: 0.50 of the peak against 128 rows and 32 keys' 0.40).
             let amd = crate::mtype::rows::amd_registers_only(u, a.q.dtype, 32);
             if amd && !decode {
+                let wide =
+                    crate::mtype::rows::flash_instr(u, a.q.dtype, 64).is_some_and(|i| i.k >= 32);
                 let mut kn = Knobs::new(&st.name, cx.given);
                 let rows = kn.get(
                     "ROWS",
                     &[w, 2 * w, 4 * w],
-                    2 * w,
+                    if wide { 4 * w } else { 2 * w },
                     "query rows per work-group",
                 );
                 let keys = kn.get(
                     "KEYS",
                     &[16, 32, 64, 128],
-                    if d > 64 { 32 } else { 64 },
+                    if wide || d <= 64 { 64 } else { 32 },
                     "keys per LDS tile",
                 );
                 let stages = kn.get("STAGES", &[1, 2, 3], 1, "LDS buffers of the K and V tiles");

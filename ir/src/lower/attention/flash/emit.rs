@@ -41,7 +41,7 @@ pub(super) struct Emit {
     /// The register softmax's layout and row state, where it applies.
     pub(super) lanes: Option<(crate::mtype::rows::RowLanes, lanes::RowRegs)>,
     /// P's A fragments as score registers, where the weights stay in place.
-    pub(super) p_in_place: Option<Vec<i64>>,
+    pub(super) p_in_place: Option<crate::mtype::rows::InPlace>,
     /// The wave's Q fragments for every k step, loaded once from memory
     /// (AMD's register path: no Q tile in LDS, which then holds only K
     /// and V); else Q is read from its LDS tile at every key tile.
@@ -457,14 +457,36 @@ impl Emit {
                 Some(at) => cast(
                     reg(
                         self.sacc,
-                        Index::c(fm * per_fm + at[(ks * pa + i64::from(e)) as usize]),
+                        Index::c(fm * per_fm + at.regs[(ks * pa + i64::from(e)) as usize]),
                     ),
                     self.t,
                 ),
                 None => self.lds(PS, row * Index::c(self.p_stride) + key, self.t),
             },
-            &|key, col| self.lds(VS, self.v_tile.at(vbase.clone(), key, col), self.t),
+            &|key, col| {
+                let key = self.key_in_order(key);
+                self.lds(VS, self.v_tile.at(vbase.clone(), key, col), self.t)
+            },
             None,
+        )
+    }
+
+    /// The key P·V's k index `key` stands for: itself, or where the score
+    /// registers hold a step's keys in another order
+    /// ([`crate::mtype::rows::InPlace::key_bits`]), that order's key, so
+    /// that V is read in the order of the weights.
+    fn key_in_order(&self, key: Index) -> Index {
+        let Some(p) = self.p_in_place.as_ref().filter(|p| !p.identity()) else {
+            return key;
+        };
+        let k = i64::from(self.instr.k);
+        let bit = |b: usize| {
+            let at = Index::bin(IOp::Div, key.clone(), Index::c(1 << b));
+            Index::bin(IOp::Mod, at, Index::c(2))
+        };
+        p.key_bits.iter().enumerate().fold(
+            Index::bin(IOp::Div, key.clone(), Index::c(k)) * Index::c(k),
+            |acc, (b, &t)| acc + bit(b) * Index::c(1 << t),
         )
     }
 
