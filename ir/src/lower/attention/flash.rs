@@ -436,10 +436,11 @@ fn emitter(
             "`flash` on warpgroups: the score accumulators are not the A layout of P·V's instruction (a rocmc bug)",
         ));
     }
-    // AMD's register path (the transposed MFMA view, softmax and weights
-    // in registers) also keeps Q there: its LDS is then K and V alone
-    // (gfx942, d = 128: 52 KiB to 17 KiB at 128 rows and 32 keys).
-    let q_in_registers = instr.transposed && row_lanes.is_some() && p_in_place.is_some();
+    // AMD's register path (the transposed view, the softmax in
+    // registers) also keeps Q there and V by columns: its LDS is then K
+    // and V alone, and the weights where P·V cannot read them in place
+    // (gfx11) (gfx942, d = 128: 52 KiB to 17 KiB at 128 rows and 32 keys).
+    let q_in_registers = instr.transposed && row_lanes.is_some();
     let q_len = if q_in_registers {
         0
     } else {
@@ -769,10 +770,11 @@ fn check(
     // are whole warpgroup instructions.
     let group = group::pick(unit, ty, bm, bn, e, d);
     // gfx11's WMMA keeps a wave's 32 rows of a head dimension over 64 in
-    // more than its 256 registers (128 of them the outputs): a wave takes
-    // one instruction's 16 rows instead, its other lanes idle in the LDS
-    // softmax.
-    let wmma_rows = instr.family == rocmc_target::matrix::Family::WmmaGfx11 && d > 64;
+    // more than its 256 registers (128 of them the outputs), and on its
+    // transposed view Q's fragments join them (d = 64: 255 VGPRs and 36
+    // bytes of scratch): a wave takes one instruction's 16 rows instead.
+    let wmma_rows =
+        instr.family == rocmc_target::matrix::Family::WmmaGfx11 && (d > 64 || instr.transposed);
     let (instr, lanes_n, rm) = match group {
         Some(_) if wave_rows != 0 && wave_rows != group::ROWS => {
             return Err(Diagnostic::new(
