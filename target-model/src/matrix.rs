@@ -289,9 +289,7 @@ impl MatrixInstr {
             false => (INSTRUCTIONS, &TRANSPOSED[..]),
             true => (&TRANSPOSED[..], INSTRUCTIONS),
         };
-        from.iter()
-            .position(|i| std::ptr::eq(i, self) || i == self)
-            .map(|p| &to[p])
+        from.iter().position(|i| i == self).map(|p| &to[p])
     }
 
     /// What the hardware executes: the instruction itself, or for a
@@ -839,37 +837,46 @@ mod tests {
         assert_eq!(i.b_at(6, 4), (24, 1));
     }
 
+    /// Each lane's registers of one operand.
+    type Regs = Vec<Vec<f64>>;
+
+    /// Fills each lane's A, B and C registers as `i`'s layout places a
+    /// fixed pattern of matrices, runs `run(a, b, c)`, and checks every
+    /// lane's D against the matrix product.
+    fn is_the_product(i: &MatrixInstr, run: &dyn Fn(&Regs, &Regs, &Regs) -> Regs, what: &str) {
+        let av = |r: u32, c: u32| f64::from((r * 7 + c * 3) % 11) - 5.0;
+        let bv = |r: u32, c: u32| f64::from((r * 5 + c * 2) % 13) - 6.0;
+        let cv = |r: u32, c: u32| f64::from(r * 100 + c);
+        let regs = |per: u32, at: &dyn Fn(u32, u32) -> (u32, u32), v: &dyn Fn(u32, u32) -> f64| {
+            (0..i.wave)
+                .map(|l| {
+                    (0..per)
+                        .map(|e| {
+                            let (x, y) = at(l, e);
+                            v(x, y)
+                        })
+                        .collect()
+                })
+                .collect::<Regs>()
+        };
+        let a = regs(i.a_per_lane(), &|l, e| i.a_at(l, e), &av);
+        let b = regs(i.b_per_lane(), &|l, e| i.b_at(l, e), &bv);
+        let c = regs(i.acc_per_lane(), &|l, e| i.acc_at(l, e), &cv);
+        let d = run(&a, &b, &c);
+        let (m, n, k) = (i.m, i.n, i.k);
+        for lane in 0..i.wave {
+            for e in 0..i.acc_per_lane() {
+                let (r, col) = i.acc_at(lane, e);
+                let want = cv(r, col) + (0..k).map(|kk| av(r, kk) * bv(kk, col)).sum::<f64>();
+                assert_eq!(d[lane as usize][e as usize], want, "{what} {m}x{n}x{k}");
+            }
+        }
+    }
+
     #[test]
     fn execute_is_a_matrix_product_through_the_layout() {
         for i in INSTRUCTIONS {
-            let (m, n, k) = (i.m, i.n, i.k);
-            let av = |r: u32, c: u32| f64::from((r * 7 + c * 3) % 11) - 5.0;
-            let bv = |r: u32, c: u32| f64::from((r * 5 + c * 2) % 13) - 6.0;
-            let cv = |r: u32, c: u32| f64::from(r * 100 + c);
-            let regs =
-                |per: u32, at: &dyn Fn(u32, u32) -> (u32, u32), v: &dyn Fn(u32, u32) -> f64| {
-                    (0..i.wave)
-                        .map(|l| {
-                            (0..per)
-                                .map(|e| {
-                                    let (x, y) = at(l, e);
-                                    v(x, y)
-                                })
-                                .collect()
-                        })
-                        .collect::<Vec<Vec<f64>>>()
-                };
-            let a = regs(i.a_per_lane(), &|l, e| i.a_at(l, e), &av);
-            let b = regs(i.b_per_lane(), &|l, e| i.b_at(l, e), &bv);
-            let c = regs(i.acc_per_lane(), &|l, e| i.acc_at(l, e), &cv);
-            let d = execute(i, &a, &b, &c);
-            for lane in 0..i.wave {
-                for e in 0..i.acc_per_lane() {
-                    let (r, col) = i.acc_at(lane, e);
-                    let want = cv(r, col) + (0..k).map(|kk| av(r, kk) * bv(kk, col)).sum::<f64>();
-                    assert_eq!(d[lane as usize][e as usize], want, "{} {m}x{n}x{k}", i.name);
-                }
-            }
+            is_the_product(i, &|a, b, c| execute(i, a, b, c), i.name);
         }
     }
 
@@ -882,33 +889,8 @@ mod tests {
             let t = i.transposed_view().expect("a lane's registers");
             assert!(t.transposed && t.transposed_view() == Some(i));
             assert_eq!((t.m, t.n, t.k, t.hardware()), (i.n, i.m, i.k, *i));
-            let av = |r: u32, c: u32| f64::from((r * 7 + c * 3) % 11) - 5.0;
-            let bv = |r: u32, c: u32| f64::from((r * 5 + c * 2) % 13) - 6.0;
-            let cv = |r: u32, c: u32| f64::from(r * 100 + c);
-            let regs =
-                |per: u32, at: &dyn Fn(u32, u32) -> (u32, u32), v: &dyn Fn(u32, u32) -> f64| {
-                    (0..t.wave)
-                        .map(|l| {
-                            (0..per)
-                                .map(|e| {
-                                    let (x, y) = at(l, e);
-                                    v(x, y)
-                                })
-                                .collect()
-                        })
-                        .collect::<Vec<Vec<f64>>>()
-                };
-            let a = regs(t.a_per_lane(), &|l, e| t.a_at(l, e), &av);
-            let b = regs(t.b_per_lane(), &|l, e| t.b_at(l, e), &bv);
-            let c = regs(t.acc_per_lane(), &|l, e| t.acc_at(l, e), &cv);
-            let d = execute(i, &b, &a, &c);
-            for lane in 0..t.wave {
-                for e in 0..t.acc_per_lane() {
-                    let (r, col) = t.acc_at(lane, e);
-                    let want = cv(r, col) + (0..t.k).map(|kk| av(r, kk) * bv(kk, col)).sum::<f64>();
-                    assert_eq!(d[lane as usize][e as usize], want, "{} transposed", i.name);
-                }
-            }
+            let what = format!("{} transposed", i.name);
+            is_the_product(t, &|a, b, c| execute(i, b, a, c), &what);
         }
         assert!(INSTRUCTIONS
             .iter()

@@ -95,7 +95,7 @@ impl InPlace {
             .all(|(b, &t)| t == b as u32)
     }
 
-    /// The key at position `k` of a step of `step` keys.
+    /// The key at position `k` of a k step.
     pub fn key(&self, k: i64) -> i64 {
         self.key_bits
             .iter()

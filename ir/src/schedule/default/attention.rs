@@ -95,53 +95,35 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             // softmax work then weighs more: 256 rows and 64 keys (d =
             // 128: 0.50 of the peak against 128 rows and 32 keys' 0.40).
             let amd = crate::mtype::rows::amd_registers_only(u, a.q.dtype, 32);
-            if amd && !decode {
+            // (rows, keys, stages, rows per wave where not one per lane).
+            let chosen = if amd && !decode {
                 let wide =
                     crate::mtype::rows::flash_instr(u, a.q.dtype, 64).is_some_and(|i| i.k >= 32);
-                let mut kn = Knobs::new(&st.name, cx.given);
-                let rows = kn.get(
-                    "ROWS",
-                    &[w, 2 * w, 4 * w],
-                    if wide { 4 * w } else { 2 * w },
-                    "query rows per work-group",
-                );
-                let keys = kn.get(
-                    "KEYS",
-                    &[16, 32, 64, 128],
-                    if wide || d <= 64 { 64 } else { 32 },
-                    "keys per LDS tile",
-                );
-                let stages = kn.get("STAGES", &[1, 2, 3], 1, "LDS buffers of the K and V tiles");
-                let wave_rows = kn.get("WAVE_ROWS", &[16, 32, 64], w / 2, "query rows per wave");
-                let mut s = kn.done(
-                    "flash",
-                    vec![format!(
-                        "flash({j}, rows={rows}, keys={keys}, stages={stages}, wave_rows={wave_rows})"
-                    )],
-                );
-                s.by_target = true;
-                out.push(s);
-            }
-            let mut best = None;
-            'search: for &rows in row_choices.iter().filter(|_| !amd || decode) {
-                for &stages in stage_choices {
-                    for keys in [keys_default, 32, 16] {
-                        let regs = crate::mtype::rows::amd_registers_only(u, a.q.dtype, keys);
-                        if flash_lds(rows, keys, stages, e, d, regs) <= limit {
-                            best = Some((rows, keys, stages));
-                            break 'search;
+                let rows = if wide { 4 * w } else { 2 * w };
+                let keys = if wide || d <= 64 { 64 } else { 32 };
+                Some((rows, keys, 1, Some(w / 2)))
+            } else {
+                let mut best = None;
+                'search: for &rows in row_choices {
+                    for &stages in stage_choices {
+                        for keys in [keys_default, 32, 16] {
+                            let regs = crate::mtype::rows::amd_registers_only(u, a.q.dtype, keys);
+                            if flash_lds(rows, keys, stages, e, d, regs) <= limit {
+                                best = Some((rows, keys, stages, None));
+                                break 'search;
+                            }
                         }
                     }
                 }
-            }
-            if let Some((rows, keys, stages)) = best {
+                best
+            };
+            if let Some((rows, keys, stages, wave_rows)) = chosen {
                 let mut kn = Knobs::new(&st.name, cx.given);
-                let rows = kn.get(
-                    "ROWS",
-                    &[w, 2 * w, 4 * w],
-                    rows.min(4 * w),
-                    "query rows per work-group (a row per lane)",
-                );
+                let rows_doc = match wave_rows {
+                    Some(_) => "query rows per work-group",
+                    None => "query rows per work-group (a row per lane)",
+                };
+                let rows = kn.get("ROWS", &[w, 2 * w, 4 * w], rows.min(4 * w), rows_doc);
                 let keys = kn.get("KEYS", &[16, 32, 64, 128], keys, "keys per LDS tile");
                 let stages = kn.get(
                     "STAGES",
@@ -149,10 +131,14 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
                     stages,
                     "LDS buffers of the K and V tiles",
                 );
+                let per_wave = wave_rows.map_or(String::new(), |r| {
+                    let r = kn.get("WAVE_ROWS", &[16, 32, 64], r, "query rows per wave");
+                    format!(", wave_rows={r}")
+                });
                 let mut s = kn.done(
                     "flash",
                     vec![format!(
-                        "flash({j}, rows={rows}, keys={keys}, stages={stages})"
+                        "flash({j}, rows={rows}, keys={keys}, stages={stages}{per_wave})"
                     )],
                 );
                 s.by_target = true;
