@@ -318,6 +318,59 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
     }
 }
 
+/// AMD combines a row reduction's threads by lane exchanges within each
+/// wave first (`ds_bpermute`), then the waves' totals through LDS behind
+/// one barrier: unscheduled softmax went from 21 work-group barriers to 5
+/// on gfx942. NVIDIA keeps its LDS tree until an H100 run measures the
+/// change there.
+#[test]
+fn row_reductions_combine_threads_by_lane_exchanges_on_amd() {
+    for (name, reductions) in [("softmax", 2), ("layernorm", 2), ("cross_entropy", 1)] {
+        let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
+        let f = front(name, &src);
+        for (mcpu, wave) in [("gfx942", 64), ("gfx1100", 32), ("sm_90", 0)] {
+            let emit = rocmc::Emit {
+                asm: true,
+                ..rocmc::Emit::default()
+            };
+            let art = rocmc::compile(
+                &format!("{name}.toml"),
+                &src,
+                &rocmc::Options::new(mcpu),
+                emit,
+            )
+            .unwrap_or_else(|e| panic!("{name} {mcpu}: {e}"));
+            let asm = art.asm.unwrap();
+            let loops = &lowered_for(&f, mcpu).loops;
+            if wave == 0 {
+                assert!(!loops.contains("lane_xor("), "{name} {mcpu}");
+                assert!(!asm.contains("shfl"), "{name} {mcpu}");
+                continue;
+            }
+            assert!(
+                loops.contains(&format!("], {})", wave / 2)),
+                "{name} {mcpu}:\n{loops}"
+            );
+            assert!(asm.contains("ds_bpermute_b32"), "{name} {mcpu}");
+            let barriers = asm.matches("s_barrier").count();
+            assert!(
+                barriers <= 3 * reductions,
+                "{name} {mcpu}: {barriers} barriers"
+            );
+            // The exchanges as the CPU runs them (through LDS), against the interpreter.
+            let cpu = emulated(&f, mcpu);
+            for given in [[5, 1037], [3, 64]] {
+                let sizes = cpu.kernel.fit_sizes(&given);
+                for c in rocmc::run::run_cpu(&cpu, &sizes, &HashMap::new(), 7, false)
+                    .unwrap_or_else(|e| panic!("{name} {mcpu}: {e}"))
+                {
+                    assert!(c.ok(), "{name} {mcpu} {sizes:?}: {c:?}");
+                }
+            }
+        }
+    }
+}
+
 /// A 4-D transpose, as a new user writes it: rule `transpose-tiles` fuses
 /// three axes and its LDS tile is then refused, and the stage takes the
 /// next rule that fits instead of one thread; without bounds on its sizes

@@ -419,7 +419,12 @@ impl Frontend {
         opts: &Options,
     ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
         use std::borrow::Cow;
-        if !rocmc_ir::lower::needs_target(&self.kernel) {
+        let by_lanes = || {
+            rocmc_ir::lower::reduces_across_threads(&self.kernel)
+                && matrix_unit(target, opts)
+                    .is_ok_and(|u| u.is_some_and(|u| u.lane_reduction().is_some()))
+        };
+        if !rocmc_ir::lower::needs_target(&self.kernel) && !by_lanes() {
             return Ok(Cow::Borrowed(self));
         }
         let unit = matrix_unit(target, opts)?;

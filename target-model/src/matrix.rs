@@ -679,6 +679,15 @@ impl MatrixUnit {
     pub fn zero_fills_k_tiles(&self) -> bool {
         self.gpu.vendor() == crate::Vendor::Amd
     }
+
+    /// The lanes a cooperative reduction combines by lane exchanges
+    /// (`ds_bpermute`) before the rest goes through LDS: the wave, on AMD.
+    /// A 256-thread row reduction had eight LDS steps, each behind a
+    /// work-group barrier; this leaves one barrier. NVIDIA keeps its LDS
+    /// tree until an H100 run measures the change there.
+    pub fn lane_reduction(&self) -> Option<u32> {
+        (self.gpu.vendor() == crate::Vendor::Amd).then(|| self.wave())
+    }
 }
 
 impl fmt::Display for MatrixUnit {

@@ -39,6 +39,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             shared: &mut l.g.shared,
             dynamic: &mut l.g.dynamic_shared,
             addressing: &mut l.g.addressing,
+            unit: l.unit,
         };
         l.g.body = attach(l.k, p, std::mem::take(&mut l.g.body), &mut host)?;
     }
@@ -157,6 +158,9 @@ pub(super) struct Host<'a> {
     /// [`GpuKernel::dynamic_shared`].
     pub dynamic: &'a mut Vec<(u32, Index)>,
     pub addressing: &'a mut Addressing,
+    /// The target's, for a producer's lane exchanges (a producer with
+    /// `mma` is refused: it would need waves of its own).
+    pub unit: Option<&'a crate::lower::matrix::MatrixUnit>,
 }
 
 /// Places producer `p` in the consumer's `body` at the loop its
@@ -208,7 +212,12 @@ pub(super) fn attach(
         .collect();
     // Verified and cleaned of barriers as part of the consumer.
     // A producer with `mma` would need waves of its own: refused as having no target.
-    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), None)?;
+    let plain = ps
+        .nest
+        .as_ref()
+        .is_none_or(|n| n.matrix.is_none() && n.attention.is_none());
+    let unit = host.unit.filter(|_| plain);
+    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), unit)?;
     if cooperative && gp.block != host.block {
         let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
         return Err(err(format!(

@@ -34,6 +34,7 @@ mod region;
 mod scan;
 mod scatter;
 mod slots;
+mod threads;
 mod topk;
 mod vectorize;
 
@@ -94,6 +95,32 @@ pub fn needs_target(k: &Kernel) -> bool {
             n.matrix.is_some() || matches!(n.attention, Some(crate::plan::AttnPlan::Flash { .. }))
         })
     })
+}
+
+/// Whether a stage of `k` combines partial results across threads, which
+/// a target may do by lane exchanges ([`matrix::MatrixUnit::lane_reduction`]):
+/// lowered for such a target, its loops differ from [`lower`]'s.
+pub fn reduces_across_threads(k: &Kernel) -> bool {
+    use crate::schedule::{GpuAxis, LoopKind, StepKind};
+    k.stages
+        .iter()
+        .filter(|s| s.reduce.is_some())
+        .any(|s| match &s.nest {
+            Some(n) => n
+                .vars
+                .iter()
+                .any(|v| v.reduce && matches!(v.kind, LoopKind::Bound(GpuAxis::Thread(_)))),
+            // Computed at another stage's loop: its nest is built there.
+            None => s.schedule.iter().any(|st| {
+                matches!(
+                    st.kind,
+                    StepKind::Bind {
+                        axis: GpuAxis::Thread(_),
+                        ..
+                    }
+                )
+            }),
+        })
 }
 
 /// [`lower`] for a target with matrix instructions (`unit`); stages with

@@ -6,6 +6,7 @@
 
 use super::body::{self, build, clamp_loads, Frame};
 use super::slots::{Home, Slots};
+use super::threads::Threads;
 use super::{inline_producers, Lowering, Stmt, MAX_ACCUMULATORS};
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
@@ -118,8 +119,8 @@ fn store_body(l: &mut Lowering, r: &Frame) -> Body {
 
 /// A cooperative reduction: each thread reduces its share serially, then
 /// the threads bound to the reduction loop combine their partial results
-/// through LDS in a tree, with barriers between steps. Barriers are never
-/// under a guard: every thread reaches them.
+/// ([`Threads`]: an LDS tree, or lane exchanges first). Barriers and lane
+/// exchanges are never under a guard: every thread reaches them.
 fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     let (k, sid, nest) = (l.k, l.sid, &l.nest);
     let stage = k.stage(sid);
@@ -127,10 +128,6 @@ fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     let (tid, block, loops, cached) = (&r.tid, r.block, &r.loops, &r.cached);
     let all_guards: Vec<&Guard> = nest.guards.iter().collect();
     let mut body = Vec::new();
-    // A cooperative reduction: each thread reduces its share serially,
-    // then the threads bound to the reduction loop combine their
-    // partial results through LDS in a tree, with barriers between
-    // steps. Barriers are never under a guard: every thread reaches them.
     let tr = *nest
         .order
         .iter()
@@ -162,8 +159,7 @@ fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     let stride: i64 = block[..dim.index()].iter().map(|b| *b as i64).product();
     let slots = Slots::new(k, sid, stage, subst).expect("a reduction");
     let zero = Index::c(0);
-    let locals = slots.locals(stage, 1);
-    let shared = slots.shared(stage, block.iter().product(), nest.var(tr).span);
+    let mut locals = slots.locals(stage, 1);
     let spatial: Vec<Guard> = spatial_guards(nest).into_iter().cloned().collect();
     let mut leaf = slots.init(&zero);
     let update = slots.update(&zero);
@@ -188,45 +184,28 @@ fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
             .collect();
         leaf.extend(build(nest, inner, &reduction_guards, update));
     }
-    for s in 0..slots.len() {
-        leaf.push(Stmt::SharedStore {
-            shared: s as u32,
-            index: tid.clone(),
-            value: slots.at(Home::Local, 0, s, &zero),
-        });
-    }
-    leaf.push(Stmt::Barrier);
-    let mut step = (t_count as u64).next_power_of_two() as i64 / 2;
-    while step >= 1 {
-        let guards = vec![
-            Guard {
-                value: Index::Var(tr),
-                extent: Index::c(step),
-            },
-            Guard {
-                value: Index::Var(tr) + Index::c(step),
-                extent: Index::c(t_count),
-            },
-        ];
-        let partner = tid.clone() + Index::c(step * stride);
-        leaf.push(Stmt::If {
-            guards,
-            body: slots.combine_into(Home::Shared, 0, tid, &|s| {
-                slots.at(Home::Shared, 0, s, &partner)
-            }),
-        });
-        leaf.push(Stmt::Barrier);
-        step /= 2;
-    }
-    let mut guards = vec![Guard {
-        value: Index::Var(tr),
-        extent: Index::c(1),
-    }];
-    guards.extend(spatial);
-    leaf.push(Stmt::If {
-        guards,
-        body: slots.stores(value, indices, &|s| slots.at(Home::Shared, 0, s, tid)),
-    });
+    let threads = Threads {
+        slots: &slots,
+        stage,
+        tr,
+        count: t_count,
+        stride,
+        tid,
+        block,
+        locals: locals.len() as u32,
+        repeats: outer
+            .iter()
+            .any(|v| nest.var(*v).extent.as_const() != Some(1)),
+        span: nest.var(tr).span,
+    };
+    let finish =
+        |result: &dyn Fn(usize) -> crate::kernel::Expr| slots.stores(value, indices, result);
+    let (tail, more, shared) = match threads.lanes(l.unit.and_then(|u| u.lane_reduction())) {
+        Some(w) => threads.by_lanes(w, spatial, &finish),
+        None => threads.tree(spatial, &finish),
+    };
+    leaf.extend(tail);
+    locals.extend(more);
     body.extend(build(nest, outer, &[], leaf));
     Ok((body, locals, shared))
 }

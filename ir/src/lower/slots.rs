@@ -53,6 +53,11 @@ impl<'a> Slots<'a> {
         self.red.tuple.as_ref()
     }
 
+    /// Slot `s`'s type.
+    pub fn dtype(&self, s: usize) -> crate::DType {
+        self.elems[s].dtype
+    }
+
     pub fn len(&self) -> usize {
         self.elems.len()
     }

@@ -1,0 +1,214 @@
+//! How the threads of a cooperative reduction combine their partial
+//! results once each has reduced its own share: through LDS in a tree,
+//! one barrier per halving; or, where the target exchanges lanes (AMD,
+//! [`MatrixUnit::lane_reduction`](rocmc_target::matrix::MatrixUnit::lane_reduction)),
+//! by butterfly exchanges within each wave first, so that only the
+//! waves' totals go through LDS, behind one barrier.
+
+use super::slots::{Home, Slots};
+use super::{Local, Stmt};
+use crate::index::{Index, VarId};
+use crate::kernel::{Expr, ExprKind, Stage};
+use crate::schedule::Guard;
+use crate::DType;
+
+/// A cooperative reduction's threads, as `nest` lowered them.
+pub(super) struct Threads<'a> {
+    pub slots: &'a Slots<'a>,
+    pub stage: &'a Stage,
+    /// The thread-bound reduction loop and how many threads it has.
+    pub tr: VarId,
+    pub count: i64,
+    /// The stride of its dimension in the linear thread index `tid`.
+    pub stride: i64,
+    pub tid: &'a Index,
+    pub block: [u32; 3],
+    /// The locals `nest` already has (the accumulators are the first).
+    pub locals: u32,
+    /// Whether the combination runs more than once (inside output loops),
+    /// so that the next round's LDS writes must wait for this one's reads.
+    pub repeats: bool,
+    pub span: crate::Span,
+}
+
+/// What combining adds: statements, per-thread locals and LDS arrays. The
+/// statements end with `finish(result of slot s)` run by the reduction's
+/// first thread under `guards`.
+pub(super) type Combined = (Vec<Stmt>, Vec<Local>, Vec<Local>);
+
+/// The reduction's stores, given where each slot's result is read from.
+pub(super) type Finish<'f> = &'f dyn Fn(&dyn Fn(usize) -> Expr) -> Vec<Stmt>;
+
+impl Threads<'_> {
+    /// The wave width to exchange lanes over, where `lanes` (the target's)
+    /// applies: the reduction on threadIdx.x alone, a power of two of
+    /// threads (so a wave holds whole groups or a group whole waves), and
+    /// f32 slots, which is what an exchange moves.
+    pub fn lanes(&self, lanes: Option<u32>) -> Option<u32> {
+        let w = lanes?;
+        let whole = self.stride == 1
+            && i64::from(self.block[0]) == self.count
+            && self.count >= 2
+            && (self.count as u64).is_power_of_two();
+        let f32s = (0..self.slots.len()).all(|s| self.slots.dtype(s) == DType::F32);
+        (whole && f32s && w.is_power_of_two()).then_some(w)
+    }
+
+    fn first_only(&self, guards: Vec<Guard>) -> Vec<Guard> {
+        let mut g = vec![Guard {
+            value: Index::Var(self.tr),
+            extent: Index::c(1),
+        }];
+        g.extend(guards);
+        g
+    }
+
+    fn lds(&self) -> Vec<Local> {
+        self.slots
+            .shared(self.stage, self.block.iter().product(), self.span)
+    }
+
+    /// Through LDS in a tree: each step adds the partner `step` threads on,
+    /// behind a barrier.
+    pub fn tree(
+        &self,
+        guards: Vec<Guard>,
+        finish: Finish,
+    ) -> Combined {
+        let (slots, tid) = (self.slots, self.tid);
+        let zero = Index::c(0);
+        let mut out: Vec<Stmt> = (0..slots.len())
+            .map(|s| Stmt::SharedStore {
+                shared: s as u32,
+                index: tid.clone(),
+                value: slots.at(Home::Local, 0, s, &zero),
+            })
+            .collect();
+        out.push(Stmt::Barrier);
+        let mut step = (self.count as u64).next_power_of_two() as i64 / 2;
+        while step >= 1 {
+            let guards = vec![
+                Guard {
+                    value: Index::Var(self.tr),
+                    extent: Index::c(step),
+                },
+                Guard {
+                    value: Index::Var(self.tr) + Index::c(step),
+                    extent: Index::c(self.count),
+                },
+            ];
+            let partner = tid.clone() + Index::c(step * self.stride);
+            out.push(Stmt::If {
+                guards,
+                body: slots.combine_into(Home::Shared, 0, tid, &|s| {
+                    slots.at(Home::Shared, 0, s, &partner)
+                }),
+            });
+            out.push(Stmt::Barrier);
+            step /= 2;
+        }
+        out.push(Stmt::If {
+            guards: self.first_only(guards),
+            body: finish(&|s| slots.at(Home::Shared, 0, s, tid)),
+        });
+        (out, Vec::new(), self.lds())
+    }
+
+    /// Within each wave of `w` lanes by butterfly exchanges (every lane
+    /// ends with its group's total); where a group spans several waves,
+    /// each wave's total goes through LDS behind one barrier, and every
+    /// wave reads them back (lane `l` wave `l % waves`'s) and exchanges
+    /// again: no thread combines them one after another. Another barrier
+    /// follows where the combination [`repeats`](Threads::repeats), so the
+    /// next round's writes wait for these reads.
+    pub fn by_lanes(
+        &self,
+        w: u32,
+        guards: Vec<Guard>,
+        finish: Finish,
+    ) -> Combined {
+        let (slots, tid) = (self.slots, self.tid);
+        let zero = Index::c(0);
+        let n = slots.len();
+        let xchg: Vec<Local> = (0..n)
+            .map(|s| Local {
+                name: match n {
+                    1 => format!("{}_xchg", self.stage.name),
+                    _ => format!("{}_xchg{s}", self.stage.name),
+                },
+                dtype: DType::F32,
+                len: 1,
+                span: self.span,
+            })
+            .collect();
+        let mut out = self.butterfly(w, self.count.min(i64::from(w)));
+        let waves = self.count / i64::from(w);
+        let mut lds = Vec::new();
+        if waves > 1 {
+            out.extend((0..n).map(|s| Stmt::SharedStore {
+                shared: s as u32,
+                index: tid.clone(),
+                value: slots.at(Home::Local, 0, s, &zero),
+            }));
+            out.push(Stmt::Barrier);
+            // The group's first thread: the reduction is threadIdx.x, whole.
+            let group = match self.block[1] * self.block[2] {
+                1 => Index::c(0),
+                _ => tid.clone() / Index::c(self.count) * Index::c(self.count),
+            };
+            let from = Index::Var(self.tr) % Index::c(waves) * Index::c(i64::from(w));
+            let total = group + from;
+            out.extend((0..n).map(|s| Stmt::LocalStore {
+                local: s as u32,
+                index: zero.clone(),
+                value: slots.at(Home::Shared, 0, s, &total),
+            }));
+            out.extend(self.butterfly(w, waves));
+            lds = self.lds();
+        }
+        out.push(Stmt::If {
+            guards: self.first_only(guards),
+            body: finish(&|s| slots.at(Home::Local, 0, s, &zero)),
+        });
+        if waves > 1 && self.repeats {
+            out.push(Stmt::Barrier);
+        }
+        (out, xchg, lds)
+    }
+
+    /// The accumulators combined across each aligned block of `span`
+    /// lanes (a power of two, at most the wave `w`) by butterfly exchanges
+    /// through the exchange registers that follow `nest`'s locals.
+    fn butterfly(&self, w: u32, span: i64) -> Vec<Stmt> {
+        let (slots, tid) = (self.slots, self.tid);
+        let zero = Index::c(0);
+        let n = slots.len();
+        let got = |s: usize| Expr {
+            kind: ExprKind::Local {
+                local: self.locals + s as u32,
+                index: Index::c(0),
+            },
+            dtype: DType::F32,
+        };
+        let (lane, wave) = (
+            tid.clone() % Index::c(i64::from(w)),
+            tid.clone() / Index::c(i64::from(w)),
+        );
+        let mut out = Vec::new();
+        let mut mask = span as u32 / 2;
+        while mask >= 1 {
+            out.extend((0..n).map(|s| Stmt::Shuffle {
+                local: self.locals + s as u32,
+                index: zero.clone(),
+                value: slots.at(Home::Local, 0, s, &zero),
+                mask,
+                lane: lane.clone(),
+                wave: wave.clone(),
+                width: w,
+            }));
+            out.extend(slots.combine_into(Home::Local, 0, &zero, &got));
+            mask /= 2;
+        }
+        out
+    }
+}
