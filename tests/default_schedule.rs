@@ -371,6 +371,112 @@ fn row_reductions_combine_threads_by_lane_exchanges_on_amd() {
     }
 }
 
+/// On AMD a row bounded by one run of a thread's steps (4096 floats: 256
+/// threads, four vectors of four each) stays in each thread's registers
+/// between the passes, laid out by the strided reads' digits (16 floats a
+/// thread): one pass over memory, no LDS for the row and no scratch.
+/// Wider bounds and NVIDIA keep LDS.
+#[test]
+fn a_row_that_fits_a_threads_steps_stays_in_its_registers_on_amd() {
+    let src = r#"
+[kernel]
+name = "ln"
+sizes = ["rows", "cols"]
+max = { rows = 65536, cols = 4096 }
+
+[inputs]
+X = { dtype = "f32", shape = ["rows", "cols"] }
+gamma = { dtype = "f32", shape = ["cols"] }
+
+[[stage]]
+compute = "mean[r] = sum(X[r, c], c) / f32(cols)"
+shape = ["rows"]
+reduce = { c = "cols" }
+
+[[stage]]
+compute = "rstd[r] = rsqrt(sum((X[r, c] - mean[r]) * (X[r, c] - mean[r]), c) / f32(cols) + 0.00001)"
+shape = ["rows"]
+reduce = { c = "cols" }
+
+[[stage]]
+compute = "Y[r, j] = (X[r, j] - mean[r]) * rstd[r] * gamma[j]"
+shape = ["rows", "cols"]
+"#;
+    let f = front("ln", src);
+    for mcpu in ["gfx942", "gfx950", "gfx1100", "gfx1201", "sm_90"] {
+        let gpu = lowered_for(&f, mcpu);
+        let steps = &gpu
+            .kernel
+            .stages
+            .last()
+            .unwrap()
+            .default
+            .as_ref()
+            .unwrap()
+            .steps;
+        let amd = mcpu.starts_with("gfx");
+        assert_eq!(
+            steps
+                .iter()
+                .any(|s| s == "X_row = cache_read(X, local, r, vec=4)"),
+            amd,
+            "{mcpu}: {steps:?}"
+        );
+        if !amd {
+            continue;
+        }
+        assert!(
+            gpu.loops.contains("X_row: f32[16]"),
+            "{mcpu}:\n{}",
+            gpu.loops
+        );
+        let emit = rocmc::Emit {
+            asm: true,
+            ..rocmc::Emit::default()
+        };
+        let asm = rocmc::compile("ln.toml", src, &rocmc::Options::new(mcpu), emit)
+            .unwrap()
+            .asm
+            .unwrap();
+        assert!(asm.contains("ScratchSize: 0"), "{mcpu}");
+        assert!(
+            asm.contains("global_load_dwordx4") || asm.contains("global_load_b128"),
+            "{mcpu}"
+        );
+        let cpu = emulated(&f, mcpu);
+        // Partial vectors, a partial run, the whole bound.
+        for given in [[5, 1037], [3, 4096], [2, 7]] {
+            let sizes = cpu.kernel.fit_sizes(&given);
+            for c in rocmc::run::run_cpu(&cpu, &sizes, &HashMap::new(), 3, false)
+                .unwrap_or_else(|e| panic!("{mcpu}: {e}"))
+            {
+                assert!(c.ok(), "{mcpu} {sizes:?}: {c:?}");
+            }
+            let spec = rocmc::run::RunSpec::new(&sizes, &Default::default(), 3);
+            for c in
+                rocmc::run::run_loops(&gpu, &spec).unwrap_or_else(|e| panic!("{mcpu} loops: {e}"))
+            {
+                assert!(c.ok(), "{mcpu} loops {sizes:?}: {c:?}");
+            }
+        }
+    }
+    // Twice the bound: two runs a thread, which registers cannot index;
+    // gfx950's LDS takes the row, gfx942's 16 KiB budget for it does not.
+    let wide = src.replace("cols = 4096", "cols = 8192");
+    let wide = front("ln", &wide);
+    for (mcpu, lds) in [("gfx950", true), ("gfx942", false)] {
+        let gpu = lowered_for(&wide, mcpu);
+        let last = gpu.kernel.stages.last().unwrap();
+        let steps = &last.default.as_ref().unwrap().steps;
+        assert!(
+            !steps.iter().any(|s| s.contains(", local,")),
+            "{mcpu}: {steps:?}"
+        );
+        let shared = steps.iter().any(|s| s.contains("cache_read(X, shared"));
+        assert_eq!(shared, lds, "{mcpu}: {steps:?}");
+    }
+}
+
 /// A 4-D transpose, as a new user writes it: rule `transpose-tiles` fuses
 /// three axes and its LDS tile is then refused, and the stage takes the
 /// next rule that fits instead of one thread; without bounds on its sizes

@@ -841,13 +841,20 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
 /// A random kernel file.
 /// A row chain over rows of symbolic length bounded by `max` (softmax,
 /// layernorm): reductions and an elementwise part computed at the final
-/// stage's row, the row of `A` staged in LDS or not, so the parts span
-/// loops of symbolic extent and are sized by the bound.
+/// stage's row, the row of `A` staged in LDS, in each thread's registers
+/// (strided) or not, so the parts span loops of symbolic extent and are
+/// sized by the bound.
 fn row_kernel(rng: &mut Rng, id: u64) -> String {
     // No f16: its sums of a hundred terms round beyond its tolerance.
     let dt = *rng.pick(&["f32", "f32", "f64"]);
     let bound = *rng.pick(&[100, 128, 300, 1000]);
     let t = *rng.pick(&[32, 64, 128]);
+    // At times the row in each thread's registers (`cache_read(A, local,
+    // r)`): every pass a thread's vectors of 4, `u` runs of them unrolled,
+    // under a bound of one run a thread, so the tile is strided.
+    let regs = rng.chance(30);
+    let u = *rng.pick(&[1, 2, 4]);
+    let bound = if regs { bound.min(t * 4 * u) } else { bound };
     let mut src = String::new();
     writeln!(
         src,
@@ -857,7 +864,12 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
     let at = |name: &str, c: &str, rng: &mut Rng| {
         // A serial loop of symbolic extent around the thread loop, split
         // once more at times.
-        if rng.chance(30) {
+        if regs {
+            format!(
+                "schedule = [\"compute_at(Y, r)\", \"{c}o, {c}i = split({c}, {})\", \"{c}t, {c}v = split({c}i, 4)\", \"bind({c}t, threadIdx.x)\", \"vectorize({c}v)\", \"{c}s, {c}u = split({c}o, {u})\", \"unroll({c}u)\"]\n# {name}",
+                t * 4
+            )
+        } else if rng.chance(30) {
             format!(
                 "schedule = [\"compute_at(Y, r)\", \"{c}o, {c}i = split({c}, {t})\", \"{c}a, {c}b = split({c}o, 2)\", \"bind({c}i, threadIdx.x)\"]\n# {name}"
             )
@@ -901,10 +913,26 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
         format!("jo, ji = split(j, {t})"),
         "bind(ji, threadIdx.x)".to_string(),
     ];
+    if regs {
+        sched = vec![
+            "bind(r, blockIdx.x)".to_string(),
+            format!("jo, ji = split(j, {})", t * 4),
+            "jt, jv = split(ji, 4)".to_string(),
+            "bind(jt, threadIdx.x)".to_string(),
+            "vectorize(jv)".to_string(),
+            format!("js, ju = split(jo, {u})"),
+            "unroll(ju)".to_string(),
+            // At most 16 bytes a copy: f64 two at a time.
+            format!(
+                "AS = cache_read(A, local, r, vec={})",
+                rng.pick(if dt == "f64" { &[1, 2] } else { &[1, 2, 4] })
+            ),
+        ];
+    }
     // The rows of A gathered by G at times (`A[G[r], c]`): the cached row
     // is then a gathered tile, copied element by element.
-    let gathered = rng.chance(30);
-    if rng.chance(60) {
+    let gathered = !regs && rng.chance(30);
+    if !regs && rng.chance(60) {
         let vec = if gathered {
             1
         } else {

@@ -6,6 +6,7 @@ mod bounded;
 mod gathered;
 mod pipeline;
 mod place;
+mod strided;
 pub(crate) mod swizzle;
 mod tma;
 mod unrolled;
@@ -126,6 +127,9 @@ struct Tile {
     /// Offset of the current buffer: with `stages=N`, iteration `at`'s
     /// tile lives in buffer `at % N`.
     slot: Index,
+    /// A register tile laid out by the digits of its strided reads
+    /// ([`strided::Strides`]) rather than as their box.
+    strides: Option<strided::Strides>,
 }
 
 impl Tile {
@@ -229,7 +233,10 @@ fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<
 fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex: &Expr) -> Expr {
     let at = |ix: &[Index]| {
         let ix: Vec<Index> = ix.iter().map(|i| fold_divmod(i, &tile.ranges)).collect();
-        let index = tile.flat(&region_offsets(&ix, &tile.varying, &tile.lo));
+        let index = tile.flat(&match &tile.strides {
+            Some(s) => s.coords(&ix, &tile.varying),
+            None => region_offsets(&ix, &tile.varying, &tile.lo),
+        });
         let kind = if c.kind.local() {
             ExprKind::Local { local: id, index }
         } else {
@@ -377,6 +384,9 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
             t.name
         )));
     }
+    if let Some(t) = strided_tile(cx, c, &loads, &varying, &ranges, &data) {
+        return Ok(t);
+    }
     let Region {
         base,
         lo,
@@ -431,6 +441,68 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         elems,
         len,
         slot,
+        strides: None,
+    })
+}
+
+/// A register tile of strided reads ([`strided::strided`]), where it is
+/// smaller than their box or the box spans loops of symbolic extent
+/// (which a register tile cannot index): a row's passes over 16 of a
+/// thread's elements, 1024 apart, keep those 16 in registers.
+fn strided_tile(
+    cx: &Cx,
+    c: &schedule::Cache,
+    loads: &[Vec<Index>],
+    varying: &[VarId],
+    ranges: &[(VarId, i64)],
+    data: &[Option<Expr>],
+) -> Option<Tile> {
+    let plain = c.kind == schedule::CacheKind::ReadLocal
+        && c.pad == 0
+        && c.swizzle.is_none()
+        && c.stages <= 1
+        && !c.prefetch
+        && data.iter().all(Option::is_none);
+    if !plain {
+        return None;
+    }
+    let k = cx.k;
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let (base, strides) = strided::strided(loads, varying, cx.vars, &size_max, c.vec.max(1))?;
+    let size = strides.size();
+    let elems: i64 = size.iter().product();
+    let t = k.tensor(c.tensor);
+    let boxed = infer_region(
+        &t.name,
+        t.shape.len(),
+        loads,
+        varying,
+        &Place {
+            vars: cx.vars,
+            sizes: &k.size_names(),
+            size_max: &size_max,
+            at: &cx.nest.var(c.at).name,
+        },
+        &|m| Diagnostic::new(c.span, m),
+    )
+    .ok();
+    let smaller = boxed.as_ref().is_none_or(|r| {
+        r.live.iter().any(Option::is_some) || r.size.iter().product::<i64>() > elems
+    });
+    smaller.then(|| Tile {
+        varying: varying.to_vec(),
+        ranges: ranges.to_vec(),
+        lo: vec![0; size.len()],
+        live: vec![None; size.len()],
+        data: data.to_vec(),
+        padded: size.clone(),
+        swizzle: None,
+        elems,
+        len: elems,
+        slot: Index::c(0),
+        strides: Some(strides),
+        base,
+        size,
     })
 }
 
@@ -594,14 +666,18 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     for d in 0..n {
         stride /= size[d];
         let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
+        let off = match &tile.strides {
+            Some(s) => s.offset(d, &o),
+            None => o.clone(),
+        };
         // Reads are clamped: parts of the tile beyond the tensor feed only
         // results that are never stored. Writes are guarded instead.
         // A vector fill clamps each of its lanes itself; a zero-filling
         // copy reads zero past the tensor instead.
         global.push(if c.kind.write() || (vec > 1 && d == n - 1) || zero {
-            base[d].clone() + o.clone()
+            base[d].clone() + off
         } else {
-            clamp_into(k, base[d].clone() + o.clone(), &t.shape[d])
+            clamp_into(k, base[d].clone() + off, &t.shape[d])
         });
         offs.push(o);
     }

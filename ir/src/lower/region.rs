@@ -273,7 +273,7 @@ fn first_size(e: &Index) -> Option<crate::index::SizeId> {
 
 /// `e` rebuilt from its affine form, so that `256 * (n - 1) + 255 + 1`
 /// reads `256 * n`: the extent is evaluated once per part, and shown.
-fn tidy(e: &Index) -> Index {
+pub(super) fn tidy(e: &Index) -> Index {
     let (terms, c) = e.affine();
     let mut terms: Vec<(Index, i64)> = terms.into_iter().collect();
     // A fixed order: the map's is not.

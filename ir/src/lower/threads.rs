@@ -70,11 +70,7 @@ impl Threads<'_> {
 
     /// Through LDS in a tree: each step adds the partner `step` threads on,
     /// behind a barrier.
-    pub fn tree(
-        &self,
-        guards: Vec<Guard>,
-        finish: Finish,
-    ) -> Combined {
+    pub fn tree(&self, guards: Vec<Guard>, finish: Finish) -> Combined {
         let (slots, tid) = (self.slots, self.tid);
         let zero = Index::c(0);
         let mut out: Vec<Stmt> = (0..slots.len())
@@ -121,12 +117,7 @@ impl Threads<'_> {
     /// again: no thread combines them one after another. Another barrier
     /// follows where the combination [`repeats`](Threads::repeats), so the
     /// next round's writes wait for these reads.
-    pub fn by_lanes(
-        &self,
-        w: u32,
-        guards: Vec<Guard>,
-        finish: Finish,
-    ) -> Combined {
+    pub fn by_lanes(&self, w: u32, guards: Vec<Guard>, finish: Finish) -> Combined {
         let (slots, tid) = (self.slots, self.tid);
         let zero = Index::c(0);
         let n = slots.len();

@@ -109,20 +109,6 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
             1
         };
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
-        let staged = row_inputs(k, yi, &chain, row_budget(cx));
-        // Without a target, rows a large LDS would take are left to it.
-        let by_target = cx.target.is_none()
-            && row_inputs(k, yi, &chain, WIDE_ROW_LDS_BYTES).len() != staged.len();
-        let lds = if staged.is_empty() {
-            0
-        } else {
-            kn.get(
-                "ROW_LDS",
-                &[0, 1],
-                1,
-                "stage the row's inputs in LDS (1) or read them from memory at each pass (0)",
-            )
-        };
         for &p in &chain {
             let s = &k.stages[p];
             let Some(red) = s.reduce.as_ref() else {
@@ -138,18 +124,9 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
             ));
         }
         let mut steps = final_steps(r, j, threads, (per, amd, unroll));
-        if lds == 1 {
-            // The copy of the row in runs of `unroll` too (AMD).
-            let runs = match unroll {
-                1 => String::new(),
-                u => format!(", unroll={u}"),
-            };
-            for (name, vec) in &staged {
-                steps.push(format!(
-                    "{name}_row = cache_read({name}, shared, {r}, vec={vec}{runs})"
-                ));
-            }
-        }
+        let (staging, by_target) =
+            staging(k, cx, &mut kn, (yi, &chain, r), (threads, per, unroll, amd));
+        steps.extend(staging);
         let mut d = kn.done("row-chain", steps);
         // AMD reads a thread's elements adjacent (above): a target may
         // choose otherwise than no target.
@@ -157,6 +134,64 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         out.push((yi, d));
     }
     out
+}
+
+/// Where the chain's inputs stay between its passes (knob `ROW_LDS`),
+/// as the final stage's `cache_read` steps; and whether a target may
+/// choose otherwise than no target.
+fn staging(
+    k: &Kernel,
+    cx: &RuleCx,
+    kn: &mut Knobs,
+    (yi, chain, r): (usize, &[usize], &str),
+    (threads, per, unroll, amd): (i64, i64, i64, bool),
+) -> (Vec<String>, bool) {
+    let y = &k.stages[yi];
+    let mut steps = Vec::new();
+    let staged = row_inputs(k, yi, chain, row_budget(cx));
+    // Without a target, rows a large LDS would take are left to it.
+    let by_target =
+        cx.target.is_none() && row_inputs(k, yi, chain, WIDE_ROW_LDS_BYTES).len() != staged.len();
+    // On AMD a row no longer than one run of a thread's steps (4096
+    // floats at 256 threads of four vectors of four) stays in the
+    // threads' own registers, as Triton's row kernels keep it: one
+    // pass over memory, no LDS and no barrier for it.
+    let in_registers = amd && per > 1 && {
+        let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+        let cols = u64::try_from(y.axes[1].extent.max_value(&size_max, &[])).unwrap_or(u64::MAX);
+        cols <= (threads * per * unroll) as u64
+    };
+    let lds = if staged.is_empty() {
+        0
+    } else {
+        kn.get(
+            "ROW_LDS",
+            if in_registers { &[0, 1, 2] } else { &[0, 1] },
+            if in_registers { 2 } else { 1 },
+            "where the row's inputs stay between passes: memory (0), LDS (1), each thread's own elements in its registers (2: AMD, a row of at most one run of a thread's steps)",
+        )
+    };
+    if lds == 1 {
+        // The copy of the row in runs of `unroll` too (AMD).
+        let runs = match unroll {
+            1 => String::new(),
+            u => format!(", unroll={u}"),
+        };
+        for (name, vec) in &staged {
+            steps.push(format!(
+                "{name}_row = cache_read({name}, shared, {r}, vec={vec}{runs})"
+            ));
+        }
+    } else if lds == 2 {
+        // A thread's vector is `per` elements: its registers' copy too.
+        for (name, vec) in &staged {
+            steps.push(format!(
+                "{name}_row = cache_read({name}, local, {r}, vec={})",
+                (*vec).min(per)
+            ));
+        }
+    }
+    (steps, by_target)
 }
 
 /// The steps of a row's reduction `c`, computed at row `r` of the final

@@ -144,10 +144,16 @@ fn check_opts(s: &StepStmt, opts: &CopyOpts, write: bool, local: bool) -> Result
         )
         .hint("the swizzle already spreads a column's rows over the banks, which is what `pad` is for"));
     }
-    if (opts.vec > 1 || opts.prefetch || opts.stages > 1) && (write || local) {
+    if (opts.prefetch || opts.stages > 1) && (write || local) {
         return Err(Diagnostic::new(
             s.span,
-            "`vec`, `prefetch` and `stages` apply to `cache_read(..., shared, ...)` tiles only",
+            "`prefetch` and `stages` apply to `cache_read(..., shared, ...)` tiles only",
+        ));
+    }
+    if opts.vec > 1 && write {
+        return Err(Diagnostic::new(
+            s.span,
+            "`vec` applies to `cache_read` tiles only (in LDS or registers)",
         ));
     }
     if opts.unroll > 1 && (write || local || opts.prefetch || opts.stages > 1 || opts.tma) {
