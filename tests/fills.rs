@@ -226,6 +226,30 @@ fn refusal(src: &str) -> String {
     }
 }
 
+/// A register tile copies `vec` elements at once too: one 16-byte load
+/// where the four lie in the tensor, clamped lanes where K ends mid-vector.
+#[test]
+fn a_register_tile_copies_whole_vectors() {
+    let lds = std::fs::read_to_string(example("matmul_lds")).unwrap();
+    let src = lds.replace(
+        "\"AS = cache_read(A, shared, ko, pad=1)\"",
+        "\"AS = cache_read(A, local, ko, vec=4)\"",
+    );
+    let emit = rocmc::Emit {
+        asm: true,
+        ..rocmc::Emit::default()
+    };
+    let art = rocmc::compile("k.toml", &src, &Options::new("gfx942"), emit).unwrap();
+    assert!(art.loops.contains("AS: f32[64]"), "{}", art.loops);
+    assert!(art.asm.unwrap().contains("global_load_dwordx4"));
+    let front = rocmc::frontend("k.toml", &src).unwrap();
+    for k in [37, 64] {
+        let sizes = front.kernel.fit_sizes(&[70, 66, k]);
+        let cmp = rocmc::run::run_cpu(&front, &sizes, &Default::default(), 3, false).unwrap();
+        assert!(cmp.iter().all(|c| c.ok()), "K={k}: {cmp:?}");
+    }
+}
+
 #[test]
 fn impossible_fills_are_refused_naming_the_value() {
     let lds = std::fs::read_to_string(example("matmul_lds")).unwrap();
@@ -246,7 +270,7 @@ fn impossible_fills_are_refused_naming_the_value() {
         ),
         ("AS = cache_read(A, shared, ko, vec=32)", "vec must be"),
         (
-            "AS = cache_read(A, local, ko, vec=4)",
+            "AS = cache_read(A, local, ko, prefetch=1)",
             "apply to `cache_read(..., shared, ...)`",
         ),
         (
