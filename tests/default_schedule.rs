@@ -321,8 +321,7 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
 /// AMD combines a row reduction's threads by lane exchanges within each
 /// wave first (`ds_bpermute`), then the waves' totals through LDS behind
 /// one barrier: unscheduled softmax went from 21 work-group barriers to 5
-/// on gfx942. NVIDIA keeps its LDS tree until an H100 run measures the
-/// change there.
+/// on gfx942. NVIDIA keeps its LDS tree (measured: bench/gpu/runs/h200-lanes-1).
 #[test]
 fn row_reductions_combine_threads_by_lane_exchanges_on_amd() {
     for (name, reductions) in [("softmax", 2), ("layernorm", 2), ("cross_entropy", 1)] {
