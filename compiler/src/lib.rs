@@ -422,7 +422,7 @@ impl Frontend {
         let by_lanes = || {
             rocmc_ir::lower::reduces_across_threads(&self.kernel)
                 && matrix_unit(target, opts)
-                    .is_ok_and(|u| u.is_some_and(|u| u.lane_reduction().is_some()))
+                    .is_ok_and(|u| u.is_some_and(|u| u.lane_reduction(false).is_some()))
         };
         if !rocmc_ir::lower::needs_target(&self.kernel) && !by_lanes() {
             return Ok(Cow::Borrowed(self));

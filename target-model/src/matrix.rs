@@ -681,13 +681,20 @@ impl MatrixUnit {
     }
 
     /// The lanes a cooperative reduction combines by lane exchanges
-    /// (`ds_bpermute`) before the rest goes through LDS: the wave, on AMD.
-    /// A 256-thread row reduction had eight LDS steps, each behind a
-    /// work-group barrier; this leaves one barrier. NVIDIA keeps its LDS
-    /// tree: on an H200 the exchanges made layernorm 1.10x faster but the
-    /// tuple combiners (cross_entropy, Welford) 0.97x (bench/gpu/runs/h200-lanes-1).
-    pub fn lane_reduction(&self) -> Option<u32> {
-        (self.gpu.vendor() == crate::Vendor::Amd).then(|| self.wave())
+    /// (`ds_bpermute`, `shfl.sync.bfly`) before the rest goes through LDS:
+    /// the wave. A 256-thread row reduction had eight LDS steps, each
+    /// behind a work-group barrier; this leaves one barrier. On NVIDIA only
+    /// for a plain combiner (a sum, a maximum): on an H200 the exchanges
+    /// made layernorm 1.10x and softmax 1.02x faster, but the tuple
+    /// combiners (cross_entropy, Welford's layernorm, an `exp` in each
+    /// combination, which every lane then runs) 0.97x
+    /// (bench/gpu/runs/h200-lanes-1).
+    pub fn lane_reduction(&self, tuple: bool) -> Option<u32> {
+        match self.gpu.vendor() {
+            crate::Vendor::Amd => Some(self.wave()),
+            crate::Vendor::Nvidia if !tuple => Some(self.wave()),
+            _ => None,
+        }
     }
 }
 

@@ -200,7 +200,8 @@ fn cooperative(l: &Lowering, r: &Frame) -> Result<Body, Diagnostic> {
     };
     let finish =
         |result: &dyn Fn(usize) -> crate::kernel::Expr| slots.stores(value, indices, result);
-    let (tail, more, shared) = match threads.lanes(l.unit.and_then(|u| u.lane_reduction())) {
+    let tuple = slots.len() > 1;
+    let (tail, more, shared) = match threads.lanes(l.unit.and_then(|u| u.lane_reduction(tuple))) {
         Some(w) => threads.by_lanes(w, spatial, &finish),
         None => threads.tree(spatial, &finish),
     };
