@@ -1,6 +1,7 @@
 //! How the threads of a cooperative reduction combine their partial
 //! results once each has reduced its own share: through LDS in a tree,
-//! one barrier per halving; or, where the target exchanges lanes (AMD,
+//! one barrier per halving; or, where the target exchanges lanes (AMD;
+//! NVIDIA for plain combiners:
 //! [`MatrixUnit::lane_reduction`](rocmc_target::matrix::MatrixUnit::lane_reduction)),
 //! by butterfly exchanges within each wave first, so that only the
 //! waves' totals go through LDS, behind one barrier.
