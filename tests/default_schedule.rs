@@ -333,6 +333,18 @@ fn row_reductions_combine_threads_by_lane_exchanges() {
     ] {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         let f = front(name, &src);
+        // sm_52's PTX (before 6.0) has no `shfl.sync`: it keeps the tree.
+        let old = rocmc::compile(
+            &format!("{name}.toml"),
+            &src,
+            &rocmc::Options::new("sm_52"),
+            rocmc::Emit {
+                asm: true,
+                ..rocmc::Emit::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name} sm_52: {e}"));
+        assert!(!old.asm.unwrap().contains("shfl"), "{name} sm_52");
         for (mcpu, wave) in [("gfx942", 64), ("gfx1100", 32), ("sm_90", 32)] {
             let emit = rocmc::Emit {
                 asm: true,

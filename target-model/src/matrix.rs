@@ -692,7 +692,10 @@ impl MatrixUnit {
     pub fn lane_reduction(&self, tuple: bool) -> Option<u32> {
         match self.gpu.vendor() {
             crate::Vendor::Amd => Some(self.wave()),
-            crate::Vendor::Nvidia if !tuple => Some(self.wave()),
+            // `shfl.sync` is PTX 6.0's (sm_52's PTX is older).
+            crate::Vendor::Nvidia if !tuple && self.gpu.nvidia()?.ptx_version >= 60 => {
+                Some(self.wave())
+            }
             _ => None,
         }
     }
