@@ -58,6 +58,23 @@ fn lowered_for<'f>(
     f.for_target(&gpu, &opts).unwrap()
 }
 
+/// The assembly (PTX on NVIDIA) `src` compiles to for `mcpu`.
+fn asm_for(name: &str, src: &str, mcpu: &str) -> String {
+    let emit = rocmc::Emit {
+        asm: true,
+        ..rocmc::Emit::default()
+    };
+    rocmc::compile(
+        &format!("{name}.toml"),
+        src,
+        &rocmc::Options::new(mcpu),
+        emit,
+    )
+    .unwrap_or_else(|e| panic!("{name} {mcpu}: {e}"))
+    .asm
+    .unwrap()
+}
+
 #[test]
 fn every_example_without_its_schedule_keeps_its_meaning_and_compiles() {
     for name in examples() {
@@ -334,30 +351,12 @@ fn row_reductions_combine_threads_by_lane_exchanges() {
         let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
         let f = front(name, &src);
         // sm_52's PTX (before 6.0) has no `shfl.sync`: it keeps the tree.
-        let old = rocmc::compile(
-            &format!("{name}.toml"),
-            &src,
-            &rocmc::Options::new("sm_52"),
-            rocmc::Emit {
-                asm: true,
-                ..rocmc::Emit::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{name} sm_52: {e}"));
-        assert!(!old.asm.unwrap().contains("shfl"), "{name} sm_52");
+        assert!(
+            !asm_for(name, &src, "sm_52").contains("shfl"),
+            "{name} sm_52"
+        );
         for (mcpu, wave) in [("gfx942", 64), ("gfx1100", 32), ("sm_90", 32)] {
-            let emit = rocmc::Emit {
-                asm: true,
-                ..rocmc::Emit::default()
-            };
-            let art = rocmc::compile(
-                &format!("{name}.toml"),
-                &src,
-                &rocmc::Options::new(mcpu),
-                emit,
-            )
-            .unwrap_or_else(|e| panic!("{name} {mcpu}: {e}"));
-            let asm = art.asm.unwrap();
+            let asm = asm_for(name, &src, mcpu);
             let loops = &lowered_for(&f, mcpu).loops;
             let nvidia = mcpu.starts_with("sm");
             if nvidia && tuple {
@@ -400,30 +399,8 @@ fn row_reductions_combine_threads_by_lane_exchanges() {
 /// Wider bounds and NVIDIA keep LDS.
 #[test]
 fn a_row_that_fits_a_threads_steps_stays_in_its_registers_on_amd() {
-    let src = r#"
-[kernel]
-name = "ln"
-sizes = ["rows", "cols"]
-max = { rows = 65536, cols = 4096 }
-
-[inputs]
-X = { dtype = "f32", shape = ["rows", "cols"] }
-gamma = { dtype = "f32", shape = ["cols"] }
-
-[[stage]]
-compute = "mean[r] = sum(X[r, c], c) / f32(cols)"
-shape = ["rows"]
-reduce = { c = "cols" }
-
-[[stage]]
-compute = "rstd[r] = rsqrt(sum((X[r, c] - mean[r]) * (X[r, c] - mean[r]), c) / f32(cols) + 0.00001)"
-shape = ["rows"]
-reduce = { c = "cols" }
-
-[[stage]]
-compute = "Y[r, j] = (X[r, j] - mean[r]) * rstd[r] * gamma[j]"
-shape = ["rows", "cols"]
-"#;
+    // layernorm bounded by 4096 columns, as bench/amd compares it.
+    let src = &std::fs::read_to_string(root().join("bench/amd/rocmc/layernorm_4096.toml")).unwrap();
     let f = front("ln", src);
     for mcpu in ["gfx942", "gfx950", "gfx1100", "gfx1201", "sm_90"] {
         let gpu = lowered_for(&f, mcpu);
@@ -452,14 +429,7 @@ shape = ["rows", "cols"]
             "{mcpu}:\n{}",
             gpu.loops
         );
-        let emit = rocmc::Emit {
-            asm: true,
-            ..rocmc::Emit::default()
-        };
-        let asm = rocmc::compile("ln.toml", src, &rocmc::Options::new(mcpu), emit)
-            .unwrap()
-            .asm
-            .unwrap();
+        let asm = asm_for("ln", src, mcpu);
         assert!(asm.contains("ScratchSize: 0"), "{mcpu}");
         assert!(
             asm.contains("global_load_dwordx4") || asm.contains("global_load_b128"),

@@ -419,15 +419,19 @@ impl Frontend {
         opts: &Options,
     ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
         use std::borrow::Cow;
-        let by_lanes = || {
-            rocmc_ir::lower::reduces_across_threads(&self.kernel)
-                && matrix_unit(target, opts)
-                    .is_ok_and(|u| u.is_some_and(|u| u.lane_reduction(false).is_some()))
-        };
-        if !rocmc_ir::lower::needs_target(&self.kernel) && !by_lanes() {
+        let needs = rocmc_ir::lower::needs_target(&self.kernel);
+        if !needs && !rocmc_ir::lower::reduces_across_threads(&self.kernel) {
             return Ok(Cow::Borrowed(self));
         }
-        let unit = matrix_unit(target, opts)?;
+        // Else lowered again only where the target exchanges lanes.
+        let unit = match matrix_unit(target, opts) {
+            Err(_) if !needs => return Ok(Cow::Borrowed(self)),
+            u => u?,
+        };
+        let lanes = unit.as_ref().and_then(|u| u.lane_reduction(false));
+        if !needs && lanes.is_none() {
+            return Ok(Cow::Borrowed(self));
+        }
         if self.matrix.is_some() && self.matrix == unit {
             return Ok(Cow::Borrowed(self));
         }

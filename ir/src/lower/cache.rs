@@ -363,19 +363,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
                 .collect()
         }))
         .collect();
-    if let TensorKind::Stage(s) = t.kind {
-        if k.stage(s).is_inlined() {
-            return Err(err(format!(
-                "`{}` is inlined into its readers (compute_inline): no loop reads it from memory, \
-                 so there is no tile of it to copy",
-                t.name
-            ))
-            .hint(format!(
-                "remove this `cache_read`, or cache the tensors `{}` reads instead",
-                t.name
-            )));
-        }
-    }
+    refuse_inlined(k, t, &err)?;
     if loads.is_empty() {
         return Err(err(format!(
             "nothing inside `{}` {} `{}`",
@@ -384,15 +372,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
             t.name
         )));
     }
-    if let Some(t) = strided_tile(cx, c, &loads, &varying, &ranges, &data) {
-        return Ok(t);
-    }
-    let Region {
-        base,
-        lo,
-        size,
-        live,
-    } = infer_region(
+    let boxed = infer_region(
         &t.name,
         t.shape.len(),
         &loads,
@@ -404,8 +384,24 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
             at: &nest.var(c.at).name,
         },
         &err,
-    )
-    .map_err(|d| match t.kind {
+    );
+    let st = strided_tile(
+        cx,
+        c,
+        &loads,
+        (&varying, &ranges),
+        &data,
+        boxed.as_ref().ok(),
+    );
+    if let Some(t) = st {
+        return Ok(t);
+    }
+    let Region {
+        base,
+        lo,
+        size,
+        live,
+    } = boxed.map_err(|d| match t.kind {
         // The part a compute_at stage computes is a box too: say so, or
         // the user removes the cache and meets the same refusal again.
         TensorKind::Stage(s) if k.stage(s).compute_at().is_some() => d.hint(format!(
@@ -445,6 +441,27 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     })
 }
 
+/// A tensor inlined into its readers has no tile to copy: refused, naming
+/// what to cache instead.
+fn refuse_inlined(
+    k: &Kernel,
+    t: &crate::kernel::Tensor,
+    err: &dyn Fn(String) -> Diagnostic,
+) -> Result<(), Diagnostic> {
+    match t.kind {
+        TensorKind::Stage(s) if k.stage(s).is_inlined() => Err(err(format!(
+            "`{}` is inlined into its readers (compute_inline): no loop reads it from memory, \
+             so there is no tile of it to copy",
+            t.name
+        ))
+        .hint(format!(
+            "remove this `cache_read`, or cache the tensors `{}` reads instead",
+            t.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A register tile of strided reads ([`strided::strided`]), where it is
 /// smaller than their box or the box spans loops of symbolic extent
 /// (which a register tile cannot index): a row's passes over 16 of a
@@ -453,9 +470,9 @@ fn strided_tile(
     cx: &Cx,
     c: &schedule::Cache,
     loads: &[Vec<Index>],
-    varying: &[VarId],
-    ranges: &[(VarId, i64)],
+    (varying, ranges): (&[VarId], &[(VarId, i64)]),
     data: &[Option<Expr>],
+    boxed: Option<&Region>,
 ) -> Option<Tile> {
     let plain = c.kind == schedule::CacheKind::ReadLocal
         && c.pad == 0
@@ -466,27 +483,11 @@ fn strided_tile(
     if !plain {
         return None;
     }
-    let k = cx.k;
-    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let size_max: Vec<u64> = cx.k.sizes.iter().map(|s| s.max).collect();
     let (base, strides) = strided::strided(loads, varying, cx.vars, &size_max, c.vec.max(1))?;
     let size = strides.size();
     let elems: i64 = size.iter().product();
-    let t = k.tensor(c.tensor);
-    let boxed = infer_region(
-        &t.name,
-        t.shape.len(),
-        loads,
-        varying,
-        &Place {
-            vars: cx.vars,
-            sizes: &k.size_names(),
-            size_max: &size_max,
-            at: &cx.nest.var(c.at).name,
-        },
-        &|m| Diagnostic::new(c.span, m),
-    )
-    .ok();
-    let smaller = boxed.as_ref().is_none_or(|r| {
+    let smaller = boxed.is_none_or(|r| {
         r.live.iter().any(Option::is_some) || r.size.iter().product::<i64>() > elems
     });
     smaller.then(|| Tile {

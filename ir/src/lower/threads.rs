@@ -64,6 +64,20 @@ impl Threads<'_> {
         g
     }
 
+    /// Each thread's accumulators into its LDS slots, then a barrier.
+    fn to_lds(&self) -> Vec<Stmt> {
+        let zero = Index::c(0);
+        let mut out: Vec<Stmt> = (0..self.slots.len())
+            .map(|s| Stmt::SharedStore {
+                shared: s as u32,
+                index: self.tid.clone(),
+                value: self.slots.at(Home::Local, 0, s, &zero),
+            })
+            .collect();
+        out.push(Stmt::Barrier);
+        out
+    }
+
     fn lds(&self) -> Vec<Local> {
         self.slots
             .shared(self.stage, self.block.iter().product(), self.span)
@@ -73,15 +87,7 @@ impl Threads<'_> {
     /// behind a barrier.
     pub fn tree(&self, guards: Vec<Guard>, finish: Finish) -> Combined {
         let (slots, tid) = (self.slots, self.tid);
-        let zero = Index::c(0);
-        let mut out: Vec<Stmt> = (0..slots.len())
-            .map(|s| Stmt::SharedStore {
-                shared: s as u32,
-                index: tid.clone(),
-                value: slots.at(Home::Local, 0, s, &zero),
-            })
-            .collect();
-        out.push(Stmt::Barrier);
+        let mut out = self.to_lds();
         let mut step = (self.count as u64).next_power_of_two() as i64 / 2;
         while step >= 1 {
             let guards = vec![
@@ -137,12 +143,7 @@ impl Threads<'_> {
         let waves = self.count / i64::from(w);
         let mut lds = Vec::new();
         if waves > 1 {
-            out.extend((0..n).map(|s| Stmt::SharedStore {
-                shared: s as u32,
-                index: tid.clone(),
-                value: slots.at(Home::Local, 0, s, &zero),
-            }));
-            out.push(Stmt::Barrier);
+            out.extend(self.to_lds());
             // The group's first thread: the reduction is threadIdx.x, whole.
             let group = match self.block[1] * self.block[2] {
                 1 => Index::c(0),
