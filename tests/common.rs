@@ -226,19 +226,38 @@ pub struct Worker {
     pub secret: String,
     /// The certificate's fingerprint as the worker printed it (none with --insecure).
     pub fingerprint: Option<String>,
+    /// What the worker wrote to its standard error so far (its first MiB).
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Worker {
     pub fn start(extra: &[&str]) -> Worker {
+        Worker::start_from(worker_bin(), extra)
+    }
+
+    /// A worker started from the binary at `bin` (a copy a test may replace).
+    pub fn start_from(bin: &Path, extra: &[&str]) -> Worker {
         let state = tempfile::tempdir().unwrap();
-        let mut child = Command::new(worker_bin())
+        let mut child = Command::new(bin)
             .args(["--listen", "127.0.0.1:0", "--state"])
             .arg(state.path())
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (into, err) = (log.clone(), child.stderr.take().unwrap());
+        // Read to the end so the worker never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut l = into.lock().unwrap();
+                if l.len() < 1 << 20 {
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            }
+        });
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().unwrap().unwrap();
         let addr = first.rsplit(' ').next().unwrap().to_string();
@@ -258,6 +277,7 @@ impl Worker {
             state,
             secret,
             fingerprint,
+            log,
         }
     }
 

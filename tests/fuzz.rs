@@ -485,8 +485,7 @@ fn fuzz_worker_protocol() {
     let mut rng = Rng(seed);
     let cache = tempfile::tempdir().unwrap();
     let cfg = SessionConfig {
-        cache_limit: 1 << 30,
-        cache: cache.path().to_path_buf(),
+        state: cache.path().to_path_buf(),
         memory_limit: 1 << 24,
         max_frame: usize::MAX,
         allow_crash: false,

@@ -29,6 +29,7 @@ mod nvptx;
 mod races;
 mod regress;
 mod remote;
+mod remote_holes;
 mod run;
 mod run_data;
 mod runtime;

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// vadd compiled for the CPU: the shared object and its launch document.
-fn vadd() -> Vec<u8> {
+pub(crate) fn vadd() -> Vec<u8> {
     cpu_module(&std::fs::read_to_string(example("vadd")).unwrap(), &[]).0
 }
 
@@ -37,12 +37,12 @@ fn the_worker_links_no_llvm() {
     }
 }
 
-fn f32s(v: &[f32]) -> Vec<u8> {
+pub(crate) fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// Runs vadd on `d` with inputs from `seed`; checks C = A + B exactly.
-fn vadd_on(d: &mut RemoteDevice, so: &[u8], seed: u32) {
+pub(crate) fn vadd_on(d: &mut RemoteDevice, so: &[u8], seed: u32) {
     let n = 1000 + seed as usize;
     let a: Vec<f32> = (0..n).map(|i| (i as f32) * 0.5 + seed as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
@@ -411,8 +411,7 @@ fn a_time_request_is_capped() {
     use rocmc::remote::session::{Session, SessionConfig};
     let cache = tempfile::tempdir().unwrap();
     let cfg = SessionConfig {
-        cache_limit: 1 << 30,
-        cache: cache.path().to_path_buf(),
+        state: cache.path().to_path_buf(),
         memory_limit: 1 << 20,
         max_frame: usize::MAX,
         allow_crash: false,
@@ -435,7 +434,7 @@ fn a_time_request_is_capped() {
 }
 
 /// A plain (`--insecure`) client's options for `w`.
-fn plain_opts(w: &Worker) -> rocmc::remote::ConnectOptions {
+pub(crate) fn plain_opts(w: &Worker) -> rocmc::remote::ConnectOptions {
     let mut o = w.opts();
     o.insecure = true;
     o
@@ -554,7 +553,7 @@ fn an_unwritable_known_workers_file_refuses_instead_of_trusting_every_certificat
 }
 
 /// With m = 10^9, m * m = 10^18 serial steps per thread: it would run for ages.
-const SPIN: &str = r#"
+pub(crate) const SPIN: &str = r#"
 [kernel]
 name = "spin"
 sizes = ["n", "m"]
@@ -1037,7 +1036,6 @@ fn a_module_in_a_session_cannot_read_the_workers_identity() {
     let w = Worker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let so = vadd();
-    let mark = dir.path().join("probes.txt");
     let state = w.state.path().display().to_string();
     let src = format!(
         r#"#include <stdio.h>
@@ -1053,8 +1051,8 @@ static void probe(FILE *out, const char *what, const char *path, int opening) {{
 }}
 __attribute__((constructor)) static void spy(void) {{
     char p[64];
-    FILE *out = fopen("{mark}", "w");
-    if (!out) return;
+    /* Printed, then the session ends: the client is told its last output. */
+    FILE *out = stderr;
     probe(out, "secret", "{state}/secret", 0);
     probe(out, "key", "{state}/key.der", 0);
     probe(out, "cert", "{state}/cert.der", 0);
@@ -1065,15 +1063,13 @@ __attribute__((constructor)) static void spy(void) {{
     snprintf(p, sizeof p, "/proc/%d/root{state}/secret", (int)getppid());
     probe(out, "secret-through-proc", p, 0);
     probe(out, "control", "/etc/hosts", 0);
-    fclose(out);
+    fflush(out);
+    _exit(3);
 }}
-"#,
-        mark = mark.display(),
+"#
     );
     let spy = hostile_module(dir.path(), "spy", &src);
-    let mut d = w.connect();
-    d.load_module(&spy).unwrap();
-    let probes = std::fs::read_to_string(&mark).unwrap();
+    let probes = w.connect().load_module(&spy).unwrap_err().to_string();
     println!("{probes}");
     assert!(probes.contains("control read"), "{probes}");
     if expected() == Confinement::None {
@@ -1091,14 +1087,13 @@ __attribute__((constructor)) static void spy(void) {{
     ] {
         assert!(probes.contains(&format!("{what} denied")), "{probes}");
     }
-    // The module cache is still the session's: vadd loads and runs.
-    vadd_on(&mut d, &so, 5);
+    vadd_on(&mut w.connect(), &so, 5);
 }
 
 /// A CPU module that passes for vadd's (its launch document) but runs `c`,
 /// C source with a `vadd` and whatever else the probe needs, compiled by
 /// clang-22: hostile host code in a session.
-fn hostile_module(dir: &std::path::Path, name: &str, c: &str) -> Vec<u8> {
+pub(crate) fn hostile_module(dir: &std::path::Path, name: &str, c: &str) -> Vec<u8> {
     let vadd_so = dir.join("vadd.so");
     std::fs::write(&vadd_so, vadd()).unwrap();
     let doc = dir.join("launch.bin");
@@ -1140,22 +1135,26 @@ fn hostile_module(dir: &std::path::Path, name: &str, c: &str) -> Vec<u8> {
 fn a_session_cannot_make_the_worker_allocate_an_oversized_frame() {
     let w = Worker::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let src = r#"#include <stdlib.h>
+    let src = format!(
+        "#define REPLY_FD {}\n{}",
+        rocmc::remote::link::REPLY_FD,
+        r#"#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 void vadd(void) {}
 __attribute__((constructor)) static void flood(void) {
     unsigned n = 200u << 20;
     unsigned char header[4] = { n & 255, (n >> 8) & 255, (n >> 16) & 255, n >> 24 };
-    if (write(1, header, 4) != 4) return;
+    if (write(REPLY_FD, header, 4) != 4) return;
     char *junk = malloc(1 << 20);
     memset(junk, 0x90, 1 << 20);
     for (int i = 0; i < 200; i++)
-        if (write(1, junk, 1 << 20) < 0) return;
+        if (write(REPLY_FD, junk, 1 << 20) < 0) return;
     sleep(30);
 }
-"#;
-    let so = hostile_module(dir.path(), "flood", src);
+"#
+    );
+    let so = hostile_module(dir.path(), "flood", &src);
     let before = peak_memory(w.child.id());
     let t0 = std::time::Instant::now();
     let mut d = w.connect();
@@ -1188,7 +1187,7 @@ fn peak_memory(pid: u32) -> u64 {
 }
 
 /// The worker's session processes (its children, whichever thread started them).
-fn sessions_of(worker: u32) -> Vec<u32> {
+pub(crate) fn sessions_of(worker: u32) -> Vec<u32> {
     std::fs::read_dir(format!("/proc/{worker}/task"))
         .unwrap()
         .flatten()

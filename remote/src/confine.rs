@@ -1,11 +1,15 @@
-//! Keeps a session process away from the worker's identity. A session runs
-//! its client's code (a CPU module's initialisers and kernels, a GPU
-//! driver's loader), as the worker's user. Before it reads its first
+//! Keeps a session process away from the worker and other sessions. A
+//! session runs its client's code (a CPU module's initialisers and kernels,
+//! a GPU driver's loader), as the worker's user. Before it reads its first
 //! request it confines itself with Landlock (Linux 5.13 on, unprivileged):
 //!
-//! - every file and folder of the machine stays reachable as before,
-//!   except the worker's state folder (its TLS key, certificate and
-//!   secret), of which only the module cache is left;
+//! - every file and folder of the machine stays readable (and executable),
+//!   except the worker's state folder (its TLS key, certificate, secret
+//!   and module cache), which is out of reach altogether;
+//! - nothing can be written, created, renamed or removed anywhere but in
+//!   the session's own scratch folder and on device files (a GPU's
+//!   `/dev/kfd`, `/dev/dri/*`, `/dev/nvidia*`, and `/dev/null`): not the
+//!   worker's binary or its folder, not the user's home, not `/tmp`;
 //! - processes outside the session's own Landlock domain (the worker,
 //!   every other session) cannot be traced, so their memory, environment
 //!   and open files under `/proc` are out of reach, and (Linux 6.12 on)
@@ -64,17 +68,17 @@ pub fn expected() -> Confinement {
 }
 
 /// Confines this process (a session, before it serves anything and while
-/// it has one thread) away from `state` except `state/modules`, with
-/// `scratch` (its temporary folder) allowed.
+/// it has one thread): `state` out of reach, writes only to `scratch` (its
+/// temporary folder) and device files.
 pub fn confine(state: &Path, scratch: &Path) -> Result<Confinement, String> {
     let state = state
         .canonicalize()
         .map_err(|e| format!("the state folder {}: {e}", state.display()))?;
-    let mut allowed: Vec<PathBuf> = vec![];
-    beside(Path::new("/"), &state, &mut allowed);
-    for keep in [state.join("modules"), scratch.to_path_buf()] {
-        allowed.push(keep.canonicalize().unwrap_or(keep));
-    }
+    let mut readable: Vec<PathBuf> = vec![];
+    beside(Path::new("/"), &state, &mut readable);
+    let mut writable = vec![scratch.canonicalize().unwrap_or(scratch.to_path_buf())];
+    devices(Path::new("/dev"), 0, &mut writable);
+    let read = AccessFs::from_read(ABI_USED);
     let created = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_USED))
@@ -82,14 +86,20 @@ pub fn confine(state: &Path, scratch: &Path) -> Result<Confinement, String> {
         .and_then(|r| r.create())
         .map_err(|e| format!("Landlock: {e}"))?;
     let mut created = created;
-    for p in allowed {
+    let rules = readable.into_iter().map(|p| (p, read)).chain(
+        writable
+            .into_iter()
+            .map(|p| (p, AccessFs::from_all(ABI_USED))),
+    );
+    for (p, access) in rules {
         // A path gone since it was listed, or one this user may not open
         // anyway, needs no rule.
         let Ok(fd) = PathFd::new(&p) else { continue };
+        // A file takes only the rights a file can have.
         let access = if p.is_dir() {
-            AccessFs::from_all(ABI_USED)
+            access
         } else {
-            AccessFs::from_file(ABI_USED)
+            access & AccessFs::from_file(ABI_USED)
         };
         created = created
             .add_rule(PathBeneath::new(fd, access))
@@ -122,6 +132,24 @@ fn beside(dir: &Path, hidden: &Path, out: &mut Vec<PathBuf>) {
             beside(&p, hidden, out);
         } else if !e.file_type().is_ok_and(|t| t.is_symlink()) {
             out.push(p);
+        }
+    }
+}
+
+/// Adds to `out` every device file (character or block) under `dir`, a few
+/// folders deep (`/dev/dri/by-path/…`): what a GPU runtime opens for
+/// writing and controls by ioctl. Folders such as `/dev/shm` stay read-only.
+fn devices(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_char_device() || t.is_block_device() {
+            out.push(e.path());
+        } else if t.is_dir() && depth < 3 {
+            devices(&e.path(), depth + 1, out);
         }
     }
 }

@@ -42,3 +42,33 @@ pub enum Link {
         slot: u32,
     },
 }
+
+/// The descriptor a session reads the worker's [`Link`] messages on. The
+/// protocol has descriptors of its own, never standard input and output:
+/// a kernel that prints (a debugging `printf`) writes to a pipe the worker
+/// only logs.
+pub const REQUEST_FD: std::os::fd::RawFd = 4;
+
+/// The descriptor a session writes its replies to the worker on.
+pub const REPLY_FD: std::os::fd::RawFd = 5;
+
+/// The session's ends of its channel to the worker: `(requests, replies)`.
+/// Refused unless both descriptors are open pipes (a session started by
+/// anything but the worker has none).
+pub fn inherited() -> std::io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let take = |fd: std::os::fd::RawFd| {
+        // SAFETY: fstat writes into a stat this function owns; a closed
+        // descriptor makes it fail, which is checked before taking it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } < 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return Err(std::io::Error::other(format!(
+                "descriptor {fd} is not the worker's pipe: a session is started by rocmc-worker only"
+            )));
+        }
+        // SAFETY: the worker duplicates its pipe onto `fd` for this
+        // process alone (`Command::pre_exec`); nothing else here owns it.
+        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    };
+    Ok((take(REQUEST_FD)?, take(REPLY_FD)?))
+}

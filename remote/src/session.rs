@@ -1,8 +1,10 @@
 //! The session process: one per client connection, started fresh by the
 //! worker (never forked from a process that initialised a GPU runtime),
-//! speaking plain frames with the worker over its stdin and stdout. It is
-//! the only process that touches a device, so a kernel that crashes it
-//! takes down this session alone.
+//! speaking plain frames with the worker over a channel of its own
+//! ([`crate::link::REQUEST_FD`], [`crate::link::REPLY_FD`]; its standard
+//! output is only logged). It is the only process that touches a device,
+//! so a kernel that crashes it takes down this session alone. It keeps no
+//! files: the worker hands it each module's bytes.
 
 use crate::link::Link;
 use crate::proto::{self, FrameError, Reply, Request, WireArg};
@@ -12,17 +14,12 @@ use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 
-/// What a missing possession key is checked as: 64 characters no key has
-/// (keys are lower-case hex).
-const NO_KEY: &str = "----------------------------------------------------------------";
-
-/// How a session is limited and where it keeps modules.
+/// How a session is limited and what its sandbox hides.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
-    /// The worker's module cache (content-addressed).
-    pub cache: PathBuf,
-    /// Bytes the cache may hold; the least recently used modules go first.
-    pub cache_limit: u64,
+    /// The worker's state folder (identity and module cache), out of the
+    /// session's reach.
+    pub state: PathBuf,
     /// Device memory the session may allocate, bytes.
     pub memory_limit: u64,
     /// Largest frame.
@@ -32,9 +29,9 @@ pub struct SessionConfig {
 }
 
 /// One client's session: its device, its buffers (by the ids the client
-/// chose) and modules (by content hash), its memory limit, and the first
-/// error of its asynchronous requests. The worker runs one per process;
-/// tests drive one in-process.
+/// chose) and modules (by the content hash the worker checked), its memory
+/// limit, and the first error of its asynchronous requests. The worker
+/// runs one per process; tests drive one in-process.
 pub struct Session {
     cfg: SessionConfig,
     dev: Option<Box<dyn Device>>,
@@ -45,8 +42,6 @@ pub struct Session {
     modules: HashMap<String, ModuleId>,
     used: u64,
     deferred: Option<SessionError>,
-    /// This session's challenge for module possession proofs.
-    challenge: String,
 }
 
 impl Session {
@@ -55,7 +50,6 @@ impl Session {
         Session {
             cfg,
             dev: None,
-            challenge: challenge(),
             bufs: HashMap::new(),
             modules: HashMap::new(),
             used: 0,
@@ -142,15 +136,6 @@ impl Session {
             .ok_or_else(|| SessionError::Request(format!("buffer #{id} does not exist")))
     }
 
-    fn module_path(&self, hash: &str) -> Result<PathBuf, SessionError> {
-        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(SessionError::Request(format!(
-                "`{hash}` is not a SHA-256 in hex"
-            )));
-        }
-        Ok(self.cfg.cache.join(format!("{hash}.module")))
-    }
-
     fn handle(&mut self, r: Request) -> Result<Reply, SessionError> {
         match r {
             Request::Open { device } => {
@@ -160,42 +145,30 @@ impl Session {
                     ));
                 }
                 self.dev = Some(crate::device::open_local(&device)?);
+                // The challenge is the worker's, which keeps the cache.
                 Ok(Reply::Opened {
-                    challenge: self.challenge.clone(),
+                    challenge: String::new(),
                 })
             }
-            Request::HasModule { hash, proof } => {
-                Ok(Reply::Has(self.proven_module(&hash, &proof)?.is_some()))
-            }
-            Request::LoadModule { hash, proof, bytes } => {
-                let (bytes, written) = match bytes {
-                    Some(b) => {
-                        let written = self.cache_module(&hash, &b)?;
-                        (b, written)
-                    }
-                    None => (
-                        self.proven_module(&hash, &proof)?.ok_or_else(|| {
-                            SessionError::Request(format!(
-                                "module {hash} is not in the worker's cache (send its bytes)"
-                            ))
-                        })?,
-                        None,
-                    ),
-                };
-                match self.dev()?.load_module(&bytes) {
-                    Ok(id) => {
-                        self.modules.insert(hash, id);
-                        Ok(Reply::Ok)
-                    }
-                    Err(e) => {
-                        // A module the device refuses is not kept for anyone.
-                        if let Some(path) = written {
-                            let _ = std::fs::remove_file(path.with_extension("key"));
-                            let _ = std::fs::remove_file(path);
-                        }
-                        Err(e.into())
-                    }
+            // The worker answers these from its cache: a session has none.
+            Request::HasModule { .. } => Ok(Reply::Has(false)),
+            Request::LoadModule { hash, bytes, .. } => {
+                let bytes = bytes.ok_or_else(|| {
+                    SessionError::Request(
+                        "a session loads a module from its bytes (the worker keeps the cache)"
+                            .into(),
+                    )
+                })?;
+                // Checked here too (the worker checked what it cached): a
+                // module is known by its hash in this session as well.
+                if proto::content_hash(&bytes) != hash {
+                    return Err(SessionError::Request(
+                        "the module's bytes do not match its hash".into(),
+                    ));
                 }
+                let id = self.dev()?.load_module(&bytes)?;
+                self.modules.insert(hash, id);
+                Ok(Reply::Ok)
             }
             Request::Alloc { id, bytes } => {
                 if self.bufs.contains_key(&id) {
@@ -275,116 +248,6 @@ impl Session {
         }
     }
 
-    /// The cached module `hash`, if the client proved it holds its bytes
-    /// (`proof`, [`proto::possession`] under this session's challenge);
-    /// `None` alike for a module not cached and a wrong proof.
-    fn proven_module(&self, hash: &str, proof: &str) -> Result<Option<Vec<u8>>, SessionError> {
-        let path = self.module_path(hash)?;
-        // The proof is checked against the module's key, never its bytes:
-        // the same work whether or not the module is cached (a missing key
-        // checks against one no proof matches), so timing tells nothing.
-        let key = std::fs::read_to_string(path.with_extension("key"))
-            .ok()
-            .filter(|k| k.len() == 64);
-        let proven = crate::tls::secrets_match(
-            &proto::possession_by_key(&self.challenge, key.as_deref().unwrap_or(NO_KEY)),
-            proof,
-        ) && key.is_some();
-        // Only a proven module is read, and its bytes still checked: one
-        // that fails is dropped, to be sent again.
-        let found = proven
-            .then(|| std::fs::read(&path).ok())
-            .flatten()
-            .filter(|b| proto::content_hash(b) == hash);
-        if proven && found.is_none() {
-            let _ = std::fs::remove_file(path.with_extension("key"));
-            let _ = std::fs::remove_file(&path);
-        }
-        if found.is_some() {
-            // Used now: the last to be evicted.
-            let _ = std::fs::File::options()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-        }
-        Ok(found)
-    }
-
-    /// Removes the least recently used modules until the cache holds at
-    /// most its limit, keeping `keep` (the module just written).
-    fn evict(&self, keep: &std::path::Path) {
-        let Ok(dir) = std::fs::read_dir(&self.cfg.cache) else {
-            return;
-        };
-        let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = dir
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "module"))
-            .filter_map(|e| {
-                let m = e.metadata().ok()?;
-                Some((m.modified().ok()?, m.len(), e.path()))
-            })
-            .collect();
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        files.sort();
-        for (_, len, path) in files {
-            if total <= self.cfg.cache_limit {
-                break;
-            }
-            if path != keep && std::fs::remove_file(&path).is_ok() {
-                let _ = std::fs::remove_file(path.with_extension("key"));
-                total -= len;
-            }
-        }
-    }
-
-    /// Checks `bytes` against `hash` and keeps them in the worker's cache,
-    /// readable by the worker's user only; the path, when this call wrote
-    /// it (`None`: already cached).
-    fn cache_module(&self, hash: &str, bytes: &[u8]) -> Result<Option<PathBuf>, SessionError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        if proto::content_hash(bytes) != hash {
-            return Err(SessionError::Request(
-                "the module's bytes do not match its hash".into(),
-            ));
-        }
-        let path = self.module_path(hash)?;
-        // Kept with its key: done. (A module an older worker cached has
-        // none, and is written again with one.)
-        if path.exists() && path.with_extension("key").exists() {
-            return Ok(None);
-        }
-        // A module larger than the whole cache is loaded, not kept.
-        if bytes.len() as u64 > self.cfg.cache_limit {
-            return Ok(None);
-        }
-        // Written under a temporary name, then renamed: another session
-        // never sees half a module. Its possession key first: a module
-        // without one is never served.
-        let write = |to: &std::path::Path, data: &[u8]| {
-            let tmp = to.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .and_then(|mut f| f.write_all(data))
-                .and_then(|_| std::fs::rename(&tmp, to))
-                .map_err(|source| SessionError::Cache {
-                    path: to.to_path_buf(),
-                    source,
-                })
-        };
-        write(
-            &path.with_extension("key"),
-            proto::possession_key(bytes).as_bytes(),
-        )?;
-        write(&path, bytes)?;
-        self.evict(&path);
-        Ok(Some(path))
-    }
-
     /// The device's module id for `hash`, and `args` with the device's
     /// buffer ids (each buffer checked to hold what the argument claims).
     fn launch_of(
@@ -429,28 +292,8 @@ impl Session {
     }
 }
 
-/// 32 random bytes from the system, in hex.
-fn challenge() -> String {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    // Without /dev/urandom: the time and the process id, guessable; the
-    // worker runs on Linux, where it is always there.
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        b[..16].copy_from_slice(&t.to_le_bytes());
-        b[16..20].copy_from_slice(&std::process::id().to_le_bytes());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Why a request failed. The client gets its message; the kinds keep
-/// apart the device's own errors, requests the session's state refuses,
-/// and the worker's module cache.
+/// apart the device's own errors and requests the session's state refuses.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// The device refused or failed the operation.
@@ -460,30 +303,25 @@ pub enum SessionError {
     /// buffer or module, a limit reached.
     #[error("{0}")]
     Request(String),
-    /// The module could not be written to the worker's cache.
-    #[error("caching the module at {}: {source}", path.display())]
-    Cache {
-        /// Where the module was being written.
-        path: PathBuf,
-        /// What the file system said.
-        source: std::io::Error,
-    },
 }
 
-/// Serves one session over stdin/stdout until the worker closes stdin,
-/// moving buffer bytes through the transfer window the worker handed over.
+/// Serves one session over its channel until the worker closes it, moving
+/// buffer bytes through the transfer window the worker handed over.
 pub fn run(cfg: SessionConfig) -> Result<(), FrameError> {
+    let (input, output) = crate::link::inherited()?;
     // Confined before anything of the client's runs (see `confine`), and
     // while this process has one thread, so every later thread is too.
     let scratch = tempfile::Builder::new().prefix("rocmc-session").tempdir()?;
     std::env::set_var("TMPDIR", scratch.path());
-    let state = cfg.cache.parent().unwrap_or(&cfg.cache);
-    crate::confine::confine(state, scratch.path()).map_err(|e| {
+    // CUDA's JIT cache, in the session's scratch: a cache shared between
+    // sessions would let one plant machine code for another's PTX.
+    std::env::set_var("CUDA_CACHE_PATH", scratch.path().join("cuda-cache"));
+    crate::confine::confine(&cfg.state, scratch.path()).map_err(|e| {
         eprintln!("rocmc-worker: session: {e}");
         FrameError::Io(std::io::Error::other(e))
     })?;
-    let mut input = BufReader::new(std::io::stdin().lock());
-    let mut output = BufWriter::new(std::io::stdout().lock());
+    let mut input = BufReader::new(input);
+    let mut output = BufWriter::new(output);
     let mut window = Window::inherited(crate::window::SLOT)?;
     let mut s = Session::new(cfg.clone());
     loop {

@@ -48,9 +48,12 @@ struct Args {
     /// Seconds a connection has for its TLS handshake and login, however it trickles bytes.
     #[arg(long, default_value_t = 10)]
     login_timeout: u64,
-    /// Connections not logged in yet, at most; more are closed at once.
+    /// Connections not logged in yet, at most; past it a new one takes the place of the oldest silent one.
     #[arg(long, default_value_t = 64)]
     max_pending: usize,
+    /// Silent connections (no byte sent yet) from one address, at most; past it a new one takes the place of that address's oldest.
+    #[arg(long, default_value_t = 8)]
+    max_pending_per_address: usize,
     /// Largest frame (one upload or module), bytes.
     #[arg(long, default_value_t = rocmc_remote::proto::DEFAULT_MAX_FRAME)]
     max_frame: usize,
@@ -147,8 +150,7 @@ fn main() -> ExitCode {
     }
     if a.session {
         let cfg = SessionConfig {
-            cache: state.join("modules"),
-            cache_limit: a.module_cache,
+            state,
             memory_limit: a.session_memory,
             max_frame: a.max_frame,
             allow_crash: a.allow_crash_requests,
@@ -171,6 +173,7 @@ fn main() -> ExitCode {
         kernel_timeout: Duration::from_secs(a.kernel_timeout.max(1)),
         max_login_failures: a.max_login_failures.max(1),
         max_pending: a.max_pending,
+        max_pending_per_address: a.max_pending_per_address,
         max_frame: a.max_frame,
         names,
         allow_crash: a.allow_crash_requests,

@@ -9,19 +9,26 @@
 //! session that crashes (a kernel faulting, a driver abort) ends its own
 //! connection with an error; the worker and other sessions go on.
 
+use crate::link::{REPLY_FD, REQUEST_FD};
 use crate::proto::{self, DeviceInfo, FrameError, Hello, Welcome, VERSION};
 use crate::tls::{secrets_match, Identity};
 use crate::window::{Window, SESSION_FD};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+mod cache;
+mod output;
+mod pending;
 mod relay;
+
+use cache::ModuleCache;
+use pending::Pending;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -49,10 +56,15 @@ pub struct WorkerConfig {
     /// A connection not logged in (TLS handshake and Hello) this long
     /// after it was accepted is closed, however it trickles bytes.
     pub login_timeout: Duration,
-    /// Connections accepted and not yet logged in, at most; more are
-    /// closed at once, so idle sockets cannot lock out clients with the
-    /// secret (nor exhaust the worker's file descriptors).
+    /// Connections accepted and not yet logged in, at most (so idle
+    /// sockets cannot exhaust the worker's file descriptors). A new one
+    /// past the limit takes the place of the oldest connection of the
+    /// address holding most, so idle sockets cannot lock out a client
+    /// with the secret either.
     pub max_pending: usize,
+    /// Of those, silent ones (no byte sent yet) from one address at most; a
+    /// new one past it takes the place of that address's oldest silent one.
+    pub max_pending_per_address: usize,
     /// Largest frame, bytes.
     pub max_frame: usize,
     /// Names for the certificate (host names the worker is reached by).
@@ -65,63 +77,28 @@ pub struct WorkerConfig {
 pub struct Worker {
     listener: TcpListener,
     cfg: WorkerConfig,
+    /// This binary, opened at start: sessions are started from it, never
+    /// from a path, which a session (or anyone) could have replaced since.
+    exe: std::fs::File,
+    cache: ModuleCache,
     identity: Identity,
     tls: Option<Arc<rustls::ServerConfig>>,
     devices: Vec<DeviceInfo>,
     sessions: Arc<AtomicUsize>,
     pending: Arc<Pending>,
     /// Wrong secrets by address: how many, since when.
-    failures:
-        std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u32, std::time::Instant)>>,
+    failures: std::sync::Mutex<std::collections::HashMap<IpAddr, (u32, Instant)>>,
 }
 
 /// The window of `max_login_failures`.
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
-/// Connections not logged in yet, each with its deadline: a reaper thread
-/// shuts down the sockets whose deadline passed, which ends any read
-/// blocked on them.
-#[derive(Default)]
-struct Pending {
-    next: AtomicUsize,
-    open: std::sync::Mutex<Vec<(usize, std::time::Instant, TcpStream)>>,
-}
-
-impl Pending {
-    /// Registers `tcp` until `deadline`; `None` at the limit.
-    fn admit(&self, tcp: &TcpStream, deadline: std::time::Instant, max: usize) -> Option<usize> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.len() >= max {
-            return None;
-        }
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        open.push((id, deadline, tcp.try_clone().ok()?));
-        Some(id)
-    }
-
-    /// The connection logged in (or ended): no deadline any more.
-    fn done(&self, id: usize) {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|(i, _, _)| *i != id);
-    }
-
-    /// Shuts down the connections past their deadline.
-    fn reap(&self) {
-        let now = std::time::Instant::now();
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|(_, deadline, tcp)| {
-            let late = *deadline <= now;
-            if late {
-                let _ = tcp.shutdown(std::net::Shutdown::Both);
-            }
-            !late
-        });
-    }
-}
-
 impl Worker {
     /// Binds `addr`, loads or creates the identity, asks a fresh process for the devices.
     pub fn bind(addr: &str, cfg: WorkerConfig) -> std::io::Result<Worker> {
+        // Before anything can change the file at our path.
+        let exe = above_session_fds(std::fs::File::open("/proc/self/exe")?)?;
+        more_descriptors();
         let identity = Identity::load_or_create(&cfg.state, &cfg.names)?;
         let tls = if cfg.insecure {
             None
@@ -135,15 +112,18 @@ impl Worker {
             &modules,
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )?;
-        let devices = discover_devices()?;
+        let devices = discover_devices(&exe)?;
+        let pending = Pending::new(cfg.max_pending, cfg.max_pending_per_address);
         Ok(Worker {
             listener: TcpListener::bind(addr)?,
+            cache: ModuleCache::new(modules, cfg.module_cache),
             cfg,
+            exe,
             identity,
             tls,
             devices,
             sessions: Arc::new(AtomicUsize::new(0)),
-            pending: Arc::new(Pending::default()),
+            pending: Arc::new(pending),
             failures: Default::default(),
         })
     }
@@ -178,7 +158,7 @@ impl Worker {
         });
         for conn in me.listener.incoming() {
             let stream = match conn {
-                Ok(s) => s,
+                Ok(s) => Arc::new(s),
                 Err(e) => {
                     // Out of file descriptors (or a transient error): wait
                     // for connections to close rather than spin.
@@ -187,17 +167,14 @@ impl Worker {
                     continue;
                 }
             };
-            let deadline = std::time::Instant::now() + me.cfg.login_timeout;
-            let Some(id) = me.pending.admit(&stream, deadline, me.cfg.max_pending) else {
-                // Dropped: closed at once.
+            let Ok(peer) = stream.peer_addr() else {
                 continue;
             };
+            let deadline = Instant::now() + me.cfg.login_timeout;
+            let id = me.pending.admit(&stream, peer.ip(), deadline);
             let me = me.clone();
             std::thread::spawn(move || {
-                let peer = stream
-                    .peer_addr()
-                    .map_or_else(|_| "?".into(), |a| a.to_string());
-                let r = me.connection(stream, id);
+                let r = me.connection(&stream, id);
                 me.pending.done(id);
                 if let Err(e) = r {
                     eprintln!("rocmc-worker: {peer}: {e}");
@@ -207,7 +184,7 @@ impl Worker {
         Ok(())
     }
 
-    fn connection(&self, tcp: TcpStream, id: usize) -> Result<(), String> {
+    fn connection(&self, tcp: &TcpStream, id: usize) -> Result<(), String> {
         let logged_in = || self.pending.done(id);
         let peer = tcp.peer_addr().ok().map(|a| a.ip());
         // Watched while a request runs: a client that leaves ends its session.
@@ -215,6 +192,12 @@ impl Worker {
         tcp.set_read_timeout(Some(self.cfg.idle_timeout))
             .and_then(|_| tcp.set_nodelay(true))
             .map_err(|e| e.to_string())?;
+        // Its first byte (or the login deadline): from then on it is not
+        // one of the silent connections a full table drops first.
+        if tcp.peek(&mut [0u8; 1]).map_err(|e| e.to_string())? == 0 {
+            return Ok(());
+        }
+        self.pending.heard(id);
         match &self.tls {
             Some(cfg) => {
                 let conn = rustls::ServerConnection::new(cfg.clone()).map_err(|e| e.to_string())?;
@@ -237,10 +220,10 @@ impl Worker {
 
     /// Whether `peer` sent too many wrong secrets within the window; with
     /// `failed`, counts one more.
-    fn locked_out(&self, peer: Option<std::net::IpAddr>, failed: bool) -> bool {
+    fn locked_out(&self, peer: Option<IpAddr>, failed: bool) -> bool {
         let Some(ip) = peer else { return false };
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         f.retain(|_, (_, since)| now.duration_since(*since) < FAILURE_WINDOW);
         let e = f.entry(ip).or_insert((0, now));
         if failed {
@@ -252,9 +235,9 @@ impl Worker {
     fn session<S: Read + Write>(
         &self,
         s: &mut S,
-        peer: Option<std::net::IpAddr>,
+        peer: Option<IpAddr>,
         logged_in: &dyn Fn(),
-        fd: std::os::fd::RawFd,
+        fd: RawFd,
     ) -> Result<(), String> {
         let hello: Hello = proto::recv(s, 64 << 10).map_err(|e| format!("hello: {e}"))?;
         let refuse = |s: &mut S, why: String| -> Result<(), String> {
@@ -299,8 +282,9 @@ impl Worker {
         };
         let mut window = Window::create(crate::window::SLOT)
             .map_err(|e| format!("making the session's transfer window: {e}"))?;
-        let child = self
-            .spawn_session(&window)
+        let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+        let (child, channel, output) = self
+            .spawn_session(&window, &who)
             .map_err(|e| format!("starting a session: {e}"))?;
         let child = Arc::new(std::sync::Mutex::new(child));
         proto::send(
@@ -315,15 +299,21 @@ impl Worker {
         .map_err(|e| e.to_string())?;
         let r = relay::relay(
             s,
-            &child,
-            &mut window,
+            relay::Session {
+                child: &child,
+                channel,
+                output,
+                window: &mut window,
+                cache: &self.cache,
+                challenge: crate::tls::random_secret(),
+            },
             self.cfg.max_frame,
             self.cfg.kernel_timeout,
             fd,
         );
+        // The channel is closed (the relay owned it): a session that does
+        // not exit once its input is closed is ended.
         let mut child = child.lock().unwrap_or_else(|p| p.into_inner());
-        drop(child.stdin.take());
-        // A session that does not exit once its input is closed is ended.
         for _ in 0..50 {
             if let Ok(Some(_)) = child.try_wait() {
                 return r;
@@ -335,53 +325,121 @@ impl Worker {
         r
     }
 
-    fn spawn_session(&self, window: &Window) -> std::io::Result<Child> {
+    /// Starts a session from the binary opened at start, with its window on
+    /// [`SESSION_FD`], its channel on [`REQUEST_FD`] and [`REPLY_FD`], and
+    /// its standard output and error drained into the worker's log.
+    fn spawn_session(
+        &self,
+        window: &Window,
+        who: &str,
+    ) -> std::io::Result<(Child, relay::Channel, output::Output)> {
         use std::os::unix::process::CommandExt;
-        let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
+        let (requests, to) = std::io::pipe()?;
+        let (from, replies) = std::io::pipe()?;
+        let (printed, prints) = std::io::pipe()?;
+        let mut cmd = self.exe_command();
         cmd.arg("--session")
             .arg("--state")
             .arg(&self.cfg.state)
             .arg("--session-memory")
             .arg(self.cfg.session_memory.to_string())
-            .arg("--module-cache")
-            .arg(self.cfg.module_cache.to_string())
             .arg("--max-frame")
             .arg(self.cfg.max_frame.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stdin(Stdio::null())
+            .stdout(prints.try_clone()?)
+            .stderr(prints);
         if self.cfg.allow_crash {
             cmd.arg("--allow-crash-requests");
         }
-        // The window goes to this session only: it is close-on-exec here,
-        // and duplicated onto the session's descriptor in its child alone.
-        let fd = window.fd();
+        // Each descriptor goes to this session only: close-on-exec here,
+        // duplicated onto the session's numbers in its child alone.
+        let give = [
+            (window.fd(), SESSION_FD),
+            (requests.as_raw_fd(), REQUEST_FD),
+            (replies.as_raw_fd(), REPLY_FD),
+        ];
         // SAFETY: the closure runs between fork and exec and calls only
-        // dup2 and fcntl, which are async-signal-safe.
+        // fcntl and dup2, which are async-signal-safe.
         unsafe {
-            cmd.pre_exec(move || {
-                if fd == SESSION_FD {
-                    libc::fcntl(fd, libc::F_SETFD, 0);
-                } else if libc::dup2(fd, SESSION_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || hand_over(&give));
         }
         let child = cmd.spawn()?;
-        if let (Some(i), Some(o)) = (&child.stdin, &child.stdout) {
-            widen_pipe(i.as_raw_fd());
-            widen_pipe(o.as_raw_fd());
+        // The session's ends, ours no more.
+        drop((requests, replies, cmd));
+        widen_pipe(to.as_raw_fd());
+        widen_pipe(from.as_raw_fd());
+        let output = output::Output::drain(printed, format!("session {} ({who})", child.id()));
+        Ok((child, relay::Channel { to, from }, output))
+    }
+
+    /// A command running this worker's binary as it was at start: the
+    /// descriptor opened then, named through `/proc` (the child's own
+    /// copy of it, which exec opens before closing it).
+    fn exe_command(&self) -> Command {
+        exe_command(&self.exe)
+    }
+}
+
+fn exe_command(exe: &std::fs::File) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(format!("/proc/self/fd/{}", exe.as_raw_fd()));
+    cmd.arg0("rocmc-worker");
+    cmd
+}
+
+/// Duplicates each `(from, to)` descriptor onto `to` in a child between
+/// fork and exec. Every source is first moved above the targets, so that no
+/// `dup2` closes a source still to be handed over.
+fn hand_over(give: &[(RawFd, RawFd)]) -> std::io::Result<()> {
+    let mut high = [0; 3];
+    for (i, &(from, _)) in give.iter().enumerate() {
+        // SAFETY: duplicates a descriptor this child inherited; checked.
+        high[i] = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 64) };
+        if high[i] < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        Ok(child)
+    }
+    for (i, &(_, to)) in give.iter().enumerate() {
+        // SAFETY: dup2 onto a fixed number (without close-on-exec, so the
+        // session inherits it); checked.
+        if unsafe { libc::dup2(high[i], to) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// `f` on a descriptor above the numbers a session's descriptors are
+/// handed over on, so that handing them over never closes it in the child
+/// before exec opens it.
+fn above_session_fds(f: std::fs::File) -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: duplicates a descriptor `f` owns; checked.
+    let fd = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 16) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just made and is owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Raises this process's descriptor limit to its hard limit: each pending
+/// connection holds one, each session a handful.
+fn more_descriptors() {
+    // SAFETY: reads and writes an rlimit this function owns.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
     }
 }
 
 /// Asks for a 1 MiB pipe buffer (the default 64 KiB makes a large upload
 /// cost a context switch per 64 KiB between worker and session). Best
 /// effort: the system's limit (`/proc/sys/fs/pipe-max-size`) may refuse.
-fn widen_pipe(fd: std::os::fd::RawFd) {
+fn widen_pipe(fd: RawFd) {
     // SAFETY: F_SETPIPE_SZ on a pipe descriptor this process owns; it only
     // changes the pipe's capacity, and a failure is ignored.
     unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20) };
@@ -407,8 +465,8 @@ impl Drop for SessionSlot {
 }
 
 /// Runs `--list-devices` in a fresh process and reads its answer.
-fn discover_devices() -> std::io::Result<Vec<DeviceInfo>> {
-    let out = Command::new(std::env::current_exe()?)
+fn discover_devices(exe: &std::fs::File) -> std::io::Result<Vec<DeviceInfo>> {
+    let out = exe_command(exe)
         .arg("--list-devices")
         .stderr(Stdio::inherit())
         .output()?;

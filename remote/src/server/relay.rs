@@ -4,15 +4,37 @@
 //! `Read`'s from a slot straight into TLS, several slots in flight so that
 //! the client, the worker and the session work at once.
 
+use super::cache::ModuleCache;
+use super::output::Output;
 use crate::link::Link;
 use crate::proto::{self, FrameError, Reply, Request};
 use crate::window::{Window, SLOTS};
 use std::collections::VecDeque;
 use std::io::{BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout};
+use std::process::Child;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The worker's ends of a session's channel.
+pub(super) struct Channel {
+    /// Requests to the session.
+    pub(super) to: std::io::PipeWriter,
+    /// Its replies.
+    pub(super) from: std::io::PipeReader,
+}
+
+/// What the relay serves one client with: its session process, channel,
+/// output and window, the worker's module cache, and the challenge the
+/// client's possession proofs are made under.
+pub(super) struct Session<'a> {
+    pub(super) child: &'a Arc<Mutex<Child>>,
+    pub(super) channel: Channel,
+    pub(super) output: Output,
+    pub(super) window: &'a mut Window,
+    pub(super) cache: &'a ModuleCache,
+    pub(super) challenge: String,
+}
 
 /// Waits for a session's reply, killing the session if none comes within
 /// `limit`, or as soon as the client hangs up (its socket, `peer`, shows
@@ -95,9 +117,12 @@ impl Drop for Watchdog {
 /// `WriteSlot` the session has not answered yet.
 struct Relay<'a> {
     child: &'a Arc<Mutex<Child>>,
-    to: ChildStdin,
-    from: BufReader<ChildStdout>,
+    to: std::io::PipeWriter,
+    from: BufReader<std::io::PipeReader>,
+    output: Output,
     window: &'a mut Window,
+    cache: &'a ModuleCache,
+    challenge: String,
     dog: Watchdog,
     kernel_timeout: Duration,
     /// `WriteSlot`s sent and not answered, oldest first.
@@ -113,20 +138,20 @@ struct Relay<'a> {
 /// the frame limit, and hands it to the session.
 pub(super) fn relay<S: Read + Write>(
     s: &mut S,
-    child: &Arc<Mutex<Child>>,
-    window: &mut Window,
+    session: Session<'_>,
     max: usize,
     kernel_timeout: Duration,
     peer: std::os::fd::RawFd,
 ) -> Result<(), String> {
-    let lock = || child.lock().unwrap_or_else(|p| p.into_inner());
-    let to = lock().stdin.take().expect("piped");
-    let from = BufReader::new(lock().stdout.take().expect("piped"));
+    let child = session.child;
     let mut r = Relay {
         child,
-        to,
-        from,
-        window,
+        to: session.channel.to,
+        from: BufReader::new(session.channel.from),
+        output: session.output,
+        window: session.window,
+        cache: session.cache,
+        challenge: session.challenge,
         dog: Watchdog::start(child, kernel_timeout, peer),
         kernel_timeout,
         writes: VecDeque::new(),
@@ -143,11 +168,17 @@ pub(super) fn relay<S: Read + Write>(
             Request::Write { id, offset, len } => r.write(s, id, offset, len),
             Request::Read { id, offset, len } => r.read(s, id, offset, len),
             req if req.is_async() => r.send(&Link::Request(req)),
-            req => r
-                .send(&Link::Request(req))
-                .and_then(|_| r.drain())
-                .and_then(|_| r.reply())
+            Request::HasModule { hash, proof } => {
+                let has = r.cache.proven(&hash, &proof, &r.challenge);
+                forward(
+                    s,
+                    &has.map_or_else(Reply::Error, |m| Reply::Has(m.is_some())),
+                )
+            }
+            Request::LoadModule { hash, proof, bytes } => r
+                .load(&hash, &proof, bytes)
                 .and_then(|reply| forward(s, &reply)),
+            req => r.ask(req).and_then(|reply| forward(s, &reply)),
         };
         match done {
             Ok(()) => {}
@@ -183,10 +214,60 @@ fn forward<S: Write>(s: &mut S, reply: &Reply) -> Result<(), Failure> {
 }
 
 impl Relay<'_> {
+    /// Sends the session a message. Watched as a wait for a reply is: a
+    /// session that stops reading (a kernel that spins, with requests
+    /// queued behind it) fills the pipe, and the client's hang-up or the
+    /// kernel timeout must still end it.
     fn send(&mut self, m: &Link) -> Result<(), Failure> {
-        proto::send(&mut self.to, m)
-            .and_then(|_| self.to.flush().map_err(FrameError::from))
-            .map_err(|_| Failure::Session)
+        self.dog.waiting(true);
+        let r =
+            proto::send(&mut self.to, m).and_then(|_| self.to.flush().map_err(FrameError::from));
+        self.dog.waiting(false);
+        r.map_err(|_| Failure::Session)
+    }
+
+    /// A synchronous request's reply, once the session answered every
+    /// earlier one. The challenge of an `Opened` is the worker's: the
+    /// cache it proves possession for is the worker's.
+    fn ask(&mut self, req: Request) -> Result<Reply, Failure> {
+        self.send(&Link::Request(req))?;
+        self.drain()?;
+        Ok(match self.reply()? {
+            Reply::Opened { .. } => Reply::Opened {
+                challenge: self.challenge.clone(),
+            },
+            other => other,
+        })
+    }
+
+    /// Loads a module in the session: its bytes as the client sent them
+    /// (checked and cached here) or, for a client that proved it holds
+    /// them, from the cache. A module the device refuses is not kept.
+    fn load(&mut self, hash: &str, proof: &str, bytes: Option<Vec<u8>>) -> Result<Reply, Failure> {
+        let (bytes, written) = match bytes {
+            Some(b) => match self.cache.keep(hash, &b) {
+                Ok(written) => (b, written),
+                Err(e) => return Ok(Reply::Error(e)),
+            },
+            None => match self.cache.proven(hash, proof, &self.challenge) {
+                Ok(Some(b)) => (b, None),
+                Ok(None) => {
+                    return Ok(Reply::Error(format!(
+                        "module {hash} is not in the worker's cache (send its bytes)"
+                    )))
+                }
+                Err(e) => return Ok(Reply::Error(e)),
+            },
+        };
+        let reply = self.ask(Request::LoadModule {
+            hash: hash.to_string(),
+            proof: String::new(),
+            bytes: Some(bytes),
+        })?;
+        if let (Reply::Error(_), Some(path)) = (&reply, written) {
+            self.cache.forget(&path);
+        }
+        Ok(reply)
     }
 
     /// The session's next reply, waited for under the watchdog. A frame
@@ -196,22 +277,31 @@ impl Relay<'_> {
         self.dog.waiting(true);
         let r = proto::recv::<Reply>(&mut self.from, proto::MAX_SESSION_REPLY);
         self.dog.waiting(false);
-        r.map_err(|e| {
-            if !matches!(e, FrameError::Closed) {
-                let lock = || self.child.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = lock().kill();
-                self.broken = Some(format!(
-                    "the session sent the worker a reply it refuses ({e}): the session was ended"
-                ));
-            }
-            Failure::Session
-        })
+        match r {
+            // Only the worker makes `Data` (its bytes come from the window).
+            Ok(Reply::Data { .. }) => Err(self.refuse("a Data reply".into())),
+            Ok(reply) => Ok(reply),
+            Err(FrameError::Closed) => Err(Failure::Session),
+            Err(e) => Err(self.refuse(e.to_string())),
+        }
+    }
+
+    /// Ends a session that broke the protocol, with the reason.
+    fn refuse(&mut self, what: String) -> Failure {
+        let _ = self.child.lock().unwrap_or_else(|p| p.into_inner()).kill();
+        self.broken = Some(format!(
+            "the session sent the worker a reply it refuses ({what}): the session was ended"
+        ));
+        Failure::Session
     }
 
     /// Waits for the oldest unanswered `WriteSlot`, freeing its slot.
     fn retire(&mut self) -> Result<(), Failure> {
         if self.writes.pop_front().is_some() {
-            self.reply()?;
+            match self.reply()? {
+                Reply::Ok => {}
+                other => return Err(self.refuse(format!("{other:?} for a write"))),
+            }
         }
         Ok(())
     }
@@ -279,7 +369,10 @@ impl Relay<'_> {
             ask(self, k)?;
         }
         for k in 0..parts {
-            let reply = self.reply()?;
+            let reply = match self.reply()? {
+                r @ (Reply::Ok | Reply::Error(_)) => r,
+                other => return Err(self.refuse(format!("{other:?} for a read"))),
+            };
             if let Reply::Error(_) = reply {
                 // The parts asked for after it are answered too: read
                 // those answers so the next reply is the next request's.
@@ -303,8 +396,19 @@ impl Relay<'_> {
         s.flush().map_err(|e| Failure::Client(e.to_string()))
     }
 
-    /// Why the session is gone, once it is reaped.
+    /// Why the session is gone, once it is reaped, with the end of what
+    /// it printed.
     fn died(&mut self) -> String {
+        let why = self.why_died();
+        let printed = self.output.tail(Duration::from_millis(500));
+        if printed.is_empty() {
+            why
+        } else {
+            format!("{why}; its last output:\n{printed}")
+        }
+    }
+
+    fn why_died(&mut self) -> String {
         let lock = || self.child.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(why) = self.broken.take() {
             let _ = lock().wait();
