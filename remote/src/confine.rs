@@ -8,8 +8,9 @@
 //!   and module cache), which is out of reach altogether;
 //! - nothing can be written, created, renamed or removed anywhere but in
 //!   the session's own scratch folder and on device files (a GPU's
-//!   `/dev/kfd`, `/dev/dri/*`, `/dev/nvidia*`, and `/dev/null`): not the
-//!   worker's binary or its folder, not the user's home, not `/tmp`;
+//!   `/dev/kfd`, `/dev/dri/*`, `/dev/nvidia*`, and `/dev/null`) and the
+//!   session's own threads under `/proc/self/task`: not the worker's
+//!   binary or its folder, not the user's home, not `/tmp`;
 //! - processes outside the session's own Landlock domain (the worker,
 //!   every other session) cannot be traced, so their memory, environment
 //!   and open files under `/proc` are out of reach, and (Linux 6.12 on)
@@ -78,6 +79,10 @@ pub fn confine(state: &Path, scratch: &Path) -> Result<Confinement, String> {
     beside(Path::new("/"), &state, &mut readable);
     let mut writable = vec![scratch.canonicalize().unwrap_or(scratch.to_path_buf())];
     devices(Path::new("/dev"), 0, &mut writable);
+    // This process's own threads (their names, `comm`): the CUDA driver
+    // writes there and fails to initialise without it (error 304, found
+    // with scripts/cuda-sandbox-probe.py on the H200).
+    writable.push(PathBuf::from("/proc/self/task"));
     let read = AccessFs::from_read(ABI_USED);
     let created = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
