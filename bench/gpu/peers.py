@@ -200,6 +200,22 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: b.copy_(a.t())), by)
         grid = (triton.cdiv(r, 64), triton.cdiv(c, 64))
         report("triton", name, s, timed(lambda: k_transpose[grid](a, b, r, c, B=64)), by)
+    elif name in ("transpose4d_fallback", "transpose3d_batched", "permute4d_heads"):
+        # Transposes of rank 3 and 4 (issue 61): PyTorch's strided copy
+        # (with the scale, for transpose4d_fallback) into a contiguous output.
+        if name == "transpose3d_batched":
+            x = rnd(s["B"], s["R"], s["C"])
+            view, scale = x.transpose(1, 2), None
+        elif name == "permute4d_heads":
+            x = rnd(s["B"], s["S"], s["H"], s["D"]).half()
+            view, scale = x.permute(0, 2, 3, 1), None
+        else:
+            x = rnd(s["B"], s["H"], s["S"], s["D"]).half()
+            view, scale = x.transpose(2, 3), 0.5
+        o = torch.empty(view.shape, device=dev, dtype=x.dtype)
+        by = 2 * x.numel() * x.element_size()
+        eager = (lambda: o.copy_(view)) if scale is None else (lambda: torch.mul(view, scale, out=o))
+        report("pytorch", name, s, timed(eager), by)
     elif name == "gelu_mask":
         # Bias and scale, tanh GELU, a kept-elements mask scaled by 2:
         # PyTorch's eager operators, and one fused Triton kernel.

@@ -13,7 +13,7 @@ by = {}
 for r in rows:
     by.setdefault(r["kernel"], {})[r["tool"]] = r
 copy_bw = max((r["gbps"] for r in rows if r["kernel"] == "copy"), default=0.0)
-MEM = {"vadd": 0.90, "saxpy": 0.90, "bias2d": 0.90, "bias2d_vec": 0.90, "bias2d_vec_nofact": 0.90, "transpose": 0.80, "transpose_coarse": 0.80, "gelu_mask": 0.85}
+MEM = {"vadd": 0.90, "saxpy": 0.90, "bias2d": 0.90, "bias2d_vec": 0.90, "bias2d_vec_nofact": 0.90, "transpose": 0.80, "transpose_coarse": 0.80, "gelu_mask": 0.85, "transpose3d_batched": 0.85, "transpose4d_fallback": 0.85, "permute4d_heads": 0.85}
 RELATIVE = {"bias_grad": 1.0, "bias_grad_narrow": 1.0, "bias_grad_narrow_two_groups": 1.0, "reduce_all": 1.0, "reduce_all_one_group": 1.0, "reduce_rows8": 1.0, "norm_all": 1.0, "mean_rows4_f16": 1.0, "cumsum_long": 1.0, "cumsum_long_whole": 1.0, "cumsum_long_i32": 1.0, "softmax": 1.0, "softmax_online": 1.0, "layernorm": 1.0, "embedding": 1.0, "histogram": 1.0, "histogram_global": 1.0, "argmax": 1.0, "topk": 1.0, "topk_k64": 1.0, "topk_small": 1.0, "log_softmax": 1.0, "cross_entropy": 1.0, "welford_layernorm": 1.0, "cumsum": 1.0}
 ATTENTION = {"attention", "attention_causal", "attention_causal128", "attention_d64", "attention_decode", "attention_decode_s1"}
 MATMUL = {"matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma"}
@@ -23,7 +23,7 @@ MATMUL |= WGMMA
 # Batched products (issue 61), against cuBLAS's batched GEMM through PyTorch.
 BATCHED = {"gemm_batched_f16", "qk_scores_f16"}
 MATMUL |= BATCHED
-order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32",
+order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "transpose3d_batched", "transpose4d_fallback", "permute4d_heads", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32",
          "attention", "attention_causal", "attention_causal128", "attention_d64", "attention_decode", "attention_decode_s1",
          "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", *sorted(WGMMA), *sorted(BATCHED), "conv2d", "conv2d_f16", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
 # NAME_default: NAME without its schedule (rocmc's default schedules), and

@@ -330,6 +330,38 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
     Some(kn.done(rule, steps))
 }
 
+/// The output axis (an index into the leading axes) every tensor in
+/// `across` runs along in its last subscript, when they agree, and the
+/// other leading axes' index range fits blockIdx.z, which they are fused
+/// on (65,535 work-groups on NVIDIA). Past that, sizes without `max`
+/// included, the stage is left to the rules that fuse everything.
+fn across_rows(k: &Kernel, st: &Stage, value: &Expr, across: &[TensorId]) -> Option<usize> {
+    let lead = st.axes.len() - 1;
+    let mut rows: Option<Option<usize>> = None;
+    value.visit_loads(&mut |t, ix| {
+        if across.contains(&t) {
+            let here = match ix.last() {
+                Some(Index::Var(v)) if (v.0 as usize) < lead => Some(v.0 as usize),
+                _ => None,
+            };
+            rows = Some(match rows {
+                None => here,
+                Some(r) if r == here => r,
+                Some(_) => None,
+            });
+        }
+    });
+    let rows = rows.flatten()?;
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let range = (0..lead).filter(|&a| a != rows).fold(1u128, |p, a| {
+        p.saturating_mul(st.axes[a].extent.max_value(&size_max, &[]))
+    });
+    (range <= GRID_Z).then_some(rows)
+}
+
+/// Work-groups along blockIdx.z, at most (NVIDIA's limit; AMD's is larger).
+const GRID_Z: u128 = 65_535;
+
 /// Fewer work-groups of columns than this (a constant count) split the
 /// rows too (`column-reduction-grid`): a fraction of the H100's 132 SMs.
 const COLUMN_GROUPS: i64 = 64;
@@ -339,7 +371,9 @@ const COLUMN_GROUPS: i64 = 64;
 /// threads, 4 rows each, and every tensor read across its rows staged
 /// through LDS at the tile (padded by one so the column reads avoid bank
 /// conflicts), so both the reads and the writes are coalesced
-/// (transpose_coarse.toml, 93 % of copy on the H100).
+/// (transpose_coarse.toml, 93 % of copy on the H100). Of three axes and
+/// more, the tile's rows are the axis those reads run along, and the rest
+/// of the output's axes go on blockIdx.z ([`across_rows`]).
 pub(super) fn transpose(
     k: &Kernel,
     st: &Stage,
@@ -385,9 +419,23 @@ pub(super) fn transpose(
         32,
         "rows and columns of a work-group's tile",
     );
-    let per = kn.get("PER", &[1, 2, 4, 8], 4, "rows per thread");
+    let per = kn.get("PER", &[1, 2, 4, 8], 8, "rows per thread");
     kn.require("{TILE} % {PER} == 0 && ({TILE} / {PER}) * {TILE} <= 1024");
-    let (mut steps, r) = fuse_all(lead);
+    let (mut steps, r) = match across_rows(k, st, value, &across) {
+        // Rank 3 and more: the tile takes the axis the staged reads run
+        // along and the output's last; the other axes go on the grid
+        // unfused with them, so the reads stay affine in the tile.
+        Some(rows) if lead.len() > 1 => {
+            let others: Vec<&str> = (0..lead.len())
+                .filter(|&a| a != rows)
+                .map(|a| lead[a])
+                .collect();
+            let (mut steps, z) = fuse_all(&others);
+            steps.push(format!("bind({z}, blockIdx.z)"));
+            (steps, lead[rows].to_string())
+        }
+        _ => fuse_all(lead),
+    };
     steps.extend([
         format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
         format!("{r}_t, {r}_v = split({r}_i, {per})"),
