@@ -38,6 +38,16 @@ for f in examples/*.toml bench/gpu/variants/*.toml bench/matrix/variants/*.toml 
     exit 1
   fi
 done
+# Plan entries that are another file at other sizes (bench/gpu/aliases.txt):
+# the file renamed, so every entry of bench/gpu/plan.json has a kernel here.
+grep -v '^#' bench/gpu/aliases.txt | while read -r name base; do
+  [ -n "$name" ] || continue
+  sed "s/^name = \"[^\"]*\"/name = \"$name\"/" "$base" > "$dir/kernels/$name.toml"
+  if ! target/release/rocmc build -q --mcpu "$arch" "$dir/kernels/$name.toml" -o "$dir/kernels/$name.ptx" 2> "$dir/build.err"; then
+    echo "gpu-bundle: $name skipped: $(grep -m1 'error' "$dir/build.err")" >&2
+    rm -f "$dir/kernels/$name.toml"
+  fi
+done
 rm -f "$dir/build.err"
 for exe in rocmc-gpu-check vadd-app rocmc-worker; do
   if ldd "target/release/$exe" | grep -q libLLVM; then

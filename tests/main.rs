@@ -10,6 +10,7 @@ mod accuracy;
 mod app;
 mod attention;
 mod bad;
+mod bench_plan;
 mod bits;
 mod bounded;
 mod cli;
