@@ -358,10 +358,14 @@ impl Worker {
             (requests.as_raw_fd(), REQUEST_FD),
             (replies.as_raw_fd(), REPLY_FD),
         ];
+        let worker = std::process::id();
         // SAFETY: the closure runs between fork and exec and calls only
-        // fcntl and dup2, which are async-signal-safe.
+        // fcntl, dup2, prctl and getppid, which are async-signal-safe.
         unsafe {
-            cmd.pre_exec(move || hand_over(&give));
+            cmd.pre_exec(move || {
+                hand_over(&give)?;
+                die_with(worker)
+            });
         }
         let child = cmd.spawn()?;
         // The session's ends, ours no more.
@@ -421,6 +425,25 @@ fn above_session_fds(f: std::fs::File) -> std::io::Result<std::fs::File> {
     }
     // SAFETY: `fd` was just made and is owned by nobody else.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Makes the child (between fork and exec) die with the worker: a worker
+/// killed or crashed would otherwise leave its sessions running, a
+/// spinning kernel included. The signal follows the thread that started
+/// the session, which lives as long as the session does (`session`).
+fn die_with(worker: u32) -> std::io::Result<()> {
+    // SAFETY: prctl with an integer signal and getppid read and set only
+    // this process's attributes.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The worker died before the signal was set: nothing would send it.
+        if libc::getppid() as u32 != worker {
+            return Err(std::io::Error::other("the worker is gone"));
+        }
+    }
+    Ok(())
 }
 
 /// Raises this process's descriptor limit to its hard limit: each pending
