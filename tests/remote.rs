@@ -716,19 +716,26 @@ fn an_address_sending_wrong_secrets_is_locked_out_for_a_minute() {
 /// repeated — each followed by a `Sync` so that an answer is due. Every
 /// case gets an answer or a closed connection, never a hang; the worker
 /// keeps serving; a last client's vadd is correct.
-#[test]
-fn mutated_session_frames_never_take_the_worker_down() {
+/// The frame fuzzers' seed (`ROCMC_FRAMEFUZZ_SEED`, else `default`) and
+/// their xorshift generator from it.
+pub(crate) fn frame_fuzz(default: u64) -> (u64, impl FnMut() -> u64) {
     let seed: u64 = std::env::var("ROCMC_FRAMEFUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(77);
+        .unwrap_or(default);
     let mut state = seed | 1;
-    let mut next = move || {
+    let next = move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
     };
+    (seed, next)
+}
+
+#[test]
+fn mutated_session_frames_never_take_the_worker_down() {
+    let (seed, mut next) = frame_fuzz(77);
     let w = Worker::start(&[
         "--max-frame",
         "1048576",

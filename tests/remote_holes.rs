@@ -3,7 +3,7 @@
 //! host code, real sockets on loopback. Each test failed before its fix.
 
 use crate::common::{worker_bin, Worker};
-use crate::remote::{hostile_module, sessions_of, vadd, vadd_on, SPIN};
+use crate::remote::{frame_fuzz, hostile_module, sessions_of, vadd, vadd_on, SPIN};
 use rocmc::remote::proto::{self, Reply, Request, WireArg};
 use rocmc::remote::Device;
 use std::io::Write;
@@ -337,17 +337,7 @@ fn a_session_blocked_behind_a_spinning_kernel_ends_at_the_kernel_timeout() {
 /// worker serves the next client.
 #[test]
 fn junk_frames_from_a_session_end_only_that_session() {
-    let seed: u64 = std::env::var("ROCMC_FRAMEFUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(91);
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let (seed, mut next) = frame_fuzz(91);
     let w = Worker::start(&["--kernel-timeout", "10"]);
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.bin");

@@ -337,7 +337,7 @@ impl Worker {
         let (requests, to) = std::io::pipe()?;
         let (from, replies) = std::io::pipe()?;
         let (printed, prints) = std::io::pipe()?;
-        let mut cmd = self.exe_command();
+        let mut cmd = exe_command(&self.exe);
         cmd.arg("--session")
             .arg("--state")
             .arg(&self.cfg.state)
@@ -375,15 +375,11 @@ impl Worker {
         let output = output::Output::drain(printed, format!("session {} ({who})", child.id()));
         Ok((child, relay::Channel { to, from }, output))
     }
-
-    /// A command running this worker's binary as it was at start: the
-    /// descriptor opened then, named through `/proc` (the child's own
-    /// copy of it, which exec opens before closing it).
-    fn exe_command(&self) -> Command {
-        exe_command(&self.exe)
-    }
 }
 
+/// A command running this worker's binary as it was at start: the
+/// descriptor opened then, named through `/proc` (the child's own copy of
+/// it, which exec opens before closing it).
 fn exe_command(exe: &std::fs::File) -> Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(format!("/proc/self/fd/{}", exe.as_raw_fd()));
@@ -394,7 +390,7 @@ fn exe_command(exe: &std::fs::File) -> Command {
 /// Duplicates each `(from, to)` descriptor onto `to` in a child between
 /// fork and exec. Every source is first moved above the targets, so that no
 /// `dup2` closes a source still to be handed over.
-fn hand_over(give: &[(RawFd, RawFd)]) -> std::io::Result<()> {
+fn hand_over(give: &[(RawFd, RawFd); 3]) -> std::io::Result<()> {
     let mut high = [0; 3];
     for (i, &(from, _)) in give.iter().enumerate() {
         // SAFETY: duplicates a descriptor this child inherited; checked.

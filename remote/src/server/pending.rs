@@ -9,6 +9,7 @@
 //! the secret, which speaks at once, always gets in.
 
 use std::net::{IpAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -25,7 +26,7 @@ struct Entry {
 pub(super) struct Pending {
     max: usize,
     per_address: usize,
-    next: Mutex<usize>,
+    next: AtomicUsize,
     /// Oldest first.
     open: Mutex<Vec<Entry>>,
 }
@@ -35,7 +36,7 @@ impl Pending {
         Pending {
             max: max.max(1),
             per_address: per_address.clamp(1, max.max(1)),
-            next: Mutex::new(0),
+            next: AtomicUsize::new(0),
             open: Mutex::new(Vec::new()),
         }
     }
@@ -43,11 +44,7 @@ impl Pending {
     /// Registers `tcp` from `ip` until `deadline`, making room as above;
     /// its id.
     pub(super) fn admit(&self, tcp: &Arc<TcpStream>, ip: IpAddr, deadline: Instant) -> usize {
-        let id = {
-            let mut n = self.next.lock().unwrap_or_else(|p| p.into_inner());
-            *n += 1;
-            *n
-        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         // A connection whose first bytes wait unread has spoken too (its
         // thread may not have run yet).

@@ -352,10 +352,11 @@ fn across_rows(k: &Kernel, st: &Stage, value: &Expr, across: &[TensorId]) -> Opt
         }
     });
     let rows = rows.flatten()?;
-    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
-    let range = (0..lead).filter(|&a| a != rows).fold(1u128, |p, a| {
-        p.saturating_mul(st.axes[a].extent.max_value(&size_max, &[]))
-    });
+    let others = st.axes[..lead]
+        .iter()
+        .enumerate()
+        .filter(|&(a, _)| a != rows);
+    let range = super::fused_range(k, others.map(|(_, x)| x));
     (range <= GRID_Z).then_some(rows)
 }
 

@@ -115,10 +115,7 @@ impl<'k> Matmul<'k> {
     /// innermost goes on the grid and each work-group loops over the
     /// others.
     fn batch_steps(&self, k: &Kernel, st: &Stage, steps: &mut Vec<String>) {
-        let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
-        let range = st.axes[..self.batch.len()].iter().fold(1u128, |p, a| {
-            p.saturating_mul(a.extent.max_value(&size_max, &[]))
-        });
+        let range = super::fused_range(k, &st.axes[..self.batch.len()]);
         let on_grid = if range < 1 << 31 {
             &self.batch[..]
         } else {

@@ -242,6 +242,15 @@ fn fuse_all(names: &[&str]) -> (Vec<String>, String) {
     (steps, cur)
 }
 
+/// The index range of `axes` fused: the product of their extents' bounds
+/// under `[kernel] max` (a size without one counts as 2^31 - 1).
+fn fused_range<'a>(k: &Kernel, axes: impl IntoIterator<Item = &'a crate::kernel::Axis>) -> u128 {
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    axes.into_iter().fold(1u128, |p, a| {
+        p.saturating_mul(a.extent.max_value(&size_max, &[]))
+    })
+}
+
 /// [`fuse_all`], or nothing where there are no names.
 fn fuse_any(names: &[&str]) -> (Vec<String>, Option<String>) {
     if names.is_empty() {
