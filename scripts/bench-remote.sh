@@ -17,8 +17,15 @@ mkdir -p "$out"
 bin="$bundle/rocmc-gpu-check"
 rc=0
 echo "== remote: every example through rocmc-worker on loopback (TLS, pinned certificate, secret)"
-"$bin" remote "$bundle/rocmc-worker" "$bundle/kernels" --device cuda:0 --cases "${REMOTE_CASES:-2}" --seed "${SEED:-1}" > "$out/remote-check.txt" || rc=1
+# PART=I/N (scripts/bench-gpu.sh): every N-th kernel from the I-th; the
+# latency and transfer measurements in piece 1 only.
+part=${PART:-1/1}
+"$bin" remote "$bundle/rocmc-worker" "$bundle/kernels" --device cuda:0 --cases "${REMOTE_CASES:-2}" --seed "${SEED:-1}" --part "$part" > "$out/remote-check.txt" || rc=1
 tail -1 "$out/remote-check.txt"
+if [ "${part%/*}" != 1 ]; then
+  echo "remote exit code: $rc"
+  exit $rc
+fi
 echo "== remote: what the worker costs over the device itself"
 "$bin" latency "$bundle/rocmc-worker" "$bundle/kernels" --device cuda:0 | tee "$out/remote-latency-cuda.md" || rc=1
 echo

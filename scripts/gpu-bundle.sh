@@ -10,7 +10,10 @@ cd "$(dirname "$0")/.."
 arch=${1:-sm_90}
 dir=target/gpu-bundle
 rm -rf "$dir" && mkdir -p "$dir/kernels"
-cargo build -q --release -p rocmc
+# ROCMC=target/debug/rocmc uses a debug build (same output, no release
+# link of LLVM on a small machine).
+rocmc=${ROCMC:-target/release/rocmc}
+[ -n "${ROCMC:-}" ] || cargo build -q --release -p rocmc
 # Separately: built together with rocmc, Cargo would unify the linker
 # crate's features and link LLVM into the runtime-only binaries.
 cargo build -q --release -p rocmc-gpu-check -p vadd-app -p rocmc-worker
@@ -27,7 +30,7 @@ for f in examples/*.toml bench/gpu/variants/*.toml bench/matrix/variants/*.toml 
   cp "$f" "$dir/kernels/"
   contract=fast
   case "$f" in tests/regress/*) contract=off ;; esac
-  if ! target/release/rocmc build -q --mcpu "$arch" --fp-contract "$contract" "$f" -o "$dir/kernels/$name.ptx" 2> "$dir/build.err"; then
+  if ! "$rocmc" build -q --mcpu "$arch" --fp-contract "$contract" "$f" -o "$dir/kernels/$name.ptx" 2> "$dir/build.err"; then
     # Matrix-core examples are shaped for one family's instructions.
     if grep -q '"mma(' "$f"; then
       echo "gpu-bundle: $name skipped: $(grep -m1 'error' "$dir/build.err")" >&2
@@ -43,12 +46,14 @@ done
 grep -v '^#' bench/gpu/aliases.txt | while read -r name base; do
   [ -n "$name" ] || continue
   sed "s/^name = \"[^\"]*\"/name = \"$name\"/" "$base" > "$dir/kernels/$name.toml"
-  if ! target/release/rocmc build -q --mcpu "$arch" "$dir/kernels/$name.toml" -o "$dir/kernels/$name.ptx" 2> "$dir/build.err"; then
+  if ! "$rocmc" build -q --mcpu "$arch" "$dir/kernels/$name.toml" -o "$dir/kernels/$name.ptx" 2> "$dir/build.err"; then
     echo "gpu-bundle: $name skipped: $(grep -m1 'error' "$dir/build.err")" >&2
     rm -f "$dir/kernels/$name.toml"
   fi
 done
 rm -f "$dir/build.err"
+# The benchmark's inputs are drawn on the GPU (bench/gpu/fill.toml.in).
+scripts/gpu-fills.sh "$rocmc" "$arch" "$dir/fill"
 for exe in rocmc-gpu-check vadd-app rocmc-worker; do
   if ldd "target/release/$exe" | grep -q libLLVM; then
     echo "gpu-bundle: $exe links LLVM; the GPU machine has none" >&2
@@ -60,8 +65,8 @@ done
 # remote path's costs on the worker's CPU device beside its GPU.
 mkdir -p "$dir/cpu"
 cp examples/vadd.toml "$dir/cpu/"
-target/release/rocmc build -q --mcpu x86-64 examples/vadd.toml -o "$dir/cpu/vadd.so"
+"$rocmc" build -q --mcpu x86-64 examples/vadd.toml -o "$dir/cpu/vadd.so"
 # PTX for a GPU newer than the one at hand: the runtime must refuse it.
 mkdir -p "$dir/extra"
-target/release/rocmc build -q --mcpu sm_100 examples/vadd.toml -o "$dir/extra/vadd.sm_100.ptx"
+"$rocmc" build -q --mcpu sm_100 examples/vadd.toml -o "$dir/extra/vadd.sm_100.ptx"
 du -sh "$dir"

@@ -23,6 +23,7 @@ build)
     cp "$f" "$dir/kernels/"
     target/debug/rocmc build -q --mcpu "${ARCH:-sm_90}" "$f" -o "$dir/kernels/$name.ptx"
   done
+  scripts/gpu-fills.sh target/debug/rocmc "${ARCH:-sm_90}" "$dir/fill"
   if ldd target/release/rocmc-gpu-check | grep -q libLLVM; then
     echo "gpu-focus: rocmc-gpu-check links LLVM" >&2
     exit 1

@@ -34,6 +34,7 @@ mod remote_holes;
 mod run;
 mod run_data;
 mod runtime;
+mod sampled;
 mod scan;
 mod scatter;
 mod snapshots;

@@ -82,15 +82,18 @@ for k in order:
     else:
         target, ok, vs = "(no target)", None, f"{best['ms'] / r['ms']:.2f}× best peer" if best else "-"
     sizes = ",".join(f"{a}={b}" for a, b in r["sizes"].items())
+    # rocmc-gpu-check's sampled check of the results at these sizes.
+    c = r.get("check", {}).get("result", "-")
+    checked = c if c in ("ok", "MISMATCH", "-") else "no (" + c.removeprefix("not checked: ")[:40] + ")"
     table.append((k, sizes, r["ms"], f"{val(r):.1f}", f"{val(pt):.1f}" if pt else "-",
                   f"{val(tr):.1f}" if tr else "-", f"{best['ms'] / r['ms']:.2f}" if best else "-",
                   vs, target, "yes" if ok else ("no" if ok is False else "-"), unit, val(r),
-                  val(pt) if pt else 0, val(tr) if tr else 0))
+                  val(pt) if pt else 0, val(tr) if tr else 0, checked))
 
-hdr = ["kernel", "sizes", "rocmc ms", "rocmc", "PyTorch", "Triton", "speed vs best peer", "measure", "target", "met", "unit"]
+hdr = ["kernel", "sizes", "rocmc ms", "rocmc", "PyTorch", "Triton", "speed vs best peer", "measure", "target", "met", "unit", "results checked at these sizes"]
 lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
 for t in table:
-    lines.append("| " + " | ".join(str(x if not isinstance(x, float) else f"{x:.3f}") for x in t[:11]) + " |")
+    lines.append("| " + " | ".join(str(x if not isinstance(x, float) else f"{x:.3f}") for x in (*t[:11], t[14])) + " |")
 print("\n".join(lines))
 print(f"device-to-device copy: {copy_bw:.0f} GB/s")
 

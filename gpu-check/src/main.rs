@@ -9,7 +9,9 @@
 //!   interpreter run on the kernel file `DIR/<name>.toml`;
 //! - `rocmc-gpu-check bench DIR PLAN.json [--reps R]` times each kernel at
 //!   the sizes the plan gives (median of `R` launches after warm-up, CUDA
-//!   events) and prints GB/s and TFLOP/s as JSON lines;
+//!   events) and prints GB/s and TFLOP/s as JSON lines, with inputs drawn
+//!   on the GPU and a sampled check of the results at those sizes
+//!   (`bench.rs`: `--only`, `--part I/N` split a run);
 //! - `rocmc-gpu-check copy` measures device-to-device copy bandwidth, the
 //!   reference for memory-bound kernels;
 //! - `rocmc-gpu-check errors VADD_PTX NEWER_PTX` checks the runtime's
@@ -32,15 +34,18 @@
 //! - `rocmc-gpu-check gelu16 DIR` checks that rocmc's `f16(gelu(x))` is
 //!   within one f16 ulp of the exact value on the GPU.
 
-use rocmc_device::launch::{ArgRole, LaunchInfo};
 use rocmc_ir::interp;
-use rocmc_ir::reference::{compare, random_inputs, Comparison, Inputs, Rng};
-use rocmc_ir::{Kernel, TensorKind};
+use rocmc_ir::reference::{
+    compare, compare_sampled, random_inputs, Comparison, Inputs, Rng, Tolerances,
+};
+use rocmc_ir::Kernel;
 use rocmc_runtime_cuda::{Cuda, KernelArg};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod bench;
+mod fill;
 mod mma;
 mod remote;
 mod tma;
@@ -84,7 +89,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let r = match args.first().map(String::as_str) {
         Some("check") => check(&args[1..]),
-        Some("bench") => bench(&args[1..]),
+        Some("bench") => bench::bench(&args[1..]),
         Some("copy") => copy(),
         Some("errors") => errors(&args[1..]),
         Some("remote") => remote::check(&args[1..]),
@@ -94,7 +99,7 @@ fn main() -> ExitCode {
         Some("wgmma") => wgmma::check(&args[1..]),
         Some("tma") => tma::check(&args[1..]),
         Some("gelu16") => ulp::gelu16(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] | bench DIR PLAN.json [--reps R] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | tma [--perturb] | gelu16 DIR".into()),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] [--part I/N] | bench DIR PLAN.json [--reps R] [--only NAME,...] [--part I/N] [--check-rows R] [--check-cols C] [--fill DIR | --host-inputs] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | tma [--perturb] | gelu16 DIR".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
@@ -114,6 +119,25 @@ pub(crate) fn flag(args: &[String], name: &str, default: u64) -> Res<u64> {
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| format!("{name} needs a number")),
     }
+}
+
+/// `--part I/N` (1-based): of a folder's kernels in name order, every
+/// `N`-th from the `I`-th, so that a long run splits into calls; (1, 1)
+/// when not given.
+pub(crate) fn part_flag(args: &[String]) -> Res<(usize, usize)> {
+    let Some(i) = args.iter().position(|a| a == "--part") else {
+        return Ok((1, 1));
+    };
+    let v = args.get(i + 1).ok_or("--part needs I/N")?;
+    v.split_once('/')
+        .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
+        .filter(|&(i, n)| i >= 1 && i <= n)
+        .ok_or(format!("--part {v}: expected I/N with 1 <= I <= N"))
+}
+
+/// Whether the `i`-th kernel (0-based) is in `part`.
+pub(crate) fn in_part(i: usize, part: (usize, usize)) -> bool {
+    i % part.1 == part.0 - 1
 }
 
 /// The kernels of a folder: (name, kernel file, module), sorted by name.
@@ -248,58 +272,91 @@ impl DeviceRunner {
         Ok(())
     }
 
-    /// Uploads `inputs`, runs every kernel of the module in order and returns
-    /// the contents of every tensor afterwards.
-    pub(crate) fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
-        let (id, info) = self.module.as_ref().ok_or("no module loaded")?;
-        let d = &mut self.dev;
-        let e = |e: rocmc_device::Error| e.to_string();
+    /// Every tensor of `k` on the device, as `inputs` holds them.
+    pub(crate) fn place(&mut self, k: &Kernel, inputs: &Inputs) -> Res<Placed> {
         let mut ids = Vec::new();
         for b in &inputs.host {
-            ids.push(d.upload(b).map_err(e)?);
+            ids.push(self.dev.upload(b).map_err(|e| e.to_string())?);
         }
-        for kl in &info.kernels {
-            let args =
-                rocmc_remote::device::wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
-            d.launch(id, &kl.name, &args).map_err(e)?;
-        }
-        let out = ids
-            .iter()
-            .map(|&id| d.read_all(id).map_err(e))
-            .collect::<Res<Vec<_>>>()?;
-        for id in ids {
-            d.free(id).map_err(e)?;
-        }
-        d.synchronize().map_err(e)?;
-        Ok(out)
+        Ok(Placed {
+            ids,
+            lens: rocmc_remote::device::element_counts(k, &inputs.host),
+            pbytes: inputs.pbytes.clone(),
+            pvals: inputs.pvals.clone(),
+        })
     }
 
-    /// Uploads `inputs` and times every kernel of the module with the
-    /// device's clock (3 warm-up launches, then `reps`): per repetition,
-    /// the sum of the kernels' times.
-    fn time(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs, reps: u32) -> Res<Vec<f64>> {
+    /// Runs every kernel of the module once, in order, on `p`.
+    pub(crate) fn launch(&mut self, k: &Kernel, sizes: &[i64], p: &Placed) -> Res<()> {
         let (id, info) = self.module.as_ref().ok_or("no module loaded")?;
-        let d = &mut self.dev;
-        let e = |e: rocmc_device::Error| e.to_string();
-        let mut ids = Vec::new();
-        for b in &inputs.host {
-            ids.push(d.upload(b).map_err(e)?);
+        for kl in &info.kernels {
+            let args = rocmc_remote::device::wire_args(k, kl, &p.ids, &p.lens, sizes, &p.pbytes)?;
+            self.dev
+                .launch(id, &kl.name, &args)
+                .map_err(|e| e.to_string())?;
         }
+        Ok(())
+    }
+
+    /// Times every kernel of the module on `p` with the device's clock (3
+    /// warm-up launches, then `reps`): per repetition, the sum of the
+    /// kernels' times.
+    pub(crate) fn time(
+        &mut self,
+        k: &Kernel,
+        sizes: &[i64],
+        p: &Placed,
+        reps: u32,
+    ) -> Res<Vec<f64>> {
+        let (id, info) = self.module.as_ref().ok_or("no module loaded")?;
         let mut total = vec![0.0; reps as usize];
         for kl in &info.kernels {
-            let args =
-                rocmc_remote::device::wire_args(k, kl, &ids, &inputs.host, sizes, &inputs.pbytes)?;
-            let ms = d.time(id, &kl.name, &args, 3, reps).map_err(e)?;
+            let args = rocmc_remote::device::wire_args(k, kl, &p.ids, &p.lens, sizes, &p.pbytes)?;
+            let ms = self
+                .dev
+                .time(id, &kl.name, &args, 3, reps)
+                .map_err(|e| e.to_string())?;
             for (t, m) in total.iter_mut().zip(ms) {
                 *t += m;
             }
         }
-        for id in ids {
-            d.free(id).map_err(e)?;
-        }
-        d.synchronize().map_err(e)?;
         Ok(total)
     }
+
+    /// Tensor `i` of `p`, read back.
+    pub(crate) fn read(&mut self, p: &Placed, i: usize) -> Res<Vec<u8>> {
+        self.dev.read_all(p.ids[i]).map_err(|e| e.to_string())
+    }
+
+    /// Frees `p`'s buffers and reports any failure queued before.
+    pub(crate) fn release(&mut self, p: Placed) -> Res<()> {
+        for id in p.ids {
+            self.dev.free(id).map_err(|e| e.to_string())?;
+        }
+        self.dev.synchronize().map_err(|e| e.to_string())
+    }
+
+    /// Uploads `inputs`, runs every kernel of the module in order and returns
+    /// the contents of every tensor afterwards.
+    pub(crate) fn run(&mut self, k: &Kernel, sizes: &[i64], inputs: &Inputs) -> Res<Vec<Vec<u8>>> {
+        let p = self.place(k, inputs)?;
+        self.launch(k, sizes, &p)?;
+        let out = (0..p.ids.len())
+            .map(|i| self.read(&p, i))
+            .collect::<Res<Vec<_>>>()?;
+        self.release(p)?;
+        Ok(out)
+    }
+}
+
+/// A kernel's tensors on a device: one buffer per tensor (in the kernel's
+/// order), its element count, and the parameters' 8-byte slots and
+/// values.
+pub(crate) struct Placed {
+    pub(crate) ids: Vec<u32>,
+    pub(crate) lens: Vec<u64>,
+    pub(crate) pbytes: Vec<u8>,
+    pub(crate) pvals: Vec<rocmc_ir::interp::Scalar>,
 }
 
 fn check(args: &[String]) -> Res<bool> {
@@ -317,12 +374,37 @@ fn check(args: &[String]) -> Res<bool> {
     );
     drop(dev);
     let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
-    check_all(&mut DeviceRunner::new(local, "ptx"), &dir, cases, seed)
+    let part = part_flag(args)?;
+    check_all(
+        &mut DeviceRunner::new(local, "ptx"),
+        &dir,
+        cases,
+        seed,
+        part,
+    )
+}
+
+/// Interpreter work (arithmetic operations) past which a check compares a
+/// sample of rows instead of whole results.
+const WHOLE_RUN_FLOPS: u64 = 20_000_000;
+const SAMPLE_ROWS: usize = 16;
+const SAMPLE_COLS: usize = 64;
+
+/// What the interpreter gave: every tensor, or a sample of each result.
+enum Want {
+    Whole(Vec<rocmc_ir::interp::Buffer>),
+    Sampled(Vec<rocmc_ir::interp::Sampled>),
 }
 
 /// Runs every kernel of `dir` through `runner` at awkward and random sizes
 /// and compares each output with the reference interpreter.
-pub(crate) fn check_all(runner: &mut DeviceRunner, dir: &Path, cases: u64, seed: u64) -> Res<bool> {
+pub(crate) fn check_all(
+    runner: &mut DeviceRunner,
+    dir: &Path,
+    cases: u64,
+    seed: u64,
+    part: (usize, usize),
+) -> Res<bool> {
     let mut rng = Rng(seed);
     let mut all_ok = true;
     let (mut compared, mut skipped) = (0usize, 0usize);
@@ -330,7 +412,8 @@ pub(crate) fn check_all(runner: &mut DeviceRunner, dir: &Path, cases: u64, seed:
         "{:<16} {:<28} {:>8} {:>12} {:>10}  result",
         "kernel", "sizes", "tensor", "max error", "tolerance"
     );
-    for (name, k, module) in kernels(dir, runner.ext)? {
+    let all = kernels(dir, runner.ext)?.into_iter().enumerate();
+    for (_, (name, k, module)) in all.filter(|(i, _)| in_part(*i, part)) {
         runner.load(&module).map_err(|e| format!("{name}: {e}"))?;
         for sizes in size_cases(&k, cases, &mut rng) {
             let seed = rng.next_u64();
@@ -344,9 +427,29 @@ pub(crate) fn check_all(runner: &mut DeviceRunner, dir: &Path, cases: u64, seed:
             // (a convolution's `T - 4` at T = 3), or whose reads leave its
             // tensors, has no meaning there (the interpreter defines it):
             // nothing to compare.
+            // Kernels past a budget of work are checked on a sample of
+            // their results' rows (the first, the last and random ones),
+            // which the interpreter computes alone.
+            let sample = rocmc_ir::reference::flops(&k, &sizes) > WHOLE_RUN_FLOPS;
             let run = random_inputs(&k, &sizes, &HashMap::new(), seed).and_then(|inputs| {
-                let want = interp::run(&k, &sizes, &inputs.pvals, &inputs.inputs)
-                    .map_err(|e| e.to_string())?;
+                let want = match sample {
+                    true => Want::Sampled(
+                        interp::run_sampled(
+                            &k,
+                            &sizes,
+                            &inputs.pvals,
+                            &inputs.inputs,
+                            SAMPLE_ROWS,
+                            SAMPLE_COLS,
+                            seed,
+                        )
+                        .map_err(|e| e.to_string())?,
+                    ),
+                    false => Want::Whole(
+                        interp::run(&k, &sizes, &inputs.pvals, &inputs.inputs)
+                            .map_err(|e| e.to_string())?,
+                    ),
+                };
                 Ok((inputs, want))
             });
             let (inputs, want) = match run {
@@ -364,18 +467,28 @@ pub(crate) fn check_all(runner: &mut DeviceRunner, dir: &Path, cases: u64, seed:
             let got = runner
                 .run(&k, &sizes, &inputs)
                 .map_err(|e| format!("{name}: {e}"))?;
-            let cmp: Vec<Comparison> = compare(&k, &want, |i| Ok::<_, String>(got[i].clone()))?;
-            for c in cmp {
+            let fetch = |i: usize| Ok::<_, String>(got[i].clone());
+            let (cmp, note): (Vec<Comparison>, Vec<String>) = match &want {
+                Want::Whole(w) => (compare(&k, w, fetch)?, Vec::new()),
+                Want::Sampled(s) => (
+                    compare_sampled(&k, s, &Tolerances::default(), fetch)?,
+                    s.iter()
+                        .map(|s| format!("  (sampled: {} of {} rows)", s.rows_sampled, s.rows))
+                        .collect(),
+                ),
+            };
+            for (j, c) in cmp.iter().enumerate() {
                 all_ok &= c.ok();
                 compared += 1;
                 println!(
-                    "{:<16} {:<28} {:>8} {:>12.3e} {:>10.0e}  {}",
+                    "{:<16} {:<28} {:>8} {:>12.3e} {:>10.0e}  {}{}",
                     name,
                     text.join(","),
                     c.tensor,
                     c.max_error,
                     c.tolerance,
-                    if c.ok() { "ok" } else { "MISMATCH" }
+                    if c.ok() { "ok" } else { "MISMATCH" },
+                    note.get(j).map_or("", String::as_str)
                 );
             }
         }
@@ -389,82 +502,6 @@ pub(crate) fn check_all(runner: &mut DeviceRunner, dir: &Path, cases: u64, seed:
         }
     );
     Ok(all_ok)
-}
-
-/// Bytes of every tensor a kernel of the module reads or writes, once.
-fn bytes_moved(k: &Kernel, launch: &LaunchInfo, host: &[Vec<u8>]) -> u64 {
-    let mut seen = Vec::new();
-    for kl in &launch.kernels {
-        for a in &kl.args {
-            if a.role == ArgRole::Buffer && !seen.contains(&a.name) {
-                seen.push(a.name.clone());
-            }
-        }
-    }
-    k.tensors
-        .iter()
-        .zip(host)
-        .filter(|(t, _)| seen.contains(&t.name))
-        .filter(|(t, _)| match t.kind {
-            TensorKind::Input => true,
-            TensorKind::Stage(s) => !k.stage(s).is_internal(),
-        })
-        .map(|(_, b)| b.len() as u64)
-        .sum()
-}
-
-fn bench(args: &[String]) -> Res<bool> {
-    let dir = PathBuf::from(args.first().ok_or("bench needs a folder")?);
-    let plan_path = args
-        .get(1)
-        .ok_or("bench needs a plan (JSON: name -> {size: value})")?;
-    let reps = flag(args, "--reps", 50)? as u32;
-    let plan: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(plan_path).map_err(|e| format!("{plan_path}: {e}"))?,
-    )
-    .map_err(|e| format!("{plan_path}: {e}"))?;
-    let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
-    let mut runner = DeviceRunner::new(local, "ptx");
-    for (name, k, ptx) in kernels(&dir, "ptx")? {
-        let Some(given) = plan.get(&name) else {
-            continue;
-        };
-        let sizes: Vec<i64> = k
-            .sizes
-            .iter()
-            .map(|s| {
-                given
-                    .get(&s.name)
-                    .and_then(|v| v.as_i64())
-                    .ok_or(format!("{name}: plan lacks size {}", s.name))
-            })
-            .collect::<Res<_>>()?;
-        runner.load(&ptx).map_err(|e| format!("{name}: {e}"))?;
-        let launch = rocmc_device::module_launch(&ptx).map_err(|e| e.to_string())?;
-        let inputs = random_inputs(&k, &sizes, &HashMap::new(), 42)?;
-        let mut ms = runner
-            .time(&k, &sizes, &inputs, reps)
-            .map_err(|e| format!("{name}: {e}"))?;
-        ms.sort_by(f64::total_cmp);
-        let median = ms[ms.len() / 2];
-        let bytes = bytes_moved(&k, &launch, &inputs.host);
-        let flops = rocmc_ir::reference::flops(&k, &sizes);
-        let sz: serde_json::Map<String, serde_json::Value> = k
-            .sizes
-            .iter()
-            .zip(&sizes)
-            .map(|(s, v)| (s.name.clone(), (*v).into()))
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "tool": "rocmc", "kernel": name, "sizes": sz, "ms": median,
-                "min_ms": ms[0], "gbps": bytes as f64 / median / 1e6,
-                "tflops": flops as f64 / median / 1e9, "bytes": bytes, "flops": flops,
-            })
-        );
-    }
-    Ok(true)
 }
 
 fn copy() -> Res<bool> {

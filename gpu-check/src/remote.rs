@@ -116,6 +116,7 @@ pub fn check(args: &[String]) -> Res<bool> {
         &PathBuf::from(dir),
         flag(args, "--cases", 6)?,
         flag(args, "--seed", 1)?,
+        crate::part_flag(args)?,
     )
 }
 
@@ -237,10 +238,9 @@ pub fn latency(args: &[String]) -> Res<bool> {
     let cached_load = us(|| d2.load_module(&module).map(|_| ()).map_err(e))? / 1e3;
     drop(d2);
 
-    let host = vec![vec![0u8; 4]; 3];
     let a = d.alloc(4).map_err(e)?;
     let ids = [a, a, a];
-    let args_v = wire_args(&k, &kl, &ids, &host, &[1], &[])?;
+    let args_v = wire_args(&k, &kl, &ids, &[1, 1, 1], &[1], &[])?;
     let launch = |d: &mut RemoteDevice| d.launch(&hash, "vadd", &args_v).map_err(e);
     launch(&mut d)?;
     d.synchronize().map_err(e)?;

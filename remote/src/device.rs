@@ -92,14 +92,24 @@ impl From<RemoteError> for Error {
     }
 }
 
+/// The elements of each tensor's bytes in `host` (one byte vector per
+/// tensor of `k`): the lengths [`wire_args`] takes.
+pub fn element_counts(k: &rocmc_ir::Kernel, host: &[Vec<u8>]) -> Vec<u64> {
+    k.tensors
+        .iter()
+        .zip(host)
+        .map(|(t, b)| (b.len() / t.dtype.size()) as u64)
+        .collect()
+}
+
 /// A kernel's arguments on the wire: each argument of the launch document
-/// matched by name to the kernel's tensors (buffer `ids[i]`, `host[i]`'s
-/// length), sizes and parameters (8-byte slots of `pbytes`).
+/// matched by name to the kernel's tensors (buffer `ids[i]` of `lens[i]`
+/// elements), sizes and parameters (8-byte slots of `pbytes`).
 pub fn wire_args(
     k: &rocmc_ir::Kernel,
     kl: &KernelLaunch,
     ids: &[u32],
-    host: &[Vec<u8>],
+    lens: &[u64],
     sizes: &[i64],
     pbytes: &[u8],
 ) -> std::result::Result<Vec<WireArg>, String> {
@@ -120,7 +130,7 @@ pub fn wire_args(
                     WireArg::Buffer {
                         id: ids[i],
                         dtype: t.dtype.name().into(),
-                        len: (host[i].len() / t.dtype.size()) as u64,
+                        len: lens[i],
                         offset: 0,
                     }
                 }

@@ -156,7 +156,7 @@ impl<'d> Station<'d> {
             &bench.kernel,
             kl,
             &set.ids,
-            &set.inputs.host,
+            &rocmc_remote::device::element_counts(&bench.kernel, &set.inputs.host),
             sizes,
             &set.inputs.pbytes,
         )

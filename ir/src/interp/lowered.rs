@@ -41,8 +41,9 @@ pub fn run_lowered(
             k,
             sizes,
             params,
-            shapes: shapes.clone(),
+            shapes: &shapes,
             stage: &st.name,
+            lazy: None,
         };
         let grid: Vec<i64> = g
             .grid

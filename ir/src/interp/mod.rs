@@ -13,13 +13,15 @@
 //! functions; [`run_lowered`] with its threads is in `lowered.rs`.
 
 mod lowered;
+mod sample;
 mod scalar;
 mod stages;
 
 pub use lowered::run_lowered;
+pub use sample::{run_sampled, Sampled};
 pub use scalar::cast;
 use scalar::{binary, bitcast, constant, math, zero};
-use stages::{attention_stage, scan_stage, scatter_stage, topk_stage};
+use stages::scatter_stage;
 pub use stages::{tuple_commutes, tuple_identity};
 
 use crate::dtype::DType;
@@ -449,8 +451,11 @@ struct Env<'a> {
     k: &'a Kernel,
     sizes: &'a [i64],
     params: &'a [Scalar],
-    shapes: Vec<Vec<i64>>,
+    shapes: &'a [Vec<i64>],
     stage: &'a str,
+    /// Stage results computed on demand, point by point ([`run_sampled`]);
+    /// `None` where every stage is evaluated whole, in order.
+    lazy: Option<&'a sample::Lazy<'a>>,
 }
 
 impl Env<'_> {
@@ -469,6 +474,56 @@ impl Env<'_> {
             off = off * e + i;
         }
         Ok(off as usize)
+    }
+
+    /// Element `off` of `t`: from `bufs`, or, when the run is sampled,
+    /// given or computed on demand (`bufs` is then empty).
+    fn read(&self, t: TensorId, off: usize, bufs: &[Buffer]) -> Result<Scalar, InterpError> {
+        match self.lazy {
+            Some(lazy) => lazy.get(t, off),
+            None => Ok(bufs[t.0 as usize].get(off)),
+        }
+    }
+
+    /// The value of a stage with one value per output point (a plain
+    /// expression, a reduction, a tuple reduction) at `point` (its output
+    /// coordinates, then room for the reduction's); a tuple's other
+    /// results are pushed to `extra`.
+    fn point_value(
+        &self,
+        st: &Stage,
+        point: &mut [i64],
+        nout: usize,
+        bufs: &[Buffer],
+        extra: &mut Vec<(TensorId, Scalar)>,
+    ) -> Result<Scalar, InterpError> {
+        let Some(r) = &st.reduce else {
+            return self.eval(&st.value, point, bufs, &[], &[]);
+        };
+        // Extents may depend on the output point (triangular); one below
+        // zero counts as zero.
+        let rext: Vec<i64> = r
+            .axes
+            .iter()
+            .map(|a| a.extent.eval(self.sizes, point).unwrap_or(0).max(0))
+            .collect();
+        let rtotal: i64 = rext.iter().product();
+        if let Some(tup) = &r.tuple {
+            let acc = self.fold_tuple(tup, &rext, rtotal, point, nout, bufs)?;
+            for (out, a) in tup.outputs.iter().zip(&acc).skip(1) {
+                extra.push((*out, self.eval(a, point, bufs, &[], &[])?));
+            }
+            return self.eval(&acc[0], point, bufs, &[], &[]);
+        }
+        let t = r.body.dtype;
+        let mut acc = self.eval(&r.op.identity(t), point, bufs, &[], &[])?;
+        for rflat in 0..rtotal {
+            unflatten(rflat, &rext, &mut point[nout..]);
+            let x = self.eval(&r.body, point, bufs, &[], &[])?;
+            acc = self.combine(r.op, t, acc, x)?;
+        }
+        let c = constant(acc, t);
+        self.eval(&st.value.replace_reduced(&c), point, bufs, &[], &[])
     }
 
     fn note_out_of_range(&self, tensor: TensorId, index: &[i64], scatter: bool) {
@@ -651,7 +706,7 @@ impl Env<'_> {
             ExprKind::Index(i) => Scalar::I(ix(i)?),
             ExprKind::Load { tensor, indices } => {
                 let idx = indices.iter().map(ix).collect::<Result<Vec<_>, _>>()?;
-                bufs[tensor.0 as usize].get(self.offset(*tensor, &idx)?)
+                self.read(*tensor, self.offset(*tensor, &idx)?, bufs)?
             }
             ExprKind::Gather { tensor, indices } => {
                 let mut idx = Vec::with_capacity(indices.len());
@@ -671,7 +726,7 @@ impl Env<'_> {
                 if clamped != idx {
                     self.note_out_of_range(*tensor, &idx, false);
                 }
-                bufs[tensor.0 as usize].get(self.offset(*tensor, &clamped)?)
+                self.read(*tensor, self.offset(*tensor, &clamped)?, bufs)?
             }
             ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs, locals, shared)? {
                 Scalar::F(x) => Scalar::F(-x),
@@ -811,71 +866,49 @@ pub fn run_reporting(
             k,
             sizes,
             params,
-            shapes: shapes.clone(),
+            shapes: &shapes,
             stage: &st.name,
+            lazy: None,
         };
-        if let Some(sc) = &st.scatter {
-            scatter_stage(&env, st, sc, &mut bufs)?;
-            continue;
-        }
-        if let Some((r, scan)) = st.reduce.as_ref().and_then(|r| Some((r, r.scan?))) {
-            scan_stage(&env, st, r, scan, &mut bufs)?;
-            continue;
-        }
-        if let Some((r, t)) = st.reduce.as_ref().and_then(|r| Some((r, r.topk.as_ref()?))) {
-            topk_stage(&env, st, r, t, &mut bufs)?;
-            continue;
-        }
-        if let Some((r, a)) = st
-            .reduce
-            .as_ref()
-            .and_then(|r| Some((r, r.attention.as_ref()?)))
-        {
-            attention_stage(&env, st, r, a, &mut bufs)?;
-            continue;
-        }
-        let ext = &shapes[st.output.0 as usize];
-        let nred = st.reduce.as_ref().map_or(0, |r| r.axes.len());
-        let total: i64 = ext.iter().product();
-        let mut point = vec![0i64; ext.len() + nred];
-        for flat in 0..total {
-            unflatten(flat, ext, &mut point[..ext.len()]);
-            let v = match &st.reduce {
-                None => env.eval(&st.value, &point, &bufs, &[], &[])?,
-                Some(r) => {
-                    // Extents may depend on the output point (triangular);
-                    // one below zero counts as zero.
-                    let rext: Vec<i64> = r
-                        .axes
-                        .iter()
-                        .map(|a| a.extent.eval(sizes, &point).unwrap_or(0).max(0))
-                        .collect();
-                    let rtotal: i64 = rext.iter().product();
-                    if let Some(tup) = &r.tuple {
-                        let acc =
-                            env.fold_tuple(tup, &rext, rtotal, &mut point, ext.len(), &bufs)?;
-                        for (out, a) in tup.outputs.iter().zip(&acc).skip(1) {
-                            let v = env.eval(a, &point, &bufs, &[], &[])?;
-                            bufs[out.0 as usize].set(flat as usize, v);
-                        }
-                        env.eval(&acc[0], &point, &bufs, &[], &[])?
-                    } else {
-                        let t = r.body.dtype;
-                        let mut acc = env.eval(&r.op.identity(t), &point, &bufs, &[], &[])?;
-                        for rflat in 0..rtotal {
-                            unflatten(rflat, &rext, &mut point[ext.len()..]);
-                            let x = env.eval(&r.body, &point, &bufs, &[], &[])?;
-                            acc = env.combine(r.op, t, acc, x)?;
-                        }
-                        let c = constant(acc, t);
-                        env.eval(&st.value.replace_reduced(&c), &point, &bufs, &[], &[])?
-                    }
-                }
-            };
-            bufs[st.output.0 as usize].set(flat as usize, v);
-        }
+        whole_stage(&env, st, &mut bufs)?;
     }
     Ok((bufs, out_of_range.into_inner()))
+}
+
+/// Evaluates stage `st` over its whole iteration space into `bufs`.
+fn whole_stage(env: &Env, st: &Stage, bufs: &mut [Buffer]) -> Result<(), InterpError> {
+    if let Some(sc) = &st.scatter {
+        let o = st.output.0 as usize;
+        let empty = Buffer::zeros(bufs[o].dtype, 0);
+        let mut out = std::mem::replace(&mut bufs[o], empty);
+        let r = scatter_stage(env, st, sc, bufs, &mut out);
+        bufs[o] = out;
+        return r;
+    }
+    let mut entries = Vec::new();
+    if let Some(rows) = stages::row_count(env, st) {
+        for row in 0..rows {
+            stages::stage_row(env, st, row, bufs, &mut entries)?;
+            for (t, off, v) in entries.drain(..) {
+                bufs[t.0 as usize].set(off, v);
+            }
+        }
+        return Ok(());
+    }
+    let ext = &env.shapes[st.output.0 as usize];
+    let nred = st.reduce.as_ref().map_or(0, |r| r.axes.len());
+    let total: i64 = ext.iter().product();
+    let mut point = vec![0i64; ext.len() + nred];
+    let mut extra = Vec::new();
+    for flat in 0..total {
+        unflatten(flat, ext, &mut point[..ext.len()]);
+        let v = env.point_value(st, &mut point, ext.len(), bufs, &mut extra)?;
+        for (out, x) in extra.drain(..) {
+            bufs[out.0 as usize].set(flat as usize, x);
+        }
+        bufs[st.output.0 as usize].set(flat as usize, v);
+    }
+    Ok(())
 }
 
 /// The value of a loop variable outside its loop: any index computed from

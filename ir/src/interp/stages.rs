@@ -1,6 +1,7 @@
 //! The stages that are not one value per output element: scatters (each
-//! point combined into a place the data names), scans, top-k and
-//! attention, each evaluated over its whole iteration space.
+//! point combined into a place the data names), evaluated over their
+//! whole iteration space, and scans, top-k and attention, evaluated a row
+//! at a time (so that a sampled run computes only the rows it needs).
 
 use super::*;
 
@@ -11,13 +12,13 @@ pub(super) fn scatter_stage(
     env: &Env,
     st: &Stage,
     sc: &Scatter,
-    bufs: &mut [Buffer],
+    bufs: &[Buffer],
+    out: &mut Buffer,
 ) -> Result<(), InterpError> {
-    let out = st.output.0 as usize;
-    let t = bufs[out].dtype;
+    let t = out.dtype;
     let id = env.eval(&sc.op.identity(t), &[], bufs, &[], &[])?;
-    for i in 0..bufs[out].len() {
-        bufs[out].set(i, id);
+    for i in 0..out.len() {
+        out.set(i, id);
     }
     let ext: Vec<i64> = st
         .axes
@@ -27,16 +28,12 @@ pub(super) fn scatter_stage(
     let mut point = vec![0i64; ext.len()];
     for flat in 0..ext.iter().product::<i64>() {
         unflatten(flat, &ext, &mut point);
-        env.scatter(
-            st.output,
-            &sc.indices,
-            sc.op,
-            &st.value,
-            &point,
-            bufs,
-            &[],
-            &[],
-        )?;
+        let at = env.scatter_place(st.output, &sc.indices, &point, bufs, &[], &[])?;
+        let v = env.eval(&st.value, &point, bufs, &[], &[])?;
+        if let Some(off) = at {
+            let new = env.combine(sc.op, t, out.get(off), v)?;
+            out.set(off, new);
+        }
     }
     Ok(())
 }
@@ -63,8 +60,9 @@ fn constant_env<'a>(
         k,
         sizes: &[],
         params: &[],
-        shapes: Vec::new(),
+        shapes: &[],
         stage,
+        lazy: None,
     }
 }
 
@@ -150,156 +148,201 @@ pub fn tuple_commutes(k: &Kernel, tup: &crate::kernel::TupleReduce) -> bool {
     true
 }
 
-/// A scan stage: the triangular reduction it stands for, folded once
-/// along each row (the same order of operations, so the same rounding, as
-/// folding each prefix afresh), in linear time.
-pub(super) fn scan_stage(
+/// Elements of stage results: (tensor, offset, value).
+pub(super) type Entries = Vec<(TensorId, usize, Scalar)>;
+
+/// How many rows a stage computed a row at a time has (a scan along its
+/// axis, a top-k, an attention); `None` for the others.
+pub(super) fn row_count(env: &Env, st: &Stage) -> Option<i64> {
+    let r = st.reduce.as_ref()?;
+    let ext = &env.shapes[st.output.0 as usize];
+    let mut rows_ext = ext.clone();
+    match (r.scan, &r.topk, &r.attention) {
+        (Some(scan), _, _) => rows_ext[scan.axis] = 1,
+        (None, Some(_), _) | (None, None, Some(_)) => *rows_ext.last_mut()? = 1,
+        (None, None, None) => return None,
+    }
+    Some(rows_ext.iter().product())
+}
+
+/// The row of a stage computed a row at a time (see [`row_count`]) that
+/// holds element `off` of its result `t`.
+pub(super) fn row_of(env: &Env, st: &Stage, t: TensorId, off: usize) -> i64 {
+    let r = st.reduce.as_ref().expect("a row stage reduces");
+    let ext = &env.shapes[st.output.0 as usize];
+    if let Some(scan) = r.scan {
+        // Drop the scan axis's coordinate from the row-major offset.
+        let inner: i64 = ext[scan.axis + 1..].iter().product();
+        let (o, e) = (off as i64, ext[scan.axis]);
+        return o / (inner * e) * inner + o % inner;
+    }
+    // An attention's log-sum-exp has one element per row.
+    let lse = r.attention.as_ref().and_then(|a| a.outputs.get(1));
+    if lse == Some(&t) {
+        return off as i64;
+    }
+    off as i64 / ext.last().copied().unwrap_or(1).max(1)
+}
+
+/// Row `row` of a stage computed a row at a time, its elements pushed to
+/// `out`.
+pub(super) fn stage_row(
     env: &Env,
-    st: &crate::kernel::Stage,
+    st: &Stage,
+    row: i64,
+    bufs: &[Buffer],
+    out: &mut Entries,
+) -> Result<(), InterpError> {
+    let r = st.reduce.as_ref().expect("a row stage reduces");
+    match (r.scan, &r.topk, &r.attention) {
+        (Some(scan), _, _) => scan_row(env, st, r, scan, row, bufs, out),
+        (None, Some(t), _) => topk_row(env, st, r, t, row, bufs, out),
+        (None, None, Some(a)) => attention_row(env, st, r, a, row, bufs, out),
+        (None, None, None) => unreachable!("not a row stage"),
+    }
+}
+
+/// A scan stage's row: the triangular reduction it stands for, folded
+/// once along the row (the same order of operations, so the same
+/// rounding, as folding each prefix afresh), in linear time.
+fn scan_row(
+    env: &Env,
+    st: &Stage,
     r: &crate::kernel::Reduction,
     scan: crate::kernel::Scan,
-    bufs: &mut [Buffer],
+    row: i64,
+    bufs: &[Buffer],
+    out: &mut Entries,
 ) -> Result<(), InterpError> {
-    let ext = env.shapes[st.output.0 as usize].clone();
+    let ext = &env.shapes[st.output.0 as usize];
     let n = ext.len();
     let a = scan.axis;
     let mut rows_ext = ext.clone();
     rows_ext[a] = 1;
-    let rows: i64 = rows_ext.iter().product();
     let t = r.body.dtype;
     let mut point = vec![0i64; n + 1];
-    for row in 0..rows {
-        unflatten(row, &rows_ext, &mut point[..n]);
-        let mut acc = env.eval(&r.op.identity(t), &point, bufs, &[], &[])?;
-        for c in 0..ext[a] {
-            point[a] = c;
-            point[n] = c;
-            let before = acc;
-            let x = env.eval(&r.body, &point, bufs, &[], &[])?;
-            acc = env.combine(r.op, t, acc, x)?;
-            let got = if scan.exclusive { before } else { acc };
-            let v = env.eval(
-                &st.value.replace_reduced(&constant(got, t)),
-                &point,
-                bufs,
-                &[],
-                &[],
-            )?;
-            let off = env.offset(st.output, &point[..n])?;
-            bufs[st.output.0 as usize].set(off, v);
-        }
+    unflatten(row, &rows_ext, &mut point[..n]);
+    let mut acc = env.eval(&r.op.identity(t), &point, bufs, &[], &[])?;
+    for c in 0..ext[a] {
+        point[a] = c;
+        point[n] = c;
+        let before = acc;
+        let x = env.eval(&r.body, &point, bufs, &[], &[])?;
+        acc = env.combine(r.op, t, acc, x)?;
+        let got = if scan.exclusive { before } else { acc };
+        let v = env.eval(
+            &st.value.replace_reduced(&constant(got, t)),
+            &point,
+            bufs,
+            &[],
+            &[],
+        )?;
+        out.push((st.output, env.offset(st.output, &point[..n])?, v));
     }
     Ok(())
 }
 
-/// A top-k stage: each row's keys, largest first; position `j` holds the
-/// `j`-th (`i64::MIN` past the row's end), and each output its epilogue.
 /// The output's shape with its last axis reduced to 1 (the rows a top-k
-/// or an attention computes one at a time), and how many rows that is.
-fn row_shape(ext: &[i64]) -> (Vec<i64>, i64) {
+/// or an attention computes one at a time).
+fn row_shape(ext: &[i64]) -> Vec<i64> {
     let mut rows_ext = ext.to_vec();
     if let Some(last) = rows_ext.last_mut() {
         *last = 1;
     }
-    let rows = rows_ext.iter().product();
-    (rows_ext, rows)
+    rows_ext
 }
 
-pub(super) fn topk_stage(
+/// A top-k stage's row: the row's keys, largest first; position `j` holds
+/// the `j`-th (`i64::MIN` past the row's end), and each output its
+/// epilogue.
+fn topk_row(
     env: &Env,
-    st: &crate::kernel::Stage,
+    st: &Stage,
     r: &crate::kernel::Reduction,
     t: &crate::kernel::TopK,
-    bufs: &mut [Buffer],
+    row: i64,
+    bufs: &[Buffer],
+    out: &mut Entries,
 ) -> Result<(), InterpError> {
-    let ext = env.shapes[st.output.0 as usize].clone();
+    let ext = &env.shapes[st.output.0 as usize];
     let n = ext.len();
-    let (rows_ext, rows) = row_shape(&ext);
     let len = r.axes[0].extent.eval(env.sizes, &[]).unwrap_or(0).max(0);
     let mut point = vec![0i64; n + 1];
+    unflatten(row, &row_shape(ext), &mut point[..n]);
     let mut keys = Vec::with_capacity(len as usize);
-    for row in 0..rows {
-        unflatten(row, &rows_ext, &mut point[..n]);
-        keys.clear();
-        for c in 0..len {
-            point[n] = c;
-            match env.eval(&r.body, &point, bufs, &[], &[])? {
-                Scalar::I(key) => keys.push(key),
-                Scalar::F(_) => unreachable!("top-k keys are i64"),
-            }
+    for c in 0..len {
+        point[n] = c;
+        match env.eval(&r.body, &point, bufs, &[], &[])? {
+            Scalar::I(key) => keys.push(key),
+            Scalar::F(_) => unreachable!("top-k keys are i64"),
         }
-        keys.sort_unstable_by(|a, b| b.cmp(a));
-        for j in 0..ext[n - 1] {
-            point[n - 1] = j;
-            let key = keys.get(j as usize).copied().unwrap_or(i64::MIN);
-            let key = constant(Scalar::I(key), DType::I64);
-            for (out, e) in t.outputs.iter().zip(&t.epilogues) {
-                let v = env.eval(&e.replace_reduced(&key), &point, bufs, &[], &[])?;
-                let off = env.offset(*out, &point[..n])?;
-                bufs[out.0 as usize].set(off, v);
-            }
+    }
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    for j in 0..ext[n - 1] {
+        point[n - 1] = j;
+        let key = keys.get(j as usize).copied().unwrap_or(i64::MIN);
+        let key = constant(Scalar::I(key), DType::I64);
+        for (o, e) in t.outputs.iter().zip(&t.epilogues) {
+            let v = env.eval(&e.replace_reduced(&key), &point, bufs, &[], &[])?;
+            out.push((*o, env.offset(*o, &point[..n])?, v));
         }
     }
     Ok(())
 }
 
-/// An attention ([`crate::kernel::Attention`]): per query row, the f32
+/// An attention's ([`crate::kernel::Attention`]) query row: the f32
 /// scores (each a sum over the head axis in its order, then scaled), the
 /// softmax's maximum, weights and sum in f64, and the outputs rounded once.
-pub(super) fn attention_stage(
+fn attention_row(
     env: &Env,
-    st: &crate::kernel::Stage,
+    st: &Stage,
     r: &crate::kernel::Reduction,
     a: &crate::kernel::Attention,
-    bufs: &mut [Buffer],
+    row: i64,
+    bufs: &[Buffer],
+    out: &mut Entries,
 ) -> Result<(), InterpError> {
-    let ext = env.shapes[st.output.0 as usize].clone();
+    let ext = &env.shapes[st.output.0 as usize];
     let n = ext.len();
-    let (rows_ext, rows) = row_shape(&ext);
     let f32r = |x: f64| crate::dtype::round_to(x, DType::F32);
     let scale = env.eval(&a.scale, &[], bufs, &[], &[])?.f();
     let mut point = vec![0i64; n + 2];
-    let mut scores = Vec::new();
-    for row in 0..rows {
-        unflatten(row, &rows_ext, &mut point[..n]);
-        let keys = r.axes[0].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
-        let head = r.axes[1].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
-        scores.clear();
-        for j in 0..keys {
-            point[n] = j;
-            let mut acc = Scalar::F(0.0);
-            for e in 0..head {
-                point[n + 1] = e;
-                let x = env.eval(&r.body, &point, bufs, &[], &[])?;
-                acc = env.combine(ReduceOp::Sum, DType::F32, acc, x)?;
-            }
-            scores.push(f32r(acc.f() * scale));
+    unflatten(row, &row_shape(ext), &mut point[..n]);
+    let keys = r.axes[0].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
+    let head = r.axes[1].extent.eval(env.sizes, &point).unwrap_or(0).max(0);
+    let mut scores = Vec::with_capacity(keys as usize);
+    for j in 0..keys {
+        point[n] = j;
+        let mut acc = Scalar::F(0.0);
+        for e in 0..head {
+            point[n + 1] = e;
+            let x = env.eval(&r.body, &point, bufs, &[], &[])?;
+            acc = env.combine(ReduceOp::Sum, DType::F32, acc, x)?;
         }
-        let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-        let sum: f64 = weights.iter().sum();
-        point[n + 1] = 0;
-        for d in 0..ext[n - 1] {
-            point[n - 1] = d;
-            let mut o = 0.0;
-            for (j, w) in weights.iter().enumerate() {
-                point[n] = j as i64;
-                o += w * env.eval(&a.v, &point, bufs, &[], &[])?.f();
-            }
-            let o = if keys == 0 { 0.0 } else { o / sum };
-            let off = env.offset(a.outputs[0], &point[..n])?;
-            bufs[a.outputs[0].0 as usize]
-                .set(off, Scalar::F(crate::dtype::round_to(o, st.value.dtype)));
+        scores.push(f32r(acc.f() * scale));
+    }
+    let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+    let sum: f64 = weights.iter().sum();
+    point[n + 1] = 0;
+    for d in 0..ext[n - 1] {
+        point[n - 1] = d;
+        let mut o = 0.0;
+        for (j, w) in weights.iter().enumerate() {
+            point[n] = j as i64;
+            o += w * env.eval(&a.v, &point, bufs, &[], &[])?.f();
         }
-        if let Some(lse) = a.outputs.get(1) {
-            let l = if keys == 0 {
-                f64::NEG_INFINITY
-            } else {
-                f32r(m + sum.ln())
-            };
-            let off = env.offset(*lse, &point[..n - 1])?;
-            bufs[lse.0 as usize].set(off, Scalar::F(l));
-        }
+        let o = if keys == 0 { 0.0 } else { o / sum };
+        let v = Scalar::F(crate::dtype::round_to(o, st.value.dtype));
+        out.push((a.outputs[0], env.offset(a.outputs[0], &point[..n])?, v));
+    }
+    if let Some(lse) = a.outputs.get(1) {
+        let l = if keys == 0 {
+            f64::NEG_INFINITY
+        } else {
+            f32r(m + sum.ln())
+        };
+        out.push((*lse, env.offset(*lse, &point[..n - 1])?, Scalar::F(l)));
     }
     Ok(())
 }

@@ -76,23 +76,109 @@ impl Rng {
     }
 }
 
-/// `n` seeded random values of dtype `t`: floats in [-1, 1) (rounded to `t`), small integers.
-pub fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
-    let data = match t {
-        t if t.is_float() => Data::F(
+/// What a random input holds, by dtype: the one rule the host's draws
+/// ([`random_buffer`], [`random_inputs`]) and the GPU benchmark's fills
+/// on the device follow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Draw {
+    /// Uniform in `[lo, lo + span)`, rounded to the dtype.
+    Float { lo: f64, span: f64 },
+    /// `lo + r % span` for a uniform 64-bit `r`.
+    Int { lo: i64, span: u64 },
+}
+
+/// The draw of an input of dtype `t`; `index_range` is the extent it
+/// indexes where it is read as a gather's or scatter's subscript
+/// ([`index_ranges`]): floats in [-1, 1), small integers (0..100 unsigned,
+/// -100..=100 signed), booleans 0 or 1, subscripts in `0..extent`.
+pub fn input_draw(t: DType, index_range: Option<i64>) -> Draw {
+    match index_range {
+        Some(e) if !t.is_float() && e <= crate::kernel::int_range(t).1 => Draw::Int {
+            lo: 0,
+            span: e.max(1) as u64,
+        },
+        _ => match t {
+            t if t.is_float() => Draw::Float {
+                lo: -1.0,
+                span: 2.0,
+            },
+            DType::Bool => Draw::Int { lo: 0, span: 2 },
+            DType::U8 | DType::U32 => Draw::Int { lo: 0, span: 100 },
+            _ => Draw::Int {
+                lo: -100,
+                span: 201,
+            },
+        },
+    }
+}
+
+/// `n` values of dtype `t` drawn as `d` says.
+fn draw_buffer(rng: &mut Rng, t: DType, d: Draw, n: usize) -> Buffer {
+    let data = match d {
+        Draw::Float { lo, span } => Data::F(
             (0..n)
-                .map(|_| crate::dtype::round_to(rng.uniform(-1.0, 1.0), t))
+                .map(|_| crate::dtype::round_to(rng.uniform(lo, lo + span), t))
                 .collect(),
         ),
-        DType::Bool => Data::I((0..n).map(|_| (rng.next_u64() & 1) as i64).collect()),
-        DType::U8 | DType::U32 => Data::I((0..n).map(|_| (rng.next_u64() % 100) as i64).collect()),
-        _ => Data::I(
+        Draw::Int { lo, span } => Data::I(
             (0..n)
-                .map(|_| (rng.next_u64() % 201) as i64 - 100)
+                .map(|_| lo + (rng.next_u64() % span) as i64)
                 .collect(),
         ),
     };
     Buffer { dtype: t, data }
+}
+
+/// `n` seeded random values of dtype `t`: floats in [-1, 1) (rounded to `t`), small integers.
+pub fn random_buffer(rng: &mut Rng, t: DType, n: usize) -> Buffer {
+    draw_buffer(rng, t, input_draw(t, None), n)
+}
+
+/// The parameters' values, given in `params` or drawn from `rng`
+/// (uniform in [0.5, 1.5)), and their 8-byte slots.
+pub fn random_params(
+    k: &Kernel,
+    params: &HashMap<String, f64>,
+    rng: &mut Rng,
+) -> Result<(Vec<Scalar>, Vec<u8>), String> {
+    let mut pvals = Vec::new();
+    let mut pbytes = Vec::new();
+    for name in params.keys() {
+        if !k.params.iter().any(|p| &p.name == name) {
+            return Err(format!(
+                "--param {name}: the kernel has no parameter `{name}`"
+            ));
+        }
+    }
+    for p in &k.params {
+        let v = params
+            .get(&p.name)
+            .copied()
+            .unwrap_or_else(|| rng.uniform(0.5, 1.5));
+        let (s, bytes): (Scalar, Vec<u8>) = match p.dtype {
+            DType::F32 => (
+                Scalar::F(v as f32 as f64),
+                (v as f32).to_le_bytes().to_vec(),
+            ),
+            DType::F64 => (Scalar::F(v), v.to_le_bytes().to_vec()),
+            t if t.is_float() => {
+                let b = Buffer {
+                    dtype: t,
+                    data: Data::F(vec![v]),
+                };
+                (Scalar::F(crate::dtype::round_to(v, t)), b.to_bytes())
+            }
+            t => {
+                let i = interp::normalize_int(t, v as i64);
+                (Scalar::I(i), i.to_le_bytes()[..t.size()].to_vec())
+            }
+        };
+        pvals.push(s);
+        let mut slot = bytes;
+        slot.resize(8, 0);
+        pbytes.extend(slot);
+    }
+    Ok((pvals, pbytes))
 }
 
 /// Seeded random inputs, parameter values and their 8-byte slots.
@@ -133,43 +219,7 @@ pub fn prepare_inputs(
         }
     }
     let mut rng = Rng(seed);
-    let mut pvals = Vec::new();
-    let mut pbytes = Vec::new();
-    for name in params.keys() {
-        if !k.params.iter().any(|p| &p.name == name) {
-            return Err(format!(
-                "--param {name}: the kernel has no parameter `{name}`"
-            ));
-        }
-    }
-    for p in &k.params {
-        let v = params
-            .get(&p.name)
-            .copied()
-            .unwrap_or_else(|| rng.uniform(0.5, 1.5));
-        let (s, bytes): (Scalar, Vec<u8>) = match p.dtype {
-            DType::F32 => (
-                Scalar::F(v as f32 as f64),
-                (v as f32).to_le_bytes().to_vec(),
-            ),
-            DType::F64 => (Scalar::F(v), v.to_le_bytes().to_vec()),
-            t if t.is_float() => {
-                let b = Buffer {
-                    dtype: t,
-                    data: Data::F(vec![v]),
-                };
-                (Scalar::F(crate::dtype::round_to(v, t)), b.to_bytes())
-            }
-            t => {
-                let i = interp::normalize_int(t, v as i64);
-                (Scalar::I(i), i.to_le_bytes()[..t.size()].to_vec())
-            }
-        };
-        pvals.push(s);
-        let mut slot = bytes;
-        slot.resize(8, 0);
-        pbytes.extend(slot);
-    }
+    let (pvals, pbytes) = random_params(k, params, &mut rng)?;
     let shapes: Vec<Vec<i64>> = k
         .tensors
         .iter()
@@ -208,17 +258,8 @@ pub fn prepare_inputs(
             inputs.push(b);
             continue;
         }
-        inputs.push({
-            match ranges[id.0 as usize] {
-                Some(e) if !t.dtype.is_float() && e <= crate::kernel::int_range(t.dtype).1 => {
-                    Buffer {
-                        dtype: t.dtype,
-                        data: Data::I((0..n).map(|_| rng.below(e as usize) as i64).collect()),
-                    }
-                }
-                _ => random_buffer(&mut rng, t.dtype, n),
-            }
-        });
+        let draw = input_draw(t.dtype, ranges[id.0 as usize]);
+        inputs.push(draw_buffer(&mut rng, t.dtype, draw, n));
     }
     let host = host_buffers(k, &shapes, &inputs);
     Ok(Inputs {
@@ -355,9 +396,14 @@ pub fn compare_with<E>(
 /// Largest |got − want| and largest |got − want| / (1 + |want|); NaN where
 /// the other is not NaN counts as an infinite error.
 pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
+    worst((0..want.len()).map(|j| (got.get(j), want.get(j))))
+}
+
+/// [`errors`] over pairs (got, want).
+fn worst(pairs: impl Iterator<Item = (Scalar, Scalar)>) -> (f64, f64) {
     let (mut max_abs, mut max_err) = (0f64, 0f64);
-    for j in 0..want.len() {
-        let (g, w) = (scalar_f(got.get(j)), scalar_f(want.get(j)));
+    for (g, w) in pairs {
+        let (g, w) = (scalar_f(g), scalar_f(w));
         let d = if g == w || (g.is_nan() && w.is_nan()) {
             0.0
         } else {
@@ -368,6 +414,38 @@ pub fn errors(got: &Buffer, want: &Buffer) -> (f64, f64) {
         max_err = max_err.max(d / (1.0 + w.abs()));
     }
     (max_abs, max_err)
+}
+
+/// [`compare`] for a sampled run ([`interp::run_sampled`]): each result's
+/// sampled elements against the same elements of `got`.
+pub fn compare_sampled<E>(
+    k: &Kernel,
+    sampled: &[interp::Sampled],
+    tol: &Tolerances,
+    mut got: impl FnMut(usize) -> Result<Vec<u8>, E>,
+) -> Result<Vec<Comparison>, E> {
+    let mut out = Vec::new();
+    for s in sampled {
+        let t = &k.tensors[s.tensor];
+        let g = Buffer::from_bytes(t.dtype, &got(s.tensor)?);
+        // A result shorter than the kernel's (a device that wrote less)
+        // compares as NaN: infinitely wrong.
+        let at = |o: usize| match o < g.len() {
+            true => g.get(o),
+            false => Scalar::F(f64::NAN),
+        };
+        let (max_abs_error, max_error) =
+            worst(s.offsets.iter().zip(&s.values).map(|(o, w)| (at(*o), *w)));
+        out.push(Comparison {
+            tensor: t.name.clone(),
+            dtype: t.dtype,
+            elements: s.offsets.len(),
+            max_abs_error,
+            max_error,
+            tolerance: tol.of(&t.name, t.dtype),
+        });
+    }
+    Ok(out)
 }
 
 /// Arithmetic operations of the plain kernel for these sizes: each float
