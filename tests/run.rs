@@ -71,18 +71,14 @@ fn every_example_matches_the_interpreter_on_the_cpu() {
 }
 
 /// Without contraction and without approximated math functions, the
-/// compiled kernel is bit-identical to the interpreter.
+/// compiled kernel is bit-identical to the interpreter wherever no float
+/// sum is involved (the interpreter defines a sum in f64, rounded once,
+/// which no f32 order reproduces bit for bit); saxpy's and bias2d's
+/// multiply-adds would differ if contracted into FMAs.
 #[test]
 fn without_contraction_results_are_exact() {
     let d = tempfile::tempdir().unwrap();
-    for name in [
-        "vadd",
-        "saxpy",
-        "bias2d",
-        "matmul",
-        "matmul_regtile",
-        "conv2d",
-    ] {
+    for name in ["vadd", "saxpy", "bias2d", "transpose"] {
         let mut args = vec![
             "run".to_string(),
             example(name).to_string_lossy().into_owned(),

@@ -96,7 +96,8 @@ fn sampled_elements_are_the_whole_runs_bit_for_bit() {
 
 /// A sample of a result whose whole run is far out of reach (a GEMM of
 /// 2^33 multiply-adds) computes only what its sampled elements need: it
-/// ends, and each equals the sum written out here in the same order.
+/// ends, and each equals the sum written out here (products rounded to
+/// f32, added in f64, rounded once: the definition of a float sum).
 #[test]
 fn a_sample_of_a_huge_gemm_computes_only_its_rows() {
     let src = std::fs::read_to_string(example("matmul")).unwrap();
@@ -109,17 +110,18 @@ fn a_sample_of_a_huge_gemm_computes_only_its_rows() {
     let n = 2048usize;
     for (o, v) in out[0].offsets.iter().zip(&out[0].values) {
         let (i, j) = (o / n, o % n);
-        let mut acc = 0f32;
+        let mut acc = 0f64;
         for kk in 0..n {
             let (x, y) = (a.get(i * n + kk), b.get(kk * n + j));
             let (Scalar::F(x), Scalar::F(y)) = (x, y) else {
                 panic!("f32 inputs")
             };
-            acc += x as f32 * y as f32;
+            acc += (x as f32 * y as f32) as f64;
         }
+        let want = acc as f32 as f64;
         assert!(
-            same(*v, Scalar::F(acc as f64)),
-            "C[{i}, {j}]: {v:?} against {acc}"
+            same(*v, Scalar::F(want)),
+            "C[{i}, {j}]: {v:?} against {want}"
         );
     }
     assert_eq!(out[0].rows_sampled, 2);

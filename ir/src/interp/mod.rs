@@ -3,7 +3,9 @@
 //! [`run`] evaluates each stage in order over its whole iteration space,
 //! ignoring the schedule. Values are kept as `f64` (floats) or `i64`
 //! (integers and bools) and rounded to their dtype after every operation,
-//! which for f32 gives exactly IEEE single-precision results for + − × ÷.
+//! which for f32 gives exactly IEEE single-precision results for + − × ÷;
+//! a float `sum` (a reduction's, a scan's) adds in f64 and rounds once per
+//! result, the order-free meaning every schedule's order approximates.
 //!
 //! [`run_lowered`] executes loop IR the way a GPU would (every block, every
 //! thread, the remaining loops, the guards); comparing it with [`run`]
@@ -520,9 +522,9 @@ impl Env<'_> {
         for rflat in 0..rtotal {
             unflatten(rflat, &rext, &mut point[nout..]);
             let x = self.eval(&r.body, point, bufs, &[], &[])?;
-            acc = self.combine(r.op, t, acc, x)?;
+            acc = self.accumulate(r.op, t, acc, x)?;
         }
-        let c = constant(acc, t);
+        let c = constant(normalize(t, acc), t);
         self.eval(&st.value.replace_reduced(&c), point, bufs, &[], &[])
     }
 
@@ -576,6 +578,27 @@ impl Env<'_> {
             stage: self.stage.to_string(),
         })?;
         Ok(normalize(t, v))
+    }
+
+    /// One step of a reduction or scan: [`Env::combine`], except that a
+    /// float sum runs on unrounded (f64) partial sums, rounded to `t` once
+    /// where a result is taken ([`normalize`]). A kernel adds in some
+    /// order of its schedule's choosing (a tree, per-thread runs), each
+    /// order off the exact sum by its own rounding; the definition keeps
+    /// to the exact sum as closely as f64 allows, so that a correct kernel
+    /// over 10^5 elements is within tolerance whichever order it takes
+    /// (an f32 sum in row-major order is itself 1e-4 off there).
+    fn accumulate(
+        &self,
+        op: ReduceOp,
+        t: DType,
+        acc: Scalar,
+        x: Scalar,
+    ) -> Result<Scalar, InterpError> {
+        match (op, acc, x) {
+            (ReduceOp::Sum, Scalar::F(a), Scalar::F(b)) if t.is_float() => Ok(Scalar::F(a + b)),
+            _ => self.combine(op, t, acc, x),
+        }
     }
 
     /// A tuple reduction at one output point (the first `nout` entries of

@@ -228,8 +228,8 @@ fn scan_row(
         point[n] = c;
         let before = acc;
         let x = env.eval(&r.body, &point, bufs, &[], &[])?;
-        acc = env.combine(r.op, t, acc, x)?;
-        let got = if scan.exclusive { before } else { acc };
+        acc = env.accumulate(r.op, t, acc, x)?;
+        let got = normalize(t, if scan.exclusive { before } else { acc });
         let v = env.eval(
             &st.value.replace_reduced(&constant(got, t)),
             &point,
