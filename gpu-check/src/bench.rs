@@ -105,7 +105,10 @@ pub(crate) fn bench(args: &[String]) -> Res<bool> {
             Err(e) => {
                 all_ok = false;
                 eprintln!("{name}: {e}");
-                println!("{}", serde_json::json!({"tool": "rocmc-error", "kernel": name, "error": e}));
+                println!(
+                    "{}",
+                    serde_json::json!({"tool": "rocmc-error", "kernel": name, "error": e})
+                );
             }
         }
     }

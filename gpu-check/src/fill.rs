@@ -102,10 +102,15 @@ impl Fills {
             Draw::Int { lo, span } => (lo as f64, span as f64),
         };
         for kl in &info.kernels {
-            if let Some(a) = kl.args.iter().find(|a| {
-                a.role == rocmc_device::launch::ArgRole::Buffer && a.name != "O"
-            }) {
-                return Err(format!("fill_{t} stores `{}`: only O may be a buffer", a.name));
+            if let Some(a) = kl
+                .args
+                .iter()
+                .find(|a| a.role == rocmc_device::launch::ArgRole::Buffer && a.name != "O")
+            {
+                return Err(format!(
+                    "fill_{t} stores `{}`: only O may be a buffer",
+                    a.name
+                ));
             }
         }
         // A size is an i32: a larger tensor is filled in views of 2^30
@@ -142,7 +147,8 @@ impl Fills {
                         *offset = start;
                     }
                 }
-                dev.launch(mid, &kl.name, &args).map_err(|e| e.to_string())?;
+                dev.launch(mid, &kl.name, &args)
+                    .map_err(|e| e.to_string())?;
             }
             start += len;
         }
