@@ -1012,3 +1012,38 @@ fn an_unusual_unscheduled_kernel_keeps_a_rule_for_every_stage_and_its_meaning() 
         assert!(cmp.iter().all(|c| c.ok()), "{sizes:?}: {cmp:?}");
     }
 }
+
+/// A 1-D map on AMD's wave32 processors takes two vectors per thread and
+/// loads all four (two per input) before it waits for any, as Triton's
+/// 1024-wide programs do (bench/amd: vadd on gfx1100 0.50x -> 1.00x of
+/// Triton's bytes in flight); wave64 AMD and NVIDIA keep one vector. On
+/// the CPU through each lane layout the map means what the interpreter
+/// says at sizes around the two-vector step.
+#[test]
+fn a_map_on_wave32_amd_keeps_two_vectors_per_thread_in_flight() {
+    let src = std::fs::read_to_string(root().join("bench/amd/rocmc/vadd.toml")).unwrap();
+    let f = front("vadd", &src);
+    for (processor, vecs) in [("gfx1100", 2), ("gfx1201", 2), ("gfx942", 1), ("sm_90", 1)] {
+        let lowered = emulated(&f, processor);
+        let d = lowered.kernel.stages[0].default.as_ref().unwrap();
+        assert_eq!(d.rule, "elementwise-1d", "{processor}");
+        let knob = d.knobs.iter().find(|k| k.name == "C_VECS").unwrap();
+        assert_eq!(knob.value, vecs, "{processor}: {:?}", d.steps);
+        for n in [1, 1023, 2048, 2051, 6147] {
+            let cmp = rocmc::run::run_cpu(&lowered, &[n], &HashMap::new(), 3, false)
+                .unwrap_or_else(|e| panic!("{processor} n={n}: {e}"));
+            assert!(cmp.iter().all(|c| c.ok()), "{processor} n={n}: {cmp:?}");
+        }
+    }
+    // Between two waits, four 16-byte loads (one vector per thread: two).
+    for (processor, loads) in [("gfx1100", 4), ("gfx942", 2)] {
+        let asm = asm_for("vadd", &src, processor);
+        let most = asm
+            .split("s_waitcnt vmcnt")
+            .map(|run| {
+                run.matches("global_load_dwordx4").count() + run.matches("global_load_b128").count()
+            })
+            .max();
+        assert_eq!(most, Some(loads), "{processor}:\n{asm}");
+    }
+}

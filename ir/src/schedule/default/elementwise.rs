@@ -36,15 +36,43 @@ pub(super) fn elementwise(
             4,
             "consecutive elements per thread, one vector access",
         );
+        // On AMD's wave32 processors (gfx11, gfx12) a thread takes two
+        // vectors a step, both in flight before the first is waited for:
+        // 2 KiB a wave per input, as Triton's 1024-wide programs of 4
+        // waves (bench/amd: vadd's bytes in flight per CU on gfx1100 32
+        // KiB -> 64 KiB). Wave64 and NVIDIA are left as measured.
+        let wave32 =
+            matches!(cx.target, Some(t @ rocmc_target::Target::Amd(_)) if t.wave_size() == 32);
+        let per = kn.get(
+            "VECS",
+            &[1, 2],
+            if wave32 { 2 } else { 1 },
+            "vectors per thread, adjacent work-group-wide runs, unrolled",
+        );
         let (mut steps, f) = fuse_all(names);
+        let inner = if per > 1 {
+            steps.extend([
+                format!("{f}_b, {f}_t = split({f}, {})", threads * vec * per),
+                format!("{f}_u, {f}_w = split({f}_t, {})", threads * vec),
+            ]);
+            format!("{f}_w")
+        } else {
+            steps.push(format!("{f}_b, {f}_t = split({f}, {})", threads * vec));
+            format!("{f}_t")
+        };
         steps.extend([
-            format!("{f}_b, {f}_t = split({f}, {})", threads * vec),
-            format!("{f}_x, {f}_v = split({f}_t, {vec})"),
+            format!("{f}_x, {f}_v = split({inner}, {vec})"),
             format!("bind({f}_b, blockIdx.x)"),
             format!("bind({f}_x, threadIdx.x)"),
             format!("vectorize({f}_v)"),
         ]);
-        return vec![kn.done("elementwise-1d", steps)];
+        if per > 1 {
+            steps.push(format!("unroll({f}_u)"));
+        }
+        let mut d = kn.done("elementwise-1d", steps);
+        // Without a target the compiler applies the rule again per target.
+        d.by_target = cx.target.is_none();
+        return vec![d];
     }
     let (mut steps, r) = fuse_all(lead);
     let c = last;
