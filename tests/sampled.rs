@@ -127,3 +127,46 @@ fn a_sample_of_a_huge_gemm_computes_only_its_rows() {
     assert_eq!(out[0].rows_sampled, 2);
     assert_eq!(out[0].offsets.len(), 6);
 }
+
+/// Inputs read through `Elements` (as the GPU check reads them from the
+/// device, a page at a time) give the same sample, and only the elements
+/// the sampled rows depend on are read: two rows of a GEMM read those two
+/// rows of A, not A.
+#[test]
+fn a_sample_reads_only_the_inputs_its_rows_depend_on() {
+    use rocmc::ir::interp::{Buffer, Elements};
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+    struct Watched<'a>(&'a Buffer, RefCell<BTreeSet<usize>>);
+    impl Elements for Watched<'_> {
+        fn dtype(&self) -> rocmc::ir::DType {
+            self.0.dtype
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn get(&self, off: usize) -> Result<Scalar, String> {
+            self.1.borrow_mut().insert(off);
+            Ok(self.0.get(off))
+        }
+    }
+    let src = std::fs::read_to_string(example("matmul")).unwrap();
+    let k = rocmc::ir::parse_kernel("matmul", &src).unwrap();
+    let sizes: Vec<i64> = k.fit_sizes(&[300, 200, 100]);
+    let inputs = rocmc::ir::reference::random_inputs(&k, &sizes, &HashMap::new(), 3).unwrap();
+    let watched: Vec<Watched> = inputs
+        .inputs
+        .iter()
+        .map(|b| Watched(b, RefCell::new(BTreeSet::new())))
+        .collect();
+    let sources: Vec<&dyn Elements> = watched.iter().map(|w| w as &dyn Elements).collect();
+    let got = interp::run_sampled_from(&k, &sizes, &inputs.pvals, &sources, 2, 5, 9).unwrap();
+    let want = interp::run_sampled(&k, &sizes, &inputs.pvals, &inputs.inputs, 2, 5, 9).unwrap();
+    assert_eq!(got, want);
+    // A is M x K = 300 x 100: two rows, whole; B is K x N: five columns.
+    let a_rows: BTreeSet<usize> = watched[0].1.borrow().iter().map(|o| o / 100).collect();
+    assert_eq!(a_rows.len(), 2, "rows of A read: {a_rows:?}");
+    assert_eq!(watched[0].1.borrow().len(), 200);
+    let b_cols: BTreeSet<usize> = watched[1].1.borrow().iter().map(|o| o % 200).collect();
+    assert!(b_cols.len() <= 10, "columns of B read: {b_cols:?}");
+}

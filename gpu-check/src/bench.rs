@@ -5,15 +5,12 @@
 use crate::fill::Fills;
 use crate::{flag, in_part, kernels, part_flag, DeviceRunner, Placed, Res};
 use rocmc_device::launch::{ArgRole, LaunchInfo};
-use rocmc_ir::interp::{self, Buffer};
+use rocmc_ir::interp::{self, Buffer, Elements, Scalar};
 use rocmc_ir::reference::{compare_sampled, random_inputs, Tolerances};
-use rocmc_ir::{Kernel, TensorKind};
+use rocmc_ir::{DType, Kernel, TensorKind};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// The check reads every input back to the host as the interpreter's
-/// 8-byte values: past this many elements (8 GiB of them) it is skipped.
-const CHECK_INPUT_LIMIT: u64 = 1 << 30;
 
 const USAGE: &str = "bench DIR PLAN.json [--reps R] [--only NAME,...] [--part I/N] \
 [--check-rows R] [--check-cols C] [--fill DIR | --host-inputs]";
@@ -160,7 +157,8 @@ fn one(
 }
 
 /// A sample of every result's rows at the plan's sizes against the
-/// reference interpreter, which computes only what those rows need.
+/// reference interpreter, which computes only what those rows need and
+/// reads only those inputs' elements from the device, a page at a time.
 fn check_sampled(
     runner: &mut DeviceRunner,
     k: &Kernel,
@@ -168,20 +166,24 @@ fn check_sampled(
     p: &Placed,
     o: &Options,
 ) -> Res<serde_json::Value> {
-    let ins: Vec<usize> = (0..k.tensors.len())
+    let cell = RefCell::new(runner);
+    let inputs: Vec<Paged> = (0..k.tensors.len())
         .filter(|&i| k.tensors[i].kind == TensorKind::Input)
+        .map(|i| Paged {
+            runner: &cell,
+            id: p.ids[i],
+            dtype: k.tensors[i].dtype,
+            len: p.lens[i] as usize,
+            pages: RefCell::new(HashMap::new()),
+        })
         .collect();
-    let elements: u64 = ins.iter().map(|&i| p.lens[i]).sum();
-    if elements > CHECK_INPUT_LIMIT {
-        return Ok(serde_json::json!({"result": format!(
-            "not checked: {elements} input elements, past the check's {CHECK_INPUT_LIMIT}"
-        )}));
-    }
-    let mut inputs = Vec::new();
-    for &i in &ins {
-        inputs.push(Buffer::from_bytes(k.tensors[i].dtype, &runner.read(p, i)?));
-    }
-    let sampled = match interp::run_sampled(k, sizes, &p.pvals, &inputs, o.rows, o.cols, 7) {
+    let sources: Vec<&dyn Elements> = inputs.iter().map(|x| x as &dyn Elements).collect();
+    let run = interp::run_sampled_from(k, sizes, &p.pvals, &sources, o.rows, o.cols, 7);
+    let pages: usize = inputs.iter().map(|x| x.pages.borrow().len()).sum();
+    drop(sources);
+    drop(inputs);
+    let runner = cell.into_inner();
+    let sampled = match run {
         Ok(s) => s,
         Err(e) => return Ok(serde_json::json!({"result": format!("not checked: {e}")})),
     };
@@ -202,7 +204,47 @@ fn check_sampled(
         "max_error": worst,
         "elements": cmp.iter().map(|c| c.elements).sum::<usize>(),
         "rows": rows.join(", "),
+        "input_pages_read": pages,
     }))
+}
+
+/// Elements of one input on the device, read in pages of [`PAGE`] as the
+/// sampled interpreter asks for them.
+struct Paged<'a, 'r> {
+    runner: &'a RefCell<&'r mut DeviceRunner>,
+    id: u32,
+    dtype: DType,
+    len: usize,
+    pages: RefCell<HashMap<usize, Buffer>>,
+}
+
+const PAGE: usize = 1 << 16;
+
+impl Elements for Paged<'_, '_> {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn get(&self, off: usize) -> Result<Scalar, String> {
+        let page = off / PAGE;
+        if let Some(b) = self.pages.borrow().get(&page) {
+            return Ok(b.get(off % PAGE));
+        }
+        let (start, size) = (page * PAGE, self.dtype.size());
+        let n = PAGE.min(self.len - start);
+        let bytes = self
+            .runner
+            .borrow_mut()
+            .dev
+            .read(self.id, (start * size) as u64, (n * size) as u64)
+            .map_err(|e| e.to_string())?;
+        let b = Buffer::from_bytes(self.dtype, &bytes);
+        let v = b.get(off % PAGE);
+        self.pages.borrow_mut().insert(page, b);
+        Ok(v)
+    }
 }
 
 /// Bytes of every tensor a kernel of the module reads or writes, once.

@@ -20,7 +20,7 @@ mod scalar;
 mod stages;
 
 pub use lowered::run_lowered;
-pub use sample::{run_sampled, Sampled};
+pub use sample::{run_sampled, run_sampled_from, Elements, Sampled};
 pub use scalar::cast;
 use scalar::{binary, bitcast, constant, math, zero};
 use stages::scatter_stage;
@@ -800,6 +800,19 @@ fn check_inputs(
     params: &[Scalar],
     inputs: &[Buffer],
 ) -> Result<Vec<Vec<i64>>, InterpError> {
+    let shapes = check_launch(k, sizes, params)?;
+    let given: Vec<(DType, usize)> = inputs.iter().map(|b| (b.dtype, b.len())).collect();
+    check_given(k, &shapes, &given)?;
+    Ok(shapes)
+}
+
+/// The tensors' shapes, after the sizes' and parameters' counts and the
+/// kernel's `divisible` facts are checked.
+fn check_launch(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &[Scalar],
+) -> Result<Vec<Vec<i64>>, InterpError> {
     if sizes.len() != k.sizes.len() || params.len() != k.params.len() {
         return Err(InterpError::BadInput(format!(
             "expected {} size(s) and {} parameter(s), got {} and {}",
@@ -812,32 +825,36 @@ fn check_inputs(
     // A launch that breaks a `divisible` fact has no meaning: refused, as
     // every runtime refuses it.
     k.check_sizes(sizes).map_err(InterpError::BadInput)?;
-    let shapes = k
-        .tensors
+    k.tensors
         .iter()
         .map(|t| shape_of(t, sizes))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+}
+
+/// Checks the inputs given, as (dtype, elements), against the kernel's.
+fn check_given(
+    k: &Kernel,
+    shapes: &[Vec<i64>],
+    given: &[(DType, usize)],
+) -> Result<(), InterpError> {
     let ins: Vec<_> = k.inputs().collect();
-    if ins.len() != inputs.len() {
+    if ins.len() != given.len() {
         return Err(InterpError::BadInput(format!(
             "expected {} input tensor(s), got {}",
             ins.len(),
-            inputs.len()
+            given.len()
         )));
     }
-    for ((id, t), b) in ins.iter().zip(inputs) {
+    for ((id, t), (dtype, len)) in ins.iter().zip(given) {
         let n: i64 = shapes[id.0 as usize].iter().product();
-        if b.dtype != t.dtype || b.len() as i64 != n {
+        if *dtype != t.dtype || *len as i64 != n {
             return Err(InterpError::BadInput(format!(
-                "input `{}` must be {n} element(s) of {}, got {} of {}",
-                t.name,
-                t.dtype,
-                b.len(),
-                b.dtype
+                "input `{}` must be {n} element(s) of {}, got {len} of {dtype}",
+                t.name, t.dtype
             )));
         }
     }
-    Ok(shapes)
+    Ok(())
 }
 
 fn all_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Buffer> {

@@ -30,6 +30,29 @@ pub struct Sampled {
     pub rows_sampled: usize,
 }
 
+/// Where a sampled run reads an input's elements: a whole [`Buffer`], or
+/// a source that fetches only those the sample reads (a GPU's memory, a
+/// page at a time), so that an input too large for the host is checked
+/// all the same.
+pub trait Elements {
+    fn dtype(&self) -> DType;
+    fn len(&self) -> usize;
+    /// Element `off` (`off < len()`), or why it could not be read.
+    fn get(&self, off: usize) -> Result<Scalar, String>;
+}
+
+impl Elements for Buffer {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn len(&self) -> usize {
+        Buffer::len(self)
+    }
+    fn get(&self, off: usize) -> Result<Scalar, String> {
+        Ok(Buffer::get(self, off))
+    }
+}
+
 /// Runs `k` on `inputs` for a sample of each result's rows: the first,
 /// the last and seeded random ones up to `rows`, and in each row the
 /// first, the last and random elements up to `cols` (all of them where a
@@ -43,8 +66,24 @@ pub fn run_sampled(
     cols: usize,
     seed: u64,
 ) -> Result<Vec<Sampled>, InterpError> {
-    let shapes = check_inputs(k, sizes, params, inputs)?;
-    let mut given = inputs.iter();
+    let given: Vec<&dyn Elements> = inputs.iter().map(|b| b as &dyn Elements).collect();
+    run_sampled_from(k, sizes, params, &given, rows, cols, seed)
+}
+
+/// [`run_sampled`] reading its inputs from any [`Elements`].
+pub fn run_sampled_from(
+    k: &Kernel,
+    sizes: &[i64],
+    params: &[Scalar],
+    inputs: &[&dyn Elements],
+    rows: usize,
+    cols: usize,
+    seed: u64,
+) -> Result<Vec<Sampled>, InterpError> {
+    let shapes = check_launch(k, sizes, params)?;
+    let given: Vec<(DType, usize)> = inputs.iter().map(|b| (b.dtype(), b.len())).collect();
+    check_given(k, &shapes, &given)?;
+    let mut given = inputs.iter().copied();
     let lazy = Lazy {
         k,
         sizes,
@@ -126,8 +165,8 @@ pub(super) struct Lazy<'a> {
     sizes: &'a [i64],
     params: &'a [Scalar],
     shapes: &'a [Vec<i64>],
-    /// Per tensor: the buffer given for an input, `None` for a stage's.
-    inputs: Vec<Option<&'a Buffer>>,
+    /// Per tensor: the elements given for an input, `None` for a stage's.
+    inputs: Vec<Option<&'a dyn Elements>>,
     out_of_range: &'a RefCell<Option<OutOfRange>>,
     memo: RefCell<Vec<HashMap<usize, Scalar>>>,
 }
@@ -137,7 +176,9 @@ impl Lazy<'_> {
     /// with what it depends on.
     pub(super) fn get(&self, t: TensorId, off: usize) -> Result<Scalar, InterpError> {
         if let Some(b) = self.inputs[t.0 as usize] {
-            return Ok(b.get(off));
+            return b.get(off).map_err(|e| {
+                InterpError::BadInput(format!("input `{}`: {e}", self.k.tensor(t).name))
+            });
         }
         if let Some(v) = self.memo.borrow()[t.0 as usize].get(&off) {
             return Ok(*v);
