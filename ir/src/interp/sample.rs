@@ -37,6 +37,9 @@ pub struct Sampled {
 pub trait Elements {
     fn dtype(&self) -> DType;
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Element `off` (`off < len()`), or why it could not be read.
     fn get(&self, off: usize) -> Result<Scalar, String>;
 }
