@@ -96,6 +96,14 @@ for t in table:
     lines.append("| " + " | ".join(str(x if not isinstance(x, float) else f"{x:.3f}") for x in (*t[:11], t[14])) + " |")
 print("\n".join(lines))
 print(f"device-to-device copy: {copy_bw:.0f} GB/s")
+# What did not run or did not match: rocmc-gpu-check's failed kernels and
+# the results its sampled check found wrong at the plan's sizes.
+failed = [r for r in rows if r.get("tool") == "rocmc-error"]
+wrong = [r for r in rows if r.get("tool") == "rocmc" and r.get("check", {}).get("result") == "MISMATCH"]
+notes = [f"- rocmc failed on {r['kernel']}: {r['error']}" for r in failed]
+notes += [f"- {r['kernel']}: a sampled result differs from the interpreter by {r['check']['max_error']:.2e} ({r['check'].get('rows', '')})" for r in wrong]
+if notes:
+    print("\n".join(notes))
 
 # SVG: per kernel, three bars (rocmc, PyTorch, Triton) as a fraction of the best of the three.
 W, BH, GAP = 760, 12, 10
@@ -126,4 +134,5 @@ md = ["# GPU benchmark: rocmc against PyTorch and Triton", "",
 errors = [r for r in rows if r.get("tool") == "error"]
 for e in errors:
     md.append(f"- peer failed for {e['kernel']}: {e['error']}")
+md.extend(notes)
 open(out_md, "w").write("\n".join(md) + "\n")
