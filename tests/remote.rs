@@ -567,12 +567,11 @@ shape = ["n"]
 reduce = { k = "m", l = "m" }
 "#;
 
-#[test]
-fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
-    let (so, _) = cpu_module(SPIN, &[]);
-    let w = Worker::start(&["--kernel-timeout", "1", "--max-sessions", "1"]);
-    let mut d = w.connect();
-    let h = d.load_module(&so).unwrap();
+/// Loads [`SPIN`] (`so`, built for the worker's CPU) on `d` and launches
+/// it for 10^18 steps: a kernel that never returns by itself. The id of
+/// its output buffer.
+pub(crate) fn start_spin(d: &mut RemoteDevice, so: &[u8]) -> u32 {
+    let h = d.load_module(so).unwrap();
     let a = d.alloc(4).unwrap();
     let s = d.alloc(4).unwrap();
     let buf = |id| WireArg::Buffer {
@@ -581,7 +580,6 @@ fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
         len: 1,
         offset: 0,
     };
-    let t0 = std::time::Instant::now();
     d.launch(
         &h,
         "spin",
@@ -593,6 +591,16 @@ fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
         ],
     )
     .unwrap();
+    s
+}
+
+#[test]
+fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
+    let (so, _) = cpu_module(SPIN, &[]);
+    let w = Worker::start(&["--kernel-timeout", "1", "--max-sessions", "1"]);
+    let mut d = w.connect();
+    let t0 = std::time::Instant::now();
+    let s = start_spin(&mut d, &so);
     // A read queued behind it: answered with the reason, not never.
     let e = d
         .read_all(s)

@@ -3,7 +3,7 @@
 //! host code, real sockets on loopback. Each test failed before its fix.
 
 use crate::common::{worker_bin, Worker};
-use crate::remote::{frame_fuzz, hostile_module, sessions_of, vadd, vadd_on, SPIN};
+use crate::remote::{frame_fuzz, hostile_module, sessions_of, start_spin, vadd, vadd_on, SPIN};
 use rocmc::remote::proto::{self, Reply, Request, WireArg};
 use rocmc::remote::Device;
 use std::io::Write;
@@ -426,26 +426,7 @@ fn sessions_die_with_their_worker() {
     let mut w = Worker::start(&[]);
     let (so, _) = crate::common::cpu_module(SPIN, &[]);
     let mut d = w.connect();
-    let h = d.load_module(&so).unwrap();
-    let a = d.alloc(4).unwrap();
-    let s = d.alloc(4).unwrap();
-    let buf = |id| WireArg::Buffer {
-        id,
-        dtype: "f32".into(),
-        len: 1,
-        offset: 0,
-    };
-    d.launch(
-        &h,
-        "spin",
-        &[
-            buf(a),
-            buf(s),
-            WireArg::Size(1),
-            WireArg::Size(1_000_000_000),
-        ],
-    )
-    .unwrap();
+    start_spin(&mut d, &so);
     // Sent (launches are queued until a wait), and waited for elsewhere.
     let waiter = std::thread::spawn(move || d.synchronize());
     std::thread::sleep(Duration::from_millis(1500));

@@ -3,7 +3,7 @@
 //! reference interpreter, in pieces that each fit one short call.
 
 use crate::fill::Fills;
-use crate::{flag, in_part, kernels, part_flag, DeviceRunner, Placed, Res};
+use crate::{flag, in_part, kernels, opt, part_flag, DeviceRunner, Placed, Res};
 use rocmc_device::launch::{ArgRole, LaunchInfo};
 use rocmc_ir::interp::{self, Buffer, Elements, Scalar};
 use rocmc_ir::reference::{compare_sampled, random_inputs, Tolerances};
@@ -29,17 +29,10 @@ struct Options {
 }
 
 fn options(dir: &Path, args: &[String]) -> Res<Options> {
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .map(|i| {
-                args.get(i + 1)
-                    .cloned()
-                    .ok_or(format!("{name} needs a value"))
-            })
-            .transpose()
-    };
-    let fills = match (value("--fill")?, args.iter().any(|a| a == "--host-inputs")) {
+    let fills = match (
+        opt(args, "--fill")?,
+        args.iter().any(|a| a == "--host-inputs"),
+    ) {
         (Some(_), true) => return Err("--fill and --host-inputs exclude each other".into()),
         (Some(d), false) => Some(PathBuf::from(d)),
         (None, true) => None,
@@ -48,7 +41,7 @@ fn options(dir: &Path, args: &[String]) -> Res<Options> {
     };
     Ok(Options {
         reps: flag(args, "--reps", 50)? as u32,
-        only: value("--only")?.map(|v| v.split(',').map(str::to_string).collect()),
+        only: opt(args, "--only")?.map(|v| v.split(',').map(str::to_string).collect()),
         part: part_flag(args)?,
         rows: flag(args, "--check-rows", 8)? as usize,
         cols: flag(args, "--check-cols", 64)? as usize,
@@ -123,7 +116,6 @@ fn one(
     sizes: &[i64],
 ) -> Res<serde_json::Value> {
     runner.load(ptx)?;
-    let launch = rocmc_device::module_launch(ptx).map_err(|e| e.to_string())?;
     let placed = match fills {
         Some(f) => f.place(&mut *runner.dev, k, sizes, 42)?,
         None => runner.place(k, &random_inputs(k, sizes, &HashMap::new(), 42)?)?,
@@ -136,7 +128,7 @@ fn one(
         _ => check_sampled(runner, k, sizes, &placed, o)?,
     };
     let mut ms = runner.time(k, sizes, &placed, o.reps)?;
-    let bytes = bytes_moved(k, &launch, &placed.lens);
+    let bytes = bytes_moved(k, runner.launch_info()?, &placed.lens);
     runner.release(placed)?;
     ms.sort_by(f64::total_cmp);
     let median = ms[ms.len() / 2];

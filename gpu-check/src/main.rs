@@ -121,14 +121,25 @@ pub(crate) fn flag(args: &[String], name: &str, default: u64) -> Res<u64> {
     }
 }
 
+/// The value after flag `name`; an error where the flag ends the line.
+pub(crate) fn opt<'a>(args: &'a [String], name: &str) -> Res<Option<&'a str>> {
+    args.iter()
+        .position(|a| a == name)
+        .map(|i| {
+            args.get(i + 1)
+                .map(String::as_str)
+                .ok_or(format!("{name} needs a value"))
+        })
+        .transpose()
+}
+
 /// `--part I/N` (1-based): of a folder's kernels in name order, every
 /// `N`-th from the `I`-th, so that a long run splits into calls; (1, 1)
 /// when not given.
 pub(crate) fn part_flag(args: &[String]) -> Res<(usize, usize)> {
-    let Some(i) = args.iter().position(|a| a == "--part") else {
+    let Some(v) = opt(args, "--part")? else {
         return Ok((1, 1));
     };
-    let v = args.get(i + 1).ok_or("--part needs I/N")?;
     v.split_once('/')
         .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
         .filter(|&(i, n)| i >= 1 && i <= n)
@@ -270,6 +281,14 @@ impl DeviceRunner {
         let id = self.dev.load_module(module).map_err(|e| e.to_string())?;
         self.module = Some((id, info));
         Ok(())
+    }
+
+    /// The launch document of the module [`DeviceRunner::load`] loaded.
+    pub(crate) fn launch_info(&self) -> Res<&rocmc_device::launch::LaunchInfo> {
+        self.module
+            .as_ref()
+            .map(|m| &m.1)
+            .ok_or("no module loaded".into())
     }
 
     /// Every tensor of `k` on the device, as `inputs` holds them.

@@ -2,7 +2,7 @@
 //! loopback, through the same client (TLS, pinned certificate, secret) that
 //! `rocmc run --device remote://…` uses, and what that path costs.
 
-use crate::{check_all, flag, kernels, DeviceRunner, Res};
+use crate::{check_all, flag, kernels, opt, DeviceRunner, Res};
 use rocmc_device::launch::KernelArg;
 use rocmc_remote::client::{ConnectOptions, RemoteDevice};
 use rocmc_remote::device::wire_args;
@@ -97,7 +97,7 @@ pub fn check(args: &[String]) -> Res<bool> {
     let [bin, dir, ..] = args else {
         return Err("remote needs the worker binary and a folder".into());
     };
-    let device = opt(args, "--device").unwrap_or("cuda:0");
+    let device = opt(args, "--device")?.unwrap_or("cuda:0");
     let ext = extension(device)?;
     let w = Worker::start(Path::new(bin))?;
     let dev = w.connect(device)?;
@@ -118,13 +118,6 @@ pub fn check(args: &[String]) -> Res<bool> {
         flag(args, "--seed", 1)?,
         crate::part_flag(args)?,
     )
-}
-
-pub(crate) fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -202,7 +195,7 @@ pub fn latency(args: &[String]) -> Res<bool> {
     let [bin, dir, ..] = args else {
         return Err("latency needs the worker binary and a folder".into());
     };
-    let device = opt(args, "--device").unwrap_or("cuda:0");
+    let device = opt(args, "--device")?.unwrap_or("cuda:0");
     let reps = flag(args, "--reps", 300)? as usize;
     let batch = 1000;
     let ext = extension(device)?;

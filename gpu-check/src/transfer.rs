@@ -8,8 +8,8 @@
 //! allocation of the whole size (as `read_all` returns it). Each figure is the median of [`REPS`] runs. Each buffer
 //! is checked: zeroed when allocated, and read back as written.
 
-use crate::remote::{opt, Worker};
-use crate::Res;
+use crate::remote::Worker;
+use crate::{opt, Res};
 use rocmc_remote::tls::{client_config, Identity, Pin, PinVerifier};
 use rocmc_remote::Device;
 use std::io::{Read, Write};
@@ -33,8 +33,8 @@ pub fn transfer(args: &[String]) -> Res<bool> {
     let [bin, ..] = args else {
         return Err("transfer needs the worker binary".into());
     };
-    let device = opt(args, "--device").unwrap_or("cpu");
-    let sizes: Vec<usize> = opt(args, "--sizes")
+    let device = opt(args, "--device")?.unwrap_or("cpu");
+    let sizes: Vec<usize> = opt(args, "--sizes")?
         .unwrap_or("64,256,1024")
         .split(',')
         .map(|m| {

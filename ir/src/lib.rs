@@ -23,6 +23,7 @@ pub mod lower;
 pub mod mtype;
 pub mod plan;
 pub mod reference;
+pub mod rng;
 pub mod schedule;
 pub mod syntax;
 pub mod tune;

@@ -12,6 +12,7 @@
 
 use super::stages::{row_count, row_of, scatter_stage, stage_row, Entries};
 use super::*;
+use crate::rng::Rng;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -100,7 +101,7 @@ pub fn run_sampled_from(
         out_of_range: &RefCell::new(None),
         memo: RefCell::new(vec![HashMap::new(); k.tensors.len()]),
     };
-    let mut rng = seed;
+    let mut rng = Rng(seed);
     let mut out = Vec::new();
     for (i, t) in k.tensors.iter().enumerate() {
         let TensorKind::Stage(s) = t.kind else {
@@ -138,7 +139,7 @@ pub fn run_sampled_from(
 
 /// Up to `want` of `0..n`, ascending: the first, the last, then seeded
 /// random others; all of them where `n <= want`.
-fn pick(n: i64, want: usize, rng: &mut u64) -> Vec<i64> {
+fn pick(n: i64, want: usize, rng: &mut Rng) -> Vec<i64> {
     if n <= 0 || n as u64 <= want as u64 {
         return (0..n).collect();
     }
@@ -148,18 +149,9 @@ fn pick(n: i64, want: usize, rng: &mut u64) -> Vec<i64> {
         chosen.insert(n - 1);
     }
     while chosen.len() < want {
-        chosen.insert((splitmix(rng) % n as u64) as i64);
+        chosen.insert(rng.below(n as usize) as i64);
     }
     chosen.into_iter().collect()
-}
-
-/// The next number of the SplitMix64 sequence at `state`.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The inputs, and every stage element computed so far.
