@@ -439,7 +439,7 @@ fn tuple_reduction(t: DType, x: &str, rng: &mut Rng) -> Option<(String, String)>
     let zero = if t.is_float() { "0.0" } else { "0" };
     // A linear recurrence h = 0.75·h + x: associative, not commutative.
     // Only an in-order fold gets it right (tests/regress/linear_recurrence_order.toml).
-    if matches!(t, DType::F32 | DType::F64) && rng.chance(25) {
+    if matches!(t, DType::F32 | DType::F64) && rng.chance(40) {
         return Some((
             format!("R[i], R2[i] = reduce(0.75, {x})"),
             "init = { R = 1.0, R2 = 0.0 }\ncombine = { R = \"a.R * b.R\", R2 = \"a.R2 * b.R + b.R2\" }\n".to_string(),
@@ -1125,16 +1125,32 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
             // Sometimes triangular: k runs to a bound that depends on i.
             let extent = *rng.pick(&["m", "m", "m", "min(i + 1, m)", "min(m, i * 2 + 3)"]);
             match rng
-                .chance(30)
+                .chance(40)
                 .then(|| tuple_reduction(pt, &extra, rng))
                 .flatten()
             {
                 Some((compute, tables)) => {
                     // A tuple stage takes no cache_write: one thread per row instead.
-                    let sched = match r_sched.iter().any(|s| s.contains("cache_write")) {
+                    let mut sched = match r_sched.iter().any(|s| s.contains("cache_write")) {
                         true => r_sched[..3].to_vec(),
                         false => r_sched,
                     };
+                    // Threads in contiguous shares, the only way a combiner
+                    // that is not commutative may spread (always for the
+                    // linear recurrence; sometimes for the others).
+                    let ordered = compute.contains("reduce(0.75");
+                    if sched[1].starts_with("ko, ki = split(k, ") && (ordered || rng.chance(50)) {
+                        let threads = rng.pick(&[3, 32, 64, 100]);
+                        sched = vec![
+                            "bind(i, blockIdx.x)".into(),
+                            format!("kt, ks = split(k, nparts={threads})"),
+                            "bind(kt, threadIdx.x)".into(),
+                        ];
+                        if rng.chance(50) {
+                            sched.push("ko, ku = split(ks, 2)".into());
+                            sched.push("unroll(ku)".into());
+                        }
+                    }
                     stage(&mut src, &compute, 1, &sched);
                     src.push_str(&tables);
                 }

@@ -4,7 +4,10 @@
 //! NVIDIA for plain combiners:
 //! [`MatrixUnit::lane_reduction`](rocmc_target::matrix::MatrixUnit::lane_reduction)),
 //! by butterfly exchanges within each wave first, so that only the
-//! waves' totals go through LDS, behind one barrier.
+//! waves' totals go through LDS, behind one barrier. A combiner that is
+//! not commutative has its threads' shares contiguous
+//! (`schedule::order`), and its tree and exchanges join neighbours first,
+//! left with right.
 
 use super::slots::{Home, Slots};
 use super::{Local, Stmt};
@@ -83,23 +86,55 @@ impl Threads<'_> {
             .shared(self.stage, self.block.iter().product(), self.span)
     }
 
+    /// Whether the threads' results must meet in order, left with right:
+    /// a combiner that is not commutative, whose schedule gave each thread
+    /// a contiguous share (`schedule::order`).
+    fn ordered(&self) -> bool {
+        self.stage.tuple().is_some_and(|t| !t.commutative)
+    }
+
+    /// The steps of the tree, each `(step, guards)`: the threads that add
+    /// their partner `step` threads on. Halving from the top pairs a
+    /// thread with one far away (`0` with `count / 2`), which is faster on
+    /// LDS banks; an ordered tree pairs neighbours first, so that each sum
+    /// covers a contiguous run of shares.
+    fn tree_steps(&self) -> Vec<(i64, Vec<Guard>)> {
+        let tr = || Index::Var(self.tr);
+        let within = |step: i64| Guard {
+            value: tr() + Index::c(step),
+            extent: Index::c(self.count),
+        };
+        let top = (self.count as u64).next_power_of_two() as i64;
+        match self.ordered() {
+            true => std::iter::successors(Some(1), |s| Some(s * 2))
+                .take_while(|s| *s < top)
+                .map(|step| {
+                    let left = Guard {
+                        value: tr() % Index::c(2 * step),
+                        extent: Index::c(1),
+                    };
+                    (step, vec![left, within(step)])
+                })
+                .collect(),
+            false => std::iter::successors(Some(top / 2), |s| Some(s / 2))
+                .take_while(|s| *s >= 1)
+                .map(|step| {
+                    let left = Guard {
+                        value: tr(),
+                        extent: Index::c(step),
+                    };
+                    (step, vec![left, within(step)])
+                })
+                .collect(),
+        }
+    }
+
     /// Through LDS in a tree: each step adds the partner `step` threads on,
     /// behind a barrier.
     pub fn tree(&self, guards: Vec<Guard>, finish: Finish) -> Combined {
         let (slots, tid) = (self.slots, self.tid);
         let mut out = self.to_lds();
-        let mut step = (self.count as u64).next_power_of_two() as i64 / 2;
-        while step >= 1 {
-            let guards = vec![
-                Guard {
-                    value: Index::Var(self.tr),
-                    extent: Index::c(step),
-                },
-                Guard {
-                    value: Index::Var(self.tr) + Index::c(step),
-                    extent: Index::c(self.count),
-                },
-            ];
+        for (step, guards) in self.tree_steps() {
             let partner = tid.clone() + Index::c(step * self.stride);
             out.push(Stmt::If {
                 guards,
@@ -108,7 +143,6 @@ impl Threads<'_> {
                 }),
             });
             out.push(Stmt::Barrier);
-            step /= 2;
         }
         out.push(Stmt::If {
             guards: self.first_only(guards),
@@ -117,10 +151,11 @@ impl Threads<'_> {
         (out, Vec::new(), self.lds())
     }
 
-    /// Within each wave of `w` lanes by butterfly exchanges (every lane
-    /// ends with its group's total); where a group spans several waves,
-    /// each wave's total goes through LDS behind one barrier, and every
-    /// wave reads them back (lane `l` wave `l % waves`'s) and exchanges
+    /// Within each wave of `w` lanes by butterfly exchanges (the wave's
+    /// first lane ends with its group's total, in order where it must
+    /// be); where a group spans several waves, each wave's first lane's
+    /// total goes through LDS behind one barrier, and every wave reads
+    /// them back (lane `l` wave `l % waves`'s) and exchanges
     /// again: no thread combines them one after another. Another barrier
     /// follows where the combination [`repeats`](Threads::repeats), so the
     /// next round's writes wait for these reads.
@@ -145,6 +180,7 @@ impl Threads<'_> {
         if waves > 1 {
             out.extend(self.to_lds());
             // The group's first thread: the reduction is threadIdx.x, whole.
+            // Lane 0 of each wave holds the wave's total (see `butterfly`).
             let group = match self.block[1] * self.block[2] {
                 1 => Index::c(0),
                 _ => tid.clone() / Index::c(self.count) * Index::c(self.count),
@@ -187,9 +223,21 @@ impl Threads<'_> {
             tid.clone() % Index::c(i64::from(w)),
             tid.clone() / Index::c(i64::from(w)),
         );
+        // Lane 0 of each block ends with the block's total in order when
+        // the masks grow: each exchange then joins neighbouring runs, the
+        // lane with the bit clear on the left (other lanes, whose order is
+        // wrong, are not read). Halving masks leave every lane the total
+        // of a commutative combiner.
+        let masks: Vec<u32> = match self.ordered() {
+            true => std::iter::successors(Some(1u32), |m| Some(m * 2))
+                .take_while(|m| i64::from(*m) < span)
+                .collect(),
+            false => std::iter::successors(Some(span as u32 / 2), |m| Some(m / 2))
+                .take_while(|m| *m >= 1)
+                .collect(),
+        };
         let mut out = Vec::new();
-        let mut mask = span as u32 / 2;
-        while mask >= 1 {
+        for mask in masks {
             out.extend((0..n).map(|s| Stmt::Shuffle {
                 local: self.locals + s as u32,
                 index: zero.clone(),
@@ -200,7 +248,6 @@ impl Threads<'_> {
                 width: w,
             }));
             out.extend(slots.combine_into(Home::Local, 0, &zero, &got));
-            mask /= 2;
         }
         out
     }

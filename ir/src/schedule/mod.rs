@@ -13,6 +13,7 @@ use crate::syntax::{AstKind, StepStmt};
 use std::collections::HashMap;
 
 pub mod default;
+mod order;
 pub mod steps;
 
 pub use crate::plan::*;
@@ -218,34 +219,6 @@ impl State<'_> {
     /// atomic update per output element (after a fill with the
     /// operation's identity). Only a stage whose value is the bare
     /// reduction can, and only where its stores go straight to memory.
-    /// A tuple reduction whose combiner is not commutative keeps its
-    /// operands in order only when one thread folds each output's
-    /// elements in turn: a reduction loop bound to threads or work-groups
-    /// gives threads interleaved shares and combines them in a tree.
-    fn check_order(&self, stage: &Stage) -> Result<(), Diagnostic> {
-        let Some(tup) = stage.tuple() else {
-            return Ok(());
-        };
-        let Some(v) = self.nest.order.iter().copied().find(|v| {
-            self.nest.var(*v).reduce && matches!(self.nest.var(*v).kind, LoopKind::Bound(_))
-        }) else {
-            return Ok(());
-        };
-        if tup.commutative {
-            return Ok(());
-        }
-        let lv = self.nest.var(v);
-        let span = self.bind_spans.get(&v).copied().unwrap_or(lv.span);
-        Err(Diagnostic::new(
-            span,
-            format!(
-                "reduction loop `{}` of stage `{}` cannot be spread over threads: its combiner is not commutative (combine(a, b) differs from combine(b, a)), and threads would combine their partial results out of order",
-                lv.name, stage.name
-            ),
-        )
-        .hint("keep the reduction loops serial (bind only output loops), or give no schedule (the default keeps the order)"))
-    }
-
     fn check_grid_reduction(&self, stage: &Stage) -> Result<(), Diagnostic> {
         let Some(v) = self.nest.order.iter().copied().find(|v| {
             self.nest.var(*v).reduce

@@ -244,10 +244,20 @@ pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<D
     );
     let k = axis.name.as_str();
     let (mut steps, block) = fuse_any(names);
-    steps.extend([
-        format!("{k}_o, {k}_i = split({k}, {})", threads * per),
-        format!("{k}_v, {k}_t = split({k}_i, {threads})"),
-    ]);
+    // A combiner that is not commutative needs each thread's share
+    // contiguous (`schedule::order`): slower loads (lanes a share apart),
+    // but the row still spreads over the work-group.
+    let ordered = st.tuple().is_some_and(|t| !t.commutative);
+    steps.extend(match ordered {
+        false => [
+            format!("{k}_o, {k}_i = split({k}, {})", threads * per),
+            format!("{k}_v, {k}_t = split({k}_i, {threads})"),
+        ],
+        true => [
+            format!("{k}_t, {k}_s = split({k}, nparts={threads})"),
+            format!("{k}_o, {k}_v = split({k}_s, {per})"),
+        ],
+    });
     if let Some(b) = block {
         steps.push(format!("bind({b}, blockIdx.x)"));
     }
