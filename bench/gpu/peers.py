@@ -253,6 +253,22 @@ def run(name, s):
         n = s["n"]
         x = rnd(n)
         report("pytorch", name, s, timed(lambda: torch.cumsum(x, 0)), 8 * n)
+    elif name == "linear_recurrence_order":
+        # The last state of h_t = a_t * h_(t-1) + x_t along each row (and
+        # the product of the a's): PyTorch has no linear-recurrence
+        # operator, so its eager form sums x_t times the suffix products of
+        # the a's after t (a flipped cumprod), and torch.compile fuses that.
+        b, l = s["B"], s["L"]
+        a, x = torch.rand(b, l, device=dev), rnd(b, l)
+        one = torch.ones(b, 1, device=dev)
+
+        def rec():
+            suf = torch.flip(torch.cumprod(torch.flip(a, [1]), 1), [1])
+            return suf[:, 0], (x * torch.cat([suf[:, 1:], one], 1)).sum(1)
+
+        by = 8 * b * l + 8 * b
+        report("pytorch", name, s, timed(rec), by)
+        report("torch-compile", name, s, timed(torch.compile(rec)), by)
     elif name == "cumsum_long_i32":
         n = s["n"]
         x = torch.randint(-1000, 1000, (n,), device=dev, dtype=torch.int32)
