@@ -178,3 +178,65 @@ fn a_matrix_step_refuses_the_other_encoding() {
         "{e}"
     );
 }
+
+/// An unscheduled 8-bit float GEMM on gfx950 takes CDNA 4's instruction of
+/// twice gfx942's rate, `v_mfma_f32_16x16x128_f8f6f4` (reached through
+/// the block-scaled intrinsic; scales 0 select the unscaled form, the
+/// operand formats its immediates: bf8 shows as `cbsz:1 blgp:1`), with a
+/// tile that keeps its 32-byte fragments in registers (no scratch), and
+/// means what the interpreter says through the instruction's lane layout
+/// (CPU emulation and the loop IR under the race check), partial tiles of
+/// every axis included. gfx942 keeps its own fp8 instruction.
+#[test]
+fn gfx950_takes_its_double_rate_8_bit_float_instruction_by_default() {
+    use crate::common::root;
+    for (dt, fmt) in [("f8e4m3fn", ""), ("f8e5m2", "cbsz:1 blgp:1")] {
+        let src = std::fs::read_to_string(root().join("bench/amd/rocmc/gemm_fp8_ocp.toml"))
+            .unwrap()
+            .replace("f8e4m3fn", dt);
+        let (dis, _) = amd_code("gemm_fp8_ocp", &src, "gfx950");
+        let mfma: Vec<&str> = dis.lines().filter(|l| l.contains("v_mfma")).collect();
+        assert!(!mfma.is_empty(), "{dt}: no matrix instruction");
+        for l in &mfma {
+            assert!(
+                l.contains("v_mfma_f32_16x16x128_f8f6f4") && l.contains(fmt),
+                "{dt}: {l}"
+            );
+        }
+        let front = rocmc::frontend("gemm_fp8_ocp", &src).unwrap();
+        let art = rocmc::compile(
+            "gemm_fp8_ocp",
+            &src,
+            &Options::new("gfx950"),
+            rocmc::Emit {
+                code_object: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let co = dir.path().join("k.hsaco");
+        std::fs::write(&co, art.code_object.unwrap()).unwrap();
+        let notes = crate::common::tool("llvm-readobj-22", &["--notes", co.to_str().unwrap()]);
+        assert!(
+            notes.contains(".private_segment_fixed_size: 0"),
+            "{dt}: scratch in use"
+        );
+        let sizes = [17, 33, 130];
+        let mut opts = Options::new("x86-64");
+        opts.emulate = Some("gfx950".into());
+        let cpu = rocmc::targets(&opts).unwrap().remove(0);
+        let lowered = front.for_target(&cpu, &opts).unwrap();
+        let cmp = rocmc::run::run_cpu(&lowered, &sizes, &Default::default(), 2, false).unwrap();
+        assert!(cmp.iter().all(|c| c.ok()), "{dt} emulated: {cmp:?}");
+        let opts = Options::new("gfx950");
+        let gpu = rocmc::targets(&opts).unwrap().remove(0);
+        let lowered = front.for_target(&gpu, &opts).unwrap();
+        let spec = rocmc::run::RunSpec::new(&sizes, &Default::default(), 3);
+        let cmp = rocmc::run::run_loops(&lowered, &spec).unwrap();
+        assert!(cmp.iter().all(|c| c.ok()), "{dt} loop IR: {cmp:?}");
+    }
+    let fnuz = std::fs::read_to_string(root().join("bench/amd/rocmc/gemm_fp8_fnuz.toml")).unwrap();
+    let (dis, _) = amd_code("gemm_fp8_fnuz", &fnuz, "gfx942");
+    assert!(dis.contains("v_mfma_f32_16x16x32_fp8_fp8"), "gfx942");
+}

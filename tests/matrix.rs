@@ -38,13 +38,15 @@ fn call(i: &MatrixInstr, n: usize) -> String {
     };
     let is_iu8 = i.intrinsic.contains(".iu8");
     let args: Vec<String> = match i.family {
-        Family::Mfma => [
-            join(&a),
-            join(&b),
-            join(&c),
-            vec!["i32 0".into(), "i32 0".into(), "i32 0".into()],
-        ]
-        .concat(),
+        // CDNA 4's f8f6f4 form: the operand formats, then both scales'
+        // byte selects and values.
+        Family::Mfma => {
+            let imm: Vec<String> = match i.operand_formats() {
+                Some((fa, fb)) => [fa, fb, 0, 0, 0, 0].map(|v| format!("i32 {v}")).to_vec(),
+                None => vec!["i32 0".into(); 3],
+            };
+            [join(&a), join(&b), join(&c), imm].concat()
+        }
         Family::WmmaGfx11 | Family::WmmaGfx12 if is_iu8 => [
             vec!["i1 false".into()],
             join(&a),

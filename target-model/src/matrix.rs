@@ -209,6 +209,15 @@ pub const INSTRUCTIONS: &[MatrixInstr] = &[
     mi!("v_mfma_f32_32x32x16_bf16", "llvm.amdgcn.mfma.f32.32x32x16.bf16", Mfma, 32, 32, 16, Bf16, Bf16, F32, 64, ("<8 x bfloat>", 1), ("<8 x bfloat>", 1), ("<16 x float>", 1), Amd(GFX950)),
     mi!("v_mfma_i32_16x16x64_i8", "llvm.amdgcn.mfma.i32.16x16x64.i8", Mfma, 16, 16, 64, I8, I8, I32, 64, ("<4 x i32>", 1), ("<4 x i32>", 1), ("<4 x i32>", 1), Amd(GFX950)),
     mi!("v_mfma_i32_32x32x32_i8", "llvm.amdgcn.mfma.i32.32x32x32.i8", Mfma, 32, 32, 32, I8, I8, I32, 64, ("<4 x i32>", 1), ("<4 x i32>", 1), ("<16 x i32>", 1), Amd(GFX950)),
+    // CDNA 4's 8-bit floats at twice gfx942's rate: one instruction for
+    // fp8, bf8, fp6 and fp4 (the operand formats are immediates), reached
+    // through the block-scaled intrinsic with scales 0, which LLVM selects
+    // as the unscaled instruction. The lane layout is CDNA's (32 contiguous
+    // k of a row per lane).
+    mi!("v_mfma_f32_16x16x128_f8f6f4", "llvm.amdgcn.mfma.scale.f32.16x16x128.f8f6f4.v8i32.v8i32", Mfma, 16, 16, 128, Fp8, Fp8, F32, 64, ("<8 x i32>", 1), ("<8 x i32>", 1), ("<4 x float>", 1), Amd(GFX950)),
+    mi!("v_mfma_f32_32x32x64_f8f6f4", "llvm.amdgcn.mfma.scale.f32.32x32x64.f8f6f4.v8i32.v8i32", Mfma, 32, 32, 64, Fp8, Fp8, F32, 64, ("<8 x i32>", 1), ("<8 x i32>", 1), ("<16 x float>", 1), Amd(GFX950)),
+    mi!("v_mfma_f32_16x16x128_f8f6f4", "llvm.amdgcn.mfma.scale.f32.16x16x128.f8f6f4.v8i32.v8i32", Mfma, 16, 16, 128, Bf8, Bf8, F32, 64, ("<8 x i32>", 1), ("<8 x i32>", 1), ("<4 x float>", 1), Amd(GFX950)),
+    mi!("v_mfma_f32_32x32x64_f8f6f4", "llvm.amdgcn.mfma.scale.f32.32x32x64.f8f6f4.v8i32.v8i32", Mfma, 32, 32, 64, Bf8, Bf8, F32, 64, ("<8 x i32>", 1), ("<8 x i32>", 1), ("<16 x float>", 1), Amd(GFX950)),
     // RDNA 3, wave32 and wave64.
     mi!("v_wmma_f32_16x16x16_f16", "llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", WmmaGfx11, 16, 16, 16, F16, F16, F32, 32, ("<16 x half>", 1), ("<16 x half>", 1), ("<8 x float>", 1), Amd(GFX11)),
     mi!("v_wmma_f32_16x16x16_f16", "llvm.amdgcn.wmma.f32.16x16x16.f16.v4f32.v16f16", WmmaGfx11, 16, 16, 16, F16, F16, F32, 64, ("<16 x half>", 1), ("<16 x half>", 1), ("<4 x float>", 1), Amd(GFX11)),
@@ -329,6 +338,20 @@ impl MatrixInstr {
     /// lane's registers.
     pub fn a_in_shared(&self) -> bool {
         self.family == Family::Wgmma
+    }
+
+    /// For CDNA 4's `f8f6f4` instructions (the block-scaled intrinsic),
+    /// the format codes of A and B its `cbsz` and `blgp` immediates take:
+    /// 0 for fp8 (E4M3), 1 for bf8 (E5M2). `None` for the others.
+    pub fn operand_formats(&self) -> Option<(u32, u32)> {
+        if !self.intrinsic.starts_with("llvm.amdgcn.mfma.scale.") {
+            return None;
+        }
+        let code = |t: MType| match t {
+            MType::Bf8 => 1,
+            _ => 0,
+        };
+        Some((code(self.a), code(self.b)))
     }
 
     /// Elements of A each lane holds.

@@ -108,7 +108,15 @@ pub(super) fn choose(
     let shape = (ext(ri), ext(rj), ext(rk));
     let instr = match &req.instr {
         Some(n) => {
-            let Some(i) = all.iter().copied().find(|i| instr_id(i) == n.name) else {
+            // One name may cover several operand types (gfx950's f8f6f4
+            // reads fp8 and bf8): the stage's types first.
+            let named = |i: &&MatrixInstr| instr_id(i) == n.name;
+            let Some(i) = typed
+                .iter()
+                .copied()
+                .find(named)
+                .or_else(|| all.iter().copied().find(named))
+            else {
                 return Err(Diagnostic::new(
                     n.span,
                     format!(

@@ -325,7 +325,12 @@ impl<'k> Matmul<'k> {
             Family::Mfma
                 if rocmc_target::hardware::hardware(unit.gpu().processor()).unified_vgpr_file =>
             {
-                &[(256, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
+                &[
+                    (256, 256, 2, 4),
+                    (256, 128, 2, 4),
+                    (128, 128, 2, 2),
+                    (64, 64, 2, 2),
+                ]
             }
             Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
             Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
@@ -346,6 +351,28 @@ impl<'k> Matmul<'k> {
             ]
         } else {
             &[(ksteps_d, 1)]
+        };
+        // A wave's fragments for one k step and its accumulators, in
+        // 4-byte registers per lane. On AMD at most 192 of the 256: gfx950's
+        // fp8 instruction (32 bytes of A and of B a lane) at 256 x 256 needs
+        // 224 and spilled 388 VGPRs; 256 x 128 needs 144 and spills none;
+        // the 16-bit tiles need at most 176.
+        let (m, n) = (i64::from(instr.m), i64::from(instr.n));
+        let frag_regs = |(bm, bn, wm, wn): (i64, i64, i64, i64)| {
+            let (fm, fn_) = (bm / wm, bn / wn);
+            let regs = |count: u32, size: usize| i64::from(count) * size as i64 / 4;
+            fm / m * regs(instr.a_per_lane(), da.size())
+                + fn_ / n * regs(instr.b_per_lane(), db.size())
+                + fm * fn_ / i64::from(unit.wave()) * acc.size() as i64 / 4
+        };
+        let shapes: Vec<_> = shapes
+            .iter()
+            .copied()
+            .filter(|s| nvidia || frag_regs(*s) <= 192)
+            .collect();
+        let shapes = match shapes.is_empty() {
+            true => &[(64, 64, 2, 2)][..],
+            false => &shapes[..],
         };
         let (mut d_shape, mut d_stages, mut d_ks) = (shapes[shapes.len() - 1], 1, ksteps_d);
         'pick: for &s in shapes {
@@ -378,7 +405,6 @@ impl<'k> Matmul<'k> {
             d_stages,
             "LDS buffers per operand (1: one, the next tile prefetched into registers)",
         );
-        let (m, n) = (i64::from(instr.m), i64::from(instr.n));
         let (fm, fn_) = (bm / wm, bn / wn);
         kn.require("{BM} % {WM} == 0 && {BN} % {WN} == 0");
         kn.require(&format!(
