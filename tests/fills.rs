@@ -5,6 +5,8 @@
 //! that take the vector path (rows a multiple of W) and sizes that take the
 //! clamped one; the GPU code issues vector accesses (llvm-objdump-22,
 //! ptxas); impossible options are refused naming the step and the value.
+//! `transpose=1` tiles (the last two dimensions swapped in LDS) mean the
+//! same as the plain ones.
 
 use crate::common::{amd_code, assemble_ptx, example};
 use rocmc::Options;
@@ -73,6 +75,22 @@ fn vector_and_prefetched_fills_match_the_interpreter() {
         ("gemm_f16_mma", ", vec=8, stages=2", Some("sm_90")),
         ("gemm_f16_mma", ", vec=4, stages=4", Some("sm_90")),
         ("gemm_f16", ", vec=8, stages=2", Some("gfx942")),
+        // Tiles kept transposed in LDS: written element by element (from
+        // the vector load's registers), read along the other dimension.
+        ("matmul_lds", ", transpose=1", None),
+        ("matmul_lds", ", vec=4, transpose=1", None),
+        ("matmul_lds", ", vec=2, prefetch=1, transpose=1", None),
+        ("gemm_f16_mma", ", vec=8, transpose=1", Some("sm_90")),
+        (
+            "gemm_f16",
+            ", vec=8, prefetch=1, transpose=1",
+            Some("gfx942"),
+        ),
+        (
+            "gemm_f16",
+            ", vec=4, prefetch=1, transpose=1",
+            Some("gfx1100"),
+        ),
     ];
     for (name, options, processor) in cases {
         let src = with_options(name, options);
@@ -270,6 +288,18 @@ fn impossible_fills_are_refused_naming_the_value() {
         ),
         ("AS = cache_read(A, shared, ko, vec=32)", "vec must be"),
         (
+            "AS = cache_read(A, shared, ko, transpose=2)",
+            "transpose must be 0 or 1",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, transpose=1, stages=2)",
+            "`transpose=1` applies to plain or `prefetch=1`",
+        ),
+        (
+            "AS = cache_read(A, local, ko, transpose=1)",
+            "`transpose=1` applies to plain or `prefetch=1`",
+        ),
+        (
             "AS = cache_read(A, local, ko, prefetch=1)",
             "apply to `cache_read(..., shared, ...)`",
         ),
@@ -287,7 +317,7 @@ fn impossible_fills_are_refused_naming_the_value() {
         ),
         (
             "AS = cache_read(A, shared, ko, bogus=1)",
-            "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1` or `unroll=N`",
+            "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1`, `unroll=N` or `transpose=1`",
         ),
         (
             "AS = cache_read(A, shared, ko, stages=9)",

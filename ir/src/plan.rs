@@ -265,13 +265,20 @@ pub struct Cache {
     /// loads in flight together where all U lie inside what the loops
     /// reach; 1: one at a time.
     pub unroll: u32,
+    /// `transpose=1`: the tile's last two dimensions are swapped in LDS
+    /// (`pad` then widens the second-to-last), so that reads running
+    /// along the tensor's second-to-last dimension (a k-major operand's
+    /// fragment, on AMD) find consecutive addresses; the copy still reads
+    /// the tensor along its last dimension, `vec` at a time, and writes
+    /// each element to its place.
+    pub transpose: bool,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
 }
 
 /// How a `cache_read` copies its tile: `pad=`, `vec=`, `prefetch=`,
-/// `stages=`, `swizzle=`, `tma=`.
+/// `stages=`, `swizzle=`, `tma=`, `unroll=`, `transpose=`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyOpts {
     pub pad: i64,
@@ -281,6 +288,7 @@ pub struct CopyOpts {
     pub swizzle: Option<i64>,
     pub tma: bool,
     pub unroll: u32,
+    pub transpose: bool,
 }
 
 /// How a split divides its loop.

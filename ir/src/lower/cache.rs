@@ -130,6 +130,9 @@ struct Tile {
     /// A register tile laid out by the digits of its strided reads
     /// ([`strided::Strides`]) rather than as their box.
     strides: Option<strided::Strides>,
+    /// `transpose=1`: the last two dimensions swapped in LDS, `pad` on
+    /// the second-to-last (`padded` stays in the tensor's order).
+    transposed: bool,
 }
 
 impl Tile {
@@ -141,6 +144,13 @@ impl Tile {
                 .fold(Index::c(0), |acc, (x, p)| acc * Index::c(*p) + x.clone())
         };
         match self.swizzle {
+            None if self.transposed => {
+                let n = o.len();
+                let (mut o, mut p) = (o.to_vec(), self.padded.clone());
+                o.swap(n - 2, n - 1);
+                p.swap(n - 2, n - 1);
+                self.slot.clone() + linear(&o, &p)
+            }
             None => self.slot.clone() + linear(o, &self.padded),
             Some((chunk, bytes)) => {
                 let n = o.len();
@@ -412,8 +422,22 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         _ => d,
     })?;
     let n = size.len();
+    if c.transpose
+        && (n < 2 || live.iter().any(Option::is_some) || data.iter().any(Option::is_some))
+    {
+        return Err(err(format!(
+            "`transpose=1` swaps the last two dimensions of a tile of constant extents; the tile of `{}` has {}",
+            t.name,
+            match n {
+                0 | 1 => "fewer than two dimensions".to_string(),
+                _ => "a dimension spanned by a loop of run-time extent, or a gathered one".to_string(),
+            }
+        )));
+    }
     let mut padded = size.clone();
-    padded[n - 1] = padded[n - 1].saturating_add(c.pad);
+    // `pad` widens the tile's rows as they lie in LDS.
+    let row = if c.transpose { n - 2 } else { n - 1 };
+    padded[row] = padded[row].saturating_add(c.pad);
     let swizzle = swizzle_of(c, t, &size, &live, &data, &err)?;
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
@@ -438,6 +462,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         len,
         slot,
         strides: None,
+        transposed: c.transpose,
     })
 }
 
@@ -502,6 +527,7 @@ fn strided_tile(
         len: elems,
         slot: Index::c(0),
         strides: Some(strides),
+        transposed: false,
         base,
         size,
     })
@@ -593,7 +619,7 @@ fn check_vec(cx: &Cx, c: &schedule::Cache, tile: &Tile, vec: i64) -> Result<(), 
             "the tile's last dimension ({}) is not a multiple of vec={vec}",
             size[n - 1]
         ))
-    } else if padded[n - 1] % vec != 0 {
+    } else if !tile.transposed && padded[n - 1] % vec != 0 {
         Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
     } else if vec * t.dtype.size() as i64 > 16 {
         Some(format!(
@@ -718,11 +744,38 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         } else {
             Mem::Shared
         };
-        let mut st = copy_to(k, mem, id, tile.flat(&offs), source.clone(), (vec, zero));
-        if let Stmt::Fill { asynchronous, .. } = &mut st {
-            *asynchronous = stages > 1;
+        if tile.transposed && vec > 1 {
+            // Through `vec` registers: the elements go to places `vec` apart.
+            cx.locals.push(Local {
+                name: format!("{}_t", c.name),
+                dtype: t.dtype,
+                len: vec as u32,
+                span: c.span,
+            });
+            let r = cx.locals.len() as u32 - 1;
+            let mut v = vec![copy_to(
+                k,
+                Mem::Local,
+                r,
+                Index::c(0),
+                source.clone(),
+                (vec, zero),
+            )];
+            v.extend(put_transposed(tile, id, &offs, vec, &|e| Expr {
+                kind: ExprKind::Local {
+                    local: r,
+                    index: Index::c(e),
+                },
+                dtype: t.dtype,
+            }));
+            v
+        } else {
+            let mut st = copy_to(k, mem, id, tile.flat(&offs), source.clone(), (vec, zero));
+            if let Stmt::Fill { asynchronous, .. } = &mut st {
+                *asynchronous = stages > 1;
+            }
+            vec![st]
         }
-        vec![st]
     };
     // No loop for a single pass.
     let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
@@ -753,6 +806,30 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
         source,
         zero,
     })
+}
+
+/// The stores of `vec` elements (`staged(e)`, the `e`-th along the
+/// tensor's last dimension from offsets `offs`) into transposed tile `id`:
+/// one each, since they lie a row of the LDS tile apart.
+fn put_transposed(
+    tile: &Tile,
+    id: u32,
+    offs: &[Index],
+    vec: i64,
+    staged: &dyn Fn(i64) -> Expr,
+) -> Vec<Stmt> {
+    let n = offs.len();
+    (0..vec)
+        .map(|e| {
+            let mut o = offs.to_vec();
+            o[n - 1] = o[n - 1].clone() + Index::c(e);
+            Stmt::SharedStore {
+                shared: id,
+                index: tile.flat(&o),
+                value: staged(e),
+            }
+        })
+        .collect()
 }
 
 /// `stores` under `guards`, or as they are where there are none.

@@ -3,7 +3,7 @@
 //! `prefetch`'s register round trip.
 
 use super::pipeline::around_loop;
-use super::{copy_to, read_tile, Copy, Cx, Tile};
+use super::{copy_to, put_transposed, read_tile, Copy, Cx, Tile};
 use crate::diag::Diagnostic;
 use crate::index::Index;
 use crate::kernel::{Expr, ExprKind, TensorId};
@@ -146,17 +146,39 @@ pub(super) fn place_prefetch(
             copy.source.clone(),
             (vec, copy.zero),
         );
-        let st = copy_to(
-            cx.k,
-            Mem::Shared,
-            id,
-            tile.flat(&copy.offs),
-            staged,
-            (vec, false),
-        );
+        let st = match tile.transposed {
+            true => {
+                let element = |e: i64| Expr {
+                    kind: ExprKind::Local {
+                        local: r,
+                        index: Index::c(j * vec + e),
+                    },
+                    dtype: t.dtype,
+                };
+                let stores = put_transposed(tile, id, &copy.offs, vec, &element);
+                match groups % threads == 0 {
+                    true => stores,
+                    false => vec![Stmt::If {
+                        guards: vec![Guard {
+                            value: copy.group.clone(),
+                            extent: Index::c(groups),
+                        }],
+                        body: stores,
+                    }],
+                }
+            }
+            false => vec![in_group(copy_to(
+                cx.k,
+                Mem::Shared,
+                id,
+                tile.flat(&copy.offs),
+                staged,
+                (vec, false),
+            ))],
+        };
         let pass = std::collections::HashMap::from([(copy.it, Index::c(j))]);
         load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
-        put.extend(map_indices(vec![in_group(st)], &|ix| ix.subst(&pass)));
+        put.extend(map_indices(st, &|ix| ix.subst(&pass)));
     }
     let at = c.at;
     let first = std::collections::HashMap::from([(at, Index::c(0))]);

@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1, unroll=U)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1, unroll=U, transpose=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -34,6 +34,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
     let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle, mut tma, mut unroll) =
         (None, None, None, None, None, None, None);
+    let mut transpose = None;
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -97,13 +98,20 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                         .hint("`unroll=4` runs four of a thread's copies of a row of run-time length at a time"))
                 }
             },
-            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma" | "unroll")) => {
+            Some("transpose") if transpose.is_none() => match value {
+                Some(v @ (0 | 1)) => transpose = Some(v == 1),
+                _ => {
+                    return Err(Diagnostic::new(a.value.span, "transpose must be 0 or 1")
+                        .hint("`transpose=1` keeps the tile's last two dimensions swapped in LDS"))
+                }
+            },
+            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma" | "unroll" | "transpose")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
             _ => {
                 return Err(Diagnostic::new(
                     a.value.span,
-                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1` or `unroll=N`",
+                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1`, `unroll=N` or `transpose=1`",
                 ))
             }
         }
@@ -116,6 +124,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         swizzle,
         tma: tma.unwrap_or(false),
         unroll: unroll.unwrap_or(1),
+        transpose: transpose.unwrap_or(false),
     };
     check_opts(s, &opts, write, local)?;
     Ok(StepKind::Cache {
@@ -162,6 +171,20 @@ fn check_opts(s: &StepStmt, opts: &CopyOpts, write: bool, local: bool) -> Result
             "`unroll` applies to plain `cache_read(..., shared, ...)` copies (no `prefetch`, `stages` or `tma`)",
         )
         .hint("a pipelined copy already overlaps its loads with the computation"));
+    }
+    if opts.transpose
+        && (write
+            || local
+            || opts.swizzle.is_some()
+            || opts.tma
+            || opts.stages > 1
+            || opts.unroll > 1)
+    {
+        return Err(Diagnostic::new(
+            s.span,
+            "`transpose=1` applies to plain or `prefetch=1` `cache_read(..., shared, ...)` tiles (no `swizzle`, `tma`, `stages` or `unroll`)",
+        )
+        .hint("a transposed tile is written an element at a time, which the asynchronous and accelerated copies do not do"));
     }
     if opts.prefetch && opts.stages > 1 {
         return Err(Diagnostic::new(
@@ -212,6 +235,7 @@ pub(crate) fn apply(
         swizzle: opts.swizzle,
         tma: opts.tma,
         unroll: opts.unroll,
+        transpose: opts.transpose,
         kind,
         name: result.name.clone(),
         span,
