@@ -703,17 +703,15 @@ const GEMM: &str = "# a matrix product, through sm_90a's lanes or another target
 /// memory accelerator (`tma=1`, rows of k declared a multiple of 16
 /// bytes).
 fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
-    // OCP fp8 too: gfx950 takes its f8f6f4 instruction with B's tile
-    // transposed in LDS (the others their own rules).
+    // OCP fp8 too: gfx950 takes its f8f6f4 instruction (the others
+    // their own rules).
     let dt = *rng.pick(&["f16", "bf16", "i8", "f8e4m3fn"]);
     let (acc, kstep) = match dt {
         "i8" => ("i32", 32),
         "f8e4m3fn" => ("f32", 32),
         _ => ("f32", 16),
     };
-    // fp8 mostly as torch.matmul stores B ([K, N]): the layout gfx950's
-    // default keeps transposed in LDS.
-    let k_major = rng.chance(if dt == "f8e4m3fn" { 30 } else { 70 });
+    let k_major = rng.chance(70);
     // Unscheduled products have one or two leading batch axes at times,
     // B shared by every batch or not (the rules put them on the grid).
     let batches = if rng.chance(30) {
@@ -1391,8 +1389,6 @@ struct Stats {
     warpgroups: usize,
     /// Matrix products with batch axes on the grid.
     batched: usize,
-    /// Race-checked lowerings with a tile kept transposed in LDS.
-    transposed: usize,
     /// Accepted kernels whose tiles the tensor memory accelerator copies.
     tensor_copies: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
@@ -1502,7 +1498,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     let emulated;
     // A warpgroup schedule runs on sm_90a only: always there.
     let p = if src.starts_with(GEMM) && src.contains("f8e4m3fn") && rng.chance(60) {
-        // The OCP fp8 products' own matrix path (f8f6f4, transposed tiles).
+        // The OCP fp8 products' own matrix path (f8f6f4).
         "gfx950"
     } else if src.contains("wgmma_")
         || src.starts_with(WG_ATTENTION)
@@ -1645,11 +1641,6 @@ fn race_check(front: &rocmc::Frontend, p: &str, rng: &mut Rng, st: &mut Stats) {
     match rocmc::run::run_loops(&lowered, &spec) {
         Ok(cmp) => {
             st.race_checked += 1;
-            st.transposed += k.stages.iter().any(|s| {
-                s.default
-                    .as_ref()
-                    .is_some_and(|d| d.steps.iter().any(|x| x.contains("transpose=1")))
-            }) as usize;
             for c in cmp.iter().filter(|c| !c.ok()) {
                 st.failures.push((
                     front.source.clone(),
@@ -1745,7 +1736,6 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.convs += l.convs;
                 st.warpgroups += l.warpgroups;
                 st.batched += l.batched;
-                st.transposed += l.transposed;
                 st.tensor_copies += l.tensor_copies;
                 st.bounded += l.bounded;
                 st.kept += l.kept;
@@ -1765,7 +1755,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} race-checked with a transposed LDS tile, {} with a declared intermediate result), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} with a declared intermediate result), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1781,7 +1771,6 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.warpgroups,
         st.batched,
         st.tensor_copies,
-        st.transposed,
         st.kept,
         st.executed,
         st.race_checked,

@@ -186,8 +186,7 @@ fn a_matrix_step_refuses_the_other_encoding() {
 /// tile that keeps its 32-byte fragments in registers (no scratch), and
 /// means what the interpreter says through the instruction's lane layout
 /// (CPU emulation and the loop IR under the race check), partial tiles of
-/// every axis included; B, stored k-major, is kept transposed in LDS
-/// (`transpose=1`). gfx942 keeps its own fp8 instruction.
+/// every axis included. gfx942 keeps its own fp8 instruction.
 #[test]
 fn gfx950_takes_its_double_rate_8_bit_float_instruction_by_default() {
     use crate::common::root;
@@ -204,10 +203,6 @@ fn gfx950_takes_its_double_rate_8_bit_float_instruction_by_default() {
                 "{dt}: {l}"
             );
         }
-        // B is stored [K, N]: its tile is kept transposed in LDS, so a
-        // lane's 32 bytes of k are read in wide reads, not byte by byte.
-        assert!(!dis.contains("ds_read_u8"), "{dt}: B read byte by byte");
-        assert!(dis.contains("ds_write_b8"), "{dt}: B tile not transposed");
         let front = rocmc::frontend("gemm_fp8_ocp", &src).unwrap();
         let art = rocmc::compile(
             "gemm_fp8_ocp",

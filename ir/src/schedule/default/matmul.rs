@@ -431,25 +431,12 @@ impl<'k> Matmul<'k> {
         } else {
             "prefetch=1".to_string()
         };
-        // On AMD an 8-bit operand stored with k first (B[k, j], A[k, i])
-        // whose lanes each take 16 bytes or more of k a fragment (gfx950's
-        // f8f6f4: 32) is kept transposed in LDS, so that run is one read
-        // instead of a read per byte: on gfx950's fp8 GEMM the B fragments
-        // took 64 one-byte LDS reads a k step and the loop 248 instructions
-        // for 16 MFMA; transposed, 8 eight-byte reads and 174 (bench/amd).
-        // gfx942's 8 bytes a lane gained less than the byte stores cost in
-        // registers (42 spilled at 256 x 256).
-        let transpose = |k_first: bool, per_lane: u32| match !nvidia
-            && esize == 1
-            && stages == 1
-            && k_first
-            && per_lane >= 16
-        {
-            true => ", transpose=1",
-            false => "",
-        };
-        let ta = transpose(self.a_k_first, instr.a_per_lane());
-        let tb = transpose(self.b_k_first, instr.b_per_lane());
+        // A k-major B ([K, N]) stays as it is in LDS, though gfx950's fp8
+        // fragments then read it a byte at a time: `transpose=1` cut that
+        // modelled loop from 248 to 174 instructions, but its scattered
+        // element stores ran 5.7x slower on the H200 (f16,
+        // bench/gpu/runs/h200-transpose-1), and on AMD 8 of a wave's lanes
+        // would store to one LDS bank, which the static model cannot see.
         let mut steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn})"),
             format!("{i}_w, {j}_w, {i}_f, {j}_f = tile({i}_i, {j}_i, {fm}, {fn_})"),
@@ -464,12 +451,8 @@ impl<'k> Matmul<'k> {
             format!("unroll({kk}_m)"),
             format!("unroll({i}_m)"),
             format!("unroll({j}_m)"),
-            format!(
-                "{an}_tile = cache_read({an}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe}{ta})"
-            ),
-            format!(
-                "{bn_}_tile = cache_read({bn_}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe}{tb})"
-            ),
+            format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
+            format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
             format!("mma({i}_r, {j}_r, {kk}_r, instr={})", instr_id(instr)),
         ];
         self.batch_steps(k, st, &mut steps);
