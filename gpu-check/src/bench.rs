@@ -179,7 +179,8 @@ fn check_sampled(
         Ok(s) => s,
         Err(e) => return Ok(serde_json::json!({"result": format!("not checked: {e}")})),
     };
-    let cmp = compare_sampled(k, &sampled, &Tolerances::default(), |i| runner.read(p, i))?;
+    let tol = Tolerances::default().with_sums(k, sizes);
+    let cmp = compare_sampled(k, &sampled, &tol, |i| runner.read(p, i))?;
     let ok = cmp.iter().all(|c| c.ok());
     let worst = cmp.iter().map(|c| c.max_error).fold(0.0, f64::max);
     let rows: Vec<String> = sampled

@@ -36,7 +36,7 @@
 
 use rocmc_ir::interp;
 use rocmc_ir::reference::{
-    compare, compare_sampled, random_inputs, Comparison, Inputs, Rng, Tolerances,
+    compare_sampled, compare_with, random_inputs, Comparison, Inputs, Rng, Tolerances,
 };
 use rocmc_ir::Kernel;
 use rocmc_runtime_cuda::{Cuda, KernelArg};
@@ -487,10 +487,11 @@ pub(crate) fn check_all(
                 .run(&k, &sizes, &inputs)
                 .map_err(|e| format!("{name}: {e}"))?;
             let fetch = |i: usize| Ok::<_, String>(got[i].clone());
+            let tol = Tolerances::default().with_sums(&k, &sizes);
             let (cmp, note): (Vec<Comparison>, Vec<String>) = match &want {
-                Want::Whole(w) => (compare(&k, w, fetch)?, Vec::new()),
+                Want::Whole(w) => (compare_with(&k, w, &tol, false, fetch)?.0, Vec::new()),
                 Want::Sampled(s) => (
-                    compare_sampled(&k, s, &Tolerances::default(), fetch)?,
+                    compare_sampled(&k, s, &tol, fetch)?,
                     s.iter()
                         .map(|s| format!("  (sampled: {} of {} rows)", s.rows_sampled, s.rows))
                         .collect(),

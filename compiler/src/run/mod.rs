@@ -92,7 +92,8 @@ fn judge<E>(
         }
         return Ok(Vec::new());
     };
-    let (cmp, outs) = compare_with(k, want, &spec.tolerance, spec.keep, got)?;
+    let tolerance = spec.tolerance.clone().with_sums(k, &spec.sizes);
+    let (cmp, outs) = compare_with(k, want, &tolerance, spec.keep, got)?;
     for (i, b) in outs {
         kept.reference.push(named(i, want[i].clone()));
         kept.outputs.push(named(i, b));
@@ -260,7 +261,8 @@ pub fn run_loops(front: &Frontend, spec: &RunSpec) -> Result<Vec<Comparison>, Er
     let want = reference(k, &spec.sizes, &pvals, &inputs)?;
     let got = interp::run_lowered(k, &front.program, &spec.sizes, &pvals, &inputs)
         .map_err(|e| Error::Lowering(format!("{}: {e}", front.file)))?;
-    compare_with(k, &want, &spec.tolerance, false, |i| {
+    let tolerance = spec.tolerance.clone().with_sums(k, &spec.sizes);
+    compare_with(k, &want, &tolerance, false, |i| {
         Ok::<_, Error>(got[i].to_bytes())
     })
     .map(|(c, _)| c)
