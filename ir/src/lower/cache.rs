@@ -780,8 +780,17 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     // No loop for a single pass.
     let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
     let serial = !(live.is_none() && (iters <= 8 || c.kind.local()));
-    let stmts = if c.unroll > 1 && serial {
-        unrolled::runs(cx, it, i64::from(c.unroll), guards, stores, c.span)
+    let stmts = if c.unroll > 1 && (serial || c.kind.local()) {
+        // A register tile's copy stays unrolled (constant indices): its
+        // runs are groups of fills that take one check.
+        unrolled::runs(
+            cx,
+            it,
+            i64::from(c.unroll),
+            guards,
+            stores,
+            (!serial, c.span),
+        )
     } else if iters == 1 && live.is_none() {
         let zero = std::collections::HashMap::from([(it, Index::c(0))]);
         map_indices(guarded_by(guards, stores), &|ix| ix.subst(&zero))

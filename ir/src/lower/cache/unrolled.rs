@@ -1,5 +1,6 @@
 //! `cache_read(..., unroll=U)`: a serial copy loop (a row of run-time
-//! length staged in LDS) runs U of a thread's copies at a time. Where the
+//! length staged in LDS), or a register tile's unrolled one, runs U of a
+//! thread's copies at a time. Where the
 //! last of the U is inside what the loops reach, so are the others
 //! (every guard grows with the copy's position), and the U copies run as
 //! one group with no check between them: their loads are in flight
@@ -14,16 +15,16 @@ use crate::schedule::{Guard, LoopKind, LoopVar};
 use std::collections::HashMap;
 
 /// The copy loop over `it` (`guards` on each copy, `stores` the copy
-/// itself) in runs of `u`: `for it in 0..ceil(n / u)`, then the `u`
-/// copies unguarded where the last one's guards hold, else each under its
-/// own.
+/// itself) in runs of `u`: `for it in 0..ceil(n / u)` (unrolled with
+/// `unroll`, as a register tile's copy must be), then the `u` copies
+/// unguarded where the last one's guards hold, else each under its own.
 pub(super) fn runs(
     cx: &mut Cx,
     it: VarId,
     u: i64,
     guards: Vec<Guard>,
     stores: Vec<Stmt>,
-    span: crate::diag::Span,
+    (unroll, span): (bool, crate::diag::Span),
 ) -> Vec<Stmt> {
     let n = cx.vars[it.0 as usize].extent.clone();
     let name = format!("{}_u", cx.vars[it.0 as usize].name);
@@ -68,7 +69,7 @@ pub(super) fn runs(
     vec![Stmt::Loop {
         var: it,
         extent: cx.vars[it.0 as usize].extent.clone(),
-        unroll: false,
+        unroll,
         body: vec![Stmt::Unswitch {
             guards: whole.clone(),
             // The group's own check again: code generation copies a

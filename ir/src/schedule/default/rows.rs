@@ -183,10 +183,17 @@ fn staging(
             ));
         }
     } else if lds == 2 {
-        // A thread's vector is `per` elements: its registers' copy too.
+        // A thread's vector is `per` elements: its registers' copy too,
+        // in groups of `unroll` vector loads with one check (on gfx1100 a
+        // check per load held one 16-byte load in flight at a time: 0.25x
+        // Triton's bytes in flight for rmsnorm rows of 4096, bench/amd).
+        let runs = match unroll {
+            1 => String::new(),
+            u => format!(", unroll={u}"),
+        };
         for (name, vec) in &staged {
             steps.push(format!(
-                "{name}_row = cache_read({name}, local, {r}, vec={})",
+                "{name}_row = cache_read({name}, local, {r}, vec={}{runs})",
                 (*vec).min(per)
             ));
         }

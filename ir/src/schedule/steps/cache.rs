@@ -165,10 +165,10 @@ fn check_opts(s: &StepStmt, opts: &CopyOpts, write: bool, local: bool) -> Result
             "`vec` applies to `cache_read` tiles only (in LDS or registers)",
         ));
     }
-    if opts.unroll > 1 && (write || local || opts.prefetch || opts.stages > 1 || opts.tma) {
+    if opts.unroll > 1 && (write || opts.prefetch || opts.stages > 1 || opts.tma) {
         return Err(Diagnostic::new(
             s.span,
-            "`unroll` applies to plain `cache_read(..., shared, ...)` copies (no `prefetch`, `stages` or `tma`)",
+            "`unroll` applies to plain `cache_read` copies (no `prefetch`, `stages` or `tma`)",
         )
         .hint("a pipelined copy already overlaps its loads with the computation"));
     }
@@ -271,8 +271,8 @@ mod tests {
         assert_eq!(n.caches[0].unroll, 1);
         let e = nest(&["AS = cache_read(A, shared, r, unroll=9)"]).unwrap_err();
         assert!(e.contains("unroll must be an integer from 1 to 8"), "{e}");
-        let e = nest(&["AS = cache_read(A, local, r, unroll=2)"]).unwrap_err();
-        assert!(e.contains("`unroll` applies to plain"), "{e}");
+        let n = nest(&["AS = cache_read(A, local, r, unroll=2)"]).unwrap();
+        assert_eq!(n.caches[0].unroll, 2);
         let e = nest(&["AS = cache_read(A, shared, r, prefetch=1, unroll=2)"]).unwrap_err();
         assert!(e.contains("`unroll` applies to plain"), "{e}");
         let e = nest(&["AS = cache_read(A, shared, r, unroll=2, unroll=2)"]).unwrap_err();
