@@ -422,18 +422,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         _ => d,
     })?;
     let n = size.len();
-    if c.transpose
-        && (n < 2 || live.iter().any(Option::is_some) || data.iter().any(Option::is_some))
-    {
-        return Err(err(format!(
-            "`transpose=1` swaps the last two dimensions of a tile of constant extents; the tile of `{}` has {}",
-            t.name,
-            match n {
-                0 | 1 => "fewer than two dimensions".to_string(),
-                _ => "a dimension spanned by a loop of run-time extent, or a gathered one".to_string(),
-            }
-        )));
-    }
+    check_transpose(c, &t.name, &live, &data)?;
     let mut padded = size.clone();
     // `pad` widens the tile's rows as they lie in LDS.
     let row = if c.transpose { n - 2 } else { n - 1 };
@@ -464,6 +453,28 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         strides: None,
         transposed: c.transpose,
     })
+}
+
+/// `transpose=1` swaps a tile's last two dimensions: refused for a tile
+/// of fewer, or one that a loop of run-time extent or a gather spans.
+fn check_transpose(
+    c: &schedule::Cache,
+    name: &str,
+    live: &[Option<Index>],
+    data: &[Option<Expr>],
+) -> Result<(), Diagnostic> {
+    let why = match live.len() {
+        _ if !c.transpose => return Ok(()),
+        0 | 1 => "fewer than two dimensions",
+        _ if live.iter().any(Option::is_some) || data.iter().any(Option::is_some) => {
+            "a dimension spanned by a loop of run-time extent, or a gathered one"
+        }
+        _ => return Ok(()),
+    };
+    Err(Diagnostic::new(
+        c.span,
+        format!("`transpose=1` swaps the last two dimensions of a tile of constant extents; the tile of `{name}` has {why}"),
+    ))
 }
 
 /// A tensor inlined into its readers has no tile to copy: refused, naming
@@ -650,7 +661,6 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     let k = cx.k;
     let t = k.tensor(c.tensor);
     let (size, base, elems, n) = (&tile.size, &tile.base, tile.elems, tile.size.len());
-    let stages = c.stages.max(1);
     // A register tile is copied by its own thread.
     let threads: i64 = if c.kind.local() {
         1
@@ -739,43 +749,7 @@ fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, 
     } else if c.kind.write() {
         write_back(c, t, tile, id, &offs, global)
     } else {
-        let mem = if c.kind.local() {
-            Mem::Local
-        } else {
-            Mem::Shared
-        };
-        if tile.transposed && vec > 1 {
-            // Through `vec` registers: the elements go to places `vec` apart.
-            cx.locals.push(Local {
-                name: format!("{}_t", c.name),
-                dtype: t.dtype,
-                len: vec as u32,
-                span: c.span,
-            });
-            let r = cx.locals.len() as u32 - 1;
-            let mut v = vec![copy_to(
-                k,
-                Mem::Local,
-                r,
-                Index::c(0),
-                source.clone(),
-                (vec, zero),
-            )];
-            v.extend(put_transposed(tile, id, &offs, vec, &|e| Expr {
-                kind: ExprKind::Local {
-                    local: r,
-                    index: Index::c(e),
-                },
-                dtype: t.dtype,
-            }));
-            v
-        } else {
-            let mut st = copy_to(k, mem, id, tile.flat(&offs), source.clone(), (vec, zero));
-            if let Stmt::Fill { asynchronous, .. } = &mut st {
-                *asynchronous = stages > 1;
-            }
-            vec![st]
-        }
+        copy_in(cx, c, (tile, id), &offs, &source, (vec, zero))
     };
     // No loop for a single pass.
     let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
@@ -839,6 +813,56 @@ fn put_transposed(
             }
         })
         .collect()
+}
+
+/// A thread's copy of `vec` elements (`source`, at tile offsets `offs`)
+/// into tile `id`: one fill, asynchronous where the tile has `stages`;
+/// for a transposed tile through `vec` registers, since its elements go
+/// to places a row of the tile apart.
+fn copy_in(
+    cx: &mut Cx,
+    c: &schedule::Cache,
+    (tile, id): (&Tile, u32),
+    offs: &[Index],
+    source: &Expr,
+    (vec, zero): (i64, bool),
+) -> Vec<Stmt> {
+    let k = cx.k;
+    if tile.transposed && vec > 1 {
+        cx.locals.push(Local {
+            name: format!("{}_t", c.name),
+            dtype: source.dtype,
+            len: vec as u32,
+            span: c.span,
+        });
+        let r = cx.locals.len() as u32 - 1;
+        let mut v = vec![copy_to(
+            k,
+            Mem::Local,
+            r,
+            Index::c(0),
+            source.clone(),
+            (vec, zero),
+        )];
+        v.extend(put_transposed(tile, id, offs, vec, &|e| Expr {
+            kind: ExprKind::Local {
+                local: r,
+                index: Index::c(e),
+            },
+            dtype: source.dtype,
+        }));
+        return v;
+    }
+    let mem = if c.kind.local() {
+        Mem::Local
+    } else {
+        Mem::Shared
+    };
+    let mut st = copy_to(k, mem, id, tile.flat(offs), source.clone(), (vec, zero));
+    if let Stmt::Fill { asynchronous, .. } = &mut st {
+        *asynchronous = c.stages > 1;
+    }
+    vec![st]
 }
 
 /// `stores` under `guards`, or as they are where there are none.

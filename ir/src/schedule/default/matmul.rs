@@ -352,28 +352,8 @@ impl<'k> Matmul<'k> {
         } else {
             &[(ksteps_d, 1)]
         };
-        // A wave's fragments for one k step and its accumulators, in
-        // 4-byte registers per lane. On AMD at most 192 of the 256: gfx950's
-        // fp8 instruction (32 bytes of A and of B a lane) at 256 x 256 needs
-        // 224 and spilled 388 VGPRs; 256 x 128 needs 144 and spills none;
-        // the 16-bit tiles need at most 176.
-        let (m, n) = (i64::from(instr.m), i64::from(instr.n));
-        let frag_regs = |(bm, bn, wm, wn): (i64, i64, i64, i64)| {
-            let (fm, fn_) = (bm / wm, bn / wn);
-            let regs = |count: u32, size: usize| i64::from(count) * size as i64 / 4;
-            fm / m * regs(instr.a_per_lane(), da.size())
-                + fn_ / n * regs(instr.b_per_lane(), db.size())
-                + fm * fn_ / i64::from(unit.wave()) * acc.size() as i64 / 4
-        };
-        let shapes: Vec<_> = shapes
-            .iter()
-            .copied()
-            .filter(|s| nvidia || frag_regs(*s) <= 192)
-            .collect();
-        let shapes = match shapes.is_empty() {
-            true => &[(64, 64, 2, 2)][..],
-            false => &shapes[..],
-        };
+        let kept = within_registers(shapes, instr, [da, db, acc], unit.wave());
+        let shapes = if nvidia { shapes } else { &kept[..] };
         let (mut d_shape, mut d_stages, mut d_ks) = (shapes[shapes.len() - 1], 1, ksteps_d);
         'pick: for &s in shapes {
             for &(ks, bufs) in tries {
@@ -405,6 +385,7 @@ impl<'k> Matmul<'k> {
             d_stages,
             "LDS buffers per operand (1: one, the next tile prefetched into registers)",
         );
+        let (m, n) = (i64::from(instr.m), i64::from(instr.n));
         let (fm, fn_) = (bm / wm, bn / wn);
         kn.require("{BM} % {WM} == 0 && {BN} % {WN} == 0");
         kn.require(&format!(
@@ -431,12 +412,9 @@ impl<'k> Matmul<'k> {
         } else {
             "prefetch=1".to_string()
         };
-        // A k-major B ([K, N]) stays as it is in LDS, though gfx950's fp8
-        // fragments then read it a byte at a time: `transpose=1` cut that
-        // modelled loop from 248 to 174 instructions, but its scattered
-        // element stores ran 5.7x slower on the H200 (f16,
-        // bench/gpu/runs/h200-transpose-1), and on AMD 8 of a wave's lanes
-        // would store to one LDS bank, which the static model cannot see.
+        // No `transpose=1` for a k-major B though gfx950's fp8 fragments
+        // read it byte by byte: its scattered stores ran 5.7x slower on
+        // the H200 (bench/gpu/runs/h200-transpose-1).
         let mut steps = vec![
             format!("{i}_o, {j}_o, {i}_i, {j}_i = tile({i}, {j}, {bm}, {bn})"),
             format!("{i}_w, {j}_w, {i}_f, {j}_f = tile({i}_i, {j}_i, {fm}, {fn_})"),
@@ -459,6 +437,37 @@ impl<'k> Matmul<'k> {
         let mut s = kn.done("matmul-mma", steps);
         s.by_target = true;
         Some(s)
+    }
+}
+
+/// The work-group shapes `(BM, BN, WM, WN)` whose wave's fragments for
+/// one k step and accumulators fit 192 of a lane's 256 registers (4-byte
+/// words), as AMD needs: gfx950's fp8 instruction (32 bytes of A and of B
+/// a lane) at 256 x 256 needs 224 and spilled 388 VGPRs; 256 x 128 needs
+/// 144 and spills none; the 16-bit tiles need at most 176. The smallest
+/// shape where none fits.
+fn within_registers(
+    shapes: &[(i64, i64, i64, i64)],
+    instr: &rocmc_target::matrix::MatrixInstr,
+    [da, db, acc]: [crate::DType; 3],
+    wave: u32,
+) -> Vec<(i64, i64, i64, i64)> {
+    let (m, n) = (i64::from(instr.m), i64::from(instr.n));
+    let regs = |count: u32, size: usize| i64::from(count) * size as i64 / 4;
+    let kept: Vec<_> = shapes
+        .iter()
+        .copied()
+        .filter(|&(bm, bn, wm, wn)| {
+            let (fm, fn_) = (bm / wm, bn / wn);
+            let words = fm / m * regs(instr.a_per_lane(), da.size())
+                + fn_ / n * regs(instr.b_per_lane(), db.size())
+                + fm * fn_ / i64::from(wave) * acc.size() as i64 / 4;
+            words <= 192
+        })
+        .collect();
+    match kept.is_empty() {
+        true => vec![(64, 64, 2, 2)],
+        false => kept,
     }
 }
 
