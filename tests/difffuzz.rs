@@ -928,10 +928,16 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
             "vectorize(jv)".to_string(),
             format!("js, ju = split(jo, {u})"),
             "unroll(ju)".to_string(),
-            // At most 16 bytes a copy: f64 two at a time.
+            // At most 16 bytes a copy: f64 two at a time; the copies at
+            // times in groups that take one check (`unroll`, any count,
+            // the last group partial where it does not divide).
             format!(
-                "AS = cache_read(A, local, r, vec={})",
-                rng.pick(if dt == "f64" { &[1, 2] } else { &[1, 2, 4] })
+                "AS = cache_read(A, local, r, vec={}{})",
+                rng.pick(if dt == "f64" { &[1, 2] } else { &[1, 2, 4] }),
+                match rng.chance(50) {
+                    true => format!(", unroll={}", rng.pick(&[2, 3, 4, 8])),
+                    false => String::new(),
+                }
             ),
         ];
     }
