@@ -38,14 +38,9 @@ fn call(i: &MatrixInstr, n: usize) -> String {
     };
     let is_iu8 = i.intrinsic.contains(".iu8");
     let args: Vec<String> = match i.family {
-        // CDNA 4's f8f6f4 form: the operand formats, then both scales'
-        // byte selects and values.
         Family::Mfma => {
-            let imm: Vec<String> = match i.operand_formats() {
-                Some((fa, fb)) => [fa, fb, 0, 0, 0, 0].map(|v| format!("i32 {v}")).to_vec(),
-                None => vec!["i32 0".into(); 3],
-            };
-            [join(&a), join(&b), join(&c), imm].concat()
+            let imm = i.mfma_immediates().into_iter().map(|v| format!("i32 {v}"));
+            [join(&a), join(&b), join(&c), imm.collect()].concat()
         }
         Family::WmmaGfx11 | Family::WmmaGfx12 if is_iu8 => [
             vec!["i1 false".into()],

@@ -617,6 +617,17 @@ impl Kernel {
     pub fn stage(&self, id: StageId) -> &Stage {
         &self.stages[id.0 as usize]
     }
+    /// The tensors a run stores and compares with the interpreter: stage
+    /// results not inlined into, nor computed at, another stage.
+    pub fn stored_results(&self) -> impl Iterator<Item = (usize, &Tensor)> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| match t.kind {
+                TensorKind::Stage(s) => !self.stage(s).is_internal(),
+                TensorKind::Input => false,
+            })
+    }
     pub fn inputs(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
         self.tensors
             .iter()
@@ -660,6 +671,13 @@ impl Stage {
     /// The tuple reduction this stage computes, if it is one.
     pub fn tuple(&self) -> Option<&TupleReduce> {
         self.reduce.as_ref().and_then(|r| r.tuple.as_ref())
+    }
+
+    /// Whether the reduction must meet its operands in order: a tuple
+    /// combiner that is not commutative (`schedule::order` says which
+    /// schedules keep the order, `lower::threads` joins them so).
+    pub fn keeps_order(&self) -> bool {
+        self.tuple().is_some_and(|t| !t.commutative)
     }
 
     /// The tensors this stage writes: its own, and a tuple reduction's or
@@ -782,6 +800,14 @@ impl Stage {
 }
 
 impl Expr {
+    /// Element `index` of register array `local`.
+    pub fn local(local: u32, index: Index, dtype: DType) -> Expr {
+        Expr {
+            kind: ExprKind::Local { local, index },
+            dtype,
+        }
+    }
+
     /// Whether a subscript of an [`ExprKind::Gather`] is clamped into its
     /// dimension (it depends on data) rather than affine.
     pub fn gather_subscript_is_clamped(&self) -> bool {

@@ -340,18 +340,20 @@ impl MatrixInstr {
         self.family == Family::Wgmma
     }
 
-    /// For CDNA 4's `f8f6f4` instructions (the block-scaled intrinsic),
-    /// the format codes of A and B its `cbsz` and `blgp` immediates take:
-    /// 0 for fp8 (E4M3), 1 for bf8 (E5M2). `None` for the others.
-    pub fn operand_formats(&self) -> Option<(u32, u32)> {
+    /// The immediate operands an MFMA intrinsic takes after A, B and C:
+    /// the three broadcast controls (cbsz, abid, blgp), all 0; for CDNA
+    /// 4's `f8f6f4` instructions (the block-scaled intrinsic) the format
+    /// codes of A and B (0 fp8 E4M3, 1 bf8 E5M2), then each scale's byte
+    /// select and value, 0 (LLVM then selects the unscaled instruction).
+    pub fn mfma_immediates(&self) -> Vec<u32> {
         if !self.intrinsic.starts_with("llvm.amdgcn.mfma.scale.") {
-            return None;
+            return vec![0; 3];
         }
         let code = |t: MType| match t {
             MType::Bf8 => 1,
             _ => 0,
         };
-        Some((code(self.a), code(self.b)))
+        vec![code(self.a), code(self.b), 0, 0, 0, 0]
     }
 
     /// Elements of A each lane holds.

@@ -401,9 +401,9 @@ impl Backend for AmdGpu<'_> {
         Ok(())
     }
 
-    /// MFMA takes three immediate broadcast controls (cbsz, abid, blgp),
-    /// all 0 here (CDNA 4's f8f6f4 instead the operand formats and scales); WMMA on integers takes each input's signedness and a
-    /// clamp flag.
+    /// MFMA takes its immediates
+    /// ([`MatrixInstr::mfma_immediates`](rocmc_target::matrix::MatrixInstr::mfma_immediates)); WMMA
+    /// on integers takes each input's signedness and a clamp flag.
     fn matrix<'ctx>(
         &self,
         emit: &Emit<'_, 'ctx>,
@@ -416,16 +416,16 @@ impl Backend for AmdGpu<'_> {
         let ret = crate::emit::llvm_type(emit.cx, instr.llvm_c.0)?;
         let bit = |v: bool| emit.cx.bool_type().const_int(v as u64, false).into();
         let args: Vec<BasicValueEnum> = match instr.family {
-            // The block-scaled f8f6f4 form: operand formats, then each
-            // scale's byte select and value, 0 (LLVM then selects the
-            // unscaled instruction).
-            Family::Mfma => match instr.operand_formats() {
-                Some((fa, fb)) => {
-                    let imm = [fa, fb, 0, 0, 0, 0].map(|v| emit.i32(i64::from(v)).into());
-                    [a, b, c, imm.to_vec()].concat()
-                }
-                None => [a, b, c, vec![emit.i32(0).into(); 3]].concat(),
-            },
+            Family::Mfma => {
+                let imm = instr.mfma_immediates().into_iter();
+                [
+                    a,
+                    b,
+                    c,
+                    imm.map(|v| emit.i32(i64::from(v)).into()).collect(),
+                ]
+                .concat()
+            }
             Family::WmmaGfx11 | Family::WmmaGfx12 if instr.a == MType::I8 => {
                 [vec![bit(true)], a, vec![bit(true)], b, c, vec![bit(false)]].concat()
             }

@@ -9,7 +9,7 @@ use rocmc_ir::reference::{compare_with, prepare_inputs, random_buffer, Inputs};
 pub use rocmc_ir::reference::{
     errors, flops, tolerance, Comparison, Distribution, InputChoice, Rng, Tolerances,
 };
-use rocmc_ir::{DType, Kernel, TensorKind};
+use rocmc_ir::{DType, Kernel};
 use std::collections::HashMap;
 
 /// What a run feeds the kernel and how it judges the results.
@@ -81,13 +81,9 @@ fn judge<E>(
     };
     let Some(want) = want else {
         if spec.keep {
-            for (i, t) in k.tensors.iter().enumerate() {
-                if let TensorKind::Stage(s) = t.kind {
-                    if !k.stage(s).is_internal() {
-                        let b = Buffer::from_bytes(t.dtype, &got(i)?);
-                        kept.outputs.push(named(i, b));
-                    }
-                }
+            for (i, t) in k.stored_results() {
+                let b = Buffer::from_bytes(t.dtype, &got(i)?);
+                kept.outputs.push(named(i, b));
             }
         }
         return Ok(Vec::new());

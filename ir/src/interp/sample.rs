@@ -103,13 +103,7 @@ pub fn run_sampled_from(
     };
     let mut rng = Rng(seed);
     let mut out = Vec::new();
-    for (i, t) in k.tensors.iter().enumerate() {
-        let TensorKind::Stage(s) = t.kind else {
-            continue;
-        };
-        if k.stage(s).is_internal() {
-            continue;
-        }
+    for (i, _) in k.stored_results() {
         let ext = &shapes[i];
         let len = ext.last().copied().unwrap_or(1).max(0);
         let nrows = if ext.is_empty() {

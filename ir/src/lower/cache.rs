@@ -99,6 +99,26 @@ struct Cx<'a> {
     bars: Vec<(VarId, u32)>,
 }
 
+impl Cx<'_> {
+    /// A new register array of `len` elements for cache `c`, named
+    /// `c`'s name and `suffix`: its id.
+    fn registers(
+        &mut self,
+        c: &schedule::Cache,
+        suffix: &str,
+        dtype: crate::DType,
+        len: i64,
+    ) -> u32 {
+        self.locals.push(Local {
+            name: format!("{}{suffix}", c.name),
+            dtype,
+            len: len as u32,
+            span: c.span,
+        });
+        self.locals.len() as u32 - 1
+    }
+}
+
 /// The tile one cache stages: the box of the tensor its loop reads (or
 /// writes), and its layout in LDS or registers.
 struct Tile {
@@ -590,13 +610,7 @@ fn allocate(cx: &mut Cx, c: &schedule::Cache, tile: &Tile) -> Result<u32, Diagno
         if lds_len > MAX_ACCUMULATORS {
             return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
         }
-        cx.locals.push(Local {
-            name: c.name.clone(),
-            dtype: t.dtype,
-            len: lds_len as u32,
-            span: c.span,
-        });
-        return Ok(cx.locals.len() as u32 - 1);
+        return Ok(cx.registers(c, "", t.dtype, lds_len));
     }
     let used: i64 = cx.shared.iter().map(|s| s.bytes() as i64).sum();
     let bytes = lds_len
@@ -829,13 +843,7 @@ fn copy_in(
 ) -> Vec<Stmt> {
     let k = cx.k;
     if tile.transposed && vec > 1 {
-        cx.locals.push(Local {
-            name: format!("{}_t", c.name),
-            dtype: source.dtype,
-            len: vec as u32,
-            span: c.span,
-        });
-        let r = cx.locals.len() as u32 - 1;
+        let r = cx.registers(c, "_t", source.dtype, vec);
         let mut v = vec![copy_to(
             k,
             Mem::Local,
@@ -844,12 +852,8 @@ fn copy_in(
             source.clone(),
             (vec, zero),
         )];
-        v.extend(put_transposed(tile, id, offs, vec, &|e| Expr {
-            kind: ExprKind::Local {
-                local: r,
-                index: Index::c(e),
-            },
-            dtype: source.dtype,
+        v.extend(put_transposed(tile, id, offs, vec, &|e| {
+            Expr::local(r, Index::c(e), source.dtype)
         }));
         return v;
     }

@@ -90,7 +90,7 @@ impl Threads<'_> {
     /// a combiner that is not commutative, whose schedule gave each thread
     /// a contiguous share (`schedule::order`).
     fn ordered(&self) -> bool {
-        self.stage.tuple().is_some_and(|t| !t.commutative)
+        self.stage.keeps_order()
     }
 
     /// The steps of the tree, each `(step, guards)`: the threads that add
@@ -105,28 +105,23 @@ impl Threads<'_> {
             extent: Index::c(self.count),
         };
         let top = (self.count as u64).next_power_of_two() as i64;
-        match self.ordered() {
-            true => std::iter::successors(Some(1), |s| Some(s * 2))
-                .take_while(|s| *s < top)
-                .map(|step| {
-                    let left = Guard {
+        let ordered = self.ordered();
+        distances(top, ordered)
+            .into_iter()
+            .map(|step| {
+                let left = match ordered {
+                    true => Guard {
                         value: tr() % Index::c(2 * step),
                         extent: Index::c(1),
-                    };
-                    (step, vec![left, within(step)])
-                })
-                .collect(),
-            false => std::iter::successors(Some(top / 2), |s| Some(s / 2))
-                .take_while(|s| *s >= 1)
-                .map(|step| {
-                    let left = Guard {
+                    },
+                    false => Guard {
                         value: tr(),
                         extent: Index::c(step),
-                    };
-                    (step, vec![left, within(step)])
-                })
-                .collect(),
-        }
+                    },
+                };
+                (step, vec![left, within(step)])
+            })
+            .collect()
     }
 
     /// Through LDS in a tree: each step adds the partner `step` threads on,
@@ -228,16 +223,11 @@ impl Threads<'_> {
         // lane with the bit clear on the left (other lanes, whose order is
         // wrong, are not read). Halving masks leave every lane the total
         // of a commutative combiner.
-        let masks: Vec<u32> = match self.ordered() {
-            true => std::iter::successors(Some(1u32), |m| Some(m * 2))
-                .take_while(|m| i64::from(*m) < span)
-                .collect(),
-            false => std::iter::successors(Some(span as u32 / 2), |m| Some(m / 2))
-                .take_while(|m| *m >= 1)
-                .collect(),
-        };
         let mut out = Vec::new();
-        for mask in masks {
+        for mask in distances(span, self.ordered())
+            .into_iter()
+            .map(|m| m as u32)
+        {
             out.extend((0..n).map(|s| Stmt::Shuffle {
                 local: self.locals + s as u32,
                 index: zero.clone(),
@@ -251,4 +241,17 @@ impl Threads<'_> {
         }
         out
     }
+}
+
+/// The partner distances of a tree over `top` threads (a power of two):
+/// halving from `top / 2`, or, where the order must be kept, growing from
+/// 1 (neighbours first).
+fn distances(top: i64, ordered: bool) -> Vec<i64> {
+    let mut d: Vec<i64> = std::iter::successors(Some(1), |s| Some(s * 2))
+        .take_while(|s| *s < top)
+        .collect();
+    if !ordered {
+        d.reverse();
+    }
+    d
 }

@@ -341,13 +341,7 @@ pub fn compare_with<E>(
 ) -> Result<(Vec<Comparison>, Kept), E> {
     let mut kept = Vec::new();
     let mut out = Vec::new();
-    for (i, t) in k.tensors.iter().enumerate() {
-        let TensorKind::Stage(s) = t.kind else {
-            continue;
-        };
-        if k.stage(s).is_internal() {
-            continue;
-        }
+    for (i, t) in k.stored_results() {
         let g = Buffer::from_bytes(t.dtype, &got(i)?);
         let (max_abs_error, max_error) = errors(&g, &want[i]);
         out.push(Comparison {

@@ -121,10 +121,7 @@ impl State<'_> {
     /// the threads of a work-group only in contiguous shares
     /// ([`contiguous_shares`]); never over work-groups.
     pub(super) fn check_order(&self, stage: &Stage) -> Result<(), Diagnostic> {
-        let Some(tup) = stage.tuple() else {
-            return Ok(());
-        };
-        if tup.commutative {
+        if !stage.keeps_order() {
             return Ok(());
         }
         let Some(v) = self.nest.order.iter().copied().find(|v| {

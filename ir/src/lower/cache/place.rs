@@ -6,11 +6,11 @@ use super::pipeline::around_loop;
 use super::{copy_to, put_transposed, read_tile, Copy, Cx, Tile};
 use crate::diag::Diagnostic;
 use crate::index::Index;
-use crate::kernel::{Expr, ExprKind, TensorId};
+use crate::kernel::{Expr, TensorId};
 use crate::loops::visit::{map_indices, map_values};
 use crate::loops::Mem;
 use crate::lower::region::{at_loop, region_offsets};
-use crate::lower::{Local, Stmt};
+use crate::lower::Stmt;
 use crate::schedule::{self, Guard};
 
 /// `body` with the stores of a cache_write's tensor redirected into the
@@ -106,24 +106,18 @@ pub(super) fn place_prefetch(
         return Err(Diagnostic::new(c.span, format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
             .hint("use a smaller tile or more threads"));
     }
-    cx.locals.push(Local {
-        name: format!("{}_next", c.name),
-        dtype: t.dtype,
-        len: staged as u32,
-        span: c.span,
-    });
-    let r = cx.locals.len() as u32 - 1;
-    let in_group = |s: Stmt| {
+    let r = cx.registers(c, "_next", t.dtype, staged);
+    let in_group = |s: Vec<Stmt>| {
         if groups % threads == 0 {
             s
         } else {
-            Stmt::If {
+            vec![Stmt::If {
                 guards: vec![Guard {
                     value: copy.group.clone(),
                     extent: Index::c(groups),
                 }],
-                body: vec![s],
-            }
+                body: s,
+            }]
         }
     };
     // Copy pass j: the tile's elements into registers j*vec.., and
@@ -131,13 +125,7 @@ pub(super) fn place_prefetch(
     let (mut load, mut put) = (Vec::new(), Vec::new());
     for j in 0..iters {
         let reg = Index::c(j * vec);
-        let staged = Expr {
-            kind: ExprKind::Local {
-                local: r,
-                index: reg.clone(),
-            },
-            dtype: t.dtype,
-        };
+        let staged = Expr::local(r, reg.clone(), t.dtype);
         let ld = copy_to(
             cx.k,
             Mem::Local,
@@ -147,38 +135,21 @@ pub(super) fn place_prefetch(
             (vec, copy.zero),
         );
         let st = match tile.transposed {
-            true => {
-                let element = |e: i64| Expr {
-                    kind: ExprKind::Local {
-                        local: r,
-                        index: Index::c(j * vec + e),
-                    },
-                    dtype: t.dtype,
-                };
-                let stores = put_transposed(tile, id, &copy.offs, vec, &element);
-                match groups % threads == 0 {
-                    true => stores,
-                    false => vec![Stmt::If {
-                        guards: vec![Guard {
-                            value: copy.group.clone(),
-                            extent: Index::c(groups),
-                        }],
-                        body: stores,
-                    }],
-                }
-            }
-            false => vec![in_group(copy_to(
+            true => put_transposed(tile, id, &copy.offs, vec, &|e| {
+                Expr::local(r, Index::c(j * vec + e), t.dtype)
+            }),
+            false => vec![copy_to(
                 cx.k,
                 Mem::Shared,
                 id,
                 tile.flat(&copy.offs),
                 staged,
                 (vec, false),
-            ))],
+            )],
         };
         let pass = std::collections::HashMap::from([(copy.it, Index::c(j))]);
-        load.extend(map_indices(vec![in_group(ld)], &|ix| ix.subst(&pass)));
-        put.extend(map_indices(st, &|ix| ix.subst(&pass)));
+        load.extend(map_indices(in_group(vec![ld]), &|ix| ix.subst(&pass)));
+        put.extend(map_indices(in_group(st), &|ix| ix.subst(&pass)));
     }
     let at = c.at;
     let first = std::collections::HashMap::from([(at, Index::c(0))]);

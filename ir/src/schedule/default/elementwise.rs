@@ -247,8 +247,7 @@ pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<D
     // A combiner that is not commutative needs each thread's share
     // contiguous (`schedule::order`): slower loads (lanes a share apart),
     // but the row still spreads over the work-group.
-    let ordered = st.tuple().is_some_and(|t| !t.commutative);
-    steps.extend(match ordered {
+    steps.extend(match st.keeps_order() {
         false => [
             format!("{k}_o, {k}_i = split({k}, {})", threads * per),
             format!("{k}_v, {k}_t = split({k}_i, {threads})"),

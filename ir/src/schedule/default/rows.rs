@@ -171,26 +171,22 @@ fn staging(
             "where the row's inputs stay between passes: memory (0), LDS (1), each thread's own elements in its registers (2: AMD, a row of at most one run of a thread's steps)",
         )
     };
+    // The copy of the row in runs of `unroll` too (AMD), in LDS or in
+    // registers: a group of vector loads with one check (on gfx1100 a
+    // check a load kept one 16-byte load in flight at a time; grouped,
+    // bench/amd's bounded layernorm went 0.25x -> 0.50x Triton).
+    let runs = match unroll {
+        1 => String::new(),
+        u => format!(", unroll={u}"),
+    };
     if lds == 1 {
-        // The copy of the row in runs of `unroll` too (AMD).
-        let runs = match unroll {
-            1 => String::new(),
-            u => format!(", unroll={u}"),
-        };
         for (name, vec) in &staged {
             steps.push(format!(
                 "{name}_row = cache_read({name}, shared, {r}, vec={vec}{runs})"
             ));
         }
     } else if lds == 2 {
-        // A thread's vector is `per` elements: its registers' copy too,
-        // in groups of `unroll` vector loads with one check (on gfx1100 a
-        // check per load held one 16-byte load in flight at a time: 0.25x
-        // Triton's bytes in flight for rmsnorm rows of 4096, bench/amd).
-        let runs = match unroll {
-            1 => String::new(),
-            u => format!(", unroll={u}"),
-        };
+        // A thread's vector is `per` elements: its registers' copy too.
         for (name, vec) in &staged {
             steps.push(format!(
                 "{name}_row = cache_read({name}, local, {r}, vec={}{runs})",
