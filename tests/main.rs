@@ -13,6 +13,7 @@ mod bad;
 mod bench_plan;
 mod bits;
 mod bounded;
+mod build_script;
 mod cli;
 mod codeobject;
 mod conv;

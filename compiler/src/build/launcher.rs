@@ -7,7 +7,7 @@ use crate::Error;
 use rocmc_ir::loops::ArgKind;
 use rocmc_ir::{DType, Kernel, TensorKind};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The code a launcher embeds.
 pub enum Code {
@@ -69,7 +69,8 @@ pub fn launcher(k: &Kernel, p: &rocmc_ir::Program, code: &Code) -> Result<String
     let (consts, load) = match code {
         Code::Bundle(bundle) => (
             format!(
-                "    /// The offload bundle, one code object per target.\n    pub const CODE_OBJECT: &[u8] = include_bytes!({bundle:?});\n"
+                "    /// The offload bundle, one code object per target.\n    pub const CODE_OBJECT: &[u8] = include_bytes!({:?});\n",
+                beside(bundle)
             ),
             "device.load_module(CODE_OBJECT)?".to_string(),
         ),
@@ -78,7 +79,7 @@ pub fn launcher(k: &Kernel, p: &rocmc_ir::Program, code: &Code) -> Result<String
                 "    /// The PTX of each target; `load` picks the one for the device.\n    pub const PTX: &[&str] = &[{}];\n",
                 files
                     .iter()
-                    .map(|f| format!("include_str!({f:?})"))
+                    .map(|f| format!("include_str!({:?})", beside(f)))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -160,6 +161,15 @@ pub struct Embedded {
     pub cpu: Vec<(String, PathBuf)>,
 }
 
+/// How the launchers name a module file: by its name alone, resolved
+/// beside the launchers' file (the modules are written to the same folder),
+/// so the folder can move — into a crate's committed offline kernels.
+fn beside(f: &Path) -> String {
+    f.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| f.display().to_string())
+}
+
 fn device_type(t: DType) -> String {
     rust_type(t, "rocmc_device")
 }
@@ -189,12 +199,12 @@ pub fn device_launcher(
     let names: Vec<String> = p.kernels.iter().map(|g| format!("{:?}", g.name)).collect();
     let pairs = |v: &[(String, PathBuf)], inc: &str| {
         v.iter()
-            .map(|(t, f)| format!("({t:?}, {inc}!({f:?}))"))
+            .map(|(t, f)| format!("({t:?}, {inc}!({:?}))", beside(f)))
             .collect::<Vec<_>>()
             .join(", ")
     };
     let amd = match &code.amd {
-        Some(b) => format!("Some(include_bytes!({b:?}) as &[u8])"),
+        Some(b) => format!("Some(include_bytes!({:?}) as &[u8])", beside(b)),
         None => "None".into(),
     };
     let doc_sig: Vec<String> = params

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod build;
+mod build_script;
 mod hot_loops;
 mod inspect;
 mod run;
 mod tune;
 
 use build::BuildArgs;
+use build_script::BuildScriptArgs;
 use run::RunArgs;
 use tune::TuneArgs;
 
@@ -30,6 +32,9 @@ struct Cli {
 enum Command {
     /// Compile a kernel file into a code object (.hsaco) and other forms.
     Build(BuildArgs),
+    /// Compile kernel files for a Cargo build script: modules and typed
+    /// launchers into one folder (what the `rocmc-build` crate runs).
+    BuildScript(BuildScriptArgs),
     /// Run a kernel on seeded random inputs and compare with the reference interpreter.
     Run(RunArgs),
     /// Search a kernel's [tune] parameters on a device and record the best in the tuning database.
@@ -64,6 +69,7 @@ fn main() -> ExitCode {
     }
     let r = match cli.command {
         Command::Build(a) => build::build(a),
+        Command::BuildScript(a) => build_script::build_script(a),
         Command::Run(a) => run::run(a),
         Command::Tune(a) => tune::tune(a),
         Command::Targets => inspect::targets(),
