@@ -212,7 +212,8 @@ fn the_example_app_commits_its_offline_kernels() {
             "{m}"
         );
         // The kernel files as they are now: a change to them needs the
-        // folder written anew (docs/testing.md), here as for CI's build.
+        // folder written anew (README, "How correctness is checked"), here as
+        // for CI's build.
         for k in ["vadd", "saxpy"] {
             let d = rocmc_build::offline::digest(&std::fs::read(example(k)).unwrap());
             assert!(
