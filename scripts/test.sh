@@ -41,6 +41,21 @@ echo "rocmc: == test: cargo test --workspace --all-targets $*" >&2
 cargo test --workspace --all-targets "$@" 2>&1 | tee "$log"
 echo "test $((SECONDS - start))" >>"$times"
 
+# A CPU-only application's runtime: no TLS, no GPU runtime, and a device
+# kind left out is refused naming its feature (docs/own-crate.md).
+cpu_only() {
+  local extra
+  extra=$(cargo tree -q -p rocmc-runtime --no-default-features --features cpu -e normal --prefix none |
+    grep -E '^(rustls|ring|rcgen|rocmc-remote|rocmc-runtime-hip|rocmc-runtime-cuda) ' || true)
+  if [ -n "$extra" ]; then
+    echo "rocmc: a CPU-only rocmc-runtime pulls:" >&2
+    echo "$extra" >&2
+    return 1
+  fi
+  cargo test -q -p rocmc-runtime --no-default-features --features cpu
+}
+phase runtime-cpu-only cpu_only
+
 # Running kernels on a GPU is not part of this suite (CI has no GPU): say so.
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "rocmc: an NVIDIA GPU is here: scripts/gpu-bundle.sh && scripts/bench-gpu.sh runs the GPU checks"

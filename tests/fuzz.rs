@@ -489,6 +489,7 @@ fn fuzz_worker_protocol() {
         memory_limit: 1 << 24,
         max_frame: usize::MAX,
         allow_crash: false,
+        open: rocmc::runtime::open_local,
     };
     let mut dev = Session::open(cfg, "cpu").unwrap();
     // A Write's and a Read's bytes go beside the frame, through the window

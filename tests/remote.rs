@@ -415,6 +415,7 @@ fn a_time_request_is_capped() {
         memory_limit: 1 << 20,
         max_frame: usize::MAX,
         allow_crash: false,
+        open: rocmc::runtime::open_local,
     };
     let mut dev = Session::open(cfg, "cpu").unwrap();
     let r = dev.answer(Request::Time {

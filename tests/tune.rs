@@ -208,7 +208,7 @@ impl Device for Planted {
 }
 
 fn cpu() -> Box<dyn Device> {
-    rocmc::remote::open_local("cpu").unwrap()
+    rocmc::runtime::open_local("cpu").unwrap()
 }
 
 #[test]

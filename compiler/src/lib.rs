@@ -40,6 +40,7 @@ pub use rocmc_device as device;
 pub use rocmc_ir as ir;
 pub use rocmc_linker as linker;
 pub use rocmc_remote as remote;
+pub use rocmc_runtime as runtime;
 pub use rocmc_runtime_hip as runtime_hip;
 pub use rocmc_target as target;
 

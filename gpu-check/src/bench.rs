@@ -62,7 +62,7 @@ pub(crate) fn bench(args: &[String]) -> Res<bool> {
             return Err(format!("--only {n}: the plan has no entry `{n}`"));
         }
     }
-    let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let local = rocmc_runtime::open_local("cuda:0").map_err(|e| e.to_string())?;
     let mut runner = DeviceRunner::new(local, "ptx");
     let mut fills = o.fills.as_deref().map(Fills::open).transpose()?;
     let chosen: Vec<_> = kernels(&dir, "ptx")?

@@ -392,7 +392,7 @@ fn check(args: &[String]) -> Res<bool> {
         dev.info.sm_count
     );
     drop(dev);
-    let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let local = rocmc_runtime::open_local("cuda:0").map_err(|e| e.to_string())?;
     let part = part_flag(args)?;
     check_all(
         &mut DeviceRunner::new(local, "ptx"),

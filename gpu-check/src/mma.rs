@@ -129,7 +129,7 @@ pub fn check(args: &[String]) -> Res<bool> {
     // Self-test: pack lane 0's first two A elements swapped, as a layout
     // mistake would; every instruction must then come out WRONG.
     let perturb = args.iter().any(|a| a == "--perturb");
-    let mut dev = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let mut dev = rocmc_runtime::open_local("cuda:0").map_err(|e| e.to_string())?;
     let mut rng = rocmc_ir::reference::Rng(seed);
     let mut all = true;
     println!("| instruction | shape | layout cells checked | max error | result |");

@@ -165,7 +165,7 @@ fn expected(c: &Case, data: &[u8], perturb: bool) -> Vec<u8> {
 /// Checks each case on device 0 (an sm_90 GPU); a Markdown table.
 pub fn check(args: &[String]) -> Res<bool> {
     let perturb = args.iter().any(|a| a == "--perturb");
-    let mut dev = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let mut dev = rocmc_runtime::open_local("cuda:0").map_err(|e| e.to_string())?;
     let e = |e: rocmc_device::Error| e.to_string();
     println!("| element | tensor | box | swizzle | from (row, col) | bytes differing | result |");
     println!("|---|---|---|---|---|---|---|");

@@ -21,7 +21,7 @@ pub fn gelu16(args: &[String]) -> Res<bool> {
     let sizes = [xs.len() as i64];
     let mut inputs = random_inputs(&k, &sizes, &HashMap::new(), 1)?;
     inputs.host[0] = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let local = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let local = rocmc_runtime::open_local("cuda:0").map_err(|e| e.to_string())?;
     let mut runner = DeviceRunner::new(local, "ptx");
     runner.load(&ptx)?;
     let out = runner.run(&k, &sizes, &inputs)?;

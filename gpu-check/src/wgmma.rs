@@ -209,7 +209,7 @@ fn transposed(t: MType, b: &[Vec<i32>]) -> Vec<u8> {
 pub fn check(args: &[String]) -> Res<bool> {
     let seed = crate::flag(args, "--seed", 1)?;
     let perturb = args.iter().any(|a| a == "--perturb");
-    let mut dev = rocmc_remote::open_local("cuda:0").map_err(|e| e.to_string())?;
+    let mut dev = rocmc_runtime::open_local("cuda:0").map_err(|e| e.to_string())?;
     let mut rng = rocmc_ir::reference::Rng(seed);
     let mut all = true;
     println!("| instruction | k steps in the tile | D cells checked | max error | result |");

@@ -1,82 +1,12 @@
-//! Where a device name becomes a [`Device`]: `remote://HOST:PORT/DEVICE`
-//! connects to a worker; `cpu`, `cuda:N` and `amdgpu:N` (or
-//! `amdgpu://GPU-<uuid>`) open this machine's runtimes directly. Every
-//! caller (`rocmc run`, the tuner, the worker's sessions) opens devices
-//! here and then uses only the [`Device`] interface.
+//! What a remote device shares with the local ones: its errors as the
+//! device interface's, and a launch's arguments on the wire. Opening a
+//! device by name (`remote://…` or this machine's) is `rocmc-runtime`'s
+//! job; the worker gives its sessions that opener ([`crate::session::SessionConfig::open`]).
 
 use crate::client::RemoteError;
-use crate::proto::{DeviceInfo, WireArg};
+use crate::proto::WireArg;
 use rocmc_device::launch::{ArgRole, KernelLaunch};
-use rocmc_device::{Device, Error, Result};
-
-/// The devices this machine has (run in a fresh process where a GPU
-/// runtime must not stay initialised: see [`crate::server`]).
-pub fn list_devices() -> Vec<DeviceInfo> {
-    let mut out = Vec::new();
-    if rocmc_target::CpuTarget::parse("x86-64").is_some_and(|t| t.runs_here()) {
-        out.push(rocmc_runtime_cpu::CpuDevice::open().info().clone());
-    }
-    if let Ok(cuda) = rocmc_runtime_cuda::Cuda::load() {
-        for i in 0..cuda.device_count().unwrap_or(0) {
-            out.extend(rocmc_runtime_cuda::device::info(&cuda, i).ok());
-        }
-    }
-    if let Ok(hip) = rocmc_runtime_hip::Hip::load() {
-        for i in 0..hip.device_count().unwrap_or(0) {
-            out.extend(rocmc_runtime_hip::device::info(&hip, i).ok());
-        }
-    }
-    out
-}
-
-/// Opens a device of this machine by name. A device the machine lacks
-/// (no runtime, no GPU, no such index) is refused naming the devices it
-/// has and why the runtime found none.
-pub fn open_local(name: &str) -> Result<Box<dyn Device>> {
-    let opened: Result<Box<dyn Device>> = if name == "cpu" {
-        if rocmc_target::CpuTarget::parse("x86-64").is_some_and(|t| t.runs_here()) {
-            Ok(Box::new(rocmc_runtime_cpu::CpuDevice::open()))
-        } else {
-            Err(Error::NoDevice(
-                "the cpu device runs x86-64 shared objects, on x86-64 Linux only".into(),
-            ))
-        }
-    } else if name.starts_with("cuda") {
-        rocmc_runtime_cuda::CudaDevice::open(name).map(|d| Box::new(d) as _)
-    } else if name.starts_with("amdgpu") {
-        rocmc_runtime_hip::HipDevice::open(name).map(|d| Box::new(d) as _)
-    } else {
-        Err(Error::NoDevice(
-            "devices are named cpu, cuda:N, amdgpu:N, amdgpu://GPU-<uuid> or remote://HOST:PORT/DEVICE".into(),
-        ))
-    };
-    opened.map_err(|e| match e {
-        Error::NoDevice(why) => {
-            let have = list_devices()
-                .iter()
-                .map(|d| format!("{} ({})", d.name, d.target))
-                .collect::<Vec<_>>()
-                .join(", ");
-            Error::NoDevice(format!(
-                "no device `{name}`; this machine has: {have} ({why})"
-            ))
-        }
-        other => other,
-    })
-}
-
-/// Opens `remote://HOST:PORT/DEVICE` (with the connection options from the
-/// environment) or a device of this machine.
-pub fn open(name: &str) -> Result<Box<dyn Device>> {
-    if name.starts_with("remote://") {
-        Ok(Box::new(crate::RemoteDevice::connect(
-            name,
-            &Default::default(),
-        )?))
-    } else {
-        open_local(name)
-    }
-}
+use rocmc_device::Error;
 
 impl From<RemoteError> for Error {
     fn from(e: RemoteError) -> Error {

@@ -8,8 +8,9 @@
 //! - [`link`], [`window`]: what the worker says to a session, and the
 //!   shared memory a buffer's bytes pass through between the two.
 //! - [`client`]: a worker's device as a [`client::RemoteDevice`].
-//! - [`device`]: where a device name becomes a [`Device`] (the one
-//!   device interface, from `rocmc-device`), remote or this machine's.
+//! - [`device`]: a remote device's errors and launch arguments as the one
+//!   device interface's ([`Device`], from `rocmc-device`). Devices are
+//!   opened by name in `rocmc-runtime` (its `remote` feature is this crate).
 //!
 //! The crate links no LLVM: the worker binary (`rocmc-worker`) is built from it.
 
@@ -26,5 +27,4 @@ pub mod tls;
 pub mod window;
 
 pub use client::{ConnectOptions, RemoteAddress, RemoteDevice, RemoteError};
-pub use device::{list_devices, open, open_local};
 pub use rocmc_device::{Device, Error as DeviceError};

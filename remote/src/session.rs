@@ -26,6 +26,10 @@ pub struct SessionConfig {
     pub max_frame: usize,
     /// Obey [`Request::Crash`] (tests only).
     pub allow_crash: bool,
+    /// Opens a device of this machine by name (`rocmc_runtime::open_local`
+    /// in the worker): the devices a worker serves are the runtimes it
+    /// was built with.
+    pub open: fn(&str) -> rocmc_device::Result<Box<dyn Device>>,
 }
 
 /// One client's session: its device, its buffers (by the ids the client
@@ -144,7 +148,7 @@ impl Session {
                         "the session already has a device".into(),
                     ));
                 }
-                self.dev = Some(crate::device::open_local(&device)?);
+                self.dev = Some((self.cfg.open)(&device)?);
                 // The challenge is the worker's, which keeps the cache.
                 Ok(Reply::Opened {
                     challenge: String::new(),

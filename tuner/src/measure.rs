@@ -358,7 +358,7 @@ pub(crate) fn with_pool<R>(
                 jobs.push(job_tx);
                 let (done_tx, ready_tx) = (done_tx.clone(), ready_tx.clone());
                 s.spawn(move || {
-                    let mut dev = match rocmc_remote::device::open(name) {
+                    let mut dev = match rocmc_runtime::open(name) {
                         Ok(d) => d,
                         Err(e) => {
                             let _ = ready_tx.send((t, Err(format!("{name}: {e}"))));

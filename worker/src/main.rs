@@ -143,7 +143,7 @@ fn main() -> ExitCode {
     }
     let state = a.state.clone().unwrap_or_else(default_state);
     if a.list_devices {
-        return match rocmc_remote::server::print_devices() {
+        return match rocmc_remote::server::print_devices(&rocmc_runtime::list_devices()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
         };
@@ -154,6 +154,7 @@ fn main() -> ExitCode {
             memory_limit: a.session_memory,
             max_frame: a.max_frame,
             allow_crash: a.allow_crash_requests,
+            open: rocmc_runtime::open_local,
         };
         return match rocmc_remote::session::run(cfg) {
             Ok(()) => ExitCode::SUCCESS,

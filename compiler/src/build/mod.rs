@@ -198,7 +198,7 @@ impl Build {
     /// embeds every target's module, and `load` takes any device —
     /// `cpu`, `cuda:N`, `amdgpu:N` or a worker's `remote://…` — picking
     /// its code. The application depends on `rocmc-device` (and on
-    /// `rocmc-remote` to open devices by name).
+    /// `rocmc-runtime` to open devices by name).
     pub fn any_device(&mut self) -> &mut Build {
         self.any_device = true;
         self

@@ -434,7 +434,7 @@ pub fn open_device(name: &str) -> Result<Box<dyn rocmc_device::Device>, Error> {
         }
         return Ok(Box::new(dev));
     }
-    rocmc_remote::open_local(name).map_err(device_error)
+    rocmc_runtime::open_local(name).map_err(device_error)
 }
 
 /// Runs the kernel on a device of any kind (see [`open_device`]): compiles

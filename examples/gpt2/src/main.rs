@@ -208,7 +208,7 @@ fn write_npy(path: &PathBuf, shape: &[u64], data: &[f32]) -> Result<(), Error> {
 
 fn run(a: &Args) -> Result<(), Error> {
     let ids = prompts(a)?;
-    let mut dev = rocmc_remote::device::open(&a.device)?;
+    let mut dev = rocmc_runtime::open(&a.device)?;
     let dev = dev.as_mut();
     let t0 = Instant::now();
     let weights = weights::load(dev, &a.weights, a.heads)?;

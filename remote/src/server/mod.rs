@@ -498,7 +498,8 @@ fn discover_devices(exe: &std::fs::File) -> std::io::Result<Vec<DeviceInfo>> {
     proto::decode(&out.stdout).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-/// `--list-devices`: prints the devices as one message on stdout.
-pub fn print_devices() -> std::io::Result<()> {
-    std::io::stdout().write_all(&proto::encode(&crate::device::list_devices()))
+/// `--list-devices`: prints `devices` (`rocmc_runtime::list_devices` in
+/// the worker) as one message on stdout.
+pub fn print_devices(devices: &[proto::DeviceInfo]) -> std::io::Result<()> {
+    std::io::stdout().write_all(&proto::encode(&devices))
 }
