@@ -37,7 +37,7 @@ pub use search::{Search, Strategy};
 
 use rocmc_ir::tune::{Config, TuneSpace};
 use rocmc_ir::Kernel;
-use rocmc_linker::launch::LaunchInfo;
+use rocmc_device::launch::LaunchInfo;
 use rocmc_remote::proto::DeviceInfo;
 use rocmc_target::Target;
 use serde::{Deserialize, Serialize};

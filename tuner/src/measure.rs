@@ -148,7 +148,7 @@ impl<'d> Station<'d> {
 
     fn args(
         bench: &Bench,
-        kl: &rocmc_linker::launch::KernelLaunch,
+        kl: &rocmc_device::launch::KernelLaunch,
         set: &Set,
         sizes: &[i64],
     ) -> Result<Vec<WireArg>, String> {

@@ -15,7 +15,7 @@
 
 use crate::{Candidate, Compiled, Outcome, TuneReport};
 use rocmc_ir::tune::Config;
-use rocmc_linker::launch::LaunchInfo;
+use rocmc_device::launch::LaunchInfo;
 use rocmc_remote::proto::DeviceInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
