@@ -171,6 +171,17 @@ fn offline_kernels_serve_a_build_without_rocmc_and_refuse_stale_inputs() {
         assert!(t.contains(what), "expected {what:?} in:\n{t}");
     };
     std::fs::write(&kernel, source.replace("A[i] + B[i]", "A[i] - B[i]")).unwrap();
+    // Where rocmc is installed it compiles, and a stale folder is a warning.
+    let fresh = build(Offline::Auto, "gfx942", used.path()).unwrap();
+    assert!(matches!(fresh.source, Source::Compiled(..)));
+    assert!(
+        fresh
+            .warnings
+            .iter()
+            .any(|w| w.contains("are out of date (kernel ") && w.contains("vadd.toml changed")),
+        "{:?}",
+        fresh.warnings
+    );
     refused(
         build(Offline::Only, "gfx942", used.path()).unwrap_err(),
         "vadd.toml changed since they were written",
@@ -265,5 +276,24 @@ fn a_stage_on_one_thread_is_a_build_warning() {
         lib.warnings[0].contains("tr4.toml: stage `O` runs on one thread"),
         "{:?}",
         lib.warnings
+    );
+}
+
+/// The wheel (`scripts/build-wheel.sh`, python/pyproject.toml) carries the
+/// workspace's compiler: its version is the crates' version.
+#[test]
+fn the_wheel_has_the_workspace_version() {
+    let py = std::fs::read_to_string(root().join("python/pyproject.toml")).unwrap();
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let version = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("version = \""))
+            .map(|v| v.trim_end_matches('"').to_string())
+            .unwrap()
+    };
+    assert_eq!(version(&py), version(&cargo));
+    assert!(
+        py.contains("manifest-path = \"../compiler/Cargo.toml\""),
+        "{py}"
     );
 }

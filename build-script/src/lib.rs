@@ -276,10 +276,11 @@ impl Build {
             if mode == Offline::Write {
                 offline::write(dir, &version, &inputs, &files)?;
             } else if let Some(why) = offline::stale(dir, &inputs) {
+                let why: Vec<&str> = why.lines().map(str::trim).collect();
                 let w = format!(
-                    "the offline kernels in {} are out of date: {}; build with {OFFLINE_ENV}=write to refresh them",
+                    "the offline kernels in {} are out of date ({}); `{OFFLINE_ENV}=write cargo build` writes them anew",
                     dir.display(),
-                    why.trim().replace('\n', ";")
+                    why.join("; ")
                 );
                 if metadata {
                     println!("cargo:warning={w}");

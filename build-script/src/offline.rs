@@ -124,6 +124,7 @@ fn differences(m: &Manifest, now: &[Input]) -> String {
 pub fn stale(dir: &Path, inputs: &[Input]) -> Option<String> {
     match read_manifest(dir) {
         Ok(m) => Some(differences(&m, inputs)).filter(|w| !w.is_empty()),
+        Err(Error::Offline { why, .. }) => Some(why),
         Err(e) => Some(e.to_string()),
     }
 }

@@ -21,14 +21,14 @@ pub use rocmc_device::{Code, Device, DeviceInfo, Error, Result, Tensor};
 
 /// The device crate (tensors, launch documents, module readers).
 pub use rocmc_device as device;
+#[cfg(feature = "remote")]
+pub use rocmc_remote as remote;
 #[cfg(feature = "cpu")]
 pub use rocmc_runtime_cpu as cpu;
 #[cfg(feature = "cuda")]
 pub use rocmc_runtime_cuda as cuda;
 #[cfg(feature = "hip")]
 pub use rocmc_runtime_hip as hip;
-#[cfg(feature = "remote")]
-pub use rocmc_remote as remote;
 
 /// Whether the CPU device runs on this machine (x86-64 Linux).
 #[cfg(feature = "cpu")]

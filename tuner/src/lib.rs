@@ -35,9 +35,9 @@ pub use measure::{Bench, Devices};
 pub use rocmc_ir::tune::describe;
 pub use search::{Search, Strategy};
 
+use rocmc_device::launch::LaunchInfo;
 use rocmc_ir::tune::{Config, TuneSpace};
 use rocmc_ir::Kernel;
-use rocmc_device::launch::LaunchInfo;
 use rocmc_remote::proto::DeviceInfo;
 use rocmc_target::Target;
 use serde::{Deserialize, Serialize};

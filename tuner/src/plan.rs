@@ -14,8 +14,8 @@
 //! `c0007.hsaco`, `c0007.so`), and after measuring `results.json`.
 
 use crate::{Candidate, Compiled, Outcome, TuneReport};
-use rocmc_ir::tune::Config;
 use rocmc_device::launch::LaunchInfo;
+use rocmc_ir::tune::Config;
 use rocmc_remote::proto::DeviceInfo;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

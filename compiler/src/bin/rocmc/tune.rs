@@ -189,8 +189,8 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
             db::show_map(&names.iter().cloned().zip(sizes.iter().copied()).collect())
         );
         let report = if devices.len() == 1 {
-            let mut dev = rocmc::runtime::open(&devices[0])
-                .map_err(|e| Error::Runtime(e.to_string()))?;
+            let mut dev =
+                rocmc::runtime::open(&devices[0]).map_err(|e| Error::Runtime(e.to_string()))?;
             rocmc::tune::tune(&req, dev.as_mut(), &mut |e| on_event(&bar, e))?
         } else {
             rocmc::tune::tune_on(&req, rocmc::tune::Devices::Named(devices), &mut |e| {
