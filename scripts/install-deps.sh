@@ -11,7 +11,7 @@
 # sudo to install packages.
 set -euo pipefail
 
-packages=(llvm-22-dev libpolly-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++ libamdhip64-5 libmpfr-dev libgmp-dev pkg-config python3-pip)
+packages=(llvm-22-dev libpolly-22-dev liblld-22-dev clang-22 clang-tools-22 lld-22 llvm-22 llvm-22-tools zlib1g-dev libzstd-dev g++ libamdhip64-5 libmpfr-dev libgmp-dev pkg-config python3-pip python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -295,7 +295,7 @@ fn a_wrongly_typed_buffer_does_not_compile() {
     // dependencies at the workspace's versions, checked once.
     std::fs::copy(r.join("Cargo.lock"), app.join("Cargo.lock")).unwrap();
     let check = || {
-        Command::new(env!("CARGO"))
+        cargo()
             .args(["check", "-q", "--offline"])
             .env("CARGO_TARGET_DIR", r.join("target"))
             .current_dir(&app)

@@ -75,7 +75,7 @@ pub fn workspace_bin(bin: &str) -> PathBuf {
             .and_then(Path::parent)
             .expect("target/<profile>")
             .to_path_buf();
-        let status = Command::new(env!("CARGO"))
+        let status = cargo()
             .args(["build", "-q", "--workspace", "--all-targets"])
             // A timing run (`RUSTC_BOOTSTRAP=1 e2e -Z unstable-options
             // --report-time`, docs/testing.md) must not change what cargo
@@ -90,6 +90,33 @@ pub fn workspace_bin(bin: &str) -> PathBuf {
     let path = dir.join(bin);
     assert!(path.exists(), "{} missing", path.display());
     path
+}
+
+/// Cargo, run from a test without what Cargo set for the test process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …). Build scripts that declare
+/// those variables (ring's) would see them change, and every nested build
+/// would recompile ring, rustls and all that depends on them, twice: here,
+/// and again in the next build without them.
+pub fn cargo() -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let set_for_tests = k.starts_with("CARGO_PKG_")
+            || matches!(
+                &*k,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "OUT_DIR"
+            );
+        if set_for_tests {
+            c.env_remove(&*k);
+        }
+    }
+    c
 }
 
 /// The `rocmc` binary of this workspace.

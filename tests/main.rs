@@ -28,6 +28,7 @@ mod header;
 mod matrix;
 mod mma;
 mod nvptx;
+mod python;
 mod races;
 mod regress;
 mod remote;

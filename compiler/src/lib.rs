@@ -24,6 +24,7 @@ use rocmc_linker::launch::{
 use std::time::{Duration, Instant};
 
 pub mod build;
+pub mod cli;
 pub mod explain;
 pub mod header;
 pub mod run;

@@ -1,10 +1,10 @@
 //! `rocmc tune`: search a kernel's [tune] parameters on a device.
 
-use crate::build::rocmc_ir_kernel;
-use crate::run::parse_size;
-use crate::{read_kernel, FpContract};
+use super::build::rocmc_ir_kernel;
+use super::run::parse_size;
+use super::{read_kernel, FpContract};
+use crate::{Error, Options};
 use clap::ValueEnum;
-use rocmc::{Error, Options};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -52,7 +52,7 @@ pub struct TuneArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["devices", "sizes"])]
     import: Option<PathBuf>,
     /// The tuning database to update.
-    #[arg(long, value_name = "FILE", default_value = rocmc::tune::db::DEFAULT_FILE)]
+    #[arg(long, value_name = "FILE", default_value = crate::tune::db::DEFAULT_FILE)]
     db: PathBuf,
     /// Print the results only; do not write the database.
     #[arg(long)]
@@ -82,8 +82,8 @@ fn progress_bar() -> indicatif::ProgressBar {
 }
 
 /// Progress events onto a bar, with the best so far.
-fn on_event(bar: &indicatif::ProgressBar, e: rocmc::tune::Event) {
-    use rocmc::tune::Event;
+fn on_event(bar: &indicatif::ProgressBar, e: crate::tune::Event) {
+    use crate::tune::Event;
     match e {
         Event::Compiling { round, n } => {
             bar.set_prefix(if round > 1 {
@@ -103,14 +103,14 @@ fn on_event(bar: &indicatif::ProgressBar, e: rocmc::tune::Event) {
         Event::Measured(_, best) => {
             bar.inc(1);
             if let Some((c, ms)) = best {
-                bar.set_message(format!("best {ms:.4} ms: {}", rocmc::ir::tune::describe(c)));
+                bar.set_message(format!("best {ms:.4} ms: {}", crate::ir::tune::describe(c)));
             }
         }
     }
 }
 
 pub fn tune(a: TuneArgs) -> Result<(), Error> {
-    use rocmc::tune::db;
+    use crate::tune::db;
     let source = read_kernel(&a.kernel)?;
     let file = a.kernel.display().to_string();
     let k = rocmc_ir_kernel(&file, &source)?;
@@ -118,7 +118,7 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
     let hash = db::kernel_hash(&source).map_err(Error::Usage)?;
     let bar = progress_bar();
     let (report, sizes, seed) = if let Some(dir) = &a.import {
-        let (plan, report) = rocmc::tune::plan::import(dir).map_err(Error::Usage)?;
+        let (plan, report) = crate::tune::plan::import(dir).map_err(Error::Usage)?;
         if plan.kernel_hash != hash {
             return Err(Error::Usage(format!(
                 "{}: the plan was exported from another version of {file} (content hashes differ); export it again",
@@ -134,10 +134,10 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
         (report, plan.sizes, plan.seed)
     } else {
         let given: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
-        let sizes = rocmc::run::size_values(&k, &given)?;
+        let sizes = crate::run::size_values(&k, &given)?;
         let mut opts = Options::new(a.target.as_deref().unwrap_or("x86-64"));
         opts.fp_contract = a.fp_contract == FpContract::Fast;
-        let mut req = rocmc::tune::TuneRequest::new(&file, &source, sizes.clone(), opts);
+        let mut req = crate::tune::TuneRequest::new(&file, &source, sizes.clone(), opts);
         req.budget = a.budget;
         req.time_limit = a.time.map(std::time::Duration::from_secs_f64);
         req.seed = a.seed;
@@ -149,13 +149,13 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
         req.min_occupancy = a.min_occupancy;
         if let Some(dir) = &a.export {
             // The flag here is --target; the compiler's message names --mcpu.
-            let target = rocmc::targets(&req.opts)
+            let target = crate::targets(&req.opts)
                 .map_err(|e| match e {
                     Error::Target(t) => Error::Usage(format!("--target: {t}")),
                     other => other,
                 })?
                 .remove(0);
-            let plan = rocmc::tune::export(&req, &target, dir, &mut |e| on_event(&bar, e))?;
+            let plan = crate::tune::export(&req, &target, dir, &mut |e| on_event(&bar, e))?;
             bar.finish_and_clear();
             let refused = plan
                 .candidates
@@ -190,10 +190,10 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
         );
         let report = if devices.len() == 1 {
             let mut dev =
-                rocmc::runtime::open(&devices[0]).map_err(|e| Error::Runtime(e.to_string()))?;
-            rocmc::tune::tune(&req, dev.as_mut(), &mut |e| on_event(&bar, e))?
+                crate::runtime::open(&devices[0]).map_err(|e| Error::Runtime(e.to_string()))?;
+            crate::tune::tune(&req, dev.as_mut(), &mut |e| on_event(&bar, e))?
         } else {
-            rocmc::tune::tune_on(&req, rocmc::tune::Devices::Named(devices), &mut |e| {
+            crate::tune::tune_on(&req, crate::tune::Devices::Named(devices), &mut |e| {
                 on_event(&bar, e)
             })?
         };
@@ -212,7 +212,7 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
         db::show_map(&names.iter().cloned().zip(report.check_sizes.iter().copied()).collect()),
         report.elapsed.as_secs_f64()
     );
-    print!("{}", rocmc::tune::table(&report, a.show));
+    print!("{}", crate::tune::table(&report, a.show));
     let Some(entry) = db::entry_from(&report, &names, &sizes, &hash, seed) else {
         return Err(Error::Runtime(
             "no candidate ran correctly: nothing to record".into(),
@@ -223,7 +223,7 @@ pub fn tune(a: TuneArgs) -> Result<(), Error> {
         .iter()
         .find(|c| k.tuning.as_ref().is_some_and(|t| t.config == c.config))
         .and_then(|c| match c.outcome {
-            rocmc::tune::Outcome::Timed(ms) => Some(ms),
+            crate::tune::Outcome::Timed(ms) => Some(ms),
             _ => None,
         });
     if let Some(def) = default_ms {

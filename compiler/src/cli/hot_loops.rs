@@ -4,8 +4,8 @@
 //! memory and LDS traffic by width, waits, barriers, branches. The same
 //! counts as the static benchmark against Triton (bench/amd/isa.py).
 
-use rocmc::codegen::disasm::{disassemble_amdgpu, Insn};
-use rocmc::linker::codeobject::CodeObject;
+use crate::codegen::disasm::{disassemble_amdgpu, Insn};
+use crate::linker::codeobject::CodeObject;
 use std::collections::BTreeMap;
 
 /// One loop: a backward branch and the instructions from its target to it.

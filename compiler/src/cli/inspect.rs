@@ -1,12 +1,12 @@
 //! `rocmc targets` and `rocmc inspect`: what LLVM supports, what a code object holds.
 
-use crate::{hot_loops, io};
-use rocmc::Error;
+use super::{hot_loops, io};
+use crate::Error;
 use std::io::Write;
 use std::path::Path;
 
 pub fn targets() -> Result<(), Error> {
-    use rocmc::codegen::target;
+    use crate::codegen::target;
     let mut out = String::new();
     out.push_str(&format!(
         "{:<16} {:<24} {:<17} {:>8}  {:<15} {}\n",
@@ -16,7 +16,7 @@ pub fn targets() -> Result<(), Error> {
         let Some(info) = target::processor_info(&p) else {
             continue;
         };
-        let hw = rocmc::linker::hw::hardware(&p);
+        let hw = crate::linker::hw::hardware(&p);
         let waves = if info.wave32 {
             "32 (default), 64"
         } else {
@@ -53,7 +53,7 @@ pub fn targets() -> Result<(), Error> {
         "processor", "compute capability", "warps", "smem/blk", "PTX ISA", "aliases"
     ));
     for p in target::nvptx::PROCESSORS {
-        let t = rocmc::codegen::NvidiaTarget::parse(p.name).expect("a processor of the table");
+        let t = crate::codegen::NvidiaTarget::parse(p.name).expect("a processor of the table");
         let (a, b) = t.compute_capability();
         let runs = match p.name.chars().last() {
             Some('a') => format!("{a}.{b} only"),
@@ -76,7 +76,7 @@ pub fn targets() -> Result<(), Error> {
 }
 
 pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
-    use rocmc::linker::{bundle, codeobject};
+    use crate::linker::{bundle, codeobject};
     let bytes = std::fs::read(file).map_err(io(file))?;
     let bad = |e: codeobject::ReadError| Error::Usage(format!("{}: {e}", file.display()));
     let read_code = |e: String| Error::Usage(format!("{}: {e}", file.display()));
@@ -143,7 +143,7 @@ pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
 
 fn inspect_json(
     entry: Option<&str>,
-    co: &rocmc::linker::codeobject::CodeObject,
+    co: &crate::linker::codeobject::CodeObject,
 ) -> serde_json::Value {
     let mut v = serde_json::to_value(co).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
@@ -169,7 +169,7 @@ fn inspect_json(
     v
 }
 
-fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> String {
+fn inspect_text(file: &Path, co: &crate::linker::codeobject::CodeObject) -> String {
     let mut out = format!(
         "{}: target {} (code object v{}, ELF ABI version {}, e_flags {:#x})\n",
         file.display(),
@@ -215,7 +215,7 @@ fn inspect_text(file: &Path, co: &rocmc::linker::codeobject::CodeObject) -> Stri
         }
     }
     if let Some(l) = &co.launch {
-        out.push_str(&rocmc::launch_summary(l, "launch: "));
+        out.push_str(&crate::launch_summary(l, "launch: "));
     }
     out
 }
@@ -231,10 +231,10 @@ struct Occupancy {
 
 impl Occupancy {
     fn of(
-        co: &rocmc::linker::codeobject::CodeObject,
-        k: &rocmc::linker::codeobject::KernelInfo,
+        co: &crate::linker::codeobject::CodeObject,
+        k: &crate::linker::codeobject::KernelInfo,
     ) -> Occupancy {
-        use rocmc::linker::hw;
+        use crate::linker::hw;
         // LDS a kernel is launched with grows with the sizes; the bounds
         // are the worst case the kernel admits.
         let launch_lds = co

@@ -1,8 +1,8 @@
 //! `rocmc run`: a kernel on seeded random or given inputs, compared with
 //! the reference interpreter.
 
-use crate::{io, read_kernel, FpContract};
-use rocmc::{Error, Options};
+use super::{io, read_kernel, FpContract};
+use crate::{Error, Options};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -115,11 +115,11 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
     }
     let source = read_kernel(&a.kernel)?;
     let tune = match &a.tune {
-        Some(t) => rocmc::ir::tune::parse_assignments(t)
+        Some(t) => crate::ir::tune::parse_assignments(t)
             .map_err(|e| Error::Usage(format!("--tune: {e}")))?,
         None => Vec::new(),
     };
-    let front = rocmc::frontend_with(&a.kernel.display().to_string(), &source, &tune)?;
+    let front = crate::frontend_with(&a.kernel.display().to_string(), &source, &tune)?;
     let spec = spec(&a, &front.kernel)?;
     let sizes = spec.sizes.clone();
     let shown: Vec<String> = front
@@ -136,12 +136,12 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         opts.fp_contract = a.fp_contract == FpContract::Fast;
         opts.emulate = a.emulate.clone();
         let cpu = a.device == "cpu";
-        let what = rocmc::run::GpuRun {
+        let what = crate::run::GpuRun {
             // On the CPU the comparison is the point of a run.
             check: a.check || cpu || a.device.starts_with("loops"),
             bench: a.bench,
         };
-        let r = rocmc::run::run_device(&front, &a.device, &spec, what, &opts)?;
+        let r = crate::run::run_device(&front, &a.device, &spec, what, &opts)?;
         for (name, ms) in &r.kernel_ms {
             println!("{name}: median {ms:.4} ms over {} runs", a.bench);
         }
@@ -172,11 +172,11 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
     );
     // A file's [tune] values, or values given: not the knobs of default
     // schedules nobody asked about (their rule may differ per target).
-    let declared = |t: &rocmc::ir::tune::Tuning| {
+    let declared = |t: &crate::ir::tune::Tuning| {
         t.space
             .params
             .iter()
-            .any(|p| p.span != rocmc::ir::Span::default())
+            .any(|p| p.span != crate::ir::Span::default())
     };
     if let Some(t) = front
         .kernel
@@ -184,7 +184,7 @@ pub fn run(a: RunArgs) -> Result<(), Error> {
         .as_ref()
         .filter(|t| a.tune.is_some() || declared(t))
     {
-        println!("tune values: {}", rocmc::ir::tune::describe(&t.config));
+        println!("tune values: {}", crate::ir::tune::describe(&t.config));
     }
     if report.is_empty() {
         return Ok(());
@@ -242,7 +242,7 @@ fn run_binary(a: &RunArgs) -> Result<(), Error> {
     let bytes = std::fs::read(&a.kernel).map_err(io(&a.kernel))?;
     let sizes: std::collections::HashMap<String, i64> = a.sizes.iter().cloned().collect();
     let params: std::collections::HashMap<String, f64> = a.params.iter().cloned().collect();
-    let r = rocmc::run::run_code_object(&bytes, &a.device, &sizes, &params, a.seed, a.bench)?;
+    let r = crate::run::run_code_object(&bytes, &a.device, &sizes, &params, a.seed, a.bench)?;
     println!("{} ran on {}", a.kernel.display(), r.device);
     for (name, ms) in &r.kernel_ms {
         println!("{name}: median {ms:.4} ms over {} runs", a.bench);
@@ -252,15 +252,15 @@ fn run_binary(a: &RunArgs) -> Result<(), Error> {
 
 /// The run's sizes, parameters, inputs and tolerances from the command
 /// line. Sizes not given are read off the shapes of .npy inputs.
-fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error> {
-    use rocmc::ir::Index;
-    use rocmc::run::{Distribution, InputChoice};
+fn spec(a: &RunArgs, k: &crate::ir::Kernel) -> Result<crate::run::RunSpec, Error> {
+    use crate::ir::Index;
+    use crate::run::{Distribution, InputChoice};
     let mut given: HashMap<String, i64> = a.sizes.iter().cloned().collect();
     let size_names = k.size_names();
-    let input = |name: &str| -> Result<&rocmc::ir::Tensor, Error> {
+    let input = |name: &str| -> Result<&crate::ir::Tensor, Error> {
         let inputs: Vec<&str> = k.inputs().map(|(_, t)| t.name.as_str()).collect();
         match k.tensors.iter().find(|t| t.name == name) {
-            Some(t) if t.kind == rocmc::ir::TensorKind::Input => Ok(t),
+            Some(t) if t.kind == crate::ir::TensorKind::Input => Ok(t),
             Some(_) => Err(Error::Usage(format!(
                 "--input {name}: `{name}` is computed by the kernel; only inputs can be given (its inputs: {})",
                 inputs.join(", ")
@@ -272,14 +272,14 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
         }
     };
     // Files first: their shapes may give sizes.
-    let mut files: Vec<(String, PathBuf, Vec<i64>, rocmc::ir::interp::Buffer)> = Vec::new();
+    let mut files: Vec<(String, PathBuf, Vec<i64>, crate::ir::interp::Buffer)> = Vec::new();
     for (name, what) in &a.inputs {
         let path = Path::new(what);
         if !(what.ends_with(".npy") || path.is_file()) {
             continue;
         }
         let t = input(name)?;
-        let (shape, values) = rocmc::run::npy::read(path, name, t.dtype)?;
+        let (shape, values) = crate::run::npy::read(path, name, t.dtype)?;
         if shape.len() != t.shape.len() {
             return Err(Error::Usage(format!(
                 "--input {name}={what}: the file holds a {}-dimensional array {shape:?}, the kernel's `{name}` has {} dimensions",
@@ -295,11 +295,11 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
         }
         files.push((name.clone(), path.to_path_buf(), shape, values));
     }
-    let sizes = rocmc::run::size_values(k, &given)?;
+    let sizes = crate::run::size_values(k, &given)?;
     let mut inputs = HashMap::new();
     for (name, path, shape, values) in files {
         let t = input(&name)?;
-        let want = rocmc::ir::interp::shape_of(t, &sizes).unwrap_or_default();
+        let want = crate::ir::interp::shape_of(t, &sizes).unwrap_or_default();
         if shape != want {
             let text: Vec<String> = t
                 .shape
@@ -324,7 +324,7 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
             .map_err(|e| Error::Usage(format!("--input {name}={what}: {e}")))?;
         inputs.insert(name.clone(), InputChoice::Random(d));
     }
-    let mut tolerance = rocmc::run::Tolerances::default();
+    let mut tolerance = crate::run::Tolerances::default();
     for (name, x) in &a.tolerances {
         match name {
             None => tolerance.all = Some(*x),
@@ -332,7 +332,7 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
                 let computed = k
                     .tensors
                     .iter()
-                    .any(|t| &t.name == n && t.kind != rocmc::ir::TensorKind::Input);
+                    .any(|t| &t.name == n && t.kind != crate::ir::TensorKind::Input);
                 if !computed {
                     return Err(Error::Usage(format!(
                         "--tolerance {n}={x}: the kernel computes no tensor `{n}`"
@@ -342,7 +342,7 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
             }
         }
     }
-    Ok(rocmc::run::RunSpec {
+    Ok(crate::run::RunSpec {
         sizes,
         params: a.params.iter().cloned().collect(),
         seed: a.seed,
@@ -353,7 +353,7 @@ fn spec(a: &RunArgs, k: &rocmc::ir::Kernel) -> Result<rocmc::run::RunSpec, Error
 }
 
 /// Writes what a run kept into DIR/inputs, DIR/outputs and DIR/reference.
-fn write_kept(dir: &Path, kept: &rocmc::run::Kept) -> Result<(), Error> {
+fn write_kept(dir: &Path, kept: &crate::run::Kept) -> Result<(), Error> {
     let mut n = 0;
     for (sub, tensors) in [
         ("inputs", &kept.inputs),
@@ -366,9 +366,9 @@ fn write_kept(dir: &Path, kept: &rocmc::run::Kept) -> Result<(), Error> {
         let d = dir.join(sub);
         std::fs::create_dir_all(&d).map_err(io(&d))?;
         for t in tensors {
-            crate::build::write_atomic(
+            super::build::write_atomic(
                 &d.join(format!("{}.npy", t.name)),
-                &rocmc::run::npy::encode(t),
+                &crate::run::npy::encode(t),
             )?;
             n += 1;
         }

@@ -1,8 +1,8 @@
 //! `rocmc build`: compile a kernel file into the forms asked for.
 
-use crate::{io, read_kernel, FpContract};
+use super::{io, read_kernel, FpContract};
+use crate::{Emit, Error, Options};
 use clap::ValueEnum;
-use rocmc::{Emit, Error, Options};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -50,8 +50,8 @@ impl Kind {
     }
 }
 
-pub fn rocmc_ir_kernel(file: &str, source: &str) -> Result<rocmc::ir::Kernel, Error> {
-    Ok(rocmc::ir::front::parse_kernel(file, source)?)
+pub fn rocmc_ir_kernel(file: &str, source: &str) -> Result<crate::ir::Kernel, Error> {
+    Ok(crate::ir::front::parse_kernel(file, source)?)
 }
 
 /// Chooses the [tune] values a build uses: `--tune` by hand, else the
@@ -61,19 +61,19 @@ fn tuning_for_build(
     a: &BuildArgs,
     file: &str,
     source: &str,
-    targets: &[rocmc::codegen::Target],
+    targets: &[crate::codegen::Target],
     opts: &mut Options,
 ) -> Result<Option<String>, Error> {
-    use rocmc::tune::db;
+    use crate::tune::db;
     if let Some(t) = &a.tune {
-        opts.tune = rocmc::ir::tune::parse_assignments(t)
+        opts.tune = crate::ir::tune::parse_assignments(t)
             .map_err(|e| Error::Usage(format!("--tune: {e}")))?;
         // Default schedules' knobs depend on the target: the first one's.
-        let k = rocmc::kernel_for(file, source, &opts.tune, &targets[0], opts)?;
+        let k = crate::kernel_for(file, source, &opts.tune, &targets[0], opts)?;
         return Ok(k.tuning.map(|t| {
             format!(
                 "tune values given: {}",
-                rocmc::ir::tune::describe(&t.config)
+                crate::ir::tune::describe(&t.config)
             )
         }));
     }
@@ -92,7 +92,7 @@ fn tuning_for_build(
             p
         }
     };
-    let k = rocmc::kernel_for(file, source, &[], &targets[0], opts)?;
+    let k = crate::kernel_for(file, source, &[], &targets[0], opts)?;
     if k.tuning.is_none() {
         return Ok(None);
     }
@@ -104,7 +104,7 @@ fn tuning_for_build(
     let d = db::TuningDb::load(&path).map_err(Error::Usage)?;
     let tuned_for = match &a.tuned_for {
         Some(sz) => Some(
-            rocmc::ir::tune::parse_assignments(sz)
+            crate::ir::tune::parse_assignments(sz)
                 .map_err(|e| Error::Usage(format!("--tuned-for: {e}")))?,
         ),
         None => None,
@@ -195,7 +195,7 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
         tune: Vec::new(),
         emulate: None,
     };
-    let targets = rocmc::targets(&opts)?;
+    let targets = crate::targets(&opts)?;
     let mut opts = opts;
     let tuning_note = tuning_for_build(&a, &file, &source, &targets, &mut opts)?;
     let multi = targets.len() > 1;
@@ -206,7 +206,7 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
         object: kinds.contains(&Kind::Obj),
         code_object: kinds.contains(&Kind::Hsaco) || kinds.contains(&Kind::So),
     };
-    let arts = rocmc::compile_for(&file, &source, &targets, &opts, emit)?;
+    let arts = crate::compile_for(&file, &source, &targets, &opts, emit)?;
     let first = &arts[0];
     let outputs = render(&kinds, &arts, &source, multi);
     let t_write = std::time::Instant::now();
@@ -257,11 +257,11 @@ pub fn build(a: BuildArgs) -> Result<(), Error> {
 fn kinds_for(
     a: &BuildArgs,
     mut kinds: Vec<Kind>,
-    targets: &[rocmc::target::Target],
+    targets: &[crate::target::Target],
     to_stdout: bool,
 ) -> Result<Vec<Kind>, Error> {
-    use rocmc::toolchain::Output;
-    let tcs: Vec<_> = targets.iter().map(rocmc::toolchain::lookup).collect();
+    use crate::toolchain::Output;
+    let tcs: Vec<_> = targets.iter().map(crate::toolchain::lookup).collect();
     let module = tcs[0].module_output();
     if tcs.iter().any(|t| t.module_output() != module) {
         return Err(Error::Usage(format!(
@@ -315,18 +315,18 @@ fn kinds_for(
 /// Each output's kind, target suffix for file names (several targets) and bytes.
 fn render(
     kinds: &[Kind],
-    arts: &[rocmc::Artifact],
+    arts: &[crate::Artifact],
     source: &str,
     multi: bool,
 ) -> Vec<(Kind, Option<String>, Vec<u8>)> {
     let first = &arts[0];
-    let header = |art: &rocmc::Artifact, comment: &str| {
+    let header = |art: &crate::Artifact, comment: &str| {
         format!(
             "{comment} rocmc {} for {} ({})\n{}",
             env!("CARGO_PKG_VERSION"),
             art.target,
-            rocmc::target_summary(&art.target),
-            rocmc::launch_summary(&art.launch, &format!("{comment} "))
+            crate::target_summary(&art.target),
+            crate::launch_summary(&art.launch, &format!("{comment} "))
         )
     };
     // (kind, target suffix for file names, bytes)
@@ -337,16 +337,16 @@ fn render(
             Kind::Schedule => outputs.push((
                 *k,
                 None,
-                rocmc::explain::schedules(&first.kernel, source).into_bytes(),
+                crate::explain::schedules(&first.kernel, source).into_bytes(),
             )),
             // One header for every target: the launch document is the same.
             Kind::Header => outputs.push((
                 *k,
                 None,
-                rocmc::header::c_header(&first.kernel.name, &first.target, &first.launch)
+                crate::header::c_header(&first.kernel.name, &first.target, &first.launch)
                     .into_bytes(),
             )),
-            Kind::Hsaco if multi => outputs.push((*k, None, rocmc::bundle(arts))),
+            Kind::Hsaco if multi => outputs.push((*k, None, crate::bundle(arts))),
             _ => {
                 for art in arts {
                     let bytes = match k {
@@ -376,7 +376,7 @@ fn render(
 }
 
 /// `--time-passes`: each target's phases, with the write.
-fn time_passes(arts: &[rocmc::Artifact], write: std::time::Duration) {
+fn time_passes(arts: &[crate::Artifact], write: std::time::Duration) {
     for art in arts {
         let mut timings = art.timings.clone();
         timings.push(("write", write));
@@ -391,22 +391,22 @@ fn time_passes(arts: &[rocmc::Artifact], write: std::time::Duration) {
 
 /// What a build wrote, for the user: files, targets, tuning, launch
 /// geometry, matrix instructions.
-fn summary(arts: &[rocmc::Artifact], written: &[String], tuning_note: Option<&str>) {
+fn summary(arts: &[crate::Artifact], written: &[String], tuning_note: Option<&str>) {
     let first = &arts[0];
     let targets: Vec<String> = arts
         .iter()
-        .map(|a| format!("{}, {}", a.target, rocmc::target_summary(&a.target)))
+        .map(|a| format!("{}, {}", a.target, crate::target_summary(&a.target)))
         .collect();
     eprintln!("wrote {} ({})", written.join(", "), targets.join("; "));
-    for w in rocmc::explain::one_thread_warnings(&first.kernel) {
+    for w in crate::explain::one_thread_warnings(&first.kernel) {
         eprintln!("warning: {w}");
     }
     if let Some(note) = tuning_note {
         eprintln!("  {note}");
     }
-    eprint!("{}", rocmc::launch_summary(&first.launch, "  "));
+    eprint!("{}", crate::launch_summary(&first.launch, "  "));
     for art in arts {
-        let used = rocmc::ir::lower::matrix::uses_matrix(&art.program);
+        let used = crate::ir::lower::matrix::uses_matrix(&art.program);
         if !used.is_empty() {
             let names: Vec<String> = used
                 .iter()

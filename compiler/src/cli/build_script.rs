@@ -1,9 +1,9 @@
 //! `rocmc build-script`: what a Cargo build script asks for through the
 //! `rocmc-build` crate, which runs this executable instead of linking the
-//! compiler. The arguments mirror `rocmc::Build`'s methods one to one.
+//! compiler. The arguments mirror `crate::Build`'s methods one to one.
 
+use crate::Error;
 use clap::Args;
-use rocmc::Error;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -44,7 +44,7 @@ pub struct BuildScriptArgs {
 }
 
 pub fn build_script(a: BuildScriptArgs) -> Result<(), Error> {
-    let mut b = rocmc::Build::new();
+    let mut b = crate::Build::new();
     b.out_dir(&a.out_dir).cargo_metadata(a.cargo_metadata);
     for k in &a.kernel {
         b.kernel(k);

@@ -1,0 +1,207 @@
+"""Calling a loaded module: its signature from the launch document, sizes
+from the arguments' shapes, arrays in and out of device buffers."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _rocmc
+
+# The launch document's dtypes as NumPy's; bf16 and the 8-bit floats have
+# no NumPy type and travel as their bits (uint16, uint8).
+_NUMPY = {
+    "f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.uint16,
+    "i8": np.int8, "u8": np.uint8, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
+    "bool": np.bool_, "f8e4m3fn": np.uint8, "f8e5m2": np.uint8,
+    "f8e4m3fnuz": np.uint8, "f8e5m2fnuz": np.uint8,
+}
+
+
+def _eval(e, sizes):
+    """An extent of the launch document (``{"size": "n"}``, ``{"ceil_div": [a, b]}``, ...)."""
+    (op, v), = e.items()
+    if op == "const":
+        return v
+    if op == "size":
+        return sizes[v]
+    a, b = _eval(v[0], sizes), _eval(v[1], sizes)
+    return {
+        "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+        "div": lambda: a // b, "ceil_div": lambda: -((-a) // b), "mod": lambda: a % b,
+        "min": lambda: min(a, b), "max": lambda: max(a, b), "xor": lambda: a ^ b,
+    }[op]()
+
+
+def _text(e):
+    (op, v), = e.items()
+    if op in ("const", "size"):
+        return str(v)
+    return f"{op}({_text(v[0])}, {_text(v[1])})"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a kernel: ``role`` is ``buffer``, ``size`` or ``scalar``."""
+    name: str
+    role: str
+    dtype: str
+    shape: tuple = ()
+    written: bool = False
+
+    def __str__(self):
+        if self.role == "buffer":
+            dims = ", ".join(_text(e) for e in self.shape)
+            return f"{self.name}: {'out ' if self.written else ''}{self.dtype}[{dims}]"
+        return f"{self.name}: {self.dtype}"
+
+
+class Signature:
+    """The arguments a call takes, in order: buffers (as the kernels first
+    use them), then sizes, then scalar parameters."""
+
+    def __init__(self, doc):
+        seen = {}
+        for k in doc["kernels"]:
+            for a in k["args"]:
+                prev = seen.get(a["name"])
+                written = a.get("written", False) or (prev is not None and prev.written)
+                if prev is None or written != prev.written:
+                    seen[a["name"]] = Arg(a["name"], a["role"], a["dtype"],
+                                          tuple(a.get("shape", ())), written)
+        order = {"buffer": 0, "size": 1, "scalar": 2}
+        self.args = sorted(seen.values(), key=lambda a: order[a.role])
+        self.kernels = [k["name"] for k in doc["kernels"]]
+
+    def __iter__(self):
+        return iter(self.args)
+
+    def __str__(self):
+        return "(" + ", ".join(str(a) for a in self.args) + ")"
+
+
+def _array(name, value, arg):
+    """``value`` as a NumPy array sharing its memory where it can (NumPy,
+    PyTorch CPU tensors, DLPack on the CPU)."""
+    if isinstance(value, np.ndarray):
+        return value
+    mod = type(value).__module__
+    if mod.startswith("torch"):
+        if value.device.type != "cpu":
+            raise TypeError(
+                f"{name}: a tensor on {value.device} — rocmc's Python calls take host memory "
+                "(NumPy arrays, CPU tensors) and copy it to the device; pass value.cpu()")
+        if str(value.dtype) == "torch.bfloat16":
+            return value.detach().view(dtype=__import__("torch").int16).numpy().view(np.uint16)
+        return value.detach().numpy()
+    if hasattr(value, "__dlpack__"):
+        return np.from_dlpack(value)
+    if arg.written:
+        raise TypeError(f"{name}: an output needs an array to write into, got {type(value).__name__}")
+    return np.asarray(value)
+
+
+class Kernel:
+    """A module loaded on a device, called with its arguments by name (or
+    in :attr:`signature` order): ``kernel(A=a, B=b, C=c)``. Every GPU
+    kernel of the module runs in order; written buffers are copied back
+    into the arrays given for them."""
+
+    def __init__(self, device, module):
+        self.device = device
+        self._module, doc = device._dev.load(module)
+        self.launch_document = json.loads(doc)
+        self.signature = Signature(self.launch_document)
+
+    def __repr__(self):
+        return f"rocmc.Kernel{self.signature} on {self.device.info['name']}"
+
+    def _bind(self, args, kwargs):
+        names = [a.name for a in self.signature if a.role != "size"]
+        if len(args) > len(names):
+            raise TypeError(f"{len(args)} positional arguments for {len(names)}: {self.signature}")
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k in bound:
+                raise TypeError(f"{k} given twice")
+            if not any(a.name == k for a in self.signature):
+                raise TypeError(f"no argument `{k}`; the kernel takes {self.signature}")
+            bound[k] = v
+        return bound
+
+    def _sizes(self, bound, arrays):
+        sizes = {a.name: int(bound[a.name]) for a in self.signature if a.role == "size" and a.name in bound}
+        for a in self.signature:
+            arr = arrays.get(a.name)
+            if a.role != "buffer" or arr is None or arr.ndim != len(a.shape):
+                continue
+            for e, d in zip(a.shape, arr.shape):
+                if "size" in e:
+                    s = e["size"]
+                    if sizes.setdefault(s, d) != d:
+                        raise ValueError(f"{a.name}: size {s} is {sizes[s]} elsewhere but {d} here (shape {arr.shape})")
+        missing = [a.name for a in self.signature if a.role == "size" and a.name not in sizes]
+        if missing:
+            raise TypeError(f"sizes {', '.join(missing)} are neither given nor read off an argument's shape")
+        return sizes
+
+    def __call__(self, *args, **kwargs):
+        bound = self._bind(args, kwargs)
+        missing = [a.name for a in self.signature if a.role != "size" and a.name not in bound]
+        if missing:
+            raise TypeError(f"missing {', '.join(missing)}; the kernel takes {self.signature}")
+        arrays = {a.name: _array(a.name, bound[a.name], a) for a in self.signature if a.role == "buffer"}
+        sizes = self._sizes(bound, arrays)
+        dev = self.device._dev
+        ids, held = {}, []
+        try:
+            for a in self.signature:
+                if a.role != "buffer":
+                    continue
+                arr = arrays[a.name]
+                want = np.dtype(_NUMPY[a.dtype])
+                if arr.dtype != want:
+                    raise TypeError(f"{a.name}: {arr.dtype} array where the kernel takes {a.dtype} ({want})")
+                n = 1
+                for e in a.shape:
+                    n *= _eval(e, sizes)
+                if arr.size != n:
+                    raise ValueError(f"{a.name}: {arr.size} elements where {a} holds {n} with {sizes}")
+                if a.written and not (arr.flags.c_contiguous and arr.flags.writeable):
+                    raise ValueError(f"{a.name}: an output must be a writeable C-contiguous array")
+                # The same memory under two names is one device buffer.
+                key = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str)
+                if key not in ids:
+                    ids[key] = dev.upload(np.ascontiguousarray(arr).tobytes())
+                    held.append(ids[key])
+                ids[a.name] = ids[key]
+            for k in self.launch_document["kernels"]:
+                wire = []
+                for a in k["args"]:
+                    if a["role"] == "buffer":
+                        wire.append(("buffer", ids[a["name"]], a["dtype"], arrays[a["name"]].size))
+                    elif a["role"] == "size":
+                        wire.append(("size", sizes[a["name"]]))
+                    else:
+                        wire.append(("scalar", a["dtype"], _scalar(a["dtype"], bound[a["name"]])))
+                dev.launch(self._module, k["name"], wire)
+            for a in self.signature:
+                if a.role == "buffer" and a.written:
+                    out = arrays[a.name]
+                    got = np.frombuffer(dev.read(ids[a.name]), dtype=out.dtype).reshape(out.shape)
+                    np.copyto(out, got)
+        finally:
+            for b in held:
+                dev.free(b)
+
+
+def _scalar(dtype, v):
+    """A scalar parameter's little-endian bytes."""
+    if dtype == "bf16":
+        bits = np.array(v, np.float32).view(np.uint32)
+        # Round to nearest even, as the kernels' own conversions do.
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        return np.array(bits, np.uint16).tobytes()
+    if dtype == "bool":
+        return bytes([1 if v else 0])
+    return np.array(v, _NUMPY[dtype]).tobytes()
