@@ -280,7 +280,8 @@ fn a_stage_on_one_thread_is_a_build_warning() {
 }
 
 /// The wheel (`scripts/build-wheel.sh`, python/pyproject.toml) carries the
-/// workspace's compiler: its version is the crates' version.
+/// workspace's compiler as the extension tests/python.rs tests, and the
+/// `rocmc` command; its version is the crates' version.
 #[test]
 fn the_wheel_has_the_workspace_version() {
     let py = std::fs::read_to_string(root().join("python/pyproject.toml")).unwrap();
@@ -292,8 +293,9 @@ fn the_wheel_has_the_workspace_version() {
             .unwrap()
     };
     assert_eq!(version(&py), version(&cargo));
-    assert!(
-        py.contains("manifest-path = \"../compiler/Cargo.toml\""),
-        "{py}"
-    );
+    // The extension the wheel imports is the one tests/python.rs tests.
+    let ext = std::fs::read_to_string(root().join("python/Cargo.toml")).unwrap();
+    assert!(py.contains("module-name = \"rocmc._rocmc\""), "{py}");
+    assert!(ext.contains("name = \"_rocmc\""), "{ext}");
+    assert!(py.contains("rocmc = \"rocmc._cli:main\""), "{py}");
 }
