@@ -162,6 +162,40 @@ pub trait Device {
     /// Waits for everything queued; reports an earlier queued failure.
     fn synchronize(&mut self) -> Result<()>;
 
+    /// Memory the caller owns on this device (a framework's tensor), as a
+    /// buffer of it without a copy: launches read and write it in place,
+    /// and freeing the id forgets it. Devices that cannot (the default)
+    /// refuse.
+    ///
+    /// # Safety
+    /// `address` must be `bytes` of this device's memory, valid (not freed
+    /// or moved) for as long as the id is used.
+    unsafe fn import(&mut self, address: u64, bytes: u64) -> Result<BufferId> {
+        let _ = (address, bytes);
+        Err(Error::Limit(format!(
+            "{} cannot use memory it did not allocate",
+            self.info().name
+        )))
+    }
+
+    /// Queues later launches (and their timing) on the caller's stream
+    /// `stream` (a `CUstream`; 0: the default stream), so they order with
+    /// a framework's work there. Devices without streams refuse any other.
+    ///
+    /// # Safety
+    /// `stream` must be a stream of this device's context that outlives
+    /// the launches queued on it.
+    unsafe fn use_stream(&mut self, stream: u64) -> Result<()> {
+        if stream == 0 {
+            Ok(())
+        } else {
+            Err(Error::Limit(format!(
+                "{} has no streams to launch on",
+                self.info().name
+            )))
+        }
+    }
+
     /// A fresh buffer holding `data`.
     fn upload(&mut self, data: &[u8]) -> Result<BufferId> {
         let id = self.alloc(data.len() as u64)?;

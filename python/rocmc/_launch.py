@@ -80,17 +80,45 @@ class Signature:
         return "(" + ", ".join(str(a) for a in self.args) + ")"
 
 
-def _array(name, value, arg):
+# PyTorch's dtypes by rocmc's names (the 8-bit floats as PyTorch spells them).
+_TORCH = {
+    "f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16",
+    "i8": "int8", "u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64",
+    "bool": "bool", "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
+    "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2fnuz": "float8_e5m2fnuz",
+}
+
+
+class _OnDevice:
+    """A PyTorch tensor in the device's own memory, used in place."""
+
+    def __init__(self, name, t):
+        if not t.is_contiguous():
+            raise ValueError(f"{name}: a GPU tensor must be contiguous (call .contiguous())")
+        self.tensor = t
+        self.shape = tuple(t.shape)
+        self.ndim = t.dim()
+        self.size = t.numel()
+        self.nbytes = t.numel() * t.element_size()
+        self.dtype = str(t.dtype)[len("torch."):]
+
+
+def _array(name, value, arg, device):
     """``value`` as a NumPy array sharing its memory where it can (NumPy,
-    PyTorch CPU tensors, DLPack on the CPU)."""
+    PyTorch CPU tensors, DLPack on the CPU), or a GPU tensor of
+    ``device`` used in place."""
     if isinstance(value, np.ndarray):
         return value
     mod = type(value).__module__
     if mod.startswith("torch"):
         if value.device.type != "cpu":
-            raise TypeError(
-                f"{name}: a tensor on {value.device} — rocmc's Python calls take host memory "
-                "(NumPy arrays, CPU tensors) and copy it to the device; pass value.cpu()")
+            want = device.info["name"]
+            index = value.device.index or 0
+            if not want.startswith("cuda") or int(want.partition(":")[2] or 0) != index:
+                raise TypeError(
+                    f"{name}: a tensor on {value.device}, and the kernel is loaded on {want}; "
+                    "pass tensors of that device, or host memory (copied)")
+            return _OnDevice(name, value)
         if str(value.dtype) == "torch.bfloat16":
             return value.detach().view(dtype=__import__("torch").int16).numpy().view(np.uint16)
         return value.detach().numpy()
@@ -150,16 +178,19 @@ class Kernel:
         missing = [a.name for a in self.signature if a.role != "size" and a.name not in bound]
         if missing:
             raise TypeError(f"missing {', '.join(missing)}; the kernel takes {self.signature}")
-        arrays = {a.name: _array(a.name, bound[a.name], a) for a in self.signature if a.role == "buffer"}
+        arrays = {a.name: _array(a.name, bound[a.name], a, self.device)
+                  for a in self.signature if a.role == "buffer"}
         sizes = self._sizes(bound, arrays)
         dev = self.device._dev
         ids, held = {}, []
+        stream, copied = 0, False
         try:
             for a in self.signature:
                 if a.role != "buffer":
                     continue
                 arr = arrays[a.name]
-                want = np.dtype(_NUMPY[a.dtype])
+                on_device = isinstance(arr, _OnDevice)
+                want = _TORCH[a.dtype] if on_device else np.dtype(_NUMPY[a.dtype])
                 if arr.dtype != want:
                     raise TypeError(f"{a.name}: {arr.dtype} array where the kernel takes {a.dtype} ({want})")
                 n = 1
@@ -167,6 +198,14 @@ class Kernel:
                     n *= _eval(e, sizes)
                 if arr.size != n:
                     raise ValueError(f"{a.name}: {arr.size} elements where {a} holds {n} with {sizes}")
+                if on_device:
+                    key = (arr.tensor.data_ptr(), arr.nbytes, arr.dtype)
+                    if key not in ids:
+                        ids[key] = dev._import_memory(arr.tensor.data_ptr(), arr.nbytes)
+                        held.append(ids[key])
+                        stream = _torch_stream(arr.tensor)
+                    ids[a.name] = ids[key]
+                    continue
                 if a.written and not (arr.flags.c_contiguous and arr.flags.writeable):
                     raise ValueError(f"{a.name}: an output must be a writeable C-contiguous array")
                 # The same memory under two names is one device buffer.
@@ -174,7 +213,14 @@ class Kernel:
                 if key not in ids:
                     ids[key] = dev.upload(np.ascontiguousarray(arr).tobytes())
                     held.append(ids[key])
+                    copied = True
                 ids[a.name] = ids[key]
+            # On PyTorch's current stream, ordered with its work on the
+            # tensors; host copies finish first (a copy from pageable memory
+            # may still be in flight when the call returns).
+            dev._use_stream(stream)
+            if stream and copied:
+                dev.synchronize()
             for k in self.launch_document["kernels"]:
                 wire = []
                 for a in k["args"]:
@@ -185,14 +231,23 @@ class Kernel:
                     else:
                         wire.append(("scalar", a["dtype"], _scalar(a["dtype"], bound[a["name"]])))
                 dev.launch(self._module, k["name"], wire)
-            for a in self.signature:
-                if a.role == "buffer" and a.written:
-                    out = arrays[a.name]
-                    got = np.frombuffer(dev.read(ids[a.name]), dtype=out.dtype).reshape(out.shape)
-                    np.copyto(out, got)
+            copy_back = [a for a in self.signature
+                         if a.role == "buffer" and a.written and not isinstance(arrays[a.name], _OnDevice)]
+            if stream and copy_back:
+                dev.synchronize()
+            for a in copy_back:
+                out = arrays[a.name]
+                got = np.frombuffer(dev.read(ids[a.name]), dtype=out.dtype).reshape(out.shape)
+                np.copyto(out, got)
         finally:
             for b in held:
                 dev.free(b)
+
+
+def _torch_stream(t):
+    """PyTorch's current stream on ``t``'s device, as a ``CUstream``."""
+    import torch
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _scalar(dtype, v):

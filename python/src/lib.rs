@@ -141,6 +141,24 @@ impl Device {
     fn synchronize(&mut self) -> PyResult<()> {
         self.dev.synchronize().map_err(err)
     }
+
+    /// Memory of this device that a framework owns (a PyTorch tensor's
+    /// `data_ptr()` and size in bytes) as a buffer id, used in place;
+    /// `free` forgets it. Only rocmc/_launch.py calls this, with a tensor
+    /// it keeps referenced until the launches are queued and the id freed.
+    fn _import_memory(&mut self, address: u64, bytes: u64) -> PyResult<BufferId> {
+        // SAFETY: the one caller passes a live tensor of this device
+        // (checked against its device index), referenced for the id's use.
+        unsafe { self.dev.import(address, bytes) }.map_err(err)
+    }
+
+    /// Queues later launches on the framework's stream `stream` (PyTorch's
+    /// `current_stream().cuda_stream`; 0: the default stream).
+    fn _use_stream(&mut self, stream: u64) -> PyResult<()> {
+        // SAFETY: the one caller passes PyTorch's current stream of this
+        // device, which outlives the launches it queues.
+        unsafe { self.dev.use_stream(stream) }.map_err(err)
+    }
 }
 
 fn wire_arg(t: &Bound<'_, PyTuple>) -> PyResult<Arg> {

@@ -11,6 +11,9 @@ pub struct CudaDevice {
     info: DeviceInfo,
     bufs: dev::Buffers<DeviceBuffer<u8>>,
     modules: HashMap<ModuleId, Module>,
+    /// The caller's stream launches go to ([`dev::Device::use_stream`]);
+    /// `None`: the default stream.
+    stream: Option<crate::Stream>,
 }
 
 /// What CUDA device `index` reports about itself, as the device interface
@@ -36,6 +39,7 @@ impl CudaDevice {
             dev: d,
             bufs: dev::Buffers::new(&info.name),
             modules: HashMap::new(),
+            stream: None,
             info,
         })
     }
@@ -51,7 +55,8 @@ impl CudaDevice {
             .ok_or_else(|| dev::Error::NoModule(module.to_string()))?;
         let k = m.kernel(kernel).map_err(|e| self.err(e))?;
         let a = dev::kernel_args(args, self.bufs.lookup())?;
-        k.launch(&a, None).map_err(|e| self.err(e))
+        k.launch(&a, self.stream.as_ref())
+            .map_err(|e| self.err(e))
     }
 }
 
@@ -131,9 +136,9 @@ impl dev::Device for CudaDevice {
             || self.run(module, kernel, args),
             |launch| {
                 let (s, f) = (self.dev.event().map_err(e)?, self.dev.event().map_err(e)?);
-                s.record(None).map_err(e)?;
+                s.record(self.stream.as_ref()).map_err(e)?;
                 launch()?;
-                f.record(None).map_err(e)?;
+                f.record(self.stream.as_ref()).map_err(e)?;
                 Ok(f64::from(f.elapsed_since(&s).map_err(e)?))
             },
         )
@@ -141,6 +146,21 @@ impl dev::Device for CudaDevice {
 
     fn synchronize(&mut self) -> dev::Result<()> {
         self.dev.synchronize().map_err(|e| self.err(e))
+    }
+
+    unsafe fn import(&mut self, address: u64, bytes: u64) -> dev::Result<BufferId> {
+        let n = dev::host_len(bytes)?;
+        // SAFETY: the caller's contract: `bytes` of this device's memory,
+        // live while the id is used (the primary context is PyTorch's too).
+        let b = unsafe { self.dev.borrow::<u8>(address, n) };
+        self.bufs.insert(b, false)
+    }
+
+    unsafe fn use_stream(&mut self, stream: u64) -> dev::Result<()> {
+        // SAFETY: the caller's contract: a stream of this context that
+        // outlives the launches queued on it.
+        self.stream = (stream != 0).then(|| unsafe { self.dev.borrow_stream(stream) });
+        Ok(())
     }
 }
 

@@ -310,8 +310,40 @@ impl Device {
             ctx: self.ctx.clone(),
             ptr: p,
             len,
+            owned: true,
             _t: PhantomData,
         })
+    }
+
+    /// `len` elements at `ptr`, memory of this device's primary context
+    /// that someone else allocated (a PyTorch tensor): used in place,
+    /// never freed here.
+    ///
+    /// # Safety
+    /// `ptr` must hold `len` elements of this context's memory for the
+    /// buffer's whole life.
+    pub unsafe fn borrow<T: DeviceScalar>(&self, ptr: u64, len: usize) -> DeviceBuffer<T> {
+        DeviceBuffer {
+            api: self.cuda.api.clone(),
+            ctx: self.ctx.clone(),
+            ptr,
+            len,
+            owned: false,
+            _t: PhantomData,
+        }
+    }
+
+    /// A stream someone else created in this device's primary context
+    /// (PyTorch's current stream), never destroyed here.
+    ///
+    /// # Safety
+    /// `raw` must be a `CUstream` of this context that outlives the value.
+    pub unsafe fn borrow_stream(&self, raw: u64) -> Stream {
+        Stream {
+            api: self.cuda.api.clone(),
+            ptr: raw as Handle,
+            owned: false,
+        }
     }
 
     /// Allocates and fills a buffer.
@@ -443,6 +475,7 @@ impl Device {
         Ok(Stream {
             api: self.cuda.api.clone(),
             ptr: s,
+            owned: true,
         })
     }
 
@@ -523,6 +556,8 @@ pub struct DeviceBuffer<T: DeviceScalar> {
     ctx: Arc<Context>,
     ptr: CuDevicePtr,
     len: usize,
+    /// Allocated here, freed on drop; memory a framework owns is not.
+    owned: bool,
     _t: PhantomData<T>,
 }
 
@@ -644,6 +679,9 @@ impl<T: DeviceScalar> DeviceBuffer<T> {
 
 impl<T: DeviceScalar> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: a live allocation of this context, freed once.
         let _ = unsafe { (self.api.ctx_set_current)(self.ctx.0) };
         // SAFETY: as above.
@@ -655,6 +693,8 @@ impl<T: DeviceScalar> Drop for DeviceBuffer<T> {
 pub struct Stream {
     api: Arc<Api>,
     ptr: Handle,
+    /// Created here, destroyed on drop; a borrowed one is not.
+    owned: bool,
 }
 
 impl Stream {
@@ -670,6 +710,9 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: a live stream, destroyed once.
         let _ = unsafe { (self.api.stream_destroy)(self.ptr) };
     }
