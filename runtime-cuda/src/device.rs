@@ -55,8 +55,7 @@ impl CudaDevice {
             .ok_or_else(|| dev::Error::NoModule(module.to_string()))?;
         let k = m.kernel(kernel).map_err(|e| self.err(e))?;
         let a = dev::kernel_args(args, self.bufs.lookup())?;
-        k.launch(&a, self.stream.as_ref())
-            .map_err(|e| self.err(e))
+        k.launch(&a, self.stream.as_ref()).map_err(|e| self.err(e))
     }
 }
 

@@ -79,8 +79,48 @@ fn on_nvidia() -> Result<usize, String> {
         .processor())
 }
 
+/// `vadd-app cuda launches K`: the host's cost of one typed launch —
+/// K launches of vadd on 1,024 elements queued back to back, then one
+/// synchronize, in µs per launch (what bench/python compares the Python
+/// call with).
+fn launch_cost_nvidia(k: u32) -> Result<f64, String> {
+    use rocmc_runtime_cuda::Cuda;
+    let e = |e: rocmc_runtime_cuda::Error| e.to_string();
+    let dev = Cuda::load().and_then(|c| c.device("cuda")).map_err(e)?;
+    let n = 1024;
+    let a = dev.upload(&vec![1.0f32; n]).map_err(e)?;
+    let c = dev.alloc::<f32>(n).map_err(e)?;
+    let vadd = nvidia::vadd::Vadd::load(&dev).map_err(e)?;
+    for _ in 0..10 {
+        vadd.launch(&a, &a, &c, n as i32).map_err(e)?;
+    }
+    dev.synchronize().map_err(e)?;
+    let t = std::time::Instant::now();
+    for _ in 0..k {
+        vadd.launch(&a, &a, &c, n as i32).map_err(e)?;
+    }
+    dev.synchronize().map_err(e)?;
+    Ok(t.elapsed().as_secs_f64() * 1e6 / f64::from(k.max(1)))
+}
+
 fn main() -> ExitCode {
-    let cuda = std::env::args().nth(1).as_deref() == Some("cuda");
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("cuda")
+        && args.get(2).map(String::as_str) == Some("launches")
+    {
+        let k = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(1000);
+        return match launch_cost_nvidia(k) {
+            Ok(us) => {
+                println!("rust typed launcher: {us:.2} us per launch ({k} launches)");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vadd-app: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let cuda = args.get(1).map(String::as_str) == Some("cuda");
     match if cuda { on_nvidia() } else { on_amd() } {
         Ok(0) => {
             println!("vadd and saxpy on {N} elements: all results correct");

@@ -1,0 +1,120 @@
+"""rocmc's Python API on an NVIDIA GPU beside PyTorch (scripts/python-gpu.sh).
+
+1. Correctness on CUDA tensors used in place: vadd, saxpy (a scalar),
+   softmax and layernorm (rows x cols from 2-D shapes) against PyTorch, on
+   the default stream and inside `torch.cuda.stream(side)` with the inputs
+   made and the outputs read on that stream without synchronising; NumPy
+   arrays on the same device (copied); the refusals.
+2. The host's cost of one launch of vadd on 1,024 elements, K launches
+   queued then one synchronize: the rocmc call from Python on CUDA tensors,
+   PyTorch's own torch.add(out=) (the peer, same run), and the same kernel
+   through the Rust typed launcher (vadd-app cuda launches K).
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+import rocmc
+
+d = sys.argv[1]
+dev = rocmc.device("cuda:0")
+print(f"device: {dev.info['description']} ({dev.target}); rocmc {rocmc.__version__}; torch {torch.__version__}")
+k = {n: dev.load(open(f"{d}/ptx/{n}.ptx", "rb").read()) for n in ["vadd", "saxpy", "softmax", "layernorm"]}
+rows = []
+
+
+def check(name, got, want, tol):
+    err = (got.float() - want.float()).abs().max().item()
+    ok = err <= tol
+    rows.append((name, err, tol, "ok" if ok else "FAIL"))
+
+
+g = torch.Generator(device="cuda").manual_seed(0)
+n = (1 << 20) + 3
+a = torch.randn(n, device="cuda", generator=g)
+b = torch.randn(n, device="cuda", generator=g)
+c = torch.empty_like(a)
+k["vadd"](A=a, B=b, C=c)
+check("vadd, default stream", c, a + b, 0.0)
+k["saxpy"](x=a, y=b, out=c, alpha=0.25)
+check("saxpy, default stream", c, 0.25 * a + b, 1e-6)
+
+X = torch.randn(4099, 1000, device="cuda", generator=g)
+Y = torch.empty_like(X)
+k["softmax"](X=X, Y=Y)
+check("softmax 4099x1000", Y, torch.softmax(X, 1), 1e-6)
+
+# A side stream: inputs made there, the kernels queued there, the result
+# read there, no synchronize in between.
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    for i in range(20):
+        x = torch.randn(2048, 4096, device="cuda", generator=g) * (i + 1)
+        gamma = torch.randn(4096, device="cuda", generator=g)
+        beta = torch.randn(4096, device="cuda", generator=g)
+        y = torch.empty_like(x)
+        k["layernorm"](X=x, gamma=gamma, beta=beta, Y=y, eps=1e-5)
+        want = torch.nn.functional.layer_norm(x, (4096,), gamma, beta, 1e-5)
+    side.synchronize()
+check("layernorm 2048x4096, side stream (20 rounds)", y, want, 1e-4)
+
+# NumPy on the GPU device: copied there and back.
+an = a[:1000].cpu().numpy()
+cn = np.empty_like(an)
+k["vadd"](A=an, B=an, C=cn)
+rows.append(("vadd, NumPy copied to the GPU", float(np.abs(cn - 2 * an).max()), 0.0,
+             "ok" if np.array_equal(cn, 2 * an) else "FAIL"))
+
+for what, fn in [
+    ("f64 tensor", lambda: k["vadd"](A=a.double(), B=b, C=c)),
+    ("CPU tensor for an output", lambda: k["vadd"](A=a, B=b, C=torch.empty(n))),
+    ("strided tensor", lambda: k["vadd"](A=a[::2], B=b[::2], C=c[::2])),
+]:
+    try:
+        fn()
+        rows.append((f"refuses a {what}", 0, 0, "FAIL"))
+    except (TypeError, ValueError, rocmc.RocmcError) as e:
+        rows.append((f"refuses a {what}: {str(e)[:60]}", 0, 0, "ok"))
+
+# Launch cost.
+K = 2000
+small = torch.ones(1024, device="cuda")
+out = torch.empty_like(small)
+
+
+def per_launch(fn):
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(K):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t) / K * 1e6)
+    return best
+
+
+py = per_launch(lambda: k["vadd"](A=small, B=small, C=out))
+pt = per_launch(lambda: torch.add(small, small, out=out))
+r = subprocess.run([f"{d}/vadd-app", "cuda", "launches", str(K)], capture_output=True, text=True)
+rust = float(r.stdout.split(":")[1].split()[0]) if r.returncode == 0 else float("nan")
+print(r.stdout.strip() or r.stderr.strip())
+
+print()
+print(f"{'check':58} {'max |err|':>10} {'tol':>7}  result")
+for name, err, tol, res in rows:
+    print(f"{name:58} {err:10.2e} {tol:7.0e}  {res}")
+print()
+print("host cost of one launch of vadd on 1,024 elements (best of 5 x 2,000 queued launches)")
+print(f"{'caller':44} {'us/launch':>10} {'vs torch.add':>13}")
+for name, us in [("rocmc from Python, CUDA tensors", py), ("torch.add(out=) (peer)", pt),
+                 ("rocmc Rust typed launcher (vadd-app)", rust)]:
+    print(f"{name:44} {us:10.2f} {us / pt:12.2f}x")
+sys.exit(0 if all(x[3] == "ok" for x in rows) else 1)
