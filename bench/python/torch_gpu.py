@@ -70,10 +70,15 @@ k["vadd"](A=an, B=an, C=cn)
 rows.append(("vadd, NumPy copied to the GPU", float(np.abs(cn - 2 * an).max()), 0.0,
              "ok" if np.array_equal(cn, 2 * an) else "FAIL"))
 
+# A CPU tensor beside GPU ones: host memory, copied there and back.
+ch = torch.empty(n)
+k["vadd"](A=a, B=b, C=ch)
+check("vadd, GPU inputs and a CPU output (copied back)", ch, (a + b).cpu(), 0.0)
+
 for what, fn in [
     ("f64 tensor", lambda: k["vadd"](A=a.double(), B=b, C=c)),
-    ("CPU tensor for an output", lambda: k["vadd"](A=a, B=b, C=torch.empty(n))),
     ("strided tensor", lambda: k["vadd"](A=a[::2], B=b[::2], C=c[::2])),
+    ("short tensor", lambda: k["vadd"](A=a, B=b[:-1], C=c)),
 ]:
     try:
         fn()

@@ -92,36 +92,41 @@ _TORCH = {
 class _OnDevice:
     """A PyTorch tensor in the device's own memory, used in place."""
 
-    def __init__(self, name, t):
+    __slots__ = ("tensor", "shape", "ndim", "size", "nbytes", "dtype", "address", "index")
+
+    def __init__(self, name, t, index):
         if not t.is_contiguous():
             raise ValueError(f"{name}: a GPU tensor must be contiguous (call .contiguous())")
         self.tensor = t
-        self.shape = tuple(t.shape)
-        self.ndim = t.dim()
+        self.shape = t.shape
+        self.ndim = len(self.shape)
         self.size = t.numel()
-        self.nbytes = t.numel() * t.element_size()
-        self.dtype = str(t.dtype)[len("torch."):]
+        self.nbytes = self.size * t.element_size()
+        self.dtype = str(t.dtype)[6:]
+        self.address = t.data_ptr()
+        self.index = index
 
 
-def _array(name, value, arg, device):
+def _array(name, value, arg, cuda, index):
     """``value`` as a NumPy array sharing its memory where it can (NumPy,
-    PyTorch CPU tensors, DLPack on the CPU), or a GPU tensor of
-    ``device`` used in place."""
-    if isinstance(value, np.ndarray):
+    PyTorch CPU tensors, DLPack on the CPU), or a GPU tensor of the
+    device (``cuda:index`` when ``cuda``) used in place."""
+    if type(value) is np.ndarray:
         return value
     mod = type(value).__module__
     if mod.startswith("torch"):
-        if value.device.type != "cpu":
-            want = device.info["name"]
-            index = value.device.index or 0
-            if not want.startswith("cuda") or int(want.partition(":")[2] or 0) != index:
+        if value.is_cuda:
+            if not cuda or (value.device.index or 0) != index:
                 raise TypeError(
-                    f"{name}: a tensor on {value.device}, and the kernel is loaded on {want}; "
+                    f"{name}: a tensor on {value.device}, and the kernel is loaded on "
+                    f"{'cuda:' + str(index) if cuda else 'a device that is not it'}; "
                     "pass tensors of that device, or host memory (copied)")
-            return _OnDevice(name, value)
+            return _OnDevice(name, value, index)
         if str(value.dtype) == "torch.bfloat16":
             return value.detach().view(dtype=__import__("torch").int16).numpy().view(np.uint16)
         return value.detach().numpy()
+    if isinstance(value, np.ndarray):
+        return value
     if hasattr(value, "__dlpack__"):
         return np.from_dlpack(value)
     if arg.written:
@@ -140,57 +145,65 @@ class Kernel:
         self._module, doc = device._dev.load(module)
         self.launch_document = json.loads(doc)
         self.signature = Signature(self.launch_document)
+        # What every call needs, worked out once: a call's host cost is
+        # what a launch from Python adds to PyTorch's own.
+        sig = self.signature.args
+        self._names = [a.name for a in sig if a.role != "size"]
+        self._known = {a.name for a in sig}
+        self._sizes_named = [a.name for a in sig if a.role == "size"]
+        self._buffers = [(a, np.dtype(_NUMPY[a.dtype]), _TORCH[a.dtype]) for a in sig if a.role == "buffer"]
+        self._plans = [(k["name"], [(x["role"], x["name"], x["dtype"]) for x in k["args"]])
+                       for k in self.launch_document["kernels"]]
+        self._cuda = device.info["name"].startswith("cuda")
+        self._index = int(device.info["name"].partition(":")[2] or 0) if self._cuda else -1
 
     def __repr__(self):
         return f"rocmc.Kernel{self.signature} on {self.device.info['name']}"
 
     def _bind(self, args, kwargs):
-        names = [a.name for a in self.signature if a.role != "size"]
+        names = self._names
         if len(args) > len(names):
             raise TypeError(f"{len(args)} positional arguments for {len(names)}: {self.signature}")
         bound = dict(zip(names, args))
         for k, v in kwargs.items():
             if k in bound:
                 raise TypeError(f"{k} given twice")
-            if not any(a.name == k for a in self.signature):
+            if k not in self._known:
                 raise TypeError(f"no argument `{k}`; the kernel takes {self.signature}")
             bound[k] = v
         return bound
 
     def _sizes(self, bound, arrays):
-        sizes = {a.name: int(bound[a.name]) for a in self.signature if a.role == "size" and a.name in bound}
-        for a in self.signature:
-            arr = arrays.get(a.name)
-            if a.role != "buffer" or arr is None or arr.ndim != len(a.shape):
+        sizes = {s: int(bound[s]) for s in self._sizes_named if s in bound}
+        for a, _, _ in self._buffers:
+            arr = arrays[a.name]
+            if arr.ndim != len(a.shape):
                 continue
             for e, d in zip(a.shape, arr.shape):
-                if "size" in e:
-                    s = e["size"]
-                    if sizes.setdefault(s, d) != d:
-                        raise ValueError(f"{a.name}: size {s} is {sizes[s]} elsewhere but {d} here (shape {arr.shape})")
-        missing = [a.name for a in self.signature if a.role == "size" and a.name not in sizes]
+                s = e.get("size")
+                if s is not None and sizes.setdefault(s, d) != d:
+                    raise ValueError(f"{a.name}: size {s} is {sizes[s]} elsewhere but {d} here (shape {arr.shape})")
+        missing = [s for s in self._sizes_named if s not in sizes]
         if missing:
             raise TypeError(f"sizes {', '.join(missing)} are neither given nor read off an argument's shape")
         return sizes
 
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
-        missing = [a.name for a in self.signature if a.role != "size" and a.name not in bound]
-        if missing:
+        if len(bound) < len(self._names):
+            missing = [n for n in self._names if n not in bound]
             raise TypeError(f"missing {', '.join(missing)}; the kernel takes {self.signature}")
-        arrays = {a.name: _array(a.name, bound[a.name], a, self.device)
-                  for a in self.signature if a.role == "buffer"}
+        arrays = {a.name: _array(a.name, bound[a.name], a, self._cuda, self._index)
+                  for a, _, _ in self._buffers}
         sizes = self._sizes(bound, arrays)
         dev = self.device._dev
         ids, held = {}, []
-        stream, copied = 0, False
+        stream, copied, copy_back = 0, False, []
         try:
-            for a in self.signature:
-                if a.role != "buffer":
-                    continue
+            for a, np_type, torch_type in self._buffers:
                 arr = arrays[a.name]
-                on_device = isinstance(arr, _OnDevice)
-                want = _TORCH[a.dtype] if on_device else np.dtype(_NUMPY[a.dtype])
+                on_device = type(arr) is _OnDevice
+                want = torch_type if on_device else np_type
                 if arr.dtype != want:
                     raise TypeError(f"{a.name}: {arr.dtype} array where the kernel takes {a.dtype} ({want})")
                 n = 1
@@ -199,15 +212,18 @@ class Kernel:
                 if arr.size != n:
                     raise ValueError(f"{a.name}: {arr.size} elements where {a} holds {n} with {sizes}")
                 if on_device:
-                    key = (arr.tensor.data_ptr(), arr.nbytes, arr.dtype)
+                    key = (arr.address, arr.nbytes, arr.dtype)
                     if key not in ids:
-                        ids[key] = dev._import_memory(arr.tensor.data_ptr(), arr.nbytes)
+                        ids[key] = dev._import_memory(arr.address, arr.nbytes)
                         held.append(ids[key])
-                        stream = _torch_stream(arr.tensor)
+                        if not stream:
+                            stream = _torch_stream(arr.index)
                     ids[a.name] = ids[key]
                     continue
-                if a.written and not (arr.flags.c_contiguous and arr.flags.writeable):
-                    raise ValueError(f"{a.name}: an output must be a writeable C-contiguous array")
+                if a.written:
+                    if not (arr.flags.c_contiguous and arr.flags.writeable):
+                        raise ValueError(f"{a.name}: an output must be a writeable C-contiguous array")
+                    copy_back.append(a.name)
                 # The same memory under two names is one device buffer.
                 key = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str)
                 if key not in ids:
@@ -221,33 +237,34 @@ class Kernel:
             dev._use_stream(stream)
             if stream and copied:
                 dev.synchronize()
-            for k in self.launch_document["kernels"]:
+            for kernel, plan in self._plans:
                 wire = []
-                for a in k["args"]:
-                    if a["role"] == "buffer":
-                        wire.append(("buffer", ids[a["name"]], a["dtype"], arrays[a["name"]].size))
-                    elif a["role"] == "size":
-                        wire.append(("size", sizes[a["name"]]))
+                for role, name, dtype in plan:
+                    if role == "buffer":
+                        wire.append(("buffer", ids[name], dtype, arrays[name].size))
+                    elif role == "size":
+                        wire.append(("size", sizes[name]))
                     else:
-                        wire.append(("scalar", a["dtype"], _scalar(a["dtype"], bound[a["name"]])))
-                dev.launch(self._module, k["name"], wire)
-            copy_back = [a for a in self.signature
-                         if a.role == "buffer" and a.written and not isinstance(arrays[a.name], _OnDevice)]
+                        wire.append(("scalar", dtype, _scalar(dtype, bound[name])))
+                dev.launch(self._module, kernel, wire)
             if stream and copy_back:
                 dev.synchronize()
-            for a in copy_back:
-                out = arrays[a.name]
-                got = np.frombuffer(dev.read(ids[a.name]), dtype=out.dtype).reshape(out.shape)
+            for name in copy_back:
+                out = arrays[name]
+                got = np.frombuffer(dev.read(ids[name]), dtype=out.dtype).reshape(out.shape)
                 np.copyto(out, got)
         finally:
             for b in held:
                 dev.free(b)
 
 
-def _torch_stream(t):
-    """PyTorch's current stream on ``t``'s device, as a ``CUstream``."""
+def _torch_stream(index):
+    """PyTorch's current stream on device ``index``, as a ``CUstream``."""
     import torch
-    return torch.cuda.current_stream(t.device).cuda_stream
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(index)
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 def _scalar(dtype, v):
