@@ -152,7 +152,8 @@ impl dev::Device for CudaDevice {
         // SAFETY: the caller's contract: `bytes` of this device's memory,
         // live while the id is used (the primary context is PyTorch's too).
         let b = unsafe { self.dev.borrow::<u8>(address, n) };
-        self.bufs.insert(b, false)
+        // `true`: the memory holds the caller's data, not to be zeroed.
+        self.bufs.insert(b, true)
     }
 
     unsafe fn use_stream(&mut self, stream: u64) -> dev::Result<()> {
