@@ -270,6 +270,7 @@ impl Build {
             ));
         };
         let version = version(&rocmc)?;
+        compatible(&rocmc, &version)?;
         let (files, mut warnings) = run(&rocmc, &args, &out_dir, metadata)?;
         if let Some(dir) = &self.offline {
             let inputs = self.inputs(&args)?;
@@ -424,18 +425,19 @@ impl Build {
 }
 
 /// A path as the manifest records it: relative to the package when inside
-/// it, so the folder matches on every machine the crate is built on.
+/// it, `$OUT_DIR/…` for a kernel file the build script wrote, so the
+/// folder matches on every machine the crate is built on.
 fn portable(p: &str) -> String {
-    match std::env::var("CARGO_MANIFEST_DIR") {
-        Ok(d) if !d.is_empty() => {
-            let d = d.trim_end_matches('/');
-            p.strip_prefix(d)
-                .and_then(|r| r.strip_prefix('/'))
-                .unwrap_or(p)
-                .to_string()
-        }
-        _ => p.to_string(),
-    }
+    let under = |var: &str| {
+        let d = std::env::var(var).ok().filter(|d| !d.is_empty())?;
+        let rest = p.strip_prefix(d.trim_end_matches('/'))?.strip_prefix('/')?;
+        Some(rest.to_string())
+    };
+    // OUT_DIR lies inside the package's target folder at times: it first.
+    under("OUT_DIR")
+        .map(|r| format!("$OUT_DIR/{r}"))
+        .or_else(|| under("CARGO_MANIFEST_DIR"))
+        .unwrap_or_else(|| p.to_string())
 }
 
 fn outputs(files: Vec<PathBuf>, out_dir: &Path, source: Source, warnings: Vec<String>) -> Outputs {
@@ -458,6 +460,24 @@ fn version(rocmc: &Path) -> Result<String, Error> {
         return Err(Error::BadRocmc(rocmc.to_path_buf()));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Whether `rocmc --version`'s `version` writes launchers this crate's
+/// runtimes take: the same major and minor version (0.1.x today).
+fn compatible(rocmc: &Path, version: &str) -> Result<(), Error> {
+    let minor = |v: &str| -> Option<String> {
+        let mut parts = v.trim().rsplit(' ').next()?.split('.');
+        Some(format!("{}.{}", parts.next()?, parts.next()?))
+    };
+    let ours = env!("CARGO_PKG_VERSION");
+    if minor(version).is_some_and(|m| Some(m) == minor(ours)) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{} is `{version}`, and this rocmc-build is {ours}: the launchers of one minor version need its runtimes; install rocmc {ours} (pip install rocmc=={ours}) or set ROCMC",
+            rocmc.display()
+        )))
+    }
 }
 
 /// Runs `rocmc build-script`; returns the files it wrote (launchers last)
@@ -502,4 +522,36 @@ fn run(
         .map(str::to_string)
         .collect();
     Ok((files, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One test: it sets process-wide variables.
+    #[test]
+    fn manifests_record_portable_paths_and_versions_must_match() {
+        std::env::set_var("CARGO_MANIFEST_DIR", "/home/a/app");
+        std::env::set_var("OUT_DIR", "/home/a/app/target/debug/build/app-1/out");
+        assert_eq!(portable("/home/a/app/kernels/k.toml"), "kernels/k.toml");
+        assert_eq!(
+            portable("/home/a/app/target/debug/build/app-1/out/gen/k.toml"),
+            "$OUT_DIR/gen/k.toml"
+        );
+        assert_eq!(portable("../shared/k.toml"), "../shared/k.toml");
+        assert_eq!(
+            portable("/home/a/application/k.toml"),
+            "/home/a/application/k.toml"
+        );
+        let exe = Path::new("/usr/bin/rocmc");
+        let ours = env!("CARGO_PKG_VERSION");
+        assert!(compatible(exe, &format!("rocmc {ours}")).is_ok());
+        let (major, rest) = ours.split_once('.').unwrap();
+        let minor: u32 = rest.split('.').next().unwrap().parse().unwrap();
+        let patch_later = format!("rocmc {major}.{minor}.99");
+        assert!(compatible(exe, &patch_later).is_ok());
+        let e = compatible(exe, &format!("rocmc {major}.{}.0", minor + 1)).unwrap_err();
+        assert!(e.to_string().contains("install rocmc"), "{e}");
+        assert!(compatible(exe, "not a version").is_err());
+    }
 }
