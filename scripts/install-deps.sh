@@ -7,7 +7,8 @@
 # (the math accuracy test's high-precision reference), a C++
 # compiler for the two small shims, zlib/zstd for linking lld, and pip to
 # fetch NVIDIA's PTX assembler (scripts/install-ptxas.sh), which checks the
-# PTX rocmc writes. Does nothing when everything is present. Needs root or
+# PTX rocmc writes, and NumPy for the Python API's test (tests/python.rs,
+# run by Debian's Python 3). Does nothing when everything is present. Needs root or
 # sudo to install packages.
 set -euo pipefail
 
