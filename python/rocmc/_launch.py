@@ -152,8 +152,9 @@ class Kernel:
         self._known = {a.name for a in sig}
         self._sizes_named = [a.name for a in sig if a.role == "size"]
         self._buffers = [(a, np.dtype(_NUMPY[a.dtype]), _TORCH[a.dtype]) for a in sig if a.role == "buffer"]
-        self._plans = [(k["name"], [(x["role"], x["name"], x["dtype"]) for x in k["args"]])
-                       for k in self.launch_document["kernels"]]
+        self._scalars = [(a.name, a.dtype) for a in sig if a.role == "scalar"]
+        self._plan = device._dev.plan(doc, [a.name for a, _, _ in self._buffers],
+                                      self._sizes_named, [n for n, _ in self._scalars])
         self._cuda = device.info["name"].startswith("cuda")
         self._index = int(device.info["name"].partition(":")[2] or 0) if self._cuda else -1
 
@@ -197,7 +198,7 @@ class Kernel:
                   for a, _, _ in self._buffers}
         sizes = self._sizes(bound, arrays)
         dev = self.device._dev
-        ids, held = {}, []
+        bufs, ids, held = [], {}, []
         stream, copied, copy_back = 0, False, []
         try:
             for a, np_type, torch_type in self._buffers:
@@ -212,13 +213,9 @@ class Kernel:
                 if arr.size != n:
                     raise ValueError(f"{a.name}: {arr.size} elements where {a} holds {n} with {sizes}")
                 if on_device:
-                    key = (arr.address, arr.nbytes, arr.dtype)
-                    if key not in ids:
-                        ids[key] = dev._import_memory(arr.address, arr.nbytes)
-                        held.append(ids[key])
-                        if not stream:
-                            stream = _torch_stream(arr.index)
-                    ids[a.name] = ids[key]
+                    if not stream:
+                        stream = _torch_stream(arr.index)
+                    bufs.append((1, arr.address, arr.nbytes, n))
                     continue
                 if a.written:
                     if not (arr.flags.c_contiguous and arr.flags.writeable):
@@ -231,22 +228,15 @@ class Kernel:
                     held.append(ids[key])
                     copied = True
                 ids[a.name] = ids[key]
-            # On PyTorch's current stream, ordered with its work on the
-            # tensors; host copies finish first (a copy from pageable memory
-            # may still be in flight when the call returns).
-            dev._use_stream(stream)
+                bufs.append((0, ids[key], arr.nbytes, n))
+            # Host copies finish before kernels on PyTorch's stream start (a
+            # copy from pageable memory may still be in flight on return).
             if stream and copied:
                 dev.synchronize()
-            for kernel, plan in self._plans:
-                wire = []
-                for role, name, dtype in plan:
-                    if role == "buffer":
-                        wire.append(("buffer", ids[name], dtype, arrays[name].size))
-                    elif role == "size":
-                        wire.append(("size", sizes[name]))
-                    else:
-                        wire.append(("scalar", dtype, _scalar(dtype, bound[name])))
-                dev.launch(self._module, kernel, wire)
+            # One crossing into Rust: GPU tensors imported for the call,
+            # every kernel launched on PyTorch's current stream, in order.
+            dev.call(self._module, self._plan, bufs, [sizes[s] for s in self._sizes_named],
+                     [_scalar(d, bound[n]) for n, d in self._scalars], stream)
             if stream and copy_back:
                 dev.synchronize()
             for name in copy_back:

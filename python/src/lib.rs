@@ -142,6 +142,87 @@ impl Device {
         self.dev.synchronize().map_err(err)
     }
 
+    /// The [`Plan`] of a module's launch document (`doc`, JSON) for calls
+    /// whose buffers, sizes and scalars come in these orders.
+    fn plan(
+        &self,
+        doc: &str,
+        buffers: Vec<String>,
+        sizes: Vec<String>,
+        scalars: Vec<String>,
+    ) -> PyResult<Plan> {
+        plan_of(doc, &buffers, &sizes, &scalars).map_err(err)
+    }
+
+    /// Runs every kernel of `module` by `plan`: `buffers` are `(0, id,
+    /// elements)` for a buffer of this device or `(1, address, bytes,
+    /// elements)` for memory a framework owns (imported for the call,
+    /// forgotten after it); `stream` as for `_use_stream`. Each launch is
+    /// checked against the launch document by the device.
+    fn call(
+        &mut self,
+        module: &str,
+        plan: &Plan,
+        buffers: Vec<(u8, u64, u64, u64)>,
+        sizes: Vec<i64>,
+        scalars: Vec<Vec<u8>>,
+        stream: u64,
+    ) -> PyResult<()> {
+        let given = [buffers.len(), sizes.len(), scalars.len()];
+        if given != plan.counts {
+            return Err(err(format!(
+                "a call of this plan passes {:?} buffers, sizes and scalars, not {given:?}",
+                plan.counts
+            )));
+        }
+        let mut ids = Vec::with_capacity(buffers.len());
+        let mut imported = Vec::new();
+        let result = (|| {
+            for &(kind, a, bytes, _) in &buffers {
+                if kind == 1 {
+                    // SAFETY: the one caller (rocmc/_launch.py) passes live
+                    // tensors of this device, referenced for the call.
+                    let id = unsafe { self.dev.import(a, bytes) }.map_err(err)?;
+                    imported.push(id);
+                    ids.push(id);
+                } else {
+                    ids.push(BufferId::try_from(a).map_err(|_| err(format!("buffer id {a}")))?);
+                }
+            }
+            // SAFETY: PyTorch's current stream of this device, which
+            // outlives the launches it queues (or 0).
+            unsafe { self.dev.use_stream(stream) }.map_err(err)?;
+            for (kernel, slots) in &plan.kernels {
+                let args = slots
+                    .iter()
+                    .map(|s| {
+                        Ok(match *s {
+                            Slot::Buffer(i, dtype) => Arg::Buffer {
+                                id: ids[i],
+                                dtype: dtype.to_string(),
+                                len: buffers[i].3,
+                                offset: 0,
+                            },
+                            Slot::Size(i) => Arg::Size(i32::try_from(sizes[i]).map_err(|_| {
+                                err(format!("size {} does not fit in an i32", sizes[i]))
+                            })?),
+                            Slot::Scalar(i, dtype) => Arg::Scalar {
+                                dtype: dtype.to_string(),
+                                bytes: scalars[i].clone(),
+                            },
+                        })
+                    })
+                    .collect::<PyResult<Vec<Arg>>>()?;
+                self.dev.launch(module, kernel, &args).map_err(err)?;
+            }
+            Ok(())
+        })();
+        for id in imported {
+            let _ = self.dev.free(id);
+        }
+        result
+    }
+
     /// Memory of this device that a framework owns (a PyTorch tensor's
     /// `data_ptr()` and size in bytes) as a buffer id, used in place;
     /// `free` forgets it. Only rocmc/_launch.py calls this, with a tensor
@@ -159,6 +240,68 @@ impl Device {
         // device, which outlives the launches it queues.
         unsafe { self.dev.use_stream(stream) }.map_err(err)
     }
+}
+
+/// One kernel argument of a [`Plan`]: which of a call's buffers, sizes or
+/// scalars it is, with its dtype.
+enum Slot {
+    Buffer(usize, &'static str),
+    Size(usize),
+    Scalar(usize, &'static str),
+}
+
+/// A module's launches worked out once, from its launch document: for each
+/// kernel, in order, where each argument comes from in a call. A call from
+/// Python then crosses into Rust once.
+#[pyclass(frozen)]
+struct Plan {
+    kernels: Vec<(String, Vec<Slot>)>,
+    /// How many buffers, sizes and scalars a call passes.
+    counts: [usize; 3],
+}
+
+fn plan_of(
+    doc: &str,
+    buffers: &[String],
+    sizes: &[String],
+    scalars: &[String],
+) -> Result<Plan, String> {
+    let doc =
+        rocmc_device::launch::LaunchInfo::from_json(doc.as_bytes()).map_err(|e| e.to_string())?;
+    let at = |names: &[String], n: &str| {
+        names
+            .iter()
+            .position(|x| x == n)
+            .ok_or_else(|| format!("argument `{n}` is not in the call's signature"))
+    };
+    let dtype = |d: &str| {
+        rocmc_device::launch::dtype(d)
+            .map(|(n, _)| n)
+            .ok_or_else(|| format!("unknown dtype `{d}`"))
+    };
+    let kernels = doc
+        .kernels
+        .iter()
+        .map(|k| {
+            let slots = k
+                .args
+                .iter()
+                .map(|a| {
+                    use rocmc_device::launch::ArgRole;
+                    Ok(match a.role {
+                        ArgRole::Buffer => Slot::Buffer(at(buffers, &a.name)?, dtype(&a.dtype)?),
+                        ArgRole::Size => Slot::Size(at(sizes, &a.name)?),
+                        ArgRole::Scalar => Slot::Scalar(at(scalars, &a.name)?, dtype(&a.dtype)?),
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok((k.name.clone(), slots))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Plan {
+        kernels,
+        counts: [buffers.len(), sizes.len(), scalars.len()],
+    })
 }
 
 fn wire_arg(t: &Bound<'_, PyTuple>) -> PyResult<Arg> {
@@ -195,5 +338,6 @@ fn _rocmc(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(cli, m)?)?;
     }
     m.add_class::<Device>()?;
+    m.add_class::<Plan>()?;
     Ok(())
 }
