@@ -7,6 +7,18 @@ use crate::common::*;
 use rocmc_build::{Error, Offline, Source};
 use std::path::Path;
 
+/// rocmc-build over this workspace's `rocmc`, one kernel file for gfx942
+/// into `out`, no `cargo:` lines.
+fn thin_gfx942(kernel: &Path, out: &Path) -> Result<rocmc_build::Outputs, Error> {
+    rocmc_build::Build::new()
+        .rocmc(rocmc_bin())
+        .kernel(kernel)
+        .mcpu("gfx942")
+        .out_dir(out)
+        .cargo_metadata(false)
+        .try_compile()
+}
+
 /// Every file of `dir`, by name, with its bytes.
 fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files_in(dir)
@@ -90,14 +102,7 @@ fn a_kernel_error_is_reported_once_with_its_place() {
             .replace("A[i] + B[i]", "A[i] + Q[i]"),
     )
     .unwrap();
-    let e = rocmc_build::Build::new()
-        .rocmc(rocmc_bin())
-        .kernel(&bad)
-        .mcpu("gfx942")
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap_err();
+    let e = thin_gfx942(&bad, d.path()).unwrap_err();
     let Error::Failed { message, .. } = &e else {
         panic!("{e:?}")
     };
@@ -262,14 +267,7 @@ fn a_stage_on_one_thread_is_a_build_warning() {
         .cargo_metadata(false)
         .try_compile()
         .unwrap();
-    let thin = rocmc_build::Build::new()
-        .rocmc(rocmc_bin())
-        .kernel(&k)
-        .mcpu("gfx942")
-        .out_dir(d.path())
-        .cargo_metadata(false)
-        .try_compile()
-        .unwrap();
+    let thin = thin_gfx942(&k, d.path()).unwrap();
     assert_eq!(lib.warnings, thin.warnings);
     assert_eq!(lib.warnings.len(), 1, "{:?}", lib.warnings);
     assert!(
