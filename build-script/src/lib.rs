@@ -36,16 +36,16 @@
 mod error;
 mod locate;
 pub mod offline;
+pub mod rules;
 
 pub use error::Error;
 pub use locate::ROCMC_ENV;
+pub use rules::MCPU_ENV;
 
 use offline::Input;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Environment variable that replaces the targets a build script names.
-pub const MCPU_ENV: &str = "ROCMC_MCPU";
 /// Environment variable choosing how offline kernels are used: `only` or `write`.
 pub const OFFLINE_ENV: &str = "ROCMC_OFFLINE";
 
@@ -237,15 +237,8 @@ impl Build {
 
     /// Like [`Build::compile`], returning the error instead of failing the build.
     pub fn try_compile(&self) -> Result<Outputs, Error> {
-        let metadata = self
-            .cargo_metadata
-            .unwrap_or_else(|| std::env::var_os("OUT_DIR").is_some());
-        let out_dir = match &self.out_dir {
-            Some(d) => d.clone(),
-            None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or_else(|| {
-                Error::Usage("OUT_DIR is not set: run from a build script or call out_dir()".into())
-            })?),
-        };
+        let metadata = rules::cargo_metadata(self.cargo_metadata);
+        let out_dir = rules::out_dir(self.out_dir.as_deref()).map_err(Error::Usage)?;
         if metadata {
             self.declare_inputs();
         }
@@ -326,13 +319,8 @@ impl Build {
         for v in [ROCMC_ENV, MCPU_ENV, OFFLINE_ENV] {
             println!("cargo:rerun-if-env-changed={v}");
         }
-        // A kernel file under OUT_DIR was written by the build script
-        // itself: declared, it would rerun the script on every build.
-        let generated = std::env::var_os("OUT_DIR").map(PathBuf::from);
-        for k in &self.kernels {
-            if !generated.as_ref().is_some_and(|o| k.starts_with(o)) {
-                println!("cargo:rerun-if-changed={}", k.display());
-            }
+        for k in self.kernels.iter().filter(|k| !rules::generated(k)) {
+            println!("cargo:rerun-if-changed={}", k.display());
         }
         if let Some(t) = self.tuning_database() {
             println!("cargo:rerun-if-changed={}", t.display());
@@ -345,29 +333,13 @@ impl Build {
         }
     }
 
-    /// The tuning database the build reads, if any (as `rocmc::Build`
-    /// chooses it).
     fn tuning_database(&self) -> Option<PathBuf> {
-        if self.no_tuning {
-            return None;
-        }
-        self.tuning.clone().or_else(|| {
-            let d = std::env::var_os("CARGO_MANIFEST_DIR")?;
-            Some(Path::new(&d).join("rocmc-tuning.toml")).filter(|p| p.exists())
-        })
+        rules::tuning_database(self.tuning.as_deref(), self.no_tuning)
     }
 
     /// `rocmc build-script`'s arguments, but the output folder.
     fn arguments(&self) -> Result<Vec<String>, Error> {
-        let mcpus = match std::env::var(MCPU_ENV) {
-            Ok(v) if !v.trim().is_empty() => v.trim().to_string(),
-            _ if self.mcpus.is_empty() => {
-                return Err(Error::Usage(format!(
-                    "no target; call .mcpu(\"gfx942\") or set {MCPU_ENV}"
-                )))
-            }
-            _ => self.mcpus.join(","),
-        };
+        let mcpus = rules::targets(&self.mcpus).map_err(Error::Usage)?;
         if self.kernels.is_empty() {
             return Err(Error::Usage("no kernel file; call .kernel(PATH)".into()));
         }

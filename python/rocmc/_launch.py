@@ -177,8 +177,8 @@ class Kernel:
     def _sizes(self, bound, arrays):
         sizes = {s: int(bound[s]) for s in self._sizes_named if s in bound}
         for a, _, _ in self._buffers:
-            arr = arrays[a.name]
-            if arr.ndim != len(a.shape):
+            arr = arrays.get(a.name)
+            if arr is None or arr.ndim != len(a.shape):
                 continue
             for e, d in zip(a.shape, arr.shape):
                 s = e.get("size")

@@ -42,34 +42,26 @@ def op(kernel, qualname):
         lib = _libraries[ns] = torch.library.Library(ns, "FRAGMENT")
     lib.define(f"{name}({', '.join(params)}) -> {ret}")
 
-    def sizes(tensors):
-        got = {}
-        for a, t in zip(ins, tensors):
-            if len(a.shape) == t.dim():
-                for e, d in zip(a.shape, t.shape):
-                    if "size" in e:
-                        got.setdefault(e["size"], d)
-        missing = [a.name for a in sig if a.role == "size" and a.name not in got]
-        if missing:
-            raise TypeError(f"{qualname}: sizes {', '.join(missing)} cannot be read off the inputs' shapes")
-        return got
+    def outputs(tensors):
+        # The sizes as a call reads them off its arguments' shapes.
+        s = kernel._sizes({}, {a.name: t for a, t in zip(ins, tensors)})
+        return [torch.empty([_eval(e, s) for e in a.shape], dtype=getattr(torch, _TORCH[a.dtype]),
+                            device=tensors[0].device if tensors else None) for a in outs]
 
-    def outputs(tensors, empty):
-        s = sizes(tensors)
-        return [empty([_eval(e, s) for e in a.shape], dtype=getattr(torch, _TORCH[a.dtype]),
-                      device=tensors[0].device if tensors else None) for a in outs]
+    def returned(res):
+        return res[0] if len(res) == 1 else tuple(res)
 
     def run(*args):
         tensors, values = args[:len(ins)], args[len(ins):]
-        res = outputs(tensors, torch.empty)
+        res = outputs(tensors)
         kernel(**{a.name: t for a, t in zip(ins, tensors)},
                **{a.name: r for a, r in zip(outs, res)},
                **{a.name: v for a, v in zip(scalars, values)})
-        return res[0] if len(res) == 1 else tuple(res)
+        return returned(res)
 
     def fake(*args):
-        res = outputs(args[:len(ins)], torch.empty)
-        return res[0] if len(res) == 1 else tuple(res)
+        # Shapes and dtypes only, for torch.compile: nothing runs.
+        return returned(outputs(args[:len(ins)]))
 
     key = "CUDA" if kernel.device.info["name"].startswith("cuda") else "CPU"
     lib.impl(name, run, key)

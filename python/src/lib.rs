@@ -6,7 +6,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict};
 use rocmc_device::{Arg, BufferId};
 
 create_exception!(_rocmc, RocmcError, PyException);
@@ -126,18 +126,6 @@ impl Device {
         self.dev.free(id).map_err(err)
     }
 
-    /// Launches `kernel` of `module` with `args`: tuples `("buffer", id,
-    /// dtype, elements)`, `("size", n)` or `("scalar", dtype, bytes)`.
-    fn launch(
-        &mut self,
-        module: &str,
-        kernel: &str,
-        args: Vec<Bound<'_, PyTuple>>,
-    ) -> PyResult<()> {
-        let args = args.iter().map(wire_arg).collect::<PyResult<Vec<Arg>>>()?;
-        self.dev.launch(module, kernel, &args).map_err(err)
-    }
-
     fn synchronize(&mut self) -> PyResult<()> {
         self.dev.synchronize().map_err(err)
     }
@@ -155,9 +143,10 @@ impl Device {
     }
 
     /// Runs every kernel of `module` by `plan`: `buffers` are `(0, id,
-    /// elements)` for a buffer of this device or `(1, address, bytes,
-    /// elements)` for memory a framework owns (imported for the call,
-    /// forgotten after it); `stream` as for `_use_stream`. Each launch is
+    /// bytes, elements)` for a buffer of this device or `(1, address,
+    /// bytes, elements)` for memory a framework owns (imported for the call,
+    /// forgotten after it); `stream` is PyTorch's
+    /// `current_stream().cuda_stream` (0: the default stream). Each launch is
     /// checked against the launch document by the device.
     fn call(
         &mut self,
@@ -222,24 +211,6 @@ impl Device {
         }
         result
     }
-
-    /// Memory of this device that a framework owns (a PyTorch tensor's
-    /// `data_ptr()` and size in bytes) as a buffer id, used in place;
-    /// `free` forgets it. Only rocmc/_launch.py calls this, with a tensor
-    /// it keeps referenced until the launches are queued and the id freed.
-    fn _import_memory(&mut self, address: u64, bytes: u64) -> PyResult<BufferId> {
-        // SAFETY: the one caller passes a live tensor of this device
-        // (checked against its device index), referenced for the id's use.
-        unsafe { self.dev.import(address, bytes) }.map_err(err)
-    }
-
-    /// Queues later launches on the framework's stream `stream` (PyTorch's
-    /// `current_stream().cuda_stream`; 0: the default stream).
-    fn _use_stream(&mut self, stream: u64) -> PyResult<()> {
-        // SAFETY: the one caller passes PyTorch's current stream of this
-        // device, which outlives the launches it queues.
-        unsafe { self.dev.use_stream(stream) }.map_err(err)
-    }
 }
 
 /// One kernel argument of a [`Plan`]: which of a call's buffers, sizes or
@@ -301,29 +272,6 @@ fn plan_of(
     Ok(Plan {
         kernels,
         counts: [buffers.len(), sizes.len(), scalars.len()],
-    })
-}
-
-fn wire_arg(t: &Bound<'_, PyTuple>) -> PyResult<Arg> {
-    let kind: String = t.get_item(0)?.extract()?;
-    Ok(match kind.as_str() {
-        "buffer" => Arg::Buffer {
-            id: t.get_item(1)?.extract()?,
-            dtype: t.get_item(2)?.extract()?,
-            len: t.get_item(3)?.extract()?,
-            offset: 0,
-        },
-        "size" => {
-            let n: i64 = t.get_item(1)?.extract()?;
-            Arg::Size(
-                i32::try_from(n).map_err(|_| err(format!("size {n} does not fit in an i32")))?,
-            )
-        }
-        "scalar" => Arg::Scalar {
-            dtype: t.get_item(1)?.extract()?,
-            bytes: t.get_item(2)?.extract()?,
-        },
-        other => return Err(err(format!("unknown argument kind {other:?}"))),
     })
 }
 

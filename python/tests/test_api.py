@@ -60,8 +60,8 @@ raises(ValueError, lambda: vadd(A=a, B=b, C=np.zeros(2000, np.float32)[::2]), "C
 # The device's own check of the launch document, under the Python checks.
 m = cpu._dev
 buf = m.upload(a.tobytes())
-raises(rocmc.RocmcError, lambda: m.launch(vadd._module, "vadd", [("buffer", buf, "f32", 1000)] * 3 + [("size", 2000)]), "vadd")
-raises(rocmc.RocmcError, lambda: m.launch(vadd._module, "vadd", [("size", 2000)]), "vadd")
+raises(rocmc.RocmcError, lambda: m.call(vadd._module, vadd._plan, [(0, buf, 4000, 1000)] * 3, [2000], [], 0), "vadd")
+raises(rocmc.RocmcError, lambda: m.call(vadd._module, vadd._plan, [(0, buf, 4000, 1000)] * 3, [], [], 0), "passes")
 m.free(buf)
 
 # saxpy: a scalar parameter.
