@@ -150,6 +150,16 @@ fn offline_kernels_serve_a_build_without_rocmc_and_refuse_stale_inputs() {
             .offline_mode(mode)
             .try_compile()
     };
+    // A mode without a folder is the script's mistake, said as such.
+    let e = rocmc_build::Build::new()
+        .kernel(&kernel)
+        .mcpu("gfx942")
+        .out_dir(pkg.path())
+        .cargo_metadata(false)
+        .offline_mode(Offline::Only)
+        .try_compile()
+        .unwrap_err();
+    assert!(e.to_string().contains("offline_mode needs a folder"), "{e}");
     let missing = build(Offline::Only, "gfx942", pkg.path()).unwrap_err();
     assert!(
         missing.to_string().contains("there are none")

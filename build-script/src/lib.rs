@@ -292,18 +292,20 @@ impl Build {
     }
 
     fn mode(&self) -> Result<Offline, Error> {
-        if let Some(m) = self.offline_mode {
-            return Ok(m);
-        }
-        match std::env::var(OFFLINE_ENV).as_deref().map(str::trim) {
-            Err(_) | Ok("") => Ok(Offline::Auto),
-            Ok("only") => Ok(Offline::Only),
-            Ok("write") => Ok(Offline::Write),
-            Ok(v) => Err(Error::Usage(format!(
-                "{OFFLINE_ENV}={v:?}: expected `only` or `write`"
-            ))),
-        }
-        .and_then(|m| match (&self.offline, m) {
+        let m = match self.offline_mode {
+            Some(m) => m,
+            None => match std::env::var(OFFLINE_ENV).as_deref().map(str::trim) {
+                Err(_) | Ok("") => Offline::Auto,
+                Ok("only") => Offline::Only,
+                Ok("write") => Offline::Write,
+                Ok(v) => {
+                    return Err(Error::Usage(format!(
+                        "{OFFLINE_ENV}={v:?}: expected `only` or `write`"
+                    )))
+                }
+            },
+        };
+        match (&self.offline, m) {
             (None, Offline::Only | Offline::Write) if self.offline_mode.is_some() => Err(
                 Error::Usage("offline_mode needs a folder: call offline(DIR)".into()),
             ),
@@ -311,7 +313,7 @@ impl Build {
             // without a folder compile as usual.
             (None, _) => Ok(Offline::Auto),
             (Some(_), m) => Ok(m),
-        })
+        }
     }
 
     /// Tells Cargo what reruns the script.
