@@ -486,9 +486,12 @@ fn a_row_that_fits_a_threads_steps_stays_in_its_registers_on_amd() {
 
 /// A 4-D transpose, as a new user writes it: rule `transpose-tiles` fuses
 /// three axes and its LDS tile is then refused, and the stage takes the
-/// next rule that fits instead of one thread; without bounds on its sizes
-/// no rule's fused range is provable, and the build says the stage runs
-/// on one thread rather than doing so in silence.
+/// next rule that fits instead of one thread. Without bounds on its sizes
+/// it once ran on one thread (no fused range was provable); now its fused
+/// loop counts in 32 bits under a launch requirement, and the build says
+/// so. A stage no rule takes still gets the one-thread warning and
+/// `--emit schedule` says so (rules left out here, as `frontend_rules`
+/// leaves out those that do not lower).
 #[test]
 fn a_rule_that_does_not_lower_gives_way_to_the_next_and_one_thread_is_said() {
     // B x H past blockIdx.z: transpose-tiles fuses every leading axis, as
@@ -520,18 +523,37 @@ shape = ["B", "H", "D", "S"]
     std::fs::write(dir.path().join("tr4.toml"), &unbounded).unwrap();
     let out = rocmc(dir.path(), &["build", "--mcpu", "gfx942", "tr4.toml"]);
     assert!(out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!text.contains("one thread"), "{text}");
     assert!(
-        err.contains("warning: stage `O` runs on one thread"),
-        "{err}"
+        text.contains("block (16, 16, 1)")
+            && text.contains(
+                "requires (B * H) * D <= 2147483647 at launch (loop `b_h_d` of stage `O`)"
+            ),
+        "{text}"
     );
-    let out = rocmc(
-        dir.path(),
-        &[
-            "build", "--mcpu", "gfx942", "--emit", "schedule", "-o", "-", "tr4.toml",
-        ],
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let f = front("tr4", &unbounded);
+    let sizes = f.kernel.fit_sizes(&[2, 3, 17, 9]);
+    for c in rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), 1, false).unwrap() {
+        assert!(c.ok(), "{c:?}");
+    }
+    // Every rule left out: the one-thread nest, said.
+    let all = [
+        "elementwise-tiles",
+        "transpose-tiles",
+        "elementwise-1d",
+        "elementwise-2d",
+        "flat",
+    ];
+    let rules = rocmc::ir::front::RulesFor {
+        skip: &all,
+        ..Default::default()
+    };
+    let (k, _) = rocmc::ir::front::parse_kernel_for("tr4.toml", bounded, &[], 2, rules).unwrap();
+    let w = rocmc::explain::one_thread_warnings(&k);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("stage `O` runs on one thread"), "{w:?}");
+    let text = rocmc::explain::schedules(&k, bounded);
     assert!(text.contains("one thread computes it"), "{text}");
 }
 

@@ -20,7 +20,7 @@ pub fn one_thread_warnings(k: &Kernel) -> Vec<String> {
         .filter(|st| one_thread(k, st))
         .map(|st| {
             format!(
-                "stage `{}` runs on one thread: no default rule's schedule applies to it (sizes without `max` can make its fused index range too large to prove); write a schedule for it, see `--emit schedule` and docs/kernel-format.md",
+                "stage `{}` runs on one thread: no default rule's schedule lowers for it; write a schedule for it, see `--emit schedule` and docs/kernel-format.md",
                 st.name
             )
         })

@@ -18,8 +18,8 @@ use rocmc_ir::front::RulesFor;
 use rocmc_ir::loops::{ArgKind, GpuKernel, Pretty};
 use rocmc_ir::{Index, Kernel, KernelError, MathFn, Program};
 use rocmc_linker::launch::{
-    ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, SizeBound, TensorMapLaunch,
-    FORMAT_VERSION,
+    ArgRole, Extent, KernelLaunch, LaunchArg, LaunchInfo, LaunchRequirement, SizeBound,
+    TensorMapLaunch, FORMAT_VERSION,
 };
 use std::time::{Duration, Instant};
 
@@ -847,6 +847,16 @@ pub fn launch_info(k: &Kernel, p: &Program) -> LaunchInfo {
                 swizzle: m.swizzle,
             })
             .collect(),
+        requires: g
+            .requires
+            .iter()
+            .map(|r| LaunchRequirement {
+                extent: extent(&r.extent, &names),
+                max: r.max,
+                text: r.extent.display(&names, &[]).to_string(),
+                what: r.what.clone(),
+            })
+            .collect(),
     };
     LaunchInfo {
         version: FORMAT_VERSION,
@@ -895,6 +905,12 @@ pub fn launch_summary(l: &LaunchInfo, prefix: &str) -> String {
             k.grid_text[2],
             args.join(", ")
         ));
+        for r in &k.requires {
+            s.push_str(&format!(
+                "{prefix}  requires {} <= {} at launch ({})\n",
+                r.text, r.max, r.what
+            ));
+        }
     }
     s
 }

@@ -72,6 +72,20 @@ pub struct KernelLaunch {
     /// as a hidden argument after the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tensor_maps: Vec<TensorMapLaunch>,
+    /// What a launch's sizes must satisfy for the code to be exact (a
+    /// fused loop of sizes without `max`, counted in 32 bits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<LaunchRequirement>,
+}
+
+/// `extent <= max` at the launch's sizes; `text` shows the extent and
+/// `what` names what relies on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRequirement {
+    pub extent: Extent,
+    pub max: u64,
+    pub text: String,
+    pub what: String,
 }
 
 /// One tensor map a kernel reads: buffer argument `arg` (an index into
@@ -459,6 +473,18 @@ impl LaunchInfo {
                 sizes.insert(la.name.clone(), *v as i64);
             }
         }
+        for r in &kl.requires {
+            let v = r.extent.eval(&sizes);
+            if v.is_none_or(|v| v < 0 || v as u64 > r.max) {
+                let at = v.map_or_else(|| "beyond 64 bits".to_string(), |v| v.to_string());
+                return Err(format!(
+                    "{} runs {} = {at} times at these sizes, more than the {} of the 32-bit \
+                     counter it was compiled with; a schedule that does not fuse those loops \
+                     takes these sizes",
+                    r.what, r.text, r.max
+                ));
+            }
+        }
         for (la, a) in kl.args.iter().zip(args) {
             match (&la.role, a) {
                 (ArgRole::Buffer, ArgValue::Buffer { dtype, len }) => {
@@ -690,6 +716,7 @@ mod tests {
                 dynamic_shared: 0,
                 dynamic_shared_bytes: None,
                 tensor_maps: Vec::new(),
+                requires: Vec::new(),
             }],
         };
         let k = &l.kernels[0];
@@ -716,7 +743,30 @@ mod tests {
             .is_ok());
         let json = l.to_json();
         assert!(!json.contains("divisor"), "{json}");
+        assert!(!json.contains("requires"), "{json}");
         assert_eq!(LaunchInfo::from_json(l4.to_json().as_bytes()).unwrap(), l4);
+        // A fused loop's count, checked before the buffers (a launch past it
+        // is refused however little memory it was given).
+        let mut lr = l.clone();
+        let n = || Box::new(Extent::Size("n".into()));
+        lr.kernels[0].requires.push(LaunchRequirement {
+            extent: Extent::Mul(n(), n()),
+            max: 10_000,
+            text: "n * n".into(),
+            what: "loop `f` of stage `y`".into(),
+        });
+        let k = &lr.kernels[0];
+        assert!(lr
+            .check_args(k, &[buf("f32", 100), ArgValue::Size(100)])
+            .is_ok());
+        let e = lr
+            .check_args(k, &[buf("f32", 1), ArgValue::Size(101)])
+            .unwrap_err();
+        assert!(
+            e.contains("loop `f` of stage `y` runs n * n = 10201 times at these sizes, more than the 10000"),
+            "{e}"
+        );
+        assert_eq!(LaunchInfo::from_json(lr.to_json().as_bytes()).unwrap(), lr);
     }
 
     /// A kernel reading `A: f16[m, k]` through a tensor map of 128 x 64 boxes.
@@ -751,6 +801,7 @@ mod tests {
                 boxed: vec![128, 64],
                 swizzle: 128,
             }],
+            requires: Vec::new(),
         }
     }
 
@@ -821,6 +872,7 @@ mod tests {
                 dynamic_shared: 80 * 1024,
                 dynamic_shared_bytes: None,
                 tensor_maps: Vec::new(),
+                requires: Vec::new(),
             }],
         };
         assert_eq!(LaunchInfo::from_json(l.to_json().as_bytes()).unwrap(), l);

@@ -300,9 +300,55 @@ pub enum SplitBy {
     Parts(i64),
 }
 
+/// Loop counters are 32-bit, and index arithmetic stays in signed 32 bits
+/// below this.
+pub const COUNTER_MAX: u64 = (1 << 31) - 1;
+
+/// What a launch must satisfy for the code to be exact: `extent <= max`
+/// at the launch's sizes. A `fuse` of loops whose sizes have no `max`
+/// that could make the fused count pass a 32-bit counter runs
+/// `min(extent, max)` times and records this; the runtimes refuse a launch
+/// that breaks it (as PyTorch's kernels index in 32 bits where they can).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Requirement {
+    /// An expression of sizes and constants.
+    pub extent: Index,
+    pub max: u64,
+    /// What relies on it, for messages: "loop `b_h` of stage `O`".
+    pub what: String,
+    pub span: Span,
+}
+
+impl Requirement {
+    /// `extent` as a loop's trip count: itself where `[kernel] max`
+    /// keeps it within [`COUNTER_MAX`] (or it depends on other loops),
+    /// else `min(extent, COUNTER_MAX)` with the requirement pushed on
+    /// `requires`.
+    pub fn counted(
+        extent: Index,
+        size_max: &[u64],
+        requires: &mut Vec<Requirement>,
+        what: impl FnOnce() -> String,
+        span: Span,
+    ) -> Index {
+        if extent.has_vars() || extent.max_value(size_max, &[]) <= u128::from(COUNTER_MAX) {
+            return extent;
+        }
+        requires.push(Requirement {
+            extent: extent.clone(),
+            max: COUNTER_MAX,
+            what: what(),
+            span,
+        });
+        Index::bin(crate::index::IOp::Min, extent, Index::c(COUNTER_MAX as i64))
+    }
+}
+
 /// A scheduled stage: loops, how axes map onto them, and the guards.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopNest {
+    /// Launch-time requirements the loops rely on.
+    pub requires: Vec<Requirement>,
     /// Tensors staged through LDS, in schedule order.
     pub caches: Vec<Cache>,
     /// Vectorized loops and the steps that asked for them.

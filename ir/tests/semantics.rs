@@ -306,10 +306,16 @@ fn size_bounds_choose_the_addressing_mode() {
     );
 }
 
+/// A fuse of sizes without `max` counts in 32 bits, as a bounded one
+/// does: the loop runs `min(h * w, 2^31 - 1)` times and the kernel
+/// records that a launch must keep `h * w` within it (the runtimes refuse
+/// one that does not, device/src/launch.rs). An extent that depends on
+/// other loops cannot be checked at launch and is still refused.
 #[test]
-fn loops_that_could_overflow_32_bits_are_refused() {
+fn fused_loops_past_32_bits_are_counted_under_a_launch_requirement() {
     let k = kernel_2d(r#""f = fuse(y, x)""#);
-    assert!(lower(&k).is_ok(), "bounded sizes fuse fine");
+    let g = lower(&k).expect("bounded sizes fuse fine");
+    assert!(g.kernels[0].requires.is_empty());
     let src = r#"
 [kernel]
 name = "k"
@@ -319,21 +325,42 @@ A = { dtype = "f32", shape = ["h", "w"] }
 [[stage]]
 compute = "C[y, x] = A[y, x]"
 shape = ["h", "w"]
-schedule = ["f = fuse(y, x)"]
+schedule = ["f = fuse(y, x)", "f_o, f_i = split(f, 256)", "bind(f_o, blockIdx.x)", "bind(f_i, threadIdx.x)"]
 "#;
     let k = parse_kernel("k.toml", src).unwrap();
-    let e = lower(&k).unwrap_err();
-    assert!(
-        e.message
-            .contains("loop `f` of stage `C` can run up to ~2^62 iterations"),
-        "{}",
-        e.message
+    let g = lower(&k).unwrap();
+    let names = k.size_names();
+    let req: Vec<String> = g.kernels[0]
+        .requires
+        .iter()
+        .map(|r| format!("{} <= {}: {}", r.extent.display(&names, &[]), r.max, r.what))
+        .collect();
+    assert_eq!(req, ["h * w <= 2147483647: loop `f` of stage `C`"]);
+    let f = g.kernels[0].vars.iter().find(|v| v.name == "f").unwrap();
+    assert_eq!(
+        f.extent.display(&names, &[]).to_string(),
+        "min(h * w, 2147483647)"
     );
+    // Fusing a fused loop again: one requirement, on the whole product.
+    let src3 = src
+        .replace("A = { dtype = \"f32\", shape = [\"h\", \"w\"] }", "A = { dtype = \"f32\", shape = [\"h\", \"w\", \"w\"] }")
+        .replace("shape = [\"h\", \"w\"]\nschedule", "shape = [\"h\", \"w\", \"w\"]\nschedule")
+        .replace("A[y, x]", "A[y, x, z]")
+        .replace("C[y, x]", "C[y, x, z]")
+        .replace("\"f = fuse(y, x)\", \"f_o, f_i = split(f, 256)\", \"bind(f_o, blockIdx.x)\", \"bind(f_i, threadIdx.x)\"",
+            "\"f = fuse(y, x)\", \"g = fuse(f, z)\", \"g_o, g_i = split(g, 256)\", \"bind(g_o, blockIdx.x)\", \"bind(g_i, threadIdx.x)\"");
     assert!(
-        e.hints[0].contains("max = { h = ..., w = ... }"),
-        "{:?}",
-        e.hints
+        src3.contains("g = fuse(f, z)") && src3.contains("shape = [\"h\", \"w\", \"w\"]\nschedule"),
+        "{src3}"
     );
+    let k = parse_kernel("k.toml", &src3).unwrap();
+    let g = lower(&k).unwrap();
+    let req: Vec<String> = g.kernels[0]
+        .requires
+        .iter()
+        .map(|r| r.extent.display(&names, &[]).to_string())
+        .collect();
+    assert_eq!(req, ["(h * w) * w"]);
 }
 
 proptest! {

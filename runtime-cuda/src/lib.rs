@@ -850,6 +850,20 @@ impl Kernel<'_> {
         if grid.contains(&0) {
             return Ok(());
         }
+        let limit = rocmc_target::nvptx::MAX_GRID;
+        if let Some(d) = (0..3).find(|&d| u64::from(grid[d]) > limit[d]) {
+            return Err(Error::BadLaunch {
+                kernel: self.name.clone(),
+                reason: format!(
+                    "its grid would have {} blocks along {}, more than NVIDIA's {} (grid {}); \
+                     declaring the sizes' `[kernel] max` lets the default rules keep within it",
+                    grid[d],
+                    ["x", "y", "z"][d],
+                    limit[d],
+                    kl.grid_text.join(" x ")
+                ),
+            });
+        }
         let shared = self
             .module
             .launch

@@ -73,5 +73,18 @@ fn check_against_geometry(
             meta.max_flat_workgroup_size
         )));
     }
+    if let Some(d) =
+        (0..3).find(|&d| u64::from(grid[d]) * u64::from(block[d]) > u64::from(u32::MAX))
+    {
+        // The dispatch packet counts work items in 32 bits per dimension.
+        return Err(bad(format!(
+            "its grid would have {} work-groups of {} along {}, more than the 2^32 - 1 work \
+             items an AMD dispatch counts (grid {})",
+            grid[d],
+            block[d],
+            ["x", "y", "z"][d],
+            kl.grid_text.join(" x ")
+        )));
+    }
     Ok((grid, block))
 }

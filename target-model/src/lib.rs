@@ -173,6 +173,17 @@ impl Target {
         }
     }
 
+    /// Work-groups a grid may have along dimension `dim` (0 = x) with
+    /// `block` threads per work-group along it. AMD's dispatch counts work
+    /// items in 32 bits per dimension; NVIDIA counts blocks, y and z in 16.
+    pub fn max_grid(&self, dim: usize, block: u32) -> u64 {
+        match self {
+            Target::Amd(_) => u64::from(u32::MAX) / u64::from(block.max(1)),
+            Target::Nvidia(_) => nvptx::MAX_GRID[dim.min(2)],
+            Target::Cpu(_) => i32::MAX as u64,
+        }
+    }
+
     /// Threads that run in lockstep: AMD's wave, NVIDIA's warp.
     pub fn wave_size(&self) -> u32 {
         match self {

@@ -91,6 +91,9 @@ pub const STATIC_SHARED_PER_BLOCK: u32 = 48 * 1024;
 /// Threads one block may have.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 
+/// Blocks a grid may have in x, y and z (every processor since sm_30).
+pub const MAX_GRID: [u64; 3] = [(1 << 31) - 1, 65_535, 65_535];
+
 /// The processor `name` names: itself (`sm_90`), or a product (`h100`,
 /// case and `-` ignored).
 pub fn canonical_processor(name: &str) -> Option<&'static str> {

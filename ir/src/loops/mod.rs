@@ -99,6 +99,8 @@ pub struct GpuKernel {
     /// address of these maps, 128 bytes each in this order, which the
     /// runtime encodes at launch from the tensors' addresses and shapes.
     pub tensor_maps: Vec<TensorMap>,
+    /// What a launch must satisfy ([`crate::plan::Requirement`]).
+    pub requires: Vec<crate::plan::Requirement>,
 }
 
 /// How the runtime describes one tensor to the tensor memory accelerator.

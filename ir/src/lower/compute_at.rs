@@ -218,6 +218,17 @@ pub(super) fn attach(
         .is_none_or(|n| n.matrix.is_none() && n.attention.is_none());
     let unit = host.unit.filter(|_| plain);
     let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), unit)?;
+    if let Some(r) = gp.requires.first() {
+        // Its count is over the part's own origins, which no launch passes.
+        return Err(Diagnostic::new(
+            r.span,
+            format!(
+                "{} may count past a 32-bit counter, which a part computed at `{}` cannot check at launch",
+                r.what, consumer.name
+            ),
+        )
+        .hint("declare upper bounds of the sizes in `[kernel] max`"));
+    }
     if cooperative && gp.block != host.block {
         let b = |x: [u32; 3]| format!("{}×{}×{}", x[0], x[1], x[2]);
         return Err(err(format!(

@@ -332,6 +332,7 @@ fn lower_stage_in(
         min_blocks: nest.min_blocks.map(|(n, _)| n),
         dynamic_shared: Vec::new(),
         tensor_maps: Vec::new(),
+        requires: nest.requires.clone(),
     };
     let mut l = Lowering {
         k,

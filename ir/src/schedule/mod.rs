@@ -413,13 +413,22 @@ impl<'a> State<'a> {
     /// The stage's axes as serial loops in their written order, before
     /// any step.
     fn new(k: &'a Kernel, stage: &Stage, src: &'a str) -> Self {
+        let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+        let mut requires = Vec::new();
         let vars: Vec<LoopVar> = stage
             .all_axes()
             .enumerate()
             .map(|(i, a)| LoopVar {
                 name: a.name.clone(),
                 reduce: i >= stage.axes.len(),
-                extent: a.extent.clone(),
+                // An extent such as `N * M` of sizes without `max`.
+                extent: Requirement::counted(
+                    a.extent.clone(),
+                    &size_max,
+                    &mut requires,
+                    || format!("axis `{}` of stage `{}`", a.name, stage.name),
+                    a.span,
+                ),
                 kind: LoopKind::Serial,
                 span: a.span,
             })
@@ -434,6 +443,7 @@ impl<'a> State<'a> {
             src,
             taken: names,
             nest: LoopNest {
+                requires,
                 caches: Vec::new(),
                 vectorized: Vec::new(),
                 vars,

@@ -194,9 +194,7 @@ pub(super) fn build(
     } = shape;
 
     // Loops and hardware indices.
-    let batch: Index = st.axes[..n - 2]
-        .iter()
-        .fold(Index::c(1), |acc, x| acc * x.extent.clone());
+    let batch = super::counted(l, n - 2, "batches", span);
     let s_ext = st.axes[n - 2].extent.clone();
     let tiles_y = Index::bin(IOp::CeilDiv, s_ext.clone(), Index::c(bm));
     let [bx, by, lane, wave] = [

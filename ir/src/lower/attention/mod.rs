@@ -69,11 +69,23 @@ fn local_typed(l: &mut Lowering, name: &str, dtype: DType, len: i64, span: Span)
 }
 
 /// The stage's query rows: the output's axes but the last, as one count.
-fn row_count(l: &Lowering) -> Index {
+/// The query rows, all but the last output axis fused.
+fn row_count(l: &mut Lowering, span: Span) -> Index {
+    let n = l.k.stage(l.sid).axes.len();
+    counted(l, n - 1, "query rows", span)
+}
+
+/// The product of the output's first `axes` axes, counted in 32 bits:
+/// where sizes without `max` could pass that, the count is clamped and the
+/// launch must keep within it (as a `fuse` does, [`crate::plan::Requirement`]).
+fn counted(l: &mut Lowering, axes: usize, what: &str, span: Span) -> Index {
     let st = l.k.stage(l.sid);
-    st.axes[..st.axes.len() - 1]
+    let count = st.axes[..axes]
         .iter()
-        .fold(Index::c(1), |acc, a| acc * a.extent.clone())
+        .fold(Index::c(1), |acc, a| acc * a.extent.clone());
+    let size_max: Vec<u64> = l.k.sizes.iter().map(|s| s.max).collect();
+    let what = || format!("the {what} of stage `{}`", st.name);
+    crate::plan::Requirement::counted(count, &size_max, &mut l.g.requires, what, span)
 }
 
 /// The output's axes but the last `skip` decoded from a row number

@@ -22,7 +22,7 @@ pub(super) fn build(
         .extent
         .as_const()
         .expect("checked: a constant");
-    let rows = row_count(l);
+    let rows = row_count(l, span);
     let t_n = i64::from(threads);
     let blocks = Index::bin(IOp::CeilDiv, rows.clone(), Index::c(t_n));
     let b = var(

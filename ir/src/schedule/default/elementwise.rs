@@ -370,9 +370,15 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
 /// The output axis (an index into the leading axes) every tensor in
 /// `across` runs along in its last subscript, when they agree, and the
 /// other leading axes' index range fits blockIdx.z, which they are fused
-/// on (65,535 work-groups on NVIDIA). Past that, sizes without `max`
-/// included, the stage is left to the rules that fuse everything.
-fn across_rows(k: &Kernel, st: &Stage, value: &Expr, across: &[TensorId]) -> Option<usize> {
+/// on (65,535 work-groups on NVIDIA; AMD's takes any fused range). Past
+/// that, the stage is left to the rules that fuse everything.
+fn across_rows(
+    k: &Kernel,
+    st: &Stage,
+    value: &Expr,
+    across: &[TensorId],
+    cx: &RuleCx,
+) -> Option<usize> {
     let lead = st.axes.len() - 1;
     let mut rows: Option<Option<usize>> = None;
     value.visit_loads(&mut |t, ix| {
@@ -394,11 +400,8 @@ fn across_rows(k: &Kernel, st: &Stage, value: &Expr, across: &[TensorId]) -> Opt
         .enumerate()
         .filter(|&(a, _)| a != rows);
     let range = super::fused_range(k, others.map(|(_, x)| x));
-    (range <= GRID_Z).then_some(rows)
+    (range <= u128::from(super::grid_z(cx))).then_some(rows)
 }
-
-/// Work-groups along blockIdx.z, at most (NVIDIA's limit; AMD's is larger).
-const GRID_Z: u128 = 65_535;
 
 /// Fewer work-groups of columns than this (a constant count) split the
 /// rows too (`column-reduction-grid`): a fraction of the H100's 132 SMs.
@@ -459,7 +462,7 @@ pub(super) fn transpose(
     );
     let per = kn.get("PER", &[1, 2, 4, 8], 8, "rows per thread");
     kn.require("{TILE} % {PER} == 0 && ({TILE} / {PER}) * {TILE} <= 1024");
-    let (mut steps, r) = match across_rows(k, st, value, &across) {
+    let (mut steps, r) = match across_rows(k, st, value, &across, cx) {
         // Rank 3 and more: the tile takes the axis the staged reads run
         // along and the output's last; the other axes go on the grid
         // unfused with them, so the reads stay affine in the tile.

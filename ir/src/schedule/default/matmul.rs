@@ -111,12 +111,12 @@ impl<'k> Matmul<'k> {
 
     /// The batch axes fused and bound to blockIdx.z (after the rule's own
     /// steps, whose `tile` and `reorder` name only i, j and k). Where their
-    /// product may pass a 32-bit counter (sizes without `max`), only the
-    /// innermost goes on the grid and each work-group loops over the
-    /// others.
-    fn batch_steps(&self, k: &Kernel, st: &Stage, steps: &mut Vec<String>) {
+    /// product may pass the target's grid (NVIDIA's 65,535 along z; any
+    /// target's where the rule writes for none), only the innermost goes
+    /// on the grid and each work-group loops over the others.
+    fn batch_steps(&self, k: &Kernel, st: &Stage, cx: &RuleCx, steps: &mut Vec<String>) {
         let range = super::fused_range(k, &st.axes[..self.batch.len()]);
-        let on_grid = if range < 1 << 31 {
+        let on_grid = if range <= u128::from(super::grid_z(cx)) {
             &self.batch[..]
         } else {
             &self.batch[self.batch.len().saturating_sub(1)..]
@@ -173,7 +173,7 @@ impl<'k> Matmul<'k> {
             format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad=1)"),
             format!("{bn}_tile = cache_read({bn}, shared, {kk}_o)"),
         ];
-        self.batch_steps(k, st, &mut steps);
+        self.batch_steps(k, st, cx, &mut steps);
         kn.done("matmul-tiles", steps)
     }
 
@@ -274,7 +274,7 @@ impl<'k> Matmul<'k> {
             format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, vec=8, stages={stages}, swizzle=128{tma})"),
             format!("mma({i}_r, {j}_i, {kk}_r, instr={})", instr_id(instr)),
         ];
-        self.batch_steps(k, st, &mut steps);
+        self.batch_steps(k, st, cx, &mut steps);
         let mut s = kn.done("matmul-wgmma", steps);
         s.by_target = true;
         Some(s)
@@ -433,7 +433,7 @@ impl<'k> Matmul<'k> {
             format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
             format!("mma({i}_r, {j}_r, {kk}_r, instr={})", instr_id(instr)),
         ];
-        self.batch_steps(k, st, &mut steps);
+        self.batch_steps(k, st, cx, &mut steps);
         let mut s = kn.done("matmul-mma", steps);
         s.by_target = true;
         Some(s)

@@ -243,12 +243,23 @@ fn fuse_all(names: &[&str]) -> (Vec<String>, String) {
 }
 
 /// The index range of `axes` fused: the product of their extents' bounds
-/// under `[kernel] max` (a size without one counts as 2^31 - 1).
+/// under `[kernel] max` (a size without one counts as 2^31 - 1), at most
+/// the 32-bit counter `fuse` keeps it within at launch.
 fn fused_range<'a>(k: &Kernel, axes: impl IntoIterator<Item = &'a crate::kernel::Axis>) -> u128 {
     let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
-    axes.into_iter().fold(1u128, |p, a| {
+    let product = axes.into_iter().fold(1u128, |p, a| {
         p.saturating_mul(a.extent.max_value(&size_max, &[]))
-    })
+    });
+    product.min(u128::from(crate::schedule::COUNTER_MAX))
+}
+
+/// Work-groups along blockIdx.z the schedule may count on: the target's
+/// (NVIDIA's 65,535; AMD's counts work items in 32 bits), NVIDIA's without
+/// one, and within a 32-bit loop counter.
+fn grid_z(cx: &RuleCx) -> u64 {
+    let nvidia = rocmc_target::nvptx::MAX_GRID[2];
+    let t = cx.target.map_or(nvidia, |t| t.max_grid(2, 1));
+    t.min(i32::MAX as u64)
 }
 
 /// [`fuse_all`], or nothing where there are no names.

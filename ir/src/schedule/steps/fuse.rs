@@ -45,13 +45,37 @@ pub(crate) fn apply(
         .hint("only adjacent loops can be fused; `reorder` them first"));
     }
     let eb = st.nest.var(b).extent.clone();
-    let ext = st.nest.var(a).extent.clone() * eb.clone();
+    let ext = counted(st, a, b, fused, span);
     let reduce = st.nest.var(a).reduce;
     let f = st.new_var(fused, ext, span, reduce);
     st.nest.order.splice(pa..=pa + 1, [f]);
     st.replace(a, Index::Var(f) / eb.clone(), span);
     st.replace(b, Index::Var(f) % eb, span);
     Ok(())
+}
+
+/// The fused loop's trip count. Where sizes without `max` could make it
+/// pass [`COUNTER_MAX`], the loop runs `min(count, COUNTER_MAX)` times and
+/// the launch must keep the count within it ([`Requirement`]), rather than
+/// the stage refusing every unbounded fuse.
+fn counted(st: &mut State, a: VarId, b: VarId, fused: &Name, span: Span) -> Index {
+    // A clamp made by an earlier fuse: the new count covers it (a product
+    // within the counter has factors within it, or is empty), so its
+    // requirement gives way to the new one.
+    let mut raw = |v: VarId| match st.nest.var(v).extent.clone() {
+        Index::Bin(crate::index::IOp::Min, x, c) if c.as_const() == Some(COUNTER_MAX as i64) => {
+            st.nest.requires.retain(|r| r.extent != *x);
+            *x
+        }
+        e => e,
+    };
+    let ext = raw(a) * raw(b);
+    let size_max: Vec<u64> = st.k.sizes.iter().map(|s| s.max).collect();
+    let what = match st.stage_output {
+        Some(t) => format!("loop `{}` of stage `{}`", fused.name, st.k.tensor(t).name),
+        None => format!("loop `{}`", fused.name),
+    };
+    Requirement::counted(ext, &size_max, &mut st.nest.requires, || what, span)
 }
 
 #[cfg(test)]
