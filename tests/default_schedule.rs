@@ -528,7 +528,7 @@ shape = ["B", "H", "D", "S"]
     assert!(
         text.contains("block (16, 16, 1)")
             && text.contains(
-                "requires (B * H) * D <= 2147483647 at launch (loop `b_h_d` of stage `O`)"
+                "requires (B * H) * D <= 4294967295 at launch (loop `b_h_d` of stage `O`)"
             ),
         "{text}"
     );

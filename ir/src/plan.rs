@@ -300,9 +300,8 @@ pub enum SplitBy {
     Parts(i64),
 }
 
-/// Loop counters are 32-bit, and index arithmetic stays in signed 32 bits
-/// below this.
-pub const COUNTER_MAX: u64 = (1 << 31) - 1;
+/// The most iterations a loop may count: its counter is 32 bits wide.
+pub const COUNTER_MAX: u64 = u32::MAX as u64;
 
 /// What a launch must satisfy for the code to be exact: `extent <= max`
 /// at the launch's sizes. A `fuse` of loops whose sizes have no `max`

@@ -307,7 +307,7 @@ fn size_bounds_choose_the_addressing_mode() {
 }
 
 /// A fuse of sizes without `max` counts in 32 bits, as a bounded one
-/// does: the loop runs `min(h * w, 2^31 - 1)` times and the kernel
+/// does: the loop runs `min(h * w, 2^32 - 1)` times and the kernel
 /// records that a launch must keep `h * w` within it (the runtimes refuse
 /// one that does not, device/src/launch.rs). An extent that depends on
 /// other loops cannot be checked at launch and is still refused.
@@ -335,11 +335,11 @@ schedule = ["f = fuse(y, x)", "f_o, f_i = split(f, 256)", "bind(f_o, blockIdx.x)
         .iter()
         .map(|r| format!("{} <= {}: {}", r.extent.display(&names, &[]), r.max, r.what))
         .collect();
-    assert_eq!(req, ["h * w <= 2147483647: loop `f` of stage `C`"]);
+    assert_eq!(req, ["h * w <= 4294967295: loop `f` of stage `C`"]);
     let f = g.kernels[0].vars.iter().find(|v| v.name == "f").unwrap();
     assert_eq!(
         f.extent.display(&names, &[]).to_string(),
-        "min(h * w, 2147483647)"
+        "min(h * w, 4294967295)"
     );
     // Fusing a fused loop again: one requirement, on the whole product.
     let src3 = src

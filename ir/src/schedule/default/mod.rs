@@ -254,12 +254,12 @@ fn fused_range<'a>(k: &Kernel, axes: impl IntoIterator<Item = &'a crate::kernel:
 }
 
 /// Work-groups along blockIdx.z the schedule may count on: the target's
-/// (NVIDIA's 65,535; AMD's counts work items in 32 bits), NVIDIA's without
-/// one, and within a 32-bit loop counter.
+/// (NVIDIA's 65,535; AMD's counts work items in 32 bits, so 2^31 - 1 for
+/// work-groups up to two threads deep in z), NVIDIA's where the rule
+/// writes for no target.
 fn grid_z(cx: &RuleCx) -> u64 {
     let nvidia = rocmc_target::nvptx::MAX_GRID[2];
-    let t = cx.target.map_or(nvidia, |t| t.max_grid(2, 1));
-    t.min(i32::MAX as u64)
+    cx.target.map_or(nvidia, |t| t.max_grid(2, 2))
 }
 
 /// [`fuse_all`], or nothing where there are no names.
