@@ -24,6 +24,12 @@ build)
     target/debug/rocmc build -q --mcpu "${ARCH:-sm_90}" "$f" -o "$dir/kernels/$name.ptx"
   done
   scripts/gpu-fills.sh target/debug/rocmc "${ARCH:-sm_90}" "$dir/fill"
+  # The launches the runtime must refuse (gpu-check errors).
+  mkdir -p "$dir/extra"
+  for k in examples/vadd tests/regress/transpose4d_unbounded; do
+    target/debug/rocmc build -q --mcpu "${ARCH:-sm_90}" "$k.toml" -o "$dir/extra/$(basename "$k").ptx"
+  done
+  target/debug/rocmc build -q --mcpu sm_100 examples/vadd.toml -o "$dir/extra/vadd.sm_100.ptx"
   if ldd target/release/rocmc-gpu-check | grep -q libLLVM; then
     echo "gpu-focus: rocmc-gpu-check links LLVM" >&2
     exit 1
@@ -38,6 +44,10 @@ run)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
   rc=0
   "$dir/rocmc-gpu-check" check "$dir/kernels" --cases "${CASES:-6}" --seed "${SEED:-1}" | tee "$out/check.txt" || rc=1
+  if [ -d "$dir/extra" ]; then
+    "$dir/rocmc-gpu-check" errors "$dir/extra/vadd.ptx" "$dir/extra/vadd.sm_100.ptx" \
+      "$dir/extra/transpose4d_unbounded.ptx" | tee "$out/errors.txt" || rc=1
+  fi
   # The kernels at hand; NAME_default (an example without its schedule,
   # scripts/strip-schedules.py) and NAME__TAG (another schedule of NAME)
   # run at NAME's sizes, against NAME's peers.

@@ -484,18 +484,21 @@ fn a_row_that_fits_a_threads_steps_stays_in_its_registers_on_amd() {
     }
 }
 
-/// A 4-D transpose, as a new user writes it: rule `transpose-tiles` fuses
-/// three axes and its LDS tile is then refused, and the stage takes the
-/// next rule that fits instead of one thread. Without bounds on its sizes
-/// it once ran on one thread (no fused range was provable); now its fused
+/// Transposes past blockIdx.z, as a new user writes them. Where the
+/// tile's rows come just before the last axis, rule `transpose-tiles`
+/// fuses the other axes with the row tiles' index on blockIdx.x (once it
+/// fused every leading axis first, its LDS tile was then refused, and the
+/// stage fell to element-wise tiles at a third of the speed); where they
+/// do not, that form is refused and the stage takes the next rule that
+/// fits instead of one thread. Without bounds on its sizes the transpose
+/// once ran on one thread (no fused range was provable); now its fused
 /// loop counts in 32 bits under a launch requirement, and the build says
 /// so. A stage no rule takes still gets the one-thread warning and
 /// `--emit schedule` says so (rules left out here, as `frontend_rules`
 /// leaves out those that do not lower).
 #[test]
 fn a_rule_that_does_not_lower_gives_way_to_the_next_and_one_thread_is_said() {
-    // B x H past blockIdx.z: transpose-tiles fuses every leading axis, as
-    // for rank 2, and its LDS tile is then refused.
+    // B x H past blockIdx.z.
     let bounded = r#"
 [kernel]
 name = "tr4"
@@ -511,11 +514,31 @@ shape = ["B", "H", "D", "S"]
 "#;
     let f = front("tr4", bounded);
     let d = f.kernel.stages[0].default.as_ref().expect("a rule");
-    assert_eq!(d.rule, "elementwise-tiles");
-    assert!(f.launch.kernels[0].block != [1, 1, 1], "{:?}", f.launch);
-    let sizes = f.kernel.fit_sizes(&[2, 3, 17, 9]);
-    for c in rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), 1, false).unwrap() {
-        assert!(c.ok(), "{c:?}");
+    assert_eq!(d.rule, "transpose-tiles");
+    assert!(
+        d.steps.iter().any(|s| s == "b_h_d_o = fuse(b_h, d_o)")
+            && d.steps.iter().any(|s| s == "bind(b_h_d_o, blockIdx.x)"),
+        "{:?}",
+        d.steps
+    );
+    // The rows (d) apart from the last axis (s), b between them: the
+    // leading axes fused first, the tile refused, element-wise tiles.
+    let apart = bounded.replace("O[b, h, d, s]", "O[d, b, h, s]").replace(
+        "shape = [\"B\", \"H\", \"D\", \"S\"]",
+        "shape = [\"D\", \"B\", \"H\", \"S\"]",
+    );
+    assert_ne!(apart, bounded);
+    let g = front("tr4", &apart);
+    assert_eq!(
+        g.kernel.stages[0].default.as_ref().unwrap().rule,
+        "elementwise-tiles"
+    );
+    for f in [&f, &g] {
+        assert!(f.launch.kernels[0].block != [1, 1, 1], "{:?}", f.launch);
+        let sizes = f.kernel.fit_sizes(&[2, 3, 17, 9]);
+        for c in rocmc::run::run_cpu(f, &sizes, &HashMap::new(), 1, false).unwrap() {
+            assert!(c.ok(), "{c:?}");
+        }
     }
     let unbounded = bounded.replace("max = { B = 1024, H = 128, S = 4096, D = 128 }\n", "");
     assert_ne!(unbounded, bounded);
@@ -526,9 +549,9 @@ shape = ["B", "H", "D", "S"]
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!text.contains("one thread"), "{text}");
     assert!(
-        text.contains("block (16, 16, 1)")
+        text.contains("block (32, 4, 1)")
             && text.contains(
-                "requires (B * H) * D <= 4294967295 at launch (loop `b_h_d` of stage `O`)"
+                "requires (B * H) * ceil(D / 32) <= 4294967295 at launch (loop `b_h_d_o` of stage `O`)"
             ),
         "{text}"
     );

@@ -14,10 +14,12 @@
 //!   (`bench.rs`: `--only`, `--part I/N` split a run);
 //! - `rocmc-gpu-check copy` measures device-to-device copy bandwidth, the
 //!   reference for memory-bound kernels;
-//! - `rocmc-gpu-check errors VADD_PTX NEWER_PTX` checks the runtime's
-//!   refusals on the real driver: PTX for a newer GPU, PTX the driver's
-//!   compiler rejects (its log must be the error), and launches whose
-//!   arguments disagree with the launch document;
+//! - `rocmc-gpu-check errors VADD_PTX NEWER_PTX [WIDE_PTX]` checks the
+//!   runtime's refusals on the real driver: PTX for a newer GPU, PTX the
+//!   driver's compiler rejects (its log must be the error), launches whose
+//!   arguments disagree with the launch document, and (WIDE_PTX:
+//!   tests/regress/transpose4d_unbounded) sizes past a fused loop's 32-bit
+//!   counter or past NVIDIA's grid;
 //! - `rocmc-gpu-check remote WORKER DIR [--device cuda:0|cpu]` starts the
 //!   `rocmc-worker` binary on loopback and runs `check` through it, over
 //!   TLS with the certificate pinned, as `rocmc run --device remote://…`;
@@ -99,7 +101,7 @@ fn main() -> ExitCode {
         Some("wgmma") => wgmma::check(&args[1..]),
         Some("tma") => tma::check(&args[1..]),
         Some("gelu16") => ulp::gelu16(&args[1..]),
-        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] [--part I/N] | bench DIR PLAN.json [--reps R] [--only NAME,...] [--part I/N] [--check-rows R] [--check-cols C] [--fill DIR | --host-inputs] | copy | errors VADD_PTX NEWER_PTX | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | tma [--perturb] | gelu16 DIR".into()),
+        _ => Err("usage: rocmc-gpu-check check DIR [--cases N] [--seed S] [--part I/N] | bench DIR PLAN.json [--reps R] [--only NAME,...] [--part I/N] [--check-rows R] [--check-cols C] [--fill DIR | --host-inputs] | copy | errors VADD_PTX NEWER_PTX [WIDE_PTX] | remote WORKER DIR [--device D] [--cases N] [--seed S] | latency WORKER DIR [--device D] [--reps N] | transfer WORKER [--device D] [--sizes MIB,...] | mma [--seed S] [--perturb] | wgmma [--seed S] [--perturb] | tma [--perturb] | gelu16 DIR".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
@@ -554,9 +556,71 @@ fn copy() -> Res<bool> {
 }
 
 /// Each refusal the CUDA runtime promises, provoked on the real driver.
+/// A kernel of sizes without `max` (tests/regress/transpose4d_unbounded:
+/// b, h and d's tiles fused on x, s's on y) at sizes past its fused
+/// loop's 32-bit counter and past NVIDIA's 65,535 blocks along y: both
+/// refused before the driver sees them, naming what; and at sizes within
+/// both, it runs.
+/// Checks one refusal: what is tried, its result, the words the error must hold.
+type Expect<'a> = dyn FnMut(&str, Result<(), String>, &str) + 'a;
+
+fn wide_refusals(
+    dev: &rocmc_runtime_cuda::Device,
+    ptx: &str,
+    expect: &mut Expect,
+) -> Res<bool> {
+    let m = dev.load_ptx(ptx).map_err(|e| e.to_string())?;
+    let k = m
+        .kernel("transpose4d_unbounded")
+        .map_err(|e| e.to_string())?;
+    let x = dev
+        .alloc::<half::f16>(4_200_000)
+        .map_err(|e| e.to_string())?;
+    let o = dev
+        .alloc::<half::f16>(4_200_000)
+        .map_err(|e| e.to_string())?;
+    let launch = |[b, h, s, d]: [i32; 4]| {
+        let args = [
+            KernelArg::buffer(&x),
+            KernelArg::buffer(&o),
+            KernelArg::size(b),
+            KernelArg::size(h),
+            KernelArg::size(s),
+            KernelArg::size(d),
+        ];
+        k.launch(&args, None).map_err(|e| e.to_string())
+    };
+    expect(
+        "a fused loop past its 32-bit counter",
+        launch([1 << 17, 1 << 17, 1, 32]),
+        "times at these sizes",
+    );
+    expect(
+        "a grid past NVIDIA's 65,535 blocks along y",
+        launch([1, 1, 2_100_000, 2]),
+        "more than NVIDIA's 65535",
+    );
+    let within = launch([1, 1, 2_000_000, 2]);
+    let runs = within.is_ok() && dev.synchronize().is_ok();
+    println!(
+        "{:<44} {}",
+        "the same kernel within both",
+        if runs { "runs" } else { "WRONG" }
+    );
+    Ok(runs)
+}
+
 fn errors(args: &[String]) -> Res<bool> {
-    let [vadd_path, newer_path] = args else {
-        return Err("errors needs the vadd PTX and one built for a newer GPU".into());
+    let (vadd_path, newer_path, wide_path) = match args {
+        [v, n] => (v, n, None),
+        [v, n, w] => (v, n, Some(w)),
+        _ => {
+            return Err(
+                "errors needs the vadd PTX, one built for a newer GPU and optionally \
+                        tests/regress/transpose4d_unbounded's"
+                    .into(),
+            )
+        }
     };
     let read = |p: &String| std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"));
     let (vadd, newer) = (read(vadd_path)?, read(newer_path)?);
@@ -625,6 +689,9 @@ fn errors(args: &[String]) -> Res<bool> {
         m.kernel("saxpy").map(|_| ()).map_err(|e| e.to_string()),
         "no such kernel",
     );
+    if let Some(w) = wide_path {
+        ok &= wide_refusals(&dev, &read(w)?, &mut expect)?;
+    }
     // And the same launch, right, runs.
     let good = launch(&[
         KernelArg::buffer(&a),

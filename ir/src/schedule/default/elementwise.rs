@@ -368,17 +368,16 @@ pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Optio
 }
 
 /// The output axis (an index into the leading axes) every tensor in
-/// `across` runs along in its last subscript, when they agree, and the
-/// other leading axes' index range fits blockIdx.z, which they are fused
-/// on (65,535 work-groups on NVIDIA; AMD's takes any fused range). Past
-/// that, the stage is left to the rules that fuse everything.
+/// `across` runs along in its last subscript, when they agree, and
+/// whether the other leading axes' index range fits blockIdx.z (65,535
+/// work-groups on NVIDIA).
 fn across_rows(
     k: &Kernel,
     st: &Stage,
     value: &Expr,
     across: &[TensorId],
     cx: &RuleCx,
-) -> Option<usize> {
+) -> Option<(usize, bool)> {
     let lead = st.axes.len() - 1;
     let mut rows: Option<Option<usize>> = None;
     value.visit_loads(&mut |t, ix| {
@@ -400,7 +399,7 @@ fn across_rows(
         .enumerate()
         .filter(|&(a, _)| a != rows);
     let range = super::fused_range(k, others.map(|(_, x)| x));
-    (range <= u128::from(super::grid_z(cx))).then_some(rows)
+    Some((rows, range <= u128::from(super::grid_z(cx))))
 }
 
 /// Fewer work-groups of columns than this (a constant count) split the
@@ -414,7 +413,8 @@ const COLUMN_GROUPS: i64 = 64;
 /// conflicts), so both the reads and the writes are coalesced
 /// (transpose_coarse.toml, 93 % of copy on the H100). Of three axes and
 /// more, the tile's rows are the axis those reads run along, and the rest
-/// of the output's axes go on blockIdx.z ([`across_rows`]).
+/// of the output's axes go on blockIdx.z ([`across_rows`]), or, past it,
+/// fused with the tile's row index on blockIdx.x.
 pub(super) fn transpose(
     k: &Kernel,
     st: &Stage,
@@ -462,31 +462,70 @@ pub(super) fn transpose(
     );
     let per = kn.get("PER", &[1, 2, 4, 8], 8, "rows per thread");
     kn.require("{TILE} % {PER} == 0 && ({TILE} / {PER}) * {TILE} <= 1024");
-    let (mut steps, r) = match across_rows(k, st, value, &across, cx) {
+    // The tile of rows `r` and the last axis, whose outer loops `grid`
+    // binds.
+    let tiled = |r: &str, grid: [String; 2]| {
+        let [g1, g2] = grid;
+        vec![
+            format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
+            format!("{r}_t, {r}_v = split({r}_i, {per})"),
+            format!("reorder({r}_t, {c}_i, {r}_v)"),
+            g1,
+            g2,
+            format!("bind({r}_t, threadIdx.y)"),
+            format!("bind({c}_i, threadIdx.x)"),
+            format!("unroll({r}_v)"),
+        ]
+    };
+    let grid = |r: &str| {
+        [
+            format!("bind({r}_o, blockIdx.y)"),
+            format!("bind({c}_o, blockIdx.x)"),
+        ]
+    };
+    let mut steps = match across_rows(k, st, value, &across, cx) {
         // Rank 3 and more: the tile takes the axis the staged reads run
         // along and the output's last; the other axes go on the grid
         // unfused with them, so the reads stay affine in the tile.
-        Some(rows) if lead.len() > 1 => {
+        Some((rows, true)) if lead.len() > 1 => {
             let others: Vec<&str> = (0..lead.len())
                 .filter(|&a| a != rows)
                 .map(|a| lead[a])
                 .collect();
             let (mut steps, z) = fuse_all(&others);
             steps.push(format!("bind({z}, blockIdx.z)"));
-            (steps, lead[rows].to_string())
+            steps.extend(tiled(lead[rows], grid(lead[rows])));
+            steps
         }
-        _ => fuse_all(lead),
+        // Past blockIdx.z (NVIDIA's 65,535, or sizes without `max`), where
+        // the tile's rows come just before the last axis: the others are
+        // fused with the row tiles' index on blockIdx.x, after the tile,
+        // so the reads inside it stay affine.
+        Some((rows, false)) if lead.len() > 1 && rows + 1 == lead.len() => {
+            let r = lead[rows];
+            let ro = format!("{r}_o");
+            let mut outer: Vec<&str> = lead[..rows].to_vec();
+            outer.push(&ro);
+            let (fuse, x) = fuse_all(&outer);
+            let mut steps = tiled(
+                r,
+                [
+                    format!("bind({x}, blockIdx.x)"),
+                    format!("bind({c}_o, blockIdx.y)"),
+                ],
+            );
+            // Fused once the tile has made `r_o`, before any binding.
+            for (i, f) in fuse.into_iter().enumerate() {
+                steps.insert(1 + i, f);
+            }
+            steps
+        }
+        _ => {
+            let (mut steps, r) = fuse_all(lead);
+            steps.extend(tiled(&r, grid(&r)));
+            steps
+        }
     };
-    steps.extend([
-        format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
-        format!("{r}_t, {r}_v = split({r}_i, {per})"),
-        format!("reorder({r}_t, {c}_i, {r}_v)"),
-        format!("bind({r}_o, blockIdx.y)"),
-        format!("bind({c}_o, blockIdx.x)"),
-        format!("bind({r}_t, threadIdx.y)"),
-        format!("bind({c}_i, threadIdx.x)"),
-        format!("unroll({r}_v)"),
-    ]);
     for tid in across {
         let n = &k.tensor(tid).name;
         steps.push(format!("{n}_tile = cache_read({n}, shared, {c}_o, pad=1)"));
