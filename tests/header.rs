@@ -176,3 +176,76 @@ fn headers_give_the_lds_a_launch_needs() {
     let o = Command::new(p.join("nv")).output().unwrap();
     assert_eq!(text(&o.stdout).trim(), "8192");
 }
+
+/// A 4-D map of sizes without `max`: the header's `_fits` says whether
+/// sizes keep its fused loop within its 32-bit counter, and `_run`
+/// refuses sizes that do not (before touching the buffers) and computes
+/// the others.
+const UNBOUNDED: &str = r#"[kernel]
+name = "add4"
+sizes = ["B", "H", "S", "D"]
+
+[inputs]
+X = { dtype = "f32", shape = ["B", "H", "S", "D"] }
+
+[[stage]]
+compute = "O[b, h, s, d] = X[b, h, s, d] + 1.0"
+shape = ["B", "H", "S", "D"]
+"#;
+
+const UNBOUNDED_MAIN: &str = r#"#include <stdio.h>
+#include "add4.h"
+int main(void) {
+    float x[2 * 3 * 5 * 7], o[2 * 3 * 5 * 7];
+    for (int i = 0; i < 2 * 3 * 5 * 7; i++) { x[i] = (float)i; o[i] = -1.0f; }
+    if (!add4_fits(2, 3, 5, 7)) { puts("small sizes do not fit"); return 1; }
+    if (add4_fits(65536, 65536, 2, 1)) { puts("2^33 fits"); return 1; }
+    if (add4_fits(2147483647, 2147483647, 2147483647, 1)) { puts("2^93 fits"); return 1; }
+    if (add4_run(x, o, 65536, 65536, 2, 1) != -1) { puts("2^33 ran"); return 1; }
+    if (o[0] != -1.0f) { puts("a refused run wrote"); return 1; }
+    if (add4_run(x, o, 2, 3, 5, 7) != 0) { puts("refused"); return 1; }
+    for (int i = 0; i < 2 * 3 * 5 * 7; i++)
+        if (o[i] != (float)i + 1.0f) { printf("o[%d] = %g\n", i, o[i]); return 1; }
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn headers_check_the_launch_requirements_of_sizes_without_max() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    std::fs::write(p.join("add4.toml"), UNBOUNDED).unwrap();
+    let o = rocmc(
+        p,
+        &[
+            "build",
+            "-q",
+            "--mcpu",
+            "x86-64",
+            "--emit",
+            "so,header",
+            "add4.toml",
+            "-o",
+            "libadd4.so",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::rename(p.join("libadd4.h"), p.join("add4.h")).unwrap();
+    let h = std::fs::read_to_string(p.join("add4.h")).unwrap();
+    assert!(h.contains("<= 4294967295 (loop `"), "{h}");
+    std::fs::write(p.join("main.c"), UNBOUNDED_MAIN).unwrap();
+    clang(
+        p,
+        &[
+            "main.c",
+            "-o",
+            "main",
+            "-L.",
+            "-ladd4",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+    );
+    let o = Command::new(p.join("main")).output().unwrap();
+    assert_eq!(text(&o.stdout).trim(), "ok", "{}", text(&o.stderr));
+}

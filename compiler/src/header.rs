@@ -50,6 +50,23 @@ fn c_expr(e: &Extent) -> String {
     }
 }
 
+/// [`c_expr`] with products and sums saturating at `INT64_MAX`, for
+/// comparing a count of sizes that may pass 64 bits with its bound.
+fn c_expr_sat(e: &Extent) -> String {
+    let bin =
+        |f: &str, a: &Extent, b: &Extent| format!("{f}({}, {})", c_expr_sat(a), c_expr_sat(b));
+    match e {
+        Extent::Add(a, b) => bin("rocmc_satadd", a, b),
+        Extent::Mul(a, b) => bin("rocmc_satmul", a, b),
+        Extent::Div(a, b) => bin("rocmc_floordiv", a, b),
+        Extent::CeilDiv(a, b) => bin("rocmc_ceildiv", a, b),
+        Extent::Mod(a, b) => bin("rocmc_mod", a, b),
+        Extent::Min(a, b) => bin("rocmc_min", a, b),
+        Extent::Max(a, b) => bin("rocmc_max", a, b),
+        e => c_expr(e),
+    }
+}
+
 fn uses_size(e: &Extent, name: &str) -> bool {
     match e {
         Extent::Const(_) => false,
@@ -165,6 +182,15 @@ pub fn c_header(module: &str, target: &Target, l: &LaunchInfo) -> String {
         ),
         ("rocmc_min", "return a < b ? a : b;"),
         ("rocmc_max", "return a > b ? a : b;"),
+        // Of non-negative sizes (the run checks them first).
+        (
+            "rocmc_satmul",
+            "return a != 0 && b > INT64_MAX / a ? INT64_MAX : a * b;",
+        ),
+        (
+            "rocmc_satadd",
+            "return b > INT64_MAX - a ? INT64_MAX : a + b;",
+        ),
     ] {
         let _ = writeln!(
             w,
@@ -230,11 +256,47 @@ fn kernel_section(w: &mut String, l: &LaunchInfo, k: &KernelLaunch, cpu: bool) {
             c_expr(e)
         );
     }
+    requirements(w, l, k);
     if cpu {
         cpu_entry(w, l, k);
     } else {
         gpu_args(w, k);
     }
+}
+
+/// `NAME_fits(sizes)`: whether the launch requirements hold (a fused loop
+/// of sizes without `max` counts in 32 bits; the runtimes refuse a launch
+/// where they do not, and a program launching through HIP or CUDA itself
+/// checks them with this).
+fn requirements(w: &mut String, l: &LaunchInfo, k: &KernelLaunch) {
+    let name = &k.name;
+    let params = size_params(l);
+    let unused: String = l
+        .sizes
+        .iter()
+        .filter(|s| !k.requires.iter().any(|r| uses_size(&r.extent, &s.name)))
+        .map(|s| format!("(void){}; ", s.name))
+        .collect();
+    let _ = writeln!(
+        w,
+        "/* Whether these sizes keep each fused loop within the 32-bit counter it was\n   compiled with (1) or not (0):"
+    );
+    for r in &k.requires {
+        let _ = writeln!(w, "     {} <= {} ({}),", r.text, r.max, r.what);
+    }
+    let checks: Vec<String> = k
+        .requires
+        .iter()
+        .map(|r| format!("{} <= INT64_C({})", c_expr_sat(&r.extent), r.max))
+        .collect();
+    let body = match checks.is_empty() {
+        true => "1".to_string(),
+        false => checks.join(" && "),
+    };
+    let _ = writeln!(
+        w,
+        "   nothing where the kernel has no such loop. */\nstatic inline int {name}_fits({params}) {{ {unused}return {body}; }}"
+    );
 }
 
 /// The GPU argument block: the kernel's parameters in order, each at its
@@ -282,7 +344,7 @@ fn cpu_entry(w: &mut String, l: &LaunchInfo, k: &KernelLaunch) {
     );
     let _ = writeln!(
         w,
-        "/* Runs the whole grid of `{name}` on the calling thread. Returns 0, or -1 without\n   running where a size is outside 0..=MAX or not a multiple of its DIVISOR. */\nstatic inline int {name}_run({}) {{",
+        "/* Runs the whole grid of `{name}` on the calling thread. Returns 0, or -1 without\n   running where a size is outside 0..=MAX or not a multiple of its DIVISOR, or the\n   sizes break a launch requirement ({name}_fits). */\nstatic inline int {name}_run({}) {{",
         typed_params(k)
     );
     for a in k.args.iter().filter(|a| a.role == ArgRole::Size) {
@@ -304,6 +366,23 @@ fn cpu_entry(w: &mut String, l: &LaunchInfo, k: &KernelLaunch) {
         .filter(|a| a.role == ArgRole::Buffer)
         .map(|a| format!("(void *){}", a.name))
         .collect();
+    if !k.requires.is_empty() {
+        let all: Vec<String> = l
+            .sizes
+            .iter()
+            .map(|s| {
+                match k
+                    .args
+                    .iter()
+                    .any(|a| a.role == ArgRole::Size && a.name == s.name)
+                {
+                    true => format!("(int64_t){}", s.name),
+                    false => "0".into(),
+                }
+            })
+            .collect();
+        let _ = writeln!(w, "  if (!{}_fits({})) return -1;", k.name, all.join(", "));
+    }
     let sizes: Vec<&str> = k
         .args
         .iter()

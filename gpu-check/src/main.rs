@@ -564,11 +564,7 @@ fn copy() -> Res<bool> {
 /// Checks one refusal: what is tried, its result, the words the error must hold.
 type Expect<'a> = dyn FnMut(&str, Result<(), String>, &str) + 'a;
 
-fn wide_refusals(
-    dev: &rocmc_runtime_cuda::Device,
-    ptx: &str,
-    expect: &mut Expect,
-) -> Res<bool> {
+fn wide_refusals(dev: &rocmc_runtime_cuda::Device, ptx: &str, expect: &mut Expect) -> Res<bool> {
     let m = dev.load_ptx(ptx).map_err(|e| e.to_string())?;
     let k = m
         .kernel("transpose4d_unbounded")

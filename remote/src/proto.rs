@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Protocol version; bumped on any incompatible change.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 
 /// Largest frame a peer accepts by default (a code object is one frame;
 /// a buffer's bytes are not framed).
