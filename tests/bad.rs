@@ -190,6 +190,12 @@ fn every_bad_command_line_gets_a_precise_error() {
     for ex in ["vadd", "embedding", "softmax_tunable", "bias2d_vec"] {
         std::fs::copy(example(ex), d.join(format!("{ex}.toml"))).unwrap();
     }
+    // Sizes without `max`: a fused loop counted in 32 bits.
+    std::fs::copy(
+        root().join("tests/regress/transpose4d_unbounded.toml"),
+        d.join("tr4.toml"),
+    )
+    .unwrap();
     std::fs::write(d.join("f64s.npy"), npy_file("<f8", &[8], &[0; 64])).unwrap();
     std::fs::write(d.join("i32s.npy"), npy_file("<i4", &[8], &[0; 32])).unwrap();
     let ok = rocmc(
@@ -199,6 +205,13 @@ fn every_bad_command_line_gets_a_precise_error() {
     assert!(ok.status.success());
     let before = files_in(d);
     let cases: &[(&str, &[&str])] = &[
+        (
+            "cli_sizes_past_a_launch_requirement",
+            &[
+                "run", "tr4.toml", "--size", "B=65536", "--size", "H=65536", "--size", "S=1",
+                "--size", "D=32",
+            ],
+        ),
         (
             "cli_input_wrong_dtype",
             &[

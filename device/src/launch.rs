@@ -434,6 +434,26 @@ impl LaunchArg {
     }
 }
 
+impl KernelLaunch {
+    /// Whether `sizes` (by name) keep the launch requirements: each fused
+    /// loop's count within the 32-bit counter it was compiled with.
+    pub fn check_requirements(&self, sizes: &HashMap<String, i64>) -> Result<(), String> {
+        for r in &self.requires {
+            let v = r.extent.eval(sizes);
+            if v.is_none_or(|v| v < 0 || v as u64 > r.max) {
+                let at = v.map_or_else(|| "beyond 64 bits".to_string(), |v| v.to_string());
+                return Err(format!(
+                    "{} runs {} = {at} times at these sizes, more than the {} of the 32-bit \
+                     counter it was compiled with; a schedule that does not fuse those loops \
+                     takes these sizes",
+                    r.what, r.text, r.max
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl LaunchInfo {
     /// Checks a launch of `kl` (one of this document's kernels) with `args`:
     /// their number and kinds, dtypes, sizes within the bounds the kernel
@@ -473,18 +493,7 @@ impl LaunchInfo {
                 sizes.insert(la.name.clone(), *v as i64);
             }
         }
-        for r in &kl.requires {
-            let v = r.extent.eval(&sizes);
-            if v.is_none_or(|v| v < 0 || v as u64 > r.max) {
-                let at = v.map_or_else(|| "beyond 64 bits".to_string(), |v| v.to_string());
-                return Err(format!(
-                    "{} runs {} = {at} times at these sizes, more than the {} of the 32-bit \
-                     counter it was compiled with; a schedule that does not fuse those loops \
-                     takes these sizes",
-                    r.what, r.text, r.max
-                ));
-            }
-        }
+        kl.check_requirements(&sizes)?;
         for (la, a) in kl.args.iter().zip(args) {
             match (&la.role, a) {
                 (ArgRole::Buffer, ArgValue::Buffer { dtype, len }) => {

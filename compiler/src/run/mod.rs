@@ -134,6 +134,23 @@ fn kept_inputs(k: &Kernel, spec: &RunSpec, inputs: &[Buffer]) -> Vec<Tensor> {
         .collect()
 }
 
+/// Refuses sizes that break a kernel's launch requirements before any
+/// input is drawn (they imply tensors of billions of elements).
+fn check_requirements(front: &Frontend, sizes: &[i64]) -> Result<(), Error> {
+    let by_name: HashMap<String, i64> = front
+        .kernel
+        .sizes
+        .iter()
+        .zip(sizes)
+        .map(|(s, v)| (s.name.clone(), *v))
+        .collect();
+    for kl in &front.launch.kernels {
+        kl.check_requirements(&by_name)
+            .map_err(|e| Error::Usage(format!("--size: kernel `{}`: {e}", kl.name)))?;
+    }
+    Ok(())
+}
+
 fn inputs_for(k: &Kernel, spec: &RunSpec) -> Result<Inputs, Error> {
     k.check_sizes(&spec.sizes).map_err(Error::Usage)?;
     prepare_inputs(k, &spec.sizes, &spec.params, spec.seed, &spec.inputs).map_err(Error::Usage)
@@ -219,6 +236,7 @@ pub fn run_cpu_with(
     fp_contract: bool,
 ) -> Result<(Vec<Comparison>, Kept), Error> {
     let k = &front.kernel;
+    check_requirements(front, &spec.sizes)?;
     let Inputs {
         inputs,
         pvals,
@@ -253,6 +271,7 @@ pub fn run_cpu_with(
 /// [`Error::Lowering`]: a rocmc bug, never the kernel author's.
 pub fn run_loops(front: &Frontend, spec: &RunSpec) -> Result<Vec<Comparison>, Error> {
     let k = &front.kernel;
+    check_requirements(front, &spec.sizes)?;
     let Inputs { inputs, pvals, .. } = inputs_for(k, spec)?;
     let want = reference(k, &spec.sizes, &pvals, &inputs)?;
     let got = interp::run_lowered(k, &front.program, &spec.sizes, &pvals, &inputs)
@@ -494,6 +513,7 @@ fn run_on(
     let tc = crate::toolchain::lookup(&target);
     // Kernels with `mma` steps are lowered for the device's target.
     let front = &front.for_target(&target, opts)?;
+    check_requirements(front, sizes)?;
     let art = crate::backend(front, &target, opts, tc.module_emit())?;
     let module_bytes = tc.module_bytes(art);
     let hash = dev.load_module(&module_bytes).map_err(rt)?;
