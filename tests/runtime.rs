@@ -143,6 +143,58 @@ fn launches_are_checked_against_the_code_objects_metadata() {
     }
 }
 
+/// A kernel whose sizes have no `max` (tests/regress/transpose4d_unbounded):
+/// the HIP runtime refuses sizes past its fused loop's 32-bit counter and
+/// a grid past the 2^32 - 1 work items an AMD dispatch counts per
+/// dimension, before the GPU sees either (buffer lengths are only numbers
+/// here: nothing is allocated).
+#[test]
+fn launch_requirements_and_amd_grid_limits_are_checked() {
+    let src =
+        std::fs::read_to_string(root().join("tests/regress/transpose4d_unbounded.toml")).unwrap();
+    let art = rocmc::compile(
+        "transpose4d_unbounded.toml",
+        &src,
+        &rocmc::Options::new("gfx942"),
+        rocmc::Emit {
+            code_object: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
+    let (k, l) = (&co.kernels[0], co.launch.as_ref());
+    let args = |len: usize, [b, h, s, d]: [i32; 4]| {
+        let buf = ArgValue::Buffer { dtype: "f16", len };
+        vec![
+            buf.clone(),
+            buf,
+            ArgValue::Size(b),
+            ArgValue::Size(h),
+            ArgValue::Size(s),
+            ArgValue::Size(d),
+        ]
+    };
+    assert_eq!(
+        check_launch(k, l, &args(2 * 3 * 5 * 70, [2, 3, 5, 70])).unwrap(),
+        ([18, 1, 1], [32, 4, 1])
+    );
+    let e = check_launch(k, l, &args(1, [1 << 16, 1 << 16, 1, 32]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("loop `b_h_d_o` of stage `O` runs (B * H) * ceil(D / 32) = 4294967296 times"),
+        "{e}"
+    );
+    let e = check_launch(k, l, &args(1 << 33, [1 << 14, 1 << 14, 1, 32]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("268435456 work-groups of 32 along x, more than the 2^32 - 1 work items"),
+        "{e}"
+    );
+}
+
 #[test]
 fn scalars_shapes_and_bounds_are_checked() {
     let co = code_object("saxpy");
