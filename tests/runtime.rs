@@ -80,11 +80,16 @@ fn rocmc_run_on_a_gpu_fails_cleanly_without_one() {
 }
 
 fn code_object(name: &str) -> rocmc::linker::codeobject::CodeObject {
-    let src = std::fs::read_to_string(example(name)).unwrap();
+    code_object_for(&example(name), "gfx90a")
+}
+
+/// The code object of kernel file `path` for `mcpu`, as the linker reads it.
+fn code_object_for(path: &std::path::Path, mcpu: &str) -> rocmc::linker::codeobject::CodeObject {
+    let src = std::fs::read_to_string(path).unwrap();
     let art = rocmc::compile(
-        name,
+        &path.to_string_lossy(),
         &src,
-        &rocmc::Options::new("gfx90a"),
+        &rocmc::Options::new(mcpu),
         rocmc::Emit {
             code_object: true,
             ..Default::default()
@@ -150,19 +155,10 @@ fn launches_are_checked_against_the_code_objects_metadata() {
 /// here: nothing is allocated).
 #[test]
 fn launch_requirements_and_amd_grid_limits_are_checked() {
-    let src =
-        std::fs::read_to_string(root().join("tests/regress/transpose4d_unbounded.toml")).unwrap();
-    let art = rocmc::compile(
-        "transpose4d_unbounded.toml",
-        &src,
-        &rocmc::Options::new("gfx942"),
-        rocmc::Emit {
-            code_object: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let co = rocmc::linker::codeobject::read(&art.code_object.unwrap()).unwrap();
+    let co = code_object_for(
+        &root().join("tests/regress/transpose4d_unbounded.toml"),
+        "gfx942",
+    );
     let (k, l) = (&co.kernels[0], co.launch.as_ref());
     let args = |len: usize, [b, h, s, d]: [i32; 4]| {
         let buf = ArgValue::Buffer { dtype: "f16", len };
