@@ -366,29 +366,24 @@ fn cpu_entry(w: &mut String, l: &LaunchInfo, k: &KernelLaunch) {
         .filter(|a| a.role == ArgRole::Buffer)
         .map(|a| format!("(void *){}", a.name))
         .collect();
-    if !k.requires.is_empty() {
-        let all: Vec<String> = l
-            .sizes
-            .iter()
-            .map(|s| {
-                match k
-                    .args
-                    .iter()
-                    .any(|a| a.role == ArgRole::Size && a.name == s.name)
-                {
-                    true => format!("(int64_t){}", s.name),
-                    false => "0".into(),
-                }
-            })
-            .collect();
-        let _ = writeln!(w, "  if (!{}_fits({})) return -1;", k.name, all.join(", "));
-    }
     let sizes: Vec<&str> = k
         .args
         .iter()
         .filter(|a| a.role == ArgRole::Size)
         .map(|a| a.name.as_str())
         .collect();
+    // The grid and `_fits` functions take every size of the module, in size order.
+    let all: Vec<String> = l
+        .sizes
+        .iter()
+        .map(|s| match sizes.contains(&s.name.as_str()) {
+            true => format!("(int64_t){}", s.name),
+            false => "0".into(),
+        })
+        .collect();
+    if !k.requires.is_empty() {
+        let _ = writeln!(w, "  if (!{name}_fits({})) return -1;", all.join(", "));
+    }
     let scalars: Vec<&LaunchArg> = k
         .args
         .iter()
@@ -409,15 +404,6 @@ fn cpu_entry(w: &mut String, l: &LaunchInfo, k: &KernelLaunch) {
     for (i, a) in scalars.iter().enumerate() {
         let _ = writeln!(w, "  memcpy(params + 8 * {i}, &{0}, sizeof {0});", a.name);
     }
-    // The grid functions take every size of the module, in size order.
-    let all: Vec<String> = l
-        .sizes
-        .iter()
-        .map(|s| match sizes.contains(&s.name.as_str()) {
-            true => format!("(int64_t){}", s.name),
-            false => "0".into(),
-        })
-        .collect();
     let _ = writeln!(
         w,
         "  int64_t groups = {name}_grid_x({0}) * {name}_grid_y({0}) * {name}_grid_z({0});",

@@ -462,20 +462,24 @@ pub(super) fn transpose(
     );
     let per = kn.get("PER", &[1, 2, 4, 8], 8, "rows per thread");
     kn.require("{TILE} % {PER} == 0 && ({TILE} / {PER}) * {TILE} <= 1024");
-    // The tile of rows `r` and the last axis, whose outer loops `grid`
-    // binds.
-    let tiled = |r: &str, grid: [String; 2]| {
-        let [g1, g2] = grid;
-        vec![
-            format!("{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"),
+    // The tile of rows `r` and the last axis, then `fused` (steps on its
+    // outer loops), and `grid` binding those.
+    let tiled = |r: &str, fused: Vec<String>, grid: [String; 2]| {
+        let mut steps = vec![format!(
+            "{r}_o, {c}_o, {r}_i, {c}_i = tile({r}, {c}, {t}, {t})"
+        )];
+        steps.extend(fused);
+        steps.extend([
             format!("{r}_t, {r}_v = split({r}_i, {per})"),
             format!("reorder({r}_t, {c}_i, {r}_v)"),
-            g1,
-            g2,
+        ]);
+        steps.extend(grid);
+        steps.extend([
             format!("bind({r}_t, threadIdx.y)"),
             format!("bind({c}_i, threadIdx.x)"),
             format!("unroll({r}_v)"),
-        ]
+        ]);
+        steps
     };
     let grid = |r: &str| {
         [
@@ -494,7 +498,7 @@ pub(super) fn transpose(
                 .collect();
             let (mut steps, z) = fuse_all(&others);
             steps.push(format!("bind({z}, blockIdx.z)"));
-            steps.extend(tiled(lead[rows], grid(lead[rows])));
+            steps.extend(tiled(lead[rows], Vec::new(), grid(lead[rows])));
             steps
         }
         // Past blockIdx.z (NVIDIA's 65,535, or sizes without `max`), where
@@ -507,22 +511,15 @@ pub(super) fn transpose(
             let mut outer: Vec<&str> = lead[..rows].to_vec();
             outer.push(&ro);
             let (fuse, x) = fuse_all(&outer);
-            let mut steps = tiled(
-                r,
-                [
-                    format!("bind({x}, blockIdx.x)"),
-                    format!("bind({c}_o, blockIdx.y)"),
-                ],
-            );
-            // Fused once the tile has made `r_o`, before any binding.
-            for (i, f) in fuse.into_iter().enumerate() {
-                steps.insert(1 + i, f);
-            }
-            steps
+            let grid = [
+                format!("bind({x}, blockIdx.x)"),
+                format!("bind({c}_o, blockIdx.y)"),
+            ];
+            tiled(r, fuse, grid)
         }
         _ => {
             let (mut steps, r) = fuse_all(lead);
-            steps.extend(tiled(&r, grid(&r)));
+            steps.extend(tiled(&r, Vec::new(), grid(&r)));
             steps
         }
     };
