@@ -4,7 +4,8 @@
 # reader (bench/amd/isa.py: llvm-readobj-22, llvm-objdump-22, llvm-mca-22)
 # compares registers, LDS, occupancy and the hot loops. Writes
 # bench/amd/results.md and bench/amd/results.svg; see bench/amd/README.md.
-# Usage: scripts/bench-amd.sh
+# Usage: scripts/bench-amd.sh  (BENCH_AMD_ONLY=attention: only the cases whose
+# name contains it, tables under target/bench-amd instead of bench/amd)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -186,7 +186,10 @@ fn a_matrix_step_refuses_the_other_encoding() {
 /// tile that keeps its 32-byte fragments in registers (no scratch), and
 /// means what the interpreter says through the instruction's lane layout
 /// (CPU emulation and the loop IR under the race check), partial tiles of
-/// every axis included. gfx942 keeps its own fp8 instruction.
+/// every axis included. B, stored k-major, is kept transposed in LDS: its
+/// copy packs 4 rows into each 4-byte store and the fragments are read
+/// 16 bytes at a time, never byte by byte. gfx942 keeps its own fp8
+/// instruction.
 #[test]
 fn gfx950_takes_its_double_rate_8_bit_float_instruction_by_default() {
     use crate::common::root;
@@ -203,6 +206,10 @@ fn gfx950_takes_its_double_rate_8_bit_float_instruction_by_default() {
                 "{dt}: {l}"
             );
         }
+        assert!(
+            !dis.contains("ds_read_u8") && dis.contains("ds_write_b32"),
+            "{dt}: B's fragments read byte by byte, or its tile not packed"
+        );
         let front = rocmc::frontend("gemm_fp8_ocp", &src).unwrap();
         let art = rocmc::compile(
             "gemm_fp8_ocp",

@@ -300,9 +300,12 @@ def main():
     root = os.path.dirname(os.path.dirname(HERE))
     os.chdir(root)
     results = []
+    # A partial run (cases whose name contains BENCH_AMD_ONLY) writes its
+    # tables under `out`, leaving the committed full ones alone.
+    only = os.environ.get("BENCH_AMD_ONLY")
     for proc in TARGETS:
         for name, file, procs, tri in CASES:
-            if proc not in procs:
+            if proc not in procs or (only and only not in name):
                 continue
             rp, rl = rocmc_compile(rocmc, file, proc, out)
             r = analyse(rp, proc, rl)
@@ -313,10 +316,10 @@ def main():
             print(f"{proc:8} {name:30} rocmc {r['instructions']:5} instr {r['matrix']:4} matrix | "
                   f"triton {t['instructions']:5} instr {t['matrix']:4} matrix | modelled ratio "
                   f"{'-' if q is None else f'{q:.2f}'}", flush=True)
-    write(results)
+    write(results, out if only else HERE)
 
 
-def write(results):
+def write(results, where):
     lines = ["# rocmc against Triton's AMD backend, statically",
              "",
              "Written by `scripts/bench-amd.sh` (bench/amd/compare.py); how the figures are made and",
@@ -337,9 +340,9 @@ def write(results):
                            f"{'matrix work per SIMD cycle (of the peak)' if key == 'simd_peak' else 'global-load bytes in flight per CU per pass over the input'} |")
         lines.append("")
     text = "\n".join(lines[:5] + ["## Summary", ""] + summary + [""] + lines[5:]) + "\n"
-    with open(os.path.join(HERE, "results.md"), "w") as f:
+    with open(os.path.join(where, "results.md"), "w") as f:
         f.write(text)
-    with open(os.path.join(HERE, "results.svg"), "w") as f:
+    with open(os.path.join(where, "results.svg"), "w") as f:
         f.write(chart(results))
     print()
     print("\n".join(summary))

@@ -121,6 +121,47 @@ impl Index {
         (terms, c)
     }
 
+    /// The expression as `aligned + off`, `off` a constant below `g` that
+    /// cannot carry `aligned` into the next multiple of `g`: where the
+    /// rest of the expression is known to be a multiple of `d` (dividing
+    /// `g`), `off` is the constant term modulo `d`. `(self, 0)` where
+    /// nothing is known. Lets a swizzle that permutes groups of `g`
+    /// apply to `aligned` alone and add `off` after it.
+    pub fn split_aligned(&self, g: i64) -> (Index, i64) {
+        fn gcd(a: u64, b: u64) -> u64 {
+            if b == 0 {
+                a
+            } else {
+                gcd(b, a % b)
+            }
+        }
+        let (terms, c) = self.affine();
+        let d = terms.iter().fold(g.unsigned_abs(), |d, (t, k)| {
+            gcd(d, t.known_divisor().wrapping_mul(k.unsigned_abs()))
+        });
+        let off = match i64::try_from(d) {
+            Ok(d) if d > 1 => c.rem_euclid(d),
+            _ => 0,
+        };
+        // The constant taken out where it stands, so that the aligned
+        // parts of `x + 1`, `x + 2`, ... are one expression, not `x + 1 - 1`.
+        fn less(ix: &Index, off: i64) -> Option<Index> {
+            match ix {
+                Index::Const(v) => Some(Index::c(v.wrapping_sub(off))),
+                Index::Bin(IOp::Add, a, b) => less(a, off)
+                    .map(|a| Index::bin(IOp::Add, a, (**b).clone()))
+                    .or_else(|| less(b, off).map(|b| Index::bin(IOp::Add, (**a).clone(), b))),
+                _ => None,
+            }
+        }
+        if off == 0 {
+            return (self.clone(), 0);
+        }
+        let aligned =
+            less(self, off).unwrap_or_else(|| Index::bin(IOp::Sub, self.clone(), Index::c(off)));
+        (aligned, off)
+    }
+
     pub fn ceil_div(self, o: Index) -> Index {
         Index::bin(IOp::CeilDiv, self, o)
     }
@@ -431,6 +472,22 @@ impl<'a> fmt::Display for IndexDisplay<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    /// `split_aligned` takes out only the constant that cannot carry the
+    /// rest past a multiple of the group, where it stands.
+    #[test]
+    fn split_aligned_keeps_what_the_rest_is_known_to_divide() {
+        let x = Index::Var(VarId(0)) * Index::c(4);
+        // 4x + 3 in groups of 8: 4x is a multiple of 4, so 3 goes.
+        let (a, off) = (Index::c(3) + x.clone()).split_aligned(8);
+        assert_eq!((a.clone(), off), (x.clone(), 3));
+        // 4x + 6 in groups of 8: only 6 mod 4 = 2 may go.
+        let (a, off) = (x.clone() + Index::c(6)).split_aligned(8);
+        assert_eq!(off, 2);
+        assert_eq!(a.eval(&[], &[5]), Some(24));
+        // Nothing known of x: nothing goes.
+        let (a, off) = (Index::Var(VarId(0)) + Index::c(3)).split_aligned(8);
+        assert_eq!((a, off), (Index::Var(VarId(0)) + Index::c(3), 0));
+    }
 
     #[test]
     fn known_divisors() {

@@ -3,15 +3,18 @@
 //! loop it names, and rewrites the accesses it serves.
 
 mod bounded;
+mod copy;
 mod gathered;
 mod pipeline;
 mod place;
 mod strided;
 pub(crate) mod swizzle;
 mod tma;
+mod transposed;
 mod unrolled;
 
 use bounded::{live_groups, used_at_run_time};
+use copy::{copy, copy_to, Copy};
 use gathered::{fold_divmod, gathered_dims, gathers_of, var_ranges};
 use pipeline::{pipeline, Pipelined};
 use place::{place_prefetch, place_write};
@@ -25,9 +28,8 @@ use super::{Local, Lowering, Stmt, MAX_ACCUMULATORS, MAX_LDS};
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
 use crate::kernel::{Expr, ExprKind, Kernel, TensorId, TensorKind};
-use crate::loops::visit::{map_indices, map_values, walk};
-use crate::loops::Mem;
-use crate::schedule::{self, GpuAxis, Guard, LoopKind, LoopVar};
+use crate::loops::visit::{map_values, walk};
+use crate::schedule::{self, GpuAxis, LoopKind, LoopVar};
 
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     run_where(l, false)
@@ -153,6 +155,10 @@ struct Tile {
     /// `transpose=1`: the last two dimensions swapped in LDS, `pad` on
     /// the second-to-last (`padded` stays in the tensor's order).
     transposed: bool,
+    /// Rows a thread copies together into a transposed tile, and the
+    /// chunk swizzle of its LDS rows ([`transposed`]).
+    pack: i64,
+    transposed_swizzle: Option<(i64, i64, i64)>,
 }
 
 impl Tile {
@@ -167,6 +173,9 @@ impl Tile {
             None if self.transposed => {
                 let n = o.len();
                 let (mut o, mut p) = (o.to_vec(), self.padded.clone());
+                if let Some(sw) = self.transposed_swizzle {
+                    o[n - 2] = transposed::swizzled_row(&o[n - 2], &o[n - 1], sw, p[n - 2]);
+                }
                 o.swap(n - 2, n - 1);
                 p.swap(n - 2, n - 1);
                 self.slot.clone() + linear(&o, &p)
@@ -188,25 +197,6 @@ impl Tile {
             }
         }
     }
-}
-
-/// The cooperative copy of a tile: element e goes to thread e % threads
-/// (a register tile is copied by its own thread), `vec` at a time.
-struct Copy {
-    /// The copy loop's variable, its trip count and its statements.
-    it: VarId,
-    iters: i64,
-    stmts: Vec<Stmt>,
-    /// This thread's group of `vec` elements, and the number of groups.
-    group: Index,
-    groups: i64,
-    threads: i64,
-    vec: i64,
-    /// Offsets in the tile of this thread's group, and the load of it.
-    offs: Vec<Index>,
-    source: Expr,
-    /// Whether the copy reads zero past the tensor ([`matrix::zero_filled`]).
-    zero: bool,
 }
 
 /// Applies one cache_read or cache_write to a lowered body: checks where
@@ -451,6 +441,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
+    let (pack, transposed_swizzle) = transposed::layout(c, &size, t.dtype.size() as i64);
     let stages = c.stages.max(1);
     let slot = if stages > 1 {
         (Index::Var(c.at) % Index::c(i64::from(stages))) * Index::c(len)
@@ -472,6 +463,8 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
         slot,
         strides: None,
         transposed: c.transpose,
+        pack,
+        transposed_swizzle,
     })
 }
 
@@ -559,6 +552,8 @@ fn strided_tile(
         slot: Index::c(0),
         strides: Some(strides),
         transposed: false,
+        pack: 1,
+        transposed_swizzle: None,
         base,
         size,
     })
@@ -631,367 +626,4 @@ fn allocate(cx: &mut Cx, c: &schedule::Cache, tile: &Tile) -> Result<u32, Diagno
         span: c.span,
     });
     Ok(cx.shared.len() as u32 - 1)
-}
-
-/// With `vec=W` a thread copies W consecutive elements of the last
-/// dimension at once: refused where they would straddle rows or exceed
-/// one access.
-fn check_vec(cx: &Cx, c: &schedule::Cache, tile: &Tile, vec: i64) -> Result<(), Diagnostic> {
-    let t = cx.k.tensor(c.tensor);
-    let (size, padded, n) = (&tile.size, &tile.padded, tile.size.len());
-    let bad = if size[n - 1] % vec != 0 {
-        Some(format!(
-            "the tile's last dimension ({}) is not a multiple of vec={vec}",
-            size[n - 1]
-        ))
-    } else if !tile.transposed && padded[n - 1] % vec != 0 {
-        Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
-    } else if vec * t.dtype.size() as i64 > 16 {
-        Some(format!(
-            "vec={vec} of {} is {} bytes; one access moves at most 16",
-            t.dtype,
-            vec * t.dtype.size() as i64
-        ))
-    } else {
-        None
-    };
-    if let Some(b) = bad {
-        return Err(Diagnostic::new(
-            c.span,
-            format!("cannot copy `{}` {vec} elements at a time: {b}", t.name),
-        )
-        .hint("choose vec to divide the tile's last dimension and its padded width"));
-    }
-    if let TensorKind::Stage(p) = t.kind {
-        if cx.k.stage(p).compute_at().is_some() {
-            return Err(Diagnostic::new(c.span, format!("`{}` is computed at a loop of this stage, so its tile is not copied from memory; `vec` does not apply", t.name)));
-        }
-    }
-    Ok(())
-}
-
-/// The cooperative copy of the tile between memory and its array `id`.
-fn copy(cx: &mut Cx, c: &schedule::Cache, tile: &Tile, id: u32) -> Result<Copy, Diagnostic> {
-    let k = cx.k;
-    let t = k.tensor(c.tensor);
-    let (size, base, elems, n) = (&tile.size, &tile.base, tile.elems, tile.size.len());
-    // A register tile is copied by its own thread.
-    let threads: i64 = if c.kind.local() {
-        1
-    } else {
-        cx.block.iter().map(|b| *b as i64).product()
-    };
-    let tid = if c.kind.local() {
-        Index::c(0)
-    } else {
-        cx.tid.clone()
-    };
-    let vec = c.vec.max(1);
-    if vec > 1 {
-        check_vec(cx, c, tile, vec)?;
-    }
-    let groups = elems / vec;
-    let iters = (groups + threads - 1) / threads;
-    let live = live_groups(cx, c, tile, vec)?;
-    let zero = crate::lower::matrix::zero_filled(cx.stage, cx.nest, cx.unit, c)
-        && tile.data.iter().all(Option::is_none);
-    cx.vars.push(LoopVar {
-        name: format!("{}_copy", c.name),
-        reduce: false,
-        extent: live
-            .as_ref()
-            .map_or(Index::c(iters), |g| g.clone().ceil_div(Index::c(threads))),
-        kind: LoopKind::Serial,
-        span: c.span,
-    });
-    let it = VarId(cx.vars.len() as u32 - 1);
-    let group = Index::Var(it) * Index::c(threads) + tid;
-    let e = if vec > 1 {
-        group.clone() * Index::c(vec)
-    } else {
-        group.clone()
-    };
-    let mut stride = elems;
-    let mut offs = Vec::new();
-    let mut global = Vec::new();
-    for d in 0..n {
-        stride /= size[d];
-        let o = (e.clone() / Index::c(stride)) % Index::c(size[d]);
-        let off = match &tile.strides {
-            Some(s) => s.offset(d, &o),
-            None => o.clone(),
-        };
-        // Reads are clamped: parts of the tile beyond the tensor feed only
-        // results that are never stored. Writes are guarded instead.
-        // A vector fill clamps each of its lanes itself; a zero-filling
-        // copy reads zero past the tensor instead.
-        global.push(if c.kind.write() || (vec > 1 && d == n - 1) || zero {
-            base[d].clone() + off
-        } else {
-            clamp_into(k, base[d].clone() + off, &t.shape[d])
-        });
-        offs.push(o);
-    }
-    let kind = if tile.data.iter().any(Option::is_some) {
-        // The gathered subscript as written: the gather clamps it itself.
-        ExprKind::Gather {
-            tensor: c.tensor,
-            indices: global
-                .iter()
-                .zip(&tile.data)
-                .map(|(g, d)| {
-                    d.clone().unwrap_or(Expr {
-                        kind: ExprKind::Index(g.clone()),
-                        dtype: crate::DType::I32,
-                    })
-                })
-                .collect(),
-        }
-    } else {
-        ExprKind::Load {
-            tensor: c.tensor,
-            indices: global.clone(),
-        }
-    };
-    let source = Expr {
-        kind,
-        dtype: t.dtype,
-    };
-    let stores = if c.tma && !c.kind.write() {
-        // The accelerator's copy: zero past the tensor, element by element.
-        tma::zero_filled(k, c, tile, id, &offs, vec)
-    } else if c.kind.write() {
-        write_back(c, t, tile, id, &offs, global)
-    } else {
-        copy_in(cx, c, (tile, id), &offs, &source, (vec, zero))
-    };
-    // No loop for a single pass.
-    let guards = copy_guards(live.as_ref(), &group, groups, threads, &offs, &tile.live);
-    let serial = !(live.is_none() && (iters <= 8 || c.kind.local()));
-    let stmts = if c.unroll > 1 && (serial || c.kind.local()) {
-        // A register tile's copy stays unrolled (constant indices): its
-        // runs are groups of fills that take one check.
-        unrolled::runs(
-            cx,
-            it,
-            i64::from(c.unroll),
-            guards,
-            stores,
-            (!serial, c.span),
-        )
-    } else if iters == 1 && live.is_none() {
-        let zero = std::collections::HashMap::from([(it, Index::c(0))]);
-        map_indices(guarded_by(guards, stores), &|ix| ix.subst(&zero))
-    } else {
-        vec![Stmt::Loop {
-            var: it,
-            extent: cx.vars[it.0 as usize].extent.clone(),
-            // A register tile needs constant indices: unrolled.
-            unroll: !serial,
-            body: guarded_by(guards, stores),
-        }]
-    };
-    Ok(Copy {
-        it,
-        iters,
-        stmts,
-        group,
-        groups,
-        threads,
-        vec,
-        offs,
-        source,
-        zero,
-    })
-}
-
-/// The stores of `vec` elements (`staged(e)`, the `e`-th along the
-/// tensor's last dimension from offsets `offs`) into transposed tile `id`:
-/// one each, since they lie a row of the LDS tile apart.
-fn put_transposed(
-    tile: &Tile,
-    id: u32,
-    offs: &[Index],
-    vec: i64,
-    staged: &dyn Fn(i64) -> Expr,
-) -> Vec<Stmt> {
-    let n = offs.len();
-    (0..vec)
-        .map(|e| {
-            let mut o = offs.to_vec();
-            o[n - 1] = o[n - 1].clone() + Index::c(e);
-            Stmt::SharedStore {
-                shared: id,
-                index: tile.flat(&o),
-                value: staged(e),
-            }
-        })
-        .collect()
-}
-
-/// A thread's copy of `vec` elements (`source`, at tile offsets `offs`)
-/// into tile `id`: one fill, asynchronous where the tile has `stages`;
-/// for a transposed tile through `vec` registers, since its elements go
-/// to places a row of the tile apart.
-fn copy_in(
-    cx: &mut Cx,
-    c: &schedule::Cache,
-    (tile, id): (&Tile, u32),
-    offs: &[Index],
-    source: &Expr,
-    (vec, zero): (i64, bool),
-) -> Vec<Stmt> {
-    let k = cx.k;
-    if tile.transposed && vec > 1 {
-        let r = cx.registers(c, "_t", source.dtype, vec);
-        let mut v = vec![copy_to(
-            k,
-            Mem::Local,
-            r,
-            Index::c(0),
-            source.clone(),
-            (vec, zero),
-        )];
-        v.extend(put_transposed(tile, id, offs, vec, &|e| {
-            Expr::local(r, Index::c(e), source.dtype)
-        }));
-        return v;
-    }
-    let mem = if c.kind.local() {
-        Mem::Local
-    } else {
-        Mem::Shared
-    };
-    let mut st = copy_to(k, mem, id, tile.flat(offs), source.clone(), (vec, zero));
-    if let Stmt::Fill { asynchronous, .. } = &mut st {
-        *asynchronous = c.stages > 1;
-    }
-    vec![st]
-}
-
-/// `stores` under `guards`, or as they are where there are none.
-fn guarded_by(guards: Vec<Guard>, stores: Vec<Stmt>) -> Vec<Stmt> {
-    if guards.is_empty() {
-        stores
-    } else {
-        vec![Stmt::If {
-            guards,
-            body: stores,
-        }]
-    }
-}
-
-/// `value`'s `vec` lanes into `mem` array `array` at `index`: one
-/// [`Stmt::Fill`], or a plain store for a single element.
-/// A written tile back to memory, skipping what lies beyond the tensor
-/// (never written).
-fn write_back(
-    c: &schedule::Cache,
-    t: &crate::kernel::Tensor,
-    tile: &Tile,
-    id: u32,
-    offs: &[Index],
-    global: Vec<Index>,
-) -> Vec<Stmt> {
-    let index = tile.flat(offs);
-    let kind = if c.kind.local() {
-        ExprKind::Local { local: id, index }
-    } else {
-        ExprKind::Shared { shared: id, index }
-    };
-    let in_bounds: Vec<Guard> = global
-        .iter()
-        .zip(&t.shape)
-        .map(|(g, ext)| Guard {
-            value: g.clone(),
-            extent: ext.clone(),
-        })
-        .collect();
-    vec![Stmt::If {
-        guards: in_bounds,
-        body: vec![Stmt::Store {
-            tensor: c.tensor,
-            indices: global,
-            value: Expr {
-                kind,
-                dtype: t.dtype,
-            },
-        }],
-    }]
-}
-
-/// The guards of one thread's copy: none when the threads divide the tile.
-/// Where loops of symbolic extent span the tile, the copy covers what they
-/// reach: the leading `live` groups where that is one dimension with unit
-/// ones before it, else every group inside the reached extents.
-fn copy_guards(
-    live: Option<&Index>,
-    group: &Index,
-    groups: i64,
-    threads: i64,
-    offs: &[Index],
-    tile_live: &[Option<Index>],
-) -> Vec<Guard> {
-    let mut guards = Vec::new();
-    match live {
-        Some(g) => guards.push(Guard {
-            value: group.clone(),
-            extent: g.clone(),
-        }),
-        None => {
-            if groups % threads != 0 {
-                guards.push(Guard {
-                    value: group.clone(),
-                    extent: Index::c(groups),
-                });
-            }
-            for (o, l) in offs.iter().zip(tile_live) {
-                if let Some(l) = l {
-                    guards.push(Guard {
-                        value: o.clone(),
-                        extent: l.clone(),
-                    });
-                }
-            }
-        }
-    }
-    guards
-}
-
-/// With `zero`, a load's elements past the tensor are zero, not clamped.
-fn copy_to(
-    k: &Kernel,
-    mem: Mem,
-    array: u32,
-    index: Index,
-    value: Expr,
-    (vec, zero): (i64, bool),
-) -> Stmt {
-    let zero = zero && matches!(value.kind, ExprKind::Load { .. });
-    let value = if zero && vec < 2 {
-        crate::loops::fill_lane(k, &value, 0, true)
-    } else {
-        value
-    };
-    match (mem, vec) {
-        (_, 2..) => Stmt::Fill {
-            mem,
-            array,
-            index,
-            value,
-            width: vec as u32,
-            asynchronous: false,
-            zero,
-        },
-        (Mem::Local, _) => Stmt::LocalStore {
-            local: array,
-            index,
-            value,
-        },
-        (Mem::Shared, _) => Stmt::SharedStore {
-            shared: array,
-            index,
-            value,
-        },
-    }
 }

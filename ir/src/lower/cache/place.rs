@@ -3,7 +3,7 @@
 //! `prefetch`'s register round trip.
 
 use super::pipeline::around_loop;
-use super::{copy_to, put_transposed, read_tile, Copy, Cx, Tile};
+use super::{copy_to, read_tile, transposed, Copy, Cx, Tile};
 use crate::diag::Diagnostic;
 use crate::index::Index;
 use crate::kernel::{Expr, TensorId};
@@ -101,7 +101,8 @@ pub(super) fn place_prefetch(
 ) -> Result<Vec<Stmt>, Diagnostic> {
     let t = cx.k.tensor(c.tensor);
     let (iters, vec, groups, threads) = (copy.iters, copy.vec, copy.groups, copy.threads);
-    let staged = iters * vec;
+    let pack = copy.sources.len() as i64;
+    let staged = iters * vec * pack;
     if staged > MAX_PREFETCH {
         return Err(Diagnostic::new(c.span, format!("`prefetch` would keep {staged} elements of `{}` per thread in registers; at most {MAX_PREFETCH} are allowed", t.name))
             .hint("use a smaller tile or more threads"));
@@ -120,23 +121,27 @@ pub(super) fn place_prefetch(
             }]
         }
     };
-    // Copy pass j: the tile's elements into registers j*vec.., and
-    // from there into LDS.
+    // Copy pass j: the tile's elements (`pack` rows of a transposed
+    // tile) into registers (j*pack + row)*vec.., and from there into LDS.
     let (mut load, mut put) = (Vec::new(), Vec::new());
     for j in 0..iters {
-        let reg = Index::c(j * vec);
+        let reg = Index::c(j * pack * vec);
         let staged = Expr::local(r, reg.clone(), t.dtype);
-        let ld = copy_to(
-            cx.k,
-            Mem::Local,
-            r,
-            reg,
-            copy.source.clone(),
-            (vec, copy.zero),
-        );
+        let ld: Vec<Stmt> = (0..pack)
+            .map(|row| {
+                copy_to(
+                    cx.k,
+                    Mem::Local,
+                    r,
+                    Index::c((j * pack + row) * vec),
+                    copy.sources[row as usize].clone(),
+                    (vec, copy.zero),
+                )
+            })
+            .collect();
         let st = match tile.transposed {
-            true => put_transposed(tile, id, &copy.offs, vec, &|e| {
-                Expr::local(r, Index::c(j * vec + e), t.dtype)
+            true => transposed::put(tile, id, &copy.offs, vec, &|e, row| {
+                Expr::local(r, Index::c((j * pack + row) * vec + e), t.dtype)
             }),
             false => vec![copy_to(
                 cx.k,
@@ -148,7 +153,7 @@ pub(super) fn place_prefetch(
             )],
         };
         let pass = std::collections::HashMap::from([(copy.it, Index::c(j))]);
-        load.extend(map_indices(in_group(vec![ld]), &|ix| ix.subst(&pass)));
+        load.extend(map_indices(in_group(ld), &|ix| ix.subst(&pass)));
         put.extend(map_indices(in_group(st), &|ix| ix.subst(&pass)));
     }
     let at = c.at;
