@@ -978,9 +978,48 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
     src
 }
 
+/// An unscheduled row chain fed by an element-wise stage over the same
+/// rows and columns (a residual add before an RMSNorm or a softmax), at
+/// times declared a result (`output = true`): the row-chain rule then
+/// computes it at its row and stores it from there where its row fits
+/// the chain's LDS, else leaves it a kernel of its own.
+fn kept_row_kernel(rng: &mut Rng, id: u64) -> String {
+    let dt = *rng.pick(&["f32", "f32", "f64"]);
+    let bound = *rng.pick(&[64, 300, 1000, 4096, 8192]);
+    let h = *rng.pick(&[
+        "X[r, c] + R[r, c]",
+        "X[r, c] * 0.5 - R[r, c]",
+        "max(X[r, c], R[r, c])",
+    ]);
+    let (red, y) = *rng.pick(&[
+        (
+            "sum(H[r, c] * H[r, c], c) / f32(m)",
+            "H[r, c] * S[r] * w[c]",
+        ),
+        ("reduce_max(H[r, c], c)", "exp(H[r, c] - S[r]) + w[c]"),
+        ("sum(H[r, c], c)", "H[r, c] - S[r] * w[c] + R[r, c]"),
+    ]);
+    let (red, y) = if dt == "f64" {
+        (red.replace("f32(", "f64("), y)
+    } else {
+        (red.to_string(), y)
+    };
+    let kept = if rng.chance(80) {
+        "output = true\n"
+    } else {
+        ""
+    };
+    format!(
+        "[kernel]\nname = \"fz{id}\"\nsizes = [\"n\", \"m\"]\nmax = {{ m = {bound} }}\n\n[inputs]\nX = {{ dtype = \"{dt}\", shape = [\"n\", \"m\"] }}\nR = {{ dtype = \"{dt}\", shape = [\"n\", \"m\"] }}\nw = {{ dtype = \"{dt}\", shape = [\"m\"] }}\n\n[[stage]]\ncompute = \"H[r, c] = {h}\"\nshape = [\"n\", \"m\"]\n{kept}\n[[stage]]\ncompute = \"S[r] = {red}\"\nshape = [\"n\"]\nreduce = {{ c = \"m\" }}\n\n[[stage]]\ncompute = \"Y[r, c] = {y}\"\nshape = [\"n\", \"m\"]\n"
+    )
+}
+
 fn kernel(rng: &mut Rng, id: u64) -> String {
     if rng.below(12) == 0 {
         return row_kernel(rng, id);
+    }
+    if rng.below(16) == 0 {
+        return kept_row_kernel(rng, id);
     }
     if rng.below(14) == 0 {
         return gemm_kernel(rng, id);
@@ -1400,8 +1439,10 @@ struct Stats {
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
     bounded: usize,
-    /// Accepted kernels with an intermediate declared a result.
+    /// Accepted kernels with an intermediate declared a result, and of
+    /// those, ones whose default computes it at a reader's loop.
     kept: usize,
+    kept_at: usize,
     executed: usize,
     /// Runs of the loop IR lowered for a GPU target with the race check.
     race_checked: usize,
@@ -1484,6 +1525,10 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
     st.bounded += src.starts_with("# bounded-part") as usize;
     st.kept += !k.kept.is_empty() as usize;
+    st.kept_at += k
+        .stages
+        .iter()
+        .any(|s| k.kept.contains(&s.output) && s.compute_at().is_some()) as usize;
     st.attentions +=
         k.stages
             .iter()
@@ -1745,6 +1790,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.tensor_copies += l.tensor_copies;
                 st.bounded += l.bounded;
                 st.kept += l.kept;
+                st.kept_at += l.kept_at;
                 st.executed += l.executed;
                 st.race_checked += l.race_checked;
                 st.compiled += l.compiled;
@@ -1761,7 +1807,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} with a declared intermediate result), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1778,6 +1824,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.batched,
         st.tensor_copies,
         st.kept,
+        st.kept_at,
         st.executed,
         st.race_checked,
         st.compiled,

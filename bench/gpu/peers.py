@@ -296,6 +296,18 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: F.layer_norm(x, (c,), g, bt, 1e-5)), by)
         B = triton.next_power_of_2(c)
         report("triton", name, s, timed(lambda: k_layernorm[(r,)](x, g, bt, y, c, 1e-5, BLOCK=B, num_warps=8)), by)
+    elif name == "residual_rmsnorm":
+        # A transformer block's residual add + RMSNorm, the sum H kept (the
+        # next block reads it): PyTorch's eager operators, and the same
+        # under torch.compile, which fuses them into one kernel.
+        r, c = s["rows"], s["cols"]
+        x, res, w = rnd(r, c), rnd(r, c), rnd(c)
+        by = 16 * r * c + 4 * c
+        def eager():
+            h = x + res
+            return h, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        report("pytorch", name, s, timed(eager), by)
+        report("torch-compile", name, s, timed(torch.compile(eager)), by)
     elif name == "embedding":
         # GPT-2's token embedding: 768-wide f16 rows, int32 ids in range.
         t, v = s["T"], s["V"]

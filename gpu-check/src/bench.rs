@@ -256,7 +256,7 @@ fn bytes_moved(k: &Kernel, launch: &LaunchInfo, lens: &[u64]) -> u64 {
         .filter(|(t, _)| seen.contains(&t.name))
         .filter(|(t, _)| match t.kind {
             TensorKind::Input => true,
-            TensorKind::Stage(s) => !k.stage(s).is_internal(),
+            TensorKind::Stage(s) => k.stored(s),
         })
         .map(|(t, n)| n * t.dtype.size() as u64)
         .sum()

@@ -618,15 +618,23 @@ impl Kernel {
         &self.stages[id.0 as usize]
     }
     /// The tensors a run stores and compares with the interpreter: stage
-    /// results not inlined into, nor computed at, another stage.
+    /// results that reach memory ([`Kernel::stored`]).
     pub fn stored_results(&self) -> impl Iterator<Item = (usize, &Tensor)> {
         self.tensors
             .iter()
             .enumerate()
             .filter(|(_, t)| match t.kind {
-                TensorKind::Stage(s) => !self.stage(s).is_internal(),
+                TensorKind::Stage(s) => self.stored(s),
                 TensorKind::Input => false,
             })
+    }
+
+    /// Whether stage `s`'s tensor reaches memory: it has a kernel of its
+    /// own, or it is a declared result (`output = true`) computed at
+    /// another stage's loop, which stores it from there.
+    pub fn stored(&self, s: StageId) -> bool {
+        let st = self.stage(s);
+        !st.is_internal() || (!st.is_inlined() && self.kept.contains(&st.output))
     }
     pub fn inputs(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
         self.tensors

@@ -132,7 +132,7 @@ fn parts(
     let mut params: Vec<String> = k
         .tensors
         .iter()
-        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if k.stage(s).is_internal()))
+        .filter(|t| !matches!(t.kind, TensorKind::Stage(s) if !k.stored(s)))
         .map(|t| format!("{}: {}", t.name, buffer(t.dtype)))
         .collect();
     params.extend(k.sizes.iter().map(|s| format!("{}: i32", s.name)));

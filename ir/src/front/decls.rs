@@ -351,26 +351,25 @@ impl<'s> Cx<'s> {
         Some(k)
     }
 
-    /// A declared output inlined or computed at another stage by the file's
-    /// own schedule would never reach memory: refused, naming the step.
+    /// A declared output inlined by the file's own schedule would never
+    /// reach memory: refused, naming the step. Computed at another
+    /// stage's loop, it is stored from there as it is computed.
     fn kept_stay_in_memory(&mut self, k: &Kernel) {
         for st in k.stages.iter().filter(|s| k.kept.contains(&s.output)) {
-            let step = st.schedule.iter().find(|s| {
-                matches!(
-                    s.kind,
-                    schedule::StepKind::ComputeInline | schedule::StepKind::ComputeAt { .. }
-                )
-            });
+            let step = st
+                .schedule
+                .iter()
+                .find(|s| matches!(s.kind, schedule::StepKind::ComputeInline));
             if let Some(step) = step {
                 self.error(
                     Diagnostic::new(
                         step.span,
                         format!(
-                            "`{}` is declared an output (`output = true`): inlined or computed at another stage it would never be stored",
+                            "`{}` is declared an output (`output = true`): inlined into its readers it would never be stored",
                             st.name
                         ),
                     )
-                    .hint("drop this step, or `output = true`"),
+                    .hint("drop this step (`compute_at` keeps it stored), or `output = true`"),
                 );
             }
         }

@@ -17,9 +17,15 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     // neither `readonly` nor `writeonly`.
     let mut updated: Vec<TensorId> = Vec::new();
     let mut read: Vec<TensorId> = Vec::new();
+    // Stored by this kernel: its stage's outputs, and a declared result
+    // computed at one of its loops (compute_at), stored from there.
+    let mut written: Vec<TensorId> = stage.outputs();
     walk(&l.g.body, &mut |s| {
         match s {
-            Stmt::Store { tensor, .. } => touched.push(*tensor),
+            Stmt::Store { tensor, .. } => {
+                touched.push(*tensor);
+                written.push(*tensor);
+            }
             Stmt::Scatter {
                 tensor,
                 shared: None,
@@ -45,10 +51,9 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             name: k.tensor(*t).name.clone(),
             kind: ArgKind::Buffer {
                 tensor: *t,
-                access: if updated.contains(t) || (stage.outputs().contains(t) && read.contains(t))
-                {
+                access: if updated.contains(t) || (written.contains(t) && read.contains(t)) {
                     Access::Update
-                } else if stage.outputs().contains(t) {
+                } else if written.contains(t) {
                     Access::Write
                 } else {
                     Access::Read

@@ -407,6 +407,15 @@ fn part(
     let (mut outputs, mut unread, mut reads) = (Vec::new(), Vec::new(), Vec::new());
     for o in ps.outputs() {
         let r = loads_of(&scope, o);
+        if r.is_empty() && k.kept.contains(&o) {
+            return Err(err(format!(
+                "`{}` is declared an output (`output = true`), but nothing inside loop `{}` of `{}` reads it, so its part would not be stored",
+                k.tensor(o).name,
+                at_name.name,
+                consumer.name
+            ))
+            .hint(format!("leave `{}` in its own kernel (no compute_at)", ps.name)));
+        }
         if r.is_empty() {
             unread.push(o);
         } else {
@@ -596,6 +605,14 @@ fn merge(k: &Kernel, p: StageId, gp: GpuKernel, m: &Merge, host: &mut Host) -> V
         .into_iter()
         .filter(|s| !matches!(s, Stmt::Bind { .. }))
         .collect();
+    // A declared result (`output = true`) is stored where it is computed
+    // as well: at the part's origin plus the producer's offsets, within
+    // the tensor.
+    let kept: Vec<(TensorId, Vec<Index>)> = outputs
+        .iter()
+        .filter(|o| k.kept.contains(o))
+        .map(|&o| (o, k.tensor(o).shape.clone()))
+        .collect();
     let mut cx = Renumber {
         map: &map,
         origins: &origin_map,
@@ -606,6 +623,8 @@ fn merge(k: &Kernel, p: StageId, gp: GpuKernel, m: &Merge, host: &mut Host) -> V
         part: id,
         cooperative,
         flat: &flat,
+        kept: &kept,
+        base: &region.base,
     };
     drop_stores(fill.into_iter().map(|s| cx.stmt(s)).collect(), unread)
 }
@@ -743,6 +762,10 @@ struct Renumber<'a> {
     part: u32,
     cooperative: bool,
     flat: &'a dyn Fn(&[Index]) -> Index,
+    /// Declared results among `outputs`, with their shapes, and where the
+    /// part starts in each dimension: their stores also go to memory.
+    kept: &'a [(TensorId, Vec<Index>)],
+    base: &'a [Index],
 }
 
 impl Renumber<'_> {
@@ -802,22 +825,50 @@ impl Fold for Renumber<'_> {
                 value,
             } if self.outputs.contains(&tensor) => {
                 // Indices of the producer's own stores are offsets in the part.
-                let index = (self.flat)(&indices.iter().map(|i| self.ix(i)).collect::<Vec<_>>());
+                let offs: Vec<Index> = indices.iter().map(|i| self.ix(i)).collect();
+                let index = (self.flat)(&offs);
                 let value = self.expr(value);
                 let array =
                     self.part + self.outputs.iter().position(|o| *o == tensor).unwrap_or(0) as u32;
-                if self.cooperative {
+                let put = if self.cooperative {
                     Stmt::SharedStore {
                         shared: array,
                         index,
-                        value,
+                        value: value.clone(),
                     }
                 } else {
                     Stmt::LocalStore {
                         local: array,
                         index,
-                        value,
+                        value: value.clone(),
                     }
+                };
+                let Some((_, shape)) = self.kept.iter().find(|(t, _)| *t == tensor) else {
+                    return put;
+                };
+                // Where the part passes the tensor (its last, partial
+                // rows) nothing reads it: both stores stay within.
+                let at: Vec<Index> = offs
+                    .iter()
+                    .zip(self.base)
+                    .map(|(o, b)| b.clone() + o.clone())
+                    .collect();
+                let guards = at
+                    .iter()
+                    .zip(shape)
+                    .map(|(a, e)| crate::schedule::Guard {
+                        value: a.clone(),
+                        extent: e.clone(),
+                    })
+                    .collect();
+                let store = Stmt::Store {
+                    tensor,
+                    indices: at,
+                    value,
+                };
+                Stmt::If {
+                    guards,
+                    body: vec![put, store],
                 }
             }
             other => fold_stmt(self, other),

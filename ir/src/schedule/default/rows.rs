@@ -9,9 +9,14 @@ use crate::kernel::{Kernel, TensorKind};
 /// two-axis stage over the same rows (`Y[r, j]`) and each other, always at
 /// that stage's row. The row stays on chip: each reduction is computed at
 /// the final stage's row loop by 256 threads, and the final stage runs one
-/// work-group per row (softmax.toml). Returns the stages to reschedule, by
-/// index, with their schedules; the final stage's holds the one knob
-/// (threads per row), which every member shares.
+/// work-group per row (softmax.toml). A declared result (`output =
+/// true`) the chain reads at its row, element-wise over the same rows and
+/// columns (the residual stream `H = X + R` of a fused residual add +
+/// RMSNorm), is computed at that row too, into LDS, and stored from there
+/// as it is computed: one pass over its inputs, one kernel. Returns the
+/// stages to reschedule, by index, with their schedules; the final
+/// stage's holds the one knob (threads per row), which every member
+/// shares.
 pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
     let given = cx.given;
     let mut out = Vec::new();
@@ -62,6 +67,8 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         if chain.is_empty() || chain.len() != members.len() {
             continue;
         }
+        let kept = kept_producers(k, yi, &chain, row_budget(cx));
+        let chain: Vec<usize> = kept.iter().copied().chain(chain).collect();
         let mut kn = Knobs::new(&y.name, given);
         // 256 measured best for softmax and Welford at 4096 columns; long
         // rows want more (log_softmax over 50257: 1024, layernorm: 512),
@@ -111,10 +118,11 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         let (r, j) = (rows.name.as_str(), y.axes[1].name.as_str());
         for &p in &chain {
             let s = &k.stages[p];
-            let Some(red) = s.reduce.as_ref() else {
-                continue;
+            // A kept producer's columns, or a reduction's.
+            let c = match &s.reduce {
+                Some(red) => red.axes[0].name.as_str(),
+                None => s.axes[1].name.as_str(),
             };
-            let c = red.axes[0].name.as_str();
             out.push((
                 p,
                 Knobs::new(&s.name, &[]).done(
@@ -134,6 +142,51 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         out.push((yi, d));
     }
     out
+}
+
+/// The declared results (`output = true`) before final stage `yi` that
+/// the chain can compute at its row: element-wise over the final stage's
+/// rows and columns, read only by `chain`, the final stage or stages
+/// after it, and by the first two at the row, with a row (at its bound)
+/// within `budget` bytes of LDS.
+fn kept_producers(k: &Kernel, yi: usize, chain: &[usize], budget: u64) -> Vec<usize> {
+    let y = &k.stages[yi];
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    (0..yi)
+        .filter(|&p| {
+            let s = &k.stages[p];
+            let elementwise = s
+                .default
+                .as_ref()
+                .is_some_and(|d| d.rule.starts_with("elementwise"))
+                && s.reduce.is_none()
+                && s.scatter.is_none()
+                && s.axes.len() == 2
+                && s.axes[0].extent == y.axes[0].extent
+                && s.axes[1].extent == y.axes[1].extent;
+            if !elementwise || !k.kept.contains(&s.output) {
+                return false;
+            }
+            let row = u64::try_from(s.axes[1].extent.max_value(&size_max, &[]))
+                .unwrap_or(u64::MAX)
+                .saturating_mul(k.tensor(s.output).dtype.size() as u64);
+            let mut ok = row <= budget;
+            for (ri, r) in k.stages.iter().enumerate() {
+                for e in r.exprs() {
+                    e.visit_loads(&mut |tt, ix| {
+                        if tt != s.output || ri > yi {
+                            return;
+                        }
+                        ok &= (ri == yi || chain.contains(&ri))
+                            && ix.len() == 2
+                            && ix[0] == Index::Var(VarId(0));
+                    });
+                    e.visit_gathers(&mut |tt| ok &= tt != s.output || ri > yi);
+                }
+            }
+            ok
+        })
+        .collect()
 }
 
 /// Where the chain's inputs stay between its passes (knob `ROW_LDS`),
