@@ -1139,3 +1139,35 @@ fn a_map_on_wave32_amd_keeps_two_vectors_per_thread_in_flight() {
         assert_eq!(most, Some(loads), "{processor}:\n{asm}");
     }
 }
+
+/// GroupNorm's statistics reduce two axes (a group's channels and
+/// pixels): the row-reduction rule splits the pixels over a work-group's
+/// threads and walks the channels serially around them (it ran each
+/// output's group on one thread); a short last axis (a 3 x 3 window) is
+/// fused with the others instead, as is the sequence of a combiner that
+/// keeps the order. Each means what the interpreter says, on the CPU and
+/// race-checked for gfx942 and sm_90.
+#[test]
+fn several_reduced_axes_spread_over_a_work_group() {
+    let src = std::fs::read_to_string(root().join("tests/regress/groupnorm_stats.toml")).unwrap();
+    let window = src.replace("p = \"HW\"", "p = 9").replace(
+        "X[n, g * (C / 32) + c, p]",
+        "X[n, g * (C / 32) + c, p + HW - 9]",
+    );
+    for (text, fused) in [(&src, false), (&window, true)] {
+        let f = front("groupnorm_stats", text);
+        let d = f.kernel.stages[0].default.as_ref().unwrap();
+        assert_eq!(d.rule, "row-reduction", "{:?}", d.steps);
+        let steps = d.steps.join("; ");
+        assert_eq!(steps.contains("fuse(c, p)"), fused, "{steps}");
+        assert_eq!(steps.contains("bind(p_t, threadIdx.x)"), !fused, "{steps}");
+        let sizes = f.kernel.fit_sizes(&[3, 96, 300]);
+        let cmp = rocmc::run::run_cpu(&f, &sizes, &HashMap::new(), 2, false).unwrap();
+        assert!(cmp.iter().all(|c| c.ok()), "{cmp:?}");
+        for gpu in ["gfx942", "sm_90"] {
+            let spec = rocmc::run::RunSpec::new(&sizes, &HashMap::new(), 3);
+            let cmp = rocmc::run::run_loops(&lowered_for(&f, gpu), &spec).unwrap();
+            assert!(cmp.iter().all(|c| c.ok()), "{gpu}: {cmp:?}");
+        }
+    }
+}

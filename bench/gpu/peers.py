@@ -296,6 +296,13 @@ def run(name, s):
         report("pytorch", name, s, timed(lambda: F.layer_norm(x, (c,), g, bt, 1e-5)), by)
         B = triton.next_power_of_2(c)
         report("triton", name, s, timed(lambda: k_layernorm[(r,)](x, g, bt, y, c, 1e-5, BLOCK=B, num_warps=8)), by)
+    elif name == "groupnorm_stats":
+        # GroupNorm's per-(sample, group) means over channels and pixels.
+        n, c, hw = s["N"], s["C"], s["HW"]
+        x = rnd(n, c, hw)
+        by = 4 * n * c * hw + 4 * n * 32
+        report("pytorch", name, s, timed(lambda: x.view(n, 32, -1).mean(-1)), by)
+        report("torch-compile", name, s, timed(torch.compile(lambda: x.view(n, 32, -1).mean(-1))), by)
     elif name == "residual_rmsnorm":
         # A transformer block's residual add + RMSNorm, the sum H kept (the
         # next block reads it): PyTorch's eager operators, and the same

@@ -224,16 +224,44 @@ pub(super) fn topk(st: &Stage, t: &crate::kernel::TopK, cx: &RuleCx) -> DefaultS
 /// the work-group (argmax.toml). Short constant rows stay serial.
 pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
     let r = st.reduce.as_ref()?;
-    let [axis] = r.axes.as_slice() else {
+    let (last, outer) = r.axes.split_last()?;
+    let length: Option<i64> = r.axes.iter().map(|a| a.extent.as_const()).product();
+    if length.is_some_and(|c| c < 256) {
         return None;
+    }
+    // Several reduced axes (GroupNorm's statistics over channels and
+    // pixels) are one row where the last runs along the tensors' rows and
+    // the others stay out of their last subscript. Without this each
+    // output's whole group ran on one thread. The threads split the last
+    // axis and walk the others as serial loops around it, where the last
+    // is not a short constant: the addresses stay affine. Fused into one
+    // loop instead, each element's address took a division by the pixel
+    // count: at 8 x 512 x 4096 on the H200, 2.7x slower than the loops
+    // left apart (1.56x PyTorch; bench/gpu/runs/h200-groupnorm-1). A short
+    // last axis (a 7 x 7 window) is fused with the others.
+    let first = st.axes.len() as u32;
+    let kv = VarId(first + outer.len() as u32);
+    let reduced = super::reduced(st);
+    let outer_in_last = reduced.iter().any(|e| {
+        let mut inside = false;
+        e.visit_loads(&mut |_, ix| {
+            inside |= ix
+                .last()
+                .is_some_and(|l| (0..outer.len() as u32).any(|a| l.uses_var(VarId(first + a))));
+        });
+        inside
+    });
+    if !along_rows(&reduced, kv) || outer_in_last {
+        return None;
+    }
+    // A combiner that keeps the order needs one sequence to split into
+    // contiguous shares: the axes fused.
+    let short = last.extent.as_const().is_some_and(|c| c < 256) || st.keeps_order();
+    let row: Vec<&str> = match short {
+        true => r.axes.iter().map(|a| a.name.as_str()).collect(),
+        false => vec![last.name.as_str()],
     };
-    if axis.extent.as_const().is_some_and(|c| c < 256) {
-        return None;
-    }
-    let kv = VarId(st.axes.len() as u32);
-    if !along_rows(&super::reduced(st), kv) {
-        return None;
-    }
+    let (fused, k) = super::fuse_all(&row);
     let mut kn = Knobs::new(&st.name, cx.given);
     let threads = kn.get("THREADS", &THREADS[1..], 512, "threads per row");
     let per = kn.get(
@@ -242,8 +270,9 @@ pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<D
         4,
         "elements per thread and step, `threads` apart",
     );
-    let k = axis.name.as_str();
+    let k = k.as_str();
     let (mut steps, block) = fuse_any(names);
+    steps.extend(fused);
     // A combiner that is not commutative needs each thread's share
     // contiguous (`schedule::order`): slower loads (lanes a share apart),
     // but the row still spreads over the work-group.
