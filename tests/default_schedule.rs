@@ -722,6 +722,80 @@ reduce = { k = "K" }
     }
 }
 
+/// A weight-only quantised product as written (f16 activations by 8-bit
+/// weights and a per-column scale, the plain sum of their f32 casts)
+/// takes the matrix rule on every matrix target: the weights' tile is
+/// staged converted to f16 (`dtype=f16`) and feeds the f16 instruction.
+/// It means what the interpreter says in every lane layout and in the
+/// race-checked loop IR at sizes no tile divides, and compiles without
+/// spills to the f16 instruction.
+#[test]
+fn weight_only_quantised_products_take_the_matrix_rules() {
+    for (w, layout) in [
+        ("i8", "K\", \"N"),
+        ("u8", "N\", \"K"),
+        ("f8e4m3fn", "K\", \"N"),
+    ] {
+        let wq = if layout.starts_with('K') {
+            "W[k, j]"
+        } else {
+            "W[j, k]"
+        };
+        let src = format!(
+            "[kernel]\nname = \"wq\"\nsizes = [\"M\", \"N\", \"K\"]\n[inputs]\nX = {{ dtype = \"f16\", shape = [\"M\", \"K\"] }}\nW = {{ dtype = \"{w}\", shape = [\"{layout}\"] }}\nscale = {{ dtype = \"f16\", shape = [\"N\"] }}\n[[stage]]\ncompute = \"Y[i, j] = f16(sum(f32(X[i, k]) * f32({wq}), k) * f32(scale[j]))\"\nshape = [\"M\", \"N\"]\nreduce = {{ k = \"K\" }}\n"
+        );
+        let f = front("wq", &src);
+        for emulate in ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1100", "gfx1201"] {
+            let lowered = emulated(&f, emulate);
+            let d = lowered.kernel.stages[0].default.as_ref().unwrap();
+            assert_eq!(d.rule, "matmul-mma", "{w} {emulate}");
+            assert!(
+                d.steps
+                    .iter()
+                    .any(|s| s.starts_with("W_tile") && s.contains("dtype=f16")),
+                "{w} {emulate}: {:?}",
+                d.steps
+            );
+            assert!(!lowered.matrix_instructions().is_empty(), "{w} {emulate}");
+            for sizes in [[37, 45, 83], [1, 1, 1]] {
+                for c in rocmc::run::run_cpu(&lowered, &sizes, &HashMap::new(), 2, false).unwrap() {
+                    assert!(c.ok(), "{w} {emulate} {sizes:?}: {c:?}");
+                }
+            }
+            let spec = rocmc::run::RunSpec::new(&[19, 70, 45], &HashMap::new(), 4);
+            for c in rocmc::run::run_loops(&lowered_for(&f, emulate), &spec).unwrap() {
+                assert!(c.ok(), "{w} loops:{emulate}: {c:?}");
+            }
+        }
+        for (mcpu, instr) in [
+            ("gfx942", "v_mfma_f32_16x16x16_f16"),
+            ("gfx1100", "v_wmma_f32_16x16x16_f16"),
+            ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+        ] {
+            let art = rocmc::compile(
+                "wq.toml",
+                &src,
+                &rocmc::Options::new(mcpu),
+                rocmc::Emit {
+                    code_object: !mcpu.starts_with("sm"),
+                    asm: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("{w} {mcpu}: {e}"));
+            assert!(art.asm.unwrap().contains(instr), "{w} {mcpu}: no {instr}");
+            for k in art
+                .code_object
+                .iter()
+                .flat_map(|co| rocmc::linker::codeobject::read(co).unwrap().kernels)
+            {
+                let spilled = (k.vgpr_spill_count, k.private_segment_fixed_size);
+                assert_eq!(spilled, (0, 0), "{w} {mcpu}: spills");
+            }
+        }
+    }
+}
+
 /// A stage declared `output = true` is stored and compared though later
 /// stages read it (the residual stream of a fused residual add + RMSNorm);
 /// without the declaration it is fused into its readers and never stored.

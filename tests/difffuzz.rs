@@ -706,6 +706,12 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
     // OCP fp8 too: gfx950 takes its f8f6f4 instruction (the others
     // their own rules).
     let dt = *rng.pick(&["f16", "bf16", "i8", "f8e4m3fn"]);
+    // Weight-only quantised products at times: 16-bit float activations
+    // by 8-bit weights, the weights converted as their tile is staged.
+    let bt = match dt {
+        "f16" | "bf16" if rng.chance(35) => *rng.pick(&["i8", "u8", "f8e4m3fn", "f8e5m2"]),
+        _ => dt,
+    };
     let (acc, kstep) = match dt {
         "i8" => ("i32", 32),
         "f8e4m3fn" => ("f32", 32),
@@ -780,7 +786,7 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
         String::new()
     };
     let mut src = format!(
-        "{GEMM}[kernel]\nname = \"fz{id}\"\nsizes = [{}]\n{max}\n[inputs]\nA = {{ dtype = \"{dt}\", shape = [{}] }}\nB = {{ dtype = \"{dt}\", shape = [{b_shape}] }}\n",
+        "{GEMM}[kernel]\nname = \"fz{id}\"\nsizes = [{}]\n{max}\n[inputs]\nA = {{ dtype = \"{dt}\", shape = [{}] }}\nB = {{ dtype = \"{bt}\", shape = [{b_shape}] }}\n",
         lead(&["m", "n", "k"], true),
         lead(&["m", "k"], true),
     );
@@ -799,7 +805,7 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
         lead(&["m", "n"], true),
     )
     .unwrap();
-    if k_major && batches == 0 && dt != "f8e4m3fn" && rng.chance(50) {
+    if k_major && batches == 0 && dt != "f8e4m3fn" && bt == dt && rng.chance(50) {
         let n = *rng.pick(&[64, 128, 128, 256]);
         let wg = *rng.pick(&[1, 2]);
         let stages = *rng.pick(&[1, 2, 3, 4]);
@@ -1436,6 +1442,8 @@ struct Stats {
     batched: usize,
     /// Accepted kernels whose tiles the tensor memory accelerator copies.
     tensor_copies: usize,
+    /// Accepted kernels with a tile converted as it is staged (`dtype=`).
+    converted: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
     bounded: usize,
@@ -1599,6 +1607,12 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .kernels
         .iter()
         .any(|g| !g.tensor_maps.is_empty()) as usize;
+    st.converted += run_front
+        .kernel
+        .stages
+        .iter()
+        .filter_map(|s| s.nest.as_ref())
+        .any(|n| n.caches.iter().any(|c| c.dtype.is_some())) as usize;
     st.convs += run_front.kernel.stages.iter().any(|s| {
         s.default
             .as_ref()
@@ -1788,6 +1802,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.warpgroups += l.warpgroups;
                 st.batched += l.batched;
                 st.tensor_copies += l.tensor_copies;
+                st.converted += l.converted;
                 st.bounded += l.bounded;
                 st.kept += l.kept;
                 st.kept_at += l.kept_at;
@@ -1807,7 +1822,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} converting a tile, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1823,6 +1838,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.warpgroups,
         st.batched,
         st.tensor_copies,
+        st.converted,
         st.kept,
         st.kept_at,
         st.executed,

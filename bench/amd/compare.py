@@ -31,6 +31,8 @@ CASES = [
     ("gemm f16 (examples/gemm_f16)", "examples/gemm_f16.toml", TARGETS, gemm("fp16")),
     ("batched gemm f16 + bias, relu (examples/gemm_batched_f16)", "examples/gemm_batched_f16.toml", TARGETS,
      {"kind": "gemm", "dt": "fp16", "fp8": None, "batched": True}),
+    ("gemm f16 x i8 weights, scaled (weight-only int8)", "bench/amd/rocmc/gemm_wq_i8.toml", TARGETS,
+     {"kind": "gemm", "dt": "fp16", "fp8": None, "b_dt": "i8", "scaled": True}),
     ("gemm fp8 e4m3fnuz", "bench/amd/rocmc/gemm_fp8_fnuz.toml", ["gfx942"], gemm("fp8e4b8", "fnuz")),
     ("gemm fp8 e4m3fn", "bench/amd/rocmc/gemm_fp8_ocp.toml", ["gfx950"], gemm("fp8e4nv", "ocp")),
     ("attention d64", "bench/amd/rocmc/attention_d64.toml", TARGETS, attn(64, False)),
@@ -83,10 +85,16 @@ def triton_compile(case, proc, out):
                        (128, 256, bk, 8, 2)]
         best = None
         for bm, bn, bk, warps, stages in configs:
-            sig = {"A": f"*{dt}", "B": f"*{dt}", "C": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+            b_dt = case.get("b_dt", dt)
+            sig = {"A": f"*{dt}", "B": f"*{b_dt}", "C": "*fp16", "M": "i32", "N": "i32", "K": "i32",
                    "sam": "i32", "sak": "constexpr", "sbk": "i32", "sbn": "constexpr", "scm": "i32",
                    "scn": "constexpr"}
             fn, name = tk.matmul, f"gemm_{dt}_{bm}x{bn}x{bk}"
+            if case.get("scaled"):
+                sig = {"A": f"*{dt}", "B": f"*{b_dt}", "C": "*fp16", "Scale": "*fp16", "M": "i32", "N": "i32",
+                       "K": "i32", "sam": "i32", "sak": "constexpr", "sbk": "i32", "sbn": "constexpr",
+                       "scm": "i32", "scn": "constexpr"}
+                fn, name = tk.matmul_scaled, f"gemm_{dt}_{b_dt}_{bm}x{bn}x{bk}"
             if case.get("batched"):
                 sig = {"A": f"*{dt}", "B": f"*{dt}", "C": "*fp16", "Bias": "*fp16", "M": "i32", "N": "i32",
                        "K": "i32", "sab": "i32", "sam": "i32", "sak": "constexpr", "sbb": "i32", "sbk": "i32",

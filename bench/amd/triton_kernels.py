@@ -30,7 +30,9 @@ def tile_product(A, B, M, N, K, sam, sak, sbk, sbn,
     for k in range(0, tl.cdiv(K, BK)):
         x = tl.load(a, mask=ok[None, :] < K - k * BK, other=0.0)
         y = tl.load(b, mask=ok[:, None] < K - k * BK, other=0.0)
-        acc = tl.dot(x, y, acc)
+        # 8-bit weights by 16-bit activations (weight-only quantised): B
+        # converted to A's type; a no-op where the types agree.
+        acc = tl.dot(x, y.to(x.dtype), acc)
         a += BK * sak
         b += BK * sbk
     return acc, pm, pn
@@ -42,6 +44,18 @@ def matmul(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
     acc, pm, pn = tile_product(A, B, M, N, K, sam, sak, sbk, sbn, BM, BN, BK, GROUP)
     cm = pm * BM + tl.arange(0, BM)
     cn = pn * BN + tl.arange(0, BN)
+    c = C + cm[:, None] * scm + cn[None, :] * scn
+    tl.store(c, acc.to(C.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+@triton.jit
+def matmul_scaled(A, B, C, Scale, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    # `matmul` times a scale per column (a weight-only quantised layer).
+    acc, pm, pn = tile_product(A, B, M, N, K, sam, sak, sbk, sbn, BM, BN, BK, GROUP)
+    cm = pm * BM + tl.arange(0, BM)
+    cn = pn * BN + tl.arange(0, BN)
+    acc *= tl.load(Scale + cn, mask=cn < N, other=0.0).to(tl.float32)[None, :]
     c = C + cm[:, None] * scm + cn[None, :] * scn
     tl.store(c, acc.to(C.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
 

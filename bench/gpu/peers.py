@@ -446,6 +446,21 @@ def run(name, s):
         eager = lambda: torch.relu(torch.bmm(a, w) + bias)
         report("pytorch", name, s, timed(eager), 0, fl)
         report("torch-compile", name, s, timed(torch.compile(eager)), 0, fl)
+    elif name.startswith("gemm_wq_i8"):
+        # A weight-only int8 linear layer (issue 61): f16 X [M, K], int8 W
+        # [N, K], an f16 scale per column. PyTorch dequantises W then runs
+        # cuBLAS; torch.compile the same; cuBLAS on f16 weights is the
+        # ceiling (no dequantisation at all).
+        M, N, K = s["M"], s["N"], s["K"]
+        x = rnd(M, K).half()
+        wq = torch.randint(-128, 128, (N, K), device=dev, dtype=torch.int8)
+        sc = (rnd(N) / 64).half()
+        fl = 2 * M * N * K
+        eager = lambda: torch.matmul(x, wq.to(torch.half).t()) * sc
+        report("pytorch", name, s, timed(eager), 0, fl)
+        report("torch-compile", name, s, timed(torch.compile(eager)), 0, fl)
+        w16 = wq.half()
+        report("cublas-f16-weights", name, s, timed(lambda: torch.matmul(x, w16.t())), 0, fl)
     elif name == "qk_scores_f16":
         # Every (batch, head)'s Q K^T, scaled: a matmul over two batch axes.
         B, H, S, D = s["B"], s["H"], s["S"], s["D"]

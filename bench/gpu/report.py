@@ -23,9 +23,14 @@ MATMUL |= WGMMA
 # Batched products (issue 61), against cuBLAS's batched GEMM through PyTorch.
 BATCHED = {"gemm_batched_f16", "qk_scores_f16"}
 MATMUL |= BATCHED
+# Weight-only quantised products (issue 61): at least PyTorch's
+# dequantise-then-cuBLAS.
+WEIGHT_ONLY = {"gemm_wq_i8"}
+MATMUL |= WEIGHT_ONLY
+RELATIVE.update({k: 1.0 for k in WEIGHT_ONLY})
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "transpose3d_batched", "transpose4d_fallback", "permute4d_heads", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32", "linear_recurrence_order", "residual_rmsnorm", "groupnorm_stats",
          "attention", "attention_causal", "attention_causal128", "attention_d64", "attention_decode", "attention_decode_s1",
-         "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", *sorted(WGMMA), *sorted(BATCHED), "conv2d", "conv2d_f16", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
+         "matmul", "matmul_lds", "matmul_regtile", "matmul_sgemm", "matmul_sgemm_k8", "matmul_sgemm_k32", "gelu_linear", "gemm_f16_mma", *sorted(WGMMA), *sorted(BATCHED), *sorted(WEIGHT_ONLY), "conv2d", "conv2d_f16", "conv2d_bias_relu", "conv1d", "conv1d_grouped", "conv2d_stride2_f16"]
 # NAME_default: NAME without its schedule (rocmc's default schedules), and
 # NAME__TAG: another schedule of NAME, each beside NAME and against NAME's peers.
 order = [x for k in order for x in (k, k + "_default", *sorted(v for v in by if v.split("__")[0] == k and "__" in v))]
@@ -63,6 +68,9 @@ for k in order:
         target = "≥ PyTorch's speed"
         ok = r["ms"] <= pt["ms"]
         vs = f"{pt['ms'] / r['ms']:.2f}× PyTorch"
+        for tool, what in (("torch-compile", "torch.compile"), ("cublas-f16-weights", "cuBLAS on f16 weights")):
+            if tool in t:
+                vs += f", {t[tool]['ms'] / r['ms']:.2f}× {what}"
     elif base_of(k) in ATTENTION and pt:
         target = "≥ SDPA flash (FlashAttention-2)"
         ok = r["ms"] <= pt["ms"]

@@ -148,6 +148,28 @@ impl DType {
         })
     }
 
+    /// Whether every value of `from` converts to `self` exactly (the
+    /// same number, NaN to NaN, infinity to infinity), so that a copy
+    /// converted on the way (`cache_read(..., dtype=)`) means what the
+    /// tensor holds: 8-bit integers into any float of 8 or more
+    /// significand bits, 8-bit floats into f16, bf16 or wider, a float
+    /// into a wider one, an integer into a wider integer of its range.
+    pub fn holds_exactly(self, from: DType) -> bool {
+        use DType::*;
+        if self == from {
+            return true;
+        }
+        match (from, self) {
+            (Bool, _) | (_, Bool) => false,
+            (I8 | U8, F16 | BF16 | F32 | F64) => true,
+            (I32 | U32, F64) => true,
+            (I8, I32 | I64) | (U8, I32 | U32 | I64) | (I32 | U32, I64) => true,
+            (f, F16 | BF16 | F32 | F64) if f.is_f8() => true,
+            (F16 | BF16, F32 | F64) | (F32, F64) => true,
+            _ => false,
+        }
+    }
+
     /// Width in bits of the value (1 for bool).
     pub fn bits(self) -> u32 {
         match self {
@@ -358,6 +380,46 @@ mod tests {
         }
         assert_eq!(e4.encode(0.3), 0x2a); // 0.3 -> 0.3125 (1.25 x 2^-2)
         assert_eq!(e4z.encode(-0.0), 0);
+    }
+
+    /// `holds_exactly` agrees with the conversions themselves, both ways,
+    /// for every value of each 8- and 16-bit type into every float type.
+    #[test]
+    fn exact_conversions_are_the_ones_that_keep_every_value() {
+        let values = |t: DType| -> Vec<f64> {
+            match t {
+                DType::I8 => (-128..=127).map(f64::from).collect(),
+                DType::U8 => (0..=255).map(f64::from).collect(),
+                DType::F16 => (0..=u16::MAX)
+                    .map(|b| half::f16::from_bits(b).to_f64())
+                    .collect(),
+                DType::BF16 => (0..=u16::MAX)
+                    .map(|b| half::bf16::from_bits(b).to_f64())
+                    .collect(),
+                t => (0..=255u8)
+                    .map(|b| t.f8_format().unwrap().decode(b))
+                    .collect(),
+            }
+        };
+        let small = DType::ALL
+            .into_iter()
+            .filter(|t| matches!(t, DType::I8 | DType::U8 | DType::F16 | DType::BF16) || t.is_f8());
+        for from in small {
+            // (Into itself trivially; `round_to` saturates infinities.)
+            for to in DType::ALL
+                .into_iter()
+                .filter(|t| t.is_float() && *t != from)
+            {
+                let keeps = values(from).iter().all(|&v| {
+                    let r = round_to(v, to);
+                    r == v || (r.is_nan() && v.is_nan())
+                });
+                assert_eq!(to.holds_exactly(from), keeps, "{from} into {to}");
+            }
+        }
+        assert!(DType::I32.holds_exactly(DType::I8) && !DType::I8.holds_exactly(DType::I32));
+        assert!(!DType::F32.holds_exactly(DType::I32) && DType::F64.holds_exactly(DType::I32));
+        assert!(!DType::F32.holds_exactly(DType::Bool));
     }
 
     #[test]

@@ -272,13 +272,19 @@ pub struct Cache {
     /// the tensor along its last dimension, `vec` at a time, and writes
     /// each element to its place.
     pub transpose: bool,
+    /// `dtype=f16`: the tile holds its elements converted to this type
+    /// on the way (i8 weights staged as f16 for a matrix instruction that
+    /// takes f16); only conversions that keep every value
+    /// ([`crate::DType::holds_exactly`]), so reading the tile means what
+    /// reading the tensor does. `None`: the tensor's own type.
+    pub dtype: Option<crate::DType>,
     pub kind: CacheKind,
     pub name: String,
     pub span: Span,
 }
 
 /// How a `cache_read` copies its tile: `pad=`, `vec=`, `prefetch=`,
-/// `stages=`, `swizzle=`, `tma=`, `unroll=`, `transpose=`.
+/// `stages=`, `swizzle=`, `tma=`, `unroll=`, `transpose=`, `dtype=`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyOpts {
     pub pad: i64,
@@ -289,6 +295,7 @@ pub struct CopyOpts {
     pub tma: bool,
     pub unroll: u32,
     pub transpose: bool,
+    pub dtype: Option<crate::DType>,
 }
 
 /// How a split divides its loop.

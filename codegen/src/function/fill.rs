@@ -48,21 +48,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let Some(vt) = self.fill_vector_type(value.dtype, width) else {
             return lanes_only(self);
         };
-        let (tensor, indices) = match &value.kind {
-            ExprKind::Load { tensor, indices } => (*tensor, indices),
-            ExprKind::Local { .. } => {
-                let mut acc = vt.into_vector_type().get_poison();
-                for l in 0..width {
-                    let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l, false))?;
-                    acc = self
-                        .b
-                        .build_insert_element(acc, x, self.i32(i64::from(l)), "")
-                        .map_err(llvm_err)?;
-                }
-                return self.fill_store_vector(mem, array, index, value.dtype, width, acc.into());
-            }
-            _ => return lanes_only(self),
+        // From registers (converted, under a cast): W values, one store.
+        let registers = |e: &Expr| matches!(e.kind, ExprKind::Local { .. });
+        if registers(value) || matches!(&value.kind, ExprKind::Cast(x) if registers(x)) {
+            return self.fill_from_registers(mem, array, index, value, vt, width);
+        }
+        let ExprKind::Load { tensor, indices } = &value.kind else {
+            return lanes_only(self);
         };
+        let tensor = *tensor;
         let Some(inside) = self.fill_inside(tensor, indices, width, zero)? else {
             return lanes_only(self);
         };
@@ -89,6 +83,28 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b.build_unconditional_branch(join).map_err(llvm_err)?;
         self.b.position_at_end(join);
         Ok(())
+    }
+
+    /// A fill from registers: its W lanes (converted where the value is a
+    /// cast) gathered into one vector, stored at once.
+    fn fill_from_registers(
+        &mut self,
+        mem: Mem,
+        array: u32,
+        index: &Index,
+        value: &Expr,
+        vt: BasicTypeEnum<'ctx>,
+        width: u32,
+    ) -> R<()> {
+        let mut acc = vt.into_vector_type().get_poison();
+        for l in 0..width {
+            let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l, false))?;
+            acc = self
+                .b
+                .build_insert_element(acc, x, self.i32(i64::from(l)), "")
+                .map_err(llvm_err)?;
+        }
+        self.fill_store_vector(mem, array, index, value.dtype, width, acc.into())
     }
 
     /// Several fills from tensors (a tile's copy, each thread's share of

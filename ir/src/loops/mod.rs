@@ -494,7 +494,7 @@ pub enum Mem {
 
 /// Lane `l` of a [`Stmt::Fill`]'s value: a load with its last index plus
 /// `l` clamped into `0..extent` of the tensor's last dimension, or the
-/// register `l` places further; for a `zero` fill, that load where every
+/// register `l` places further (converted, under a cast); for a `zero` fill, that load where every
 /// index lies inside the tensor and zero elsewhere (each index clamped,
 /// so that the load itself stays in range). The one definition of a fill's
 /// lanes, for the interpreter and the scalar path of code generation alike.
@@ -502,6 +502,15 @@ pub fn fill_lane(k: &crate::kernel::Kernel, value: &Expr, l: u32, zero: bool) ->
     use crate::index::IOp;
     use crate::kernel::{BinOp, ExprKind};
     let ExprKind::Load { tensor, indices } = &value.kind else {
+        // Registers converted on their way into a tile (`dtype=`).
+        if let ExprKind::Cast(inner) = &value.kind {
+            if matches!(inner.kind, ExprKind::Local { .. }) {
+                return Expr {
+                    kind: ExprKind::Cast(Box::new(fill_lane(k, inner, l, false))),
+                    dtype: value.dtype,
+                };
+            }
+        }
         if let ExprKind::Local { local, index } = &value.kind {
             return Expr {
                 kind: ExprKind::Local {

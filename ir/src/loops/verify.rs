@@ -479,6 +479,18 @@ impl Cx<'_> {
         Ok(())
     }
 
+    /// A fill's `width` registers from `local[index]` are all there.
+    fn fill_from_registers(
+        &mut self,
+        local: u32,
+        index: &Index,
+        width: u32,
+    ) -> Result<(), VerifyError> {
+        let last = index.clone() + Index::c(i64::from(width) - 1);
+        self.array_access(false, local, index, "fill from")?;
+        self.array_access(false, local, &last, "fill from")
+    }
+
     fn fill(
         &mut self,
         mem: Mem,
@@ -503,11 +515,17 @@ impl Cx<'_> {
                 .get(tensor.0 as usize)
                 .is_some_and(|t| t.dtype == value.dtype),
             ExprKind::Local { local, index } => {
-                let last = index.clone() + Index::c(i64::from(width) - 1);
-                self.array_access(false, *local, index, "fill from")?;
-                self.array_access(false, *local, &last, "fill from")?;
+                self.fill_from_registers(*local, index, width)?;
                 true
             }
+            // Registers converted on their way into a tile (`dtype=`).
+            ExprKind::Cast(inner) => match &inner.kind {
+                ExprKind::Local { local, index } => {
+                    self.fill_from_registers(*local, index, width)?;
+                    true
+                }
+                _ => false,
+            },
             _ => false,
         };
         if !source_ok || width == 0 {

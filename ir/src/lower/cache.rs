@@ -250,7 +250,14 @@ fn stage_cache(cx: &mut Cx, c: &schedule::Cache, body: Vec<Stmt>) -> Result<Vec<
 }
 
 /// `ex` with its reads of the cached tensor reading the tile instead.
-fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex: &Expr) -> Expr {
+/// A tile converted on the way (`dtype=`) reads as the tensor's type,
+/// `held`: a cast of the tile's element, except under a cast that gives
+/// the same value from either (every conversion into the tile is exact),
+/// which then reads the tile directly: `f32(W[k, j])` of an i8 `W` staged
+/// as f16 becomes `f32(tile)`, a product of f16 operands to a matrix
+/// instruction.
+fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, held: crate::DType, ex: &Expr) -> Expr {
+    let dtype = c.dtype.unwrap_or(held);
     let at = |ix: &[Index]| {
         let ix: Vec<Index> = ix.iter().map(|i| fold_divmod(i, &tile.ranges)).collect();
         let index = tile.flat(&match &tile.strides {
@@ -264,7 +271,24 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex:
         };
         Expr { kind, dtype }
     };
-    let ex = replace_loads(ex, c.tensor, &at);
+    // Through a float either cast rounds the same number; to an integer,
+    // from a float it saturates and from an integer it wraps.
+    let same_through = |to: crate::DType| to.is_float() || held.is_float() == dtype.is_float();
+    let ex = match dtype == held {
+        true => replace_loads(ex, c.tensor, &at),
+        false => ex.rewrite(&|x: &Expr| match &x.kind {
+            ExprKind::Cast(inner) if same_through(x.dtype) => match &inner.kind {
+                ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
+                    Some(copy::converted(x.dtype, at(indices)))
+                }
+                _ => None,
+            },
+            ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
+                Some(copy::converted(held, at(indices)))
+            }
+            _ => None,
+        }),
+    };
     if tile.data.iter().all(Option::is_none) {
         return ex;
     }
@@ -278,7 +302,7 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, dtype: crate::DType, ex:
                     _ => Index::c(0),
                 })
                 .collect();
-            Some(at(&ix))
+            Some(copy::converted(held, at(&ix)))
         }
         _ => None,
     })
@@ -441,7 +465,7 @@ fn tile(cx: &Cx, c: &schedule::Cache, scope: &[Stmt]) -> Result<Tile, Diagnostic
     // Saturating: a product beyond i64 is refused by the size limits below.
     let elems: i64 = size.iter().fold(1i64, |a, b| a.saturating_mul(*b));
     let len: i64 = padded.iter().fold(1i64, |a, b| a.saturating_mul(*b));
-    let (pack, transposed_swizzle) = transposed::layout(c, &size, t.dtype.size() as i64);
+    let (pack, transposed_swizzle) = transposed::layout(c, &size, tile_dtype(c, t).size() as i64);
     let stages = c.stages.max(1);
     let slot = if stages > 1 {
         (Index::Var(c.at) % Index::c(i64::from(stages))) * Index::c(len)
@@ -573,13 +597,14 @@ fn swizzle_of(
         return Ok(None);
     };
     let n = size.len();
-    let esize = t.dtype.size() as i64;
+    let dtype = tile_dtype(c, t);
+    let esize = dtype.size() as i64;
     let rows: i64 = size[..n - 1].iter().product();
     let bad = if (size[n - 1] * esize) % span != 0 {
         Some(format!(
             "its rows are {} elements of {} ({} bytes), not a multiple of {span} bytes",
             size[n - 1],
-            t.dtype,
+            dtype,
             size[n - 1] * esize
         ))
     } else if rows % 8 != 0 {
@@ -596,6 +621,12 @@ fn swizzle_of(
     Ok(Some((swizzle::CHUNK_BYTES / esize, span)))
 }
 
+/// The type of the elements cache `c` of `t` holds: `dtype=`'s, else
+/// the tensor's.
+fn tile_dtype(c: &schedule::Cache, t: &crate::kernel::Tensor) -> crate::DType {
+    c.dtype.unwrap_or(t.dtype)
+}
+
 /// The tile's array (its buffers) in registers or LDS, within their limits.
 fn allocate(cx: &mut Cx, c: &schedule::Cache, tile: &Tile) -> Result<u32, Diagnostic> {
     let t = cx.k.tensor(c.tensor);
@@ -605,12 +636,12 @@ fn allocate(cx: &mut Cx, c: &schedule::Cache, tile: &Tile) -> Result<u32, Diagno
         if lds_len > MAX_ACCUMULATORS {
             return Err(err(format!("the register tile of `{}` needs {lds_len} elements per thread; at most {MAX_ACCUMULATORS} are allowed", t.name)).hint("stage it at an inner loop"));
         }
-        return Ok(cx.registers(c, "", t.dtype, lds_len));
+        return Ok(cx.registers(c, "", tile_dtype(c, t), lds_len));
     }
     let used: i64 = cx.shared.iter().map(|s| s.bytes() as i64).sum();
     let bytes = lds_len
         .saturating_mul(i64::from(stages))
-        .saturating_mul(t.dtype.size() as i64);
+        .saturating_mul(tile_dtype(c, t).size() as i64);
     if used.saturating_add(bytes) > MAX_LDS {
         let what = if stages > 1 {
             format!("{stages} buffers of the tile of `{}` need", t.name)
@@ -621,7 +652,7 @@ fn allocate(cx: &mut Cx, c: &schedule::Cache, tile: &Tile) -> Result<u32, Diagno
     }
     cx.shared.push(Local {
         name: c.name.clone(),
-        dtype: t.dtype,
+        dtype: tile_dtype(c, t),
         len: (lds_len * i64::from(stages)) as u32,
         span: c.span,
     });

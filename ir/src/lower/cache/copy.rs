@@ -46,11 +46,13 @@ fn check_vec(cx: &Cx, c: &schedule::Cache, tile: &Tile, vec: i64) -> Result<(), 
         ))
     } else if !tile.transposed && padded[n - 1] % vec != 0 {
         Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
-    } else if vec * t.dtype.size() as i64 > 16 {
+    } else if let Some(d) = [t.dtype, super::tile_dtype(c, t)]
+        .into_iter()
+        .find(|d| vec * d.size() as i64 > 16)
+    {
         Some(format!(
-            "vec={vec} of {} is {} bytes; one access moves at most 16",
-            t.dtype,
-            vec * t.dtype.size() as i64
+            "vec={vec} of {d} is {} bytes; one access moves at most 16",
+            vec * d.size() as i64
         ))
     } else {
         None
@@ -258,7 +260,13 @@ fn copy_in(
 ) -> Vec<Stmt> {
     let k = cx.k;
     let source = &sources[0];
-    if tile.transposed && vec > 1 {
+    let stored = super::tile_dtype(c, k.tensor(c.tensor));
+    let mem = if c.kind.local() {
+        Mem::Local
+    } else {
+        Mem::Shared
+    };
+    if (tile.transposed && vec > 1) || stored != source.dtype {
         let r = cx.registers(c, "_t", source.dtype, vec * sources.len() as i64);
         let mut v: Vec<Stmt> = sources
             .iter()
@@ -274,21 +282,39 @@ fn copy_in(
                 )
             })
             .collect();
-        v.extend(transposed::put(tile, id, offs, vec, &|e, row| {
-            Expr::local(r, Index::c(row * vec + e), source.dtype)
-        }));
+        let staged = |at: i64| converted(stored, Expr::local(r, Index::c(at), source.dtype));
+        if tile.transposed && vec > 1 {
+            v.extend(transposed::put(tile, id, offs, vec, &|e, row| {
+                staged(row * vec + e)
+            }));
+        } else {
+            v.push(copy_to(
+                k,
+                mem,
+                id,
+                tile.flat(offs),
+                staged(0),
+                (vec, false),
+            ));
+        }
         return v;
     }
-    let mem = if c.kind.local() {
-        Mem::Local
-    } else {
-        Mem::Shared
-    };
     let mut st = copy_to(k, mem, id, tile.flat(offs), source.clone(), (vec, zero));
     if let Stmt::Fill { asynchronous, .. } = &mut st {
         *asynchronous = c.stages > 1;
     }
     vec![st]
+}
+
+/// `x` as a `to` (the element type of a tile converted on the way).
+pub(super) fn converted(to: crate::DType, x: Expr) -> Expr {
+    match to == x.dtype {
+        true => x,
+        false => Expr {
+            kind: ExprKind::Cast(Box::new(x)),
+            dtype: to,
+        },
+    }
 }
 
 /// `stores` under `guards`, or as they are where there are none.

@@ -2,6 +2,7 @@
 //! the loop: a cache_write's copy out after each iteration, and
 //! `prefetch`'s register round trip.
 
+use super::copy::converted;
 use super::pipeline::around_loop;
 use super::{copy_to, read_tile, transposed, Copy, Cx, Tile};
 use crate::diag::Diagnostic;
@@ -126,7 +127,8 @@ pub(super) fn place_prefetch(
     let (mut load, mut put) = (Vec::new(), Vec::new());
     for j in 0..iters {
         let reg = Index::c(j * pack * vec);
-        let staged = Expr::local(r, reg.clone(), t.dtype);
+        let stored = super::tile_dtype(c, t);
+        let staged = converted(stored, Expr::local(r, reg.clone(), t.dtype));
         let ld: Vec<Stmt> = (0..pack)
             .map(|row| {
                 copy_to(
@@ -141,7 +143,8 @@ pub(super) fn place_prefetch(
             .collect();
         let st = match tile.transposed {
             true => transposed::put(tile, id, &copy.offs, vec, &|e, row| {
-                Expr::local(r, Index::c((j * pack + row) * vec + e), t.dtype)
+                let at = Index::c((j * pack + row) * vec + e);
+                converted(stored, Expr::local(r, at, t.dtype))
             }),
             false => vec![copy_to(
                 cx.k,

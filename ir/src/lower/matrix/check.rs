@@ -51,7 +51,30 @@ pub(super) fn operands(l: &Lowering, st: &Stage) -> Result<(Expr, Expr, DType), 
             ),
         ));
     };
-    Ok((fa, fb, acc_t))
+    Ok((staged_as(l, fa), staged_as(l, fb), acc_t))
+}
+
+/// A factor read from a tensor whose tile converts it on the way
+/// (`cache_read(..., dtype=f16)`) as the instruction will see it: the
+/// conversion, exact by the step's check, written out, so the types are
+/// the tile's and the cache pass finds the tile's element under it.
+fn staged_as(l: &Lowering, f: Expr) -> Expr {
+    let ExprKind::Load { tensor, .. } = &f.kind else {
+        return f;
+    };
+    let to = l
+        .nest
+        .caches
+        .iter()
+        .find(|c| c.tensor == *tensor && !c.kind.write())
+        .and_then(|c| c.dtype);
+    match to {
+        Some(to) if to != f.dtype => Expr {
+            kind: ExprKind::Cast(Box::new(f)),
+            dtype: to,
+        },
+        _ => f,
+    }
 }
 
 /// The matrix instruction for `fa x fb -> acc_t`: the one the step names,

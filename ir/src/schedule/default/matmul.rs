@@ -133,7 +133,9 @@ impl<'k> Matmul<'k> {
         let mut out: Vec<DefaultSchedule> = self.wgmma(k, st, cx).into_iter().collect();
         out.extend(self.mma(k, st, cx));
         let mut tiles = self.tiles(k, st, cx);
-        tiles.by_target = cx.target.is_none() && self.instr_types(k, st).is_some();
+        let widens = super::factor_types(k, st, self.a, self.b).and_then(widened);
+        tiles.by_target =
+            cx.target.is_none() && (self.instr_types(k, st).is_some() || widens.is_some());
         out.push(tiles);
         out
     }
@@ -290,8 +292,20 @@ impl<'k> Matmul<'k> {
     /// registers (`prefetch=1`).
     fn mma(&self, k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<DefaultSchedule> {
         let target = cx.target?;
-        let [da, db, acc] = self.instr_types(k, st)?;
-        let (unit, instr) = super::matrix_instr(target, [da, db, acc])?;
+        let held = super::factor_types(k, st, self.a, self.b)?;
+        let ([da, db, acc], (unit, instr)) = match super::matrix_instr(target, held) {
+            Some(found) => (held, found),
+            None => {
+                let types = widened(held)?;
+                (types, super::matrix_instr(target, types)?)
+            }
+        };
+        // The operand converted as it is staged (`dtype=`), if any.
+        let convert = |t: crate::DType, to: crate::DType| match t == to {
+            true => String::new(),
+            false => format!(", dtype={to}"),
+        };
+        let (a_dtype, b_dtype) = (convert(held[0], da), convert(held[1], db));
         let instr = &instr;
         let nvidia = instr.family == Family::MmaSync;
         let esize = da.size().max(db.size()) as i64;
@@ -352,7 +366,11 @@ impl<'k> Matmul<'k> {
         } else {
             &[(ksteps_d, 1)]
         };
-        let kept = within_registers(shapes, instr, [da, db, acc], unit.wave());
+        let budget = match wide_addresses(k, [self.a, self.b, st.output]) {
+            true => 144,
+            false => 192,
+        };
+        let kept = within_registers(shapes, instr, [da, db, acc], unit.wave(), budget);
         let shapes = if nvidia { shapes } else { &kept[..] };
         let (mut d_shape, mut d_stages, mut d_ks) = (shapes[shapes.len() - 1], 1, ksteps_d);
         'pick: for &s in shapes {
@@ -427,8 +445,8 @@ impl<'k> Matmul<'k> {
             format!("unroll({kk}_m)"),
             format!("unroll({i}_m)"),
             format!("unroll({j}_m)"),
-            format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe})"),
-            format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, {b_copy})"),
+            format!("{an}_tile = cache_read({an}, shared, {kk}_o, pad={pad}, vec={vec}, {pipe}{a_dtype})"),
+            format!("{bn_}_tile = cache_read({bn_}, shared, {kk}_o, {b_copy}{b_dtype})"),
             format!("mma({i}_r, {j}_r, {kk}_r, instr={})", instr_id(instr)),
         ];
         self.batch_steps(k, st, cx, &mut steps);
@@ -468,17 +486,52 @@ impl<'k> Matmul<'k> {
     }
 }
 
+/// Mixed operands `[a, b, acc]` (f16 activations by i8 weights, as a
+/// weight-only quantised layer is written: `sum(f32(X[i, k]) *
+/// f32(W[k, j]), k)`) as the matrix instruction of the 16-bit float
+/// operand's type takes them: the 8-bit integer or float operand
+/// converted to it as its tile is staged, which keeps every value
+/// ([`crate::DType::holds_exactly`]); the product of two such values
+/// is exact in f32, so the sum is the one written. `None` where neither
+/// operand converts so.
+fn widened([a, b, acc]: [crate::DType; 3]) -> Option<[crate::DType; 3]> {
+    let wide = |t: crate::DType| matches!(t, crate::DType::F16 | crate::DType::BF16);
+    let narrow = |t: crate::DType| t.size() == 1 && t != crate::DType::Bool;
+    match () {
+        _ if wide(a) && narrow(b) && a.holds_exactly(b) => Some([a, a, acc]),
+        _ if wide(b) && narrow(a) && b.holds_exactly(a) => Some([b, b, acc]),
+        _ => None,
+    }
+}
+
+/// Whether a tensor of the product may hold 2^31 elements or more (sizes
+/// without `max`): its addresses are then 64-bit (lower/addressing.rs),
+/// whose arithmetic costs the largest AMD tiles their last registers.
+fn wide_addresses(k: &Kernel, tensors: [TensorId; 3]) -> bool {
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    tensors.iter().any(|&t| {
+        let shape = &k.tensor(t).shape;
+        let elems = shape
+            .iter()
+            .fold(1u128, |n, e| n.saturating_mul(e.max_value(&size_max, &[])));
+        elems >= 1 << 31
+    })
+}
+
 /// The work-group shapes `(BM, BN, WM, WN)` whose wave's fragments for
-/// one k step and accumulators fit 192 of a lane's 256 registers (4-byte
-/// words), as AMD needs: gfx950's fp8 instruction (32 bytes of A and of B
-/// a lane) at 256 x 256 needs 224 and spilled 388 VGPRs; 256 x 128 needs
-/// 144 and spills none; the 16-bit tiles need at most 176. The smallest
-/// shape where none fits.
+/// one k step and accumulators fit `budget` of a lane's 256 registers
+/// (4-byte words), as AMD needs. 192 where addresses are 32-bit: gfx950's
+/// fp8 instruction (32 bytes of A and of B a lane) at 256 x 256 needs 224
+/// and spilled 388 VGPRs; 256 x 128 needs 144 and spills none; the 16-bit
+/// tiles need at most 176. 144 where they are 64-bit: there 256 x 256 f16
+/// (152) spilled 4 VGPRs on gfx942, and 12 with i8 weights converted to
+/// f16 as they are staged. The smallest shape where none fits.
 fn within_registers(
     shapes: &[(i64, i64, i64, i64)],
     instr: &rocmc_target::matrix::MatrixInstr,
     [da, db, acc]: [crate::DType; 3],
     wave: u32,
+    budget: i64,
 ) -> Vec<(i64, i64, i64, i64)> {
     let (m, n) = (i64::from(instr.m), i64::from(instr.n));
     let regs = |count: u32, size: usize| i64::from(count) * size as i64 / 4;
@@ -490,7 +543,7 @@ fn within_registers(
             let words = fm / m * regs(instr.a_per_lane(), da.size())
                 + fn_ / n * regs(instr.b_per_lane(), db.size())
                 + fm * fn_ / i64::from(wave) * acc.size() as i64 / 4;
-            words <= 192
+            words <= budget
         })
         .collect();
     match kept.is_empty() {

@@ -280,17 +280,26 @@ fn product_types(
     a: crate::kernel::TensorId,
     b: crate::kernel::TensorId,
 ) -> Option<[crate::DType; 3]> {
-    let r = st.reduce.as_ref()?;
-    if !matches!(
-        r.body.kind,
-        crate::kernel::ExprKind::Binary(crate::kernel::BinOp::Mul, ..)
-    ) {
-        return None;
-    }
-    let t = [k.tensor(a).dtype, k.tensor(b).dtype, r.body.dtype];
+    let t = factor_types(k, st, a, b)?;
     t.iter()
         .all(|d| crate::mtype::mtype(*d).is_some())
         .then_some(t)
+}
+
+/// The types of a product's operands and sum, whatever a matrix
+/// instruction takes ([`product_types`] asks that too).
+fn factor_types(
+    k: &Kernel,
+    st: &Stage,
+    a: crate::kernel::TensorId,
+    b: crate::kernel::TensorId,
+) -> Option<[crate::DType; 3]> {
+    let r = st.reduce.as_ref()?;
+    matches!(
+        r.body.kind,
+        crate::kernel::ExprKind::Binary(crate::kernel::BinOp::Mul, ..)
+    )
+    .then(|| [k.tensor(a).dtype, k.tensor(b).dtype, r.body.dtype])
 }
 
 /// The target's matrix instruction for operands of types `a` and `b`

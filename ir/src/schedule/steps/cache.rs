@@ -1,4 +1,4 @@
-//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1, unroll=U, transpose=1)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
+//! `AS = cache_read(A, shared|local, at, pad=N, vec=W, prefetch=1, stages=S, swizzle=128|64|32, tma=1, unroll=U, transpose=1, dtype=T)` and `cache_write`: stage a tile of a tensor in LDS or registers at a loop.
 
 use crate::diag::{Diagnostic, Span};
 use crate::schedule::*;
@@ -8,11 +8,11 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let write = s.name == "cache_write";
     const EX: &str = "AS = cache_read(A, shared, ko)";
     let mut r = results(s, 1, EX)?;
-    if s.args.len() < 3 || s.args.len() > 9 {
+    if s.args.len() < 3 || s.args.len() > 10 {
         return Err(Diagnostic::new(
             s.span,
             format!(
-                "`{}` takes 3 to 9 arguments, {} given",
+                "`{}` takes 3 to 10 arguments, {} given",
                 s.name,
                 s.args.len()
             ),
@@ -34,7 +34,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     let at = arg_name(&s.args[2], "the loop at which to stage the tile")?;
     let (mut pad, mut vec, mut prefetch, mut stages, mut swizzle, mut tma, mut unroll) =
         (None, None, None, None, None, None, None);
-    let mut transpose = None;
+    let (mut transpose, mut dtype) = (None, None);
     for a in &s.args[3..] {
         let key = a.key.as_ref().map(|k| k.0.as_str());
         let value = match &a.value.kind {
@@ -105,13 +105,14 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
                         .hint("`transpose=1` keeps the tile's last two dimensions swapped in LDS"))
                 }
             },
-            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma" | "unroll" | "transpose")) => {
+            Some("dtype") if dtype.is_none() => dtype = Some(tile_dtype(a)?),
+            Some(k @ ("pad" | "vec" | "prefetch" | "stages" | "swizzle" | "tma" | "unroll" | "transpose" | "dtype")) => {
                 return Err(Diagnostic::new(a.value.span, format!("`{k}` given twice")))
             }
             _ => {
                 return Err(Diagnostic::new(
                     a.value.span,
-                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1`, `unroll=N` or `transpose=1`",
+                    "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1`, `unroll=N`, `transpose=1` or `dtype=f16`",
                 ))
             }
         }
@@ -125,6 +126,7 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         tma: tma.unwrap_or(false),
         unroll: unroll.unwrap_or(1),
         transpose: transpose.unwrap_or(false),
+        dtype,
     };
     check_opts(s, &opts, write, local)?;
     Ok(StepKind::Cache {
@@ -133,6 +135,26 @@ pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
         opts,
         kind: CacheKind::of(write, local),
         result: r.remove(0),
+    })
+}
+
+/// The element type named by `dtype=`.
+fn tile_dtype(a: &crate::syntax::Arg) -> Result<crate::DType, Diagnostic> {
+    let name = match &a.value.kind {
+        AstKind::Name(n) => n.as_str(),
+        _ => "",
+    };
+    crate::DType::parse(name).ok_or_else(|| {
+        let d = Diagnostic::new(
+            a.value.span,
+            "dtype must name an element type such as `f16`",
+        );
+        match crate::DType::from_synonym(name) {
+            Some(t) => d.hint(format!("did you mean `{t}`?")),
+            None => {
+                d.hint("the tile holds its elements converted to it: `dtype=f16`, `bf16` or `f32`")
+            }
+        }
     })
 }
 
@@ -186,6 +208,13 @@ fn check_opts(s: &StepStmt, opts: &CopyOpts, write: bool, local: bool) -> Result
         )
         .hint("a transposed tile is written an element at a time, which the asynchronous and accelerated copies do not do"));
     }
+    if opts.dtype.is_some() && (write || opts.tma) {
+        return Err(Diagnostic::new(
+            s.span,
+            "`dtype=` converts what a `cache_read` copies (not with `tma=1`, whose copy no thread sees)",
+        )
+        .hint("a converted tile goes through each thread's registers on its way into LDS"));
+    }
     if opts.prefetch && opts.stages > 1 {
         return Err(Diagnostic::new(
             s.span,
@@ -223,6 +252,17 @@ pub(crate) fn apply(
             ),
         ));
     }
+    let held = st.k.tensors[t].dtype;
+    if let Some(d) = opts.dtype.filter(|d| !d.holds_exactly(held)) {
+        return Err(Diagnostic::new(
+            span,
+            format!(
+                "`dtype={d}` would change values of `{}` ({held}): a tile converts only where every value stays the same",
+                tensor.name
+            ),
+        )
+        .hint("8-bit integers and floats go into f16, bf16 or f32; a float into a wider one"));
+    }
     let v = st.lookup(at)?;
     st.fresh(result)?;
     st.nest.caches.push(Cache {
@@ -236,6 +276,7 @@ pub(crate) fn apply(
         tma: opts.tma,
         unroll: opts.unroll,
         transpose: opts.transpose,
+        dtype: opts.dtype,
         kind,
         name: result.name.clone(),
         span,
@@ -277,5 +318,34 @@ mod tests {
         assert!(e.contains("`unroll` applies to plain"), "{e}");
         let e = nest(&["AS = cache_read(A, shared, r, unroll=2, unroll=2)"]).unwrap_err();
         assert!(e.contains("`unroll` given twice"), "{e}");
+    }
+
+    /// `dtype=` converts only where every value of the tensor (f32 here)
+    /// stays the same, names the type, and reads only.
+    #[test]
+    fn tiles_convert_only_exactly() {
+        let n = nest(&["AS = cache_read(A, shared, r, dtype=f64)"]).unwrap();
+        assert_eq!(n.caches[0].dtype, Some(crate::DType::F64));
+        assert_eq!(
+            nest(&["AS = cache_read(A, shared, r)"]).unwrap().caches[0].dtype,
+            None
+        );
+        let e = nest(&["AS = cache_read(A, shared, r, dtype=f16)"]).unwrap_err();
+        assert!(
+            e.contains("`dtype=f16` would change values of `A` (f32)"),
+            "{e}"
+        );
+        let e = nest(&["AS = cache_read(A, shared, r, dtype=half)"]).unwrap_err();
+        assert!(
+            e.contains("dtype must name an element type") && e.contains("`f16`"),
+            "{e}"
+        );
+        let e = nest(&["AS = cache_read(A, shared, r, dtype=f64, dtype=f64)"]).unwrap_err();
+        assert!(e.contains("`dtype` given twice"), "{e}");
+        let e = nest(&["YS = cache_write(Y, shared, r, dtype=f64)"]).unwrap_err();
+        assert!(
+            e.contains("`dtype=` converts what a `cache_read` copies"),
+            "{e}"
+        );
     }
 }
