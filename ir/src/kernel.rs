@@ -816,6 +816,17 @@ impl Expr {
         }
     }
 
+    /// This value as a `to`: itself where it is one, else under a cast.
+    pub fn cast_to(self, to: DType) -> Expr {
+        match self.dtype == to {
+            true => self,
+            false => Expr {
+                kind: ExprKind::Cast(Box::new(self)),
+                dtype: to,
+            },
+        }
+    }
+
     /// Whether a subscript of an [`ExprKind::Gather`] is clamped into its
     /// dimension (it depends on data) rather than affine.
     pub fn gather_subscript_is_clamped(&self) -> bool {

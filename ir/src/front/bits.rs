@@ -31,10 +31,7 @@ pub(super) fn int(v: i64, t: DType) -> Expr {
 }
 
 pub(super) fn cast(x: Expr, t: DType) -> Expr {
-    if x.dtype == t {
-        return x;
-    }
-    e(ExprKind::Cast(bx(x)), t)
+    x.cast_to(t)
 }
 
 pub(super) fn select(c: Expr, a: Expr, b: Expr) -> Expr {

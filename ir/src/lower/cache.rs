@@ -279,12 +279,12 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, held: crate::DType, ex: 
         false => ex.rewrite(&|x: &Expr| match &x.kind {
             ExprKind::Cast(inner) if same_through(x.dtype) => match &inner.kind {
                 ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
-                    Some(copy::converted(x.dtype, at(indices)))
+                    Some(at(indices).cast_to(x.dtype))
                 }
                 _ => None,
             },
             ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
-                Some(copy::converted(held, at(indices)))
+                Some(at(indices).cast_to(held))
             }
             _ => None,
         }),
@@ -302,7 +302,7 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, held: crate::DType, ex: 
                     _ => Index::c(0),
                 })
                 .collect();
-            Some(copy::converted(held, at(&ix)))
+            Some(at(&ix).cast_to(held))
         }
         _ => None,
     })

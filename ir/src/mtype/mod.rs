@@ -23,6 +23,24 @@ pub fn mtype(t: DType) -> Option<MType> {
     })
 }
 
+/// Mixed operands `[a, b, acc]` (f16 activations by i8 weights, as a
+/// weight-only quantised layer is written: `sum(f32(X[i, k]) *
+/// f32(W[k, j]), k)`), which no matrix instruction takes, as the
+/// instruction of the 16-bit float operand's type takes them: the 8-bit
+/// integer or float operand converted to it, which keeps every value
+/// ([`DType::holds_exactly`]); the product of two such values is exact in
+/// f32, so the sum is the one written. `None` where neither operand
+/// converts so.
+pub fn widened([a, b, acc]: [DType; 3]) -> Option<[DType; 3]> {
+    let wide = |t: DType| matches!(t, DType::F16 | DType::BF16);
+    let narrow = |t: DType| t.size() == 1 && t != DType::Bool;
+    match () {
+        _ if wide(a) && narrow(b) && a.holds_exactly(b) => Some([a, a, acc]),
+        _ if wide(b) && narrow(a) && b.holds_exactly(a) => Some([b, b, acc]),
+        _ => None,
+    }
+}
+
 /// The 8-bit float types a unit's matrix instructions read: gfx942
 /// the FNUZ encodings, gfx950 and gfx12 the OCP ones (LLVM's intrinsics
 /// are the same; the hardware differs).

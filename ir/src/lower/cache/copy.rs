@@ -282,7 +282,7 @@ fn copy_in(
                 )
             })
             .collect();
-        let staged = |at: i64| converted(stored, Expr::local(r, Index::c(at), source.dtype));
+        let staged = |at: i64| Expr::local(r, Index::c(at), source.dtype).cast_to(stored);
         if tile.transposed && vec > 1 {
             v.extend(transposed::put(tile, id, offs, vec, &|e, row| {
                 staged(row * vec + e)
@@ -304,17 +304,6 @@ fn copy_in(
         *asynchronous = c.stages > 1;
     }
     vec![st]
-}
-
-/// `x` as a `to` (the element type of a tile converted on the way).
-pub(super) fn converted(to: crate::DType, x: Expr) -> Expr {
-    match to == x.dtype {
-        true => x,
-        false => Expr {
-            kind: ExprKind::Cast(Box::new(x)),
-            dtype: to,
-        },
-    }
 }
 
 /// `stores` under `guards`, or as they are where there are none.

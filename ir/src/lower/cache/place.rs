@@ -2,7 +2,6 @@
 //! the loop: a cache_write's copy out after each iteration, and
 //! `prefetch`'s register round trip.
 
-use super::copy::converted;
 use super::pipeline::around_loop;
 use super::{copy_to, read_tile, transposed, Copy, Cx, Tile};
 use crate::diag::Diagnostic;
@@ -128,7 +127,7 @@ pub(super) fn place_prefetch(
     for j in 0..iters {
         let reg = Index::c(j * pack * vec);
         let stored = super::tile_dtype(c, t);
-        let staged = converted(stored, Expr::local(r, reg.clone(), t.dtype));
+        let staged = Expr::local(r, reg.clone(), t.dtype).cast_to(stored);
         let ld: Vec<Stmt> = (0..pack)
             .map(|row| {
                 copy_to(
@@ -144,7 +143,7 @@ pub(super) fn place_prefetch(
         let st = match tile.transposed {
             true => transposed::put(tile, id, &copy.offs, vec, &|e, row| {
                 let at = Index::c((j * pack + row) * vec + e);
-                converted(stored, Expr::local(r, at, t.dtype))
+                Expr::local(r, at, t.dtype).cast_to(stored)
             }),
             false => vec![copy_to(
                 cx.k,

@@ -51,7 +51,14 @@ pub(super) fn operands(l: &Lowering, st: &Stage) -> Result<(Expr, Expr, DType), 
             ),
         ));
     };
-    Ok((staged_as(l, fa), staged_as(l, fb), acc_t))
+    let (fa, fb) = (staged_as(l, fa), staged_as(l, fb));
+    // Mixed operands no instruction takes (f16 by i8): the 8-bit one
+    // converted exactly, in registers as its fragments are read.
+    let (fa, fb) = match crate::mtype::widened([fa.dtype, fb.dtype, acc_t]) {
+        Some([ta, tb, _]) => (fa.cast_to(ta), fb.cast_to(tb)),
+        None => (fa, fb),
+    };
+    Ok((fa, fb, acc_t))
 }
 
 /// A factor read from a tensor whose tile converts it on the way
@@ -69,11 +76,8 @@ fn staged_as(l: &Lowering, f: Expr) -> Expr {
         .find(|c| c.tensor == *tensor && !c.kind.write())
         .and_then(|c| c.dtype);
     match to {
-        Some(to) if to != f.dtype => Expr {
-            kind: ExprKind::Cast(Box::new(f)),
-            dtype: to,
-        },
-        _ => f,
+        Some(to) => f.cast_to(to),
+        None => f,
     }
 }
 
