@@ -25,7 +25,7 @@ BATCHED = {"gemm_batched_f16", "qk_scores_f16"}
 MATMUL |= BATCHED
 # Weight-only quantised products (issue 61): at least PyTorch's
 # dequantise-then-cuBLAS.
-WEIGHT_ONLY = {"gemm_wq_i8"}
+WEIGHT_ONLY = {"gemm_wq_i8", "gemm_wq_i8_m16"}
 MATMUL |= WEIGHT_ONLY
 RELATIVE.update({k: 1.0 for k in WEIGHT_ONLY})
 order = ["vadd", "saxpy", "bias2d", "bias2d_vec", "bias2d_vec_nofact", "transpose", "transpose_coarse", "transpose3d_batched", "transpose4d_fallback", "permute4d_heads", "gelu_mask", "bias_grad", "bias_grad_narrow", "bias_grad_narrow_two_groups", "reduce_all", "reduce_all_one_group", "reduce_rows8", "norm_all", "mean_rows4_f16", "softmax", "softmax_online", "layernorm", "embedding", "histogram", "histogram_global", "argmax", "topk", "topk_k64", "topk_small", "log_softmax", "cross_entropy", "welford_layernorm", "cumsum", "cumsum_long", "cumsum_long_whole", "cumsum_long_i32", "linear_recurrence_order", "residual_rmsnorm", "groupnorm_stats",

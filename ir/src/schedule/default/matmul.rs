@@ -491,7 +491,7 @@ impl<'k> Matmul<'k> {
 /// instruction takes as `to` ([`crate::mtype::widened`]). On NVIDIA its
 /// tile stays 8-bit, copied by `cp.async` (16 bytes, padded by 16, as
 /// many stages as the other's), and the lowering converts its fragments
-/// in registers: on the H200, i8 weights at 4096³ ran 0.48 ms so against
+/// in registers: on the H200, i8 weights at 4096³ ran 0.48 ms against
 /// 1.19 ms converted as staged (`dtype=f16`, whose copy goes through
 /// registers and waits for its loads inside the pipeline) and 0.56 ms
 /// with both tiles prefetched (bench/gpu/runs/h200-wq-1). On AMD, whose
