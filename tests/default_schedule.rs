@@ -756,7 +756,12 @@ fn weight_only_quantised_products_take_the_matrix_rules() {
                 .steps
                 .iter()
                 .any(|s| s.starts_with("W_tile") && s.contains("dtype=f16"));
-            assert_eq!(converted, emulate.starts_with("gfx"), "{w} {emulate}: {:?}", d.steps);
+            assert_eq!(
+                converted,
+                emulate.starts_with("gfx"),
+                "{w} {emulate}: {:?}",
+                d.steps
+            );
             let instrs = lowered.matrix_instructions();
             assert!(
                 !instrs.is_empty() && instrs.iter().all(|i| i.a == i.b && i.a.bits() == 16),

@@ -190,6 +190,12 @@ impl Backend for Host {
         true
     }
 
+    /// As NVIDIA's, so that every CPU run the interpreter checks also
+    /// checks the bit conversion the GPU code uses.
+    fn byte_to_half_by_bits(&self) -> bool {
+        true
+    }
+
     fn range_checked_loads(&self) -> bool {
         true
     }

@@ -464,6 +464,15 @@ pub(crate) trait Backend {
         false
     }
 
+    /// Whether a byte converts to f16 by its bits (`0x6400 | x` is
+    /// 1024 + x, exact, then one f16 subtraction) rather than by the
+    /// conversion instruction: NVIDIA's integer-to-half conversions run at
+    /// a sixteenth of the f16 rate, which held i8 weights converted in
+    /// registers 30 % behind f16 weights (bench/gpu/runs/h200-wq-1).
+    fn byte_to_half_by_bits(&self) -> bool {
+        false
+    }
+
     /// Whether 8-bit floats decode by a table load rather than integer
     /// code ([`FnCx::f8_decode`]): on the CPU, where loads are cheap and
     /// the integer code's float selects are not.

@@ -343,6 +343,10 @@ impl Backend for Nvptx<'_> {
         true
     }
 
+    fn byte_to_half_by_bits(&self) -> bool {
+        true
+    }
+
     /// ptxas schedules only within a basic block: a staged tile's copies
     /// and the compute on the previous tile must share one to overlap.
     fn versions_loop_bodies(&self) -> bool {

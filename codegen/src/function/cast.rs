@@ -7,6 +7,34 @@ use inkwell::{FloatPredicate, IntPredicate};
 use rocmc_ir::DType;
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    /// An i8 or u8 as f16 by its bits: the byte (offset by 128 if signed,
+    /// so 0..=255) in the mantissa of 1024 (`0x6400`) is 1024 plus it,
+    /// exactly; subtracting 1024 (1152) leaves the value, exactly. Integer
+    /// and f16 arithmetic only, which pairs of lanes share.
+    fn byte_to_half(&self, from: DType, x: IntValue<'ctx>) -> R<BasicValueEnum<'ctx>> {
+        let (b, i8t, i16t) = (&self.b, self.cx.i8_type(), self.cx.i16_type());
+        let (x, bias) = match from {
+            DType::I8 => (
+                b.build_xor(x, i8t.const_int(0x80, false), "")
+                    .map_err(llvm_err)?,
+                1152.0,
+            ),
+            _ => (x, 1024.0),
+        };
+        let wide = b.build_int_z_extend(x, i16t, "").map_err(llvm_err)?;
+        let bits = b
+            .build_or(wide, i16t.const_int(0x6400, false), "")
+            .map_err(llvm_err)?;
+        let h = self.cx.f16_type();
+        let shifted = b
+            .build_bit_cast(bits, h, "")
+            .map_err(llvm_err)?
+            .into_float_value();
+        Ok(b.build_float_sub(shifted, h.const_float(bias), "")
+            .map_err(llvm_err)?
+            .into())
+    }
+
     pub(super) fn cast(
         &self,
         from: DType,
@@ -22,6 +50,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             // Exact in f32, then as from f32.
             let x = self.f8_decode(f, v.into_int_value())?;
             return self.cast(DType::F32, to, x.into());
+        }
+        if matches!(from, DType::I8 | DType::U8)
+            && to == DType::F16
+            && self.be.byte_to_half_by_bits()
+        {
+            return self.byte_to_half(from, v.into_int_value());
         }
         let b = &self.b;
         let lt = ty(self.cx, to);
