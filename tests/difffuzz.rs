@@ -709,7 +709,7 @@ fn gemm_kernel(rng: &mut Rng, id: u64) -> String {
     // Weight-only quantised products at times: 16-bit float activations
     // by 8-bit weights, the weights converted as their tile is staged.
     let bt = match dt {
-        "f16" | "bf16" if rng.chance(35) => *rng.pick(&["i8", "u8", "f8e4m3fn", "f8e5m2"]),
+        "f16" | "bf16" if rng.chance(50) => *rng.pick(&["i8", "u8", "f8e4m3fn", "f8e5m2"]),
         _ => dt,
     };
     let (acc, kstep) = match dt {
@@ -1442,7 +1442,8 @@ struct Stats {
     batched: usize,
     /// Accepted kernels whose tiles the tensor memory accelerator copies.
     tensor_copies: usize,
-    /// Accepted kernels with a tile converted as it is staged (`dtype=`).
+    /// Matrix products of an f16/bf16 operand by an 8-bit one on a matrix
+    /// instruction (weight-only quantised).
     converted: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
@@ -1607,12 +1608,15 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .kernels
         .iter()
         .any(|g| !g.tensor_maps.is_empty()) as usize;
-    st.converted += run_front
-        .kernel
-        .stages
-        .iter()
-        .filter_map(|s| s.nest.as_ref())
-        .any(|n| n.caches.iter().any(|c| c.dtype.is_some())) as usize;
+    // A product of operands of two types on a matrix instruction: its
+    // 8-bit operand converted, as staged (`dtype=`) or in registers.
+    let dtype_of = |name: &str| {
+        let t = run_front.kernel.tensors.iter().find(|t| t.name == name);
+        t.map(|t| t.dtype)
+    };
+    st.converted += (src.starts_with(GEMM)
+        && dtype_of("A") != dtype_of("B")
+        && !run_front.matrix_instructions().is_empty()) as usize;
     st.convs += run_front.kernel.stages.iter().any(|s| {
         s.default
             .as_ref()
@@ -1822,7 +1826,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} converting a tile, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,

@@ -316,33 +316,7 @@ impl<'k> Matmul<'k> {
         // work-groups per CU.
         let kbytes = if nvidia { 128 } else { 64 };
         let ksteps_d = (kbytes / (kstep * esize)).max(1);
-        // Preferred shapes, largest first: the first that fits with at least
-        // two buffers (NVIDIA) or one (AMD) is the default.
-        let shapes: &[(i64, i64, i64, i64)] = match instr.family {
-            Family::MmaSync | Family::Wgmma | Family::WgmmaRegA => {
-                &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
-            }
-            // Larger waves' tiles on CDNA: each fragment read from LDS feeds
-            // more matrix instructions. Modelled on gfx942 (bench/amd), the
-            // f16 loop's matrix unit goes from 65 % busy at 128 x 128 to 98 %
-            // at 256 x 256 (225 VGPRs, 2 waves per SIMD, no spills). The
-            // tuner's BM/BN still reach the smaller tiles, which fill more
-            // CUs where M x N is small.
-            // gfx908, whose accumulators live in a separate AGPR file, spills
-            // 171 VGPRs there: it keeps 128 x 128.
-            Family::Mfma
-                if rocmc_target::hardware::hardware(unit.gpu().processor()).unified_vgpr_file =>
-            {
-                &[
-                    (256, 256, 2, 4),
-                    (256, 128, 2, 4),
-                    (128, 128, 2, 2),
-                    (64, 64, 2, 2),
-                ]
-            }
-            Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
-            Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
-        };
+        let shapes = preferred_shapes(instr, &unit);
         // On NVIDIA at least three buffers, halving the k tile if that is
         // what it takes, before two: with two buffers of 128 x 128 x 64
         // (sm_86 and sm_89's 99 KiB) ptxas spilled 48 to 56 bytes of a
@@ -484,6 +458,40 @@ impl<'k> Matmul<'k> {
             true => format!("pad=0, vec={}, {pipe}, transpose=1", vec / 2),
             false => format!("pad={pad}, vec={vec}, {pipe}"),
         }
+    }
+}
+
+/// The work-group shapes `(BM, BN, WM, WN)` the `mma` path prefers for
+/// `instr`'s family, largest first: the first that fits with at least two
+/// buffers (NVIDIA) or one (AMD) is the default.
+fn preferred_shapes(
+    instr: &rocmc_target::matrix::MatrixInstr,
+    unit: &crate::mtype::MatrixUnit,
+) -> &'static [(i64, i64, i64, i64)] {
+    match instr.family {
+        Family::MmaSync | Family::Wgmma | Family::WgmmaRegA => {
+            &[(128, 256, 2, 4), (128, 128, 2, 2), (64, 64, 2, 2)]
+        }
+        // Larger waves' tiles on CDNA: each fragment read from LDS feeds
+        // more matrix instructions. Modelled on gfx942 (bench/amd), the
+        // f16 loop's matrix unit goes from 65 % busy at 128 x 128 to 98 %
+        // at 256 x 256 (225 VGPRs, 2 waves per SIMD, no spills). The
+        // tuner's BM/BN still reach the smaller tiles, which fill more
+        // CUs where M x N is small.
+        // gfx908, whose accumulators live in a separate AGPR file, spills
+        // 171 VGPRs there: it keeps 128 x 128.
+        Family::Mfma
+            if rocmc_target::hardware::hardware(unit.gpu().processor()).unified_vgpr_file =>
+        {
+            &[
+                (256, 256, 2, 4),
+                (256, 128, 2, 4),
+                (128, 128, 2, 2),
+                (64, 64, 2, 2),
+            ]
+        }
+        Family::Mfma => &[(128, 128, 2, 2), (64, 64, 2, 2)],
+        Family::WmmaGfx11 | Family::WmmaGfx12 => &[(128, 128, 4, 2), (64, 64, 2, 2)],
     }
 }
 
