@@ -725,8 +725,9 @@ reduce = { k = "K" }
 /// A weight-only quantised product as written (f16 activations by 8-bit
 /// weights and a per-column scale, the plain sum of their f32 casts)
 /// takes the matrix rule on every matrix target and its f16 instruction:
-/// the weights' tile is staged converted to f16 (`dtype=f16`) on AMD,
-/// kept 8-bit on NVIDIA with its fragments converted in registers.
+/// the weights' tile is staged converted to f16 (`dtype=f16`) on AMD and
+/// Hopper's warpgroups (`matmul-wgmma` on sm_90a), kept 8-bit under
+/// `mma.sync` with its fragments converted in registers.
 /// It means what the interpreter says in every lane layout and in the
 /// race-checked loop IR at sizes no tile divides, and compiles without
 /// spills to the f16 instruction.
@@ -749,16 +750,21 @@ fn weight_only_quantised_products_take_the_matrix_rules() {
         for emulate in ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1100", "gfx1201"] {
             let lowered = emulated(&f, emulate);
             let d = lowered.kernel.stages[0].default.as_ref().unwrap();
-            assert_eq!(d.rule, "matmul-mma", "{w} {emulate}");
-            // AMD stages the weights converted; NVIDIA keeps them 8-bit
-            // in LDS (cp.async) and converts the fragments it reads.
+            let rule = match emulate {
+                "sm_90a" => "matmul-wgmma",
+                _ => "matmul-mma",
+            };
+            assert_eq!(d.rule, rule, "{w} {emulate}");
+            // AMD and Hopper's warpgroups stage the weights converted;
+            // mma.sync keeps them 8-bit in LDS (cp.async) and converts the
+            // fragments it reads.
             let converted = d
                 .steps
                 .iter()
                 .any(|s| s.starts_with("W_tile") && s.contains("dtype=f16"));
             assert_eq!(
                 converted,
-                emulate.starts_with("gfx"),
+                emulate != "sm_80",
                 "{w} {emulate}: {:?}",
                 d.steps
             );
@@ -781,6 +787,10 @@ fn weight_only_quantised_products_take_the_matrix_rules() {
             ("gfx942", "v_mfma_f32_16x16x16_f16"),
             ("gfx1100", "v_wmma_f32_16x16x16_f16"),
             ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+            (
+                "sm_90a",
+                "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+            ),
         ] {
             let art = rocmc::compile(
                 "wq.toml",

@@ -317,7 +317,15 @@ fn impossible_fills_are_refused_naming_the_value() {
         ),
         (
             "AS = cache_read(A, shared, ko, bogus=1)",
-            "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1`, `unroll=N` or `transpose=1`",
+            "expected `pad=N`, `vec=N`, `prefetch=1`, `stages=N`, `swizzle=128`, `tma=1`, `unroll=N`, `transpose=1` or `dtype=f16`",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, dtype=i8)",
+            "`dtype=i8` would change values of `A`",
+        ),
+        (
+            "AS = cache_read(A, shared, ko, dtype=float16)",
+            "did you mean `f16`?",
         ),
         (
             "AS = cache_read(A, shared, ko, stages=9)",
