@@ -158,3 +158,53 @@ fn drop_loop_head_barriers(body: &mut [Stmt]) -> usize {
     }
     n
 }
+
+/// A warpgroup's matrix instructions read their LDS operands at some
+/// moment between issue and the wait that retires their group, so a tile
+/// stored while a group that reads it is in flight races, even by the
+/// thread that issued it. Rule matmul-wgmma's weight-only form keeps W in
+/// one buffer, stored at the top of each iteration: it waits for every
+/// group (no group left in flight, `group_lag`). Leaving one in flight
+/// again, as the form first did, must be caught on the weights' tile.
+#[test]
+fn the_check_finds_an_lds_tile_stored_under_matrix_instructions_in_flight() {
+    use rocmc::ir::loops::MatrixAsync;
+    fn leave_one_in_flight(body: Vec<Stmt>, n: &mut usize) -> Vec<Stmt> {
+        body.into_iter()
+            .map(|s| match s {
+                Stmt::MatrixAsync(MatrixAsync::Wait(0)) => {
+                    *n += 1;
+                    Stmt::MatrixAsync(MatrixAsync::Wait(1))
+                }
+                other => other.map_bodies(&mut |b| leave_one_in_flight(b, n)),
+            })
+            .collect()
+    }
+    let path = "bench/gpu/variants/gemm_wq_i8.toml";
+    let src = std::fs::read_to_string(root().join(path)).unwrap();
+    let front = rocmc::frontend(path, &src).unwrap();
+    let opts = Options::new("sm_90a");
+    let target = rocmc::targets(&opts).unwrap().remove(0);
+    let mut lowered = front.for_target(&target, &opts).unwrap().into_owned();
+    assert_eq!(
+        lowered.kernel.stages[0].default.as_ref().unwrap().rule,
+        "matmul-wgmma"
+    );
+    let spec = rocmc::run::RunSpec::new(&[33, 260, 140], &Default::default(), 3);
+    for c in rocmc::run::run_loops(&lowered, &spec).unwrap() {
+        assert!(c.ok(), "{c:?}");
+    }
+    let body = std::mem::take(&mut lowered.program.kernels[0].body);
+    let mut waits = 0;
+    lowered.program.kernels[0].body = leave_one_in_flight(body, &mut waits);
+    assert!(waits > 0, "the k loop waits for its groups");
+    match rocmc::run::run_loops(&lowered, &spec) {
+        Err(rocmc::Error::Lowering(e)) => {
+            assert!(
+                e.contains("still in flight") && e.contains("W_tile["),
+                "{e}"
+            );
+        }
+        other => panic!("the race went unseen: {other:?}"),
+    }
+}

@@ -198,13 +198,28 @@ impl Block<'_, '_> {
                     unreachable!("run_lowered expands matrix instructions and lane exchanges")
                 }
                 // Its meaning is its stores (see `Stmt::MatrixLoad`).
-                Stmt::MatrixLoad { stores, .. } | Stmt::MatrixDesc { stores, .. } => {
-                    self.exec(stores, active)?
+                Stmt::MatrixLoad { stores, .. } => self.exec(stores, active)?,
+                // A warpgroup instruction's operand read through its
+                // descriptor: the reads stay in flight until a wait
+                // retires their group (`Races::matrix_async`).
+                Stmt::MatrixDesc { stores, .. } => {
+                    self.env.races.borrow_mut().capturing = true;
+                    let done = self.exec(stores, active);
+                    self.env.races.borrow_mut().capturing = false;
+                    done?
                 }
                 // Its meaning is its fills (see `Stmt::TensorCopy`).
                 Stmt::TensorCopy { fills, .. } => self.exec(fills, active)?,
-                // Matrix instructions and tensor copies complete at once here.
-                Stmt::MatrixAsync(_) | Stmt::Mbarrier(_) => {}
+                // Matrix instructions compute at once here, their LDS
+                // reads held in flight until their wait.
+                Stmt::MatrixAsync(op) => {
+                    for (n, _) in active_threads(self.th.iter_mut(), active) {
+                        let mut r = self.env.races.borrow_mut();
+                        r.current = n;
+                        r.matrix_async(*op);
+                    }
+                }
+                Stmt::Mbarrier(_) => {}
                 Stmt::Barrier => {
                     // On a GPU, a barrier some threads skip hangs or corrupts the work-group.
                     if let Some(t) = active.iter().position(|a| !*a) {

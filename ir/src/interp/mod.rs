@@ -195,6 +195,9 @@ pub enum InterpError {
 pub enum Access {
     Read,
     Write,
+    /// A read by a group of warpgroup matrix instructions (`wgmma`) still
+    /// in flight: committed, not yet retired by a wait.
+    InFlight,
 }
 
 impl fmt::Display for InterpError {
@@ -224,7 +227,15 @@ impl fmt::Display for InterpError {
                 let verb = |a: Access| match a {
                     Access::Read => "reads",
                     Access::Write => "writes",
+                    Access::InFlight => "reads",
                 };
+                if first.1 == Access::InFlight {
+                    return write!(
+                        f,
+                        "LDS race in kernel `{kernel}`: thread {}'s warpgroup matrix instructions read {buffer}[{index}] and were still in flight (committed, not waited for) when thread {} wrote it",
+                        first.0, second.0
+                    );
+                }
                 write!(
                     f,
                     "LDS race in kernel `{kernel}`: thread {} {} {buffer}[{index}], then thread {} {} it before a barrier",
@@ -320,6 +331,15 @@ struct Races {
     current: usize,
     epoch: u64,
     cells: Vec<Vec<Cell>>,
+    /// Asynchronous matrix instructions' LDS reads ([`Races::matrix_async`]):
+    /// while `capturing` (a `MatrixDesc`'s reads), each thread's reads since
+    /// its last commit; its committed groups not yet waited for, oldest
+    /// first; and per element, how many such groups read it and the thread
+    /// of the latest.
+    capturing: bool,
+    open: std::collections::HashMap<usize, Vec<(usize, usize)>>,
+    groups: std::collections::HashMap<usize, std::collections::VecDeque<Vec<(usize, usize)>>>,
+    in_flight: std::collections::HashMap<(usize, usize), (u32, usize)>,
 }
 
 /// The latest access of each kind to one element, and the latest by a
@@ -392,7 +412,46 @@ impl Races {
             return Err(self.race(b, i, (u, Access::Write), Access::Read));
         }
         c.read.note(t, e);
+        if self.capturing {
+            self.open.entry(t).or_default().push((b, i));
+        }
         Ok(())
+    }
+
+    /// Thread `current`'s ordering of its asynchronous matrix
+    /// instructions: a commit puts the LDS elements they read since the
+    /// last one in flight, a wait retires all but the newest `pending`
+    /// groups. Until retired, any thread's write to those elements races
+    /// (the instructions read them at some moment in between).
+    fn matrix_async(&mut self, op: crate::loops::MatrixAsync) {
+        use crate::loops::MatrixAsync;
+        let t = self.current;
+        match op {
+            MatrixAsync::Fence => {}
+            MatrixAsync::Commit => {
+                let group = self.open.remove(&t).unwrap_or_default();
+                for e in &group {
+                    let n = self.in_flight.entry(*e).or_insert((0, t));
+                    *n = (n.0 + 1, t);
+                }
+                self.groups.entry(t).or_default().push_back(group);
+            }
+            MatrixAsync::Wait(pending) => {
+                let groups = self.groups.entry(t).or_default();
+                let mut retired = Vec::new();
+                while groups.len() > pending as usize {
+                    retired.extend(groups.pop_front().unwrap_or_default());
+                }
+                for e in retired {
+                    if let Some(n) = self.in_flight.get_mut(&e) {
+                        n.0 -= 1;
+                        if n.0 == 0 {
+                            self.in_flight.remove(&e);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn write(&mut self, b: usize, i: usize) -> Result<(), InterpError> {
@@ -405,6 +464,9 @@ impl Races {
     fn write_since(&mut self, b: usize, i: usize, since: u64) -> Result<(), InterpError> {
         if b >= self.checked {
             return Ok(());
+        }
+        if let Some(&(_, u)) = self.in_flight.get(&(b, i)) {
+            return Err(self.race(b, i, (u, Access::InFlight), Access::Write));
         }
         let (t, e) = (self.current, self.epoch);
         let c = self.cell(b, i)?;

@@ -206,9 +206,19 @@ pub(super) fn lanes(nest: &LoopNest, unit: &MatrixUnit) -> u32 {
 /// `stages` buffers: 1 where there are three or more (the copies then run
 /// `stages - 2` tiles ahead, [`super::cache`]'s pipeline), so the tensor
 /// cores work through the barrier and the next copies; else 0.
+///
+/// Every tile staged at `at` must have those buffers: one with fewer
+/// (`prefetch=1`'s single buffer, stored at the top of the next
+/// iteration) would be overwritten while the group in flight still reads
+/// it, which the race check reports (`Races::matrix_async`).
 pub(super) fn group_lag(nest: &LoopNest, unit: &MatrixUnit, at: VarId, stages: u32) -> u32 {
     let outer_k = nest.order.iter().copied().find(|v| nest.var(*v).reduce);
-    u32::from(lanes(nest, unit) > unit.wave() && stages >= 3 && outer_k == Some(at))
+    let buffered = nest
+        .caches
+        .iter()
+        .filter(|c| c.at == at && !c.kind.write() && !c.kind.local())
+        .all(|c| c.stages >= 3);
+    u32::from(lanes(nest, unit) > unit.wave() && stages >= 3 && outer_k == Some(at) && buffered)
 }
 
 /// What pass `nest` hands over for a stage with `mma`.

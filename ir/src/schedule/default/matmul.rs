@@ -509,8 +509,9 @@ fn preferred_shapes(
 /// The copy options of an operand's tile on the warpgroup path: `stages`
 /// buffers by `cp.async` (or the accelerator), 128-byte swizzled; an
 /// 8-bit operand the instruction takes as `to` is converted as it is
-/// staged, from registers loaded an iteration ahead (`prefetch=1`): on
-/// the H200 at 4096³, i8 weights ran 0.373–0.385 ms so, against 0.479 on
+/// staged, from registers loaded an iteration ahead (`prefetch=1`; its
+/// one buffer leaves no group of instructions in flight, `group_lag`): on
+/// the H200 at 4096³, i8 weights ran 0.430 ms so, against 0.479 on
 /// `mma.sync` with the fragments converted in registers and 1.01 with the
 /// converted tile inside the four-stage pipeline, whose copy waits for
 /// its own loads (bench/gpu/runs/h200-wq-1).
