@@ -46,16 +46,16 @@ fn check_vec(cx: &Cx, c: &schedule::Cache, tile: &Tile, vec: i64) -> Result<(), 
         ))
     } else if !tile.transposed && padded[n - 1] % vec != 0 {
         Some(format!("the padded row ({} elements with pad={}) is not a multiple of vec={vec}, so vectors would straddle rows of the LDS tile", padded[n - 1], c.pad))
-    } else if let Some(d) = [t.dtype, super::tile_dtype(c, t)]
-        .into_iter()
-        .find(|d| vec * d.size() as i64 > 16)
-    {
-        Some(format!(
-            "vec={vec} of {d} is {} bytes; one access moves at most 16",
-            vec * d.size() as i64
-        ))
     } else {
-        None
+        [t.dtype, super::tile_dtype(c, t)]
+            .into_iter()
+            .find(|d| vec * d.size() as i64 > 16)
+            .map(|d| {
+                format!(
+                    "vec={vec} of {d} is {} bytes; one access moves at most 16",
+                    vec * d.size() as i64
+                )
+            })
     };
     if let Some(b) = bad {
         return Err(Diagnostic::new(
