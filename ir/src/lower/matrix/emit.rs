@@ -371,7 +371,7 @@ impl Emit<'_> {
         let stages = kloops.first().and_then(|k| {
             nest.caches
                 .iter()
-                .filter(|c| c.at == *k && c.stages > 1)
+                .filter(|c| c.at == *k && c.stages > 1 && !c.prefetch)
                 .map(|c| c.stages)
                 .min()
         });

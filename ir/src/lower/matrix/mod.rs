@@ -207,17 +207,19 @@ pub(super) fn lanes(nest: &LoopNest, unit: &MatrixUnit) -> u32 {
 /// `stages - 2` tiles ahead, [`super::cache`]'s pipeline), so the tensor
 /// cores work through the barrier and the next copies; else 0.
 ///
-/// Every tile staged at `at` must have those buffers: one with fewer
-/// (`prefetch=1`'s single buffer, stored at the top of the next
-/// iteration) would be overwritten while the group in flight still reads
-/// it, which the race check reports (`Races::matrix_async`).
+/// Every tile staged at `at` must have the buffers: a pipelined one three,
+/// a prefetched one two (it is stored at the top of the next iteration,
+/// after the barrier that follows every thread's wait, into the buffer
+/// the retired group read). With fewer (`prefetch=1`'s single buffer) the
+/// store would land under the group still in flight, which the race check
+/// reports (`Races::matrix_async`).
 pub(super) fn group_lag(nest: &LoopNest, unit: &MatrixUnit, at: VarId, stages: u32) -> u32 {
     let outer_k = nest.order.iter().copied().find(|v| nest.var(*v).reduce);
     let buffered = nest
         .caches
         .iter()
         .filter(|c| c.at == at && !c.kind.write() && !c.kind.local())
-        .all(|c| c.stages >= 3);
+        .all(|c| c.stages >= if c.prefetch { 2 } else { 3 });
     u32::from(lanes(nest, unit) > unit.wave() && stages >= 3 && outer_k == Some(at) && buffered)
 }
 

@@ -509,16 +509,17 @@ fn preferred_shapes(
 /// The copy options of an operand's tile on the warpgroup path: `stages`
 /// buffers by `cp.async` (or the accelerator), 128-byte swizzled; an
 /// 8-bit operand the instruction takes as `to` is converted as it is
-/// staged, from registers loaded an iteration ahead (`prefetch=1`; its
-/// one buffer leaves no group of instructions in flight, `group_lag`): on
-/// the H200 at 4096³, i8 weights ran 0.430 ms so, against 0.479 on
-/// `mma.sync` with the fragments converted in registers and 1.01 with the
-/// converted tile inside the four-stage pipeline, whose copy waits for
-/// its own loads (bench/gpu/runs/h200-wq-1).
+/// staged, from registers loaded an iteration ahead (`prefetch=1`), into
+/// two buffers (`stages=2`, so one group of instructions stays in flight,
+/// `group_lag`): on the H200 at 4096³, i8 weights ran 0.384 ms so, 0.430
+/// with one buffer (no group in flight), 0.479 on `mma.sync` with the
+/// fragments converted in registers, 1.01 with the converted tile inside
+/// the four-stage pipeline, whose copy waits for its own loads
+/// (bench/gpu/runs/h200-wq-1).
 fn wgmma_copy(held: crate::DType, to: crate::DType, stages: i64, tma: &str) -> String {
     match held == to {
         true => format!("vec=8, stages={stages}, swizzle=128{tma}"),
-        false => format!("vec=8, prefetch=1, swizzle=128, dtype={to}"),
+        false => format!("vec=8, prefetch=1, stages=2, swizzle=128, dtype={to}"),
     }
 }
 

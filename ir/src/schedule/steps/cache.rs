@@ -215,12 +215,12 @@ fn check_opts(s: &StepStmt, opts: &CopyOpts, write: bool, local: bool) -> Result
         )
         .hint("a converted tile goes through each thread's registers on its way into LDS"));
     }
-    if opts.prefetch && opts.stages > 1 {
+    if opts.prefetch && opts.stages > 1 && opts.dtype.is_none() {
         return Err(Diagnostic::new(
             s.span,
             "`prefetch` and `stages` are two ways of overlapping the copy with the computation; choose one",
         )
-        .hint("`stages=2` double-buffers the tile in LDS without holding the next one in registers"));
+        .hint("`stages=2` double-buffers the tile in LDS without holding the next one in registers; with `dtype=` (a converted tile, which asynchronous copies cannot fill) `prefetch=1, stages=N` keeps N buffers of the registers' stores"));
     }
     Ok(())
 }
