@@ -21,8 +21,8 @@ use place::{place_prefetch, place_write};
 
 use super::body::clamp_into;
 use super::region::{
-    at_loop, divergence_check, infer_region, insert_fill, loads_of, region_offsets, replace_loads,
-    scope_of, Place, Region,
+    at_loop, divergence_check, infer_region, insert_fill, loads_of, region_offsets, scope_of,
+    Place, Region,
 };
 use super::{Local, Lowering, Stmt, MAX_ACCUMULATORS, MAX_LDS};
 use crate::diag::Diagnostic;
@@ -274,21 +274,19 @@ fn read_tile(c: &schedule::Cache, tile: &Tile, id: u32, held: crate::DType, ex: 
     // Through a float either cast rounds the same number; to an integer,
     // from a float it saturates and from an integer it wraps.
     let same_through = |to: crate::DType| to.is_float() || held.is_float() == dtype.is_float();
-    let ex = match dtype == held {
-        true => replace_loads(ex, c.tensor, &at),
-        false => ex.rewrite(&|x: &Expr| match &x.kind {
-            ExprKind::Cast(inner) if same_through(x.dtype) => match &inner.kind {
-                ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
-                    Some(at(indices).cast_to(x.dtype))
-                }
-                _ => None,
-            },
+    // (Unconverted, both arms read the tile as it is.)
+    let ex = ex.rewrite(&|x: &Expr| match &x.kind {
+        ExprKind::Cast(inner) if same_through(x.dtype) => match &inner.kind {
             ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
-                Some(at(indices).cast_to(held))
+                Some(at(indices).cast_to(x.dtype))
             }
             _ => None,
-        }),
-    };
+        },
+        ExprKind::Load { tensor, indices } if *tensor == c.tensor => {
+            Some(at(indices).cast_to(held))
+        }
+        _ => None,
+    });
     if tile.data.iter().all(Option::is_none) {
         return ex;
     }

@@ -123,10 +123,10 @@ pub(super) fn place_prefetch(
     };
     // Copy pass j: the tile's elements (`pack` rows of a transposed
     // tile) into registers (j*pack + row)*vec.., and from there into LDS.
+    let stored = super::tile_dtype(c, t);
     let (mut load, mut put) = (Vec::new(), Vec::new());
     for j in 0..iters {
         let reg = Index::c(j * pack * vec);
-        let stored = super::tile_dtype(c, t);
         let staged = Expr::local(r, reg.clone(), t.dtype).cast_to(stored);
         let ld: Vec<Stmt> = (0..pack)
             .map(|row| {
