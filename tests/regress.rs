@@ -12,6 +12,10 @@ const TARGETS: &[&str] = &["gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"];
 /// than 6.2, which lacks instructions newer processors use (fz804).
 const NVIDIA: &[&str] = &["sm_52", "sm_70", "sm_72", "sm_75", "sm_80", "sm_90"];
 const SIZES: &[i64] = &[2, 3, 7, 64, 65, 130];
+/// The interpreter's most work ([`rocmc::ir::Kernel::work`]) for one run:
+/// every size of a 1- to 3-axis kernel at 130, a 4-axis kernel shrunk (at
+/// 130⁴ elements transpose4d_unbounded took 190 of the suite's seconds).
+const RUN_WORK: u128 = 1 << 22;
 
 /// Matrix-instruction targets for the regressions whose schedule needs one
 /// (`flash`, `mma`): wave64 and wave32 AMD generations and NVIDIA's.
@@ -83,7 +87,9 @@ fn regression_kernels_match_the_interpreter_on_the_cpu() {
         let front = rocmc::frontend(&file, &src).unwrap_or_else(|e| panic!("{e}"));
         for &n in SIZES {
             // Within the kernel's bounds, as every run requires.
-            let sizes = front.kernel.fit_sizes(&vec![n; front.kernel.sizes.len()]);
+            let sizes = front
+                .kernel
+                .fit_work(&vec![n; front.kernel.sizes.len()], RUN_WORK);
             for contract in [false, true] {
                 let cmp = rocmc::run::run_cpu(&front, &sizes, &HashMap::new(), n as u64, contract)
                     .unwrap_or_else(|e| panic!("{file} at size {n}: {e}"));
