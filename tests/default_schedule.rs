@@ -429,8 +429,22 @@ fn a_row_that_fits_a_threads_steps_stays_in_its_registers_on_amd() {
             "{mcpu}:\n{}",
             gpu.loops
         );
+        // gamma and beta, one element a column, come along with the row.
+        for t in ["gamma", "beta"] {
+            let step = format!("{t}_row = cache_read({t}, local, r, vec=4, unroll=4)");
+            assert!(steps.contains(&step), "{mcpu}: {steps:?}");
+        }
         let asm = asm_for("ln", src, mcpu);
         assert!(asm.contains("ScratchSize: 0"), "{mcpu}");
+        // Every load is issued before the reductions' first barrier: none
+        // is waited on after it (Triton's row kernels load so).
+        let after_barrier = asm
+            .lines()
+            .map(str::trim)
+            .skip_while(|l| !l.starts_with("s_barrier"))
+            .filter(|l| l.starts_with("global_load"))
+            .count();
+        assert_eq!(after_barrier, 0, "{mcpu}: loads after the first barrier");
         // The row's four vector loads a thread issue together, one check
         // for the group (`unroll=4`), not a wait and a branch each.
         let mut run = 0;

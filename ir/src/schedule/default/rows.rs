@@ -240,7 +240,11 @@ fn staging(
         }
     } else if lds == 2 {
         // A thread's vector is `per` elements: its registers' copy too.
-        for (name, vec) in &staged {
+        // The final stage's column vectors (layernorm's gamma and beta)
+        // come along: their loads issue with the row's, before the
+        // reductions, as Triton's row kernels load them, instead of a
+        // second pass of loads waited on after the reductions' barrier.
+        for (name, vec) in staged.iter().chain(&column_vectors(k, yi)) {
             steps.push(format!(
                 "{name}_row = cache_read({name}, local, {r}, vec={}{runs})",
                 (*vec).min(per)
@@ -353,6 +357,36 @@ fn row_budget(cx: &RuleCx) -> u64 {
 /// layernorm 1.38x faster (bench/gpu/runs/h100-rowlds-1); a launch gives
 /// the tile only the run's row (h100-rowlds-4).
 const ROW_LDS_BYTES: u64 = 16 * 1024;
+
+/// The inputs the final stage `yi` alone reads, one element per column
+/// (`gamma[j]`), with the vector width of their copy: kept in registers
+/// beside a row that is (staging's `ROW_LDS` = 2).
+fn column_vectors(k: &Kernel, yi: usize) -> Vec<(String, i64)> {
+    let cols = &k.stages[yi].axes[1].extent;
+    let mut out = Vec::new();
+    for (ti, t) in k.tensors.iter().enumerate() {
+        if !matches!(t.kind, TensorKind::Input) || t.shape.len() != 1 || t.shape[0] != *cols {
+            continue;
+        }
+        let (mut reads, mut ok) = (0, true);
+        for (si, st) in k.stages.iter().enumerate() {
+            for e in st.exprs() {
+                e.visit_loads(&mut |tt, ix| {
+                    if tt.0 as usize != ti {
+                        return;
+                    }
+                    reads += 1;
+                    ok &= si == yi && ix.len() == 1 && ix[0] == Index::Var(VarId(1));
+                });
+                e.visit_gathers(&mut |tt| ok &= tt.0 as usize != ti);
+            }
+        }
+        if ok && reads > 0 {
+            out.push((t.name.clone(), (16 / t.dtype.size().max(1)).max(1) as i64));
+        }
+    }
+    out
+}
 
 /// The inputs worth staging in LDS for a row chain: each read only as
 /// `X[row, column]` by the chain and the final stage, at least twice (the
