@@ -920,6 +920,15 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
     } else {
         *rng.pick(&["A[r, j] - P[r]", "A[r, j] * P[r]"])
     };
+    // At times scaled by a vector of one element a column (layernorm's
+    // gamma), which a row in registers takes into registers beside it at
+    // times, as the row-chain rule does on AMD (`cache_read(w, local, r)`).
+    let column = rng.chance(50);
+    let value = if column {
+        format!("({value}) * w[j]")
+    } else {
+        value.to_string()
+    };
     let mut sched = vec![
         "bind(r, blockIdx.x)".to_string(),
         format!("jo, ji = split(j, {t})"),
@@ -946,6 +955,12 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
                 }
             ),
         ];
+        if column && rng.chance(70) {
+            sched.push(format!(
+                "WS = cache_read(w, local, r, vec={}, unroll={u})",
+                rng.pick(if dt == "f64" { &[1, 2] } else { &[1, 2, 4] })
+            ));
+        }
     }
     // The rows of A gathered by G at times (`A[G[r], c]`): the cached row
     // is then a gathered tile, copied element by element.
@@ -975,6 +990,12 @@ fn row_kernel(rng: &mut Rng, id: u64) -> String {
         sched.join(", ")
     )
     .unwrap();
+    if column {
+        src = src.replace(
+            "\n[inputs]\n",
+            &format!("\n[inputs]\nw = {{ dtype = \"{dt}\", shape = [\"m\"] }}\n"),
+        );
+    }
     if gathered {
         src = src.replace("A[r, ", "A[G[r], ").replace(
             "\n[inputs]\n",
