@@ -397,6 +397,77 @@ fn row_reductions_combine_threads_by_lane_exchanges() {
 /// between the passes, laid out by the strided reads' digits (16 floats a
 /// thread): one pass over memory, no LDS for the row and no scratch; its
 /// four vector loads issued together. Wider bounds and NVIDIA keep LDS.
+/// A row chain whose bound is past one run of a thread's steps (softmax
+/// and layernorm at 16384 columns) gets, on AMD, a version for rows of at
+/// most 4096 columns that keeps the row in registers (read from memory
+/// once, the column vectors beside it), chosen at run time by `cols`; the
+/// general version reads the row at each pass. Both mean what the
+/// interpreter says, on both sides of the bound and through every AMD
+/// lane layout, race-checked; NVIDIA and the CPU's own rules have no
+/// version.
+#[test]
+fn a_long_row_bound_gets_a_register_version_for_short_rows_on_amd() {
+    // Every AMD generation's lane layout for one file, wave64 and wave32
+    // for the other.
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "softmax",
+            &["gfx942", "gfx950", "gfx1100", "gfx1201", "sm_90"],
+        ),
+        ("layernorm", &["gfx942", "gfx1100", "sm_90"]),
+    ];
+    for (file, targets) in cases {
+        let src =
+            &std::fs::read_to_string(root().join(format!("bench/amd/rocmc/{file}.toml"))).unwrap();
+        assert!(
+            src.contains("cols = 16384"),
+            "{file}: the bound this test is about"
+        );
+        let f = front(file, src);
+        for &mcpu in targets {
+            let gpu = lowered_for(&f, mcpu);
+            let amd = mcpu.starts_with("gfx");
+            assert_eq!(
+                gpu.loops.contains("if cols < 4097"),
+                amd,
+                "{file} {mcpu}:\n{}",
+                gpu.loops
+            );
+            assert_eq!(gpu.loops.contains("X_row: f32[16]"), amd, "{file} {mcpu}");
+            if !amd {
+                continue;
+            }
+            let asm = asm_for(file, src, mcpu);
+            assert!(asm.contains("ScratchSize: 0"), "{file} {mcpu}");
+            let cpu = emulated(&f, mcpu);
+            assert!(
+                cpu.loops.contains("if cols < 4097"),
+                "{file} emulating {mcpu}"
+            );
+            // Within the version's bound, at it, past it.
+            for cols in [7, 4096, 4097] {
+                let sizes = [2, cols];
+                for c in rocmc::run::run_cpu(&cpu, &sizes, &HashMap::new(), 5, false)
+                    .unwrap_or_else(|e| panic!("{file} {mcpu}: {e}"))
+                {
+                    assert!(c.ok(), "{file} {mcpu} {sizes:?}: {c:?}");
+                }
+                let spec = rocmc::run::RunSpec::new(&sizes, &Default::default(), 5);
+                for c in rocmc::run::run_loops(&gpu, &spec)
+                    .unwrap_or_else(|e| panic!("{file} {mcpu} loops: {e}"))
+                {
+                    assert!(c.ok(), "{file} {mcpu} loops {sizes:?}: {c:?}");
+                }
+            }
+        }
+        let cpu = lowered_for(&f, "x86-64");
+        assert!(
+            !cpu.loops.contains("if cols < 4097"),
+            "{file} on the CPU's own rules"
+        );
+    }
+}
+
 #[test]
 fn a_row_that_fits_a_threads_steps_stays_in_its_registers_on_amd() {
     // layernorm bounded by 4096 columns, as bench/amd compares it.

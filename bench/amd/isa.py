@@ -148,6 +148,49 @@ def ends_at_once(code, start):
     return False
 
 
+CMP = {"eq": lambda a, b: a == b, "lg": lambda a, b: a != b, "gt": lambda a, b: a > b,
+       "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b}
+
+
+def version_taken(code, value, bound):
+    """The instructions a kernel versioned on a size runs at `value` of it,
+    in order: rocmc's kernels with a version for sizes up to `bound` (a
+    row kept in registers) start by comparing the size with `bound` (or
+    `bound + 1`) and branching on the result; this takes that branch as
+    `value` decides and keeps what is reachable from the entry, every
+    other branch both ways. None if no such compare-and-branch is there."""
+    index = {i.addr: n for n, i in enumerate(code)}
+    guard = None
+    for n, i in enumerate(code[:-1]):
+        m = re.match(r"s_cmpk?_(eq|lg|gt|ge|lt|le)_[iu]32\s+s\d+,\s*(0x[0-9a-f]+|\d+)$", i.text)
+        nxt = code[n + 1]
+        if m and int(m.group(2), 0) in (bound, bound + 1) and nxt.mnemonic in ("s_cbranch_scc0", "s_cbranch_scc1"):
+            scc = CMP[m.group(1)](value, int(m.group(2), 0))
+            taken = scc == (nxt.mnemonic == "s_cbranch_scc1")
+            guard = (n + 1, taken)
+            break
+        if i.mnemonic.startswith(("global_", "buffer_", "ds_")) or i.target is not None:
+            break
+    if guard is None:
+        return None
+    seen, todo = set(), [0]
+    while todo:
+        n = todo.pop()
+        if n in seen or n >= len(code):
+            continue
+        seen.add(n)
+        i = code[n]
+        succ = []
+        if i.target is not None and i.target in index:
+            succ.append(index[i.target])
+        if i.mnemonic not in ("s_branch", "s_endpgm", "s_setpc_b64"):
+            succ.append(n + 1)
+        if n == guard[0]:
+            succ = [index[i.target]] if guard[1] else [n + 1]
+        todo.extend(succ)
+    return [code[n] for n in sorted(seen)]
+
+
 def is_matrix(m):
     return m.startswith(("v_mfma", "v_smfmac", "v_wmma", "v_swmmac"))
 

@@ -46,6 +46,12 @@ pub fn schedules(k: &Kernel, source: &str) -> String {
                         "# its numbers are tune parameters (`rocmc tune` searches them, `--tune NAME=V` sets one):"
                     );
                 }
+                if let Some((size, bound)) = &d.version_at {
+                    let _ = writeln!(
+                        s,
+                        "# where `{size}` <= {bound}, the kernel runs a version written by the same rule under `max = {{ {size} = {bound} }}` (on a GPU target; `--emit loops` shows both)"
+                    );
+                }
                 for kb in &d.knobs {
                     let vals: Vec<String> = kb.values.iter().map(i64::to_string).collect();
                     let _ = writeln!(

@@ -30,6 +30,7 @@ pub mod header;
 pub mod run;
 pub mod toolchain;
 pub mod tune;
+mod versions;
 
 pub use rocmc_linker::ptxas;
 
@@ -348,8 +349,17 @@ fn frontend_defaults(
 
 impl Frontend {
     fn lower(&mut self, unit: Option<rocmc_ir::lower::matrix::MatrixUnit>) -> Result<(), Error> {
-        self.program =
+        let program =
             rocmc_ir::lower::lower_file(&self.kernel, &self.file, &self.source, unit.as_ref())?;
+        self.set_program(program);
+        self.matrix = unit;
+        Ok(())
+    }
+
+    /// Takes `program` as the kernel's lowering: its launch document and
+    /// loop text follow.
+    fn set_program(&mut self, program: Program) {
+        self.program = program;
         self.launch = launch_info(&self.kernel, &self.program);
         self.loops = self
             .program
@@ -363,8 +373,6 @@ impl Frontend {
                 .to_string()
             })
             .collect();
-        self.matrix = unit;
-        Ok(())
     }
 
     /// One diagnostic about this kernel's file, as an error to render.
@@ -386,6 +394,16 @@ impl Frontend {
         target: &Target,
         opts: &Options,
     ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
+        let f = self.for_target_unversioned(target, opts)?;
+        versions::with_versions(self, f, target, opts)
+    }
+
+    /// [`Frontend::for_target`] without the versions for small sizes.
+    fn for_target_unversioned(
+        &self,
+        target: &Target,
+        opts: &Options,
+    ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
         use std::borrow::Cow;
         let by_target = self
             .kernel
@@ -401,7 +419,7 @@ impl Frontend {
             let rules = RulesFor {
                 target: Some(&rt),
                 shared_limit,
-                skip: &[],
+                ..RulesFor::default()
             };
             let again = frontend_rules(&self.file, &self.source, &self.tune, rules)
                 .and_then(|f| f.lowered_for(target, opts).map(Cow::into_owned));
@@ -473,7 +491,7 @@ pub fn kernel_for(
     let rules = RulesFor {
         target: Some(&rt),
         shared_limit,
-        skip: &[],
+        ..RulesFor::default()
     };
     Ok(rocmc_ir::front::parse_kernel_for(file, source, tune, 2, rules)?.0)
 }

@@ -490,6 +490,11 @@ pub struct DefaultSchedule {
     /// without one (a matrix product whose types a matrix unit may take):
     /// the compiler then applies them again per target.
     pub by_target: bool,
+    /// A size, and a bound below its `[kernel] max` under which the rule
+    /// would write a faster schedule (a row kept in registers, read from
+    /// memory once): the compiler then builds that version too and runs
+    /// it where the size is within the bound (`loops::version`).
+    pub version_at: Option<(String, u64)>,
 }
 
 /// One number of a rule's schedule, tunable: `rocmc tune` searches

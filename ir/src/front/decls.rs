@@ -243,6 +243,11 @@ impl<'s> Cx<'s> {
             }
         }
         self.divisible(&kdecl, &mut sizes);
+        for (name, bound) in self.rules.bounds {
+            if let Some(sv) = sizes.iter_mut().find(|s| s.name == *name) {
+                sv.max = sv.max.min(*bound);
+            }
+        }
         let mut k = Kernel {
             name: kname,
             sizes,

@@ -182,6 +182,10 @@ pub struct RulesFor<'a> {
     /// Rules not to use: ones whose schedule did not lower for this
     /// kernel, so that a stage takes the next rule that fits.
     pub skip: &'a [&'static str],
+    /// Sizes taken at most these values, below their `[kernel] max`: a
+    /// version of the kernel for small sizes, which the compiler places
+    /// beside the general one ([`crate::plan::DefaultSchedule::version_at`]).
+    pub bounds: &'a [(&'a str, u64)],
 }
 
 /// [`parse_kernel_defaults`] with the rules writing default schedules for

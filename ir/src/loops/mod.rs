@@ -20,6 +20,7 @@ use crate::schedule::{GpuAxis, Guard, LoopVar};
 
 mod print;
 pub mod verify;
+pub mod version;
 pub mod visit;
 
 pub use print::Pretty;

@@ -131,6 +131,7 @@ impl<'a> Knobs<'a> {
             knobs: self.used,
             constraints: self.constraints,
             by_target: false,
+            version_at: None,
         }
     }
 }

@@ -139,9 +139,30 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         // AMD reads a thread's elements adjacent (above): a target may
         // choose otherwise than no target.
         d.by_target = by_target || cx.target.is_none();
+        d.version_at = register_version(k, yi, &chain, (threads, per, unroll, amd));
         out.push((yi, d));
     }
     out
+}
+
+/// Where a row's bound is past one run of a thread's steps (AMD), the
+/// size of the row and that run's length: under it the row would stay in
+/// the threads' registers (`ROW_LDS` = 2), read from memory once where
+/// this schedule reads it at every pass (softmax three times). The
+/// compiler builds that version too and runs it at rows that short.
+fn register_version(
+    k: &Kernel,
+    yi: usize,
+    chain: &[usize],
+    (threads, per, unroll, amd): (i64, i64, i64, bool),
+) -> Option<(String, u64)> {
+    let Index::Size(s) = k.stages[yi].axes[1].extent else {
+        return None;
+    };
+    let run = (threads * per * unroll) as u64;
+    let size = &k.sizes[s.0 as usize];
+    let read_twice = !row_inputs(k, yi, chain, u64::MAX).is_empty();
+    (amd && per > 1 && size.max > run && read_twice).then(|| (size.name.clone(), run))
 }
 
 /// The declared results (`output = true`) before final stage `yi` that
