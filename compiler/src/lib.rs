@@ -384,20 +384,6 @@ impl Frontend {
         }
     }
 
-    /// This kernel for `target`: its default schedules written again by
-    /// rules that depend on the target (a matrix product onto its matrix
-    /// instructions), and lowered again if a stage has an `mma` step. On
-    /// the CPU, `opts.emulate` names the processor whose rules and matrix
-    /// instructions are used.
-    pub fn for_target(
-        &self,
-        target: &Target,
-        opts: &Options,
-    ) -> Result<std::borrow::Cow<'_, Frontend>, Error> {
-        let f = self.for_target_unversioned(target, opts)?;
-        versions::with_versions(self, f, target, opts)
-    }
-
     /// [`Frontend::for_target`] without the versions for small sizes.
     fn for_target_unversioned(
         &self,

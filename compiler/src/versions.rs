@@ -11,13 +11,26 @@ use rocmc_ir::index::SizeId;
 use rocmc_ir::loops::{version::versioned, Program};
 use std::borrow::Cow;
 
+impl Frontend {
+    /// This kernel for `target`: its default schedules written again by
+    /// rules that depend on the target (a matrix product onto its matrix
+    /// instructions), and lowered again if a stage has an `mma` step; with
+    /// the versions for small sizes rules ask for. On the CPU,
+    /// `opts.emulate` names the processor whose rules and matrix
+    /// instructions are used.
+    pub fn for_target(&self, target: &Target, opts: &Options) -> Result<Cow<'_, Frontend>, Error> {
+        let f = self.for_target_unversioned(target, opts)?;
+        with_versions(self, f, target, opts)
+    }
+}
+
 /// `f` (the kernel `base` lowered for `target`) with its versions for
 /// small sizes, where a rule asks for one and both lowerings launch
 /// alike; else `f` unchanged. A version that does not build leaves the
 /// general kernel alone: it is an optimisation, never the user's error.
 /// Versioned kernels that fail the loop IR's verifier (a rocmc bug) are
 /// an error naming the pass `versions`, as a lowering pass's would be.
-pub(super) fn with_versions<'a>(
+fn with_versions<'a>(
     base: &Frontend,
     f: Cow<'a, Frontend>,
     target: &Target,

@@ -243,11 +243,7 @@ impl<'s> Cx<'s> {
             }
         }
         self.divisible(&kdecl, &mut sizes);
-        for (name, bound) in self.rules.bounds {
-            if let Some(sv) = sizes.iter_mut().find(|s| s.name == *name) {
-                sv.max = sv.max.min(*bound);
-            }
-        }
+        self.version_bounds(&mut sizes);
         let mut k = Kernel {
             name: kname,
             sizes,
@@ -257,7 +253,6 @@ impl<'s> Cx<'s> {
             tuning: None,
             kept: Vec::new(),
         };
-
         for (name, decl) in &doc.inputs {
             let ok = self.name(name, "tensor", &names);
             let span = span_of(name);
@@ -402,6 +397,16 @@ impl<'s> Cx<'s> {
             self.error(d);
         }
         found
+    }
+
+    /// The sizes taken at most the bounds a version for small sizes is
+    /// written under ([`super::RulesFor::bounds`]).
+    fn version_bounds(&self, sizes: &mut [SizeVar]) {
+        for (name, bound) in self.rules.bounds {
+            if let Some(sv) = sizes.iter_mut().find(|s| s.name == *name) {
+                sv.max = sv.max.min(*bound);
+            }
+        }
     }
 
     /// `[kernel] divisible`: each named size's divisor, between 1 and its maximum.
