@@ -189,13 +189,42 @@ fn printed_default_steps_pasted_into_the_file_give_the_same_kernel() {
             text(&out.stderr)
         );
         let strip = |s: String| s.replace("k.toml", "").replace("p.toml", "");
-        assert_eq!(
-            strip(std::fs::read_to_string(d.path().join("k.loops")).unwrap()),
-            strip(std::fs::read_to_string(d.path().join("p.loops")).unwrap()),
-            "{name}"
-        );
+        let k_loops = strip(std::fs::read_to_string(d.path().join("k.loops")).unwrap());
+        let p_loops = strip(std::fs::read_to_string(d.path().join("p.loops")).unwrap());
+        // A version for short rows (AMD row chains, said in the printed
+        // schedule) is the rule's under another bound: what the pasted
+        // steps give is the general version, the kernel's other side.
+        if printed.contains("the kernel runs a version") {
+            assert_eq!(
+                general_version(&k_loops),
+                general_version(&p_loops),
+                "{name}"
+            );
+        } else {
+            assert_eq!(k_loops, p_loops, "{name}");
+        }
         let again = std::fs::read_to_string(d.path().join("p.schedule")).unwrap();
         assert!(again.contains("as written in the file"), "{again}");
+    }
+}
+
+/// The loops of a kernel's general version: the body after a versioned
+/// kernel's top-level `else:` (one level out), or the whole body; without
+/// the array declarations, which list both versions'.
+fn general_version(loops: &str) -> String {
+    let body: Vec<&str> = loops
+        .lines()
+        .filter(|l| !l.starts_with("  lds ") && !l.starts_with("  registers "))
+        .collect();
+    match body.iter().position(|l| *l == "  else:") {
+        Some(at) => {
+            let head = body.iter().take_while(|l| !l.starts_with("  if "));
+            let general = body[at + 1..]
+                .iter()
+                .map(|l| l.strip_prefix("  ").unwrap_or(l));
+            head.copied().chain(general).collect::<Vec<_>>().join("\n")
+        }
+        None => body.join("\n"),
     }
 }
 
@@ -374,8 +403,10 @@ fn row_reductions_combine_threads_by_lane_exchanges() {
             };
             assert!(asm.contains(exchange), "{name} {mcpu}");
             let barriers = asm.matches(barrier).count();
+            // A kernel with a version for short rows has each version's.
+            let versions = if loops.contains("\n  else:\n") { 2 } else { 1 };
             assert!(
-                barriers <= 3 * reductions,
+                barriers <= 3 * reductions * versions,
                 "{name} {mcpu}: {barriers} barriers"
             );
             // The exchanges as the CPU runs them (through LDS), against the interpreter.

@@ -389,24 +389,30 @@ fn column_vectors(k: &Kernel, yi: usize) -> Vec<(String, i64)> {
         if !matches!(t.kind, TensorKind::Input) || t.shape.len() != 1 || t.shape[0] != *cols {
             continue;
         }
-        let (mut reads, mut ok) = (0, true);
-        for (si, st) in k.stages.iter().enumerate() {
-            for e in st.exprs() {
-                e.visit_loads(&mut |tt, ix| {
-                    if tt.0 as usize != ti {
-                        return;
-                    }
-                    reads += 1;
-                    ok &= si == yi && ix.len() == 1 && ix[0] == Index::Var(VarId(1));
-                });
-                e.visit_gathers(&mut |tt| ok &= tt.0 as usize != ti);
-            }
-        }
-        if ok && reads > 0 {
+        let only_here = |si: usize, ix: &[Index]| si == yi && ix == [Index::Var(VarId(1))];
+        if reads_if(k, ti, only_here).is_some_and(|n| n > 0) {
             out.push((t.name.clone(), (16 / t.dtype.size().max(1)).max(1) as i64));
         }
     }
     out
+}
+
+/// How often the stages read tensor `ti`, if every read is a load that
+/// `ok` takes (the reading stage, the indices) and none gathers from it.
+fn reads_if(k: &Kernel, ti: usize, ok: impl Fn(usize, &[Index]) -> bool) -> Option<usize> {
+    let (mut reads, mut all) = (0, true);
+    for (si, st) in k.stages.iter().enumerate() {
+        for e in st.exprs() {
+            e.visit_loads(&mut |tt, ix| {
+                if tt.0 as usize == ti {
+                    reads += 1;
+                    all &= ok(si, ix);
+                }
+            });
+            e.visit_gathers(&mut |tt| all &= tt.0 as usize != ti);
+        }
+    }
+    all.then_some(reads)
 }
 
 /// The inputs worth staging in LDS for a row chain: each read only as
@@ -423,26 +429,14 @@ fn row_inputs(k: &Kernel, yi: usize, chain: &[usize], budget: u64) -> Vec<(Strin
         if !matches!(t.kind, TensorKind::Input) || t.shape.len() != 2 || t.shape[0] != *rows {
             continue;
         }
-        let (mut reads, mut ok) = (0, true);
-        for (si, st) in k.stages.iter().enumerate() {
-            for e in st.exprs() {
-                e.visit_loads(&mut |tt, ix| {
-                    if tt.0 as usize != ti {
-                        return;
-                    }
-                    reads += 1;
-                    ok &= readers.contains(&si)
-                        && ix.len() == 2
-                        && ix[0] == Index::Var(VarId(0))
-                        && ix[1] == Index::Var(VarId(1));
-                });
-                e.visit_gathers(&mut |tt| ok &= tt.0 as usize != ti);
-            }
-        }
+        let at_row = |si: usize, ix: &[Index]| {
+            readers.contains(&si) && ix == [Index::Var(VarId(0)), Index::Var(VarId(1))]
+        };
+        let reads = reads_if(k, ti, at_row);
         let row = u64::try_from(t.shape[1].max_value(&size_max, &[]))
             .unwrap_or(u64::MAX)
             .saturating_mul(t.dtype.size() as u64);
-        if !ok || reads < 2 || bytes.saturating_add(row) > budget {
+        if reads.is_none_or(|n| n < 2) || bytes.saturating_add(row) > budget {
             continue;
         }
         bytes += row;
