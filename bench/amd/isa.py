@@ -180,14 +180,13 @@ def version_taken(code, value, bound):
             continue
         seen.add(n)
         i = code[n]
-        succ = []
-        if i.target is not None and i.target in index:
-            succ.append(index[i.target])
-        if i.mnemonic not in ("s_branch", "s_endpgm", "s_setpc_b64"):
-            succ.append(n + 1)
         if n == guard[0]:
-            succ = [index[i.target]] if guard[1] else [n + 1]
-        todo.extend(succ)
+            todo.append(index[i.target] if guard[1] else n + 1)
+            continue
+        if i.target is not None and i.target in index:
+            todo.append(index[i.target])
+        if i.mnemonic not in ("s_branch", "s_endpgm", "s_setpc_b64"):
+            todo.append(n + 1)
     return [code[n] for n in sorted(seen)]
 
 

@@ -9,13 +9,13 @@ use super::{GpuKernel, Stmt};
 use crate::index::{Index, SizeId, VarId};
 use crate::kernel::{Expr, ExprKind};
 use crate::schedule::Guard;
+use std::collections::HashMap;
 
 /// `fast` where size `size` is at most `bound`, else `general`, as one
 /// kernel: the two bodies on either side of an unswitch on the size,
-/// `fast`'s loop
-/// variables and arrays numbered after `general`'s. None where the two do
-/// not launch alike (name, arguments, work-group, grid) or
-/// `fast` relies on what a launch of `general` need not satisfy.
+/// `fast`'s loop variables and arrays numbered after `general`'s. None
+/// where the two do not launch alike (name, arguments, work-group, grid)
+/// or `fast` relies on what a launch of `general` need not satisfy.
 pub fn versioned(
     fast: &GpuKernel,
     general: &GpuKernel,
@@ -60,8 +60,12 @@ pub fn versioned(
             }
         });
     }
+    let after = general.vars.len() as u32;
     let mut shift = Shift {
-        vars: general.vars.len() as u32,
+        vars: (0..fast.vars.len() as u32)
+            .map(|v| (VarId(v), Index::Var(VarId(v + after))))
+            .collect(),
+        after,
         locals: general.locals.len() as u32,
         shared,
     };
@@ -90,50 +94,42 @@ pub fn versioned(
     Some(k)
 }
 
-/// Renumbers a body's loop variables and register arrays by offsets, its
-/// LDS arrays by a table.
+/// Renumbers a body's loop variables (each `v` to `v + after`) and
+/// register arrays by offsets, its LDS arrays by a table.
 struct Shift {
-    vars: u32,
+    vars: HashMap<VarId, Index>,
+    after: u32,
     locals: u32,
     shared: Vec<u32>,
 }
 
-impl Shift {
-    fn ix(&self, i: &Index) -> Index {
-        match i {
-            Index::Var(v) => Index::Var(VarId(v.0 + self.vars)),
-            Index::Bin(op, a, b) => Index::Bin(*op, Box::new(self.ix(a)), Box::new(self.ix(b))),
-            other => other.clone(),
-        }
-    }
-}
-
 impl Fold for Shift {
     fn index(&mut self, i: Index) -> Index {
-        self.ix(&i)
+        i.subst(&self.vars)
     }
     fn expr(&mut self, e: Expr) -> Expr {
-        let (locals, shared) = (self.locals, &self.shared);
-        e.map_indices(&|i: &Index| self.ix(i)).rewrite(&|x: &Expr| {
-            let kind = match &x.kind {
-                ExprKind::Local { local, index } => ExprKind::Local {
-                    local: local + locals,
-                    index: index.clone(),
-                },
-                ExprKind::Shared { shared: s, index } => ExprKind::Shared {
-                    shared: shared[*s as usize],
-                    index: index.clone(),
-                },
-                _ => return None,
-            };
-            Some(Expr {
-                kind,
-                dtype: x.dtype,
+        let (vars, locals, shared) = (&self.vars, self.locals, &self.shared);
+        e.map_indices(&|i: &Index| i.subst(vars))
+            .rewrite(&|x: &Expr| {
+                let kind = match &x.kind {
+                    ExprKind::Local { local, index } => ExprKind::Local {
+                        local: local + locals,
+                        index: index.clone(),
+                    },
+                    ExprKind::Shared { shared: s, index } => ExprKind::Shared {
+                        shared: shared[*s as usize],
+                        index: index.clone(),
+                    },
+                    _ => return None,
+                };
+                Some(Expr {
+                    kind,
+                    dtype: x.dtype,
+                })
             })
-        })
     }
     fn var(&mut self, v: VarId) -> VarId {
-        VarId(v.0 + self.vars)
+        VarId(v.0 + self.after)
     }
     fn local(&mut self, l: u32) -> u32 {
         l + self.locals

@@ -159,10 +159,16 @@ fn register_version(
     let Index::Size(s) = k.stages[yi].axes[1].extent else {
         return None;
     };
-    let run = (threads * per * unroll) as u64;
+    let run = register_run(threads, per, unroll);
     let size = &k.sizes[s.0 as usize];
     let read_twice = !row_inputs(k, yi, chain, u64::MAX).is_empty();
     (amd && per > 1 && size.max > run && read_twice).then(|| (size.name.clone(), run))
+}
+
+/// The longest row a thread's registers keep on AMD: one run of its
+/// steps, `per` elements of each of `unroll` steps for `threads` threads.
+fn register_run(threads: i64, per: i64, unroll: i64) -> u64 {
+    (threads * per * unroll) as u64
 }
 
 /// The declared results (`output = true`) before final stage `yi` that
@@ -233,7 +239,7 @@ fn staging(
     let in_registers = amd && per > 1 && {
         let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
         let cols = u64::try_from(y.axes[1].extent.max_value(&size_max, &[])).unwrap_or(u64::MAX);
-        cols <= (threads * per * unroll) as u64
+        cols <= register_run(threads, per, unroll)
     };
     let lds = if staged.is_empty() {
         0
