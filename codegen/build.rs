@@ -19,7 +19,47 @@ fn llvm_config(arg: &str) -> String {
         .to_string()
 }
 
+/// A digest of every file at or under `paths`, in path order: the compilation
+/// cache's word for "this code generator" (src/cache.rs).
+fn source_digest(paths: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let entries = std::fs::read_dir(dir).expect("the crate's own folders are readable");
+        for e in entries.map(|e| e.expect("a readable entry").path()) {
+            if e.is_dir() {
+                walk(&e, out);
+            } else {
+                out.push(e);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for d in paths {
+        println!("cargo:rerun-if-changed={d}");
+        let p = std::path::Path::new(d);
+        match p.is_dir() {
+            true => walk(p, &mut files),
+            false => files.push(p.to_path_buf()),
+        }
+    }
+    files.sort();
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.to_string_lossy().as_bytes());
+        h.update(std::fs::read(&f).expect("a readable source file"));
+    }
+    format!("{:x}", h.finalize())
+}
+
 fn main() {
+    println!(
+        "cargo:rustc-env=ROCMC_CODEGEN_SOURCE={}",
+        source_digest(&["src", "shim", "build.rs", "Cargo.toml"])
+    );
+    println!(
+        "cargo:rustc-env=ROCMC_LLVM_VERSION={}",
+        llvm_config("--version")
+    );
     println!("cargo:rerun-if-changed=shim/target.cpp");
     println!("cargo:rerun-if-env-changed=LLVM_CONFIG");
     let include = llvm_config("--includedir");

@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
+# LLVM's work for a module it has compiled before is read back, not redone
+# (codegen/src/cache.rs): tests that compile the same kernel for the same
+# target share it within a run, and a rerun after a change recompiles
+# only the modules the change altered. `rm -rf target/rocmc-cache` empties it.
+export ROCMC_CACHE_DIR=${ROCMC_CACHE_DIR:-$PWD/target/rocmc-cache}
+
 times=$(mktemp)
 log=$(mktemp)
 phase() { # phase NAME COMMAND...: runs it and records its seconds

@@ -1,6 +1,8 @@
 //! The `rocmc` command line: outputs, options, and errors.
 
 use crate::common::*;
+use std::path::Path;
+use std::process::Command;
 
 fn ok(out: &std::process::Output) {
     assert!(out.status.success(), "rocmc failed:\n{}", text(&out.stderr));
@@ -320,21 +322,26 @@ fn code_object_version_is_checked() {
     assert!(files_in(d.path()).is_empty());
 }
 
+/// `--time-passes` names each phase. With a compilation cache
+/// (`ROCMC_CACHE_DIR`, codegen/src/cache.rs) the second build of the same
+/// kernel skips LLVM's optimisation and code generation, says so, and
+/// writes the same bytes; a cache entry cut short is taken as absent.
 #[test]
-fn time_passes_prints_each_phase() {
+fn time_passes_prints_each_phase_and_a_cache_hit() {
     let d = tempfile::tempdir().unwrap();
-    let out = rocmc(
-        d.path(),
-        &[
-            "build",
-            "--mcpu",
-            "gfx90a",
-            "--time-passes",
-            example("vadd").to_str().unwrap(),
-        ],
-    );
-    ok(&out);
-    let err = text(&out.stderr);
+    let cache = d.path().join("cache");
+    let build = |out: &str| {
+        let o = Command::new(rocmc_bin())
+            .args(["build", "--mcpu", "gfx90a", "--time-passes", "-o", out])
+            .arg(example("vadd"))
+            .env("ROCMC_CACHE_DIR", &cache)
+            .current_dir(d.path())
+            .output()
+            .unwrap();
+        ok(&o);
+        text(&o.stderr)
+    };
+    let err = build("first.hsaco");
     for phase in [
         "parse",
         "validate",
@@ -348,6 +355,33 @@ fn time_passes_prints_each_phase() {
     ] {
         assert!(err.contains(phase), "{err}");
     }
+    assert!(!err.contains("llvm (cached)"), "{err}");
+    let entries: Vec<_> = walk(&cache);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let again = build("second.hsaco");
+    assert!(again.contains("llvm (cached)"), "{again}");
+    assert!(!again.contains("llvm codegen"), "{again}");
+    let read = |f: &str| std::fs::read(d.path().join(f)).unwrap();
+    assert_eq!(read("first.hsaco"), read("second.hsaco"));
+    // Truncated: compiled again, and written whole.
+    let whole = std::fs::read(&entries[0]).unwrap();
+    std::fs::write(&entries[0], &whole[..whole.len() / 2]).unwrap();
+    let third = build("third.hsaco");
+    assert!(third.contains("llvm codegen"), "{third}");
+    assert_eq!(read("first.hsaco"), read("third.hsaco"));
+    assert_eq!(std::fs::read(&entries[0]).unwrap(), whole);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()) {
+        match e.is_dir() {
+            true => out.extend(walk(&e)),
+            false => out.push(e),
+        }
+    }
+    out
 }
 
 #[test]

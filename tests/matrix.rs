@@ -65,6 +65,9 @@ fn call(i: &MatrixInstr, n: usize) -> String {
 fn llc_accepts(ir: &str, processor: &str, wave64: bool) -> bool {
     let nvidia = processor.starts_with("sm_");
     let mut cmd = Command::new("llc-22");
+    // Most of these calls are meant to fail, and a failing llc prints a
+    // stack trace; symbolising it took longer than the compilation.
+    cmd.env("LLVM_DISABLE_SYMBOLIZATION", "1");
     if nvidia {
         cmd.args([
             "-mtriple=nvptx64-nvidia-cuda",

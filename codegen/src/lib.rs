@@ -13,6 +13,7 @@
 //! through LLVM's JIT.
 
 pub mod backend;
+mod cache;
 pub mod disasm;
 mod emit;
 mod function;

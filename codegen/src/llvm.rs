@@ -126,6 +126,23 @@ pub fn compile(
     })?;
     let t1 = std::time::Instant::now();
     let pipeline = if light { "default<O0>" } else { "default<O3>" };
+    let asked = format!("{req:?}");
+    let (cpu, features) = (tm.get_cpu(), tm.get_feature_string());
+    let triple = be.triple();
+    let machine = [
+        triple.as_str(),
+        cpu.to_str().unwrap_or_default(),
+        features.to_str().unwrap_or_default(),
+        pipeline,
+        &asked,
+    ];
+    let key = crate::cache::key(&module, &machine);
+    if let Some(mut hit) = key.as_ref().and_then(crate::cache::load) {
+        if hit.object.is_some() == req.object && hit.asm.is_some() == req.asm {
+            hit.timings = vec![("llvm build", t1 - t0), ("llvm (cached)", t1.elapsed())];
+            return Ok(hit);
+        }
+    }
     module
         .run_passes(pipeline, &tm, PassBuilderOptions::create())
         .map_err(llvm_err)?;
@@ -176,6 +193,9 @@ pub fn compile(
         ),
         ("llvm codegen", t2.elapsed()),
     ];
+    if let Some(key) = &key {
+        crate::cache::store(key, &out);
+    }
     Ok(out)
 }
 

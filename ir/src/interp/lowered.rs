@@ -28,6 +28,7 @@ pub fn run_lowered(
         })
         .collect();
     let out_of_range = std::cell::RefCell::new(None);
+    let mut lanes = FillLanes::default();
     for (own, g) in &expanded {
         let st = k.stage(g.stage);
         let env = Env {
@@ -44,6 +45,7 @@ pub fn run_lowered(
             shapes: &shapes,
             stage: &st.name,
             lazy: None,
+            bound: Default::default(),
         };
         let grid: Vec<i64> = g
             .grid
@@ -97,6 +99,7 @@ pub fn run_lowered(
                     let active = vec![true; threads];
                     Block {
                         env: &env,
+                        lanes: &mut lanes,
                         ids: &ids,
                         th: &mut th,
                         bufs: &mut bufs,
@@ -157,10 +160,32 @@ fn dz(env: &Env) -> InterpError {
     }
 }
 
+/// Each fill's lanes as expressions ([`crate::loops::fill_lane`]), built
+/// once per fill statement rather than once per thread and trip: a fill
+/// runs for every thread of every work-group, and rebuilding its lanes'
+/// expression trees there was most of the race check's time. Keyed by the
+/// statement's value, which the program holds unmoved while it runs.
+#[derive(Default)]
+struct FillLanes(std::collections::HashMap<(*const Expr, u32, bool), std::rc::Rc<[Expr]>>);
+
+impl FillLanes {
+    fn of(&mut self, k: &Kernel, value: &Expr, width: u32, zero: bool) -> std::rc::Rc<[Expr]> {
+        self.0
+            .entry((value as *const Expr, width, zero))
+            .or_insert_with(|| {
+                (0..width)
+                    .map(|l| crate::loops::fill_lane(k, value, l, zero))
+                    .collect()
+            })
+            .clone()
+    }
+}
+
 /// One block's threads running loop IR in lockstep: what every statement
 /// reads and writes.
 struct Block<'a, 'e> {
     env: &'a Env<'e>,
+    lanes: &'a mut FillLanes,
     ids: &'a [Ids],
     th: &'a mut [Thread],
     bufs: &'a mut [Buffer],
@@ -357,11 +382,8 @@ impl Block<'_, '_> {
         let dz = || dz(env);
         for (n, t) in active_threads(self.th.iter(), active) {
             env.races.borrow_mut().current = n;
-            let idx = indices
-                .iter()
-                .map(|i| i.eval(env.sizes, &t.vars).ok_or_else(dz))
-                .collect::<Result<Vec<_>, _>>()?;
-            let off = env.offset(tensor, &idx)?;
+            let at = |d: usize| indices[d].eval(env.sizes, &t.vars).ok_or_else(dz);
+            let off = on_stack(0, indices.len(), at, |idx| env.offset(tensor, idx))?;
             let v = env.eval(value, &t.vars, self.bufs, &t.locals, self.shared)?;
             self.bufs[tensor.0 as usize].set(off, v);
         }
@@ -450,20 +472,21 @@ impl Block<'_, '_> {
         active: &[bool],
     ) -> Result<(), InterpError> {
         let env = self.env;
+        let lane_exprs = self.lanes.of(env.k, value, width, zero);
         let (bufs, shared) = (&*self.bufs, &mut *self.shared);
+        let mut lanes = Vec::with_capacity(width as usize);
         for (n, t) in active_threads(self.th.iter_mut(), active) {
             env.races.borrow_mut().current = n;
             let i = index.eval(env.sizes, &t.vars).ok_or_else(|| dz(env))? as usize;
             // Every lane is read before any is written, as one access does.
-            let mut lanes = Vec::with_capacity(width as usize);
-            for l in 0..width {
-                let lane = crate::loops::fill_lane(env.k, value, l, zero);
+            lanes.clear();
+            for lane in lane_exprs.iter() {
                 lanes.push(normalize(
                     value.dtype,
-                    env.eval(&lane, &t.vars, bufs, &t.locals, shared)?,
+                    env.eval(lane, &t.vars, bufs, &t.locals, shared)?,
                 ));
             }
-            for (l, v) in lanes.into_iter().enumerate() {
+            for (l, v) in lanes.iter().copied().enumerate() {
                 match mem {
                     crate::loops::Mem::Shared if asynchronous => t.open.push(InFlight {
                         array: a,

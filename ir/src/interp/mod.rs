@@ -351,6 +351,20 @@ struct Env<'a> {
     /// Stage results computed on demand, point by point ([`run_sampled`]);
     /// `None` where every stage is evaluated whole, in order.
     lazy: Option<&'a sample::Lazy<'a>>,
+    /// What [`ExprKind::Reduced`] and [`ExprKind::Operand`] stand for while
+    /// a stage's epilogue or a tuple's combiner is evaluated.
+    bound: std::cell::RefCell<Bound>,
+}
+
+/// Values bound to the placeholders of an expression, each with the dtype
+/// the constant that replaced it had: evaluated in place of a copy of the
+/// expression with constants substituted (one copy per point and per
+/// element was most of a tuple reduction's time), with the same result.
+#[derive(Default)]
+struct Bound {
+    reduced: Option<(Scalar, DType)>,
+    /// A combiner's left (`a.X`) and right (`b.X`) partial results.
+    operands: [Vec<(Scalar, DType)>; 2],
 }
 
 impl Env<'_> {
@@ -417,8 +431,22 @@ impl Env<'_> {
             let x = self.eval(&r.body, point, bufs, &[], &[])?;
             acc = self.accumulate(r.op, t, acc, x)?;
         }
-        let c = constant(normalize(t, acc), t);
-        self.eval(&st.value.replace_reduced(&c), point, bufs, &[], &[])
+        self.eval_with_reduced(&st.value, (normalize(t, acc), t), point, bufs)
+    }
+
+    /// `e` evaluated with its [`ExprKind::Reduced`] standing for the
+    /// constant `(v, t)`.
+    fn eval_with_reduced(
+        &self,
+        e: &Expr,
+        (v, t): (Scalar, DType),
+        point: &[i64],
+        bufs: &[Buffer],
+    ) -> Result<Scalar, InterpError> {
+        self.bound.borrow_mut().reduced = Some((v, t));
+        let out = self.eval(e, point, bufs, &[], &[]);
+        self.bound.borrow_mut().reduced = None;
+        out
     }
 
     fn note_out_of_range(&self, tensor: TensorId, index: &[i64], scatter: bool) {
@@ -511,15 +539,30 @@ impl Env<'_> {
                 .map(|e| Ok(constant(self.eval(e, point, bufs, &[], &[])?, e.dtype)))
                 .collect()
         };
-        let mut acc = consts(&tup.init, point)?;
+        let acc = consts(&tup.init, point)?;
         let name = |slot: usize| self.k.tensor(tup.outputs[slot]).name.clone();
         self.identity(tup, &name, &acc, point, bufs)?;
+        let literal = |e: &Expr| match e.kind {
+            ExprKind::Float(v) => (Scalar::F(v), e.dtype),
+            ExprKind::Int(v) => (Scalar::I(v), e.dtype),
+            _ => unreachable!("`consts` gives constants"),
+        };
+        let mut left: Vec<(Scalar, DType)> = acc.iter().map(literal).collect();
         for rflat in 0..rtotal {
             unflatten(rflat, rext, &mut point[nout..]);
-            let x = consts(&tup.elems, point)?;
-            acc = consts(&tup.apply(&acc, &x), point)?;
+            let mut right = Vec::with_capacity(tup.elems.len());
+            for e in &tup.elems {
+                right.push((self.eval(e, point, bufs, &[], &[])?, e.dtype));
+            }
+            self.bound.borrow_mut().operands = [left, right];
+            let mut next = Vec::with_capacity(tup.combine.len());
+            for c in &tup.combine {
+                next.push((self.eval(c, point, bufs, &[], &[])?, c.dtype));
+            }
+            left = next;
         }
-        Ok(acc)
+        self.bound.borrow_mut().operands = Default::default();
+        Ok(left.into_iter().map(|(v, t)| constant(v, t)).collect())
     }
 
     /// Whether `tup`'s combiner keeps `init` (evaluated: `acc`) when it
@@ -615,34 +658,48 @@ impl Env<'_> {
                 shared[*a as usize][i as usize]
             }
             ExprKind::Reduced | ExprKind::Operand { .. } => {
-                return Err(InterpError::BadInput(
-                    "internal: a reduction result outside its stage".into(),
-                ))
+                let bound = self.bound.borrow();
+                let value = match e.kind {
+                    ExprKind::Operand { right, slot } => {
+                        bound.operands[right as usize].get(slot as usize)
+                    }
+                    _ => bound.reduced.as_ref(),
+                };
+                // As the constant it stands for: rounded to that constant's dtype.
+                return match value {
+                    Some(&(v, dt)) => Ok(normalize(dt, v)),
+                    None => Err(InterpError::BadInput(
+                        "internal: a reduction result outside its stage".into(),
+                    )),
+                };
             }
             ExprKind::Index(i) => Scalar::I(ix(i)?),
-            ExprKind::Load { tensor, indices } => {
-                let idx = indices.iter().map(ix).collect::<Result<Vec<_>, _>>()?;
-                self.read(*tensor, self.offset(*tensor, &idx)?, bufs)?
-            }
+            ExprKind::Load { tensor, indices } => on_stack(
+                0,
+                indices.len(),
+                |d| ix(&indices[d]),
+                |idx| self.read(*tensor, self.offset(*tensor, idx)?, bufs),
+            )?,
             ExprKind::Gather { tensor, indices } => {
-                let mut idx = Vec::with_capacity(indices.len());
-                for sub in indices {
-                    idx.push(self.eval(sub, vars, bufs, locals, shared)?.i());
-                }
                 let shape = &self.shapes[tensor.0 as usize];
-                if shape.contains(&0) {
-                    return Ok(zero(t));
-                }
-                let mut clamped = idx.clone();
-                for ((i, sub), e) in clamped.iter_mut().zip(indices).zip(shape) {
-                    if sub.gather_subscript_is_clamped() {
-                        *i = (*i).clamp(0, e - 1);
+                let sub = |d: usize| Ok(self.eval(&indices[d], vars, bufs, locals, shared)?.i());
+                on_stack(0, indices.len(), sub, |idx| {
+                    if shape.contains(&0) {
+                        return Ok(zero(t));
                     }
-                }
-                if clamped != idx {
-                    self.note_out_of_range(*tensor, &idx, false);
-                }
-                self.read(*tensor, self.offset(*tensor, &clamped)?, bufs)?
+                    let outside = |(d, (i, e)): (usize, (&i64, &i64))| {
+                        indices[d].gather_subscript_is_clamped() && (*i < 0 || i >= e)
+                    };
+                    if idx.iter().zip(shape).enumerate().any(outside) {
+                        self.note_out_of_range(*tensor, idx, false);
+                        for ((i, sub), e) in idx.iter_mut().zip(indices).zip(shape) {
+                            if sub.gather_subscript_is_clamped() {
+                                *i = (*i).clamp(0, e - 1);
+                            }
+                        }
+                    }
+                    self.read(*tensor, self.offset(*tensor, idx)?, bufs)
+                })?
             }
             ExprKind::Unary(UnaryOp::Neg, a) => match self.eval(a, vars, bufs, locals, shared)? {
                 Scalar::F(x) => Scalar::F(-x),
@@ -673,11 +730,8 @@ impl Env<'_> {
                 })?
             }
             ExprKind::Call(f, args) => {
-                let xs = args
-                    .iter()
-                    .map(|a| self.eval(a, vars, bufs, locals, shared))
-                    .collect::<Result<Vec<_>, _>>()?;
-                math(*f, t, &xs)
+                let arg = |d: usize| self.eval(&args[d], vars, bufs, locals, shared);
+                on_stack(Scalar::I(0), args.len(), arg, |xs| Ok(math(*f, t, xs)))?
             }
         };
         Ok(normalize(t, v))
@@ -762,6 +816,29 @@ fn all_buffers(k: &Kernel, shapes: &[Vec<i64>], inputs: &[Buffer]) -> Vec<Buffer
         .collect()
 }
 
+/// `then` given the `n` values `get` yields, kept on the stack up to eight
+/// (every access's subscripts, every call's arguments): the interpreter
+/// reads one element per access, and a list on the heap per read was a
+/// fifth of its time.
+fn on_stack<V: Copy, T>(
+    fill: V,
+    n: usize,
+    mut get: impl FnMut(usize) -> Result<V, InterpError>,
+    then: impl FnOnce(&mut [V]) -> Result<T, InterpError>,
+) -> Result<T, InterpError> {
+    const N: usize = 8;
+    if n <= N {
+        let mut buf = [fill; N];
+        for (d, slot) in buf[..n].iter_mut().enumerate() {
+            *slot = get(d)?;
+        }
+        then(&mut buf[..n])
+    } else {
+        let mut v = (0..n).map(get).collect::<Result<Vec<_>, _>>()?;
+        then(&mut v)
+    }
+}
+
 /// Row-major coordinates of `flat` within `ext`.
 fn unflatten(mut flat: i64, ext: &[i64], out: &mut [i64]) {
     for d in (0..ext.len()).rev() {
@@ -802,6 +879,7 @@ pub fn run_reporting(
             shapes: &shapes,
             stage: &st.name,
             lazy: None,
+            bound: Default::default(),
         };
         whole_stage(&env, st, &mut bufs)?;
     }

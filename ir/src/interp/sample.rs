@@ -185,6 +185,7 @@ impl Lazy<'_> {
             shapes: self.shapes,
             stage: &st.name,
             lazy: Some(self),
+            bound: Default::default(),
         };
         let entries = self.compute(&env, st, t, off)?;
         let mut memo = self.memo.borrow_mut();

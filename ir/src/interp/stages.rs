@@ -63,6 +63,7 @@ fn constant_env<'a>(
         shapes: &[],
         stage,
         lazy: None,
+        bound: Default::default(),
     }
 }
 
@@ -230,13 +231,7 @@ fn scan_row(
         let x = env.eval(&r.body, &point, bufs, &[], &[])?;
         acc = env.accumulate(r.op, t, acc, x)?;
         let got = normalize(t, if scan.exclusive { before } else { acc });
-        let v = env.eval(
-            &st.value.replace_reduced(&constant(got, t)),
-            &point,
-            bufs,
-            &[],
-            &[],
-        )?;
+        let v = env.eval_with_reduced(&st.value, (got, t), &point, bufs)?;
         out.push((st.output, env.offset(st.output, &point[..n])?, v));
     }
     Ok(())
@@ -281,9 +276,8 @@ fn topk_row(
     for j in 0..ext[n - 1] {
         point[n - 1] = j;
         let key = keys.get(j as usize).copied().unwrap_or(i64::MIN);
-        let key = constant(Scalar::I(key), DType::I64);
         for (o, e) in t.outputs.iter().zip(&t.epilogues) {
-            let v = env.eval(&e.replace_reduced(&key), &point, bufs, &[], &[])?;
+            let v = env.eval_with_reduced(e, (Scalar::I(key), DType::I64), &point, bufs)?;
             out.push((*o, env.offset(*o, &point[..n])?, v));
         }
     }
