@@ -14,12 +14,19 @@
 //! Only successful compilations are stored; an unreadable or truncated
 //! entry counts as absent. Nothing is ever evicted: delete the folder.
 
-use crate::llvm::Emitted;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 /// The first line of every entry; a format change bumps it.
 const MAGIC: &[u8] = b"rocmc-llvm-cache 1\n";
+
+/// What an entry holds: a compilation's emissions (`llvm::Emitted`
+/// without its timings).
+pub(crate) struct Outputs {
+    pub llvm_ir: String,
+    pub asm: Option<String>,
+    pub object: Option<Vec<u8>>,
+}
 
 /// An entry's name: the SHA-256 of its key's parts, in hex.
 pub(crate) struct Key(String);
@@ -55,7 +62,7 @@ fn path(key: &Key) -> Option<PathBuf> {
 }
 
 /// The stored outputs of `key`, if any.
-pub(crate) fn load(key: &Key) -> Option<Emitted> {
+pub(crate) fn load(key: &Key) -> Option<Outputs> {
     let bytes = std::fs::read(path(key)?).ok()?;
     let mut rest = bytes.strip_prefix(MAGIC)?;
     let mut field = || -> Option<Option<Vec<u8>>> {
@@ -71,17 +78,16 @@ pub(crate) fn load(key: &Key) -> Option<Emitted> {
         None => None,
     };
     let object = field()?;
-    Some(Emitted {
+    Some(Outputs {
         llvm_ir,
         asm,
         object,
-        timings: Vec::new(),
     })
 }
 
-/// Stores `out` under `key`; a failure to write only costs the next
+/// Stores a compilation's emissions under `key`; a failure to write only costs the next
 /// compilation its hit.
-pub(crate) fn store(key: &Key, out: &Emitted) {
+pub(crate) fn store(key: &Key, llvm_ir: &str, asm: Option<&str>, object: Option<&[u8]>) {
     let Some(file) = path(key) else { return };
     let mut bytes = MAGIC.to_vec();
     let mut field = |data: Option<&[u8]>| {
@@ -90,9 +96,9 @@ pub(crate) fn store(key: &Key, out: &Emitted) {
         bytes.extend((data.len() as u64).to_le_bytes());
         bytes.extend(data);
     };
-    field(Some(out.llvm_ir.as_bytes()));
-    field(out.asm.as_deref().map(str::as_bytes));
-    field(out.object.as_deref());
+    field(Some(llvm_ir.as_bytes()));
+    field(asm.map(str::as_bytes));
+    field(object);
     let Some(dir) = file.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;

@@ -137,10 +137,14 @@ pub fn compile(
         &asked,
     ];
     let key = crate::cache::key(&module, &machine);
-    if let Some(mut hit) = key.as_ref().and_then(crate::cache::load) {
+    if let Some(hit) = key.as_ref().and_then(crate::cache::load) {
         if hit.object.is_some() == req.object && hit.asm.is_some() == req.asm {
-            hit.timings = vec![("llvm build", t1 - t0), ("llvm (cached)", t1.elapsed())];
-            return Ok(hit);
+            return Ok(Emitted {
+                llvm_ir: hit.llvm_ir,
+                asm: hit.asm,
+                object: hit.object,
+                timings: vec![("llvm build", t1 - t0), ("llvm (cached)", t1.elapsed())],
+            });
         }
     }
     module
@@ -194,7 +198,7 @@ pub fn compile(
         ("llvm codegen", t2.elapsed()),
     ];
     if let Some(key) = &key {
-        crate::cache::store(key, &out);
+        crate::cache::store(key, &out.llvm_ir, out.asm.as_deref(), out.object.as_deref());
     }
     Ok(out)
 }
