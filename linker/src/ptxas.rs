@@ -60,6 +60,73 @@ pub struct Report {
 /// Assembles `ptx` for `arch` with the ptxas at `ptxas` (`-v`, warnings as
 /// errors); its per-kernel report, or ptxas's output as the error.
 pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<Report>, String> {
+    let entry = cached(ptxas, ptx, arch);
+    if let Some(text) = entry.as_ref().and_then(|e| std::fs::read_to_string(e).ok()) {
+        return Ok(parse(&text));
+    }
+    let text = run(ptxas, ptx, arch)?;
+    if let Some(e) = entry {
+        store(&e, &text);
+    }
+    Ok(parse(&text))
+}
+
+/// Where `ROCMC_CACHE_DIR` is set (as for LLVM's outputs: codegen's
+/// cache.rs), the file that holds the report of an accepted `ptx` for
+/// `arch` by this `ptxas` (known by its path, size and modification time):
+/// ptxas is a pure function of them, and the tests ask it about the same
+/// PTX in every run.
+fn cached(ptxas: &Path, ptx: &str, arch: &str) -> Option<std::path::PathBuf> {
+    use sha2::{Digest, Sha256};
+    let dir = std::env::var_os("ROCMC_CACHE_DIR").filter(|d| !d.is_empty())?;
+    let exe = std::fs::metadata(ptxas)
+        .or_else(|_| std::fs::metadata(which(ptxas)?))
+        .ok()?;
+    let mut h = Sha256::new();
+    for part in [
+        b"rocmc-ptxas-cache 1".as_slice(),
+        ptxas.as_os_str().as_encoded_bytes(),
+        format!("{} {:?}", exe.len(), exe.modified().ok()?).as_bytes(),
+        arch.as_bytes(),
+        ptx.as_bytes(),
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    Some(
+        PathBuf::from(dir)
+            .join("ptxas")
+            .join(format!("{:x}", h.finalize())),
+    )
+}
+
+/// `ptxas` as PATH finds it, for a bare name.
+fn which(ptxas: &Path) -> std::io::Result<PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(ptxas))
+        .find(|p| p.is_file())
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+}
+
+/// Keeps an accepted report; written aside and renamed, so a reader sees
+/// all of it or nothing.
+fn store(entry: &Path, text: &str) {
+    static WRITER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(dir) = entry.parent() else { return };
+    let n = WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("tmp.{}-{n}", std::process::id()));
+    if std::fs::create_dir_all(dir).is_ok()
+        && std::fs::write(&tmp, text).is_ok()
+        && std::fs::rename(&tmp, entry).is_err()
+    {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// One ptxas run: its output where it accepts the PTX, else as the error.
+fn run(ptxas: &Path, ptx: &str, arch: &str) -> Result<String, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let src = dir.path().join("k.ptx");
     std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
@@ -77,7 +144,7 @@ pub fn assemble(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<Report>, Stri
     if !out.status.success() {
         return Err(text);
     }
-    Ok(parse(&text))
+    Ok(text)
 }
 
 /// Parses `ptxas -v` output.
