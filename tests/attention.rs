@@ -147,7 +147,7 @@ fn a_decode_shape_gets_one_wave_of_rows() {
         (
             &pre,
             "gfx942",
-            "flash(j, rows=128, keys=32, stages=1, wave_rows=32)",
+            "flash(j, rows=256, keys=64, stages=1, wave_rows=32)",
         ),
         (&pre, "sm_90", "flash(j, rows=128, keys=32, stages=2)"),
     ] {

@@ -478,7 +478,7 @@ fn inspect_reports_resources_occupancy_and_json() {
     );
     // One 2-wave work-group per CU (its LDS: 64 keys of K and V at head
     // dimension 128): half the SIMDs idle, not the 1 wave LLVM's whole
-    // count reports. (The default tiles now leave 3 waves a SIMD.)
+    // count reports. (The default's one 8-wave group, 256 rows, leaves 2.)
     let src = std::fs::read_to_string(example("attention")).unwrap();
     let src = src.replace(
         "reduce = { j = \"T\", e = 128 }",
@@ -502,7 +502,7 @@ fn inspect_reports_resources_occupancy_and_json() {
     build_for_gfx942(d.path(), "attention", "default.hsaco");
     let out = ok(&rocmc(d.path(), &["inspect", "default.hsaco"]));
     assert!(
-        out.contains("LDS 17920 B") && out.contains("occupancy 3 waves/SIMD"),
+        out.contains("LDS 34816 B") && out.contains("occupancy 2 waves/SIMD"),
         "{out}"
     );
 }

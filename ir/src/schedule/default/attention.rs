@@ -25,6 +25,14 @@ pub fn flash_lds(rows: i64, keys: i64, stages: i64, e: i64, d: i64, registers_on
     }
 }
 
+/// LDS bytes of `flash(keys=keys, stages=1)` on AMD's register path
+/// (Q, the scores and the weights in registers): the K tile by rows and
+/// the V tile by columns, padded as the lowering pads them.
+fn amd_flash_lds(keys: i64, e: i64, d: i64) -> i64 {
+    let (ep, dp) = ((e + 31) / 32 * 32 + 8, (d + 31) / 32 * 32);
+    2 * (keys * ep + dp * (keys + 4))
+}
+
 pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let red = st.reduce.as_ref().expect("an attention is a reduction");
     let a = st.attention().expect("an attention stage");
@@ -85,23 +93,31 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
             };
             // AMD's MFMA keeps the softmax, the weights and Q in registers
             // (the transposed view): LDS holds K and V alone, and waves of
-            // 32 rows leave registers for three or four of them per SIMD.
-            // Measured by bench/amd (rocmc/Triton, matrix work per SIMD
-            // cycle of the peak), one K/V buffer, 32 rows a wave: gfx942
-            // 128 rows, 64 keys at d = 64 (0.48 against 64 rows a wave's
-            // 0.30) and 32 at d = 128 (0.54; 64 keys: 0.22, one
-            // work-group per CU by LDS). gfx950's 16x16x32 halves the
-            // matrix instructions a tile, and the per-wave copy and
-            // softmax work then weighs more: 256 rows and 64 keys (d =
-            // 128: 0.50 of the peak against 128 rows and 32 keys' 0.40).
+            // 32 rows leave registers for two of them per SIMD. Measured
+            // by bench/amd (matrix work per SIMD cycle of the peak, one
+            // K/V buffer, 32 rows a wave): 256 rows and 64 keys, one
+            // work-group of 8 waves per CU, beat 128 rows on gfx942 at
+            // every shape — d = 128: 0.83 against 32 keys' 0.68 (128 rows
+            // and 64 keys: 0.32, one 4-wave group per CU by LDS); causal
+            // 0.81 against 0.64; d = 64: 0.61 against 0.58 — and on
+            // gfx950, whose 16x16x32 halves the matrix instructions a
+            // tile so that the per-wave copy and softmax work weighs more
+            // (d = 128: 0.50 against 128 rows and 32 keys' 0.40). Fewer
+            // keys where a head dimension over 128 would not fit LDS.
             let amd = crate::mtype::rows::amd_registers_only(u, a.q.dtype, 32);
             // (rows, keys, stages, rows per wave where not one per lane).
             let chosen = if amd && !decode {
-                let wide =
-                    crate::mtype::rows::flash_instr(u, a.q.dtype, 64).is_some_and(|i| i.k >= 32);
-                let rows = if wide { 4 * w } else { 2 * w };
-                let keys = if wide || d <= 64 { 64 } else { 32 };
-                Some((rows, keys, 1, Some(w / 2)))
+                // gfx12's wave32 WMMA (not in the Triton comparison)
+                // keeps what it had: two waves of rows, 32 keys at d > 64.
+                let (rows, most) = match w {
+                    64 => (4 * w, 64),
+                    _ => (2 * w, if d <= 64 { 64 } else { 32 }),
+                };
+                [64, 32, 16]
+                    .into_iter()
+                    .filter(|&keys| keys <= most)
+                    .find(|&keys| amd_flash_lds(keys, e, d) <= limit)
+                    .map(|keys| (rows, keys, 1, Some(w / 2)))
             } else {
                 let mut best = None;
                 'search: for &rows in row_choices {
