@@ -8,7 +8,6 @@ pub use crate::backend::host::{HostFn, HostMath};
 use crate::function::{llvm_err, FnCx, R};
 use crate::CodegenError;
 use inkwell::context::Context;
-use inkwell::execution_engine::JitFunction;
 use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::TargetMachine;
@@ -18,7 +17,7 @@ use rocmc_ir::{Kernel, Program};
 use std::sync::Once;
 
 extern "C" {
-    // LLVM's process-wide symbol table, which MCJIT searches before dlsym.
+    // LLVM's process-wide symbol table, which check_symbols searches.
     fn LLVMAddSymbol(name: *const std::ffi::c_char, value: *mut std::ffi::c_void);
     fn LLVMSearchForAddressOfSymbol(name: *const std::ffi::c_char) -> *mut std::ffi::c_void;
     fn LLVMLoadLibraryPermanently(filename: *const std::ffi::c_char) -> i32;
@@ -62,10 +61,10 @@ fn helpers() -> [(&'static std::ffi::CStr, *mut std::ffi::c_void); 8] {
     ]
 }
 
-/// Registers [`helpers`] and checks that every symbol the host code calls
-/// resolves, compiling a copy of the module to an object to list them: an
-/// unresolved call would otherwise crash the process when the kernel runs.
-fn check_symbols(tm: &TargetMachine, module: &Module) -> R<()> {
+/// Registers [`helpers`] with LLVM's process-wide symbol search and
+/// checks that every symbol `object` calls resolves: the JIT would
+/// otherwise refuse to link it with a message less plain than this one.
+fn check_symbols(object: &[u8]) -> R<()> {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // SAFETY: a null name adds the running program (and its libm) to LLVM's search list.
@@ -75,11 +74,7 @@ fn check_symbols(tm: &TargetMachine, module: &Module) -> R<()> {
             unsafe { LLVMAddSymbol(name.as_ptr(), f) };
         }
     });
-    let copy = module.clone();
-    let obj = tm
-        .write_to_memory_buffer(&copy, inkwell::targets::FileType::Object)
-        .map_err(llvm_err)?;
-    let missing = undefined_symbols(obj.as_slice())?
+    let missing = undefined_symbols(object)?
         .into_iter()
         .filter(|name| {
             let Ok(c) = std::ffi::CString::new(name.as_str()) else {
@@ -98,6 +93,41 @@ fn check_symbols(tm: &TargetMachine, module: &Module) -> R<()> {
             missing.join(", ")
         )))
     }
+}
+
+/// The host object of `module`: from the cache where an equal module was
+/// compiled before, else optimised with `pipeline` and compiled by `tm`
+/// (and stored).
+fn host_object(module: &Module, tm: &TargetMachine, pipeline: &str) -> R<Vec<u8>> {
+    let (cpu, features) = (tm.get_cpu(), tm.get_feature_string());
+    let triple = tm.get_triple();
+    let machine = [
+        "host-jit",
+        triple.as_str().to_str().unwrap_or_default(),
+        cpu.to_str().unwrap_or_default(),
+        features.to_str().unwrap_or_default(),
+        pipeline,
+    ];
+    let key = crate::cache::key(module, &machine);
+    if let Some(object) = key
+        .as_ref()
+        .and_then(crate::cache::load)
+        .and_then(|o| o.object)
+    {
+        return Ok(object);
+    }
+    module
+        .run_passes(pipeline, tm, PassBuilderOptions::create())
+        .map_err(llvm_err)?;
+    let object = tm
+        .write_to_memory_buffer(module, inkwell::targets::FileType::Object)
+        .map_err(llvm_err)?
+        .as_slice()
+        .to_vec();
+    if let Some(key) = &key {
+        crate::cache::store(key, "", None, Some(&object));
+    }
+    Ok(object)
 }
 
 /// Names of the undefined symbols of an ELF object.
@@ -209,8 +239,8 @@ pub fn run_on_host_with(
         let mut f = FnCx::new(&cx, &module, k, g, &host)?;
         f.host_kernel(fp_contract)?;
     }
-    // MCJIT builds its own target machine for a generic processor; the
-    // functions' attributes make it compile for this one (see host_machine).
+    // The functions' attributes name this processor too, as its target
+    // machine does (see host_machine).
     let (cpu, features) = host_cpu();
     for f in module
         .get_functions()
@@ -232,13 +262,9 @@ pub fn run_on_host_with(
     } else {
         "default<O2>"
     };
-    module
-        .run_passes(pipeline, &tm, PassBuilderOptions::create())
-        .map_err(llvm_err)?;
-    check_symbols(&tm, &module)?;
-    let ee = module
-        .create_jit_execution_engine(level)
-        .map_err(llvm_err)?;
+    let object = host_object(&module, &tm, pipeline)?;
+    check_symbols(&object)?;
+    let jit = crate::orc::Loaded::new(&object, &helpers()).map_err(CodegenError::Llvm)?;
     // Each buffer runs inside a larger allocation with a guard band on both
     // sides: a kernel that writes out of bounds (a lowering bug) is then
     // reported instead of silently corrupting this process's heap.
@@ -256,8 +282,10 @@ pub fn run_on_host_with(
         .map(|b| unsafe { b.as_mut_ptr().add(GUARD) })
         .collect();
     for g in &prog.kernels {
-        // SAFETY: the function was generated above with exactly the HostFn signature.
-        let f: JitFunction<HostFn> = unsafe { ee.get_function(&g.name) }.map_err(llvm_err)?;
+        let addr = jit.lookup(&g.name).map_err(CodegenError::Llvm)?;
+        // SAFETY: the object's function `g.name` was generated with exactly the HostFn
+        // signature, and `jit` keeps its code alive until after the call.
+        let f: HostFn = unsafe { std::mem::transmute::<usize, HostFn>(addr as usize) };
         let table: Vec<*mut u8> = g
             .args
             .iter()
@@ -269,7 +297,7 @@ pub fn run_on_host_with(
         // SAFETY: every buffer the kernel touches has the size its shape implies (checked
         // above), sizes and params have one slot each; the loop IR keeps accesses in bounds,
         // and the guard bands catch the writes of a kernel that does not.
-        unsafe { f.call(table.as_ptr(), sizes.as_ptr(), params.as_ptr(), 0, i64::MAX) };
+        unsafe { f(table.as_ptr(), sizes.as_ptr(), params.as_ptr(), 0, i64::MAX) };
         for (t, b) in k.tensors.iter().zip(&guarded) {
             let n = b.len() - 2 * GUARD;
             if b[..GUARD]

@@ -19,6 +19,7 @@ mod emit;
 mod function;
 pub mod jit;
 mod llvm;
+mod orc;
 pub mod target;
 
 pub use jit as host;
