@@ -615,6 +615,26 @@ fn a_kernel_that_never_returns_ends_its_session_at_the_kernel_timeout() {
     vadd_on(&mut w.connect(), &so, 9);
 }
 
+/// Established TCP connections the local port `port` accepted (IPv4,
+/// from /proc/net/tcp: local address, remote address, state 01).
+fn accepted(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3
+                && f[3] == "01"
+                && f[1]
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+                    == Some(port)
+        })
+        .count()
+}
+
 /// A client killed while its kernel runs: the worker sees the socket's
 /// hang-up and ends the session at once, long before --kernel-timeout, so
 /// the only session slot serves the next client.
@@ -642,10 +662,25 @@ fn a_client_that_leaves_during_a_kernel_frees_its_session_at_once() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // By now (it compiles the kernel first) the run has launched it and
-    // waits for its result, holding the only slot: another client is
-    // refused (a probe that got in would have taken the slot from it).
-    std::thread::sleep(Duration::from_secs(20));
+    // The run compiles the kernel first, then connects, launches it and
+    // waits for its result, holding the only slot. A probe that got in
+    // before it would take the slot from it, so wait for its connection
+    // (the kernel's TCP socket) and then as long again as a login and a
+    // launch take on loopback, many times over.
+    let port: u16 = w.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let t0 = std::time::Instant::now();
+    while accepted(port) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the run never connected"
+        );
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the run ended before connecting"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(5));
     assert!(run.try_wait().unwrap().is_none(), "the run ended early");
     let e = RemoteDevice::connect(&w.url("cpu"), &w.opts())
         .err()
