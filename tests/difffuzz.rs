@@ -559,6 +559,10 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
             rng.pick(&[64, 128]),
             rng.pick(&[1, 2])
         )
+    } else if flash && rng.chance(20) {
+        // The default's shape on AMD's CDNA: eight waves of 32 rows, 64
+        // keys a tile (refused, and counted so, where LDS is short).
+        "\nschedule = [\"flash(j, rows=256, keys=64, stages=1, wave_rows=32)\"]".to_string()
     } else if flash {
         // Fewer rows a wave than lanes at times (every wave is 32 lanes
         // or more; 16 and 32 are whole fragments of every instruction).
