@@ -38,9 +38,15 @@ fn folder() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The key of a compilation, or `None` where no cache is configured (then
-/// the module is not even printed).
-pub(crate) fn key(module: &inkwell::module::Module, machine: &[&str]) -> Option<Key> {
+/// The key of compiling `module` with `tm` (its triple, processor and
+/// features) and what else decides the output (`how`: the pipeline, the
+/// request), or `None` where no cache is configured (then the module is
+/// not even printed).
+pub(crate) fn key(
+    module: &inkwell::module::Module,
+    tm: &inkwell::targets::TargetMachine,
+    how: &[&str],
+) -> Option<Key> {
     folder()?;
     let mut h = Sha256::new();
     let mut part = |bytes: &[u8]| {
@@ -50,7 +56,10 @@ pub(crate) fn key(module: &inkwell::module::Module, machine: &[&str]) -> Option<
     part(MAGIC);
     part(env!("ROCMC_CODEGEN_SOURCE").as_bytes());
     part(env!("ROCMC_LLVM_VERSION").as_bytes());
-    for m in machine {
+    part(tm.get_triple().as_str().to_bytes());
+    part(tm.get_cpu().to_bytes());
+    part(tm.get_feature_string().to_bytes());
+    for m in how {
         part(m.as_bytes());
     }
     part(module.print_to_string().to_bytes());

@@ -99,16 +99,7 @@ fn check_symbols(object: &[u8]) -> R<()> {
 /// compiled before, else optimised with `pipeline` and compiled by `tm`
 /// (and stored).
 fn host_object(module: &Module, tm: &TargetMachine, pipeline: &str) -> R<Vec<u8>> {
-    let (cpu, features) = (tm.get_cpu(), tm.get_feature_string());
-    let triple = tm.get_triple();
-    let machine = [
-        "host-jit",
-        triple.as_str().to_str().unwrap_or_default(),
-        cpu.to_str().unwrap_or_default(),
-        features.to_str().unwrap_or_default(),
-        pipeline,
-    ];
-    let key = crate::cache::key(module, &machine);
+    let key = crate::cache::key(module, tm, &["host-jit", pipeline]);
     if let Some(object) = key
         .as_ref()
         .and_then(crate::cache::load)

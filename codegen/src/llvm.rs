@@ -126,17 +126,7 @@ pub fn compile(
     })?;
     let t1 = std::time::Instant::now();
     let pipeline = if light { "default<O0>" } else { "default<O3>" };
-    let asked = format!("{req:?}");
-    let (cpu, features) = (tm.get_cpu(), tm.get_feature_string());
-    let triple = be.triple();
-    let machine = [
-        triple.as_str(),
-        cpu.to_str().unwrap_or_default(),
-        features.to_str().unwrap_or_default(),
-        pipeline,
-        &asked,
-    ];
-    let key = crate::cache::key(&module, &machine);
+    let key = crate::cache::key(&module, &tm, &[pipeline, &format!("{req:?}")]);
     if let Some(hit) = key.as_ref().and_then(crate::cache::load) {
         if hit.object.is_some() == req.object && hit.asm.is_some() == req.asm {
             return Ok(Emitted {
