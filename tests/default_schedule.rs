@@ -364,6 +364,69 @@ fn the_row_default_reads_adjacent_vectors_on_amd() {
     }
 }
 
+/// On NVIDIA a row bounded by 4096 columns whose passes evaluate a math
+/// function per element (softmax's `exp`) stays in each thread's
+/// registers, four vectors of four; layernorm's stays in LDS; and a
+/// row's strided steps, four at a time, are one straight block where the
+/// last is in the row (pass `unswitch_unrolled`). Each checked against
+/// the interpreter under sm_90's lanes and in the race-checked loop IR
+/// at sizes no step divides.
+#[test]
+fn nvidia_rows_keep_exp_rows_in_registers_and_issue_their_steps_together() {
+    for (name, registers) in [
+        ("softmax", true),
+        ("layernorm", false),
+        ("log_softmax", false),
+    ] {
+        let src = unscheduled(&std::fs::read_to_string(example(name)).unwrap());
+        // log_softmax's example has no `max`: the row is in neither.
+        let src = match name {
+            "log_softmax" => src,
+            _ => src.replace("cols = 16384", "cols = 4096"),
+        };
+        let f = front(name, &src);
+        let gpu = lowered_for(&f, "sm_90");
+        let last = gpu.kernel.stages.last().unwrap().default.as_ref().unwrap();
+        assert_eq!(last.rule, "row-chain", "{name}");
+        let local = last.steps.iter().any(|s| s.contains(", local, "));
+        let vector = last.steps.iter().any(|s| s.starts_with("vectorize("));
+        assert_eq!(
+            (local, vector),
+            (registers, registers),
+            "{name}: {:?}",
+            last.steps
+        );
+        let shared = last.steps.iter().any(|s| s.contains(", shared, "));
+        assert_eq!(shared, name == "layernorm", "{name}: {:?}", last.steps);
+        if !registers {
+            // The reductions' four strided steps, unswitched as one.
+            let member = gpu.kernel.stages[0].default.as_ref().unwrap();
+            assert!(
+                member.steps.iter().any(|s| s.starts_with("unroll(")),
+                "{name}: {:?}",
+                member.steps
+            );
+            assert!(
+                gpu.loops.contains("(every lane, vectorized):"),
+                "{name}:\n{}",
+                gpu.loops
+            );
+        }
+        let lanes = emulated(&f, "sm_90");
+        for given in [[5, 1037], [3, 4096], [2, 333]] {
+            let sizes = lanes.kernel.fit_sizes(&given);
+            let cmp = rocmc::run::run_cpu(&lanes, &sizes, &HashMap::new(), 5, false)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let spec = rocmc::run::RunSpec::new(&sizes, &Default::default(), 5);
+            let loops =
+                rocmc::run::run_loops(&gpu, &spec).unwrap_or_else(|e| panic!("{name} loops: {e}"));
+            for c in cmp.iter().chain(&loops) {
+                assert!(c.ok(), "{name} {sizes:?}: {c:?}");
+            }
+        }
+    }
+}
+
 /// AMD combines a row reduction's threads by lane exchanges within each
 /// wave first (`ds_bpermute`), then the waves' totals through LDS behind
 /// one barrier: unscheduled softmax went from 21 work-group barriers to 5

@@ -79,15 +79,21 @@ fn hoisted(u: VarId, n: i64, body: &[Stmt]) -> Option<(Vec<Guard>, Vec<Stmt>)> {
         [Stmt::If { guards, body }] => (guards.clone(), body.as_slice()),
         _ => (Vec::new(), body),
     };
-    let [Stmt::Unswitch {
-        guards: lanes,
-        fast,
-        ..
-    }] = inner
-    else {
-        return None;
+    // A step of a thread's strided elements (NVIDIA's row rules) is the
+    // guarded body itself: straight-line where the last step's guards
+    // hold, so its loads too issue before any is waited on.
+    let fast = match inner {
+        [Stmt::Unswitch {
+            guards: lanes,
+            fast,
+            ..
+        }] => {
+            guards.extend(lanes.iter().cloned());
+            fast
+        }
+        _ if !guards.is_empty() && accumulates(inner) => inner,
+        _ => return None,
     };
-    guards.extend(lanes.iter().cloned());
     let grows = |g: &Guard| {
         !g.extent.uses_var(u)
             && split_varying(&g.value, &[u])
@@ -104,5 +110,35 @@ fn hoisted(u: VarId, n: i64, body: &[Stmt]) -> Option<(Vec<Guard>, Vec<Stmt>)> {
             extent: g.extent.clone(),
         })
         .collect();
-    Some((guards, fast.clone()))
+    Some((guards, fast.to_vec()))
+}
+
+/// Whether `body` is a step of a reduction in registers: stores to the
+/// thread's own accumulators alone. Copies into LDS and stores to memory
+/// stay guarded step by step: their loops carry other work (a matrix
+/// product's fills), and their fast copies cost registers there (spills
+/// in matmul_lds on sm_90 and a convolution on sm_80 when they too were
+/// unswitched).
+fn accumulates(body: &[Stmt]) -> bool {
+    body.iter().all(|s| match s {
+        Stmt::LocalStore { .. } => true,
+        Stmt::Store { .. }
+        | Stmt::SharedStore { .. }
+        | Stmt::Fill { .. }
+        | Stmt::Scatter { .. }
+        | Stmt::Bind { .. }
+        | Stmt::Loop { .. }
+        | Stmt::If { .. }
+        | Stmt::Unswitch { .. }
+        | Stmt::Barrier
+        | Stmt::AsyncCommit
+        | Stmt::AsyncWait { .. }
+        | Stmt::MatrixLoad { .. }
+        | Stmt::MatrixDesc { .. }
+        | Stmt::MatrixAsync(_)
+        | Stmt::TensorCopy { .. }
+        | Stmt::Mbarrier(_)
+        | Stmt::Matrix { .. }
+        | Stmt::Shuffle { .. } => false,
+    })
 }

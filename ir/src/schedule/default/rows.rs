@@ -2,7 +2,7 @@
 
 use super::{DefaultSchedule, Knobs, RuleCx};
 use crate::index::{Index, VarId};
-use crate::kernel::{Kernel, TensorKind};
+use crate::kernel::{Kernel, MathFn, TensorKind};
 
 /// Row-normalisation chains (softmax, layernorm): reductions along rows
 /// (`M[r]`, `S[r]`, default-scheduled) whose only readers are a final
@@ -70,47 +70,52 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         let kept = kept_producers(k, yi, &chain, row_budget(cx));
         let chain: Vec<usize> = kept.iter().copied().chain(chain).collect();
         let mut kn = Knobs::new(&y.name, given);
+        let layout = Layout::of(k, yi, &chain, cx);
         // 256 measured best for softmax and Welford at 4096 columns; long
-        // rows want more (log_softmax over 50257: 1024, layernorm: 512),
-        // which only the sizes tell: the tuner's choice
-        // (bench/gpu/runs/h100-rows-2).
+        // rows want more, which only the sizes tell: the tuner's choice.
+        // On the H200 log_softmax over 50257 columns ran 1.10x PyTorch
+        // under 1024 threads (8 a step) against 0.84x under 256, but
+        // unbounded rows given 1024 made Welford's layernorm at 4096
+        // columns 0.44x and softmax 0.46x (bench/gpu/runs/h200-rows-1).
         let threads = kn.get(
             "ROW_THREADS",
             super::THREADS,
-            256,
+            layout.threads,
             "threads per row, shared by the row's reductions",
         );
         // Several loads of a thread in flight at once: the reductions'
         // accumulators chain their steps, so without unrolling each load
-        // waits for the previous step. 4 is 5 % faster for softmax on the
-        // H100, 1.4 % slower for log_softmax (bench/gpu/runs/h100-rows-1),
-        // and makes log_softmax spill on sm_52: 1 stays the default, the
-        // tuner's to change.
+        // waits for the previous step. On NVIDIA a thread's elements are
+        // `threads` apart, 4 steps unrolled and, where the last one is in
+        // the row, one straight run (pass `unswitch_unrolled`; h200-rows-1:
+        // softmax 0.80x -> 0.89x PyTorch, log_softmax 0.70x -> 0.84x; with
+        // each step checked on its own, 4 had been 1.4 % slower for
+        // log_softmax on the H100, bench/gpu/runs/h100-rows-1).
         //
         // On AMD a thread's elements are adjacent instead, one vector
         // access (16 bytes of f32), and 4 is the default: the row kernels
         // had one 4-byte load in flight per lane against Triton's two
         // 16-byte ones (bench/amd: softmax's bytes in flight per CU per
-        // pass 2.7 KiB -> 10.9 KiB on gfx942). NVIDIA's code is left as
-        // it was measured.
-        let amd = matches!(cx.target, Some(rocmc_target::Target::Amd(_)));
+        // pass 2.7 KiB -> 10.9 KiB on gfx942).
         let per = kn.get(
             "ROW_PER",
             &[1, 2, 4, 8],
-            if amd { 4 } else { 1 },
-            "elements per thread and step of the row's reductions, unrolled (on AMD adjacent, one vector access)",
+            layout.per,
+            "elements per thread and step of the row's reductions, unrolled (adjacent, one vector access, where the row stays in registers and on AMD)",
         );
-        // On AMD, several of a thread's vectors in flight per step too:
-        // the reductions' chains otherwise wait for each 16-byte load
-        // before the next is issued (Triton's row kernels hold a 4096-wide
-        // row in registers, two 16-byte loads per lane at once). Pass
-        // `unswitch_unrolled` makes the unrolled steps one straight run.
+        // Adjacent elements: several of a thread's vectors in flight per
+        // step too: the reductions' chains otherwise wait for each
+        // 16-byte load before the next is issued (Triton's row kernels
+        // hold a 4096-wide row in registers, two 16-byte loads per lane
+        // at once). Pass `unswitch_unrolled` makes the unrolled steps one
+        // straight run.
+        let amd = layout.adjacent;
         let unroll = if amd && per > 1 {
             kn.get(
                 "ROW_UNROLL",
                 &[1, 2, 4],
                 4,
-                "vectors per thread in flight per step of the row's passes (AMD)",
+                "vectors per thread in flight per step of the row's passes (adjacent elements)",
             )
         } else {
             1
@@ -139,22 +144,24 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         // AMD reads a thread's elements adjacent (above): a target may
         // choose otherwise than no target.
         d.by_target = by_target || cx.target.is_none();
-        d.version_at = register_version(k, yi, &chain, (threads, per, unroll, amd));
+        d.version_at = register_version(k, yi, &chain, &layout, (threads, per, unroll));
         out.push((yi, d));
     }
     out
 }
 
-/// Where a row's bound is past one run of a thread's steps (AMD), the
-/// size of the row and that run's length: under it the row would stay in
-/// the threads' registers (`ROW_LDS` = 2), read from memory once where
-/// this schedule reads it at every pass (softmax three times). The
-/// compiler builds that version too and runs it at rows that short.
+/// Where a row's bound is past one run of a thread's steps (AMD,
+/// [`Layout::version`]), the size
+/// of the row and that run's length: under it the row stays in the
+/// threads' registers (`ROW_LDS` = 2), read from memory once where this
+/// schedule reads it at every pass (softmax three times). The compiler
+/// builds that version too and runs it at rows that short.
 fn register_version(
     k: &Kernel,
     yi: usize,
     chain: &[usize],
-    (threads, per, unroll, amd): (i64, i64, i64, bool),
+    layout: &Layout,
+    (threads, per, unroll): (i64, i64, i64),
 ) -> Option<(String, u64)> {
     let Index::Size(s) = k.stages[yi].axes[1].extent else {
         return None;
@@ -162,7 +169,96 @@ fn register_version(
     let run = register_run(threads, per, unroll);
     let size = &k.sizes[s.0 as usize];
     let read_twice = !row_inputs(k, yi, chain, u64::MAX).is_empty();
-    (amd && per > 1 && size.max > run && read_twice).then(|| (size.name.clone(), run))
+    (layout.version && layout.adjacent && per > 1 && size.max > run && read_twice)
+        .then(|| (size.name.clone(), run))
+}
+
+/// How a row chain lays out its row: the default threads and elements
+/// per step, whether a thread's elements are adjacent (vectors, the
+/// layout of the row in registers), and whether the chain asks for a
+/// version for rows that fit registers.
+struct Layout {
+    threads: i64,
+    per: i64,
+    adjacent: bool,
+    version: bool,
+}
+
+/// Threads of a row kept in registers: one run is 4096 floats at four
+/// vectors of four a thread.
+const REGISTER_THREADS: i64 = 256;
+
+impl Layout {
+    fn of(k: &Kernel, yi: usize, chain: &[usize], cx: &RuleCx) -> Layout {
+        let target = cx.target;
+        if target.is_some_and(|t| t.amd().is_some()) {
+            return Layout {
+                threads: REGISTER_THREADS,
+                per: 4,
+                adjacent: true,
+                version: true,
+            };
+        }
+        if target.and_then(|t| t.nvidia()).is_none() {
+            return Layout {
+                threads: REGISTER_THREADS,
+                per: 1,
+                adjacent: false,
+                version: false,
+            };
+        }
+        let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+        let cols = u64::try_from(k.stages[yi].axes[1].extent.max_value(&size_max, &[]))
+            .unwrap_or(u64::MAX);
+        // On NVIDIA the row stays in registers where its passes evaluate
+        // a function per element (softmax's exp, twice): 1.12x PyTorch
+        // against 0.89x with the row in LDS; layernorm, whose passes are
+        // a few flops an element, keeps LDS (1.19x there against 1.09x
+        // in registers; the adjacent layout with the row in LDS or memory
+        // was slower than the strided one for both, h200-rows-1).
+        let heavy = per_column_calls(k, yi, chain);
+        let registers = REGISTER_THREADS as u64 * 16;
+        // A version for short rows is not written on NVIDIA: joined with
+        // the general one (rows bounded by 16384) softmax at 4096 columns
+        // took 0.616 ms against 0.538 without it and 0.383 bounded by
+        // 4096 (h200-rows-1).
+        Layout {
+            threads: REGISTER_THREADS,
+            per: 4,
+            adjacent: heavy && cols <= registers,
+            version: false,
+        }
+    }
+}
+
+/// Whether the chain's passes evaluate a math function of the row's
+/// elements (not of a row's statistic, as log_softmax's `log(S[r])`):
+/// the reductions' bodies or the final stage's value, with inlined
+/// producers substituted.
+fn per_column_calls(k: &Kernel, yi: usize, chain: &[usize]) -> bool {
+    let column = VarId(1);
+    let mut exprs: Vec<crate::kernel::Expr> = chain
+        .iter()
+        .flat_map(|&p| super::reduced(&k.stages[p]).into_iter().cloned())
+        .collect();
+    exprs.push(k.stages[yi].value.clone());
+    exprs.iter().any(|e| {
+        let mut found = false;
+        super::inlined(k, e).each(&mut |x| {
+            if let crate::kernel::ExprKind::Call(f, args) = &x.kind {
+                let cheap = matches!(
+                    f,
+                    MathFn::Abs | MathFn::Floor | MathFn::Ceil | MathFn::Fma | MathFn::Sqrt
+                );
+                let mut by_column = false;
+                for a in args {
+                    a.visit_loads(&mut |_, ix| by_column |= ix.iter().any(|i| i.uses_var(column)));
+                }
+                found |= !cheap && by_column;
+            }
+        });
+        found
+    })
 }
 
 /// The longest row a thread's registers keep on AMD: one run of its
@@ -271,7 +367,13 @@ fn staging(
         // come along: their loads issue with the row's, before the
         // reductions, as Triton's row kernels load them, instead of a
         // second pass of loads waited on after the reductions' barrier.
-        for (name, vec) in staged.iter().chain(&column_vectors(k, yi)) {
+        // On NVIDIA they stay loads of the final pass: in registers
+        // they made layernorm 0.79x PyTorch against 1.09x (h200-rows-1).
+        let columns = match cx.target.and_then(|t| t.amd()) {
+            Some(_) => column_vectors(k, yi),
+            None => Vec::new(),
+        };
+        for (name, vec) in staged.iter().chain(&columns) {
             steps.push(format!(
                 "{name}_row = cache_read({name}, local, {r}, vec={}{runs})",
                 (*vec).min(per)
