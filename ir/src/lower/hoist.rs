@@ -120,25 +120,5 @@ fn hoisted(u: VarId, n: i64, body: &[Stmt]) -> Option<(Vec<Guard>, Vec<Stmt>)> {
 /// in matmul_lds on sm_90 and a convolution on sm_80 when they too were
 /// unswitched).
 fn accumulates(body: &[Stmt]) -> bool {
-    body.iter().all(|s| match s {
-        Stmt::LocalStore { .. } => true,
-        Stmt::Store { .. }
-        | Stmt::SharedStore { .. }
-        | Stmt::Fill { .. }
-        | Stmt::Scatter { .. }
-        | Stmt::Bind { .. }
-        | Stmt::Loop { .. }
-        | Stmt::If { .. }
-        | Stmt::Unswitch { .. }
-        | Stmt::Barrier
-        | Stmt::AsyncCommit
-        | Stmt::AsyncWait { .. }
-        | Stmt::MatrixLoad { .. }
-        | Stmt::MatrixDesc { .. }
-        | Stmt::MatrixAsync(_)
-        | Stmt::TensorCopy { .. }
-        | Stmt::Mbarrier(_)
-        | Stmt::Matrix { .. }
-        | Stmt::Shuffle { .. } => false,
-    })
+    body.iter().all(|s| matches!(s, Stmt::LocalStore { .. }))
 }
