@@ -241,6 +241,34 @@ impl Backend for AmdGpu<'_> {
         buffer_format(&self.t.id.processor).is_some()
     }
 
+    fn packs_bytes(&self) -> bool {
+        true
+    }
+
+    /// `v_perm_b32`: its selector's byte `i` names byte `i`'s source in
+    /// `src0:src1`, `src1` the low word (0x0c and up would give constants;
+    /// only 0..8 is asked for).
+    fn byte_select<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        hi: IntValue<'ctx>,
+        lo: IntValue<'ctx>,
+        sel: [u8; 4],
+    ) -> R<IntValue<'ctx>> {
+        let code = sel
+            .iter()
+            .enumerate()
+            .fold(0u64, |acc, (i, &s)| acc | ((s as u64) << (8 * i)));
+        let i32t = emit.cx.i32_type();
+        let v = super::call_named(
+            emit,
+            "llvm.amdgcn.perm",
+            i32t.into(),
+            &[hi.into(), lo.into(), i32t.const_int(code, false).into()],
+        )?;
+        Ok(v.into_int_value())
+    }
+
     /// A raw buffer load (`buffer_load_dwordx4` and narrower) through a
     /// resource of `size` bytes at `base`: the hardware returns zeros for
     /// what lies past `size`. Unaligned `base` and `offset` are allowed:

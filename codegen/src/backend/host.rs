@@ -176,6 +176,12 @@ impl Backend for Host {
         true
     }
 
+    /// By the default shifts: CPU runs of AMD-lowered kernels pack their
+    /// transposed byte tiles as the GPU does.
+    fn packs_bytes(&self) -> bool {
+        true
+    }
+
     fn link_helpers<'ctx>(&self, cx: &'ctx Context, m: &Module<'ctx>) -> R<()> {
         link_cpu_helpers(cx, m)
     }

@@ -464,6 +464,49 @@ pub(crate) trait Backend {
         false
     }
 
+    /// Whether LDS stores of register bytes, four to a word, are packed
+    /// into word stores by [`Self::byte_select`] (`function::pack`): on
+    /// AMD one `v_perm_b32` takes what LLVM otherwise assembles with about
+    /// nine instructions a word. The CPU packs too, so that CPU runs of
+    /// AMD-lowered kernels take the same path; NVIDIA's code is left as
+    /// it was.
+    fn packs_bytes(&self) -> bool {
+        false
+    }
+
+    /// The word whose byte `i` is byte `sel[i]` (0..8) of the 64-bit value
+    /// `hi:lo` (bytes 0-3 are `lo`'s, 4-7 `hi`'s). By default shifts and
+    /// masks, which every target lowers.
+    fn byte_select<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        hi: IntValue<'ctx>,
+        lo: IntValue<'ctx>,
+        sel: [u8; 4],
+    ) -> R<IntValue<'ctx>> {
+        let (b, i64t) = (emit.b, emit.cx.i64_type());
+        let e = crate::emit::llvm_err;
+        let wide = |v| b.build_int_z_extend(v, i64t, "").map_err(e);
+        let hi64 = b
+            .build_left_shift(wide(hi)?, i64t.const_int(32, false), "")
+            .map_err(e)?;
+        let x = b.build_or(hi64, wide(lo)?, "").map_err(e)?;
+        let mut out = i64t.const_zero();
+        for (i, &s) in sel.iter().enumerate() {
+            let byte = b
+                .build_right_shift(x, i64t.const_int(8 * s as u64, false), false, "")
+                .map_err(e)?;
+            let byte = b
+                .build_and(byte, i64t.const_int(0xff, false), "")
+                .map_err(e)?;
+            let byte = b
+                .build_left_shift(byte, i64t.const_int(8 * i as u64, false), "")
+                .map_err(e)?;
+            out = b.build_or(out, byte, "").map_err(e)?;
+        }
+        b.build_int_truncate(out, emit.cx.i32_type(), "").map_err(e)
+    }
+
     /// Whether a byte converts to f16 by its bits (`0x6400 | x` is
     /// 1024 + x, exact, then one f16 subtraction) rather than by the
     /// conversion instruction: NVIDIA's integer-to-half conversions run at

@@ -422,6 +422,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let st = self.b.build_store(sp, v).map_err(llvm_err)?;
                 st.set_alignment(width * dt.size() as u32).map_err(llvm_err)
             }
+            // Bytes a target packs into words (`function::pack`) stay whole
+            // vectors: stored a byte at a time, LLVM splits the array into
+            // bytes and rebuilds each word it reads.
+            Mem::Local if dt.size() == 1 && self.be.packs_bytes() => {
+                let p = self.local_ptr(array, index)?;
+                let st = self.b.build_store(p, v).map_err(llvm_err)?;
+                st.set_alignment(1).map_err(llvm_err)
+            }
             Mem::Local => {
                 for l in 0..width {
                     let x = self

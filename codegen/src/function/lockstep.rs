@@ -5,6 +5,7 @@
 //! legal interleaving of the GPU's threads, and it keeps barrier semantics
 //! for free. Per-thread arrays get one slice per thread.
 
+use crate::function::pack::byte_pack_run;
 use crate::function::{llvm_err, FnCx, R};
 use inkwell::types::BasicType;
 use inkwell::values::IntValue;
@@ -115,6 +116,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             if run > 1 {
                 self.leaves_for_threads(&rest[..run], st)?;
                 rest = &rest[run..];
+                continue;
+            }
+            // LDS stores of register bytes: each thread's words, as the
+            // GPU packs them; they read registers only, so the threads'
+            // runs commute as single stores do.
+            let packed = match self.be.packs_bytes() {
+                true => byte_pack_run(&self.g.locals, rest, &self.divisors),
+                false => 0,
+            };
+            if packed > 0 {
+                self.packed_for_threads(&rest[..packed], st)?;
+                rest = &rest[packed..];
                 continue;
             }
             rest = &rest[1..];
@@ -255,6 +268,23 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// Runs a leaf statement for every thread of the block, in order.
     /// `leaves` in order, each thread running them all in turn.
     fn leaves_for_threads(&mut self, leaves: &[Stmt], st: &Lockstep<'ctx>) -> R<()> {
+        self.for_threads(st, &mut |me| {
+            leaves.iter().try_for_each(|leaf| me.leaf(leaf))
+        })
+    }
+
+    /// A [`byte_pack_run`] for every thread of the block, in order.
+    fn packed_for_threads(&mut self, run: &[Stmt], st: &Lockstep<'ctx>) -> R<()> {
+        self.for_threads(st, &mut |me| me.byte_pack(run))
+    }
+
+    /// `each` for every thread of the block, in order, under the guards
+    /// that enclose it, with the thread's variables and register slices.
+    fn for_threads(
+        &mut self,
+        st: &Lockstep<'ctx>,
+        each: &mut dyn FnMut(&mut Self) -> R<()>,
+    ) -> R<()> {
         let n = self.i32(self.g.threads() as i64);
         self.counted_loop(n, "tid", |me, tid| {
             me.set_thread_vars(tid, st)?;
@@ -271,7 +301,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .map_err(llvm_err)?;
                 me.locals[i] = (p, *at);
             }
-            let all = |me: &mut Self| leaves.iter().try_for_each(|leaf| me.leaf(leaf));
+            let all = |me: &mut Self| each(me);
             if st.negated.is_empty() {
                 return me.guarded(&st.guards, all);
             }

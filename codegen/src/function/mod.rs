@@ -10,6 +10,7 @@
 //! - [`buffer`]: zero fills as whole vectors by the target's range-checked
 //!   loads (AMD buffer loads), and the loop version that allows them;
 //! - [`matrix`]: matrix instructions and their fragment loads;
+//! - [`pack`]: register bytes packed into LDS words by byte permutes;
 //! - [`address`]: element addresses (affine and gathered) at the proven width;
 //! - [`expr`]: expressions and operators; [`cast`]: dtype conversions.
 //!
@@ -25,6 +26,7 @@ pub(crate) mod index;
 mod lockstep;
 mod math;
 mod matrix;
+mod pack;
 mod scatter;
 mod stmt;
 mod tensor_copy;

@@ -2,6 +2,7 @@
 //! stores, and the leaves (stores, scatters, barriers) a target may emit itself.
 
 use super::fill::fill_group_size;
+use super::pack::byte_pack_run;
 use super::*;
 use crate::CodegenError;
 use rocmc_ir::loops::Stmt;
@@ -12,6 +13,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(crate) fn body(&mut self, stmts: &[Stmt]) -> R<()> {
         let mut i = 0;
         while i < stmts.len() {
+            if self.be.packs_bytes() {
+                let n = byte_pack_run(&self.g.locals, &stmts[i..], &self.divisors);
+                if n > 0 {
+                    self.byte_pack(&stmts[i..i + n])?;
+                    i += n;
+                    continue;
+                }
+            }
             let width = if self.be.vector_stores() {
                 store_run(&stmts[i..], &self.divisors)
             } else {

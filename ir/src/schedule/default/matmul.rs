@@ -443,16 +443,17 @@ impl<'k> Matmul<'k> {
 
     /// The copy options of B's tile in `mma`: as A's, or transposed.
     ///
-    /// A k-major B of 8-bit elements (B[k, j]) whose fragments are 16
-    /// bytes or more a lane (gfx950's double-K fp8 and i8 shapes) is
-    /// kept transposed in LDS: each thread packs 4 rows of 8 columns
-    /// into 4-byte words as it stores the tile (lower/cache/transposed.rs),
-    /// where otherwise every fragment byte is read and packed on its own.
-    /// Modelled on gfx950 (bench/amd), fp8 at 4096³: 62 % of the peak
-    /// against 52 %, the loop 205 instructions against 248. gfx942's
-    /// 8-byte fp8 fragments are left as they are: there the packing
-    /// spills at 256 x 256 (90 % of the peak without it), and gfx950's
-    /// f16 fragments gain nothing (85 % against 86 %).
+    /// A k-major B of 8-bit elements (B[k, j]) on MFMA is kept
+    /// transposed in LDS: each thread packs 4 rows of 8 columns into
+    /// 4-byte words as it stores the tile (lower/cache/transposed.rs,
+    /// the words made by `v_perm_b32`: codegen's function/pack.rs),
+    /// where otherwise every fragment byte is read from LDS and packed
+    /// on its own. Modelled (bench/amd), fp8 at 4096³: gfx950 92 % of
+    /// the peak against 52 % untransposed, gfx942 100 % against 90 %
+    /// (the loop 183 instructions against 285, no `ds_read_u8`). On
+    /// gfx90a the untransposed i8 default spilled 235 VGPRs (the bytes
+    /// of B's fragments each held on their own); transposed it spills
+    /// none. gfx950's f16 fragments gain nothing (85 % against 86 %).
     fn b_copy(
         &self,
         instr: &rocmc_target::matrix::MatrixInstr,
@@ -460,11 +461,8 @@ impl<'k> Matmul<'k> {
         (pad, vec): (i64, i64),
         pipe: &str,
     ) -> String {
-        let transposed = instr.family == Family::Mfma
-            && db.size() == 1
-            && self.b_k_first
-            && !self.b_k_last
-            && instr.b_per_lane() >= 16;
+        let transposed =
+            instr.family == Family::Mfma && db.size() == 1 && self.b_k_first && !self.b_k_last;
         match transposed {
             true => format!("pad=0, vec={}, {pipe}, transpose=1", vec / 2),
             false => format!("pad={pad}, vec={vec}, {pipe}"),
