@@ -247,3 +247,68 @@ fn gfx950_takes_its_double_rate_8_bit_float_instruction_by_default() {
     let (dis, _) = amd_code("gemm_fp8_fnuz", &fnuz, "gfx942");
     assert!(dis.contains("v_mfma_f32_16x16x32_fp8_fp8"), "gfx942");
 }
+
+/// Every unscheduled 8-bit GEMM on MFMA with B stored k-major (`B[k, j]`)
+/// keeps B transposed in LDS, each 4-byte store packed from the four rows'
+/// registers by `v_perm_b32` (two a word), its fragments never read byte
+/// by byte, and no scratch: gfx90a's i8 default spilled 235 VGPRs while
+/// it read B a byte at a time. The packing's meaning through the lanes of
+/// gfx942 and gfx90a is the interpreter's at sizes no tile divides (the
+/// CPU packs the same words with shifts).
+#[test]
+fn amd_8_bit_b_tiles_are_packed_by_byte_permutes() {
+    use crate::common::root;
+    let i8 = r#"
+[kernel]
+name = "gemm_i8"
+sizes = ["M", "N", "K"]
+[inputs]
+A = { dtype = "i8", shape = ["M", "K"] }
+B = { dtype = "i8", shape = ["K", "N"] }
+[[stage]]
+compute = "C[i, j] = sum(i32(A[i, k]) * i32(B[k, j]), k)"
+shape = ["M", "N"]
+reduce = { k = "K" }
+"#;
+    let fnuz = std::fs::read_to_string(root().join("bench/amd/rocmc/gemm_fp8_fnuz.toml")).unwrap();
+    let cases = [
+        ("gemm_i8", i8, "gfx908"),
+        ("gemm_i8", i8, "gfx90a"),
+        ("gemm_i8", i8, "gfx942"),
+        ("gemm_i8", i8, "gfx950"),
+        ("gemm_fp8_fnuz", fnuz.as_str(), "gfx942"),
+    ];
+    for (name, src, mcpu) in cases {
+        let (dis, asm) = amd_code(name, src, mcpu);
+        assert!(
+            dis.contains("v_mfma"),
+            "{name} {mcpu}: no matrix instruction"
+        );
+        let perms = dis.lines().filter(|l| l.contains("v_perm_b32")).count();
+        assert!(perms >= 8, "{name} {mcpu}: {perms} v_perm_b32");
+        assert!(
+            !dis.contains("ds_read_u8"),
+            "{name} {mcpu}: B read byte by byte"
+        );
+        assert!(
+            asm.contains("ScratchSize: 0"),
+            "{name} {mcpu}: scratch in use"
+        );
+    }
+    for (name, src, mcpu) in [
+        ("gemm_fp8_fnuz", fnuz.as_str(), "gfx942"),
+        ("gemm_i8", i8, "gfx90a"),
+    ] {
+        let front = rocmc::frontend(name, src).unwrap();
+        let mut opts = Options::new("x86-64");
+        opts.emulate = Some(mcpu.into());
+        let cpu = rocmc::targets(&opts).unwrap().remove(0);
+        let lowered = front.for_target(&cpu, &opts).unwrap();
+        let cmp =
+            rocmc::run::run_cpu(&lowered, &[37, 70, 129], &Default::default(), 4, false).unwrap();
+        assert!(
+            cmp.iter().all(|c| c.ok()),
+            "{name} emulated on {mcpu}: {cmp:?}"
+        );
+    }
+}
