@@ -507,6 +507,52 @@ fn inspect_reports_resources_occupancy_and_json() {
     );
 }
 
+/// `inspect --size` counts LDS sized at launch at the sizes a run uses:
+/// layernorm's row, staged in LDS at its bound of 16384 columns, is 64 KiB
+/// at the bound and 16 KiB at 4096 columns, which lifts gfx950's occupancy
+/// from what LDS allows to what VGPRs do. A size the kernel lacks, one past
+/// its bound, or a code object without rocmc's launch document, is refused
+/// naming it.
+#[test]
+fn inspect_counts_launch_lds_at_given_sizes() {
+    let d = tempfile::tempdir().unwrap();
+    let src = crate::common::root().join("bench/amd/rocmc/layernorm.toml");
+    let src = src.to_string_lossy();
+    ok(&rocmc(
+        d.path(),
+        &["build", "--mcpu", "gfx950", "-o", "ln.hsaco", &src],
+    ));
+    let bound = ok(&rocmc(d.path(), &["inspect", "ln.hsaco"]));
+    assert!(
+        bound.contains("+ 65536 B at launch (at the size bounds)")
+            && bound.contains("waves/SIMD (LDS)"),
+        "{bound}"
+    );
+    let run = ok(&rocmc(
+        d.path(),
+        &["inspect", "--size", "cols=4096", "ln.hsaco"],
+    ));
+    assert!(
+        run.contains("+ 16384 B at launch (at cols=4096, other sizes at their bounds)")
+            && run.contains("waves/SIMD (VGPRs)"),
+        "{run}"
+    );
+    let j = ok(&rocmc(
+        d.path(),
+        &["inspect", "--json", "--size", "cols=4096", "ln.hsaco"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["kernels"][0]["lds_at_launch_bytes"], 16384);
+    for (arg, says) in [
+        ("colz=4096", "no size `colz` (they have: rows, cols)"),
+        ("cols=16385", "outside 0..=16384"),
+    ] {
+        let out = rocmc(d.path(), &["inspect", "--size", arg, "ln.hsaco"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{arg}: {err}");
+    }
+}
+
 /// Builds example `name` for gfx942 into `out` in `dir`.
 fn build_for_gfx942(dir: &std::path::Path, name: &str, out: &str) {
     let src = example(name);

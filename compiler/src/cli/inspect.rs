@@ -75,7 +75,7 @@ pub fn targets() -> Result<(), Error> {
         .map_err(io(Path::new("<stdout>")))
 }
 
-pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
+pub fn inspect(file: &Path, json: bool, loops: bool, sizes: &[(String, i64)]) -> Result<(), Error> {
     use crate::linker::{bundle, codeobject};
     let bytes = std::fs::read(file).map_err(io(file))?;
     let bad = |e: codeobject::ReadError| Error::Usage(format!("{}: {e}", file.display()));
@@ -95,11 +95,14 @@ pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
     } else {
         objects.push((None, codeobject::read(&bytes).map_err(bad)?, &bytes));
     }
+    for (_, co, _) in &objects {
+        check_sizes(file, co, sizes)?;
+    }
     let mut out = String::new();
     if json {
         let mut list = Vec::new();
         for (entry, co, raw) in &objects {
-            let mut v = inspect_json(entry.as_deref(), co);
+            let mut v = inspect_json(entry.as_deref(), co, sizes);
             if loops {
                 for (name, ls) in hot_loops::kernel_loops(raw, co).map_err(&read_code)? {
                     if let Some(kv) = v["kernels"]
@@ -124,7 +127,7 @@ pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
             if let Some(e) = entry {
                 out.push_str(&format!("bundle entry {e}\n"));
             }
-            out.push_str(&inspect_text(file, co));
+            out.push_str(&inspect_text(file, co, sizes));
             if loops {
                 for (name, ls) in hot_loops::kernel_loops(raw, co).map_err(&read_code)? {
                     out.push_str(&format!("kernel {name}: {} loops\n", ls.len()));
@@ -141,9 +144,58 @@ pub fn inspect(file: &Path, json: bool, loops: bool) -> Result<(), Error> {
         .map_err(io(Path::new("<stdout>")))
 }
 
+/// Sizes given to `--size` name sizes of the kernel's launch document, each
+/// within its bounds.
+fn check_sizes(
+    file: &Path,
+    co: &crate::linker::codeobject::CodeObject,
+    sizes: &[(String, i64)],
+) -> Result<(), Error> {
+    if sizes.is_empty() {
+        return Ok(());
+    }
+    let Some(l) = &co.launch else {
+        return Err(Error::Usage(format!(
+            "{}: --size needs rocmc's launch document, which this code object does not carry",
+            file.display()
+        )));
+    };
+    for (name, v) in sizes {
+        let Some(s) = l.sizes.iter().find(|s| &s.name == name) else {
+            let names: Vec<&str> = l.sizes.iter().map(|s| s.name.as_str()).collect();
+            return Err(Error::Usage(format!(
+                "{}: --size {name}={v}: the kernels have no size `{name}` (they have: {})",
+                file.display(),
+                names.join(", ")
+            )));
+        };
+        if *v < 0 || (*v as u64) > s.max {
+            return Err(Error::Usage(format!(
+                "{}: --size {name}={v}: outside 0..={} (the kernel's bound)",
+                file.display(),
+                s.max
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where LDS sized at launch is counted: at the given sizes, the others at
+/// their bounds.
+fn at_words(sizes: &[(String, i64)]) -> String {
+    match sizes {
+        [] => "at the size bounds".to_string(),
+        s => {
+            let given: Vec<String> = s.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("at {}, other sizes at their bounds", given.join(", "))
+        }
+    }
+}
+
 fn inspect_json(
     entry: Option<&str>,
     co: &crate::linker::codeobject::CodeObject,
+    sizes: &[(String, i64)],
 ) -> serde_json::Value {
     let mut v = serde_json::to_value(co).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
@@ -159,8 +211,9 @@ fn inspect_json(
         }
         if let Some(ks) = m.get_mut("kernels").and_then(|k| k.as_array_mut()) {
             for (kv, k) in ks.iter_mut().zip(&co.kernels) {
-                let o = Occupancy::of(co, k);
+                let o = Occupancy::of(co, k, sizes);
                 kv["lds_at_launch_bytes"] = o.launch_lds.into();
+                kv["lds_at_launch_sizes"] = at_words(sizes).into();
                 kv["occupancy_waves_per_simd"] = o.waves.into();
                 kv["occupancy_limited_by"] = o.why.into();
             }
@@ -169,7 +222,11 @@ fn inspect_json(
     v
 }
 
-fn inspect_text(file: &Path, co: &crate::linker::codeobject::CodeObject) -> String {
+fn inspect_text(
+    file: &Path,
+    co: &crate::linker::codeobject::CodeObject,
+    sizes: &[(String, i64)],
+) -> String {
     let mut out = format!(
         "{}: target {} (code object v{}, ELF ABI version {}, e_flags {:#x})\n",
         file.display(),
@@ -179,10 +236,10 @@ fn inspect_text(file: &Path, co: &crate::linker::codeobject::CodeObject) -> Stri
         co.e_flags
     );
     for k in &co.kernels {
-        let o = Occupancy::of(co, k);
+        let o = Occupancy::of(co, k, sizes);
         let launch = match o.launch_lds {
             0 => String::new(),
-            b => format!(" + {b} B at launch (at the size bounds)"),
+            b => format!(" + {b} B at launch ({})", at_words(sizes)),
         };
         out.push_str(&format!(
             "kernel {}: kernarg {} B, LDS {} B{launch}, scratch {} B, VGPR {}, SGPR {}{}, spills {} VGPR / {} SGPR, wave{}, max work-group {}, occupancy {} waves/SIMD ({})\n",
@@ -222,7 +279,8 @@ fn inspect_text(file: &Path, co: &crate::linker::codeobject::CodeObject) -> Stri
 
 /// A kernel's waves per SIMD, counting the LDS it is launched with.
 struct Occupancy {
-    /// LDS sized at launch, at the largest sizes the kernel accepts.
+    /// LDS sized at launch, at the given sizes and the largest the kernel
+    /// accepts of the others.
     launch_lds: u64,
     /// The average over a CU's SIMDs (0.5: one 2-wave group per CU).
     waves: f64,
@@ -233,6 +291,7 @@ impl Occupancy {
     fn of(
         co: &crate::linker::codeobject::CodeObject,
         k: &crate::linker::codeobject::KernelInfo,
+        sizes: &[(String, i64)],
     ) -> Occupancy {
         use crate::linker::hw;
         // LDS a kernel is launched with grows with the sizes; the bounds
@@ -241,11 +300,12 @@ impl Occupancy {
             .launch
             .as_ref()
             .and_then(|l| {
-                let at_max: std::collections::HashMap<String, i64> = l
+                let mut at_max: std::collections::HashMap<String, i64> = l
                     .sizes
                     .iter()
                     .map(|s| (s.name.clone(), i64::try_from(s.max).unwrap_or(i64::MAX)))
                     .collect();
+                at_max.extend(sizes.iter().cloned());
                 let kl = l.kernels.iter().find(|kl| kl.name == k.name)?;
                 kl.dynamic_shared_bytes.as_ref()?.eval(&at_max)
             })

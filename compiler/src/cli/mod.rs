@@ -56,6 +56,11 @@ enum Command {
         /// width, waits, barriers, branches; the hot loop marked.
         #[arg(long)]
         loops: bool,
+        /// LDS sized at launch, and the occupancy, at these sizes
+        /// (`NAME=N`, repeatable; the others at their bounds) instead of at
+        /// the kernel's size bounds. rocmc's code objects only.
+        #[arg(long = "size", value_name = "NAME=N", value_parser = run::parse_size)]
+        sizes: Vec<(String, i64)>,
     },
 }
 
@@ -89,7 +94,12 @@ where
         Command::Run(a) => run::run(a),
         Command::Tune(a) => tune::tune(a),
         Command::Targets => inspect::targets(),
-        Command::Inspect { file, json, loops } => inspect::inspect(&file, json, loops),
+        Command::Inspect {
+            file,
+            json,
+            loops,
+            sizes,
+        } => inspect::inspect(&file, json, loops, &sizes),
     };
     let code = match r {
         Ok(()) => 0,
