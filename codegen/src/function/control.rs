@@ -236,10 +236,24 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         slow: &[Stmt],
     ) -> R<()> {
         let cond = self.all_hold(guards)?;
+        let Some((aligned, la)) = self.lane_alignment(fast)? else {
+            return self.if_else(
+                cond,
+                ["vector", "scalar", "join"],
+                |me| me.body(fast),
+                |me| me.body(slow),
+            );
+        };
+        let cond = self.b.build_and(cond, aligned, "").map_err(llvm_err)?;
         self.if_else(
             cond,
             ["vector", "scalar", "join"],
-            |me| me.body(fast),
+            |me| {
+                let outer = me.lane_align.replace(la);
+                let r = me.body(fast);
+                me.lane_align = outer;
+                r
+            },
             |me| me.body(slow),
         )
     }

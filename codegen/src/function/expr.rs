@@ -54,7 +54,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             ExprKind::Gather { tensor, indices } => self.gather(*tensor, indices, t)?,
             ExprKind::Load { tensor, indices } => {
                 let p = self.address(*tensor, indices)?;
-                self.load_element(p, t)?
+                let v = self.load_element(p, t)?;
+                let align = self.access_alignment(*tensor, indices, t);
+                if align > t.size() as u32 {
+                    if let Some(i) = v.as_instruction_value() {
+                        i.set_alignment(align).map_err(llvm_err)?;
+                    }
+                }
+                v
             }
             ExprKind::Unary(UnaryOp::Neg, a) => {
                 let a = self.expr(a)?;

@@ -7,6 +7,7 @@
 //! - [`stmt`]: statements, merged vector stores, the leaves;
 //! - [`control`]: loops, loop versioning, unswitching, guards;
 //! - [`fill`]: `cache_read` fills, vectorised and asynchronous;
+//! - [`lanes`]: a vectorised loop's loads, aligned where its fast path checks it;
 //! - [`buffer`]: zero fills as whole vectors by the target's range-checked
 //!   loads (AMD buffer loads), and the loop version that allows them;
 //! - [`matrix`]: matrix instructions and their fragment loads;
@@ -23,6 +24,7 @@ mod control;
 mod expr;
 mod fill;
 pub(crate) mod index;
+mod lanes;
 mod lockstep;
 mod math;
 mod matrix;
@@ -77,6 +79,9 @@ pub(crate) struct FnCx<'a, 'ctx> {
     /// Inside a loop version for which every zero fill's row length was
     /// checked to be a multiple of its width ([`FnCx::whole_rows_loop`]).
     pub(crate) whole_rows: bool,
+    /// Inside a vectorised loop's fast path whose loads' alignment was
+    /// checked ([`FnCx::lane_alignment`]).
+    pub(crate) lane_align: Option<lanes::LaneAlign>,
 }
 
 /// In memory a bool is a byte.
@@ -167,6 +172,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             be,
             tensor_maps: abi.tensor_maps,
             whole_rows: false,
+            lane_align: None,
         };
         // Arrays sized at launch, at their offsets in the launch's dynamic
         // shared memory (expressions of the sizes, computed once here).

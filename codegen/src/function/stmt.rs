@@ -21,6 +21,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     continue;
                 }
             }
+            if self.lane_align.is_some() && self.lane_vector_store(&stmts[i])? {
+                i += 1;
+                continue;
+            }
             let width = if self.be.vector_stores() {
                 store_run(&stmts[i..], &self.divisors)
             } else {
@@ -259,8 +263,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let v = self.to_mem(value.dtype, v)?;
                 let p = self.address(*tensor, indices)?;
                 let st = self.b.build_store(p, v).map_err(llvm_err)?;
-                st.set_alignment(value.dtype.size() as u32)
-                    .map_err(llvm_err)?;
+                let align = match value.dtype {
+                    DType::Bool => 1,
+                    t => self.access_alignment(*tensor, indices, t),
+                };
+                st.set_alignment(align).map_err(llvm_err)?;
             }
             Stmt::LocalStore {
                 local,

@@ -10,10 +10,11 @@ use crate::kernel::{Expr, Kernel, Stage, TensorId};
 /// columns per thread as one vector access (bias2d_vec); a 1-D stage as
 /// saxpy does. A matrix product gets 16 × 16 output tiles (matmul.toml).
 pub(super) fn elementwise(
+    k: &Kernel,
     st: &Stage,
+    value: &Expr,
     names: &[&str],
-    reduces: bool,
-    vector: bool,
+    (reduces, vector): (bool, bool),
     cx: &RuleCx,
 ) -> Vec<DefaultSchedule> {
     let Some((&last, lead)) = names.split_last() else {
@@ -99,18 +100,27 @@ pub(super) fn elementwise(
         };
         return vec![kn.done(rule, steps)];
     }
-    // Rows of a known length shorter than the 256 columns (a head of 64
-    // in `K[s, b, h, d]`) would leave most threads of each row idle: the
-    // columns shrink to the row and the rows grow to keep 1,024 elements
-    // per work-group (GPT-2's KV store at 64, 73 % of copy:
-    // bench/gpu/runs/h100-gpt2-gemms-1).
-    let (cols0, rows0) = match st.axes.last().and_then(|a| a.extent.as_const()) {
+    // Rows of a known length, or bounded by `max`, shorter than the 256
+    // columns (a head of 64 in `K[s, b, h, d]`) would leave most threads of
+    // each row idle: the columns shrink to the row and the rows grow to
+    // keep 1,024 elements per work-group (GPT-2's KV store at 64, 73 % of
+    // copy: bench/gpu/runs/h100-gpt2-gemms-1).
+    let size_max: Vec<u64> = k.sizes.iter().map(|s| s.max).collect();
+    let row = st.axes.last().map(|a| a.extent.max_value(&size_max, &[]));
+    let (cols0, rows0) = match row {
         Some(e) if e < 256 => {
             let c = (e.max(1) as u64).next_power_of_two().max(64) as i64;
             (c, 4 * 256 / c)
         }
         _ => (256, 4),
     };
+    // 16 bytes a thread where every element is 2 bytes or less: 8 halves
+    // one vector access, where 4 made half-width accesses (a 4-D f16 copy
+    // bounded to 128 columns: 58 % of copy at 4 of 256, 90 % at 8 of 128,
+    // H200, bench/gpu/runs/h200-transpose-f16).
+    let mut widest = k.tensor(st.output).dtype.size();
+    value.visit_loads(&mut |t, _| widest = widest.max(k.tensor(t).dtype.size()));
+    let vec0 = if widest <= 2 { 8 } else { 4 };
     let rows = kn.get("ROWS", &[1, 2, 4, 8, 16], rows0, "rows per work-group");
     let cols = kn.get(
         "COLS",
@@ -120,8 +130,8 @@ pub(super) fn elementwise(
     );
     let vec = kn.get(
         "VEC",
-        &[1, 2, 4],
-        4,
+        &[1, 2, 4, 8],
+        vec0,
         "consecutive columns per thread, one vector access",
     );
     kn.require("{ROWS} * ({COLS} / {VEC}) <= 1024");

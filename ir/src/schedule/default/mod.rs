@@ -209,7 +209,14 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     if !reduces && !vector && st.scatter.is_none() {
         out.extend(elementwise::transpose(k, st, &value, &names, cx));
     }
-    out.extend(elementwise::elementwise(st, &names, reduces, vector, cx));
+    out.extend(elementwise::elementwise(
+        k,
+        st,
+        &value,
+        &names,
+        (reduces, vector),
+        cx,
+    ));
     out.extend(flat(&st.name, &names, cx));
     out.dedup();
     // Values given that one rule takes: the rules they do not fit drop
