@@ -235,24 +235,25 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         fast: &[Stmt],
         slow: &[Stmt],
     ) -> R<()> {
-        let cond = self.all_hold(guards)?;
-        let Some((aligned, la)) = self.lane_alignment(fast)? else {
-            return self.if_else(
-                cond,
-                ["vector", "scalar", "join"],
-                |me| me.body(fast),
-                |me| me.body(slow),
-            );
+        let mut cond = self.all_hold(guards)?;
+        let la = match self.lane_alignment(fast)? {
+            Some((aligned, la)) => {
+                cond = self.b.build_and(cond, aligned, "").map_err(llvm_err)?;
+                Some(la)
+            }
+            None => None,
         };
-        let cond = self.b.build_and(cond, aligned, "").map_err(llvm_err)?;
         self.if_else(
             cond,
             ["vector", "scalar", "join"],
-            |me| {
-                let outer = me.lane_align.replace(la);
-                let r = me.body(fast);
-                me.lane_align = outer;
-                r
+            |me| match la {
+                Some(la) => {
+                    let outer = me.lane_align.replace(la);
+                    let r = me.body(fast);
+                    me.lane_align = outer;
+                    r
+                }
+                None => me.body(fast),
             },
             |me| me.body(slow),
         )

@@ -1,5 +1,5 @@
-//! Loads of a vectorised loop's lanes, aligned where the loop's fast path
-//! checks it. On NVIDIA (natural alignment only) LLVM merges a thread's
+//! Loads and stores of a vectorised loop's lanes, aligned where the
+//! loop's fast path checks it. On NVIDIA (natural alignment only) LLVM merges a thread's
 //! consecutive element loads into one vector load only where it knows the
 //! first is aligned to the whole vector: without that, an f16 elementwise
 //! stage's four halves a thread were four 2-byte loads (a 4-D copy ran at
@@ -19,7 +19,16 @@ use rocmc_ir::{DType, VarId};
 pub(crate) struct LaneAlign {
     var: VarId,
     width: u32,
-    loads: Vec<(TensorId, Vec<Index>)>,
+    accesses: Vec<(TensorId, Vec<Index>)>,
+}
+
+impl LaneAlign {
+    /// Whether `tensor[indices]` is one of the accesses the path checked.
+    fn checks(&self, tensor: TensorId, indices: &[Index]) -> bool {
+        self.accesses
+            .iter()
+            .any(|(t, ix)| *t == tensor && ix.as_slice() == indices)
+    }
 }
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
@@ -70,7 +79,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
         let at0 = HashMap::from([(*var, Index::c(0))]);
         let mut cond = self.cx.bool_type().const_int(1, false);
-        let mut loads = Vec::new();
+        let mut accesses = Vec::new();
         for (t, ix) in found {
             let Some((last, lead)) = ix.split_last() else {
                 continue;
@@ -89,9 +98,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 continue;
             };
             cond = self.b.build_and(cond, ok, "").map_err(llvm_err)?;
-            loads.push((t, ix));
+            accesses.push((t, ix));
         }
-        if loads.is_empty() {
+        if accesses.is_empty() {
             return Ok(None);
         }
         Ok(Some((
@@ -99,7 +108,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             LaneAlign {
                 var: *var,
                 width: w as u32,
-                loads,
+                accesses,
             },
         )))
     }
@@ -113,11 +122,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let Some(la) = &self.lane_align else {
             return size;
         };
-        if !la
-            .loads
-            .iter()
-            .any(|(t, ix)| *t == tensor && ix.as_slice() == indices)
-        {
+        if !la.checks(tensor, indices) {
             return size;
         }
         let Some(lane) = self.vars[la.var.0 as usize].and_then(|v| v.get_zero_extended_constant())
@@ -138,7 +143,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// store of its lanes (LLVM merged such stores only in part, across
     /// the lanes' loads). False where `s` is not that.
     pub(super) fn lane_vector_store(&mut self, s: &Stmt) -> R<bool> {
-        let Some(la) = self.lane_align.clone() else {
+        let Some(la) = &self.lane_align else {
             return Ok(false);
         };
         let Stmt::Loop {
@@ -158,15 +163,18 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         else {
             return Ok(false);
         };
-        let checked = la.loads.iter().any(|(t, ix)| t == tensor && ix == indices);
-        if *var != la.var || extent.as_const() != Some(i64::from(la.width)) || !checked {
+        let width = la.width;
+        if *var != la.var
+            || extent.as_const() != Some(i64::from(width))
+            || !la.checks(*tensor, indices)
+        {
             return Ok(false);
         }
-        let Some(vt) = self.fill_vector_type(value.dtype, la.width) else {
+        let Some(vt) = self.fill_vector_type(value.dtype, width) else {
             return Ok(false);
         };
         let mut acc = vt.into_vector_type().get_poison();
-        for l in 0..la.width {
+        for l in 0..width {
             self.vars[var.0 as usize] = Some(self.i32(i64::from(l)));
             let v = self.expr(value)?;
             let v = self.to_mem(value.dtype, v)?;
@@ -179,7 +187,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let p = self.address(*tensor, indices)?;
         self.vars[var.0 as usize] = None;
         let st = self.b.build_store(p, acc).map_err(llvm_err)?;
-        st.set_alignment(la.width * value.dtype.size() as u32)
+        st.set_alignment(width * value.dtype.size() as u32)
             .map_err(llvm_err)?;
         Ok(true)
     }

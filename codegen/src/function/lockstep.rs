@@ -121,9 +121,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             // LDS stores of register bytes: each thread's words, as the
             // GPU packs them; they read registers only, so the threads'
             // runs commute as single stores do.
-            let packed = match self.be.packs_bytes() {
-                true => byte_pack_run(&self.g.locals, rest, &self.divisors),
-                false => 0,
+            let packed = if self.be.packs_bytes() {
+                byte_pack_run(&self.g.locals, rest, &self.divisors)
+            } else {
+                0
             };
             if packed > 0 {
                 self.packed_for_threads(&rest[..packed], st)?;

@@ -134,9 +134,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             return Ok((v, 0));
         }
         let half = ba / 2;
+        // The two words and which half of them: byte pairs 0-1 or 2-3.
         let key = (
-            (a.0, a.1 / 4 * 4 + half as i64 * 2),
-            (b.0, b.1 / 4 * 4 + half as i64 * 2),
+            (a.0, a.1 / 4 * 2 + half as i64),
+            (b.0, b.1 / 4 * 2 + half as i64),
         );
         let v = match pairs.get(&key) {
             Some(v) => *v,

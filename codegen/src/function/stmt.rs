@@ -263,10 +263,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let v = self.to_mem(value.dtype, v)?;
                 let p = self.address(*tensor, indices)?;
                 let st = self.b.build_store(p, v).map_err(llvm_err)?;
-                let align = match value.dtype {
-                    DType::Bool => 1,
-                    t => self.access_alignment(*tensor, indices, t),
-                };
+                let align = self.access_alignment(*tensor, indices, value.dtype);
                 st.set_alignment(align).map_err(llvm_err)?;
             }
             Stmt::LocalStore {
