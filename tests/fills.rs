@@ -412,3 +412,48 @@ fn amd_zero_filled_tiles_are_buffer_loads_in_a_whole_row_loop_version() {
         }
     }
 }
+
+/// On AMD a group of register fills (a layernorm row's X, gamma and beta,
+/// 16 bytes a lane each) and an unswitch choose their fast version once for
+/// the wave (a ballot), and the branch names the general version first, so
+/// that AMDGPU's structurizer lays the fast one out first. Each tensor's
+/// fast loads then issue with no wait before them: the twelve 16-byte loads
+/// of a lane's row are in flight together. Before, the general version
+/// came first and its loads into the same registers made each fast group
+/// wait for every load before it (three groups of four on gfx1100).
+#[test]
+fn amd_fast_versions_are_chosen_per_wave_and_issue_their_loads_together() {
+    let src =
+        std::fs::read_to_string(crate::common::root().join("bench/amd/rocmc/layernorm_4096.toml"))
+            .unwrap();
+    for mcpu in ["gfx1100", "gfx942"] {
+        let (dis, asm) = amd_code("layernorm", &src, mcpu);
+        let wide = if mcpu == "gfx1100" {
+            "global_load_b128"
+        } else {
+            "global_load_dwordx4"
+        };
+        // Blocks (from a branch to the next) holding four of a tensor's
+        // 16-byte loads: the fast versions. Whether a wait on vmcnt came
+        // before the loads in the block.
+        let (mut loads, mut waited, mut fast) = (0, false, Vec::new());
+        for l in dis.lines() {
+            if l.contains("s_cbranch") || l.contains("s_branch") {
+                (loads, waited) = (0, false);
+            } else if l.contains(wide) {
+                loads += 1;
+                if loads == 4 {
+                    fast.push(waited);
+                }
+            } else if l.contains("s_waitcnt") && l.contains("vmcnt") && loads == 0 {
+                waited = true;
+            }
+        }
+        assert_eq!(fast.len(), 3, "{mcpu}: fast versions of X, gamma and beta");
+        assert!(
+            fast.iter().all(|w| !w),
+            "{mcpu}: a fast version waits for earlier loads: {fast:?}"
+        );
+        assert!(asm.contains("ScratchSize: 0"), "{mcpu}: scratch in use");
+    }
+}

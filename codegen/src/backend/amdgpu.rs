@@ -447,6 +447,43 @@ impl Backend for AmdGpu<'_> {
             .into_float_value())
     }
 
+    /// Whether some active lane fails `cond`, the same answer on each: the
+    /// ballot of `cond` is a subset of the active lanes' (`ballot(true)`,
+    /// the exec mask), proper, so smaller, exactly when a lane fails. An
+    /// unsigned less-than rather than `ne`: InstCombine turns a branch on
+    /// `ne` (or on a `not`) into one on `eq` with its sides swapped, which
+    /// would undo [`FnCx::versions`]'s order.
+    fn wave_some_fail<'ctx>(
+        &self,
+        emit: &Emit<'_, 'ctx>,
+        cond: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        let mask = if self.t.wavefront_size() == 32 {
+            emit.cx.i32_type()
+        } else {
+            emit.cx.i64_type()
+        };
+        let ballot = |c: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+            Ok(emit
+                .call("llvm.amdgcn.ballot", &[mask.into()], &[c.into()])?
+                .into_int_value())
+        };
+        let ok = ballot(cond)?;
+        let active = ballot(emit.cx.bool_type().const_all_ones())?;
+        emit.b
+            .build_int_compare(inkwell::IntPredicate::ULT, ok, active, "")
+            .map_err(llvm_err)
+    }
+
+    /// A lane-divergent branch runs both sides one after the other under
+    /// exec masks, and the first side's loads into the registers the
+    /// second side writes make every wait before the second side wait for
+    /// all loads in flight: a layernorm row's three vector loads of X,
+    /// gamma and beta each waited for the one before (bench/amd, gfx1100).
+    fn versions_by_wave(&self) -> bool {
+        true
+    }
+
     /// Release fence, `s_barrier`, acquire fence, at work-group scope.
     fn barrier(&self, emit: &Emit<'_, '_>) -> R<()> {
         workgroup_fence(emit, ORDERING_RELEASE);

@@ -541,6 +541,28 @@ pub(crate) trait Backend {
         false
     }
 
+    /// Whether a choice between a fast version and the general one (an
+    /// unswitch, a group of fills' vector copies) is made once for the
+    /// whole wave ([`Backend::wave_all`] of its conditions) rather than per
+    /// lane: the general side is always correct, so a wave with a failing
+    /// lane runs it alone instead of both sides. Such a target implements
+    /// [`Backend::wave_some_fail`].
+    fn versions_by_wave(&self) -> bool {
+        false
+    }
+
+    /// Whether `cond` fails on some active lane of the wave, the same
+    /// answer on each (a [`Backend::versions_by_wave`] target).
+    fn wave_some_fail<'ctx>(
+        &self,
+        _emit: &Emit<'_, 'ctx>,
+        _cond: IntValue<'ctx>,
+    ) -> R<IntValue<'ctx>> {
+        Err(crate::CodegenError::Llvm(
+            "a wave-wide vote on a target without one (a rocmc bug)".into(),
+        ))
+    }
+
     /// Whether `cond` holds on every active lane of the wave, the same
     /// answer on each.
     fn wave_all<'ctx>(&self, _emit: &Emit<'_, 'ctx>, _cond: IntValue<'ctx>) -> R<IntValue<'ctx>> {

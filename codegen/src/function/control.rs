@@ -243,8 +243,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             }
             None => None,
         };
-        self.if_else(
+        let uniform = la.is_none() && self.uniform(guards);
+        self.versions(
             cond,
+            uniform,
             ["vector", "scalar", "join"],
             |me| match la {
                 Some(la) => {
@@ -257,6 +259,43 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             },
             |me| me.body(slow),
         )
+    }
+
+    /// Runs `fast` when `cond` (an i1) holds, else `general`, which is
+    /// correct either way. Where the target chooses for the whole wave
+    /// ([`Backend::versions_by_wave`]), the branch names the general side
+    /// first: AMDGPU's structurizer then lays the fast side out first, so
+    /// no load of the general side is in flight when the fast side's loads
+    /// reuse its registers (with the fast side second, each waited for
+    /// every load before it: bench/amd, layernorm on gfx1100). A
+    /// condition the same on every lane (`uniform`) is branched on as it
+    /// is: a ballot of it would only cost vector instructions.
+    pub(super) fn versions(
+        &mut self,
+        cond: IntValue<'ctx>,
+        uniform: bool,
+        names: [&str; 3],
+        fast: impl FnOnce(&mut Self) -> R<()>,
+        general: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        if uniform || !self.be.versions_by_wave() {
+            return self.if_else(cond, names, fast, general);
+        }
+        let some_fail = self.be.wave_some_fail(&self.ctx(), cond)?;
+        self.if_else(some_fail, [names[1], names[0], names[2]], general, fast)
+    }
+
+    /// Whether `guards` are the same on every lane of a work-group: they
+    /// name no variable that differs between its threads
+    /// ([`lane_varying`]).
+    pub(super) fn uniform(&self, guards: &[rocmc_ir::schedule::Guard]) -> bool {
+        let varies = |i: &Index| {
+            self.lane_varying
+                .iter()
+                .enumerate()
+                .any(|(v, &on)| on && i.uses_var(rocmc_ir::VarId(v as u32)))
+        };
+        !guards.iter().any(|g| varies(&g.value) || varies(&g.extent))
     }
 
     /// Runs `then` when `cond` (an i1) is true, else `otherwise`; `names`
@@ -338,4 +377,26 @@ pub(super) fn conditionals(stmts: &[Stmt]) -> usize {
         .iter()
         .filter(|s| matches!(s, Stmt::If { .. } | Stmt::Unswitch { .. }))
         .count()
+}
+
+/// The variables of `g` that may differ between the threads of a
+/// work-group, by number: those bound to a thread index, and loops whose
+/// extent names one.
+pub(crate) fn lane_varying(g: &rocmc_ir::loops::GpuKernel) -> Vec<bool> {
+    let mut on = vec![false; g.vars.len()];
+    rocmc_ir::loops::visit::walk(&g.body, &mut |s| match s {
+        Stmt::Bind {
+            var,
+            axis: rocmc_ir::schedule::GpuAxis::Thread(_),
+        } => on[var.0 as usize] = true,
+        Stmt::Loop { var, extent, .. } => {
+            let varies = on
+                .iter()
+                .enumerate()
+                .any(|(v, &o)| o && extent.uses_var(rocmc_ir::VarId(v as u32)));
+            on[var.0 as usize] |= varies;
+        }
+        _ => {}
+    });
+    on
 }

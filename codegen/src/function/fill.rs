@@ -117,8 +117,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             return self.body(stmts);
         }
         let all = self.fill_group_ok(stmts)?;
-        self.if_else(
+        self.versions(
             all,
+            false,
             ["fills.vector", "fills.checked", "fills.join"],
             |me| me.fill_group_vector(stmts),
             |me| me.body(stmts),

@@ -82,6 +82,9 @@ pub(crate) struct FnCx<'a, 'ctx> {
     /// Inside a vectorised loop's fast path whose loads' alignment was
     /// checked ([`FnCx::lane_alignment`]).
     pub(crate) lane_align: Option<lanes::LaneAlign>,
+    /// The variables that may differ between a work-group's threads
+    /// ([`control::lane_varying`]).
+    pub(crate) lane_varying: Vec<bool>,
 }
 
 /// In memory a bool is a byte.
@@ -173,6 +176,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             tensor_maps: abi.tensor_maps,
             whole_rows: false,
             lane_align: None,
+            lane_varying: control::lane_varying(g),
         };
         // Arrays sized at launch, at their offsets in the launch's dynamic
         // shared memory (expressions of the sizes, computed once here).
