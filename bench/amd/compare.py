@@ -251,9 +251,7 @@ def analyse(path, proc, lds_launch, run_at=None):
     for a, b in passes:
         run = k.code[a:b + 1]
         words = sum(w * n for w, n in isa.mix(run, proc)["vmem_load"].items()) / 4
-        # Twice: loads a loop issues for the next iteration stay in flight
-        # across its branch.
-        flight = max(flight, isa.in_flight(run + run if (a, b) != (0, len(k.code) - 1) else run, wave))
+        flight = max(flight, isa.in_flight(run, wave, loop=(a, b) != (0, len(k.code) - 1)))
         lt = isa.mca_cycles(run, proc)
         t = simd_time(occ, lt[1], lt[0]) if lt else None
         if words and t:

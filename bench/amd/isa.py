@@ -306,20 +306,151 @@ def load_loops(code):
     return out
 
 
-def in_flight(body, wave):
+def load_destination(text):
+    """The VGPR numbers a load writes (none for a load into LDS)."""
+    m = re.match(r"\S+\s+v(?:(\d+)|\[(\d+):(\d+)\])", text)
+    if not m or " lds" in text:
+        return frozenset()
+    lo = int(m.group(1) or m.group(2))
+    return frozenset(range(lo, int(m.group(3) or lo) + 1))
+
+
+EXEC_OPS = re.compile(
+    r"s_(and|or|xor|andn2|and_not1|orn2|or_not1|mov)(_saveexec)?_b(32|64)\s+([^,]+),\s*([^,]+)(?:,\s*(.+))?$")
+
+
+def exec_step(i, live, saved):
+    """The exec-mask instructions of AMDGPU's structured control flow, with
+    every lane agreeing on every condition (as at the benchmark's sizes):
+    exec is all lanes (True) or none (False), and so is each scalar
+    register holding a mask. A mask of a condition is unknown (None): the
+    path chooses. Returns [(live, saved)], one per choice, or None where
+    `i` does not touch exec."""
+    if i.mnemonic.startswith("v_cmpx"):
+        # exec &= a condition (gfx10+).
+        return [(live, saved), (False, saved)]
+    m = EXEC_OPS.match(i.text)
+    if not m or "exec" not in i.text:
+        return None
+    op, save, _, d, x, y = m.groups()
+    op = {"and_not1": "andn2", "or_not1": "orn2"}.get(op, op)
+    get = lambda r: live if r.startswith("exec") else saved.get(r.strip())
+    def apply(a, b):
+        return {"and": a and b, "or": a or b, "xor": a != b, "andn2": a and not b,
+                "orn2": a or not b, "mov": a}[op]
+    if save:
+        # D = exec; exec = op(S, exec).
+        srcs = [get(x)]
+        outs = []
+        for sv in ([srcs[0]] if srcs[0] is not None else [True, False]):
+            new = apply(sv, live)
+            outs.append((new, {**saved, d.strip(): live}))
+        return outs
+    a, b = get(x), (get(y) if y is not None else None)
+    choices = []
+    for av in ([a] if a is not None else [True, False]):
+        for bv in ([b] if b is not None or y is None else [True, False]):
+            choices.append(apply(av, bv if y is not None else av))
+    if d.startswith("exec"):
+        return [(v, saved) for v in dict.fromkeys(choices)]
+    if a is None and x.strip() != "exec" or (y is not None and b is None and y.strip() != "exec"):
+        return [(live, {k: v for k, v in saved.items() if k != d.strip()})]
+    return [(live, {**saved, d.strip(): choices[0]})]
+
+
+def in_flight(body, wave, loop=False):
     """The most global-load bytes a wave has issued and not waited for,
-    over `body`: a wait on `vmcnt` (or a gfx12 `s_wait_loadcnt`) retires
-    what came before it, as far as its count allows."""
-    pending, most = [], 0
-    for i in body:
+    along the path through `body` that a run at the benchmark's sizes
+    takes (two iterations of `body` if `loop`: loads a loop issues for the
+    next iteration stay in flight across its branch). A wait on `vmcnt`
+    (or a gfx12 `s_wait_loadcnt`) retires what came before it, as far as
+    its count allows; a load into registers a pending load also writes
+    retires that one (nothing read its value).
+
+    Paths, not the instructions in order: the two sides of a branch do not
+    run one after the other. rocmc's kernels hold a straight vector version
+    of a group of loads beside a checked one (each vector, or each element,
+    on its own: for lanes past a row's end or unaligned rows), and AMDGPU
+    lays both out one after the other under exec masks, skipping one at
+    run time. At the benchmark's sizes (rows a multiple of every vector
+    width) every lane decides alike, so exec is all lanes or none
+    ([`exec_step`]: the two sides of an if are complements), a load under
+    an empty exec issues nothing, `s_cbranch_execz`/`execnz` follow exec,
+    and of the paths left the one taken writes the most registers by
+    16-byte loads (it skips none: every lane is in range, loading whole
+    vectors), then has the fewest narrow loads (under 16 bytes), then the
+    fewest instructions (the straight version, not the checked one, nor
+    both), then the most in flight. A branch on a vote
+    (vcc, scc) leads both ways, except past code whose loads are all
+    16-byte ones (every lane loads whole vectors); an unconditional one
+    only to its target; at a join the better path by that order is kept,
+    per state of exec; backward branches lead to the loop's next
+    iteration (the second copy) or, in the second copy, out."""
+    n = len(body)
+    copies = 2 if loop else 1
+    at = {i.addr: k for k, i in enumerate(body)}
+    # Per position and exec state (live, saved masks): (-registers loaded
+    # by 16-byte loads, narrow loads, instructions, -most in flight,
+    # pending [(bytes, registers)], registers loaded by 16-byte loads).
+    states = [dict() for _ in range(n * copies)]
+    states[0][(True, frozenset())] = (0, 0, 0, 0, [], frozenset())
+    ends = []
+
+    def send(to, ex, st):
+        if to >= len(states):
+            ends.append(st)
+            return
+        k = (ex[0], frozenset(ex[1].items()))
+        if k not in states[to] or st[:4] < states[to][k][:4]:
+            states[to][k] = st
+
+    def vector_only(a, b):
+        ws = [width(i.mnemonic) for i in body[a:b]
+              if i.mnemonic.startswith(("global_load", "buffer_load", "flat_load"))]
+        return bool(ws) and min(ws) >= 16
+
+    for pos in range(n * copies):
+        copy, k = divmod(pos, n)
+        i = body[k]
         m = i.mnemonic
-        if m.startswith(("global_load", "buffer_load", "flat_load")):
-            pending.append(width(m) * wave)
-            most = max(most, sum(pending))
-        elif m.startswith("s_waitcnt") or m.startswith("s_wait_loadcnt"):
-            c = re.search(r"(?:vmcnt|loadcnt)\((\d+)\)", i.text) or (
-                re.match(r"s_wait_loadcnt\s+(?:0x)?([0-9a-f]+)", i.text))
-            if c:
-                keep = int(c.group(1), 16) if "0x" in i.text else int(c.group(1))
-                pending = pending[len(pending) - keep:] if keep else []
-    return most
+        for (live, sv), (_, narrow, count, most, pending, loaded) in states[pos].items():
+            saved = dict(sv)
+            if live and m.startswith(("global_load", "buffer_load", "flat_load")):
+                regs = load_destination(i.text)
+                pending = [p for p in pending if not p[1] & regs] + [(width(m) * wave, regs)]
+                most = min(most, -sum(b for b, _ in pending))
+                narrow += width(m) < 16
+                if width(m) >= 16:
+                    loaded = loaded | regs
+            elif m.startswith("s_waitcnt") or m.startswith("s_wait_loadcnt"):
+                c = re.search(r"(?:vmcnt|loadcnt)\((\d+)\)", i.text) or (
+                    re.match(r"s_wait_loadcnt\s+(?:0x)?([0-9a-f]+)", i.text))
+                if c:
+                    keep = int(c.group(1), 16) if "0x" in i.text else int(c.group(1))
+                    pending = pending[len(pending) - keep:] if keep else []
+            st = (-len(loaded), narrow, count + 1, most, pending, loaded)
+            if m in ("s_endpgm", "s_setpc_b64"):
+                ends.append(st)
+                continue
+            nexts = exec_step(i, live, saved) or [(live, saved)]
+            for ex in nexts:
+                taken = fall = True
+                if m == "s_cbranch_execz":
+                    taken, fall = not ex[0], ex[0]
+                elif m == "s_cbranch_execnz":
+                    taken, fall = ex[0], not ex[0]
+                elif m == "s_branch":
+                    fall = False
+                if i.target is not None and i.target in at and taken:
+                    t = at[i.target]
+                    vote = m.startswith("s_cbranch") and "exec" not in m
+                    if t > k and not (vote and vector_only(k + 1, t)):
+                        send(copy * n + t, ex, st)
+                    elif t <= k and copy + 1 < copies:
+                        send((copy + 1) * n + t, ex, st)
+                    elif t <= k:
+                        ends.append(st)
+                if fall:
+                    send(pos + 1, ex, st)
+        states[pos] = None
+    return -min(ends, key=lambda x: x[:4])[3] if ends else 0
