@@ -309,7 +309,7 @@ def load_loops(code):
 def load_destination(text):
     """The VGPR numbers a load writes (none for a load into LDS)."""
     m = re.match(r"\S+\s+v(?:(\d+)|\[(\d+):(\d+)\])", text)
-    if not m or " lds" in text:
+    if not m or " lds" in text or "_lds" in text.split()[0]:
         return frozenset()
     lo = int(m.group(1) or m.group(2))
     return frozenset(range(lo, int(m.group(3) or lo) + 1))
@@ -384,7 +384,8 @@ def in_flight(body, wave, loop=False):
     (vcc, scc) leads both ways, except past code whose loads are all
     16-byte ones (every lane loads whole vectors); an unconditional one
     only to its target; at a join the better path by that order is kept,
-    per state of exec; backward branches lead to the loop's next
+    per state of exec; a branch out of `body` ends a path there; backward
+    branches lead to the loop's next
     iteration (the second copy) or, in the second copy, out."""
     n = len(body)
     copies = 2 if loop else 1
@@ -421,7 +422,8 @@ def in_flight(body, wave, loop=False):
                 most = min(most, -sum(b for b, _ in pending))
                 narrow += width(m) < 16
                 if width(m) >= 16:
-                    loaded = loaded | regs
+                    # A load into LDS writes no register: it counts by its place.
+                    loaded = loaded | (regs or {("lds", i.addr)})
             elif m.startswith("s_waitcnt") or m.startswith("s_wait_loadcnt"):
                 c = re.search(r"(?:vmcnt|loadcnt)\((\d+)\)", i.text) or (
                     re.match(r"s_wait_loadcnt\s+(?:0x)?([0-9a-f]+)", i.text))
@@ -441,6 +443,9 @@ def in_flight(body, wave, loop=False):
                     taken, fall = ex[0], not ex[0]
                 elif m == "s_branch":
                     fall = False
+                if i.target is not None and i.target not in at and taken:
+                    # Out of the range: the path leaves it.
+                    ends.append(st)
                 if i.target is not None and i.target in at and taken:
                     t = at[i.target]
                     vote = m.startswith("s_cbranch") and "exec" not in m
