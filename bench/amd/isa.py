@@ -6,6 +6,7 @@ and an estimate of the loop's time from LLVM's scheduling model
 
 Independent of rocmc: the same reader judges rocmc's and Triton's code."""
 
+import functools
 import json
 import re
 import subprocess
@@ -334,28 +335,20 @@ def exec_step(i, live, saved):
         return None
     op, save, _, d, x, y = m.groups()
     op = {"and_not1": "andn2", "or_not1": "orn2"}.get(op, op)
-    get = lambda r: live if r.startswith("exec") else saved.get(r.strip())
-    def apply(a, b):
-        return {"and": a and b, "or": a or b, "xor": a != b, "andn2": a and not b,
-                "orn2": a or not b, "mov": a}[op]
+    d = d.strip()
+    get = lambda r: live if r.strip().startswith("exec") else saved.get(r.strip())
+    apply = lambda a, b: {"and": a and b, "or": a or b, "xor": a != b, "andn2": a and not b,
+                          "orn2": a or not b, "mov": a}[op]
+    either = lambda v: [v] if v is not None else [True, False]
     if save:
         # D = exec; exec = op(S, exec).
-        srcs = [get(x)]
-        outs = []
-        for sv in ([srcs[0]] if srcs[0] is not None else [True, False]):
-            new = apply(sv, live)
-            outs.append((new, {**saved, d.strip(): live}))
-        return outs
-    a, b = get(x), (get(y) if y is not None else None)
-    choices = []
-    for av in ([a] if a is not None else [True, False]):
-        for bv in ([b] if b is not None or y is None else [True, False]):
-            choices.append(apply(av, bv if y is not None else av))
-    if d.startswith("exec"):
-        return [(v, saved) for v in dict.fromkeys(choices)]
-    if a is None and x.strip() != "exec" or (y is not None and b is None and y.strip() != "exec"):
-        return [(live, {k: v for k, v in saved.items() if k != d.strip()})]
-    return [(live, {**saved, d.strip(): choices[0]})]
+        return [(apply(s, live), {**saved, d: live}) for s in either(get(x))]
+    a = get(x)
+    b = get(y) if y is not None else a
+    if not d.startswith("exec"):
+        rest = {k: v for k, v in saved.items() if k != d}
+        return [(live, rest if a is None or b is None else {**rest, d: apply(a, b)})]
+    return [(v, saved) for v in dict.fromkeys(apply(av, bv) for av in either(a) for bv in either(b))]
 
 
 def in_flight(body, wave, loop=False):
@@ -405,6 +398,7 @@ def in_flight(body, wave, loop=False):
         if k not in states[to] or st[:4] < states[to][k][:4]:
             states[to][k] = st
 
+    @functools.lru_cache(maxsize=None)
     def vector_only(a, b):
         ws = [width(i.mnemonic) for i in body[a:b]
               if i.mnemonic.startswith(("global_load", "buffer_load", "flat_load"))]

@@ -289,13 +289,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// name no variable that differs between its threads
     /// ([`lane_varying`]).
     pub(super) fn uniform(&self, guards: &[rocmc_ir::schedule::Guard]) -> bool {
-        let varies = |i: &Index| {
-            self.lane_varying
-                .iter()
-                .enumerate()
-                .any(|(v, &on)| on && i.uses_var(rocmc_ir::VarId(v as u32)))
-        };
-        !guards.iter().any(|g| varies(&g.value) || varies(&g.extent))
+        let on = &self.lane_varying;
+        !guards
+            .iter()
+            .any(|g| names_any(&g.value, on) || names_any(&g.extent, on))
     }
 
     /// Runs `then` when `cond` (an i1) is true, else `otherwise`; `names`
@@ -389,14 +386,17 @@ pub(crate) fn lane_varying(g: &rocmc_ir::loops::GpuKernel) -> Vec<bool> {
             var,
             axis: rocmc_ir::schedule::GpuAxis::Thread(_),
         } => on[var.0 as usize] = true,
-        Stmt::Loop { var, extent, .. } => {
-            let varies = on
-                .iter()
-                .enumerate()
-                .any(|(v, &o)| o && extent.uses_var(rocmc_ir::VarId(v as u32)));
-            on[var.0 as usize] |= varies;
-        }
+        Stmt::Loop { var, extent, .. } => on[var.0 as usize] |= names_any(extent, &on),
         _ => {}
     });
     on
+}
+
+/// Whether `i` names a variable marked in `on` (by number).
+fn names_any(i: &Index, on: &[bool]) -> bool {
+    match i {
+        Index::Var(v) => on[v.0 as usize],
+        Index::Bin(_, a, b) => names_any(a, on) || names_any(b, on),
+        Index::Const(_) | Index::Size(_) => false,
+    }
 }

@@ -117,6 +117,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             return self.body(stmts);
         }
         let all = self.fill_group_ok(stmts)?;
+        // Each thread's share of the copy: its lanes' conditions differ.
         self.versions(
             all,
             false,
