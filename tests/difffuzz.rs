@@ -1046,6 +1046,79 @@ fn kept_row_kernel(rng: &mut Rng, id: u64) -> String {
     )
 }
 
+/// The first line of a transpose of 2-byte elements: race-checked through
+/// sm_90 most of the time, where it moves through registers.
+const TRANSPOSE: &str = "# a transpose of 2-byte elements\n";
+
+/// A permutation of a rank 2 to 4 tensor of f16 or bf16 with no schedule
+/// (rule `transpose-tiles`; on NVIDIA `transpose-registers`, each thread's
+/// 8 x 8 block in registers): the output's last axis comes from elsewhere
+/// than the input's last, the value as it is, scaled, plus a tensor read
+/// along the output's rows, or widened to f32; with bounds or without.
+fn transpose_kernel(rng: &mut Rng, id: u64) -> String {
+    let dt = *rng.pick(&["f16", "bf16"]);
+    let rank = *rng.pick(&[2, 3, 3, 4, 4]);
+    let (axes, sizes) = (&["a", "b", "c", "e"][..rank], &["A", "B", "C", "E"][..rank]);
+    // The input's axes, as positions among the output's: any order whose
+    // last is not the output's last.
+    let mut perm: Vec<usize> = (0..rank).collect();
+    while perm[rank - 1] == rank - 1 {
+        for i in (1..rank).rev() {
+            perm.swap(i, rng.below(i + 1));
+        }
+    }
+    let list = |xs: Vec<&str>, quote: bool| {
+        xs.iter()
+            .map(|x| {
+                if quote {
+                    format!("\"{x}\"")
+                } else {
+                    x.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let read = format!(
+        "X[{}]",
+        list(perm.iter().map(|&i| axes[i]).collect(), false)
+    );
+    let out = list(axes.to_vec(), false);
+    let (value, y) = match rng.below(4) {
+        0 => (read, false),
+        1 => (format!("{read} * {dt}(0.5)"), false),
+        2 => (format!("{read} + Y[{out}]"), true),
+        _ => (format!("f32({read})"), false),
+    };
+    let mut src = format!(
+        "{TRANSPOSE}[kernel]\nname = \"fz{id}\"\nsizes = [{}]\n",
+        list(sizes.to_vec(), true)
+    );
+    if rng.chance(60) {
+        let bounds: Vec<String> = sizes
+            .iter()
+            .map(|s| format!("{s} = {}", rng.pick(&[64, 130, 4096])))
+            .collect();
+        writeln!(src, "max = {{ {} }}", bounds.join(", ")).unwrap();
+    }
+    let shape_x = list(perm.iter().map(|&i| sizes[i]).collect(), true);
+    let shape = list(sizes.to_vec(), true);
+    writeln!(
+        src,
+        "\n[inputs]\nX = {{ dtype = \"{dt}\", shape = [{shape_x}] }}"
+    )
+    .unwrap();
+    if y {
+        writeln!(src, "Y = {{ dtype = \"{dt}\", shape = [{shape}] }}").unwrap();
+    }
+    writeln!(
+        src,
+        "\n[[stage]]\ncompute = \"O[{out}] = {value}\"\nshape = [{shape}]"
+    )
+    .unwrap();
+    src
+}
+
 fn kernel(rng: &mut Rng, id: u64) -> String {
     if rng.below(12) == 0 {
         return row_kernel(rng, id);
@@ -1061,6 +1134,9 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
     }
     if rng.below(12) == 0 {
         return conv_kernel(rng, id);
+    }
+    if rng.below(14) == 0 {
+        return transpose_kernel(rng, id);
     }
     let dt = |rng: &mut Rng| {
         if rng.chance(70) {
@@ -1476,6 +1552,8 @@ struct Stats {
     /// Matrix products of an f16/bf16 operand by an 8-bit one on a matrix
     /// instruction (weight-only quantised).
     converted: usize,
+    /// Race-checked lowerings with a stage of rule `transpose-registers`.
+    register_transposes: usize,
     /// Accepted kernels with parts over loops of symbolic extent, sized
     /// by a bound (`row_kernel`).
     bounded: usize,
@@ -1591,6 +1669,8 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     let p = if src.starts_with(GEMM) && src.contains("f8e4m3fn") && rng.chance(60) {
         // The OCP fp8 products' own matrix path (f8f6f4).
         "gfx950"
+    } else if src.starts_with(TRANSPOSE) && rng.chance(70) {
+        "sm_90"
     } else if src.contains("wgmma_")
         || src.starts_with(WG_ATTENTION)
         || (src.starts_with(GEMM) && rng.chance(50))
@@ -1731,6 +1811,11 @@ fn race_check(front: &rocmc::Frontend, p: &str, rng: &mut Rng, st: &mut Stats) {
         }
     };
     let k = &lowered.kernel;
+    st.register_transposes += k.stages.iter().any(|s| {
+        s.default
+            .as_ref()
+            .is_some_and(|d| d.rule == "transpose-registers")
+    }) as usize;
     let sizes: Vec<i64> = k
         .sizes
         .iter()
@@ -1838,6 +1923,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.batched += l.batched;
                 st.tensor_copies += l.tensor_copies;
                 st.converted += l.converted;
+                st.register_transposes += l.register_transposes;
                 st.bounded += l.bounded;
                 st.kept += l.kept;
                 st.kept_at += l.kept_at;
@@ -1857,7 +1943,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} transpose through registers, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1874,6 +1960,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.batched,
         st.tensor_copies,
         st.converted,
+        st.register_transposes,
         st.kept,
         st.kept_at,
         st.executed,

@@ -427,22 +427,51 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             // Bytes a target packs into words (`function::pack`) stay whole
             // vectors: stored a byte at a time, LLVM splits the array into
             // bytes and rebuilds each word it reads.
-            Mem::Local if dt.size() == 1 && self.be.packs_bytes() => {
+            Mem::Local if self.whole_local_vectors(dt) => {
                 let p = self.local_ptr(array, index)?;
                 let st = self.b.build_store(p, v).map_err(llvm_err)?;
                 st.set_alignment(1).map_err(llvm_err)
             }
             Mem::Local => {
+                // Read lane by lane, an aligned vector load would be split by
+                // LLVM's VectorCombine into W scalar loads (on NVPTX) and the
+                // alignment checked at run time for it wasted: the freeze
+                // hides the lanes' reads from that rewrite and costs nothing.
+                let v = self.freeze(v.into_vector_value());
                 for l in 0..width {
                     let x = self
                         .b
-                        .build_extract_element(v.into_vector_value(), self.i32(i64::from(l)), "")
+                        .build_extract_element(v, self.i32(i64::from(l)), "")
                         .map_err(llvm_err)?;
                     let p = self.local_ptr(array, &(index.clone() + Index::c(i64::from(l))))?;
                     self.b.build_store(p, x).map_err(llvm_err)?;
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Whether a fill into registers of `dt` stores its W lanes as one
+    /// vector on both of its paths: bytes a target packs into words, and
+    /// 2-byte elements, whose halves LLVM otherwise joins lane by lane
+    /// after the fill (a 16-bit register each: a transpose's 8 x 8 block
+    /// of halves took 114 registers on sm_90 where packed pairs take 48).
+    fn whole_local_vectors(&self, dt: DType) -> bool {
+        (dt.size() == 1 && self.be.packs_bytes()) || dt.size() == 2
+    }
+
+    /// `freeze v`, which inkwell does not build.
+    fn freeze(&self, v: inkwell::values::VectorValue<'ctx>) -> inkwell::values::VectorValue<'ctx> {
+        use inkwell::values::AsValueRef;
+        // SAFETY: builder and value belong to this context and the builder
+        // is positioned inside the function; freeze returns the value's type.
+        unsafe {
+            let r = inkwell::llvm_sys::core::LLVMBuildFreeze(
+                self.b.as_mut_ptr(),
+                v.as_value_ref(),
+                c"".as_ptr(),
+            );
+            inkwell::values::VectorValue::new(r)
         }
     }
 
@@ -455,6 +484,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         value: &Expr,
         (width, zero): (u32, bool),
     ) -> R<()> {
+        if mem == Mem::Local && width > 1 && self.whole_local_vectors(value.dtype) {
+            if let Some(vt) = self.fill_vector_type(value.dtype, width) {
+                let mut acc = vt.into_vector_type().get_poison();
+                for l in 0..width {
+                    let e = rocmc_ir::loops::fill_lane(self.k, value, l, zero);
+                    let x = self.expr(&e)?;
+                    let x = self.to_mem(value.dtype, x)?;
+                    acc = self
+                        .b
+                        .build_insert_element(acc, x, self.i32(i64::from(l)), "")
+                        .map_err(llvm_err)?;
+                }
+                return self.fill_store_vector(mem, array, index, value.dtype, width, acc.into());
+            }
+        }
         for l in 0..width {
             let index = index.clone() + Index::c(i64::from(l));
             let v = rocmc_ir::loops::fill_lane(self.k, value, l, zero);

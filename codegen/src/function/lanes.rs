@@ -33,7 +33,8 @@ impl LaneAlign {
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// For a vectorised loop's fast path (one unrolled loop of 2, 4 or 8
-    /// lanes of stores, on a target that merges only aligned accesses):
+    /// lanes of stores, alone or inside unrolled loops, on a target that
+    /// merges only aligned accesses):
     /// the loads and stores whose last subscript is `x + lane` with `x` a known
     /// multiple of the width, and the run-time condition that their rows
     /// and bases are aligned (loop-invariant: the row lengths and bases).
@@ -43,6 +44,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> R<Option<(IntValue<'ctx>, LaneAlign)>> {
         if !self.be.vector_stores() {
             return Ok(None);
+        }
+        // The vectorised loop, innermost in a nest of unrolled loops (a
+        // register tile's transpose stores `O[d + d_v, s + s_v]`, `d_v`
+        // unrolled around the vectorised `s_v`): the outer loops' variables
+        // stay symbolic in the check, so only an access whose first lane is
+        // aligned at every one of their values counts.
+        let mut fast = fast;
+        while let [Stmt::Loop {
+            unroll: true, body, ..
+        }] = fast
+        {
+            match body.as_slice() {
+                inner @ [Stmt::Loop { unroll: true, .. }] => fast = inner,
+                _ => break,
+            }
         }
         let [Stmt::Loop {
             var,

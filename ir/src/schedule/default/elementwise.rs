@@ -492,6 +492,10 @@ pub(super) fn transpose(
     if across.is_empty() || !boxed {
         return None;
     }
+    let placed = across_rows(k, st, value, &across, cx);
+    if let Some(d) = register_transpose(k, st, names, &across, placed, cx) {
+        return Some(d);
+    }
     let mut kn = Knobs::new(&st.name, cx.given);
     let t = kn.get(
         "TILE",
@@ -526,7 +530,7 @@ pub(super) fn transpose(
             format!("bind({c}_o, blockIdx.x)"),
         ]
     };
-    let mut steps = match across_rows(k, st, value, &across, cx) {
+    let mut steps = match placed {
         // Rank 3 and more: the tile takes the axis the staged reads run
         // along and the output's last; the other axes go on the grid
         // unfused with them, so the reads stay affine in the tile.
@@ -562,9 +566,93 @@ pub(super) fn transpose(
             steps
         }
     };
-    for tid in across {
+    for &tid in &across {
         let n = &k.tensor(tid).name;
         steps.push(format!("{n}_tile = cache_read({n}, shared, {c}_o, pad=1)"));
     }
-    Some(kn.done("transpose-tiles", steps))
+    let mut d = kn.done("transpose-tiles", steps);
+    // NVIDIA's rule for 2-byte elements is its own (register_transpose).
+    d.by_target = cx.target.is_none() && register_elements(k, &across);
+    Some(d)
+}
+
+/// Whether the tensors a transpose reads across its rows are all of
+/// 2-byte elements, which [`register_transpose`] moves.
+fn register_elements(k: &Kernel, across: &[TensorId]) -> bool {
+    across.iter().all(|&t| k.tensor(t).dtype.size() == 2)
+}
+
+/// A transpose of 2-byte elements on NVIDIA, as each thread's 8 x 8 block
+/// in registers: eight 16-byte loads along the rows (`cache_read(X,
+/// local, ..., vec=8, unroll=8)`), eight 16-byte stores along the
+/// output's rows, no LDS and no barrier. Through an LDS tile each element
+/// costs a 2-byte access on both sides: the H200 moved such transposes at
+/// 69 % and 46 % of copy bandwidth, this form written in CUDA at 93-96 %
+/// (bench/gpu/runs/h200-transpose-f16-cuda). Threads: 4 x 16 x 4 (x along the output's
+/// rows, y along the read's, z along the output's rows again), so a warp
+/// reads 32 rows of 64 bytes and writes 16 rows of 64; the tile is 128 x
+/// 128 elements, or as many of the read's rows as its bound allows.
+fn register_transpose(
+    k: &Kernel,
+    st: &Stage,
+    names: &[&str],
+    across: &[TensorId],
+    placed: Option<(usize, bool)>,
+    cx: &RuleCx,
+) -> Option<DefaultSchedule> {
+    if !matches!(cx.target, Some(rocmc_target::Target::Nvidia(_))) || !register_elements(k, across)
+    {
+        return None;
+    }
+    let (&c, lead) = names.split_last()?;
+    // The output's other axes on blockIdx.z, unfused with the two of the
+    // tile (as the LDS tile's rule does), or a matrix's one row axis.
+    let (mut steps, r) = match placed {
+        Some((rows, true)) if lead.len() > 1 => {
+            let others: Vec<&str> = (0..lead.len())
+                .filter(|&a| a != rows)
+                .map(|a| lead[a])
+                .collect();
+            let (mut steps, z) = fuse_all(&others);
+            steps.push(format!("bind({z}, blockIdx.z)"));
+            (steps, rows)
+        }
+        _ if lead.len() == 1 => (Vec::new(), 0),
+        _ => return None,
+    };
+    let bound = super::fused_range(k, [&st.axes[r]]);
+    let r = lead[r];
+    let mut kn = Knobs::new(&st.name, cx.given);
+    // Threads along the read's rows: 8 elements each, as many as the rows'
+    // bound asks for (a head dimension of 64 keeps 8).
+    let fit = bound.div_ceil(8).next_power_of_two().clamp(4, 16) as i64;
+    let rt = kn.get(
+        "REG_ROWS",
+        &[4, 8, 16],
+        fit,
+        "threads along the read's rows, 8 elements each",
+    );
+    let cz = 64 / rt;
+    steps.extend([
+        format!("{r}_o, {r}_i = split({r}, {})", rt * 8),
+        format!("{r}_t, {r}_v = split({r}_i, 8)"),
+        format!("{c}_o, {c}_i = split({c}, {})", cz * 32),
+        format!("{c}_h, {c}_r = split({c}_i, 32)"),
+        format!("{c}_l, {c}_v = split({c}_r, 8)"),
+        format!("reorder({r}_o, {c}_o, {c}_h, {r}_t, {c}_l, {r}_v, {c}_v)"),
+        format!("bind({r}_o, blockIdx.y)"),
+        format!("bind({c}_o, blockIdx.x)"),
+        format!("bind({c}_h, threadIdx.z)"),
+        format!("bind({r}_t, threadIdx.y)"),
+        format!("bind({c}_l, threadIdx.x)"),
+        format!("unroll({r}_v)"),
+        format!("vectorize({c}_v)"),
+    ]);
+    for &tid in across {
+        let n = &k.tensor(tid).name;
+        steps.push(format!(
+            "{n}_reg = cache_read({n}, local, {c}_o, vec=8, unroll=8)"
+        ));
+    }
+    Some(kn.done("transpose-registers", steps))
 }
