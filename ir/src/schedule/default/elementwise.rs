@@ -535,12 +535,7 @@ pub(super) fn transpose(
         // along and the output's last; the other axes go on the grid
         // unfused with them, so the reads stay affine in the tile.
         Some((rows, true)) if lead.len() > 1 => {
-            let others: Vec<&str> = (0..lead.len())
-                .filter(|&a| a != rows)
-                .map(|a| lead[a])
-                .collect();
-            let (mut steps, z) = fuse_all(&others);
-            steps.push(format!("bind({z}, blockIdx.z)"));
+            let mut steps = others_on_z(lead, rows);
             steps.extend(tiled(lead[rows], Vec::new(), grid(lead[rows])));
             steps
         }
@@ -576,6 +571,18 @@ pub(super) fn transpose(
     Some(d)
 }
 
+/// The steps that fuse the leading axes but the tile's rows `rows` and
+/// bind them to blockIdx.z.
+fn others_on_z(lead: &[&str], rows: usize) -> Vec<String> {
+    let others: Vec<&str> = (0..lead.len())
+        .filter(|&a| a != rows)
+        .map(|a| lead[a])
+        .collect();
+    let (mut steps, z) = fuse_all(&others);
+    steps.push(format!("bind({z}, blockIdx.z)"));
+    steps
+}
+
 /// Whether the tensors a transpose reads across its rows are all of
 /// 2-byte elements, which [`register_transpose`] moves.
 fn register_elements(k: &Kernel, across: &[TensorId]) -> bool {
@@ -608,15 +615,7 @@ fn register_transpose(
     // The output's other axes on blockIdx.z, unfused with the two of the
     // tile (as the LDS tile's rule does), or a matrix's one row axis.
     let (mut steps, r) = match placed {
-        Some((rows, true)) if lead.len() > 1 => {
-            let others: Vec<&str> = (0..lead.len())
-                .filter(|&a| a != rows)
-                .map(|a| lead[a])
-                .collect();
-            let (mut steps, z) = fuse_all(&others);
-            steps.push(format!("bind({z}, blockIdx.z)"));
-            (steps, rows)
-        }
+        Some((rows, true)) if lead.len() > 1 => (others_on_z(lead, rows), rows),
         _ if lead.len() == 1 => (Vec::new(), 0),
         _ => return None,
     };
