@@ -536,6 +536,7 @@ impl<'s> Cx<'s> {
                 if !k.sizes.iter().any(|s| s.name == *n) && vars.is_empty() {
                     d = d.hint(format!("declare it in `[kernel] sizes = [..., \"{n}\"]`"));
                 }
+                let d = self.outside_its_reduction(n, d);
                 self.error(d.label(what.to_string()));
                 None
             }

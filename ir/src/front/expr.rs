@@ -147,8 +147,27 @@ impl<'s> Cx<'s> {
             .chain(k.sizes.iter().map(|s| s.name.as_str()))
             .chain(k.params.iter().map(|p| p.name.as_str()))
             .chain(k.tensors.iter().map(|t| t.name.as_str()));
-        self.error(Diagnostic::new(span, format!("unknown name `{n}`")).suggest(n, cands));
+        let d = Diagnostic::new(span, format!("unknown name `{n}`")).suggest(n, cands);
+        let d = self.outside_its_reduction(n, d);
+        self.error(d);
         None
+    }
+
+    /// `d` with a hint where `n` is a reduction axis of the stage named
+    /// outside its reduction (`max(X[r, c], c)` for `reduce_max(X[r, c], c)`);
+    /// its other uses are then not reported again.
+    pub(super) fn outside_its_reduction(&mut self, n: &str, d: Diagnostic) -> Diagnostic {
+        match &self.red {
+            Some(r) if !r.inside && r.vars.iter().any(|(v, _)| v == n) => {
+                self.poisoned.push(n.to_string());
+                d.hint(format!(
+                "`{n}` is a reduction axis of this stage: it is known only inside its reduction, \
+                 `sum(..., {n})`, `prod`, `reduce_max` or `reduce_min` (`max(a, b)` and `min(a, b)` \
+                 take two values)"
+                ))
+            }
+            _ => d,
+        }
     }
 
     /// `T[...]`: a load, or a gather where a subscript reads a tensor.
