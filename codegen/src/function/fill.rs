@@ -96,15 +96,28 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         vt: BasicTypeEnum<'ctx>,
         width: u32,
     ) -> R<()> {
+        let acc = self.lanes_vector(vt, width, |me, l| {
+            me.expr(&rocmc_ir::loops::fill_lane(me.k, value, l, false))
+        })?;
+        self.fill_store_vector(mem, array, index, value.dtype, width, acc.into())
+    }
+
+    /// The vector of `vt` whose lane `l` is `lane(l)`, for `l < width`.
+    fn lanes_vector(
+        &mut self,
+        vt: BasicTypeEnum<'ctx>,
+        width: u32,
+        mut lane: impl FnMut(&mut Self, u32) -> R<BasicValueEnum<'ctx>>,
+    ) -> R<inkwell::values::VectorValue<'ctx>> {
         let mut acc = vt.into_vector_type().get_poison();
         for l in 0..width {
-            let x = self.expr(&rocmc_ir::loops::fill_lane(self.k, value, l, false))?;
+            let x = lane(self, l)?;
             acc = self
                 .b
                 .build_insert_element(acc, x, self.i32(i64::from(l)), "")
                 .map_err(llvm_err)?;
         }
-        self.fill_store_vector(mem, array, index, value.dtype, width, acc.into())
+        Ok(acc)
     }
 
     /// Several fills from tensors (a tile's copy, each thread's share of
@@ -486,16 +499,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> R<()> {
         if mem == Mem::Local && width > 1 && self.whole_local_vectors(value.dtype) {
             if let Some(vt) = self.fill_vector_type(value.dtype, width) {
-                let mut acc = vt.into_vector_type().get_poison();
-                for l in 0..width {
-                    let e = rocmc_ir::loops::fill_lane(self.k, value, l, zero);
-                    let x = self.expr(&e)?;
-                    let x = self.to_mem(value.dtype, x)?;
-                    acc = self
-                        .b
-                        .build_insert_element(acc, x, self.i32(i64::from(l)), "")
-                        .map_err(llvm_err)?;
-                }
+                let acc = self.lanes_vector(vt, width, |me, l| {
+                    let x = me.expr(&rocmc_ir::loops::fill_lane(me.k, value, l, zero))?;
+                    me.to_mem(value.dtype, x)
+                })?;
                 return self.fill_store_vector(mem, array, index, value.dtype, width, acc.into());
             }
         }
