@@ -1445,12 +1445,35 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     )]
                 }
             };
-            stage(
-                &mut src,
-                &format!("R[i, j] = {op}(P[i, j], {axis}{exclusive})"),
-                2,
-                &sched,
-            );
+            if rng.chance(40) {
+                // Written out as the triangular reduction that defines it,
+                // which the scan template recognises.
+                let red = match op {
+                    "cumsum" => "sum",
+                    "cumprod" => "prod",
+                    "cummax" => "reduce_max",
+                    _ => "reduce_min",
+                };
+                let x = if axis == "j" { "P[i, k]" } else { "P[k, j]" };
+                let extent = if exclusive.is_empty() {
+                    format!("{axis} + 1")
+                } else {
+                    axis.to_string()
+                };
+                writeln!(
+                    src,
+                    "\n[[stage]]\ncompute = \"R[i, j] = {red}({x}, k)\"\nshape = [\"n\", \"m\"]\nreduce = {{ k = \"{extent}\" }}\nschedule = {}",
+                    quoted(&sched)
+                )
+                .unwrap();
+            } else {
+                stage(
+                    &mut src,
+                    &format!("R[i, j] = {op}(P[i, j], {axis}{exclusive})"),
+                    2,
+                    &sched,
+                );
+            }
         }
         "topk" => {
             let p_sched: Vec<String> = match rng.below(3) {
@@ -1537,6 +1560,8 @@ struct Stats {
     /// Accepted kernels whose tuple combiner is not commutative.
     ordered: usize,
     scans: usize,
+    /// Accepted kernels whose scan is written out as a triangular reduction.
+    written_scans: usize,
     topks: usize,
     attentions: usize,
     /// Accepted kernels with a reduction loop bound to a blockIdx.
@@ -1639,7 +1664,11 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     st.scans += k
         .stages
         .iter()
-        .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan.is_some())) as usize;
+        .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan().is_some())) as usize;
+    st.written_scans +=
+        k.stages.iter().any(|s| {
+            s.reduce.as_ref().is_some_and(|r| r.scan().is_some()) && !src.contains("= cum")
+        }) as usize;
     st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
     st.bounded += src.starts_with("# bounded-part") as usize;
     st.kept += !k.kept.is_empty() as usize;
@@ -1650,7 +1679,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     st.attentions +=
         k.stages
             .iter()
-            .any(|s| s.reduce.as_ref().is_some_and(|r| r.attention.is_some())) as usize;
+            .any(|s| s.reduce.as_ref().is_some_and(|r| r.attention().is_some())) as usize;
     st.grids += k.stages.iter().any(|s| {
         s.nest.as_ref().is_some_and(|n| {
             n.vars.iter().any(|v| {
@@ -1915,6 +1944,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.tuples += l.tuples;
                 st.ordered += l.ordered;
                 st.scans += l.scans;
+                st.written_scans += l.written_scans;
                 st.topks += l.topks;
                 st.attentions += l.attentions;
                 st.grids += l.grids;
@@ -1943,7 +1973,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan, {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} transpose through registers, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan ({} written out), {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} transpose through registers, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1951,6 +1981,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.tuples,
         st.ordered,
         st.scans,
+        st.written_scans,
         st.topks,
         st.attentions,
         st.grids,

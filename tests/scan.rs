@@ -112,6 +112,38 @@ fn an_unscheduled_scan_gets_the_scan_rule() {
     assert_eq!(front.program.kernels[0].block, [256, 1, 1]);
 }
 
+/// A scan written out as its triangular sum is the scan template: the
+/// same rule, steps and kernels as `cumsum` — linear work, not a
+/// quadratic reduction on one thread per row.
+#[test]
+fn a_written_out_scan_gets_the_scan_rule() {
+    let cumsum = rocmc::frontend(
+        "cumsum",
+        &std::fs::read_to_string(example("cumsum")).unwrap(),
+    )
+    .unwrap();
+    let src = std::fs::read_to_string(root().join("tests/scan/written_out_sum.toml")).unwrap();
+    let front = rocmc::frontend("written_out_sum", &src).unwrap();
+    let st = &front.kernel.stages[0];
+    let scan = st
+        .reduce
+        .as_ref()
+        .and_then(|r| r.scan())
+        .expect("recognised");
+    assert_eq!((scan.axis, scan.exclusive), (1, false));
+    let d = st.default.as_ref().unwrap();
+    assert_eq!(d.rule, "scan");
+    assert_eq!(
+        d.steps,
+        cumsum.kernel.stages[0].default.as_ref().unwrap().steps
+    );
+    assert_eq!(front.program.kernels.len(), cumsum.program.kernels.len());
+    assert_eq!(
+        front.program.kernels[0].block,
+        cumsum.program.kernels[0].block
+    );
+}
+
 /// A row split over work-groups (`chunks=S`): the parts' totals, their
 /// scan and the main scan are three kernels in that order; each part's
 /// carry is read from the output before the part writes it. Hand-computed

@@ -26,6 +26,7 @@ pub mod reference;
 pub mod rng;
 pub mod schedule;
 pub mod syntax;
+pub mod templates;
 pub mod tune;
 
 pub use diag::{Diagnostic, KernelError, Span};

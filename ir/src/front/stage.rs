@@ -208,20 +208,21 @@ impl<'s> Cx<'s> {
             Some(RedCx {
                 result: Some((op, body)),
                 ..
-            }) => Some(Reduction {
-                op,
-                axes: match &scan {
-                    Some(s) => vec![self.scan_axis(s)],
-                    None => red_axes,
+            }) => Some(match &scan {
+                Some(s) => Reduction {
+                    axes: vec![self.scan_axis(s)],
+                    body,
+                    kind: ReduceKind::Scan(Scan {
+                        op,
+                        axis: s.axis,
+                        exclusive: s.exclusive,
+                    }),
                 },
-                body,
-                tuple: None,
-                scan: scan.map(|s| Scan {
-                    axis: s.axis,
-                    exclusive: s.exclusive,
-                }),
-                topk: None,
-                attention: None,
+                None => Reduction {
+                    axes: red_axes,
+                    body,
+                    kind: ReduceKind::Op(op),
+                },
             }),
             Some(_) => {
                 return self.fail(
@@ -294,6 +295,9 @@ impl<'s> Cx<'s> {
         shape: Vec<Index>,
         mut stage: Stage,
     ) {
+        // A reduction written as a template's definition is that template,
+        // so the template's rule and steps apply to it.
+        crate::templates::recognise(k, &mut stage);
         names.push((stmt.target.clone(), stmt.target_span));
         let kind = TensorKind::Stage(StageId(k.stages.len() as u32));
         k.tensors.push(Tensor {

@@ -86,13 +86,9 @@ pub(super) fn stage(
         output: first,
         axes,
         reduce: Some(Reduction {
-            op: ReduceOp::Sum,
             axes: ax.reduce,
             body: tuple.elems[0].clone(),
-            tuple: Some(tuple),
-            scan: None,
-            topk: None,
-            attention: None,
+            kind: ReduceKind::Tuple(tuple),
         }),
         scatter: None,
         value: Expr {

@@ -417,7 +417,7 @@ impl Env<'_> {
             .map(|a| a.extent.eval(self.sizes, point).unwrap_or(0).max(0))
             .collect();
         let rtotal: i64 = rext.iter().product();
-        if let Some(tup) = &r.tuple {
+        if let Some(tup) = r.tuple() {
             let acc = self.fold_tuple(tup, &rext, rtotal, point, nout, bufs)?;
             for (out, a) in tup.outputs.iter().zip(&acc).skip(1) {
                 extra.push((*out, self.eval(a, point, bufs, &[], &[])?));
@@ -425,11 +425,15 @@ impl Env<'_> {
             return self.eval(&acc[0], point, bufs, &[], &[]);
         }
         let t = r.body.dtype;
-        let mut acc = self.eval(&r.op.identity(t), point, bufs, &[], &[])?;
+        // A scan folded at one point is the triangular sum it stands for.
+        let op = r
+            .op()
+            .expect("a top-k and an attention are computed a row at a time");
+        let mut acc = self.eval(&op.identity(t), point, bufs, &[], &[])?;
         for rflat in 0..rtotal {
             unflatten(rflat, &rext, &mut point[nout..]);
             let x = self.eval(&r.body, point, bufs, &[], &[])?;
-            acc = self.accumulate(r.op, t, acc, x)?;
+            acc = self.accumulate(op, t, acc, x)?;
         }
         self.eval_with_reduced(&st.value, (normalize(t, acc), t), point, bufs)
     }

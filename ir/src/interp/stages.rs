@@ -4,6 +4,7 @@
 //! at a time (so that a sampled run computes only the rows it needs).
 
 use super::*;
+use crate::kernel::ReduceKind;
 
 /// A scatter stage: the output starts at the operation's identity, then
 /// every point of the stage's axes combines its value in, row-major (one
@@ -158,10 +159,10 @@ pub(super) fn row_count(env: &Env, st: &Stage) -> Option<i64> {
     let r = st.reduce.as_ref()?;
     let ext = &env.shapes[st.output.0 as usize];
     let mut rows_ext = ext.clone();
-    match (r.scan, &r.topk, &r.attention) {
-        (Some(scan), _, _) => rows_ext[scan.axis] = 1,
-        (None, Some(_), _) | (None, None, Some(_)) => *rows_ext.last_mut()? = 1,
-        (None, None, None) => return None,
+    match &r.kind {
+        ReduceKind::Scan(scan) => rows_ext[scan.axis] = 1,
+        ReduceKind::TopK(_) | ReduceKind::Attention(_) => *rows_ext.last_mut()? = 1,
+        ReduceKind::Op(_) | ReduceKind::Tuple(_) => return None,
     }
     Some(rows_ext.iter().product())
 }
@@ -171,14 +172,14 @@ pub(super) fn row_count(env: &Env, st: &Stage) -> Option<i64> {
 pub(super) fn row_of(env: &Env, st: &Stage, t: TensorId, off: usize) -> i64 {
     let r = st.reduce.as_ref().expect("a row stage reduces");
     let ext = &env.shapes[st.output.0 as usize];
-    if let Some(scan) = r.scan {
+    if let Some(scan) = r.scan() {
         // Drop the scan axis's coordinate from the row-major offset.
         let inner: i64 = ext[scan.axis + 1..].iter().product();
         let (o, e) = (off as i64, ext[scan.axis]);
         return o / (inner * e) * inner + o % inner;
     }
     // An attention's log-sum-exp has one element per row.
-    let lse = r.attention.as_ref().and_then(|a| a.outputs.get(1));
+    let lse = r.attention().and_then(|a| a.outputs.get(1));
     if lse == Some(&t) {
         return off as i64;
     }
@@ -195,11 +196,11 @@ pub(super) fn stage_row(
     out: &mut Entries,
 ) -> Result<(), InterpError> {
     let r = st.reduce.as_ref().expect("a row stage reduces");
-    match (r.scan, &r.topk, &r.attention) {
-        (Some(scan), _, _) => scan_row(env, st, r, scan, row, bufs, out),
-        (None, Some(t), _) => topk_row(env, st, r, t, row, bufs, out),
-        (None, None, Some(a)) => attention_row(env, st, r, a, row, bufs, out),
-        (None, None, None) => unreachable!("not a row stage"),
+    match &r.kind {
+        ReduceKind::Scan(scan) => scan_row(env, st, r, *scan, row, bufs, out),
+        ReduceKind::TopK(t) => topk_row(env, st, r, t, row, bufs, out),
+        ReduceKind::Attention(a) => attention_row(env, st, r, a, row, bufs, out),
+        ReduceKind::Op(_) | ReduceKind::Tuple(_) => unreachable!("not a row stage"),
     }
 }
 
@@ -223,13 +224,13 @@ fn scan_row(
     let t = r.body.dtype;
     let mut point = vec![0i64; n + 1];
     unflatten(row, &rows_ext, &mut point[..n]);
-    let mut acc = env.eval(&r.op.identity(t), &point, bufs, &[], &[])?;
+    let mut acc = env.eval(&scan.op.identity(t), &point, bufs, &[], &[])?;
     for c in 0..ext[a] {
         point[a] = c;
         point[n] = c;
         let before = acc;
         let x = env.eval(&r.body, &point, bufs, &[], &[])?;
-        acc = env.accumulate(r.op, t, acc, x)?;
+        acc = env.accumulate(scan.op, t, acc, x)?;
         let got = normalize(t, if scan.exclusive { before } else { acc });
         let v = env.eval_with_reduced(&st.value, (got, t), &point, bufs)?;
         out.push((st.output, env.offset(st.output, &point[..n])?, v));

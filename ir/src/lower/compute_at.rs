@@ -699,7 +699,11 @@ fn over_part(
     st.value = st.value.map_indices(&|ix| ix.subst(&shift));
     if let Some(r) = &mut st.reduce {
         r.body = r.body.map_indices(&|ix| ix.subst(&shift));
-        for e in r.tuple.iter_mut().flat_map(|t| t.elems.iter_mut()) {
+        let elems = match &mut r.kind {
+            crate::kernel::ReduceKind::Tuple(t) => &mut t.elems[..],
+            _ => &mut [],
+        };
+        for e in elems {
             *e = e.map_indices(&|ix| ix.subst(&shift));
         }
     }

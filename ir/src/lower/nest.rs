@@ -18,7 +18,7 @@ type Body = (Vec<Stmt>, Vec<super::Local>, Vec<super::Local>);
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
-    if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan)) {
+    if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan())) {
         return super::scan::build(l, scan, plan);
     }
     if let (Some(plan), Some(t)) = (l.nest.topk, stage.topk()) {

@@ -51,7 +51,6 @@ struct Region {
 
 pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(), Diagnostic> {
     let stage = l.k.stage(l.sid);
-    let red = stage.reduce.as_ref().expect("a scan is a reduction");
     let r = region(l, &scan, &plan);
     let dt = r.body.dtype;
     let local = |name: &str, len: i64| Local {
@@ -73,13 +72,13 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(),
     l.g.shared = vec![local("totals", t_n)];
     let e = Emit {
         dt,
-        op: red.op,
+        op: scan.op,
         t_n,
         p_n,
         tv: Index::Var(r.t),
         vi: Index::Var(r.v),
     };
-    let identity = red.op.identity(dt);
+    let identity = scan.op.identity(dt);
     let zero = Index::c(0);
     l.g.block = [plan.threads, 1, 1];
     l.g.grid = [r.rows.clone(), Index::c(1), Index::c(1)];
@@ -139,7 +138,7 @@ pub(super) fn split_parts(
     unit: Option<&super::matrix::MatrixUnit>,
 ) -> Result<Vec<super::GpuKernel>, Diagnostic> {
     let st = k.stage(sid);
-    let split = st.reduce.as_ref().is_some_and(|r| r.scan.is_some())
+    let split = st.reduce.as_ref().is_some_and(|r| r.scan().is_some())
         && st
             .nest
             .as_ref()

@@ -7,10 +7,12 @@
 
 use super::{inline_producers, Local, Stmt};
 use crate::index::{Index, VarId};
-use crate::kernel::{Expr, ExprKind, Kernel, Reduction, Stage, TensorId, TupleReduce};
+use crate::kernel::{Expr, ExprKind, Kernel, ReduceKind, ReduceOp, Stage, TensorId, TupleReduce};
 
 pub(super) struct Slots<'a> {
-    red: &'a Reduction,
+    /// A plain reduction's (or an unscheduled scan's) combiner, or the
+    /// user's tuple combiner.
+    combiner: Result<ReduceOp, &'a TupleReduce>,
     /// Each slot's element at one point, producers inlined and axes
     /// substituted by the loop nest's values.
     elems: Vec<Expr>,
@@ -34,23 +36,30 @@ impl<'a> Slots<'a> {
         subst: &std::collections::HashMap<VarId, Index>,
     ) -> Option<Slots<'a>> {
         let red = stage.reduce.as_ref()?;
-        let bodies: Vec<&Expr> = match &red.tuple {
-            Some(t) => t.elems.iter().collect(),
-            None => vec![&red.body],
+        // A top-k and an attention are built whole by their own lowerings.
+        let combiner = match &red.kind {
+            ReduceKind::Op(op) => Ok(*op),
+            ReduceKind::Scan(s) => Ok(s.op),
+            ReduceKind::Tuple(t) => Err(t),
+            ReduceKind::TopK(_) | ReduceKind::Attention(_) => return None,
+        };
+        let bodies: Vec<&Expr> = match combiner {
+            Err(t) => t.elems.iter().collect(),
+            Ok(_) => vec![&red.body],
         };
         let elems = bodies
             .into_iter()
             .map(|b| inline_producers(k, sid, b).map_indices(&|ix| ix.subst(subst)))
             .collect();
         Some(Slots {
-            red,
+            combiner,
             elems,
             outputs: stage.outputs(),
         })
     }
 
     fn tuple(&self) -> Option<&'a TupleReduce> {
-        self.red.tuple.as_ref()
+        self.combiner.err()
     }
 
     /// Slot `s`'s type.
@@ -131,9 +140,9 @@ impl<'a> Slots<'a> {
     pub fn init(&self, index: &Index) -> Vec<Stmt> {
         (0..self.len())
             .map(|s| {
-                let v = match self.tuple() {
-                    Some(t) => t.init[s].clone(),
-                    None => self.red.op.identity(self.elems[0].dtype),
+                let v = match self.combiner {
+                    Err(t) => t.init[s].clone(),
+                    Ok(op) => op.identity(self.elems[0].dtype),
                 };
                 self.write(Home::Local, 0, s, index, v)
             })
@@ -149,13 +158,16 @@ impl<'a> Slots<'a> {
         index: &Index,
         src: &dyn Fn(usize) -> Expr,
     ) -> Vec<Stmt> {
-        let Some(t) = self.tuple() else {
-            let dst = self.at(home, first, 0, index);
-            let value = Expr {
-                kind: ExprKind::Binary(self.red.op.combine(), Box::new(dst), Box::new(src(0))),
-                dtype: self.elems[0].dtype,
-            };
-            return vec![self.write(home, first, 0, index, value)];
+        let t = match self.combiner {
+            Err(t) => t,
+            Ok(op) => {
+                let dst = self.at(home, first, 0, index);
+                let value = Expr {
+                    kind: ExprKind::Binary(op.combine(), Box::new(dst), Box::new(src(0))),
+                    dtype: self.elems[0].dtype,
+                };
+                return vec![self.write(home, first, 0, index, value)];
+            }
         };
         let n = self.len();
         let left: Vec<Expr> = (0..n).map(|s| self.at(home, first, s, index)).collect();

@@ -449,7 +449,7 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
                         .iter()
                         .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
                         .product::<i64>(),
-                    match &r.tuple {
+                    match r.tuple() {
                         Some(t) => t.elems.iter().chain(&t.combine).map(count).sum(),
                         None => count(&r.body) + 1,
                     },

@@ -464,12 +464,12 @@ impl<'a> State<'a> {
             scan_axis: stage
                 .reduce
                 .as_ref()
-                .and_then(|r| r.scan)
+                .and_then(|r| r.scan())
                 .map(|s| stage.axes[s.axis].name.clone()),
             topk: stage
                 .reduce
                 .as_ref()
-                .and_then(|r| r.topk.as_ref().map(|t| (r.axes[0].name.clone(), t.k))),
+                .and_then(|r| r.topk().map(|t| (r.axes[0].name.clone(), t.k))),
             attention: stage.attention().map(|_| {
                 stage
                     .reduce

@@ -18,13 +18,16 @@ pub(super) fn operands(l: &Lowering, st: &Stage) -> Result<(Expr, Expr, DType), 
     let stage = l.k.stage(l.sid);
     let name = |v: VarId| nest.var(v).name.clone();
     let (ri, rj) = (req.rows, req.cols);
-    if st.op != ReduceOp::Sum {
+    if st.op != Some(ReduceOp::Sum) {
+        let what = match (st.op, stage.reduce.as_ref().and_then(|r| r.construct())) {
+            (Some(op), _) => format!("a {} reduction", op.name()),
+            (None, kind) => kind.unwrap_or("no reduction").to_string(),
+        };
         return Err(Diagnostic::new(
             req.span,
             format!(
-                "`mma` needs a sum of products; stage `{}` is a {} reduction",
-                stage.name,
-                st.op.name()
+                "`mma` needs a sum of products; stage `{}` is {what}",
+                stage.name
             ),
         ));
     }

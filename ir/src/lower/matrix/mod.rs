@@ -232,7 +232,8 @@ pub(super) struct Stage<'a> {
     pub value: Expr,
     pub indices: Vec<Index>,
     pub output: TensorId,
-    pub op: ReduceOp,
+    /// The combiner of a plain reduction (`None` for the other kinds).
+    pub op: Option<ReduceOp>,
     /// Threads per block in y and z (the waves), and their loops.
     pub waves: [(u32, Option<VarId>); 2],
 }
@@ -255,7 +256,7 @@ impl<'r> Stage<'r> {
             value: f.value.clone(),
             indices: f.indices.clone(),
             output: stage.output,
-            op: red.op,
+            op: red.plain(),
             waves: [1, 2].map(|d| (f.block[d], f.thread_vars[d])),
         }
     }

@@ -63,13 +63,7 @@ fn output_var(ix: &Index, outputs: u32) -> Option<Option<VarId>> {
 impl<'k> Conv<'k> {
     pub(super) fn find(k: &Kernel, st: &'k Stage) -> Option<Conv<'k>> {
         let r = st.reduce.as_ref()?;
-        if r.op != ReduceOp::Sum
-            || r.tuple.is_some()
-            || r.scan.is_some()
-            || r.topk.is_some()
-            || r.attention.is_some()
-            || st.scatter.is_some()
-        {
+        if r.plain() != Some(ReduceOp::Sum) || st.scatter.is_some() {
             return None;
         }
         let outputs = st.axes.len() as u32;

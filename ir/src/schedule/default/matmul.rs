@@ -41,7 +41,7 @@ impl<'k> Matmul<'k> {
         let (batch, [i, j], [axis]) = (&st.axes[..nb], &st.axes[nb..], r.axes.as_slice()) else {
             return None;
         };
-        if r.op != ReduceOp::Sum || r.tuple.is_some() {
+        if r.plain() != Some(ReduceOp::Sum) {
             return None;
         }
         let v = |n: usize| VarId(n as u32);

@@ -177,7 +177,7 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let value = inlined(k, &st.value);
     let vector = !st.axes.is_empty() && unit_stride(&value, VarId(st.axes.len() as u32 - 1));
     let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
-    if let Some(scan) = st.reduce.as_ref().and_then(|r| r.scan) {
+    if let Some(scan) = st.reduce.as_ref().and_then(|r| r.scan()) {
         // The work-group scan, else the triangular reduction on one thread per row.
         out.push(elementwise::scan(st, scan, cx));
         out.extend(flat(&st.name, &names, cx));

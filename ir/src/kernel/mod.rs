@@ -14,6 +14,9 @@ use crate::plan::Step;
 
 pub use crate::index::{ParamId, StageId, TensorId};
 
+mod reduction;
+pub use reduction::*;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
     pub name: String,
@@ -104,128 +107,6 @@ pub struct Stage {
     /// Where the file gives no schedule: the rule that wrote `schedule`
     /// (see [`crate::plan::default`]).
     pub default: Option<crate::plan::DefaultSchedule>,
-}
-
-/// A reduction over named axes: `value` is combined with `op` over every
-/// point of the reduction axes, starting from the op's identity, in
-/// row-major order of the axes (the order that defines float rounding).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reduction {
-    pub op: ReduceOp,
-    pub axes: Vec<Axis>,
-    /// The reduced expression, over output and reduction axes.
-    pub body: Expr,
-    /// A reduction over a tuple with the user's combiner
-    /// (`M[r], S[r] = reduce(X[r, c], 1.0)`); `op` is then unused and
-    /// `body` is the first element.
-    pub tuple: Option<TupleReduce>,
-    /// A scan (`cumsum(x, c)`): this reduction is its definition, over
-    /// one axis whose extent is `c + 1` (`c` exclusive).
-    pub scan: Option<Scan>,
-    /// A top-k (`V[r, j], I[r, j] = topk(X[r, c], c)`): `body` is then
-    /// the element's i64 ranking key (see [`TopK`]).
-    pub topk: Option<TopK>,
-    /// An attention (`O[b, i, d], L[b, i] = attention(q, k, v)`): `axes`
-    /// are then the key axis `j` and the head axis `e`, and `body` one
-    /// term of a score, `f32(q) * f32(k)` (see [`Attention`]).
-    pub attention: Option<Attention>,
-}
-
-/// `O[.., i, d], L[.., i] = attention(q, k, v, scale=s)`: for each query
-/// row (the output's axes but the last), the scores `s_j = scale · Σ_e
-/// f32(q) · f32(k)` over the key axis `j` (the reduction's first axis,
-/// whose extent may grow with `i`: a causal mask) and the head axis `e`
-/// (its second); the weights `p_j = exp(s_j − max s) / Σ exp(s − max
-/// s)`; the output `O[.., d] = Σ_j p_j · v(j, d)` in `v`'s dtype, and
-/// the row's log-sum-exp `L = max s + log Σ exp(s − max s)` (f32). A
-/// row with no keys gives `O = 0` and `L = −∞`. `q` does not depend on
-/// `j` or `d`, `k` not on `i` or `d`, `v` not on `i` or `e`; `d`'s
-/// extent, the head dimension of `v`, is a constant.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Attention {
-    pub q: Expr,
-    pub k: Expr,
-    pub v: Expr,
-    /// f32, of constants, sizes and parameters.
-    pub scale: Expr,
-    /// `O`, then `L` where the stage names it.
-    pub outputs: Vec<TensorId>,
-}
-
-/// `topk(x, c)`: the `k` best elements along the one reduction axis, best
-/// first, where the stage's last axis (extent `k`, a constant) is the
-/// position. The reduction's `body` is each element's i64 key, unique per
-/// index and larger for better elements (the largest values first, the
-/// smallest index on ties, NaN above everything; with `largest=false`
-/// the smallest values first, NaN last); position `j` holds
-/// the `j`-th largest key, or `i64::MIN` past the row's end. Each output
-/// `outputs[s]` is `epilogues[s]` of that key ([`ExprKind::Reduced`]):
-/// the value and the index it came from (0 and -1 past the end).
-#[derive(Clone, Debug, PartialEq)]
-pub struct TopK {
-    pub k: u32,
-    pub largest: bool,
-    pub outputs: Vec<TensorId>,
-    pub epilogues: Vec<Expr>,
-}
-
-/// `cumsum(x, c)` and its kind along output axis `axis`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Scan {
-    pub axis: usize,
-    pub exclusive: bool,
-}
-
-/// A multi-result reduction: each point of the reduction axes gives a
-/// tuple (`elems`, over output and reduction axes); tuples are folded
-/// from `init` with `combine`, in row-major order of the axes, and
-/// component `s` of the result is stored in `outputs[s]` (`outputs[0]` is
-/// the stage's own tensor; the others are tensors of the same stage).
-/// `combine[s]` is slot `s` of the combination of two partial results,
-/// written over [`ExprKind::Operand`]s; it must be associative for a
-/// cooperative schedule to give the interpreter's result (up to float
-/// rounding), which the user states by writing it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TupleReduce {
-    pub outputs: Vec<TensorId>,
-    pub elems: Vec<Expr>,
-    /// Constants, sizes and parameters only.
-    pub init: Vec<Expr>,
-    pub combine: Vec<Expr>,
-    /// Whether `combine(a, b)` equals `combine(b, a)` (probed by the front
-    /// end, `interp::tuple_commutes`): only then may threads combine
-    /// partial results out of order.
-    pub commutative: bool,
-}
-
-impl TupleReduce {
-    /// The combiner applied to two partial results (one expression per slot each).
-    pub fn apply(&self, left: &[Expr], right: &[Expr]) -> Vec<Expr> {
-        self.combine
-            .iter()
-            .map(|c| {
-                c.rewrite(&|x: &Expr| match x.kind {
-                    ExprKind::Operand { right: r, slot } => Some(
-                        if r {
-                            &right[slot as usize]
-                        } else {
-                            &left[slot as usize]
-                        }
-                        .clone(),
-                    ),
-                    _ => None,
-                })
-            })
-            .collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.outputs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.outputs.is_empty()
-    }
 }
 
 /// A stage that combines values into data-dependent places of its output:
@@ -678,7 +559,7 @@ impl Stage {
 
     /// The tuple reduction this stage computes, if it is one.
     pub fn tuple(&self) -> Option<&TupleReduce> {
-        self.reduce.as_ref().and_then(|r| r.tuple.as_ref())
+        self.reduce.as_ref().and_then(Reduction::tuple)
     }
 
     /// Whether the reduction must meet its operands in order: a tuple
@@ -701,12 +582,12 @@ impl Stage {
 
     /// The attention this stage computes, if it is one.
     pub fn attention(&self) -> Option<&Attention> {
-        self.reduce.as_ref().and_then(|r| r.attention.as_ref())
+        self.reduce.as_ref().and_then(Reduction::attention)
     }
 
     /// The top-k this stage computes, if it is one.
     pub fn topk(&self) -> Option<&TopK> {
-        self.reduce.as_ref().and_then(|r| r.topk.as_ref())
+        self.reduce.as_ref().and_then(Reduction::topk)
     }
 
     /// The atomic update with which work-groups holding parts of this
@@ -720,23 +601,16 @@ impl Stage {
         let Some(r) = &self.reduce else {
             return Err("it is not a reduction".into());
         };
-        let kind = if r.tuple.is_some() {
-            Some("a tuple reduction")
-        } else if r.scan.is_some() {
-            Some("a scan")
-        } else if r.topk.is_some() {
-            Some("a top-k")
-        } else if r.attention.is_some() {
-            Some("an attention")
-        } else {
-            None
+        let op = match &r.kind {
+            ReduceKind::Op(op) => *op,
+            _ => {
+                let kind = r.construct().unwrap_or("a reduction");
+                return Err(format!(
+                    "it is {kind}, whose parts cannot be combined by one atomic update"
+                ));
+            }
         };
-        if let Some(kind) = kind {
-            return Err(format!(
-                "it is {kind}, whose parts cannot be combined by one atomic update"
-            ));
-        }
-        if r.op == ReduceOp::Prod {
+        if op == ReduceOp::Prod {
             return Err("`prod` has no atomic update".into());
         }
         let acc = self.reduced_dtype().unwrap_or(self.value.dtype);
@@ -755,7 +629,7 @@ impl Stage {
         if t == DType::Bool || t.is_f8() {
             return Err(format!("`{t}` values have no atomic update"));
         }
-        Ok(r.op)
+        Ok(op)
     }
 
     /// The type of the reduction's result within the stage's value.
