@@ -1652,9 +1652,9 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     st.gathers += k
         .stages
         .iter()
-        .any(|s| s.value.has_gather() || s.reduce.as_ref().is_some_and(|r| r.body.has_gather()))
+        .any(|s| s.value.has_gather() || s.reduce().is_some_and(|r| r.body.has_gather()))
         as usize;
-    st.scatters += k.stages.iter().any(|s| s.scatter.is_some()) as usize;
+    st.scatters += k.stages.iter().any(|s| s.scatter().is_some()) as usize;
     st.tuples += k.stages.iter().any(|s| s.tuple().is_some()) as usize;
     st.ordered += k
         .stages
@@ -1664,11 +1664,12 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
     st.scans += k
         .stages
         .iter()
-        .any(|s| s.reduce.as_ref().is_some_and(|r| r.scan().is_some())) as usize;
-    st.written_scans +=
-        k.stages.iter().any(|s| {
-            s.reduce.as_ref().is_some_and(|r| r.scan().is_some()) && !src.contains("= cum")
-        }) as usize;
+        .any(|s| s.reduce().is_some_and(|r| r.scan().is_some())) as usize;
+    st.written_scans += k
+        .stages
+        .iter()
+        .any(|s| s.reduce().is_some_and(|r| r.scan().is_some()) && !src.contains("= cum"))
+        as usize;
     st.topks += k.stages.iter().any(|s| s.topk().is_some()) as usize;
     st.bounded += src.starts_with("# bounded-part") as usize;
     st.kept += !k.kept.is_empty() as usize;
@@ -1676,10 +1677,10 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .stages
         .iter()
         .any(|s| k.kept.contains(&s.output) && s.compute_at().is_some()) as usize;
-    st.attentions +=
-        k.stages
-            .iter()
-            .any(|s| s.reduce.as_ref().is_some_and(|r| r.attention().is_some())) as usize;
+    st.attentions += k
+        .stages
+        .iter()
+        .any(|s| s.reduce().is_some_and(|r| r.attention().is_some())) as usize;
     st.grids += k.stages.iter().any(|s| {
         s.nest.as_ref().is_some_and(|n| {
             n.vars.iter().any(|v| {

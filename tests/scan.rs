@@ -125,11 +125,7 @@ fn a_written_out_scan_gets_the_scan_rule() {
     let src = std::fs::read_to_string(root().join("tests/scan/written_out_sum.toml")).unwrap();
     let front = rocmc::frontend("written_out_sum", &src).unwrap();
     let st = &front.kernel.stages[0];
-    let scan = st
-        .reduce
-        .as_ref()
-        .and_then(|r| r.scan())
-        .expect("recognised");
+    let scan = st.reduce().and_then(|r| r.scan()).expect("recognised");
     assert_eq!((scan.axis, scan.exclusive), (1, false));
     let d = st.default.as_ref().unwrap();
     assert_eq!(d.rule, "scan");

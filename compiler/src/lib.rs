@@ -588,9 +588,10 @@ pub fn backend_diagnostic(
     };
     let stage = named
         .and_then(|f| {
-            candidates.iter().copied().find(|s| {
-                calls(&s.value, f) || s.reduce.as_ref().is_some_and(|r| calls(&r.body, f))
-            })
+            candidates
+                .iter()
+                .copied()
+                .find(|s| calls(&s.value, f) || s.reduce().is_some_and(|r| calls(&r.body, f)))
         })
         .or(own)
         .or(k.stages.first());
@@ -625,7 +626,7 @@ fn check_partial(front: &Frontend, tc: &dyn Toolchain) -> Result<(), Error> {
     let target = tc.target();
     for st in &front.kernel.stages {
         let written = st.default.is_none() && !st.schedule.is_empty() && !st.is_internal();
-        let work = !st.axes.is_empty() || st.reduce.is_some();
+        let work = !st.axes.is_empty() || st.reduce().is_some();
         let binds = st.schedule.iter().any(|s| {
             matches!(
                 s.kind,

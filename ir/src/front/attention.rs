@@ -346,12 +346,11 @@ fn build(
         name: stmt.target.clone(),
         output: first,
         axes,
-        reduce: Some(Reduction {
+        kind: StageKind::Reduce(Reduction {
             axes: vec![jax, eax],
             body,
             kind: ReduceKind::Attention(attention),
         }),
-        scatter: None,
         value: e(ExprKind::Reduced, v.dtype),
         schedule: steps,
         span: span_of(decl),

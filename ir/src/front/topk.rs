@@ -147,12 +147,11 @@ pub(super) fn stage(
         name: stmt.target.clone(),
         output: first,
         axes,
-        reduce: Some(Reduction {
+        kind: StageKind::Reduce(Reduction {
             axes: vec![red],
             body: ranking,
             kind: ReduceKind::TopK(topk),
         }),
-        scatter: None,
         value: epilogues[0].clone(),
         schedule: steps,
         span: span_of(decl),

@@ -85,12 +85,11 @@ pub(super) fn stage(
         name: stmt.target.clone(),
         output: first,
         axes,
-        reduce: Some(Reduction {
+        kind: StageKind::Reduce(Reduction {
             axes: ax.reduce,
             body: tuple.elems[0].clone(),
             kind: ReduceKind::Tuple(tuple),
         }),
-        scatter: None,
         value: Expr {
             kind: ExprKind::Reduced,
             dtype: t0,

@@ -406,7 +406,7 @@ impl Env<'_> {
         bufs: &[Buffer],
         extra: &mut Vec<(TensorId, Scalar)>,
     ) -> Result<Scalar, InterpError> {
-        let Some(r) = &st.reduce else {
+        let Some(r) = st.reduce() else {
             return self.eval(&st.value, point, bufs, &[], &[]);
         };
         // Extents may depend on the output point (triangular); one below
@@ -892,7 +892,7 @@ pub fn run_reporting(
 
 /// Evaluates stage `st` over its whole iteration space into `bufs`.
 fn whole_stage(env: &Env, st: &Stage, bufs: &mut [Buffer]) -> Result<(), InterpError> {
-    if let Some(sc) = &st.scatter {
+    if let Some(sc) = st.scatter() {
         let o = st.output.0 as usize;
         let empty = Buffer::zeros(bufs[o].dtype, 0);
         let mut out = std::mem::replace(&mut bufs[o], empty);
@@ -911,7 +911,7 @@ fn whole_stage(env: &Env, st: &Stage, bufs: &mut [Buffer]) -> Result<(), InterpE
         return Ok(());
     }
     let ext = &env.shapes[st.output.0 as usize];
-    let nred = st.reduce.as_ref().map_or(0, |r| r.axes.len());
+    let nred = st.reduce().map_or(0, |r| r.axes.len());
     let total: i64 = ext.iter().product();
     let mut point = vec![0i64; ext.len() + nred];
     let mut extra = Vec::new();

@@ -212,7 +212,7 @@ impl Lazy<'_> {
         off: usize,
     ) -> Result<Entries, InterpError> {
         let mut entries = Vec::new();
-        if let Some(sc) = &st.scatter {
+        if let Some(sc) = st.scatter() {
             let o = st.output;
             let n = self.shapes[o.0 as usize].iter().product::<i64>() as usize;
             let mut out = Buffer::zeros(self.k.tensor(o).dtype, n);
@@ -222,7 +222,7 @@ impl Lazy<'_> {
             stage_row(env, st, row_of(env, st, t, off), &[], &mut entries)?;
         } else {
             let ext = &self.shapes[st.output.0 as usize];
-            let nred = st.reduce.as_ref().map_or(0, |r| r.axes.len());
+            let nred = st.reduce().map_or(0, |r| r.axes.len());
             let mut point = vec![0i64; ext.len() + nred];
             unflatten(off as i64, ext, &mut point[..ext.len()]);
             let mut extra = Vec::new();

@@ -156,7 +156,7 @@ pub(super) type Entries = Vec<(TensorId, usize, Scalar)>;
 /// How many rows a stage computed a row at a time has (a scan along its
 /// axis, a top-k, an attention); `None` for the others.
 pub(super) fn row_count(env: &Env, st: &Stage) -> Option<i64> {
-    let r = st.reduce.as_ref()?;
+    let r = st.reduce()?;
     let ext = &env.shapes[st.output.0 as usize];
     let mut rows_ext = ext.clone();
     match &r.kind {
@@ -170,7 +170,7 @@ pub(super) fn row_count(env: &Env, st: &Stage) -> Option<i64> {
 /// The row of a stage computed a row at a time (see [`row_count`]) that
 /// holds element `off` of its result `t`.
 pub(super) fn row_of(env: &Env, st: &Stage, t: TensorId, off: usize) -> i64 {
-    let r = st.reduce.as_ref().expect("a row stage reduces");
+    let r = st.reduce().expect("a row stage reduces");
     let ext = &env.shapes[st.output.0 as usize];
     if let Some(scan) = r.scan() {
         // Drop the scan axis's coordinate from the row-major offset.
@@ -195,7 +195,7 @@ pub(super) fn stage_row(
     bufs: &[Buffer],
     out: &mut Entries,
 ) -> Result<(), InterpError> {
-    let r = st.reduce.as_ref().expect("a row stage reduces");
+    let r = st.reduce().expect("a row stage reduces");
     match &r.kind {
         ReduceKind::Scan(scan) => scan_row(env, st, r, *scan, row, bufs, out),
         ReduceKind::TopK(t) => topk_row(env, st, r, t, row, bufs, out),

@@ -89,15 +89,8 @@ pub struct Stage {
     pub output: TensorId,
     /// One axis per output dimension; axis `k` is `VarId(k)`.
     pub axes: Vec<Axis>,
-    /// For `C[i] = sum(A[i, k], k) * 2`: the reduction, whose axes are the
-    /// variables after the output axes. `value` then contains exactly one
-    /// [`ExprKind::Reduced`] standing for the reduction's result (the rest is
-    /// its epilogue, applied once per output element).
-    pub reduce: Option<Reduction>,
-    /// A scatter (`H[X[i]] += 1`): `axes` are then the axes of `over`, not
-    /// the output's, and `value` is combined into the output at these
-    /// subscripts (see [`Scatter`]).
-    pub scatter: Option<Scatter>,
+    /// What the stage computes at each point (see [`StageKind`]).
+    pub kind: StageKind,
     pub value: Expr,
     pub schedule: Vec<Step>,
     pub span: Span,
@@ -107,6 +100,33 @@ pub struct Stage {
     /// Where the file gives no schedule: the rule that wrote `schedule`
     /// (see [`crate::plan::default`]).
     pub default: Option<crate::plan::DefaultSchedule>,
+}
+
+/// What a stage computes at each point of its axes: exactly one of these.
+// A stage holds its reduction inline, as `Option<Reduction>` did: one per
+// stage, never in a hot collection.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum StageKind {
+    /// `value` at each point of the output (`Y[i] = X[i] * 2`).
+    Map,
+    /// For `C[i] = sum(A[i, k], k) * 2`: the reduction, whose axes are the
+    /// variables after the output axes. `value` then contains exactly one
+    /// [`ExprKind::Reduced`] standing for the reduction's result (the rest is
+    /// its epilogue, applied once per output element). Scans, top-k and
+    /// attention are reductions of their own kind ([`ReduceKind`]).
+    Reduce(Reduction),
+    /// A scatter (`H[X[i]] += 1`): `axes` are then the axes of `over`, not
+    /// the output's, and `value` is combined into the output at these
+    /// subscripts (see [`Scatter`]).
+    Scatter(Scatter),
+}
+
+impl StageKind {
+    /// A map, or the reduction given.
+    pub fn of(reduce: Option<Reduction>) -> StageKind {
+        reduce.map_or(StageKind::Map, StageKind::Reduce)
+    }
 }
 
 /// A stage that combines values into data-dependent places of its output:
@@ -527,6 +547,29 @@ impl Kernel {
 }
 
 impl Stage {
+    /// The stage's reduction, if it computes one.
+    pub fn reduce(&self) -> Option<&Reduction> {
+        match &self.kind {
+            StageKind::Reduce(r) => Some(r),
+            StageKind::Map | StageKind::Scatter(_) => None,
+        }
+    }
+
+    pub fn reduce_mut(&mut self) -> Option<&mut Reduction> {
+        match &mut self.kind {
+            StageKind::Reduce(r) => Some(r),
+            StageKind::Map | StageKind::Scatter(_) => None,
+        }
+    }
+
+    /// The stage's scatter, if it is one.
+    pub fn scatter(&self) -> Option<&Scatter> {
+        match &self.kind {
+            StageKind::Scatter(s) => Some(s),
+            StageKind::Map | StageKind::Reduce(_) => None,
+        }
+    }
+
     pub fn axis_var(&self, k: usize) -> VarId {
         VarId(k as u32)
     }
@@ -535,7 +578,7 @@ impl Stage {
     pub fn all_axes(&self) -> impl Iterator<Item = &Axis> {
         self.axes
             .iter()
-            .chain(self.reduce.iter().flat_map(|r| r.axes.iter()))
+            .chain(self.reduce().into_iter().flat_map(|r| r.axes.iter()))
     }
 
     /// Every expression of the stage that reads tensors or axes: its
@@ -543,13 +586,13 @@ impl Stage {
     /// subscripts.
     pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
         std::iter::once(&self.value)
-            .chain(self.reduce.as_ref().map(|r| &r.body))
+            .chain(self.reduce().map(|r| &r.body))
             .chain(
                 self.tuple()
                     .into_iter()
                     .flat_map(|t| t.elems.iter().skip(1)),
             )
-            .chain(self.scatter.iter().flat_map(|s| s.indices.iter()))
+            .chain(self.scatter().into_iter().flat_map(|s| s.indices.iter()))
             .chain(
                 self.attention()
                     .into_iter()
@@ -559,7 +602,7 @@ impl Stage {
 
     /// The tuple reduction this stage computes, if it is one.
     pub fn tuple(&self) -> Option<&TupleReduce> {
-        self.reduce.as_ref().and_then(Reduction::tuple)
+        self.reduce().and_then(Reduction::tuple)
     }
 
     /// Whether the reduction must meet its operands in order: a tuple
@@ -582,12 +625,12 @@ impl Stage {
 
     /// The attention this stage computes, if it is one.
     pub fn attention(&self) -> Option<&Attention> {
-        self.reduce.as_ref().and_then(Reduction::attention)
+        self.reduce().and_then(Reduction::attention)
     }
 
     /// The top-k this stage computes, if it is one.
     pub fn topk(&self) -> Option<&TopK> {
-        self.reduce.as_ref().and_then(Reduction::topk)
+        self.reduce().and_then(Reduction::topk)
     }
 
     /// The atomic update with which work-groups holding parts of this
@@ -598,7 +641,7 @@ impl Stage {
     /// parts meet there, and an epilogue (`sum(..) / n`, `sqrt(..)`) is
     /// applied afterwards, in place.
     pub fn grid_combine(&self) -> Result<ReduceOp, String> {
-        let Some(r) = &self.reduce else {
+        let Some(r) = self.reduce() else {
             return Err("it is not a reduction".into());
         };
         let op = match &r.kind {

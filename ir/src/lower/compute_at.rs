@@ -697,7 +697,7 @@ fn over_part(
         a.extent = e.map_or(Index::c(*n), Index::Size);
     }
     st.value = st.value.map_indices(&|ix| ix.subst(&shift));
-    if let Some(r) = &mut st.reduce {
+    if let Some(r) = st.reduce_mut() {
         r.body = r.body.map_indices(&|ix| ix.subst(&shift));
         let elems = match &mut r.kind {
             crate::kernel::ReduceKind::Tuple(t) => &mut t.elems[..],

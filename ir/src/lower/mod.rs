@@ -104,7 +104,7 @@ pub fn reduces_across_threads(k: &Kernel) -> bool {
     use crate::schedule::{GpuAxis, LoopKind, StepKind};
     k.stages
         .iter()
-        .filter(|s| s.reduce.is_some())
+        .filter(|s| s.reduce().is_some())
         .any(|s| match &s.nest {
             Some(n) => n
                 .vars

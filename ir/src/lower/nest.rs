@@ -18,7 +18,7 @@ type Body = (Vec<Stmt>, Vec<super::Local>, Vec<super::Local>);
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
-    if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce.as_ref().and_then(|r| r.scan())) {
+    if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce().and_then(|r| r.scan())) {
         return super::scan::build(l, scan, plan);
     }
     if let (Some(plan), Some(t)) = (l.nest.topk, stage.topk()) {
@@ -47,7 +47,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         };
     }
     let nest = &l.nest;
-    let (body, locals, shared) = match &stage.reduce {
+    let (body, locals, shared) = match stage.reduce() {
         None => store_body(l, &r),
         Some(_)
             if nest.order.iter().any(|v| {
@@ -81,7 +81,7 @@ fn store_body(l: &mut Lowering, r: &Frame) -> Body {
     let all_guards: Vec<&Guard> = nest.guards.iter().collect();
     let mut shared = Vec::new();
     let mut body = Vec::new();
-    let leaf = match &stage.scatter {
+    let leaf = match stage.scatter() {
         // Subscripts read inlined producers as the value does.
         Some(sc) => Stmt::Scatter {
             tensor: stage.output,

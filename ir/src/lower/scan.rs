@@ -138,7 +138,7 @@ pub(super) fn split_parts(
     unit: Option<&super::matrix::MatrixUnit>,
 ) -> Result<Vec<super::GpuKernel>, Diagnostic> {
     let st = k.stage(sid);
-    let split = st.reduce.as_ref().is_some_and(|r| r.scan().is_some())
+    let split = st.reduce().is_some_and(|r| r.scan().is_some())
         && st
             .nest
             .as_ref()
@@ -168,7 +168,7 @@ pub(super) fn split_parts(
 fn region(l: &mut Lowering, scan: &Scan, plan: &GroupPlan) -> Region {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
-    let red = stage.reduce.as_ref().expect("a scan is a reduction");
+    let red = stage.reduce().expect("a scan is a reduction");
     let (t_n, p_n) = (i64::from(plan.threads), i64::from(plan.per));
     let n = stage.axes.len();
     let mut var = |name: String, extent: Index, kind: LoopKind| {

@@ -16,7 +16,7 @@ const THREADS: u32 = 256;
 /// reduction's whose loop is bound to a blockIdx (work-groups combine
 /// their parts).
 pub(super) fn combined_op(st: &Stage) -> Option<ReduceOp> {
-    match &st.scatter {
+    match st.scatter() {
         Some(sc) => Some(sc.op),
         None => grid_op(st),
     }
@@ -131,8 +131,7 @@ fn over_output(
         name: st.name.clone(),
         output: st.output,
         axes,
-        reduce: None,
-        scatter: None,
+        kind: crate::kernel::StageKind::Map,
         value,
         schedule: steps,
         span: st.span,
@@ -194,7 +193,7 @@ pub(super) fn privatized(
     vars: &mut Vec<LoopVar>,
     shared: &mut Vec<Local>,
 ) -> Vec<Stmt> {
-    let sc = stage.scatter.as_ref().expect("a scatter stage");
+    let sc = stage.scatter().expect("a scatter stage");
     let t = k.tensor(stage.output);
     let dims: Vec<i64> = t.shape.iter().map(|e| e.as_const().unwrap_or(0)).collect();
     let len: i64 = dims.iter().product();

@@ -35,7 +35,7 @@ impl<'a> Slots<'a> {
         stage: &'a Stage,
         subst: &std::collections::HashMap<VarId, Index>,
     ) -> Option<Slots<'a>> {
-        let red = stage.reduce.as_ref()?;
+        let red = stage.reduce()?;
         // A top-k and an attention are built whole by their own lowerings.
         let combiner = match &red.kind {
             ReduceKind::Op(op) => Ok(*op),

@@ -91,7 +91,7 @@ fn insert(s: VarId) -> Vec<Stmt> {
 
 pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), Diagnostic> {
     let stage = l.k.stage(l.sid);
-    let red = stage.reduce.as_ref().expect("a top-k is a reduction");
+    let red = stage.reduce().expect("a top-k is a reduction");
     let n = stage.axes.len();
     let e = Emit {
         t_n: i64::from(plan.threads),

@@ -197,7 +197,7 @@ impl Tolerances {
     /// default of 1e-4.
     pub fn with_sums(mut self, k: &Kernel, sizes: &[i64]) -> Tolerances {
         for st in &k.stages {
-            let Some(r) = &st.reduce else { continue };
+            let Some(r) = st.reduce() else { continue };
             let float = r.body.dtype.is_float();
             // Plain sums and products, and scans of them.
             let summed = matches!(r.op(), Some(ReduceOp::Sum | ReduceOp::Prod));

@@ -273,7 +273,7 @@ pub fn index_ranges(k: &Kernel, shapes: &[Vec<i64>]) -> Vec<Option<i64>> {
     let mut gathers = Vec::new();
     for st in &k.stages {
         // A scatter's subscripts are handled below, as its output's.
-        let exprs = st.exprs().take_while(|_| st.scatter.is_none());
+        let exprs = st.exprs().take_while(|_| st.scatter().is_none());
         for e in std::iter::once(&st.value).chain(exprs.skip(1)) {
             e.each(&mut |x| {
                 if let crate::ExprKind::Gather { tensor, indices } = &x.kind {
@@ -281,7 +281,7 @@ pub fn index_ranges(k: &Kernel, shapes: &[Vec<i64>]) -> Vec<Option<i64>> {
                 }
             });
         }
-        if let Some(sc) = &st.scatter {
+        if let Some(sc) = st.scatter() {
             gathers.push((st.output, sc.indices.clone()));
         }
     }
@@ -435,7 +435,7 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
         .iter()
         .filter(|s| !s.is_inlined())
         .map(|s| {
-            if let (Some(r), Some(_)) = (&s.reduce, s.attention()) {
+            if let (Some(r), Some(_)) = (s.reduce(), s.attention()) {
                 return attention_flops(s, r, sizes);
             }
             let points: i64 = s
@@ -443,7 +443,7 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
                 .iter()
                 .map(|a| a.extent.eval(sizes, &[]).unwrap_or(0))
                 .product();
-            let (red_points, body_ops) = match &s.reduce {
+            let (red_points, body_ops) = match s.reduce() {
                 Some(r) => (
                     r.axes
                         .iter()

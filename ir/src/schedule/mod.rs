@@ -460,22 +460,16 @@ impl<'a> State<'a> {
             consumed: HashMap::new(),
             bind_spans: HashMap::new(),
             stage_output: Some(stage.output),
-            scatter: stage.scatter.is_some(),
+            scatter: stage.scatter().is_some(),
             scan_axis: stage
-                .reduce
-                .as_ref()
+                .reduce()
                 .and_then(|r| r.scan())
                 .map(|s| stage.axes[s.axis].name.clone()),
             topk: stage
-                .reduce
-                .as_ref()
+                .reduce()
                 .and_then(|r| r.topk().map(|t| (r.axes[0].name.clone(), t.k))),
             attention: stage.attention().map(|_| {
-                stage
-                    .reduce
-                    .as_ref()
-                    .expect("an attention is a reduction")
-                    .axes[0]
+                stage.reduce().expect("an attention is a reduction").axes[0]
                     .name
                     .clone()
             }),
@@ -508,7 +502,7 @@ pub fn apply_with_source<'a>(
             )
             .hint("an inlined stage has no loops of its own: its consumers' schedules apply"));
         }
-        if stage.reduce.is_some() {
+        if stage.reduce().is_some() {
             return Err(Diagnostic::new(
                 step.span,
                 format!(
@@ -600,7 +594,7 @@ pub fn apply_with_source<'a>(
                 line_col(src, plan.span.start).0
             )));
         }
-        let scanned = stage.reduce.as_ref().map(|r| r.body.dtype);
+        let scanned = stage.reduce().map(|r| r.body.dtype);
         if let (Some(_), Some(t)) = (plan.chunks, scanned) {
             if stage.value.dtype != t {
                 return Err(Diagnostic::new(

@@ -167,7 +167,7 @@ pub(super) fn build(
         .hint("compile it for a GPU with matrix instructions (gfx908 and later CDNA, gfx11, gfx12, sm_80 and later); on the CPU, `--emulate PROCESSOR`; elsewhere schedule with `rowwise`"));
     };
     let st = l.k.stage(l.sid);
-    let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let red = st.reduce().expect("an attention is a reduction");
     let n = st.axes.len();
     let (iv, dv) = (VarId(n as u32 - 2), VarId(n as u32 - 1));
     // What the operands read once inlined producers are substituted: a
@@ -698,7 +698,7 @@ fn check(
     span: Span,
 ) -> Result<([Operand; 3], Shape), Diagnostic> {
     let st = l.k.stage(l.sid);
-    let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let red = st.reduce().expect("an attention is a reduction");
     let n = st.axes.len();
     let (iv, dv, jv, ev) = (
         VarId(n as u32 - 2),

@@ -16,7 +16,7 @@ pub(super) fn build(
     span: Span,
 ) -> Result<(), Diagnostic> {
     let st = l.k.stage(l.sid);
-    let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let red = st.reduce().expect("an attention is a reduction");
     let n = st.axes.len();
     let head = st.axes[n - 1]
         .extent

@@ -19,7 +19,7 @@ pub(super) fn operands(l: &Lowering, st: &Stage) -> Result<(Expr, Expr, DType), 
     let name = |v: VarId| nest.var(v).name.clone();
     let (ri, rj) = (req.rows, req.cols);
     if st.op != Some(ReduceOp::Sum) {
-        let what = match (st.op, stage.reduce.as_ref().and_then(|r| r.construct())) {
+        let what = match (st.op, stage.reduce().and_then(|r| r.construct())) {
             (Some(op), _) => format!("a {} reduction", op.name()),
             (None, kind) => kind.unwrap_or("no reduction").to_string(),
         };

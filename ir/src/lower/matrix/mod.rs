@@ -111,7 +111,7 @@ fn moving_dims(st: &crate::kernel::Stage, nest: &LoopNest, c: &crate::plan::Cach
         }
     };
     st.value.visit_loads(&mut count);
-    if let Some(r) = &st.reduce {
+    if let Some(r) = st.reduce() {
         r.body.visit_loads(&mut count);
     }
     most
@@ -269,7 +269,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
         return Ok(());
     };
     let stage = l.k.stage(l.sid);
-    let Some(red) = &stage.reduce else {
+    let Some(red) = stage.reduce() else {
         return Err(Diagnostic::new(
             l.nest.matrix.as_ref().map(|m| m.span).unwrap_or_default(),
             format!(

@@ -34,7 +34,7 @@ fn amd_flash_lds(keys: i64, e: i64, d: i64) -> i64 {
 }
 
 pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
-    let red = st.reduce.as_ref().expect("an attention is a reduction");
+    let red = st.reduce().expect("an attention is a reduction");
     let a = st.attention().expect("an attention stage");
     let j = &red.axes[0].name;
     let mut out = Vec::new();

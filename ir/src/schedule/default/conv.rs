@@ -62,8 +62,8 @@ fn output_var(ix: &Index, outputs: u32) -> Option<Option<VarId>> {
 
 impl<'k> Conv<'k> {
     pub(super) fn find(k: &Kernel, st: &'k Stage) -> Option<Conv<'k>> {
-        let r = st.reduce.as_ref()?;
-        if r.plain() != Some(ReduceOp::Sum) || st.scatter.is_some() {
+        let r = st.reduce()?;
+        if r.plain() != Some(ReduceOp::Sum) || st.scatter().is_some() {
             return None;
         }
         let outputs = st.axes.len() as u32;

@@ -166,10 +166,7 @@ pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> Defaul
         .extent
         .as_const()
         .is_none_or(|e| e >= super::grid::MIN_ROW);
-    let same_type = st
-        .reduce
-        .as_ref()
-        .is_some_and(|r| r.body.dtype == st.value.dtype);
+    let same_type = st.reduce().is_some_and(|r| r.body.dtype == st.value.dtype);
     let split = rows.is_some_and(|r| r <= super::grid::MAX_OUTPUTS) && long && same_type;
     // Split rows: 128 threads and 32 chunks (16,384 elements a part) were
     // the fastest of 100 on one row of 2^26 on the H100, 9 % ahead of 256
@@ -220,7 +217,7 @@ pub(super) fn topk(st: &Stage, t: &crate::kernel::TopK, cx: &RuleCx) -> DefaultS
         4,
         "elements per thread and step, `threads` apart",
     );
-    let red = st.reduce.as_ref().expect("a top-k is a reduction");
+    let red = st.reduce().expect("a top-k is a reduction");
     let c = &red.axes[0].name;
     kn.done(
         "topk",
@@ -233,7 +230,7 @@ pub(super) fn topk(st: &Stage, t: &crate::kernel::TopK, cx: &RuleCx) -> DefaultS
 /// output point, each thread 4 elements 512 apart per step, combined in
 /// the work-group (argmax.toml). Short constant rows stay serial.
 pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
-    let r = st.reduce.as_ref()?;
+    let r = st.reduce()?;
     let (last, outer) = r.axes.split_last()?;
     let length: Option<i64> = r.axes.iter().map(|a| a.extent.as_const()).product();
     if length.is_some_and(|c| c < 256) {
@@ -312,7 +309,7 @@ pub(super) fn row_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<D
 /// columns (coalesced), 32 threads down the rows combined in LDS; leading
 /// output axes on blockIdx.y (bias_grad.toml, 1.01x `torch.sum(dim=0)`).
 pub(super) fn column_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
-    let r = st.reduce.as_ref()?;
+    let r = st.reduce()?;
     let ([axis], Some((&last, lead))) = (r.axes.as_slice(), names.split_last()) else {
         return None;
     };

@@ -27,8 +27,8 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
     for (pi, p) in k.stages.iter().enumerate() {
         let candidate = pi < last
             && p.default.is_some()
-            && p.reduce.is_none()
-            && p.scatter.is_none()
+            && p.reduce().is_none()
+            && p.scatter().is_none()
             && !p.is_internal()
             && !k.kept.contains(&p.output)
             && !gathered.contains(&p.output);
@@ -38,7 +38,7 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
         let mut readers = 0;
         let mut ok = true;
         for r in &k.stages[pi + 1..] {
-            let vars = r.axes.len() + r.reduce.as_ref().map_or(0, |x| x.axes.len());
+            let vars = r.axes.len() + r.reduce().map_or(0, |x| x.axes.len());
             let mut reads = false;
             for e in r.exprs() {
                 e.visit_loads(&mut |t, ix| {
@@ -50,7 +50,7 @@ pub fn inlinable(k: &Kernel) -> Vec<(usize, DefaultSchedule)> {
             }
             if reads {
                 readers += 1;
-                ok &= r.default.is_some() && r.scatter.is_none() && !r.is_internal();
+                ok &= r.default.is_some() && r.scatter().is_none() && !r.is_internal();
             }
         }
         if ok && readers > 0 {

@@ -21,7 +21,7 @@ pub(super) const MIN_ROW: i64 = 1 << 16;
 /// (outputs on blockIdx.y), each chunk walked by `THREADS` threads taking
 /// `PER` elements `THREADS` apart per step for `STEPS` steps.
 pub(super) fn grid_reduction(st: &Stage, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
-    let r = st.reduce.as_ref()?;
+    let r = st.reduce()?;
     st.grid_combine().ok()?;
     let [axis] = r.axes.as_slice() else {
         return None;

@@ -36,7 +36,7 @@ pub(super) struct Matmul<'k> {
 
 impl<'k> Matmul<'k> {
     pub(super) fn find(k: &Kernel, st: &'k Stage) -> Option<Matmul<'k>> {
-        let r = st.reduce.as_ref()?;
+        let r = st.reduce()?;
         let nb = st.axes.len().checked_sub(2)?;
         let (batch, [i, j], [axis]) = (&st.axes[..nb], &st.axes[nb..], r.axes.as_slice()) else {
             return None;

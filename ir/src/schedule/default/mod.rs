@@ -177,7 +177,7 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let value = inlined(k, &st.value);
     let vector = !st.axes.is_empty() && unit_stride(&value, VarId(st.axes.len() as u32 - 1));
     let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
-    if let Some(scan) = st.reduce.as_ref().and_then(|r| r.scan()) {
+    if let Some(scan) = st.reduce().and_then(|r| r.scan()) {
         // The work-group scan, else the triangular reduction on one thread per row.
         out.push(elementwise::scan(st, scan, cx));
         out.extend(flat(&st.name, &names, cx));
@@ -191,7 +191,7 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
         // The matrix path where the target has it, else a thread per row.
         return attention::candidates(k, st, cx);
     }
-    if st.scatter.is_some() {
+    if st.scatter().is_some() {
         out.extend(scatter::scatter(k, st, &names, cx));
     } else if let Some(m) = matmul::Matmul::find(k, st) {
         out.extend(m.schedules(k, st, cx));
@@ -205,8 +205,8 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
             out.push(c);
         }
     }
-    let reduces = st.reduce.is_some();
-    if !reduces && !vector && st.scatter.is_none() {
+    let reduces = st.reduce().is_some();
+    if !reduces && !vector && st.scatter().is_none() {
         out.extend(elementwise::transpose(k, st, &value, &names, cx));
     }
     out.extend(elementwise::elementwise(
@@ -302,7 +302,7 @@ fn factor_types(
     a: crate::kernel::TensorId,
     b: crate::kernel::TensorId,
 ) -> Option<[crate::DType; 3]> {
-    let r = st.reduce.as_ref()?;
+    let r = st.reduce()?;
     matches!(
         r.body.kind,
         crate::kernel::ExprKind::Binary(crate::kernel::BinOp::Mul, ..)
@@ -380,7 +380,7 @@ fn along_rows(es: &[&Expr], v: VarId) -> bool {
 
 /// What a stage reduces: its reduction's body, or each element of a tuple.
 fn reduced(st: &crate::kernel::Stage) -> Vec<&Expr> {
-    match (st.tuple(), &st.reduce) {
+    match (st.tuple(), st.reduce()) {
         (Some(t), _) => t.elems.iter().collect(),
         (None, Some(r)) => vec![&r.body],
         (None, None) => Vec::new(),

@@ -26,8 +26,8 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
             .as_ref()
             .is_some_and(|d| d.rule.starts_with("elementwise"))
             && y.axes.len() == 2
-            && y.reduce.is_none()
-            && y.scatter.is_none();
+            && y.reduce().is_none()
+            && y.scatter().is_none();
         if !ok_final {
             continue;
         }
@@ -124,7 +124,7 @@ pub fn row_chains(k: &Kernel, cx: &RuleCx) -> Vec<(usize, DefaultSchedule)> {
         for &p in &chain {
             let s = &k.stages[p];
             // A kept producer's columns, or a reduction's.
-            let c = match &s.reduce {
+            let c = match s.reduce() {
                 Some(red) => red.axes[0].name.as_str(),
                 None => s.axes[1].name.as_str(),
             };
@@ -282,8 +282,8 @@ fn kept_producers(k: &Kernel, yi: usize, chain: &[usize], budget: u64) -> Vec<us
                 .default
                 .as_ref()
                 .is_some_and(|d| d.rule.starts_with("elementwise"))
-                && s.reduce.is_none()
-                && s.scatter.is_none()
+                && s.reduce().is_none()
+                && s.scatter().is_none()
                 && s.axes.len() == 2
                 && s.axes[0].extent == y.axes[0].extent
                 && s.axes[1].extent == y.axes[1].extent;

@@ -16,11 +16,11 @@ use std::cell::Cell;
 /// `R[i, j] = sum(P[i, k], k)` with `reduce = { k = "j + 1" }` is
 /// `cumsum(P[i, j], j)`.
 pub fn recognise(_k: &Kernel, st: &mut Stage) -> bool {
-    if st.scatter.is_some() {
+    if st.scatter().is_some() {
         return false;
     }
     let n = st.axes.len();
-    let Some(r) = st.reduce.as_mut() else {
+    let Some(r) = st.reduce_mut() else {
         return false;
     };
     let ReduceKind::Op(op) = r.kind else {
@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn a_triangular_sum_is_an_inclusive_scan_along_its_axis() {
         let st = stage_of("Y[i, j] = sum(P[i, k], k)", "k = \"j + 1\"");
-        let scan = st.reduce.as_ref().and_then(|r| r.scan());
+        let scan = st.reduce().and_then(|r| r.scan());
         assert_eq!(
             scan,
             Some(Scan {
@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn an_extent_of_the_axis_itself_is_exclusive_and_any_axis_scans() {
         let st = stage_of("Y[i, j] = reduce_max(P[k, j], k)", "k = \"i\"");
-        let scan = st.reduce.as_ref().and_then(|r| r.scan());
+        let scan = st.reduce().and_then(|r| r.scan());
         assert_eq!(
             scan,
             Some(Scan {
@@ -125,7 +125,7 @@ mod tests {
             ("Y[i, j] = sum(P[i, k], k)", "k = \"2 * j\""),
         ] {
             let st = stage_of(compute, reduce);
-            let r = st.reduce.as_ref().expect("a reduction");
+            let r = st.reduce().expect("a reduction");
             assert_eq!(r.plain(), Some(ReduceOp::Sum), "{compute} over {reduce}");
         }
     }
