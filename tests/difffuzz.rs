@@ -1455,7 +1455,11 @@ fn kernel(rng: &mut Rng, id: u64) -> String {
                     _ => "reduce_min",
                 };
                 let x = if axis == "j" { "P[i, k]" } else { "P[k, j]" };
-                let extent = if exclusive.is_empty() {
+                let bound = if axis == "j" { "m" } else { "n" };
+                let extent = if exclusive.is_empty() && rng.chance(30) {
+                    // Bounded by the axis's own extent: the same scan.
+                    format!("min({axis} + 1, {bound})")
+                } else if exclusive.is_empty() {
                     format!("{axis} + 1")
                 } else {
                     axis.to_string()

@@ -5,8 +5,8 @@
 //! reduction, and the `scan` step lowers it in linear work.
 
 use crate::dtype::DType;
-use crate::index::{Index, VarId};
-use crate::kernel::{Kernel, ReduceKind, ReduceOp, Scan, Stage};
+use crate::index::{IOp, Index, VarId};
+use crate::kernel::{Axis, Kernel, ReduceKind, ReduceOp, Scan, Stage};
 use std::cell::Cell;
 
 /// Finds a scan written out as its definition: one reduction axis whose
@@ -16,56 +16,65 @@ use std::cell::Cell;
 /// `R[i, j] = sum(P[i, k], k)` with `reduce = { k = "j + 1" }` is
 /// `cumsum(P[i, j], j)`.
 pub fn recognise(_k: &Kernel, st: &mut Stage) -> bool {
-    if st.scatter().is_some() {
+    let Some(scan) = scan_of(st) else {
         return false;
+    };
+    if let Some(r) = st.reduce_mut() {
+        r.kind = ReduceKind::Scan(scan);
     }
-    let n = st.axes.len();
-    let Some(r) = st.reduce_mut() else {
-        return false;
-    };
+    true
+}
+
+/// The scan a stage's reduction writes out, if it is one.
+fn scan_of(st: &Stage) -> Option<Scan> {
+    let r = st.reduce()?;
     let ReduceKind::Op(op) = r.kind else {
-        return false;
+        return None;
     };
-    if !matches!(
+    let scannable = matches!(
         op,
         ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min
-    ) || r.body.dtype == DType::Bool
-        || r.body.dtype.is_f8()
-    {
-        return false;
+    );
+    if !scannable || r.body.dtype == DType::Bool || r.body.dtype.is_f8() {
+        return None;
     }
     let [red] = r.axes.as_slice() else {
-        return false;
+        return None;
     };
-    let Some((axis, exclusive)) = along(&red.extent, n) else {
-        return false;
-    };
+    let (axis, exclusive) = along(&red.extent, &st.axes)?;
     let var = VarId(axis as u32);
     let uses = Cell::new(false);
     r.body.map_indices(&|ix| {
         uses.set(uses.get() || ix.uses_var(var));
         ix.clone()
     });
-    if uses.get() {
-        return false;
-    }
-    r.kind = ReduceKind::Scan(Scan {
+    (!uses.get()).then_some(Scan {
         op,
         axis,
         exclusive,
-    });
-    true
+    })
 }
 
 /// The output axis an extent runs to, and whether it stops short of it:
-/// `c` is `(c, true)`, `c + 1` is `(c, false)`.
-fn along(extent: &Index, axes: usize) -> Option<(usize, bool)> {
+/// `c` is `(c, true)`, `c + 1` is `(c, false)`. A bound by the axis's own
+/// extent changes nothing (`c < C`, so `min(c + 1, C)` is `c + 1`).
+fn along(extent: &Index, axes: &[Axis]) -> Option<(usize, bool)> {
+    if let Index::Bin(IOp::Min, a, b) = extent {
+        for (x, bound) in [(a, b), (b, a)] {
+            if let Some((axis, exclusive)) = along(x, axes) {
+                if **bound == axes[axis].extent {
+                    return Some((axis, exclusive));
+                }
+            }
+        }
+        return None;
+    }
     let (terms, c) = extent.affine();
     let [(Index::Var(v), 1)] = terms.into_iter().collect::<Vec<_>>()[..] else {
         return None;
     };
     let axis = v.0 as usize;
-    if axis >= axes {
+    if axis >= axes.len() {
         return None;
     }
     match c {
@@ -117,12 +126,27 @@ mod tests {
     }
 
     #[test]
+    fn a_bound_by_the_axis_extent_changes_nothing() {
+        for reduce in ["k = \"min(j + 1, C)\"", "k = \"min(C, j + 1)\""] {
+            let st = stage_of("Y[i, j] = sum(P[i, k], k)", reduce);
+            let scan = st.reduce().and_then(|r| r.scan());
+            assert_eq!(
+                scan.map(|s| (s.axis, s.exclusive)),
+                Some((1, false)),
+                "{reduce}"
+            );
+        }
+    }
+
+    #[test]
     fn a_body_that_uses_the_axis_or_another_extent_is_no_scan() {
         for (compute, reduce) in [
             ("Y[i, j] = sum(P[i, k] * f32(j), k)", "k = \"j + 1\""),
             ("Y[i, j] = sum(P[i, k], k)", "k = \"j + 2\""),
             ("Y[i, j] = sum(P[i, k], k)", "k = \"C\""),
             ("Y[i, j] = sum(P[i, k], k)", "k = \"2 * j\""),
+            // Bounded by another extent: not the running position.
+            ("Y[i, j] = sum(P[i, k], k)", "k = \"min(j + 1, N)\""),
         ] {
             let st = stage_of(compute, reduce);
             let r = st.reduce().expect("a reduction");
