@@ -594,9 +594,8 @@ pub fn apply_with_source<'a>(
                 line_col(src, plan.span.start).0
             )));
         }
-        let scanned = stage.reduce().map(|r| r.body.dtype);
-        if let (Some(_), Some(t)) = (plan.chunks, scanned) {
-            if stage.value.dtype != t {
+        if plan.chunks.is_some() {
+            if let Some(t) = crate::templates::scan::split_refused(stage) {
                 return Err(Diagnostic::new(
                     plan.span,
                     format!(

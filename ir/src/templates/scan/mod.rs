@@ -25,6 +25,15 @@ pub fn recognise(_k: &Kernel, st: &mut Stage) -> bool {
     true
 }
 
+/// Where a scan's rows cannot be split over work-groups (`chunks`): the
+/// parts' totals wait in the output, so it must hold the scan's own type.
+/// The scan's type where it does not. The `scan` step refuses `chunks`
+/// and the default rule does not split for the same reason.
+pub fn split_refused(st: &Stage) -> Option<DType> {
+    let t = st.reduce()?.body.dtype;
+    (st.value.dtype != t).then_some(t)
+}
+
 /// The scan a stage's reduction writes out, if it is one.
 fn scan_of(st: &Stage) -> Option<Scan> {
     let r = st.reduce()?;
