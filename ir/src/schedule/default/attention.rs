@@ -175,3 +175,81 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
     out.push(rows);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mtype::rows::amd_registers_only;
+
+    /// The LDS the lowering of `flash(...)` declares, in bytes; `None`
+    /// where it refuses those tiles.
+    fn lowered_lds(unit: &MatrixUnit, e: i64, d: i64, step: &str) -> Option<i64> {
+        let src = format!(
+            "[kernel]\nname = \"a\"\nsizes = [\"S\", \"T\"]\n\n[inputs]\nQ = {{ dtype = \"f16\", shape = [\"S\", {e}] }}\nK = {{ dtype = \"f16\", shape = [\"T\", {e}] }}\nV = {{ dtype = \"f16\", shape = [\"T\", {d}] }}\n\n[[stage]]\ncompute = \"O[i, c] = attention(Q[i, e], K[j, e], V[j, c])\"\nshape = [\"S\", {d}]\nreduce = {{ e = {e}, j = \"T\" }}\nschedule = [\"{step}\"]\n"
+        );
+        let k = crate::front::parse_kernel("a.toml", &src).ok()?;
+        let p = crate::lower::lower_for(&k, Some(unit)).ok()?;
+        let g = &p.kernels[0];
+        Some(
+            g.shared
+                .iter()
+                .map(|s| i64::from(s.len) * s.dtype.size() as i64)
+                .sum(),
+        )
+    }
+
+    /// The rule picks tiles by its own LDS formula, written beside the
+    /// lowering's layouts: wherever the rule could pick, the formula must
+    /// bound what the lowering then declares, or a chosen schedule would
+    /// not fit. (One plan both ask is the aim, issue 62; until then this
+    /// checks the two agree in the direction that matters.)
+    #[test]
+    fn the_rules_lds_formula_bounds_what_flash_declares() {
+        let mut checked = 0;
+        for p in [
+            "gfx942", "gfx950", "gfx1100", "gfx1201", "sm_80", "sm_90", "sm_90a",
+        ] {
+            let t = rocmc_target::Target::parse(p, None, 5).unwrap();
+            let u = MatrixUnit::of(&t).unwrap();
+            let w = i64::from(u.wave());
+            for (e, d) in [(64, 64), (128, 128), (64, 128), (256, 64)] {
+                let amd = amd_registers_only(&u, DType::F16, 32);
+                for keys in [16, 32, 64] {
+                    let combos: Vec<(i64, i64, i64, String)> = if amd {
+                        let rows = if w == 64 { 4 * w } else { 2 * w };
+                        vec![(
+                            rows,
+                            keys,
+                            amd_flash_lds(keys, e, d),
+                            format!(", stages=1, wave_rows={}", w / 2),
+                        )]
+                    } else {
+                        let regs = amd_registers_only(&u, DType::F16, keys);
+                        [4 * w, 2 * w, w]
+                            .into_iter()
+                            .flat_map(|rows| [1, 2].map(|s| (rows, s)))
+                            .map(|(rows, s)| {
+                                (rows, s, flash_lds(rows, keys, s, e, d, regs), String::new())
+                            })
+                            .map(|(rows, s, est, extra)| {
+                                (rows, keys, est, format!(", stages={s}{extra}"))
+                            })
+                            .collect()
+                    };
+                    for (rows, keys, estimate, extra) in combos {
+                        let step = format!("flash(j, rows={rows}, keys={keys}{extra})");
+                        let Some(got) = lowered_lds(&u, e, d, &step) else {
+                            continue;
+                        };
+                        checked += 1;
+                        assert!(
+                            estimate >= got,
+                            "{p}, e={e}, d={d}, {step}: the rule reckons {estimate} bytes, the lowering declares {got}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(checked > 100, "only {checked} tilings lowered");
+    }
+}
