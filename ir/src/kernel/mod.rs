@@ -98,7 +98,7 @@ pub struct Stage {
     /// a stage computed at another's loop, whose extents lowering decides).
     pub nest: Option<crate::plan::LoopNest>,
     /// Where the file gives no schedule: the rule that wrote `schedule`
-    /// (see [`crate::plan::default`]).
+    /// (see [`crate::schedule::default`]).
     pub default: Option<crate::plan::DefaultSchedule>,
 }
 
@@ -414,7 +414,7 @@ impl Kernel {
     pub fn size_names(&self) -> Vec<String> {
         self.sizes.iter().map(|s| s.name.clone()).collect()
     }
-    /// Each size's stated divisor (1 where none), by [`SizeId`].
+    /// Each size's stated divisor (1 where none), by [`crate::index::SizeId`].
     pub fn size_divisors(&self) -> Vec<u64> {
         self.sizes.iter().map(|s| s.divisor).collect()
     }
