@@ -28,16 +28,6 @@ pub(super) fn is_attention(stmt: &ComputeStmt) -> bool {
     matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "attention")
 }
 
-/// Whether `x` reads `v` (in a subscript or as data).
-fn uses(x: &Expr, v: VarId) -> bool {
-    let found = std::cell::Cell::new(false);
-    x.map_indices(&|ix| {
-        found.set(found.get() || ix.uses_var(v));
-        ix.clone()
-    });
-    found.get()
-}
-
 fn fail<T>(cx: &mut Cx<'_>, d: Diagnostic) -> Option<T> {
     cx.error(d);
     None
@@ -204,7 +194,7 @@ fn check_roles(
         (v, va, "value", [iv, ev]),
     ];
     for (x, a, what, banned) in rules {
-        if let Some(b) = banned.into_iter().find(|b| uses(x, *b)) {
+        if let Some(b) = banned.into_iter().find(|b| x.uses_var(*b)) {
             return fail(
                 cx,
                 Diagnostic::new(a.span, format!("the {what} depends on `{}`", name(b)))
@@ -214,8 +204,8 @@ fn check_roles(
             );
         }
     }
-    if !uses(kx, jv) || !uses(v, jv) {
-        let a = if uses(kx, jv) { va } else { ka };
+    if !kx.uses_var(jv) || !v.uses_var(jv) {
+        let a = if kx.uses_var(jv) { va } else { ka };
         return fail(
             cx,
             Diagnostic::new(
@@ -272,7 +262,7 @@ fn build(
     }
     // The head axis is the reduction axis the query reads.
     let (r0, r1) = (VarId(n as u32), VarId(n as u32 + 1));
-    let (jv, ev) = match (uses(&q, r0), uses(&q, r1)) {
+    let (jv, ev) = match (q.uses_var(r0), q.uses_var(r1)) {
         (false, true) => (r0, r1),
         (true, false) => (r1, r0),
         _ => {

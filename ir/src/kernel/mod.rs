@@ -615,11 +615,11 @@ impl Stage {
     /// The tensors this stage writes: its own, and a tuple reduction's or
     /// a top-k's others.
     pub fn outputs(&self) -> Vec<TensorId> {
-        match (self.tuple(), self.topk(), self.attention()) {
-            (Some(t), _, _) => t.outputs.clone(),
-            (None, Some(t), _) => t.outputs.clone(),
-            (None, None, Some(a)) => a.outputs.clone(),
-            (None, None, None) => vec![self.output],
+        match self.reduce().map(|r| &r.kind) {
+            Some(ReduceKind::Tuple(t)) => t.outputs.clone(),
+            Some(ReduceKind::TopK(t)) => t.outputs.clone(),
+            Some(ReduceKind::Attention(a)) => a.outputs.clone(),
+            Some(ReduceKind::Op(_) | ReduceKind::Scan(_)) | None => vec![self.output],
         }
     }
 
@@ -644,14 +644,11 @@ impl Stage {
         let Some(r) = self.reduce() else {
             return Err("it is not a reduction".into());
         };
-        let op = match &r.kind {
-            ReduceKind::Op(op) => *op,
-            _ => {
-                let kind = r.construct().unwrap_or("a reduction");
-                return Err(format!(
-                    "it is {kind}, whose parts cannot be combined by one atomic update"
-                ));
-            }
+        let Some(op) = r.plain() else {
+            let kind = r.construct().unwrap_or("a reduction");
+            return Err(format!(
+                "it is {kind}, whose parts cannot be combined by one atomic update"
+            ));
         };
         if op == ReduceOp::Prod {
             return Err("`prod` has no atomic update".into());
@@ -845,6 +842,23 @@ impl Expr {
             kind,
             dtype: self.dtype,
         }
+    }
+
+    /// Whether an index expression of `self` (a load's or a gather
+    /// subscript's, an index value) uses variable `v`: the indices
+    /// [`Expr::map_indices`] rewrites.
+    pub fn uses_var(&self, v: VarId) -> bool {
+        let mut found = false;
+        self.each(&mut |x| {
+            found |= match &x.kind {
+                ExprKind::Load { indices, .. } => indices.iter().any(|i| i.uses_var(v)),
+                ExprKind::Index(i)
+                | ExprKind::Local { index: i, .. }
+                | ExprKind::Shared { index: i, .. } => i.uses_var(v),
+                _ => false,
+            };
+        });
+        found
     }
 
     /// Rewrites every index expression (loads and index values) with `f`.

@@ -2,7 +2,7 @@
 //! instruction they and the loops' shape select, and the loop order
 //! around the instruction with the fragments it leaves each lane.
 
-use super::{describe, expr_uses, f8_types, instr_id, mtype, operand, MatrixUnit, Stage};
+use super::{describe, f8_types, instr_id, mtype, operand, MatrixUnit, Stage};
 use crate::diag::Diagnostic;
 use crate::index::{Index, VarId};
 use crate::kernel::{BinOp, Expr, ExprKind, ReduceOp};
@@ -40,9 +40,9 @@ pub(super) fn operands(l: &Lowering, st: &Stage) -> Result<(Expr, Expr, DType), 
         .hint("casts around each factor are allowed: `sum(f32(A[i, k]) * f32(B[k, j]), k)`"));
     };
     // A varies with the rows, B with the columns.
-    let (fa, fb) = if !expr_uses(x, rj) && !expr_uses(y, ri) {
+    let (fa, fb) = if !x.uses_var(rj) && !y.uses_var(ri) {
         (operand(x, acc_t), operand(y, acc_t))
-    } else if !expr_uses(y, rj) && !expr_uses(x, ri) {
+    } else if !y.uses_var(rj) && !x.uses_var(ri) {
         (operand(y, acc_t), operand(x, acc_t))
     } else {
         return Err(Diagnostic::new(
@@ -294,16 +294,8 @@ pub(super) fn fragments<'s>(
         }
         Ok((len, ix))
     };
-    let a_frags: Vec<VarId> = frags
-        .iter()
-        .copied()
-        .filter(|v| expr_uses(fa, *v))
-        .collect();
-    let b_frags: Vec<VarId> = frags
-        .iter()
-        .copied()
-        .filter(|v| expr_uses(fb, *v))
-        .collect();
+    let a_frags: Vec<VarId> = frags.iter().copied().filter(|v| fa.uses_var(*v)).collect();
+    let b_frags: Vec<VarId> = frags.iter().copied().filter(|v| fb.uses_var(*v)).collect();
     let (n_acc, acc_ix) = count(&frags)?;
     let (n_a, a_ix) = count(&a_frags)?;
     let (n_b, b_ix) = count(&b_frags)?;

@@ -146,17 +146,6 @@ pub(crate) fn coord(c: &LaneCoord, lane: &Index) -> Index {
     ix
 }
 
-fn expr_uses(e: &Expr, v: VarId) -> bool {
-    let found = std::cell::Cell::new(false);
-    e.map_indices(&|ix| {
-        if ix.uses_var(v) {
-            found.set(true);
-        }
-        ix.clone()
-    });
-    found.get()
-}
-
 fn zero(t: DType) -> Expr {
     ReduceOp::Sum.identity(t)
 }

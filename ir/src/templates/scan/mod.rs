@@ -7,7 +7,6 @@
 use crate::dtype::DType;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Axis, Kernel, ReduceKind, ReduceOp, Scan, Stage};
-use std::cell::Cell;
 
 /// Finds a scan written out as its definition: one reduction axis whose
 /// extent is an output axis `c` (exclusive) or `c + 1` (inclusive), a
@@ -51,13 +50,7 @@ fn scan_of(st: &Stage) -> Option<Scan> {
         return None;
     };
     let (axis, exclusive) = along(&red.extent, &st.axes)?;
-    let var = VarId(axis as u32);
-    let uses = Cell::new(false);
-    r.body.map_indices(&|ix| {
-        uses.set(uses.get() || ix.uses_var(var));
-        ix.clone()
-    });
-    (!uses.get()).then_some(Scan {
+    (!r.body.uses_var(VarId(axis as u32))).then_some(Scan {
         op,
         axis,
         exclusive,
