@@ -751,7 +751,7 @@ shape = ["B", "H", "D", "S"]
         skip: &all,
         ..Default::default()
     };
-    let (k, _) = rocmc::ir::front::parse_kernel_for("tr4.toml", bounded, &[], 2, rules).unwrap();
+    let (k, _) = rocmc::ir::parse_kernel_for("tr4.toml", bounded, &[], 2, rules).unwrap();
     let w = rocmc::explain::one_thread_warnings(&k);
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("stage `O` runs on one thread"), "{w:?}");

@@ -54,7 +54,7 @@ fn tune_section_errors_name_the_place() {
     let bad = |from: &str, to: &str, want: &str| {
         let src = KERNEL.replacen(from, to, 1);
         assert_ne!(src, KERNEL, "{from}");
-        let e = rocmc::ir::front::parse_kernel("k.toml", &src)
+        let e = rocmc::ir::parse_kernel("k.toml", &src)
             .expect_err(to)
             .render();
         assert!(e.contains(want), "{to}: {e}");
@@ -92,20 +92,16 @@ fn tune_section_errors_name_the_place() {
         "`n` is already declared",
     );
     // A configuration asked for is checked too.
-    let e = rocmc::ir::front::parse_kernel_with("k.toml", KERNEL, &[("U".into(), 3)])
+    let e = rocmc::ir::parse_kernel_with("k.toml", KERNEL, &[("U".into(), 3)])
         .unwrap_err()
         .render();
     assert!(
         e.contains("3 is not a candidate of tune parameter `U` (1, 2, 4)"),
         "{e}"
     );
-    let e = rocmc::ir::front::parse_kernel_with(
-        "k.toml",
-        KERNEL,
-        &[("T".into(), 256), ("U".into(), 4)],
-    )
-    .unwrap_err()
-    .render();
+    let e = rocmc::ir::parse_kernel_with("k.toml", KERNEL, &[("T".into(), 256), ("U".into(), 4)])
+        .unwrap_err()
+        .render();
     assert!(e.contains("`T * U <= 512` is false for T=256 U=4"), "{e}");
 }
 
@@ -115,12 +111,12 @@ fn tune_section_errors_name_the_place() {
 fn a_tune_section_may_be_created_by_its_params_table() {
     let implicit = KERNEL.replacen("[tune]\nconstraints = [\"T * U <= 512\"]\n", "", 1);
     assert_ne!(implicit, KERNEL);
-    let k = rocmc::ir::front::parse_kernel_with("k.toml", &implicit, &[("T".into(), 128)])
+    let k = rocmc::ir::parse_kernel_with("k.toml", &implicit, &[("T".into(), 128)])
         .unwrap_or_else(|e| panic!("{}", e.render()));
     let t = k.tuning.expect("the [tune] section is read");
     assert_eq!(rocmc::ir::tune::describe(&t.config), "T=128 U=1");
     // A wrong value given for it still names the parameter.
-    let e = rocmc::ir::front::parse_kernel_with("k.toml", &implicit, &[("U".into(), 3)])
+    let e = rocmc::ir::parse_kernel_with("k.toml", &implicit, &[("U".into(), 3)])
         .unwrap_err()
         .render();
     assert!(e.contains("parameter `U`") && e.contains("k.toml:"), "{e}");
@@ -128,7 +124,7 @@ fn a_tune_section_may_be_created_by_its_params_table() {
 
 #[test]
 fn the_search_is_deterministic_for_a_seed_and_samples_within_budget() {
-    let k = rocmc::ir::front::parse_kernel("k.toml", KERNEL).unwrap();
+    let k = rocmc::ir::parse_kernel("k.toml", KERNEL).unwrap();
     let space = &k.tuning.as_ref().unwrap().space;
     // 4 x 3 = 12 configurations, 11 meet T * U <= 512.
     let (valid, all) = tune::candidates(space, 100, 1);
@@ -540,7 +536,7 @@ S = { range = [1, 16], step = 1, default = 1 }
 compute = "B2[x] = A[x]"
 shape = ["n"]
 "#;
-    let k = rocmc::ir::front::parse_kernel("b.toml", src).unwrap();
+    let k = rocmc::ir::parse_kernel("b.toml", src).unwrap();
     let space = &k.tuning.as_ref().unwrap().space;
     // One optimum at (11, 3, 7, 9); the cost grows with the distance.
     let cost = |c: &[(String, i64)]| -> f64 {

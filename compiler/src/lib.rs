@@ -280,8 +280,8 @@ fn frontend_rules(
     // out (its stage takes the next rule that fits: a 4-D transpose whose
     // LDS tile is refused gets element-wise tiles, not one thread), then
     // rules without row chains, then the one-thread nest.
-    let took: Vec<&'static str> = rocmc_ir::front::parse_kernel_for(file, source, tune, 2, rules)
-        .map_or(Vec::new(), |(k, _)| {
+    let took: Vec<&'static str> =
+        rocmc_ir::parse_kernel_for(file, source, tune, 2, rules).map_or(Vec::new(), |(k, _)| {
             let mut v: Vec<&'static str> = k
                 .stages
                 .iter()
@@ -300,7 +300,7 @@ fn frontend_rules(
             return Ok(f);
         }
     }
-    let had_default = rocmc_ir::front::parse_kernel_with(file, source, tune)
+    let had_default = rocmc_ir::parse_kernel_with(file, source, tune)
         .is_ok_and(|k| k.stages.iter().any(|s| s.default.is_some()));
     if had_default {
         for level in [1, 0] {
@@ -320,7 +320,7 @@ fn frontend_defaults(
     rules: RulesFor,
 ) -> Result<Frontend, Error> {
     let (kernel, [parse, validate]) =
-        rocmc_ir::front::parse_kernel_for(file, source, tune, defaults, rules)?;
+        rocmc_ir::parse_kernel_for(file, source, tune, defaults, rules)?;
     let t1 = Instant::now();
     let launch = launch_info(&kernel, &Program { kernels: vec![] });
     let mut front = Frontend {
@@ -349,8 +349,7 @@ fn frontend_defaults(
 
 impl Frontend {
     fn lower(&mut self, unit: Option<rocmc_ir::lower::matrix::MatrixUnit>) -> Result<(), Error> {
-        let program =
-            rocmc_ir::lower::lower_file(&self.kernel, &self.file, &self.source, unit.as_ref())?;
+        let program = rocmc_ir::lower_file(&self.kernel, &self.file, &self.source, unit.as_ref())?;
         self.set_program(program);
         self.matrix = unit;
         Ok(())
@@ -479,7 +478,7 @@ pub fn kernel_for(
         shared_limit,
         ..RulesFor::default()
     };
-    Ok(rocmc_ir::front::parse_kernel_for(file, source, tune, 2, rules)?.0)
+    Ok(rocmc_ir::parse_kernel_for(file, source, tune, 2, rules)?.0)
 }
 
 /// Which matrix instructions `mma` steps use on `target`: its own, or on

@@ -166,8 +166,8 @@ pub(crate) fn kernels(dir: &Path, ext: &str) -> Res<Vec<(String, Kernel, Vec<u8>
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         let toml = path.with_extension("toml");
         let src = std::fs::read_to_string(&toml).map_err(|e| format!("{}: {e}", toml.display()))?;
-        let k = rocmc_ir::front::parse_kernel(&toml.display().to_string(), &src)
-            .map_err(|e| e.render())?;
+        let k =
+            rocmc_ir::parse_kernel(&toml.display().to_string(), &src).map_err(|e| e.render())?;
         let module = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         out.push((name, k, module));
     }

@@ -3,9 +3,9 @@
 //! The pipeline inside this crate:
 //!
 //! ```text
-//! kernel.toml ─front::parse_kernel─▶ Kernel (tensor IR, checked)
+//! kernel.toml ─parse_kernel───────▶ Kernel (tensor IR, checked)
 //!             ─schedule::apply─────▶ LoopNest per stage
-//!             ─lower::lower────────▶ loops::Program (loop IR: one GPU kernel per stage,
+//!             ─lower───────────────▶ loops::Program (loop IR: one GPU kernel per stage,
 //!                                    except stages inlined or computed at another;
 //!                                    lower::PASSES, loops::verify after each)
 //! interp::run: the reference interpreter, the definition of what a Kernel means
@@ -21,6 +21,7 @@ pub mod kernel;
 pub mod loops;
 pub mod lower;
 pub mod mtype;
+mod pipeline;
 pub mod plan;
 pub mod reference;
 pub mod rng;
@@ -31,8 +32,10 @@ pub mod tune;
 
 pub use diag::{Diagnostic, KernelError, Span};
 pub use dtype::DType;
-pub use front::parse_kernel;
 pub use index::{IOp, Index, SizeId, VarId};
 pub use kernel::*;
 pub use loops::Program;
-pub use lower::lower;
+pub use pipeline::{
+    lower, lower_file, lower_for, parse_kernel, parse_kernel_defaults, parse_kernel_for,
+    parse_kernel_timed, parse_kernel_with,
+};

@@ -79,7 +79,7 @@ fn check_same(k: &Kernel, sizes: &[i64]) {
             .find_map(|p| {
                 let t = rocmc_target::Target::parse(p, None, 5).unwrap();
                 let unit = rocmc_ir::lower::matrix::MatrixUnit::of(&t).unwrap();
-                rocmc_ir::lower::lower_for(k, Some(&unit)).ok()
+                rocmc_ir::lower_for(k, Some(&unit)).ok()
             })
             .expect("a target with the example's matrix instruction")
     } else {

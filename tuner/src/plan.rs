@@ -181,8 +181,7 @@ pub fn measure(
 ) -> Result<TuneReport, String> {
     let start = Instant::now();
     let (plan, compiled) = Plan::read(dir)?;
-    let k =
-        rocmc_ir::front::parse_kernel(&plan.kernel_file, &plan.source).map_err(|e| e.render())?;
+    let k = rocmc_ir::parse_kernel(&plan.kernel_file, &plan.source).map_err(|e| e.render())?;
     let bench = crate::Bench::new(k, plan.sizes.clone(), plan.seed, plan.reps, None)?;
     let (infos, candidates) = crate::measure::with_pool(devices, &bench, |pool| {
         let infos = pool.infos();
@@ -262,7 +261,7 @@ pub fn import(dir: &Path) -> Result<(Plan, TuneReport), String> {
 }
 
 fn report(plan: &Plan, results: &Results) -> TuneReport {
-    let k_name = rocmc_ir::front::parse_kernel(&plan.kernel_file, &plan.source)
+    let k_name = rocmc_ir::parse_kernel(&plan.kernel_file, &plan.source)
         .map(|k| k.name)
         .unwrap_or_default();
     let mut r = TuneReport {

@@ -214,7 +214,7 @@ impl Build {
         metadata: bool,
     ) -> Result<(rocmc_ir::tune::Config, Option<String>), Error> {
         use crate::tune::db;
-        let k = rocmc_ir::front::parse_kernel(file, text)?;
+        let k = rocmc_ir::parse_kernel(file, text)?;
         if k.tuning.is_none() {
             return Ok((Vec::new(), None));
         }

@@ -51,7 +51,7 @@ impl Kind {
 }
 
 pub fn rocmc_ir_kernel(file: &str, source: &str) -> Result<crate::ir::Kernel, Error> {
-    Ok(crate::ir::front::parse_kernel(file, source)?)
+    Ok(crate::ir::parse_kernel(file, source)?)
 }
 
 /// Chooses the [tune] values a build uses: `--tune` by hand, else the

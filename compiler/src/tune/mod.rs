@@ -102,7 +102,7 @@ fn parse(
 ) -> Result<(rocmc_ir::Kernel, rocmc_ir::tune::Tuning), Error> {
     let k = match target {
         Some(t) => crate::kernel_for(&req.file, &req.source, &[], t, &req.opts)?,
-        None => rocmc_ir::front::parse_kernel(&req.file, &req.source)?,
+        None => rocmc_ir::parse_kernel(&req.file, &req.source)?,
     };
     let Some(tuning) = k.tuning.clone() else {
         return Err(Error::Usage(format!(

@@ -242,6 +242,7 @@ fn build(
         vars: Vec::new(),
         result: None,
         inside: true,
+        axes: None,
     });
     let parsed = [qa, ka, va].map(|a| cx.expr(k, &all, a, None));
     cx.red = None;

@@ -20,8 +20,8 @@ impl<'s> Cx<'s> {
         span: Span,
         hint: Option<DType>,
     ) -> Option<Expr> {
-        if let Some(op) = scan::scan_op(name) {
-            return self.scan_call(k, axes, op, name, args, span);
+        if let Some(v) = (self.templates.call)(self, k, axes, name, args, span) {
+            return v;
         }
         if name == "topk" {
             self.error(

@@ -9,11 +9,11 @@
 //! `[tune]`, sizes and tensors), [`stage`] (one `[[stage]]`), [`expr`],
 //! [`call`] and [`reduce`] (the expression language), [`defaults`] (the
 //! default schedules of unscheduled stages), and one module per construct
-//! with its own syntax ([`scatter`], [`tuple`], [`scan`], [`bits`]).
+//! with its own syntax ([`scatter`], [`tuple`], [`bits`]). Templates
+//! ([`crate::templates`]) bring their own spellings through [`Templates`].
 
 mod attention;
 mod bits;
-mod scan;
 mod scatter;
 mod topk;
 mod tuple;
@@ -22,8 +22,11 @@ mod call;
 mod decls;
 mod defaults;
 mod expr;
+pub(crate) mod hooks;
 mod reduce;
 mod stage;
+
+pub(crate) use hooks::Templates;
 
 use crate::diag::{Diagnostic, KernelError, Span};
 pub use crate::dtype::round_to;
@@ -134,45 +137,6 @@ enum Formula {
     Text(String),
 }
 
-/// Parses and checks a kernel file. `file` names it in diagnostics.
-pub fn parse_kernel(file: &str, source: &str) -> Result<Kernel, KernelError> {
-    parse_kernel_timed(file, source, &[]).map(|(k, _)| k)
-}
-
-/// [`parse_kernel`] for one configuration of its tune parameters: the
-/// defaults overridden by `tune` (each checked against its candidates and
-/// the constraints).
-pub fn parse_kernel_with(
-    file: &str,
-    source: &str,
-    tune: &[(String, i64)],
-) -> Result<Kernel, KernelError> {
-    parse_kernel_timed(file, source, tune).map(|(k, _)| k)
-}
-
-/// [`parse_kernel_with`], also returning the time spent parsing TOML and
-/// checking it.
-pub fn parse_kernel_timed(
-    file: &str,
-    source: &str,
-    tune: &[(String, i64)],
-) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
-    parse_kernel_defaults(file, source, tune, 2)
-}
-
-/// [`parse_kernel_timed`] with a level of default schedules for stages
-/// the file gives none: 2 (the default) each stage's rule and row chains
-/// fused, 1 each stage's rule only, 0 the one-thread nest (the fallbacks
-/// where a default schedule fails to lower).
-pub fn parse_kernel_defaults(
-    file: &str,
-    source: &str,
-    tune: &[(String, i64)],
-    defaults: u8,
-) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
-    parse_kernel_for(file, source, tune, defaults, RulesFor::default())
-}
-
 /// The target default schedules are written for, and the shared memory
 /// they may use (see [`schedule::default::RuleCx`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -188,14 +152,19 @@ pub struct RulesFor<'a> {
     pub bounds: &'a [(&'a str, u64)],
 }
 
-/// [`parse_kernel_defaults`] with the rules writing default schedules for
-/// a target (the matrix-product rule's `mma` path and its numbers).
-pub fn parse_kernel_for(
+/// Parses and checks a kernel file (`file` names it in diagnostics) with
+/// `templates`' spellings and recognisers: [`crate::parse_kernel_for`]
+/// and the other entry points of the crate, which give it every template.
+/// `tune` overrides tune parameters' defaults; `defaults` is the level of
+/// default schedules (see [`crate::parse_kernel_defaults`]); `rules` the
+/// target they are written for.
+pub(crate) fn parse_kernel_for(
     file: &str,
     source: &str,
     tune: &[(String, i64)],
     defaults: u8,
     rules: RulesFor,
+    templates: &Templates,
 ) -> Result<(Kernel, [std::time::Duration; 2]), KernelError> {
     let t0 = std::time::Instant::now();
     let err = |diagnostics| KernelError {
@@ -226,7 +195,7 @@ pub fn parse_kernel_for(
         rules,
         knobs_given: Vec::new(),
         operands: Vec::new(),
-        scan: None,
+        templates,
     };
     let kernel = cx.kernel(doc);
     match kernel {
@@ -243,9 +212,14 @@ struct RedCx {
     result: Option<(ReduceOp, Expr)>,
     /// Parsing the body now (reductions do not nest).
     inside: bool,
+    /// The reduction's axes where a template call declared them (a scan's
+    /// running position), not the stage's `reduce`.
+    axes: Option<Vec<Axis>>,
 }
 
-struct Cx<'s> {
+/// The checking context: the source, the errors so far, and what the
+/// stage being checked has parsed.
+pub(crate) struct Cx<'s> {
     src: &'s str,
     diags: Vec<Diagnostic>,
     red: Option<RedCx>,
@@ -267,8 +241,8 @@ struct Cx<'s> {
     /// Inside a tuple reduction's combiner: its tensors and dtypes, which
     /// `a.X` and `b.X` name.
     operands: Vec<(String, DType)>,
-    /// The scan of the stage being parsed, once its value has one.
-    scan: Option<scan::ScanCx>,
+    /// What templates add to the language.
+    templates: &'s Templates,
 }
 
 /// Whether an expression reads a tensor element (in a subscript, that

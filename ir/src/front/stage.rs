@@ -198,30 +198,20 @@ impl<'s> Cx<'s> {
                 .collect(),
             result: None,
             inside: false,
+            axes: None,
         });
         let value = self.expr(k, axes_names, &stmt.value, declared.map(|d| d.0));
         let red = self.red.take();
-        let scan = self.scan.take();
         let value = value?;
         let reduce = match red {
             Some(RedCx {
                 result: Some((op, body)),
+                axes,
                 ..
-            }) => Some(match &scan {
-                Some(s) => Reduction {
-                    axes: vec![self.scan_axis(s)],
-                    body,
-                    kind: ReduceKind::Scan(Scan {
-                        op,
-                        axis: s.axis,
-                        exclusive: s.exclusive,
-                    }),
-                },
-                None => Reduction {
-                    axes: red_axes,
-                    body,
-                    kind: ReduceKind::Op(op),
-                },
+            }) => Some(Reduction {
+                axes: axes.unwrap_or(red_axes),
+                body,
+                kind: ReduceKind::Op(op),
             }),
             Some(_) => {
                 return self.fail(
@@ -296,7 +286,7 @@ impl<'s> Cx<'s> {
     ) {
         // A reduction written as a template's definition is that template,
         // so the template's rule and steps apply to it.
-        crate::templates::recognise(k, &mut stage);
+        (self.templates.recognise)(k, &mut stage);
         names.push((stmt.target.clone(), stmt.target_span));
         let kind = TensorKind::Stage(StageId(k.stages.len() as u32));
         k.tensors.push(Tensor {

@@ -74,6 +74,7 @@ pub(super) fn stage(
         vars: Vec::new(),
         result: None,
         inside: true,
+        axes: None,
     });
     let x = cx.expr(k, &all, call.value, None);
     cx.red = None;

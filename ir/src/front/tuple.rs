@@ -259,6 +259,7 @@ fn elements(cx: &mut Cx<'_>, k: &mut Kernel, ax: &Axes, args: &[crate::syntax::A
         vars: Vec::new(),
         result: None,
         inside: true,
+        axes: None,
     });
     let mut elems = Vec::new();
     for a in args {

@@ -40,6 +40,7 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
             dynamic: &mut l.g.dynamic_shared,
             addressing: &mut l.g.addressing,
             unit: l.unit,
+            templates: l.templates,
         };
         l.g.body = attach(l.k, p, std::mem::take(&mut l.g.body), &mut host)?;
     }
@@ -161,6 +162,7 @@ pub(super) struct Host<'a> {
     /// The target's, for a producer's lane exchanges (a producer with
     /// `mma` is refused: it would need waves of its own).
     pub unit: Option<&'a crate::lower::matrix::MatrixUnit>,
+    pub templates: &'a super::Templates,
 }
 
 /// Places producer `p` in the consumer's `body` at the loop its
@@ -217,7 +219,11 @@ pub(super) fn attach(
         .as_ref()
         .is_none_or(|n| n.matrix.is_none() && n.attention.is_none());
     let unit = host.unit.filter(|_| plain);
-    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), unit)?;
+    let given = super::Given {
+        unit,
+        templates: host.templates,
+    };
+    let gp = lower_stage_in(&k2, p, &bounds, &|_, _| Ok(()), given)?;
     if let Some(r) = gp.requires.first() {
         // Its count is over the part's own origins, which no launch passes.
         return Err(Diagnostic::new(

@@ -8,7 +8,7 @@
 //! ([`barriers`]) runs last, on whole kernels only (a compute_at part is
 //! verified and cleaned as part of its consumer).
 
-use crate::diag::{Diagnostic, KernelError};
+use crate::diag::Diagnostic;
 use crate::index::Index;
 use crate::kernel::{Expr, Kernel, StageId, TensorId, TensorKind};
 use crate::loops::verify;
@@ -31,7 +31,6 @@ mod ldmatrix;
 pub mod matrix;
 mod nest;
 mod region;
-mod scan;
 mod scatter;
 mod slots;
 mod threads;
@@ -70,22 +69,44 @@ pub(crate) const PASSES: [(&str, PassFn); 10] = [
 /// What the passes share: the kernel being built and what the schedule
 /// decided for its stage.
 pub(crate) struct Lowering<'k> {
-    k: &'k Kernel,
-    sid: StageId,
-    nest: LoopNest,
-    g: GpuKernel,
+    pub(crate) k: &'k Kernel,
+    pub(crate) sid: StageId,
+    pub(crate) nest: LoopNest,
+    pub(crate) g: GpuKernel,
     /// Linear thread index within the work-group (x fastest); set by `nest`.
-    tid: Index,
+    pub(crate) tid: Index,
     /// The target's matrix instructions, for stages with `mma`.
     unit: Option<&'k matrix::MatrixUnit>,
     /// What `nest` left the `matrix` pass: the frame of a stage with `mma`.
     region: Option<body::Frame>,
+    templates: &'k Templates,
 }
 
-/// Lowers every stage of a checked kernel. Inlined stages produce no kernel.
-/// Stages computed at another stage's loop are lowered inside that stage's kernel.
-pub fn lower(k: &Kernel) -> Result<Program, Diagnostic> {
-    lower_for(k, None)
+/// What templates ([`crate::templates`]) add to lowering, given from above
+/// as the front end's are ([`crate::front::Templates`]), so that lowering
+/// names no template.
+pub(crate) struct Templates {
+    /// Builds the kernel of a stage a template lowers itself, in place of
+    /// the `nest` pass; `None` where no template claims the stage.
+    pub build: fn(&mut Lowering) -> Option<Result<(), Diagnostic>>,
+    /// The kernels a stage launches before its own where its template
+    /// needs them (a split scan's parts' totals and carries).
+    pub before: fn(&Kernel, StageId, Given) -> Result<Vec<GpuKernel>, Diagnostic>,
+}
+
+/// Lowering with no template: what lowers a stage that no template could
+/// claim (a map over a scatter's output).
+pub(crate) const NO_TEMPLATES: Templates = Templates {
+    build: |_| None,
+    before: |_, _, _| Ok(Vec::new()),
+};
+
+/// What lowering a stage is given from above: the target's matrix
+/// instructions and the templates' hooks.
+#[derive(Clone, Copy)]
+pub(crate) struct Given<'a> {
+    pub unit: Option<&'a matrix::MatrixUnit>,
+    pub templates: &'a Templates,
 }
 
 /// Whether a stage of `k` has an `mma` step, so that lowering depends on the target.
@@ -123,9 +144,12 @@ pub fn reduces_across_threads(k: &Kernel) -> bool {
         })
 }
 
-/// [`lower`] for a target with matrix instructions (`unit`); stages with
-/// `mma` are refused without one.
-pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Program, Diagnostic> {
+/// Lowers every stage of a checked kernel, for a target with matrix
+/// instructions where `given` has them (stages with `mma` are refused
+/// without), with the templates' lowerings: [`crate::lower_for`] gives it
+/// every template. Inlined stages produce no kernel; stages computed at
+/// another stage's loop are lowered inside that stage's kernel.
+pub(crate) fn lower_with(k: &Kernel, given: Given) -> Result<Program, Diagnostic> {
     compute_at::check(k)?;
     let mut kernels: Vec<GpuKernel> = Vec::new();
     for s in (0..k.stages.len()).filter(|s| !k.stages[*s].is_internal()) {
@@ -133,8 +157,8 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
         if let Some(op) = scatter::combined_op(k.stage(sid)) {
             kernels.push(scatter::init_kernel(k, sid, op)?);
         }
-        kernels.extend(scan::split_parts(k, sid, unit)?);
-        kernels.push(lower_stage(k, sid, unit)?);
+        kernels.extend((given.templates.before)(k, sid, given)?);
+        kernels.push(lower_stage(k, sid, given)?);
         if scatter::grid_op(k.stage(sid)).is_some() {
             kernels.extend(scatter::epilogue_kernel(k, sid)?);
         }
@@ -187,20 +211,6 @@ pub fn lower_for(k: &Kernel, unit: Option<&matrix::MatrixUnit>) -> Result<Progra
         }
     }
     Ok(Program { kernels })
-}
-
-/// [`lower`] with errors rendered against the kernel file.
-pub fn lower_file(
-    k: &Kernel,
-    file: &str,
-    source: &str,
-    unit: Option<&matrix::MatrixUnit>,
-) -> Result<Program, KernelError> {
-    lower_for(k, unit).map_err(|d| KernelError {
-        file: file.into(),
-        source: source.into(),
-        diagnostics: vec![d],
-    })
 }
 
 /// The values of the stage's output axes `axes` (outermost first) decoded
@@ -262,11 +272,7 @@ pub fn verifying() -> bool {
 
 /// Lowers one kernel-producing stage through [`PASSES`] and the barrier
 /// pass, verifying after each where [`verifying`].
-fn lower_stage(
-    k: &Kernel,
-    sid: StageId,
-    unit: Option<&matrix::MatrixUnit>,
-) -> Result<GpuKernel, Diagnostic> {
+pub(crate) fn lower_stage(k: &Kernel, sid: StageId, given: Given) -> Result<GpuKernel, Diagnostic> {
     let check = |g: &GpuKernel, pass| -> Result<(), Diagnostic> {
         if verifying() {
             verify::verify(k, g, pass)
@@ -274,7 +280,7 @@ fn lower_stage(
         }
         Ok(())
     };
-    let mut g = lower_stage_in(k, sid, &[], &check, unit)?;
+    let mut g = lower_stage_in(k, sid, &[], &check, given)?;
     g.body = barriers::remove_redundant(std::mem::take(&mut g.body));
     check(&g, "barriers")?;
     Ok(g)
@@ -294,8 +300,9 @@ fn lower_stage_in(
     sid: StageId,
     bounds: &[PartBound],
     check: &dyn Fn(&GpuKernel, &'static str) -> Result<(), Diagnostic>,
-    unit: Option<&matrix::MatrixUnit>,
+    given: Given,
 ) -> Result<GpuKernel, Diagnostic> {
+    let unit = given.unit;
     let stage = k.stage(sid);
     // Applied once, when the kernel was checked; compute_at producers
     // (whose part extents depend on the consumer) are applied here.
@@ -342,6 +349,7 @@ fn lower_stage_in(
         tid: Index::c(0),
         unit,
         region: None,
+        templates: given.templates,
     };
     for (name, pass) in PASSES {
         pass(&mut l)?;

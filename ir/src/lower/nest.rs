@@ -18,8 +18,8 @@ type Body = (Vec<Stmt>, Vec<super::Local>, Vec<super::Local>);
 pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     let (k, sid) = (l.k, l.sid);
     let stage = k.stage(sid);
-    if let (Some(plan), Some(scan)) = (l.nest.scan, stage.reduce().and_then(|r| r.scan())) {
-        return super::scan::build(l, scan, plan);
+    if let Some(built) = (l.templates.build)(l) {
+        return built;
     }
     if let (Some(plan), Some(t)) = (l.nest.topk, stage.topk()) {
         return super::topk::build(l, t, plan);

@@ -149,7 +149,12 @@ fn over_output(
     }
     init.nest = Some(schedule::apply(&k2, &init).map_err(|e| too_large(st, &e))?);
     k2.stages[sid.0 as usize] = init;
-    let mut g = lower_stage(&k2, sid, None).map_err(|e| too_large(st, &e))?;
+    // A map over the output, which no template claims.
+    let given = super::Given {
+        unit: None,
+        templates: &super::NO_TEMPLATES,
+    };
+    let mut g = lower_stage(&k2, sid, given).map_err(|e| too_large(st, &e))?;
     g.name = format!("{}_{suffix}", g.name);
     Ok(g)
 }

@@ -595,7 +595,7 @@ pub fn apply_with_source<'a>(
             )));
         }
         if plan.chunks.is_some() {
-            if let Some(t) = crate::templates::scan::split_refused(stage) {
+            if let Some(t) = crate::schedule::steps::scan::split_refused(stage) {
                 return Err(Diagnostic::new(
                     plan.span,
                     format!(

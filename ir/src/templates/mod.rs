@@ -14,14 +14,22 @@
 //!   the same marked stage;
 //! - its schedule step, default rule and fast lowering.
 //!
-//! [`TEMPLATES`] is the registry; the front end asks it once per stage,
-//! before the default rules run.
+//! [`TEMPLATES`] is the registry. The phases name no template: the
+//! crate's entry points ([`crate::parse_kernel`], [`crate::lower`]) give
+//! them the hooks made from it ([`FRONT`]), so a template's folder uses
+//! the phases as any code above them does.
 
-use crate::kernel::{Kernel, Stage};
+use crate::diag::Diagnostic;
+use crate::diag::Span;
+use crate::front;
+use crate::index::VarId;
+use crate::kernel::{Expr, Kernel, Stage, StageId};
+use crate::lower::{self, Given, GpuKernel, Lowering};
+use crate::syntax::Arg;
 
 pub mod scan;
 
-/// A template: its name and how it is found in ordinary stages.
+/// A template: its name and what it adds to each phase.
 pub struct Template {
     /// The construct's name, as docs and `--explain` output call it.
     pub name: &'static str,
@@ -29,13 +37,55 @@ pub struct Template {
     /// template's definition written out; `true` where it did. The stage
     /// computes exactly what it did before.
     pub recognise: fn(&Kernel, &mut Stage) -> bool,
+    /// Its spelling in the kernel language, which writes the definition
+    /// out for the recogniser to mark.
+    pub(crate) call: front::hooks::Call,
+    /// Its fast lowering (see [`lower::Templates::build`]).
+    pub(crate) lower: fn(&mut Lowering) -> Option<Result<(), Diagnostic>>,
+    /// The kernels its stage launches before its own.
+    pub(crate) before: fn(&Kernel, StageId, Given) -> Result<Vec<GpuKernel>, Diagnostic>,
 }
 
 /// Every template, in the order the recognisers are tried.
 pub const TEMPLATES: [Template; 1] = [Template {
     name: "scan",
     recognise: scan::recognise,
+    call: scan::front::call,
+    lower: scan::lower::lowering,
+    before: scan::lower::split_parts,
 }];
+
+/// What the front end gets from [`TEMPLATES`].
+pub(crate) static FRONT: front::Templates = front::Templates { call, recognise };
+
+/// What lowering gets from [`TEMPLATES`].
+pub(crate) static LOWER: lower::Templates = lower::Templates {
+    build: |l| TEMPLATES.iter().find_map(|t| (t.lower)(l)),
+    before,
+};
+
+/// The first template whose spelling `name` is: its call's value.
+fn call(
+    cx: &mut front::Cx,
+    k: &Kernel,
+    axes: &[(String, VarId)],
+    name: &str,
+    args: &[Arg],
+    span: Span,
+) -> Option<Option<Expr>> {
+    TEMPLATES
+        .iter()
+        .find_map(|t| (t.call)(cx, k, axes, name, args, span))
+}
+
+/// Every template's kernels launched before stage `sid`'s own.
+fn before(k: &Kernel, sid: StageId, given: Given) -> Result<Vec<GpuKernel>, Diagnostic> {
+    let mut out = Vec::new();
+    for t in &TEMPLATES {
+        out.extend((t.before)(k, sid, given)?);
+    }
+    Ok(out)
+}
 
 /// Marks `stage` as the first template that recognises it; its name.
 pub fn recognise(k: &Kernel, stage: &mut Stage) -> Option<&'static str> {

@@ -187,8 +187,8 @@ mod tests {
         let src = format!(
             "[kernel]\nname = \"a\"\nsizes = [\"S\", \"T\"]\n\n[inputs]\nQ = {{ dtype = \"f16\", shape = [\"S\", {e}] }}\nK = {{ dtype = \"f16\", shape = [\"T\", {e}] }}\nV = {{ dtype = \"f16\", shape = [\"T\", {d}] }}\n\n[[stage]]\ncompute = \"O[i, c] = attention(Q[i, e], K[j, e], V[j, c])\"\nshape = [\"S\", {d}]\nreduce = {{ e = {e}, j = \"T\" }}\nschedule = [\"{step}\"]\n"
         );
-        let k = crate::front::parse_kernel("a.toml", &src).ok()?;
-        let p = crate::lower::lower_for(&k, Some(unit)).ok()?;
+        let k = crate::parse_kernel("a.toml", &src).ok()?;
+        let p = crate::lower_for(&k, Some(unit)).ok()?;
         let g = &p.kernels[0];
         Some(
             g.shared

@@ -166,7 +166,7 @@ pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> Defaul
         .extent
         .as_const()
         .is_none_or(|e| e >= super::grid::MIN_ROW);
-    let same_type = crate::templates::scan::split_refused(st).is_none();
+    let same_type = crate::schedule::steps::scan::split_refused(st).is_none();
     let split = rows.is_some_and(|r| r <= super::grid::MAX_OUTPUTS) && long && same_type;
     // Split rows: 128 threads and 32 chunks (16,384 elements a part) were
     // the fastest of 100 on one row of 2^26 on the H100, 9 % ahead of 256

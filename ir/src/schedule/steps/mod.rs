@@ -124,7 +124,7 @@ pub(crate) mod testing {
             "[kernel]\nname = \"k\"\nsizes = [\"R\", \"C\"]\n\n[inputs]\nA = {{ dtype = \"f32\", shape = [\"R\", \"C\"] }}\n\n[[stage]]\ncompute = \"T[r, c] = A[r, c] * 2.0\"\nshape = [\"R\", \"C\"]\nschedule = [\"compute_inline()\"]\n\n[[stage]]\ncompute = \"Y[r, c] = T[r, c] + 1.0\"\nshape = [\"R\", \"C\"]\nschedule = [{}]\n",
             steps.join(", ")
         );
-        let k = crate::front::parse_kernel("k.toml", &src).map_err(|e| e.render())?;
+        let k = crate::parse_kernel("k.toml", &src).map_err(|e| e.render())?;
         Ok(k.stages[1].nest.clone().expect("scheduled"))
     }
 

@@ -15,8 +15,19 @@
 //! scan's own type.
 
 use crate::diag::{Diagnostic, Span};
+use crate::dtype::DType;
+use crate::kernel::Stage;
 use crate::schedule::*;
 use crate::syntax::StepStmt;
+
+/// Where a scan's rows cannot be split over work-groups (`chunks`): the
+/// parts' totals wait in the output, so it must hold the scan's own type.
+/// The scan's type where it does not. The `scan` step refuses `chunks`
+/// and the default rule does not split for the same reason.
+pub(crate) fn split_refused(st: &Stage) -> Option<DType> {
+    let t = st.reduce()?.body.dtype;
+    (st.value.dtype != t).then_some(t)
+}
 
 pub(crate) fn parse(s: &StepStmt) -> Result<StepKind, Diagnostic> {
     const EX: &str = "scan(c, threads=256, per=4, chunks=16)";

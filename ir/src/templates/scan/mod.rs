@@ -8,6 +8,9 @@ use crate::dtype::DType;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Axis, Kernel, ReduceKind, ReduceOp, Scan, Stage};
 
+pub(crate) mod front;
+pub(crate) mod lower;
+
 /// Finds a scan written out as its definition: one reduction axis whose
 /// extent is an output axis `c` (exclusive) or `c + 1` (inclusive), a
 /// built-in combiner a scan has (sum, product, max, min), and a body that
@@ -22,15 +25,6 @@ pub fn recognise(_k: &Kernel, st: &mut Stage) -> bool {
         r.kind = ReduceKind::Scan(scan);
     }
     true
-}
-
-/// Where a scan's rows cannot be split over work-groups (`chunks`): the
-/// parts' totals wait in the output, so it must hold the scan's own type.
-/// The scan's type where it does not. The `scan` step refuses `chunks`
-/// and the default rule does not split for the same reason.
-pub fn split_refused(st: &Stage) -> Option<DType> {
-    let t = st.reduce()?.body.dtype;
-    (st.value.dtype != t).then_some(t)
 }
 
 /// The scan a stage's reduction writes out, if it is one.
@@ -94,8 +88,7 @@ mod tests {
         let src = format!(
             "[kernel]\nname = \"k\"\nsizes = [\"N\", \"C\"]\n\n[inputs]\nP = {{ dtype = \"f32\", shape = [\"N\", \"C\"] }}\n\n[[stage]]\ncompute = \"{compute}\"\nshape = [\"N\", \"C\"]\nreduce = {{ {reduce} }}\n"
         );
-        let k =
-            crate::front::parse_kernel("k.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
+        let k = crate::parse_kernel("k.toml", &src).unwrap_or_else(|e| panic!("{}", e.render()));
         k.stages[0].clone()
     }
 

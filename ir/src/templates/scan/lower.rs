@@ -19,10 +19,10 @@
 //! part writes), which its own result overwrites. No work-group reads
 //! another's elements while it writes them.
 
-use super::{inline_producers, Local, Lowering, Stmt};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
-use crate::kernel::{Expr, ExprKind, Scan};
+use crate::kernel::{Expr, ExprKind, Kernel, Scan, StageId};
+use crate::lower::{inline_producers, Given, GpuKernel, Local, Lowering, Stmt};
 use crate::schedule::{Dim, GpuAxis, GroupPlan, Guard, LoopKind, LoopVar, ScanPart};
 
 /// The scan's loops and what it computes in them.
@@ -49,7 +49,15 @@ struct Region {
     indices: Vec<Index>,
 }
 
-pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(), Diagnostic> {
+/// The scan's kernel, where the stage is a scan scheduled with `scan(...)`
+/// (see [`crate::lower::Templates::build`]).
+pub(crate) fn lowering(l: &mut Lowering) -> Option<Result<(), Diagnostic>> {
+    let scan = l.k.stage(l.sid).reduce().and_then(|r| r.scan())?;
+    let plan = l.nest.scan?;
+    Some(build(l, scan, plan))
+}
+
+fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(), Diagnostic> {
     let stage = l.k.stage(l.sid);
     let r = region(l, &scan, &plan);
     let dt = r.body.dtype;
@@ -132,11 +140,11 @@ pub(super) fn build(l: &mut Lowering, scan: Scan, plan: GroupPlan) -> Result<(),
 
 /// The kernels a scan split over work-groups (`chunks=S`) launches before
 /// its main one: the parts' totals, then their scan (the carries).
-pub(super) fn split_parts(
-    k: &crate::kernel::Kernel,
-    sid: crate::kernel::StageId,
-    unit: Option<&super::matrix::MatrixUnit>,
-) -> Result<Vec<super::GpuKernel>, Diagnostic> {
+pub(crate) fn split_parts(
+    k: &Kernel,
+    sid: StageId,
+    given: Given,
+) -> Result<Vec<GpuKernel>, Diagnostic> {
     let st = k.stage(sid);
     let split = st.reduce().is_some_and(|r| r.scan().is_some())
         && st
@@ -156,7 +164,7 @@ pub(super) fn split_parts(
             .and_then(|n| n.scan.as_mut())
             .expect("checked above");
         plan.part = part;
-        let mut g = super::lower_stage(&k2, sid, unit)?;
+        let mut g = crate::lower::lower_stage(&k2, sid, given)?;
         g.name = format!("{}_{suffix}", g.name);
         out.push(g);
     }
@@ -238,7 +246,7 @@ fn region(l: &mut Lowering, scan: &Scan, plan: &GroupPlan) -> Region {
     if let (Some((p, _, _)), Some(w)) = (&part, span) {
         pos = p.clone() * Index::c(w) + pos;
     }
-    let mut at = super::decode_axes(stage, &others, row);
+    let mut at = crate::lower::decode_axes(stage, &others, row);
     let indices_at = |at: &std::collections::HashMap<VarId, Index>| -> Vec<Index> {
         (0..n).map(|d| at[&VarId(d as u32)].clone()).collect()
     };
