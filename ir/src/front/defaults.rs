@@ -150,6 +150,7 @@ impl<'s> Cx<'s> {
             target: self.rules.target,
             shared_limit: self.rules.shared_limit,
             given: &self.knobs_given,
+            templates: self.templates.rules,
         };
         let plan = schedule::default::row_chains(k, &cx);
         if plan.is_empty() {
@@ -185,6 +186,7 @@ impl<'s> Cx<'s> {
             target: self.rules.target,
             shared_limit: self.rules.shared_limit,
             given: &self.knobs_given,
+            templates: self.templates.rules,
         };
         for cand in schedule::default::candidates(k, stage, &cx) {
             // Rules whose tiles may not lower for every kernel come only

@@ -25,6 +25,9 @@ pub(crate) struct Templates {
     /// Marks a stage as the template whose definition it writes out (see
     /// [`crate::templates::Template::recognise`]); the template's name.
     pub recognise: fn(&Kernel, &mut Stage) -> Option<&'static str>,
+    /// The templates' default rules, which the front end hands to the
+    /// rules it asks ([`crate::schedule::default::RuleCx::templates`]).
+    pub rules: crate::schedule::default::TemplateRules,
 }
 
 /// The front end with no template: a scan call is an unknown function and
@@ -33,6 +36,7 @@ pub(crate) struct Templates {
 pub(crate) const NONE: Templates = Templates {
     call: |_, _, _, _, _, _| None,
     recognise: |_, _| None,
+    rules: |_, _, _| None,
 };
 
 impl Cx<'_> {

@@ -40,6 +40,8 @@ pub struct Template {
     /// Its spelling in the kernel language, which writes the definition
     /// out for the recogniser to mark.
     pub(crate) call: front::hooks::Call,
+    /// Its default rule: the candidates for a stage it marks, best first.
+    pub(crate) rule: crate::schedule::default::TemplateRules,
     /// Its fast lowering (see [`lower::Templates::build`]).
     pub(crate) lower: fn(&mut Lowering) -> Option<Result<(), Diagnostic>>,
     /// The kernels its stage launches before its own.
@@ -51,12 +53,17 @@ pub const TEMPLATES: [Template; 1] = [Template {
     name: "scan",
     recognise: scan::recognise,
     call: scan::front::call,
+    rule: scan::rule::rule,
     lower: scan::lower::lowering,
     before: scan::lower::split_parts,
 }];
 
 /// What the front end gets from [`TEMPLATES`].
-pub(crate) static FRONT: front::Templates = front::Templates { call, recognise };
+pub(crate) static FRONT: front::Templates = front::Templates {
+    call,
+    recognise,
+    rules: |k, st, cx| TEMPLATES.iter().find_map(|t| (t.rule)(k, st, cx)),
+};
 
 /// What lowering gets from [`TEMPLATES`].
 pub(crate) static LOWER: lower::Templates = lower::Templates {

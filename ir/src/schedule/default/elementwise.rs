@@ -147,62 +147,6 @@ pub(super) fn elementwise(
     vec![kn.done("elementwise-2d", steps)]
 }
 
-/// A scan (`cumsum(x, c)`): `scan(c, ...)`, a work-group per row walking
-/// it in chunks (cumsum.toml).
-pub(super) fn scan(st: &Stage, scan: crate::kernel::Scan, cx: &RuleCx) -> DefaultSchedule {
-    let mut kn = Knobs::new(&st.name, cx.given);
-    let c = &st.axes[scan.axis].name;
-    // Few rows of unknown or great length: each row split over
-    // work-groups of CHUNKS chunks, as the grid reductions are
-    // (super::grid), where the output can hold the parts' totals.
-    let rows = st
-        .axes
-        .iter()
-        .enumerate()
-        .filter(|(d, _)| *d != scan.axis)
-        .map(|(_, a)| a.extent.as_const())
-        .product::<Option<i64>>();
-    let long = st.axes[scan.axis]
-        .extent
-        .as_const()
-        .is_none_or(|e| e >= super::grid::MIN_ROW);
-    let same_type = crate::schedule::steps::scan::split_refused(st).is_none();
-    let split = rows.is_some_and(|r| r <= super::grid::MAX_OUTPUTS) && long && same_type;
-    // Split rows: 128 threads and 32 chunks (16,384 elements a part) were
-    // the fastest of 100 on one row of 2^26 on the H100, 9 % ahead of 256
-    // and 16 (bench/gpu/runs/h100-scan-3); whole rows: 256 (h100-scan-1).
-    let threads = kn.get(
-        "THREADS",
-        THREADS,
-        if split { 128 } else { 256 },
-        "threads per row",
-    );
-    let per = kn.get(
-        "PER",
-        &[1, 2, 4, 8],
-        4,
-        "consecutive elements per thread in a chunk",
-    );
-    if split {
-        let chunks = kn.get(
-            "CHUNKS",
-            &[4, 8, 16, 32, 64],
-            32,
-            "chunks of threads x per elements per work-group, a row split over work-groups",
-        );
-        return kn.done(
-            "scan",
-            vec![format!(
-                "scan({c}, threads={threads}, per={per}, chunks={chunks})"
-            )],
-        );
-    }
-    kn.done(
-        "scan",
-        vec![format!("scan({c}, threads={threads}, per={per})")],
-    )
-}
-
 /// A top-k: `topk(c, ...)`, a work-group per row. Threads share the LDS
 /// the lists take (8-byte keys, k rounded up to a power of two), so long
 /// lists get fewer threads.

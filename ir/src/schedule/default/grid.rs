@@ -12,10 +12,10 @@ use crate::kernel::Stage;
 
 /// At most this many output elements get the grid-wide reduction; more
 /// rows already fill the GPU with a work-group each (`row-reduction`).
-pub(super) const MAX_OUTPUTS: i64 = 64;
+pub(crate) const MAX_OUTPUTS: i64 = 64;
 
 /// Rows shorter than this (a constant) are reduced by one work-group each.
-pub(super) const MIN_ROW: i64 = 1 << 16;
+pub(crate) const MIN_ROW: i64 = 1 << 16;
 
 /// `grid-reduction`: the reduced axis split into chunks on blockIdx.x
 /// (outputs on blockIdx.y), each chunk walked by `THREADS` threads taking

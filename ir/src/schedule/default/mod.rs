@@ -25,7 +25,7 @@ mod attention;
 mod conv;
 mod elementwise;
 mod fuse;
-mod grid;
+pub(crate) mod grid;
 mod matmul;
 mod rows;
 mod scatter;
@@ -39,7 +39,7 @@ use crate::kernel::{Expr, Kernel, Stage};
 use rocmc_target::Target;
 
 /// What the rules may consult besides the kernel.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct RuleCx<'a> {
     /// The processor the schedule is for (on the CPU with `--emulate`, the
     /// emulated one); `None` writes target-independent schedules.
@@ -49,7 +49,14 @@ pub struct RuleCx<'a> {
     pub shared_limit: Option<u32>,
     /// Knob values given by the tuner, `--tune` or the tuning database.
     pub given: &'a [(String, i64)],
+    /// The templates' rules ([`crate::templates`]), handed down as the
+    /// front end's other hooks are: a template's candidates for a stage it
+    /// marks, `None` for the others.
+    pub(crate) templates: TemplateRules,
 }
+
+/// See [`RuleCx::templates`].
+pub(crate) type TemplateRules = fn(&Kernel, &Stage, &RuleCx) -> Option<Vec<DefaultSchedule>>;
 
 impl RuleCx<'_> {
     /// Shared memory one work-group may use.
@@ -60,7 +67,7 @@ impl RuleCx<'_> {
 }
 
 /// The knobs one candidate reads, by stage.
-struct Knobs<'a> {
+pub(crate) struct Knobs<'a> {
     stage: String,
     given: &'a [(String, i64)],
     used: Vec<Knob>,
@@ -68,7 +75,7 @@ struct Knobs<'a> {
 }
 
 impl<'a> Knobs<'a> {
-    fn new(stage: &str, given: &'a [(String, i64)]) -> Knobs<'a> {
+    pub(crate) fn new(stage: &str, given: &'a [(String, i64)]) -> Knobs<'a> {
         Knobs {
             stage: stage.to_string(),
             given,
@@ -90,7 +97,13 @@ impl<'a> Knobs<'a> {
     /// The value of knob `name`: given, else `default`. A value that is
     /// not a candidate is kept here and refused by the front end, which
     /// names the candidates.
-    fn get(&mut self, name: &str, values: &[i64], default: i64, doc: &'static str) -> i64 {
+    pub(crate) fn get(
+        &mut self,
+        name: &str,
+        values: &[i64],
+        default: i64,
+        doc: &'static str,
+    ) -> i64 {
         let full = format!("{}_{name}", self.stage);
         let value = self
             .given
@@ -124,7 +137,7 @@ impl<'a> Knobs<'a> {
         self.used.iter().any(Knob::bad)
     }
 
-    fn done(self, rule: &'static str, steps: Vec<String>) -> DefaultSchedule {
+    pub(crate) fn done(self, rule: &'static str, steps: Vec<String>) -> DefaultSchedule {
         DefaultSchedule {
             rule,
             steps,
@@ -177,11 +190,9 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let value = inlined(k, &st.value);
     let vector = !st.axes.is_empty() && unit_stride(&value, VarId(st.axes.len() as u32 - 1));
     let names: Vec<&str> = st.axes.iter().map(|a| a.name.as_str()).collect();
-    if let Some(scan) = st.reduce().and_then(|r| r.scan()) {
-        // The work-group scan, else the triangular reduction on one thread per row.
-        out.push(elementwise::scan(st, scan, cx));
-        out.extend(flat(&st.name, &names, cx));
-        return out;
+    // A template's stage takes its template's rule.
+    if let Some(own) = (cx.templates)(k, st, cx) {
+        return own;
     }
     if let Some(t) = st.topk() {
         // A top-k has no other lowering.
@@ -344,10 +355,10 @@ fn matrix_instr(
 }
 
 /// Threads per work-group a rule may choose from.
-const THREADS: &[i64] = &[64, 128, 256, 512, 1024];
+pub(crate) const THREADS: &[i64] = &[64, 128, 256, 512, 1024];
 
 /// Every output point on its own thread: fused, split by 256 threads.
-fn flat(stage: &str, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
+pub(crate) fn flat(stage: &str, names: &[&str], cx: &RuleCx) -> Option<DefaultSchedule> {
     if names.is_empty() {
         return None;
     }

@@ -10,6 +10,7 @@ use crate::kernel::{Axis, Kernel, ReduceKind, ReduceOp, Scan, Stage};
 
 pub(crate) mod front;
 pub(crate) mod lower;
+pub(crate) mod rule;
 
 /// Finds a scan written out as its definition: one reduction axis whose
 /// extent is an output axis `c` (exclusive) or `c + 1` (inclusive), a
