@@ -9,15 +9,15 @@ use crate::index::{Index, VarId};
 use crate::kernel::*;
 use crate::syntax::{Arg, AstKind};
 
-pub(super) fn e(kind: ExprKind, dtype: DType) -> Expr {
+pub(crate) fn e(kind: ExprKind, dtype: DType) -> Expr {
     Expr { kind, dtype }
 }
 
-pub(super) fn bx(x: Expr) -> Box<Expr> {
+pub(crate) fn bx(x: Expr) -> Box<Expr> {
     Box::new(x)
 }
 
-pub(super) fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+pub(crate) fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     let t = if op.is_comparison() {
         DType::Bool
     } else {
@@ -26,15 +26,15 @@ pub(super) fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     e(ExprKind::Binary(op, bx(a), bx(b)), t)
 }
 
-pub(super) fn int(v: i64, t: DType) -> Expr {
+pub(crate) fn int(v: i64, t: DType) -> Expr {
     e(ExprKind::Int(v), t)
 }
 
-pub(super) fn cast(x: Expr, t: DType) -> Expr {
+pub(crate) fn cast(x: Expr, t: DType) -> Expr {
     x.cast_to(t)
 }
 
-pub(super) fn select(c: Expr, a: Expr, b: Expr) -> Expr {
+pub(crate) fn select(c: Expr, a: Expr, b: Expr) -> Expr {
     let t = a.dtype;
     e(ExprKind::Select(bx(c), bx(a), bx(b)), t)
 }
@@ -223,7 +223,7 @@ impl Cx<'_> {
 
 /// The i64 key of `x` at index `idx` (see [`Cx::arg_reduction`]); `None`
 /// for types whose order does not fit 32 bits.
-pub(super) fn key(x: Expr, idx: Expr, max: bool) -> Result<Expr, String> {
+pub(crate) fn key(x: Expr, idx: Expr, max: bool) -> Result<Expr, String> {
     let l = match max {
         true => bin(
             BinOp::Sub,
@@ -241,7 +241,7 @@ pub(super) fn key(x: Expr, idx: Expr, max: bool) -> Result<Expr, String> {
 
 /// `x`'s order as an i64 within i32's range (floats through their bits),
 /// NaN above every number (`nan_high`) or below.
-pub(super) fn order(x: Expr, nan_high: bool) -> Result<Expr, String> {
+pub(crate) fn order(x: Expr, nan_high: bool) -> Result<Expr, String> {
     Ok(match x.dtype {
         DType::F16 | DType::BF16 | DType::F32 => {
             let f = cast(x, DType::F32);

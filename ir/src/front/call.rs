@@ -20,15 +20,14 @@ impl<'s> Cx<'s> {
         span: Span,
         hint: Option<DType>,
     ) -> Option<Expr> {
-        if let Some(v) = (self.templates.call)(self, k, axes, name, args, span) {
+        let site = super::hooks::CallSite {
+            name,
+            name_span,
+            args,
+            span,
+        };
+        if let Some(v) = (self.templates.call)(self, k, axes, site) {
             return v;
-        }
-        if name == "topk" {
-            self.error(
-                Diagnostic::new(name_span, "`topk` is a stage's whole value")
-                    .hint("write `V[r, j], I[r, j] = topk(X[r, c], c)` and compute the rest in another stage"),
-            );
-            return None;
         }
         if let Some(a) = args.iter().find_map(|a| a.key.as_ref()) {
             self.error(Diagnostic::new(
@@ -171,8 +170,9 @@ impl<'s> Cx<'s> {
                 .map(|f| f.name())
                 .chain([
                     "select", "min", "max", "isnan", "isinf", "bitcast", "argmax", "argmin",
-                    "cumsum", "cumprod", "cummax", "cummin", "reduce", "topk",
+                    "reduce",
                 ])
+                .chain((self.templates.names)())
                 .chain(ReduceOp::ALL.iter().map(|r| r.name()))
                 .chain(DType::ALL.iter().map(|d| d.name()))
                 .collect();

@@ -11,7 +11,7 @@ use crate::syntax::{Ast, AstKind, BinaryOp, UnaryOp as AUnary};
 impl<'s> Cx<'s> {
     /// Typed conversion of a value expression. `hint` gives untyped
     /// literals a dtype from their context.
-    pub(super) fn expr(
+    pub(crate) fn expr(
         &mut self,
         k: &Kernel,
         axes: &[(String, VarId)],

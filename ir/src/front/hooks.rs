@@ -5,23 +5,51 @@
 //! ([`crate::parse_kernel`]) hand it [`Templates`], so a template's folder
 //! may use the front end without the front end depending on it.
 
-use super::{Cx, RedCx};
+use super::tuple::Axes;
+use super::{Cx, RedCx, StageDecl};
 use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
 use crate::index::VarId;
 use crate::kernel::{Axis, Expr, ExprKind, Kernel, ReduceOp, Stage};
-use crate::syntax::{Arg, Ast};
+use crate::syntax::{Arg, Ast, ComputeStmt};
+use toml::Spanned;
 
 /// A call to a template by name, as in `cumsum(X[r, c], c)`: `None` where
 /// `name` is not the template's, else the call's value (`Some(None)` once
 /// its error is reported).
-pub(crate) type Call =
-    fn(&mut Cx, &Kernel, &[(String, VarId)], &str, &[Arg], Span) -> Option<Option<Expr>>;
+pub(crate) type Call = fn(&mut Cx, &Kernel, &[(String, VarId)], CallSite) -> Option<Option<Expr>>;
+
+/// A call in an expression: the function's name and where it and the
+/// whole call are, and its arguments.
+#[derive(Clone, Copy)]
+pub(crate) struct CallSite<'a> {
+    pub name: &'a str,
+    pub name_span: Span,
+    pub args: &'a [Arg],
+    pub span: Span,
+}
+
+/// A stage whose whole value is one call to a template (`V[r, j], I[r, j]
+/// = topk(X[r, c], c)`): checks the stage and adds it, with its tensors,
+/// to the kernel. `names` are the names declared so far.
+pub(crate) type StageForm = fn(
+    &mut Cx,
+    &mut Kernel,
+    names: &mut Vec<(String, Span)>,
+    &Spanned<StageDecl>,
+    &ComputeStmt,
+    Axes,
+);
 
 /// The templates' hooks into the front end.
 pub(crate) struct Templates {
     /// The kernel language's spellings of templates.
     pub call: Call,
+    /// The stage forms, by the name of the call that is the stage's value.
+    pub stage: fn(&str) -> Option<StageForm>,
+    /// Every name the spellings use, for the "did you mean" of an unknown
+    /// function.
+    pub names: fn() -> Vec<&'static str>,
     /// Marks a stage as the template whose definition it writes out (see
     /// [`crate::templates::Template::recognise`]); the template's name.
     pub recognise: fn(&Kernel, &mut Stage) -> Option<&'static str>,
@@ -34,7 +62,9 @@ pub(crate) struct Templates {
 /// a triangular reduction stays one. For tests of the front end alone.
 #[cfg(test)]
 pub(crate) const NONE: Templates = Templates {
-    call: |_, _, _, _, _, _| None,
+    call: |_, _, _, _| None,
+    stage: |_| None,
+    names: Vec::new,
     recognise: |_, _| None,
     rules: |_, _, _| None,
 };

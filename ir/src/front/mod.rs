@@ -13,10 +13,9 @@
 //! ([`crate::templates`]) bring their own spellings through [`Templates`].
 
 mod attention;
-mod bits;
+pub(crate) mod bits;
 mod scatter;
-mod topk;
-mod tuple;
+pub(crate) mod tuple;
 
 mod call;
 mod decls;
@@ -97,41 +96,41 @@ struct InputDecl {
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Extent {
+pub(crate) enum Extent {
     Int(i64),
     Expr(String),
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StageDecl {
-    compute: Spanned<String>,
+pub(crate) struct StageDecl {
+    pub(crate) compute: Spanned<String>,
     /// Reduction axes and their extents: `reduce = { k = "K" }`.
     #[serde(default)]
-    reduce: IndexMap<Spanned<String>, Spanned<Extent>>,
+    pub(crate) reduce: IndexMap<Spanned<String>, Spanned<Extent>>,
     /// A scatter's axes and their extents: `over = { i = "n" }`.
     #[serde(default)]
-    over: IndexMap<Spanned<String>, Spanned<Extent>>,
-    shape: Option<Spanned<Vec<Spanned<Extent>>>>,
-    dtype: Option<Spanned<String>>,
+    pub(crate) over: IndexMap<Spanned<String>, Spanned<Extent>>,
+    pub(crate) shape: Option<Spanned<Vec<Spanned<Extent>>>>,
+    pub(crate) dtype: Option<Spanned<String>>,
     #[serde(default)]
-    schedule: Vec<Spanned<String>>,
+    pub(crate) schedule: Vec<Spanned<String>>,
     /// `output = true`: the stage's tensor is a result of the kernel,
     /// stored and compared even where later stages read it.
-    output: Option<Spanned<bool>>,
+    pub(crate) output: Option<Spanned<bool>>,
     /// A tuple reduction's start, one formula per computed tensor.
     #[serde(default)]
-    init: IndexMap<Spanned<String>, Spanned<Formula>>,
+    pub(crate) init: IndexMap<Spanned<String>, Spanned<Formula>>,
     /// A tuple reduction's combiner, one formula per computed tensor over
     /// `a.X` and `b.X`.
     #[serde(default)]
-    combine: IndexMap<Spanned<String>, Spanned<Formula>>,
+    pub(crate) combine: IndexMap<Spanned<String>, Spanned<Formula>>,
 }
 
 /// A value written as a TOML number or as an expression string.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Formula {
+pub(crate) enum Formula {
     Int(i64),
     Float(f64),
     Text(String),
@@ -205,16 +204,16 @@ pub(crate) fn parse_kernel_for(
 }
 
 /// The reduction of the stage being parsed.
-struct RedCx {
+pub(crate) struct RedCx {
     /// Reduction axes as variables, after the output axes.
-    vars: Vec<(String, VarId)>,
+    pub vars: Vec<(String, VarId)>,
     /// The reduction once parsed: operation and body.
-    result: Option<(ReduceOp, Expr)>,
+    pub result: Option<(ReduceOp, Expr)>,
     /// Parsing the body now (reductions do not nest).
-    inside: bool,
+    pub inside: bool,
     /// The reduction's axes where a template call declared them (a scan's
     /// running position), not the stage's `reduce`.
-    axes: Option<Vec<Axis>>,
+    pub axes: Option<Vec<Axis>>,
 }
 
 /// The checking context: the source, the errors so far, and what the
@@ -222,7 +221,7 @@ struct RedCx {
 pub(crate) struct Cx<'s> {
     src: &'s str,
     diags: Vec<Diagnostic>,
-    red: Option<RedCx>,
+    pub(crate) red: Option<RedCx>,
     /// Names whose declaration was refused: their uses are not reported
     /// again, so one mistake gives one error.
     poisoned: Vec<String>,
@@ -260,7 +259,10 @@ fn reads_tensor(a: &Ast) -> bool {
 /// A stage's output axes: the names on the left of `=`, with the shape's
 /// extents. Here, not in `stage`, because tuple, top-k and attention
 /// stages, which `stage` dispatches to, use it too.
-fn output_axes(stmt: &crate::syntax::ComputeStmt, shape: &[crate::index::Index]) -> Vec<Axis> {
+pub(crate) fn output_axes(
+    stmt: &crate::syntax::ComputeStmt,
+    shape: &[crate::index::Index],
+) -> Vec<Axis> {
     stmt.axes
         .iter()
         .zip(shape)
@@ -272,7 +274,7 @@ fn output_axes(stmt: &crate::syntax::ComputeStmt, shape: &[crate::index::Index])
         .collect()
 }
 
-fn span_of<T>(s: &Spanned<T>) -> Span {
+pub(crate) fn span_of<T>(s: &Spanned<T>) -> Span {
     let r = s.span();
     Span::new(r.start, r.end)
 }
@@ -292,7 +294,7 @@ fn is_ident(s: &str) -> bool {
 }
 
 impl<'s> Cx<'s> {
-    fn error(&mut self, d: Diagnostic) {
+    pub(crate) fn error(&mut self, d: Diagnostic) {
         self.diags.push(d);
     }
 

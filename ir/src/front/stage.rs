@@ -67,13 +67,17 @@ impl<'s> Cx<'s> {
             };
             return attention::stage(self, k, names, decl, &stmt, ax);
         }
-        if topk::is_topk(&stmt) {
+        let form = match &stmt.value.kind {
+            AstKind::Call { name, .. } => (self.templates.stage)(name),
+            _ => None,
+        };
+        if let Some(form) = form {
             let ax = tuple::Axes {
                 vars: axes_names,
                 shape,
                 reduce: red_axes,
             };
-            return topk::stage(self, k, names, decl, &stmt, ax);
+            return form(self, k, names, decl, &stmt, ax);
         }
         let tuple = !stmt.more.is_empty()
             || matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "reduce");
@@ -462,7 +466,7 @@ impl<'s> Cx<'s> {
         }
     }
 
-    pub(super) fn steps(&mut self, d: &StageDecl) -> Vec<Step> {
+    pub(crate) fn steps(&mut self, d: &StageDecl) -> Vec<Step> {
         let mut steps: Vec<Step> = Vec::new();
         for s in &d.schedule {
             let base = self.content_base(s);

@@ -14,7 +14,7 @@ use toml::Spanned;
 
 /// What the caller already parsed: the output axes as variables, the
 /// shape, and the reduction axes.
-pub(super) struct Axes {
+pub(crate) struct Axes {
     pub vars: Vec<(String, VarId)>,
     pub shape: Vec<Index>,
     pub reduce: Vec<Axis>,
@@ -178,7 +178,7 @@ fn form<'a>(
 
 /// The tensors a stage computes (the first already checked), each a
 /// new name; `None` once one is refused.
-pub(super) fn outputs(
+pub(crate) fn outputs(
     cx: &mut Cx<'_>,
     names: &[(String, Span)],
     stmt: &ComputeStmt,
@@ -216,7 +216,7 @@ pub(super) fn outputs(
 /// Refuses `dtype`, `init` and `combine` on a stage that takes none
 /// (`what`: "a top-k"; `dtypes` says where its dtypes come from); false
 /// when it reported one.
-pub(super) fn no_dtype_or_combiner(
+pub(crate) fn no_dtype_or_combiner(
     cx: &mut Cx<'_>,
     d: &StageDecl,
     what: &str,

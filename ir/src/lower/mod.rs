@@ -34,7 +34,6 @@ mod region;
 mod scatter;
 mod slots;
 mod threads;
-mod topk;
 mod vectorize;
 
 /// A lowering pass: extends or rewrites the kernel being built.

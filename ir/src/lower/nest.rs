@@ -21,9 +21,6 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     if let Some(built) = (l.templates.build)(l) {
         return built;
     }
-    if let (Some(plan), Some(t)) = (l.nest.topk, stage.topk()) {
-        return super::topk::build(l, t, plan);
-    }
     if let (Some(plan), Some(a)) = (l.nest.attention, stage.attention()) {
         return super::attention::build(l, a, plan);
     }

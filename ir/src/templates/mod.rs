@@ -20,26 +20,30 @@
 //! the phases as any code above them does.
 
 use crate::diag::Diagnostic;
-use crate::diag::Span;
 use crate::front;
 use crate::index::VarId;
 use crate::kernel::{Expr, Kernel, Stage, StageId};
 use crate::lower::{self, Given, GpuKernel, Lowering};
-use crate::syntax::Arg;
 
 pub mod scan;
+pub mod topk;
 
 /// A template: its name and what it adds to each phase.
 pub struct Template {
-    /// The construct's name, as docs and `--explain` output call it.
+    /// The construct's name, as docs and `--explain` output call it, and
+    /// the call that is a stage's whole value where it has a stage form.
     pub name: &'static str,
     /// Marks `stage` as this template where its reduction is the
     /// template's definition written out; `true` where it did. The stage
     /// computes exactly what it did before.
     pub recognise: fn(&Kernel, &mut Stage) -> bool,
-    /// Its spelling in the kernel language, which writes the definition
-    /// out for the recogniser to mark.
+    /// The function names its spellings use.
+    pub spellings: &'static [&'static str],
+    /// Its spelling inside an expression, which writes the definition out
+    /// for the recogniser to mark.
     pub(crate) call: front::hooks::Call,
+    /// Its spelling as a stage's whole value, `name(...)`.
+    pub(crate) stage: Option<front::hooks::StageForm>,
     /// Its default rule: the candidates for a stage it marks, best first.
     pub(crate) rule: crate::schedule::default::TemplateRules,
     /// Its fast lowering (see [`lower::Templates::build`]).
@@ -49,18 +53,40 @@ pub struct Template {
 }
 
 /// Every template, in the order the recognisers are tried.
-pub const TEMPLATES: [Template; 1] = [Template {
-    name: "scan",
-    recognise: scan::recognise,
-    call: scan::front::call,
-    rule: scan::rule::rule,
-    lower: scan::lower::lowering,
-    before: scan::lower::split_parts,
-}];
+pub const TEMPLATES: [Template; 2] = [
+    Template {
+        name: "scan",
+        recognise: scan::recognise,
+        spellings: &["cumsum", "cumprod", "cummax", "cummin"],
+        call: scan::front::call,
+        stage: None,
+        rule: scan::rule::rule,
+        lower: scan::lower::lowering,
+        before: scan::lower::split_parts,
+    },
+    Template {
+        name: "topk",
+        recognise: topk::recognise,
+        spellings: &["topk"],
+        call: topk::front::in_expression,
+        stage: Some(topk::front::stage),
+        rule: topk::rule::rule,
+        lower: topk::lower::lowering,
+        before: |_, _, _| Ok(Vec::new()),
+    },
+];
 
 /// What the front end gets from [`TEMPLATES`].
 pub(crate) static FRONT: front::Templates = front::Templates {
     call,
+    stage: |name| TEMPLATES.iter().find(|t| t.name == name)?.stage,
+    names: || {
+        TEMPLATES
+            .iter()
+            .flat_map(|t| t.spellings)
+            .copied()
+            .collect()
+    },
     recognise,
     rules: |k, st, cx| TEMPLATES.iter().find_map(|t| (t.rule)(k, st, cx)),
 };
@@ -76,13 +102,9 @@ fn call(
     cx: &mut front::Cx,
     k: &Kernel,
     axes: &[(String, VarId)],
-    name: &str,
-    args: &[Arg],
-    span: Span,
+    site: front::hooks::CallSite,
 ) -> Option<Option<Expr>> {
-    TEMPLATES
-        .iter()
-        .find_map(|t| (t.call)(cx, k, axes, name, args, span))
+    TEMPLATES.iter().find_map(|t| (t.call)(cx, k, axes, site))
 }
 
 /// Every template's kernels launched before stage `sid`'s own.

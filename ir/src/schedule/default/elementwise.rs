@@ -147,28 +147,6 @@ pub(super) fn elementwise(
     vec![kn.done("elementwise-2d", steps)]
 }
 
-/// A top-k: `topk(c, ...)`, a work-group per row. Threads share the LDS
-/// the lists take (8-byte keys, k rounded up to a power of two), so long
-/// lists get fewer threads.
-pub(super) fn topk(st: &Stage, t: &crate::kernel::TopK, cx: &RuleCx) -> DefaultSchedule {
-    let mut kn = Knobs::new(&st.name, cx.given);
-    let fit = (crate::schedule::steps::topk::LDS_BYTES / (t.k.next_power_of_two() * 8)) as i64;
-    let cands: Vec<i64> = THREADS.iter().copied().filter(|&n| n <= fit).collect();
-    let threads = kn.get("THREADS", &cands, fit.min(256), "threads per row");
-    let per = kn.get(
-        "PER",
-        &[1, 2, 4, 8],
-        4,
-        "elements per thread and step, `threads` apart",
-    );
-    let red = st.reduce().expect("a top-k is a reduction");
-    let c = &red.axes[0].name;
-    kn.done(
-        "topk",
-        vec![format!("topk({c}, threads={threads}, per={per})")],
-    )
-}
-
 /// A reduction along contiguous memory (its axis is the last subscript of
 /// a tensor it reads) over a long row: one work-group of 512 threads per
 /// output point, each thread 4 elements 512 apart per step, combined in

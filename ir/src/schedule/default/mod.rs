@@ -194,10 +194,6 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     if let Some(own) = (cx.templates)(k, st, cx) {
         return own;
     }
-    if let Some(t) = st.topk() {
-        // A top-k has no other lowering.
-        return vec![elementwise::topk(st, t, cx)];
-    }
     if st.attention().is_some() {
         // The matrix path where the target has it, else a thread per row.
         return attention::candidates(k, st, cx);

@@ -6,6 +6,7 @@
 
 use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
+use crate::front::hooks::CallSite;
 use crate::front::Cx;
 use crate::index::{Index, VarId};
 use crate::kernel::*;
@@ -28,12 +29,10 @@ pub(crate) fn call(
     cx: &mut Cx,
     k: &Kernel,
     axes: &[(String, VarId)],
-    name: &str,
-    args: &[Arg],
-    span: Span,
+    site: CallSite,
 ) -> Option<Option<Expr>> {
-    let op = scan_op(name)?;
-    Some(scan_call(cx, k, axes, op, name, args, span))
+    let op = scan_op(site.name)?;
+    Some(scan_call(cx, k, axes, op, site.name, site.args, site.span))
 }
 
 /// [`call`] for the scan function `name`.

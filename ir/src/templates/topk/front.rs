@@ -6,10 +6,12 @@
 //! body, and each output as an epilogue of the key at its position
 //! ([`crate::kernel::TopK`]).
 
-use super::bits::{bin, cast, e, int, key, order, select};
-use super::{span_of, Cx, RedCx, StageDecl};
 use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
+use crate::front::bits::{bin, cast, e, int, key, order, select};
+use crate::front::hooks::CallSite;
+use crate::front::tuple::{self, Axes};
+use crate::front::{output_axes, span_of, Cx, RedCx, StageDecl};
 use crate::index::{Index, VarId};
 use crate::kernel::*;
 use crate::syntax::{AstKind, ComputeStmt};
@@ -19,9 +21,23 @@ use toml::Spanned;
 /// keys in registers.
 pub const MAX_K: i64 = 64;
 
-/// Whether the stage's value is a `topk(...)` call.
-pub(super) fn is_topk(stmt: &ComputeStmt) -> bool {
-    matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "topk")
+/// `topk` inside an expression, where it may not be: an error (see
+/// [`crate::front::hooks::Call`]).
+pub(crate) fn in_expression(
+    cx: &mut Cx,
+    _k: &Kernel,
+    _axes: &[(String, VarId)],
+    site: CallSite,
+) -> Option<Option<Expr>> {
+    if site.name != "topk" {
+        return None;
+    }
+    cx.error(
+        Diagnostic::new(site.name_span, "`topk` is a stage's whole value").hint(
+            "write `V[r, j], I[r, j] = topk(X[r, c], c)` and compute the rest in another stage",
+        ),
+    );
+    Some(None)
 }
 
 /// The parsed call: the element, the ranked axis's name and the order.
@@ -32,16 +48,16 @@ struct Call<'a> {
 }
 
 /// Checks a top-k stage and adds it (and its tensors) to `k`.
-pub(super) fn stage(
+pub(crate) fn stage(
     cx: &mut Cx<'_>,
     k: &mut Kernel,
     names: &mut Vec<(String, Span)>,
     decl: &Spanned<StageDecl>,
     stmt: &ComputeStmt,
-    ax: super::tuple::Axes,
+    ax: Axes,
 ) {
     let d = decl.get_ref();
-    let Some(outs) = super::tuple::outputs(cx, names, stmt, false) else {
+    let Some(outs) = tuple::outputs(cx, names, stmt, false) else {
         return;
     };
     if outs.len() > 2 {
@@ -50,7 +66,7 @@ pub(super) fn stage(
                 .hint("write `V[r, j], I[r, j] = topk(X[r, c], c)`, or `I[r, j] = ...` for the indices alone"),
         );
     }
-    if !super::tuple::no_dtype_or_combiner(
+    if !tuple::no_dtype_or_combiner(
         cx,
         d,
         "a top-k",
@@ -143,7 +159,7 @@ pub(super) fn stage(
             .collect(),
         epilogues: epilogues.clone(),
     };
-    let axes = super::output_axes(stmt, &ax.shape);
+    let axes = output_axes(stmt, &ax.shape);
     let stage = Stage {
         name: stmt.target.clone(),
         output: first,
@@ -167,7 +183,7 @@ pub(super) fn stage(
 fn call<'a>(cx: &mut Cx<'_>, stmt: &'a ComputeStmt) -> Option<Call<'a>> {
     const EX: &str = "topk(X[r, c], c)";
     let AstKind::Call { args, .. } = &stmt.value.kind else {
-        unreachable!("checked by is_topk")
+        unreachable!("the stage form of a `topk` call")
     };
     let (mut value, mut axis, mut largest) = (None, None, true);
     for (i, a) in args.iter().enumerate() {
@@ -224,12 +240,7 @@ fn call<'a>(cx: &mut Cx<'_>, stmt: &'a ComputeStmt) -> Option<Call<'a>> {
 
 /// The number of results: the last axis's extent, a constant from 1 to
 /// [`MAX_K`].
-fn positions(
-    cx: &mut Cx<'_>,
-    d: &StageDecl,
-    stmt: &ComputeStmt,
-    ax: &super::tuple::Axes,
-) -> Option<i64> {
+fn positions(cx: &mut Cx<'_>, d: &StageDecl, stmt: &ComputeStmt, ax: &Axes) -> Option<i64> {
     let at = d.shape.as_ref().map_or(stmt.target_span, span_of);
     let Some(last) = ax.shape.last() else {
         cx.error(
@@ -258,12 +269,7 @@ fn positions(
 
 /// The one reduction axis, named in the call, whose extent does not
 /// depend on the output axes.
-fn ranked_axis(
-    cx: &mut Cx<'_>,
-    stmt: &ComputeStmt,
-    ax: &super::tuple::Axes,
-    call: &Call,
-) -> Option<Axis> {
+fn ranked_axis(cx: &mut Cx<'_>, stmt: &ComputeStmt, ax: &Axes, call: &Call) -> Option<Axis> {
     let [red] = ax.reduce.as_slice() else {
         cx.error(
             Diagnostic::new(

@@ -16,10 +16,10 @@
 //! in registers. Work is linear in the row, and the tree has log2 T
 //! barriers.
 
-use super::{inline_producers, Local, Lowering, Stmt};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{BinOp, Expr, ExprKind, TopK};
+use crate::lower::{inline_producers, Local, Lowering, Stmt};
 use crate::schedule::{Dim, GpuAxis, GroupPlan, Guard, LoopKind, LoopVar};
 use crate::DType;
 use std::collections::HashMap;
@@ -89,7 +89,15 @@ fn insert(s: VarId) -> Vec<Stmt> {
     ]
 }
 
-pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), Diagnostic> {
+/// The top-k's kernel, where the stage is a top-k scheduled with
+/// `topk(...)` (see [`crate::lower::Templates::build`]).
+pub(crate) fn lowering(l: &mut Lowering) -> Option<Result<(), Diagnostic>> {
+    let plan = l.nest.topk?;
+    let t = l.k.stage(l.sid).topk()?.clone();
+    Some(build(l, &t, plan))
+}
+
+fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), Diagnostic> {
     let stage = l.k.stage(l.sid);
     let red = stage.reduce().expect("a top-k is a reduction");
     let n = stage.axes.len();
@@ -139,7 +147,7 @@ pub(super) fn build(l: &mut Lowering, t: &TopK, plan: GroupPlan) -> Result<(), D
 
     // The other axes decoded from the row (row-major).
     let rows_axes: Vec<usize> = (0..n - 1).collect();
-    let at = super::decode_axes(stage, &rows_axes, Index::Var(b));
+    let at = crate::lower::decode_axes(stage, &rows_axes, Index::Var(b));
     let pos = Index::Var(chunk) * Index::c(e.t_n * e.p_n)
         + Index::Var(v) * Index::c(e.t_n)
         + Index::Var(tv);
