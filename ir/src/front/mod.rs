@@ -12,7 +12,6 @@
 //! with its own syntax ([`scatter`], [`tuple`], [`bits`]). Templates
 //! ([`crate::templates`]) bring their own spellings through [`Templates`].
 
-mod attention;
 pub(crate) mod bits;
 mod scatter;
 pub(crate) mod tuple;

@@ -59,14 +59,6 @@ impl<'s> Cx<'s> {
         else {
             return;
         };
-        if attention::is_attention(&stmt) {
-            let ax = tuple::Axes {
-                vars: axes_names,
-                shape,
-                reduce: red_axes,
-            };
-            return attention::stage(self, k, names, decl, &stmt, ax);
-        }
         let form = match &stmt.value.kind {
             AstKind::Call { name, .. } => (self.templates.stage)(name),
             _ => None,

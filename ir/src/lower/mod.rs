@@ -20,10 +20,9 @@ pub use crate::loops::{
 };
 
 mod addressing;
-mod attention;
 pub mod barriers;
 mod body;
-mod cache;
+pub(crate) mod cache;
 mod compute_at;
 mod descriptors;
 mod hoist;
@@ -75,7 +74,7 @@ pub(crate) struct Lowering<'k> {
     /// Linear thread index within the work-group (x fastest); set by `nest`.
     pub(crate) tid: Index,
     /// The target's matrix instructions, for stages with `mma`.
-    unit: Option<&'k matrix::MatrixUnit>,
+    pub(crate) unit: Option<&'k matrix::MatrixUnit>,
     /// What `nest` left the `matrix` pass: the frame of a stage with `mma`.
     region: Option<body::Frame>,
     templates: &'k Templates,

@@ -21,9 +21,6 @@ pub(super) fn run(l: &mut Lowering) -> Result<(), Diagnostic> {
     if let Some(built) = (l.templates.build)(l) {
         return built;
     }
-    if let (Some(plan), Some(a)) = (l.nest.attention, stage.attention()) {
-        return super::attention::build(l, a, plan);
-    }
     let r = body::frame(l);
     l.g.block = r.block;
     l.g.grid = r.grid.clone();

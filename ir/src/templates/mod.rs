@@ -25,6 +25,7 @@ use crate::index::VarId;
 use crate::kernel::{Expr, Kernel, Stage, StageId};
 use crate::lower::{self, Given, GpuKernel, Lowering};
 
+pub mod attention;
 pub mod scan;
 pub mod topk;
 
@@ -53,7 +54,7 @@ pub struct Template {
 }
 
 /// Every template, in the order the recognisers are tried.
-pub const TEMPLATES: [Template; 2] = [
+pub const TEMPLATES: [Template; 3] = [
     Template {
         name: "scan",
         recognise: scan::recognise,
@@ -72,6 +73,16 @@ pub const TEMPLATES: [Template; 2] = [
         stage: Some(topk::front::stage),
         rule: topk::rule::rule,
         lower: topk::lower::lowering,
+        before: |_, _, _| Ok(Vec::new()),
+    },
+    Template {
+        name: "attention",
+        recognise: attention::recognise,
+        spellings: &["attention"],
+        call: |_, _, _, _| None,
+        stage: Some(attention::front::stage),
+        rule: attention::rule::rule,
+        lower: attention::lower::lowering,
         before: |_, _, _| Ok(Vec::new()),
     },
 ];

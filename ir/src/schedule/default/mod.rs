@@ -21,7 +21,6 @@
 //! the `mma` path with that target's fragment shape, tile sizes and
 //! pipeline, within its shared memory ([`RuleCx::target`]).
 
-mod attention;
 mod conv;
 mod elementwise;
 mod fuse;
@@ -169,7 +168,7 @@ const PRIVATE_TABLE: i64 = 4096;
 
 /// `e` as the stage reads it once inlined producers are substituted
 /// (producers of producers too).
-fn inlined(k: &Kernel, e: &Expr) -> Expr {
+pub(crate) fn inlined(k: &Kernel, e: &Expr) -> Expr {
     let mut value = e.clone();
     for _ in 0..k.stages.len() {
         let before = value.clone();
@@ -193,10 +192,6 @@ pub fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     // A template's stage takes its template's rule.
     if let Some(own) = (cx.templates)(k, st, cx) {
         return own;
-    }
-    if st.attention().is_some() {
-        // The matrix path where the target has it, else a thread per row.
-        return attention::candidates(k, st, cx);
     }
     if st.scatter().is_some() {
         out.extend(scatter::scatter(k, st, &names, cx));

@@ -7,10 +7,11 @@
 //! and which the head axis follows from the arguments: the head axis is
 //! the one `q` reads.
 
-use super::bits::{bin, cast, e};
-use super::{span_of, Cx, RedCx, StageDecl};
 use crate::diag::{Diagnostic, Span};
 use crate::dtype::DType;
+use crate::front::bits::{bin, cast, e};
+use crate::front::tuple::{self, Axes};
+use crate::front::{output_axes, span_of, Cx, RedCx, StageDecl};
 use crate::index::{Index, VarId};
 use crate::kernel::*;
 use crate::syntax::{Ast, AstKind, ComputeStmt};
@@ -23,24 +24,19 @@ pub const MAX_HEAD: i64 = 256;
 
 const EX: &str = "attention(Q[b, i, e], K[b, j, e], V[b, j, d])";
 
-/// Whether the stage's value is an `attention(...)` call.
-pub(super) fn is_attention(stmt: &ComputeStmt) -> bool {
-    matches!(&stmt.value.kind, AstKind::Call { name, .. } if name == "attention")
-}
-
 fn fail<T>(cx: &mut Cx<'_>, d: Diagnostic) -> Option<T> {
     cx.error(d);
     None
 }
 
 /// Checks an attention stage and adds it (and its tensors) to `k`.
-pub(super) fn stage(
+pub(crate) fn stage(
     cx: &mut Cx<'_>,
     k: &mut Kernel,
     names: &mut Vec<(String, Span)>,
     decl: &Spanned<StageDecl>,
     stmt: &ComputeStmt,
-    ax: super::tuple::Axes,
+    ax: Axes,
 ) {
     let _ = build(cx, k, names, decl, stmt, ax);
 }
@@ -50,7 +46,7 @@ fn check_shape(
     cx: &mut Cx<'_>,
     d: &StageDecl,
     stmt: &ComputeStmt,
-    ax: &super::tuple::Axes,
+    ax: &Axes,
     outs: &[(String, Span)],
 ) -> Option<()> {
     if outs.len() > 2 {
@@ -63,7 +59,7 @@ fn check_shape(
             .hint("write `O[b, i, d], L[b, i] = attention(...)`, or `O[b, i, d] = ...` alone"),
         );
     }
-    if !super::tuple::no_dtype_or_combiner(
+    if !tuple::no_dtype_or_combiner(
         cx,
         d,
         "an attention",
@@ -119,7 +115,7 @@ fn arguments<'a>(
     stmt: &'a ComputeStmt,
 ) -> Option<([&'a Ast; 3], Option<&'a Ast>)> {
     let AstKind::Call { args, .. } = &stmt.value.kind else {
-        unreachable!("checked by is_attention")
+        unreachable!("the stage form of an `attention` call")
     };
     let mut pos = Vec::new();
     let mut scale_ast = None;
@@ -224,10 +220,10 @@ fn build(
     names: &mut Vec<(String, Span)>,
     decl: &Spanned<StageDecl>,
     stmt: &ComputeStmt,
-    ax: super::tuple::Axes,
+    ax: Axes,
 ) -> Option<()> {
     let d = decl.get_ref();
-    let outs = super::tuple::outputs(cx, names, stmt, true)?;
+    let outs = tuple::outputs(cx, names, stmt, true)?;
     check_shape(cx, d, stmt, &ax, &outs)?;
     let n = ax.vars.len();
     let ([qa, ka, va], scale_ast) = arguments(cx, stmt)?;
@@ -332,7 +328,7 @@ fn build(
             .map(|s| TensorId(first.0 + s))
             .collect(),
     };
-    let axes = super::output_axes(stmt, &ax.shape);
+    let axes = output_axes(stmt, &ax.shape);
     let stage = Stage {
         name: stmt.target.clone(),
         output: first,

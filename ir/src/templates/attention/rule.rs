@@ -5,10 +5,10 @@
 //! gets one wave of rows and a third K/V buffer); else `rowwise`, a
 //! thread per query row.
 
-use super::{Knobs, RuleCx};
 use crate::kernel::{ExprKind, Kernel, Stage};
 use crate::mtype::{mtype, MatrixUnit};
 use crate::plan::DefaultSchedule;
+use crate::schedule::default::{inlined, Knobs, RuleCx};
 use crate::DType;
 
 /// LDS bytes of `flash(rows, keys, stages)` for head dimensions `e` and
@@ -33,7 +33,14 @@ fn amd_flash_lds(keys: i64, e: i64, d: i64) -> i64 {
     2 * (keys * ep + dp * (keys + 4))
 }
 
-pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
+/// The candidates for an attention stage, best first; `None` for other
+/// stages (see [`crate::schedule::default::candidates`]).
+pub(crate) fn rule(k: &Kernel, st: &Stage, cx: &RuleCx) -> Option<Vec<DefaultSchedule>> {
+    st.attention()?;
+    Some(candidates(k, st, cx))
+}
+
+fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSchedule> {
     let red = st.reduce().expect("an attention is a reduction");
     let a = st.attention().expect("an attention stage");
     let j = &red.axes[0].name;
@@ -41,7 +48,7 @@ pub(super) fn candidates(k: &Kernel, st: &Stage, cx: &RuleCx) -> Vec<DefaultSche
     // As `flash` sees them: with inlined producers substituted (an
     // inlined producer makes an operand an expression, which it refuses).
     let loads = [&a.q, &a.k, &a.v].iter().all(|x| {
-        let x = super::inlined(k, x);
+        let x = inlined(k, x);
         matches!(x.kind, ExprKind::Load { .. }) && x.dtype == a.q.dtype
     });
     let e = red.axes[1].extent.as_const();

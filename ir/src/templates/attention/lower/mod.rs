@@ -6,16 +6,24 @@
 mod flash;
 mod rows;
 
-use super::{inline_producers, Local, Lowering};
 use crate::diag::Diagnostic;
 use crate::index::{IOp, Index, VarId};
 use crate::kernel::{Attention, BinOp, Expr, ExprKind, MathFn};
+use crate::lower::{inline_producers, Local, Lowering};
 use crate::plan::AttnPlan;
 use crate::schedule::{LoopKind, LoopVar};
 use crate::{DType, Span};
 use std::collections::HashMap;
 
-pub(super) fn build(l: &mut Lowering, a: &Attention, plan: AttnPlan) -> Result<(), Diagnostic> {
+/// The attention's kernel, where the stage is an attention scheduled with
+/// `rowwise` or `flash` (see [`crate::lower::Templates::build`]).
+pub(crate) fn lowering(l: &mut Lowering) -> Option<Result<(), Diagnostic>> {
+    let plan = l.nest.attention?;
+    let a = l.k.stage(l.sid).attention()?.clone();
+    Some(build(l, &a, plan))
+}
+
+fn build(l: &mut Lowering, a: &Attention, plan: AttnPlan) -> Result<(), Diagnostic> {
     match plan {
         AttnPlan::Rows { threads, span } => rows::build(l, a, threads, span),
         AttnPlan::Flash {
@@ -93,7 +101,7 @@ fn counted(l: &mut Lowering, axes: usize, what: &str, span: Span) -> Index {
 fn decode(l: &Lowering, skip: usize, row: Index) -> HashMap<VarId, Index> {
     let st = l.k.stage(l.sid);
     let axes: Vec<usize> = (0..st.axes.len() - skip).collect();
-    super::decode_axes(st, &axes, row)
+    crate::lower::decode_axes(st, &axes, row)
 }
 
 /// `x` of the stage, its producers substituted, at the loop-IR point `at`.

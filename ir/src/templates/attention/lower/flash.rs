@@ -174,9 +174,9 @@ pub(super) fn build(
     // producer inlined into them is an expression, which `flash` cannot
     // copy into LDS (it would read the producer's buffer, never written).
     let a = &Attention {
-        q: super::super::inline_producers(l.k, l.sid, &a.q),
-        k: super::super::inline_producers(l.k, l.sid, &a.k),
-        v: super::super::inline_producers(l.k, l.sid, &a.v),
+        q: crate::lower::inline_producers(l.k, l.sid, &a.q),
+        k: crate::lower::inline_producers(l.k, l.sid, &a.k),
+        v: crate::lower::inline_producers(l.k, l.sid, &a.v),
         ..a.clone()
     };
     let ([q, kx, vx], shape) = check(l, unit, a, t, span)?;
