@@ -33,7 +33,8 @@
 //! without an epilogue), attention (random dtype,
 //! head sizes, batch axis, causal mask, scale, log-sum-exp output, K from
 //! a stage, no schedule, `rowwise` or `flash` run through a random
-//! target's lane layout),
+//! target's lane layout; at times written out as the five stages that
+//! define it, which the template makes one attention),
 //! `isnan`/`isinf` of NaN and infinities made on purpose, bitwise
 //! operators and shifts on integers, every dtype,
 //! casts, comparisons, select and math functions (`exp2_approx` too);
@@ -548,12 +549,17 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     };
     let extent = if rng.chance(50) { "min(i + 1, m)" } else { "m" };
     let scale = if rng.chance(40) { ", scale=0.25" } else { "" };
-    let outs = if rng.chance(50) {
+    // A quarter written out as the five stages that define it (no
+    // schedule, no log-sum-exp), which the template makes one attention.
+    let written = !group && rng.chance(25);
+    let outs = if !written && rng.chance(50) {
         format!("O[{b}i, d], L[{b}i]")
     } else {
         format!("O[{b}i, d]")
     };
-    let sched = if group {
+    let sched = if written {
+        String::new()
+    } else if group {
         format!(
             "\nschedule = [\"flash(j, rows={}, keys=64, stages={})\"]",
             rng.pick(&[64, 128]),
@@ -584,6 +590,33 @@ fn attention_kernel(rng: &mut Rng, id: u64) -> String {
     } else {
         String::new()
     };
+    if written {
+        let (factor, out) = match (scale.is_empty(), dt) {
+            (true, "f32") => (
+                String::new(),
+                "sum(Ex[{b}i, j] * V[{b}j, d], j) / Sm[{b}i]".to_string(),
+            ),
+            (true, t) => (
+                String::new(),
+                format!("{t}(sum(Ex[{{b}}i, j] * f32(V[{{b}}j, d]), j) / Sm[{{b}}i])"),
+            ),
+            (false, "f32") => (
+                " * 0.25".into(),
+                "sum(Ex[{b}i, j] * V[{b}j, d], j) / Sm[{b}i]".to_string(),
+            ),
+            (false, t) => (
+                " * 0.25".into(),
+                format!("{t}(sum(Ex[{{b}}i, j] * f32(V[{{b}}j, d]), j) / Sm[{{b}}i])"),
+            ),
+        };
+        let out = out.replace("{b}", b);
+        writeln!(
+            src,
+            "\n[[stage]]\ncompute = \"Sc[{b}i, j] = sum(f32(Q[{b}i, e]) * f32({keys}[{b}j, e]), e){factor}\"\nshape = [{bdim}\"n\", \"m\"]\nreduce = {{ e = {e} }}\n\n[[stage]]\ncompute = \"Mx[{b}i] = reduce_max(Sc[{b}i, j], j)\"\nshape = [{bdim}\"n\"]\nreduce = {{ j = \"{extent}\" }}\n\n[[stage]]\ncompute = \"Ex[{b}i, j] = exp(Sc[{b}i, j] - Mx[{b}i])\"\nshape = [{bdim}\"n\", \"m\"]\n\n[[stage]]\ncompute = \"Sm[{b}i] = sum(Ex[{b}i, j], j)\"\nshape = [{bdim}\"n\"]\nreduce = {{ j = \"{extent}\" }}\n\n[[stage]]\ncompute = \"O[{b}i, d] = {out}\"\nshape = [{bdim}\"n\", {d}]\nreduce = {{ j = \"{extent}\" }}"
+        )
+        .unwrap();
+        return src;
+    }
     writeln!(
         src,
         "\n[[stage]]\ncompute = \"{outs} = attention(Q[{b}i, e], {keys}[{b}j, e], V[{b}j, d]{scale})\"\nshape = [{bdim}\"n\", {d}]\nreduce = {{ j = \"{extent}\", e = {e} }}{sched}"
@@ -1566,6 +1599,8 @@ struct Stats {
     scans: usize,
     /// Accepted kernels whose scan is written out as a triangular reduction.
     written_scans: usize,
+    /// Accepted kernels whose attention is written out as five stages.
+    written_attentions: usize,
     topks: usize,
     attentions: usize,
     /// Accepted kernels with a reduction loop bound to a blockIdx.
@@ -1685,6 +1720,7 @@ fn check(src: &str, rng: &mut Rng, st: &mut Stats) {
         .stages
         .iter()
         .any(|s| s.reduce().is_some_and(|r| r.attention().is_some())) as usize;
+    st.written_attentions += k.stages.iter().any(|s| s.absorbed) as usize;
     st.grids += k.stages.iter().any(|s| {
         s.nest.as_ref().is_some_and(|n| {
             n.vars.iter().any(|v| {
@@ -1950,6 +1986,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
                 st.ordered += l.ordered;
                 st.scans += l.scans;
                 st.written_scans += l.written_scans;
+                st.written_attentions += l.written_attentions;
                 st.topks += l.topks;
                 st.attentions += l.attentions;
                 st.grids += l.grids;
@@ -1978,7 +2015,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         }
     }
     println!(
-        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan ({} written out), {} top-k, {} attention, {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} transpose through registers, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
+        "difffuzz: seed {seed}, {secs} s: {} kernels generated, {} refused by the front end ({} of those accepted gather, {} scatter, {} tuple reduction ({} not commutative), {} scan ({} written out), {} top-k, {} attention ({} written out), {} grid reduction, {} convolution, {} bounded part, {} warpgroup product, {} batched product, {} tensor-copied, {} mixed-type matrix product, {} transpose through registers, {} with a declared intermediate result ({} computed at a reader's loop)), {} runs on the CPU path compared, {} loop-IR runs race-checked, {} compilations, {} failures",
         st.generated,
         st.rejected,
         st.gathers,
@@ -1989,6 +2026,7 @@ fn fuzz(seed: u64, secs: u64, which: &str) {
         st.written_scans,
         st.topks,
         st.attentions,
+        st.written_attentions,
         st.grids,
         st.convs,
         st.bounded,

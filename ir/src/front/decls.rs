@@ -200,6 +200,28 @@ impl<'s> Cx<'s> {
         }
     }
 
+    /// Checks every stage in order, then makes the templates written out
+    /// over several stages the template ([`Self::rewrite_templates`]).
+    fn stages(
+        &mut self,
+        k: &mut Kernel,
+        names: &mut Vec<(String, Span)>,
+        decls: &[Spanned<StageDecl>],
+    ) {
+        for st in decls {
+            let before = k.stages.len();
+            self.stage(k, names, st);
+            let declared = st.get_ref().output.as_ref().is_some_and(|o| *o.get_ref());
+            if declared && k.stages.len() > before {
+                k.kept.extend(k.stages[before..].iter().map(|s| s.output));
+            }
+        }
+        self.kept_stay_in_memory(k);
+        if self.diags.is_empty() {
+            self.rewrite_templates(k);
+        }
+    }
+
     pub(super) fn kernel(&mut self, doc: Doc) -> Option<Kernel> {
         let kdecl = doc.kernel;
         let kernel_span = span_of(&kdecl.name);
@@ -307,15 +329,7 @@ impl<'s> Cx<'s> {
                     .hint("add a `[[stage]]` with `compute = \"C[i] = A[i] + B[i]\"`"),
             );
         }
-        for st in &doc.stage {
-            let before = k.stages.len();
-            self.stage(&mut k, &mut names, st);
-            let declared = st.get_ref().output.as_ref().is_some_and(|o| *o.get_ref());
-            if declared && k.stages.len() > before {
-                k.kept.extend(k.stages[before..].iter().map(|s| s.output));
-            }
-        }
-        self.kept_stay_in_memory(&k);
+        self.stages(&mut k, &mut names, &doc.stage);
         k.tuning = tuning;
         if self.defaults > 1 && self.diags.is_empty() {
             self.fuse_producers(&mut k);

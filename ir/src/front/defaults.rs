@@ -95,6 +95,25 @@ impl<'s> Cx<'s> {
         }
     }
 
+    /// Templates written out over several stages made the template
+    /// ([`super::Templates::rewrite`]), each rewritten stage scheduled
+    /// as a new one would be.
+    pub(super) fn rewrite_templates(&mut self, k: &mut Kernel) {
+        for o in (self.templates.rewrite)(k) {
+            let mut st = k.stages[o].clone();
+            if self.defaults > 0 {
+                self.default_schedule(k, &mut st);
+            }
+            if st.nest.is_none() {
+                match schedule::apply_with_source(k, &st, self.src) {
+                    Ok(nest) => st.nest = Some(nest),
+                    Err(e) => self.error(e),
+                }
+            }
+            k.stages[o] = st;
+        }
+    }
+
     /// Default-scheduled element-wise producers inlined into their
     /// readers ([`schedule::default::inlinable`]), whose rules then choose
     /// again; kept only if every changed stage applies.
@@ -168,7 +187,7 @@ impl<'s> Cx<'s> {
         }
         for i in 0..next.stages.len() {
             let st = &next.stages[i];
-            if st.nest.is_none() && st.compute_at().is_none() {
+            if st.nest.is_none() && st.compute_at().is_none() && !st.absorbed {
                 match schedule::apply_with_source(&next, st, self.src) {
                     Ok(nest) => next.stages[i].nest = Some(nest),
                     Err(_) => return,

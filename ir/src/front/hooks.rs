@@ -56,6 +56,10 @@ pub(crate) struct Templates {
     /// The templates' default rules, which the front end hands to the
     /// rules it asks ([`crate::schedule::default::RuleCx::templates`]).
     pub rules: crate::schedule::default::TemplateRules,
+    /// Once every stage is checked: makes the templates written out over
+    /// several stages (an attention's five) the template, absorbing the
+    /// stages it computes; the stages rewritten, to schedule afresh.
+    pub rewrite: fn(&mut Kernel) -> Vec<usize>,
 }
 
 /// The front end with no template: a scan call is an unknown function and
@@ -67,6 +71,7 @@ pub(crate) const NONE: Templates = Templates {
     names: Vec::new,
     recognise: |_, _| None,
     rules: |_, _, _| None,
+    rewrite: |_| Vec::new(),
 };
 
 impl Cx<'_> {

@@ -137,6 +137,7 @@ pub(super) fn stage(
         span: span_of(decl),
         nest: None,
         default: None,
+        absorbed: false,
     };
     cx.push_stage(k, names, stmt, dtype, shape, stage);
 }

@@ -117,6 +117,7 @@ impl<'s> Cx<'s> {
             span: span_of(decl),
             nest: None,
             default: None,
+            absorbed: false,
         };
         self.push_stage(k, names, &stmt, dtype, shape, stage);
     }

@@ -100,6 +100,11 @@ pub struct Stage {
     /// Where the file gives no schedule: the rule that wrote `schedule`
     /// (see [`crate::schedule::default`]).
     pub default: Option<crate::plan::DefaultSchedule>,
+    /// A later stage computes what this one is for: a template found it
+    /// written out and made that stage the template, so this stage has no
+    /// kernel and no buffer (the scores, maximum, exponentials and sum of
+    /// a written-out attention). The interpreter still evaluates it.
+    pub absorbed: bool,
 }
 
 /// What a stage computes at each point of its axes: exactly one of these.
@@ -699,9 +704,10 @@ impl Stage {
     }
 
     /// Whether the stage has no kernel and no tensor in memory of its own:
-    /// inlined into its consumers, or computed inside one of them.
+    /// inlined into its consumers, computed inside one of them, or
+    /// absorbed into a template stage ([`Stage::absorbed`]).
     pub fn is_internal(&self) -> bool {
-        self.is_inlined() || self.compute_at().is_some()
+        self.is_inlined() || self.compute_at().is_some() || self.absorbed
     }
 
     /// Rewrites every load in `e` of this stage's tensor by this stage's

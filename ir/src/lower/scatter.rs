@@ -137,6 +137,7 @@ fn over_output(
         span: st.span,
         nest: None,
         default: None,
+        absorbed: false,
     };
     let mut k2 = k.clone();
     // Stages computed at the scatter's loops belong to the scatter's

@@ -433,7 +433,7 @@ pub fn flops(k: &Kernel, sizes: &[i64]) -> u64 {
     }
     k.stages
         .iter()
-        .filter(|s| !s.is_inlined())
+        .filter(|s| !s.is_inlined() && !s.absorbed)
         .map(|s| {
             if let (Some(r), Some(_)) = (s.reduce(), s.attention()) {
                 return attention_flops(s, r, sizes);

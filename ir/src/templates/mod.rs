@@ -38,6 +38,9 @@ pub struct Template {
     /// template's definition written out; `true` where it did. The stage
     /// computes exactly what it did before.
     pub recognise: fn(&Kernel, &mut Stage) -> bool,
+    /// Makes the template's definitions written out over several stages
+    /// the template (see [`front::hooks::Templates::rewrite`]).
+    pub rewrite: fn(&mut Kernel) -> Vec<usize>,
     /// The function names its spellings use.
     pub spellings: &'static [&'static str],
     /// Its spelling inside an expression, which writes the definition out
@@ -58,6 +61,7 @@ pub const TEMPLATES: [Template; 3] = [
     Template {
         name: "scan",
         recognise: scan::recognise,
+        rewrite: |_| Vec::new(),
         spellings: &["cumsum", "cumprod", "cummax", "cummin"],
         call: scan::front::call,
         stage: None,
@@ -68,6 +72,7 @@ pub const TEMPLATES: [Template; 3] = [
     Template {
         name: "topk",
         recognise: topk::recognise,
+        rewrite: |_| Vec::new(),
         spellings: &["topk"],
         call: topk::front::in_expression,
         stage: Some(topk::front::stage),
@@ -78,6 +83,7 @@ pub const TEMPLATES: [Template; 3] = [
     Template {
         name: "attention",
         recognise: attention::recognise,
+        rewrite: attention::written::rewrite,
         spellings: &["attention"],
         call: |_, _, _, _| None,
         stage: Some(attention::front::stage),
@@ -100,6 +106,7 @@ pub(crate) static FRONT: front::Templates = front::Templates {
     },
     recognise,
     rules: |k, st, cx| TEMPLATES.iter().find_map(|t| (t.rule)(k, st, cx)),
+    rewrite: |k| TEMPLATES.iter().flat_map(|t| (t.rewrite)(k)).collect(),
 };
 
 /// What lowering gets from [`TEMPLATES`].

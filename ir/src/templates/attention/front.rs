@@ -343,6 +343,7 @@ fn build(
         span: span_of(decl),
         nest: None,
         default: None,
+        absorbed: false,
     };
     cx.push_stage(k, names, stmt, v.dtype, ax.shape, stage);
     Some(())

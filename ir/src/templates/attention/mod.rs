@@ -4,19 +4,22 @@
 //! form (`front.rs`); its rule (`rule.rs`) picks `flash` on the matrix
 //! instructions, else `rowwise`, and `lower/` builds both.
 //!
-//! Not yet a template in full: its meaning is the interpreter's own
-//! (`interp::stages::attention_row`), not the ordinary stages a user
-//! writes for it (the scores, their maximum, the exponentials, their sum
-//! and the weighted sum of the values), so that five-stage form is not
-//! recognised yet and there is no fallback where the fast path refuses.
+//! The five ordinary stages a user writes for it (the scores, their
+//! maximum, the exponentials, their sum and the weighted sum of the
+//! values) are found and made the template (`written.rs`). Not yet a
+//! template in full: its meaning is the interpreter's own
+//! (`interp::stages::attention_row`), not those stages, so there is no
+//! fallback where the fast path refuses.
 
 use crate::kernel::{Kernel, Stage};
 
 pub(crate) mod front;
 pub(crate) mod lower;
 pub(crate) mod rule;
+pub(crate) mod written;
 
-/// An attention is found only by its spelling (see the module's note).
+/// No one stage is an attention: its written-out form is five
+/// (`written::rewrite`).
 pub fn recognise(_k: &Kernel, _st: &mut Stage) -> bool {
     false
 }

@@ -174,6 +174,7 @@ pub(crate) fn stage(
         span: span_of(decl),
         nest: None,
         default: None,
+        absorbed: false,
     };
     let t0 = epilogues[0].dtype;
     cx.push_stage(k, names, stmt, t0, ax.shape, stage);
